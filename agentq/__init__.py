@@ -1,0 +1,1 @@
+"""agentq: a distributed task-queue backend for LLM agents."""

@@ -1,0 +1,1 @@
+"""The pure protocol layer (filled in as modules land)."""
