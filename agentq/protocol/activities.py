@@ -1,0 +1,309 @@
+"""The activity registry: handlers and their options (SPEC §3, seed 000).
+
+An activity is a Python callable ``handler(call, tool, context)``, sync or ``async``. It may declare fewer
+parameters; :func:`invoke_handler` passes what it declares:
+
+* parameters named ``call`` / ``tool`` / ``context`` are passed by name (``def h(context, call)`` works);
+* otherwise arguments are passed by position according to how many the handler takes:
+  1 → ``(call)``, 2 → ``(call, context)``, 3 → ``(call, tool, context)``.
+
+How a handler is called is worked out once, at registration, so a handler that cannot be called (no
+parameters, four required ones, ``def h(tool, x)`` whose ``tool`` would receive the call) is refused then
+with :class:`RegistrationError`, never at run time.
+
+Registration only records an :class:`ActivitySpec` in the registry object: no broker, no Celery task, no
+global side effect. The runtime builds Celery tasks from :meth:`ActivityRegistry.specs`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from agentq.errors import DuplicateRegistrationError, RegistrationError
+from agentq.protocol.tools import is_valid_name, next_version
+
+__all__ = ["Activity", "ActivityRegistry", "ActivitySpec", "TASK_PREFIX", "invoke_handler"]
+
+#: Celery task (and default queue) name prefix: the task of activity ``x`` is ``agentq.activity.x``.
+TASK_PREFIX = "agentq.activity."
+
+_RATE_LIMIT_RE = re.compile(r"^\d+(\.\d+)?/(s|m|h)$")
+_ARG_NAMES = ("call", "tool", "context")
+_BY_COUNT = {1: ("call",), 2: ("call", "context"), 3: ("call", "tool", "context")}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(name: object, option: str, message: str) -> RegistrationError:
+    return RegistrationError(f"activity {name!r}: option {option!r} {message}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_options(
+    name: object,
+    retries: object,
+    retry_backoff: object,
+    timeout: object,
+    queue: object,
+    rate_limit: object,
+) -> None:
+    if not is_valid_name(name):
+        raise RegistrationError(
+            f"invalid activity name {name!r}: use a letter followed by letters, digits, '_' or '-' (max 128)"
+        )
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise _fail(name, "retries", f"must be an integer >= 0, got {retries!r}")
+    if not _is_number(retry_backoff) or retry_backoff <= 0:  # type: ignore[operator]
+        raise _fail(name, "retry_backoff", f"must be a number of seconds > 0, got {retry_backoff!r}")
+    if timeout is not None and (not _is_number(timeout) or timeout <= 0):  # type: ignore[operator]
+        raise _fail(name, "timeout", f"must be None or a number of seconds > 0, got {timeout!r}")
+    if queue is not None and (not isinstance(queue, str) or not queue or any(c.isspace() for c in queue)):
+        raise _fail(name, "queue", f"must be None or a non-empty queue name without spaces, got {queue!r}")
+    if rate_limit is not None and (not isinstance(rate_limit, str) or not _RATE_LIMIT_RE.match(rate_limit)):
+        raise _fail(name, "rate_limit", f"must be None or Celery syntax like '10/s', '100/m', '0.5/h', got {rate_limit!r}")
+
+
+def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
+    """How to call ``handler``: ``("named", names)`` or ``("positional", names)``; RegistrationError if impossible."""
+    if not callable(handler):
+        raise _fail(name, "handler", f"must be callable, got {type(handler).__name__}")
+    try:
+        sig = inspect.signature(handler)
+    except (TypeError, ValueError):
+        raise _fail(
+            name, "handler", "has no inspectable signature; wrap it: def handler(call, tool, context): ..."
+        ) from None
+    P = inspect.Parameter
+    params = list(sig.parameters.values())
+    fixed = [p for p in params if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    required = [p for p in fixed if p.default is P.empty]
+    by_name = [p for p in fixed if p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY]
+
+    # 1. Parameters named call/tool/context, and nothing else required: pass those by name.
+    if by_name and all(p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
+        return "named", tuple(p.name for p in by_name)
+
+    positional = [p for p in fixed if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    has_var_positional = any(p.kind == P.VAR_POSITIONAL for p in params)
+    stuck = [p.name for p in required if p.kind == P.KEYWORD_ONLY]
+    if stuck:
+        raise _fail(name, "handler", f"has required keyword-only parameter(s) {stuck} the engine cannot fill")
+    if not positional and not has_var_positional:
+        if any(p.kind == P.VAR_KEYWORD for p in params):
+            return "named", _ARG_NAMES
+        raise _fail(name, "handler", "takes no parameters; declare (call), (call, context) or (call, tool, context)")
+    required_positional = sum(1 for p in positional if p.default is P.empty)
+    if required_positional > 3:
+        raise _fail(
+            name, "handler",
+            f"requires {required_positional} positional parameters; a handler takes at most 3 (call, tool, context)",
+        )
+    count = 3 if has_var_positional else min(len(positional), 3)
+    order = _BY_COUNT[count]
+    for param, given in zip(positional, order):
+        if param.name in _ARG_NAMES and param.name != given:
+            raise _fail(
+                name, "handler",
+                f"parameter {param.name!r} at position {positional.index(param) + 1} would receive {given!r}; "
+                f"name the parameters call/tool/context or order them (call, tool, context)",
+            )
+    return "positional", order
+
+
+def _is_async(handler: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(handler):
+        return True
+    call = getattr(handler, "__call__", None)  # callable objects with `async def __call__`
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@dataclass(frozen=True)
+class ActivitySpec:
+    """One registered activity: its handler and options. Constructing one validates everything."""
+
+    name: str
+    handler: Callable[..., Any]
+    retries: int = 0
+    retry_backoff: float = 1.0
+    timeout: float | None = None
+    queue: str | None = None
+    rate_limit: str | None = None
+    is_async: bool = field(init=False)
+    _invocation: tuple[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_options(self.name, self.retries, self.retry_backoff, self.timeout, self.queue, self.rate_limit)
+        object.__setattr__(self, "_invocation", _plan_invocation(self.name, self.handler))
+        object.__setattr__(self, "is_async", _is_async(self.handler))
+
+    @property
+    def queue_name(self) -> str:
+        """The queue its tasks go to: ``queue`` if set, else ``agentq.activity.<name>``."""
+        return self.queue or TASK_PREFIX + self.name
+
+    @property
+    def task_name(self) -> str:
+        """The Celery task name: ``agentq.activity.<name>``."""
+        return TASK_PREFIX + self.name
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """What the handler receives, in order: a subset of ``("call", "tool", "context")``."""
+        return self._invocation[1]
+
+    def to_announcement(self) -> dict[str, Any]:
+        """A JSON-able description for the worker announcement (no handler; the runtime adds the hostname)."""
+        return {
+            "name": self.name,
+            "task": self.task_name,
+            "queue": self.queue_name,
+            "retries": self.retries,
+            "retry_backoff": float(self.retry_backoff),
+            "timeout": None if self.timeout is None else float(self.timeout),
+            "rate_limit": self.rate_limit,
+            "is_async": self.is_async,
+        }
+
+
+def invoke_handler(spec: ActivitySpec, call: Any, tool: Any, context: Any) -> Any:
+    """Call ``spec.handler`` with the arguments it declares; return its result (possibly an awaitable).
+
+    Callers ``await`` the result when ``spec.is_async`` or ``inspect.isawaitable(result)``.
+    """
+    mode, names = spec._invocation
+    values = {"call": call, "tool": tool, "context": context}
+    if mode == "named":
+        return spec.handler(**{n: values[n] for n in names})
+    return spec.handler(*(values[n] for n in names))
+
+
+class ActivityRegistry:
+    """Activity specs by name. Decorator and direct registration forms; thread-safe."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ActivitySpec] = {}
+        self._lock = threading.RLock()
+        self._version = next_version()
+
+    def register(
+        self,
+        name: str,
+        handler: Callable[..., Any] | None = None,
+        *,
+        retries: int = 0,
+        retry_backoff: float = 1.0,
+        timeout: float | None = None,
+        queue: str | None = None,
+        rate_limit: str | None = None,
+        replace: bool = False,
+    ) -> Any:
+        """Register an activity.
+
+        Direct form ``register("x", fn, ...)`` returns ``fn``; decorator form ``@register("x", ...)`` returns
+        the decorated function unchanged. Options are checked immediately (in the decorator form, before the
+        function is even defined). Registering the same handler with the same options again is a no-op; any
+        other second registration under a name raises :class:`DuplicateRegistrationError` unless
+        ``replace=True``.
+        """
+        if handler is None and callable(name):
+            raise RegistrationError(
+                f"Activity.register needs a name: write @Activity.register({getattr(name, '__name__', 'name')!r})"
+            )
+        _check_options(name, retries, retry_backoff, timeout, queue, rate_limit)
+        options = dict(retries=retries, retry_backoff=retry_backoff, timeout=timeout, queue=queue, rate_limit=rate_limit)
+
+        def attach(fn: F) -> F:
+            spec = ActivitySpec(name, fn, **options)  # type: ignore[arg-type]
+            self._add(spec, replace)
+            return fn
+
+        if handler is not None:
+            return attach(handler)
+        return attach
+
+    def add(self, spec: ActivitySpec, *, replace: bool = False) -> ActivitySpec:
+        """Register a ready-made :class:`ActivitySpec`."""
+        if not isinstance(spec, ActivitySpec):
+            raise RegistrationError(f"expected an ActivitySpec, got {type(spec).__name__}")
+        self._add(spec, replace)
+        return spec
+
+    def _add(self, spec: ActivitySpec, replace: bool) -> None:
+        with self._lock:
+            current = self._specs.get(spec.name)
+            if current is not None and not replace:
+                if current == spec:  # same handler, same options: idempotent
+                    return
+                raise DuplicateRegistrationError(
+                    f"activity {spec.name!r} is already registered (handler {_qualname(current.handler)}); "
+                    f"pass replace=True to replace it or unregister it first"
+                )
+            self._specs[spec.name] = spec
+            self._version = next_version()
+
+    def unregister(self, name: str) -> None:
+        """Remove activity ``name`` (:class:`RegistrationError` if it is not registered)."""
+        with self._lock:
+            self.get(name)
+            del self._specs[name]
+            self._version = next_version()
+
+    def get(self, name: str) -> ActivitySpec:
+        """The spec of ``name``; :class:`RegistrationError` with a "did you mean" hint if absent."""
+        try:
+            return self._specs[name]
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(name), list(self._specs), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise RegistrationError(f"no activity named {name!r} is registered{hint}") from None
+
+    def specs(self) -> tuple[ActivitySpec, ...]:
+        """All specs, sorted by name."""
+        with self._lock:
+            return tuple(self._specs[n] for n in sorted(self._specs))
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The registered activity names."""
+        return frozenset(self._specs)
+
+    @property
+    def Names(self) -> frozenset[str]:  # noqa: N802 - the seeds' spelling (`Activity.Names`)
+        """Alias of :attr:`names`, spelled as in the seed documents."""
+        return self.names
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change; unique across registries (shares the tool registries' counter)."""
+        return self._version
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._specs))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __repr__(self) -> str:
+        return f"ActivityRegistry({len(self)} activities, version={self._version})"
+
+
+def _qualname(fn: Any) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    return f"{module}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+#: The default activity registry (``from agentq.protocol.activities import Activity``).
+Activity = ActivityRegistry()

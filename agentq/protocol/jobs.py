@@ -1,0 +1,378 @@
+"""Job planning: validate a submitted job as a whole and turn it into call records (pure).
+
+`plan_job` either returns a `JobPlan` ready to be written in one atomic step, or raises one
+`JobValidationError` naming every problem with its JSON pointer. Nothing here performs I/O: the caller
+passes the tools it knows and the activities that are live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.errors import InvalidInputError, JobValidationError, Problem, ProtocolError
+from agentq.protocol.compose import compose
+from agentq.protocol.dependencies import build_graph, find_cycle, node_for, unsatisfiable_reads
+from agentq.protocol.expressions import is_reference, parse_expression
+from agentq.protocol.ids import new_id
+from agentq.protocol.messages import message_problems, normalize_message
+from agentq.protocol.scopes import effective_scopes
+from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.validation import call_errors
+from agentq.protocol.values import METHODS
+from agentq.protocol.views import LogIndex
+
+JOB_FIELDS = frozenset({"context", "tools", "output", "calls", "options"})
+LOCALES = ("en", "fr")
+ENGINE_QUEUE = "agentq.engine"
+LATENT_TASK = "agentq.engine.latent"
+MODULE_TASK = "agentq.engine.module"
+
+
+def activity_task_name(activity: str) -> str:
+    """Celery task name of an activity: calls are keyed by their `_activity`."""
+    return f"agentq.activity.{activity}"
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    max_job_bytes: int = 1_000_000
+    max_calls: int = 10_000
+    default_ttl_s: int = 7 * 24 * 3600
+
+
+@dataclass
+class PlannedCall:
+    """One Call of a job with everything the runtime needs to run it without re-planning."""
+
+    id: str
+    index: int
+    call: dict
+    tool: str
+    activity: str
+    mode: str  # "explicit" | "latent" | "module"
+    task: str
+    queue: str
+    awaited: bool
+    instance: str | None
+    scopes: list[str]
+    dependents: list[str] = field(default_factory=list)
+    waiting: int = 0
+    needs_log: bool = False
+
+    def record(self) -> dict:
+        return {
+            "id": self.id, "index": self.index, "call": self.call, "tool": self.tool,
+            "activity": self.activity, "mode": self.mode, "task": self.task, "queue": self.queue,
+            "awaited": self.awaited, "instance": self.instance, "scopes": self.scopes,
+            "dependents": self.dependents, "needs_log": self.needs_log,
+        }
+
+
+@dataclass
+class JobPlan:
+    id: str
+    kind: str  # "plan" | "agent"
+    context: list[dict]
+    tools: dict[str, dict]  # composed tool schemas of this job, by name
+    solution: dict
+    output: dict | None
+    options: dict
+    calls: list[PlannedCall]
+
+    @property
+    def ready(self) -> list[PlannedCall]:
+        return [c for c in self.calls if c.waiting == 0]
+
+    @property
+    def ttl_s(self) -> int:
+        return int(self.options["ttl_s"])
+
+
+class _Problems:
+    """Collects problems so a job is rejected once, with all of them."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, pointer: str, message: str) -> None:
+        self.items.append(Problem(pointer, message))
+
+    def extend_from(self, error: Exception, pointer: str) -> None:
+        if isinstance(error, InvalidInputError) and error.problems:
+            for p in error.problems:
+                self.items.append(Problem(pointer + p.pointer if not p.pointer.startswith(pointer) else p.pointer,
+                                          p.message))
+        else:
+            self.add(pointer, str(error))
+
+
+def plan_job(
+    job: Any,
+    *,
+    tools: Mapping[str, dict],
+    live_activities: Mapping[str, Mapping[str, Any]] = {},
+    limits: JobLimits = JobLimits(),
+    size: int | None = None,
+    job_id: str | None = None,
+) -> JobPlan:
+    """Validate `job` (SPEC §9) and plan its calls; raise `JobValidationError` listing every problem.
+
+    `tools` are the schemas a job may name; `live_activities` maps each live activity name to its
+    announcement (used for `_activity` resolution and for the queue of explicit calls).
+    """
+    problems = _Problems()
+    if not isinstance(job, dict):
+        raise JobValidationError("job must be a JSON object", [Problem("", f"got {type(job).__name__}")])
+    if size is not None and size > limits.max_job_bytes:
+        problems.add("", f"job is {size} bytes; the limit is {limits.max_job_bytes} (AGENTQ_MAX_JOB_BYTES)")
+    for key in sorted(set(job) - JOB_FIELDS):
+        problems.add(f"/{key}", f"unknown field; a job has {', '.join(sorted(JOB_FIELDS))}")
+
+    context = _plan_context(job.get("context", []), problems)
+    job_tools = _plan_tools(job.get("tools"), job.get("calls"), tools, problems)
+    output = _plan_output(job.get("output"), problems)
+    options = _plan_options(job.get("options", {}), limits, problems)
+    raw_calls = job.get("calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        problems.add("/calls", "calls must be an array of Calls")
+        raw_calls = None
+    if raw_calls is not None and len(raw_calls) > limits.max_calls:
+        problems.add("/calls", f"{len(raw_calls)} calls; the limit is {limits.max_calls} (AGENTQ_MAX_CALLS)")
+        raw_calls = None
+    if problems.items:
+        raise JobValidationError("job rejected", problems.items)
+
+    is_plan = raw_calls is not None
+    solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
+    composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
+    calls = _plan_calls(raw_calls or [], composed, live_activities, problems)
+    if problems.items:
+        raise JobValidationError("job rejected", problems.items)
+    _link_dependencies(calls, context, problems)
+    if problems.items:
+        raise JobValidationError("job rejected", problems.items)
+
+    return JobPlan(
+        id=job_id or new_id("job"),
+        kind="plan" if is_plan else "agent",
+        context=context,
+        tools=composed,
+        solution=solution,
+        output=output,
+        options=options,
+        calls=calls,
+    )
+
+
+def _plan_context(raw: Any, problems: _Problems) -> list[dict]:
+    if not isinstance(raw, list):
+        problems.add("/context", "context must be an array of messages")
+        return []
+    context = []
+    for i, message in enumerate(raw):
+        found = message_problems(message, f"/context/{i}")
+        if found:
+            problems.items.extend(found)
+        else:
+            context.append(normalize_message(message, f"/context/{i}"))
+    return context
+
+
+def _plan_tools(raw: Any, raw_calls: Any, available: Mapping[str, dict], problems: _Problems) -> ToolRegistry:
+    """The job's tools: names of known tools and inline schemas (validated like a registration)."""
+    registry = ToolRegistry()
+    if raw is None:
+        named = {c.get("_tool") for c in raw_calls if isinstance(c, dict)} if isinstance(raw_calls, list) else None
+        raw = sorted(n for n in (named if named is not None else available) if isinstance(n, str) and n in available)
+    if not isinstance(raw, list):
+        problems.add("/tools", "tools must be an array of tool names or tool schemas")
+        return registry
+    for i, item in enumerate(raw):
+        pointer = f"/tools/{i}"
+        if isinstance(item, str):
+            if item not in available:
+                problems.add(pointer, f"unknown tool {item!r}; known tools: {', '.join(sorted(available)) or 'none'}")
+                continue
+            name, schema = item, available[item]
+        elif isinstance(item, dict):
+            name = (item.get("properties") or {}).get("_tool", {}).get("const") if isinstance(
+                item.get("properties"), dict) else None
+            if not isinstance(name, str):
+                problems.add(f"{pointer}/properties/_tool", "an inline tool needs properties._tool.const")
+                continue
+            schema = item
+        else:
+            problems.add(pointer, "expected a tool name or a tool schema")
+            continue
+        if name in registry:
+            problems.add(pointer, f"tool {name!r} is listed twice")
+            continue
+        try:
+            registry.register(name, schema)
+        except ProtocolError as error:
+            problems.add(pointer, str(error))
+    return registry
+
+
+def _plan_output(raw: Any, problems: _Problems) -> dict | None:
+    if raw is None:
+        return None
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(raw, dict):
+        problems.add("/output", "output must be a JSON Schema object")
+        return None
+    try:
+        Draft202012Validator.check_schema(raw)
+    except SchemaError as error:
+        where = "/".join(str(p) for p in error.absolute_path)
+        problems.add(f"/output/{where}".rstrip("/"), f"not a valid JSON Schema: {error.message}")
+        return None
+    return raw
+
+
+def _plan_options(raw: Any, limits: JobLimits, problems: _Problems) -> dict:
+    options: dict[str, Any] = {"max_ticks": 8, "approval": [], "ttl_s": limits.default_ttl_s, "locale": "en",
+                               "model": None, "stream_markers": True}
+    if not isinstance(raw, dict):
+        problems.add("/options", "options must be an object")
+        return options
+    checks = {
+        "max_ticks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "model": lambda v: v is None or isinstance(v, str),
+        "approval": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "ttl_s": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+        "locale": lambda v: v in LOCALES,
+        "stream_markers": lambda v: isinstance(v, bool),
+    }
+    expected = {
+        "max_ticks": "an integer >= 1", "model": "a model name", "approval": "an array of tool names",
+        "ttl_s": "a positive number of seconds", "locale": f"one of {', '.join(LOCALES)}",
+        "stream_markers": "true or false",
+    }
+    for key, value in raw.items():
+        if key not in checks:
+            problems.add(f"/options/{key}", f"unknown option; options are {', '.join(sorted(checks))}")
+        elif not checks[key](value):
+            problems.add(f"/options/{key}", f"expected {expected[key]}, got {value!r}")
+        else:
+            options[key] = value
+    return options
+
+
+def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, Mapping[str, Any]],
+                problems: _Problems) -> list[PlannedCall]:
+    planned = []
+    for i, call in enumerate(raw_calls):
+        pointer = f"/calls/{i}"
+        if not isinstance(call, dict):
+            problems.add(pointer, "a Call must be an object")
+            continue
+        name = call.get("_tool")
+        if name not in composed:
+            problems.add(f"{pointer}/_tool", f"unknown tool {name!r}; this job's tools: {', '.join(sorted(composed))}")
+            continue
+        tool = composed[name]
+        found = _meta_problems(call, pointer)
+        reference_pointers = _reference_pointers(call, "", found, pointer)
+        problems.items.extend(found)
+        solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
+        problems.items.extend(call_errors(call, solution, skip_pointers=reference_pointers, pointer_prefix=pointer))
+        try:
+            scopes = effective_scopes(call, tool)
+        except InvalidInputError as error:
+            problems.extend_from(error, pointer)
+            scopes = []
+        if found:
+            continue
+        planned.append(_planned_call(i, call, tool, live, scopes))
+    return planned
+
+
+def _planned_call(index: int, call: dict, tool: dict, live: Mapping[str, Mapping[str, Any]],
+                  scopes: list[str]) -> PlannedCall:
+    name = tool["properties"]["_tool"]["const"]
+    activity = tool["properties"]["_activity"]["const"]
+    call = {**call, "_activity": activity}
+    if "const" in (tool["properties"].get("_module") or {}):
+        mode, task, queue = "module", MODULE_TASK, ENGINE_QUEUE
+    elif activity == "":
+        mode, task, queue = "latent", LATENT_TASK, ENGINE_QUEUE
+    else:
+        announced = live.get(activity) or {}
+        mode, task = "explicit", activity_task_name(activity)
+        queue = announced.get("queue") or task
+    has_path = bool(call.get("_outputPath"))
+    return PlannedCall(
+        id=new_id("call"), index=index, call=call, tool=name, activity=activity, mode=mode, task=task,
+        queue=queue, awaited=has_path or mode != "explicit", instance=call.get("_instance"), scopes=scopes,
+    )
+
+
+def _meta_problems(call: dict, pointer: str) -> list[Problem]:
+    found = []
+    path = call.get("_outputPath")
+    if path is not None:
+        if not isinstance(path, str):
+            found.append(Problem(f"{pointer}/_outputPath", "an output path must be a string like †state.x"))
+        else:
+            try:
+                parse_expression(path)
+            except ProtocolError as error:
+                found.append(Problem(f"{pointer}/_outputPath", str(error)))
+    method = call.get("_outputMethod")
+    if method is not None and method not in METHODS:
+        found.append(Problem(f"{pointer}/_outputMethod", f"unknown method {method!r}; use one of {', '.join(METHODS)}"))
+    instance = call.get("_instance")
+    if instance is not None and (not isinstance(instance, str) or not instance):
+        found.append(Problem(f"{pointer}/_instance", "an instance must be a non-empty string"))
+    return found
+
+
+def _reference_pointers(value: Any, at: str, found: list[Problem], pointer: str) -> list[str]:
+    """Pointers (relative to the call) of parameter values that are references; malformed ones are problems."""
+    pointers: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if at == "" and key.startswith("_"):
+                continue
+            pointers += _reference_pointers(item, f"{at}/{_escape(key)}", found, pointer)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            pointers += _reference_pointers(item, f"{at}/{i}", found, pointer)
+    elif isinstance(value, str) and is_reference(value):
+        try:
+            parse_expression(value)
+            pointers.append(at)
+        except ProtocolError as error:
+            found.append(Problem(pointer + at, str(error)))
+    return pointers
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _link_dependencies(calls: list[PlannedCall], context: list[dict], problems: _Problems) -> None:
+    nodes = [node_for(c.id, c.call) for c in calls]
+    by_id = {c.id: c for c in calls}
+    graph = build_graph(nodes)
+    cycle = find_cycle(graph)
+    if cycle:
+        names = " → ".join(f"/calls/{by_id[i].index} ({by_id[i].tool})" for i in cycle)
+        problems.add(f"/calls/{by_id[cycle[0]].index}", f"reference cycle: {names} wait on each other's output paths")
+        return
+    index = LogIndex(context)
+    # Every call was planned (problems stop earlier), so node positions are the calls' indexes.
+    problems.items.extend(unsatisfiable_reads(index, nodes))
+    for node in nodes:
+        call = by_id[node.id]
+        call.waiting = len(graph.get(node.id, ()))
+        call.needs_log = bool(node.reads) or bool(call.scopes) or call.mode != "explicit"
+        for dependency in graph.get(node.id, ()):
+            by_id[dependency].dependents.append(node.id)
+    for call in calls:
+        call.dependents.sort(key=lambda i: by_id[i].index)

@@ -1,0 +1,220 @@
+"""Validating Calls against a composed solution schema (SPEC §4).
+
+:func:`validate_call` finds the composed tool of a Call by its ``_tool`` among the solution schema's
+``properties.calls.items.anyOf`` and validates the Call against it, reporting **every** problem with the JSON
+pointer of the failing value (``/location``, ``/items/2/qty``; a missing required property points at the
+object that lacks it and names the property). :func:`call_errors` is the non-raising form used at
+submission, where values that are still unresolved references (their pointers given in ``skip_pointers``)
+are not judged. ``pointer_prefix`` lets job validation report ``/calls/3/location``.
+
+Validators are compiled once per composed tool and cached by the tool object's identity (the cache keeps a
+reference to the object, so an ``id`` is never reused while its entry lives). Composed schemas from
+:func:`agentq.protocol.compose.compose` are shared and immutable, which is what makes this safe; a caller
+that builds schemas by hand must not mutate them after validating with them either.
+
+Format assertions are off (``format`` is an annotation, as by default in Draft 2020-12).
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from agentq.errors import CallValidationError, Problem, UnknownToolError
+from agentq.protocol.compose import composed_tools
+
+__all__ = ["call_errors", "tool_schema_for", "validate_call", "validator_for"]
+
+_CACHE_SIZE = 4096
+_MAX_MESSAGE = 400
+
+
+class _IdentityLRU:
+    """LRU keyed by ``id(obj)`` that keeps ``obj`` alive, so a hit is always the very same object."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, obj: Any) -> Any:
+        with self.lock:
+            entry = self.entries.get(id(obj))
+            if entry is None or entry[0] is not obj:
+                return None
+            self.entries.move_to_end(id(obj))
+            return entry[1]
+
+    def put(self, obj: Any, value: Any) -> Any:
+        with self.lock:
+            self.entries[id(obj)] = (obj, value)
+            self.entries.move_to_end(id(obj))
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+            return value
+
+
+_validators = _IdentityLRU(_CACHE_SIZE)
+_indexes = _IdentityLRU(256)
+
+
+def validator_for(tool_schema: Mapping[str, Any]) -> Draft202012Validator:
+    """The compiled (cached) validator of a composed tool schema."""
+    validator = _validators.get(tool_schema)
+    if validator is None:
+        validator = _validators.put(tool_schema, Draft202012Validator(tool_schema))
+    return validator
+
+
+def _index(solution_schema: Mapping[str, Any]) -> dict[str, dict]:
+    index = _indexes.get(solution_schema)
+    if index is None:
+        index = {}
+        for tool in composed_tools(solution_schema):
+            try:
+                index[tool["properties"]["_tool"]["const"]] = tool
+            except (KeyError, TypeError):
+                continue
+        _indexes.put(solution_schema, index)
+    return index
+
+
+def _pointer(parts: Iterable[Any]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _find(call: Any, solution_schema: Mapping[str, Any], prefix: str) -> tuple[dict | None, Problem | None, bool]:
+    """(composed tool, problem, whether the problem is an unknown tool)."""
+    index = _index(solution_schema)
+    known = ", ".join(sorted(index)) or "none"
+    where = prefix + "/_tool"
+    if not isinstance(call, Mapping):
+        kind = "null" if call is None else type(call).__name__
+        return None, Problem(where, f"a Call must be a JSON object with _tool naming a tool ({known}), got {kind}"), False
+    name = call.get("_tool")
+    if "_tool" not in call:
+        return None, Problem(where, f"missing required property '_tool' (the tool to call: {known})"), False
+    if not isinstance(name, str):
+        return None, Problem(where, f"_tool must be a string naming a tool ({known}), got {name!r}"), False
+    tool = index.get(name)
+    if tool is None:
+        close = difflib.get_close_matches(name, list(index), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        return None, Problem(where, f"unknown tool {name!r}{hint} (known tools: {known})"), True
+    return tool, None, False
+
+
+def tool_schema_for(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "") -> dict:
+    """The composed tool schema the Call names; :class:`CallValidationError` or :class:`UnknownToolError`."""
+    tool, problem, unknown = _find(call, solution_schema, pointer_prefix)
+    if problem is not None:
+        if unknown:
+            raise UnknownToolError(f"{problem.pointer}: {problem.message}")
+        raise CallValidationError("invalid Call", [problem])
+    assert tool is not None
+    return tool
+
+
+# -------------------------------------------------------------------------------------- error mapping
+
+
+def _skipped(pointer: str, skip: tuple[str, ...]) -> bool:
+    return any(pointer == s or pointer.startswith(s + "/") or s == "" for s in skip)
+
+
+def _only_type_mismatch(errors: list[ValidationError], at: list[Any]) -> bool:
+    """True when a branch failed only because the value is not of its type (so it was not the intent)."""
+    return all(e.validator in ("type", "const", "enum") and list(e.absolute_path) == at for e in errors)
+
+
+def _shorten(message: str) -> str:
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+
+
+def _message(error: ValidationError) -> str:
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        names = [n for n in error.validator_value if isinstance(error.instance, dict) and n not in error.instance]
+        missing = next((n for n in names if error.message.startswith(repr(n))), names[0] if names else "?")
+        return f"missing required property {missing!r}"
+    if path == ["_activity"] and error.validator == "const":
+        return (
+            f"_activity must be {error.validator_value!r} (resolved at composition), got {error.instance!r}"
+        )
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        return _shorten(error.message.replace("Additional properties are not allowed", "unexpected property"))
+    return _shorten(error.message)
+
+
+def _collect(error: ValidationError, skip: tuple[str, ...]) -> list[tuple[str, str]]:
+    at = list(error.absolute_path)
+    pointer = _pointer(at)
+    if skip and _skipped(pointer, skip):
+        return []
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        if skip and any(all(_skipped(_pointer(s.absolute_path), skip) for s in errs) for errs in branches.values()):
+            return []  # that branch fails only on unresolved references: not judged yet
+        plausible = [errs for errs in branches.values() if not _only_type_mismatch(errs, at)]
+        if len(plausible) == 1:
+            out: list[tuple[str, str]] = []
+            for sub in plausible[0]:
+                out.extend(_collect(sub, skip))
+            return out
+    return [(pointer, _message(error))]
+
+
+def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...], prefix: str) -> list[Problem]:
+    seen: set[tuple[str, str]] = set()
+    problems: list[Problem] = []
+    for error in validator_for(tool).iter_errors(call):
+        for pointer, message in _collect(error, skip):
+            if (pointer, message) not in seen:
+                seen.add((pointer, message))
+                problems.append(Problem(prefix + pointer, message))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- public
+
+
+def call_errors(
+    call: Any,
+    solution_schema: Mapping[str, Any],
+    *,
+    skip_pointers: Iterable[str] = (),
+    pointer_prefix: str = "",
+) -> list[Problem]:
+    """Every problem of ``call`` (empty list when valid); never raises for a bad Call.
+
+    ``skip_pointers`` are pointers *relative to the call* (e.g. ``/location`` from ``resolve_params``) whose
+    values are unresolved references: problems at or under them are dropped, and so is an ``anyOf`` /
+    ``oneOf`` failure one of whose branches fails only there. ``pointer_prefix`` is prepended to every
+    reported pointer.
+    """
+    tool, problem, _ = _find(call, solution_schema, pointer_prefix)
+    if problem is not None:
+        return [problem]
+    assert tool is not None
+    return _tool_problems(call, tool, tuple(skip_pointers), pointer_prefix)
+
+
+def validate_call(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "") -> dict:
+    """Validate ``call``; return the composed tool schema it matched.
+
+    Raises :class:`UnknownToolError` for a tool that is not in the solution schema (the message lists the
+    known tools) and :class:`CallValidationError` with *all* problems, each with a JSON pointer.
+    """
+    tool = tool_schema_for(call, solution_schema, pointer_prefix=pointer_prefix)
+    problems = _tool_problems(call, tool, (), pointer_prefix)
+    if problems:
+        raise CallValidationError(f"Call to tool {call['_tool']!r} does not match its schema", problems)
+    return tool

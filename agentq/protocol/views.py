@@ -1,0 +1,209 @@
+"""Views of a context log and reference resolution (SPEC §1, §5, §6).
+
+`LogIndex` groups data messages by identity `(kind, instance)` (instance `None` = global) and keeps, per
+identity, the fold of its writes oldest to newest, extended incrementally as newer writes arrive. An
+instance's view is the global view deep-merged with the fold of the instance's own writes. Views and resolved
+values share structure with the log: treat them as read-only (the index itself never mutates them).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Sequence
+
+from agentq.errors import ReferenceSyntaxError, WriteError
+from agentq.protocol.expressions import Expression, Ref, is_reference, parse_expression, parse_ref
+from agentq.protocol.messages import looks_canonical, normalize_message
+from agentq.protocol.values import MISSING, apply_write, deep_merge, get_in, pointer_join
+
+Identity = tuple[str, "str | None"]
+
+
+def write_of(message: dict) -> tuple[tuple[str, ...], str, Any]:
+    """(path, method, value) of a data message's write.
+
+    Engine-written messages write the value found at `_path` inside their data with `_outputMethod` (default
+    `set`); context messages write their data at the root with `_outputMethod` (default `merge`).
+    """
+    if "_path" in message:
+        path = parse_ref(message["_path"]).path
+        return path, message.get("_outputMethod", "set"), get_in(message["data"], path)
+    return (), message.get("_outputMethod", "merge"), message["data"]
+
+
+def fold_write(current: Any, message: dict) -> Any:
+    """`current` after one data message's write; a write that cannot apply (e.g. a push onto a non-array) is
+    skipped, since the runtime reports it as the writing call's error."""
+    path, method, value = write_of(message)
+    if value is MISSING:
+        return current
+    try:
+        return apply_write(current, path, method, value)
+    except WriteError:
+        return current
+
+
+class _Identity:
+    """The writes of one identity and their fold, folded lazily up to the newest write."""
+
+    __slots__ = ("writes", "value", "folded", "description", "schema")
+
+    def __init__(self) -> None:
+        self.writes: list[dict] = []
+        self.value: Any = MISSING
+        self.folded = 0
+        self.description: Any = None
+        self.schema: Any = None
+
+    def add(self, message: dict) -> None:
+        self.writes.append(message)
+        self.description = message.get("description", self.description)
+        self.schema = message.get("schema", self.schema)
+
+    def fold(self) -> Any:
+        while self.folded < len(self.writes):
+            self.value = fold_write(self.value, self.writes[self.folded])
+            self.folded += 1
+        return self.value
+
+
+class LogIndex:
+    """An append-only context log indexed by identity, with cached, incrementally folded views."""
+
+    def __init__(self, messages: Iterable[Any] = ()):
+        self._messages: list[dict] = []
+        self._texts: list[dict] = []
+        self._errors: list[dict] = []
+        self._identities: dict[Identity, _Identity] = {}
+        self._instance_views: dict[Identity, tuple[tuple[int, int], Any]] = {}
+        self.extend(messages)
+
+    def append(self, message: Any) -> dict:
+        """Append one message (normalized unless it already looks canonical); returns the stored form."""
+        if not looks_canonical(message):
+            message = normalize_message(message, f"/{len(self._messages)}")
+        self._messages.append(message)
+        if message["type"] == "data":
+            key = (message["kind"], message.get("_instance"))
+            self._identities.setdefault(key, _Identity()).add(message)
+        else:
+            (self._texts if message["type"] == "text" else self._errors).append(message)
+        return message
+
+    def extend(self, messages: Iterable[Any]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @property
+    def messages(self) -> list[dict]:
+        """The log, oldest first (a new list; the messages themselves are shared)."""
+        return list(self._messages)
+
+    def identities(self) -> list[Identity]:
+        """Every `(kind, instance)` having data messages, in order of first appearance."""
+        return list(self._identities)
+
+    def instances(self, kind: str = "state") -> list[str]:
+        """Sorted instance ids having writes of `kind`."""
+        return sorted(instance for k, instance in self._identities if k == kind and instance is not None)
+
+    def fold(self, kind: str, instance: str | None = None) -> Any:
+        """The fold of exactly that identity's writes, without the global fallback (`MISSING` if none)."""
+        identity = self._identities.get((kind, instance))
+        return identity.fold() if identity else MISSING
+
+    def view(self, kind: str, instance: str | None = None) -> Any:
+        """The view of `kind` for `instance` (global when `None`), or `MISSING` when nothing was written."""
+        own = self._identities.get((kind, instance)) if instance is not None else None
+        if own is None:
+            return self.fold(kind)
+        shared = self._identities.get((kind, None))
+        versions = (len(shared.writes) if shared else 0, len(own.writes))
+        cached = self._instance_views.get((kind, instance))
+        if cached and cached[0] == versions:
+            return cached[1]
+        base, mine = self.fold(kind), own.fold()
+        value = base if mine is MISSING else mine if base is MISSING else deep_merge(base, mine)
+        self._instance_views[(kind, instance)] = (versions, value)
+        return value
+
+    def lookup(self, ref: Ref, instance: str | None = None) -> Any:
+        """The value of one reference for `instance`, or `MISSING`."""
+        return get_in(self.view(ref.kind, instance), ref.path)
+
+    def meta(self, kind: str, instance: str | None = None) -> dict:
+        """`{"description", "schema"}` from the newest messages of that identity having them (an instance
+        falls back to the global ones); `None` where no message gives one."""
+        own = self._identities.get((kind, instance))
+        shared = self._identities.get((kind, None))
+        return {
+            field: next((getattr(i, field) for i in (own, shared) if i and getattr(i, field) is not None), None)
+            for field in ("description", "schema")
+        }
+
+    def text_messages(self) -> list[dict]:
+        """The text messages, oldest first."""
+        return list(self._texts)
+
+    def error_messages(self, instance: str | None = None) -> list[dict]:
+        """Error messages, oldest first: all of them, or for an instance the global ones plus its own."""
+        if instance is None:
+            return list(self._errors)
+        return [m for m in self._errors if m.get("_instance") in (None, instance)]
+
+
+def as_index(log_or_index: LogIndex | Sequence[Any]) -> LogIndex:
+    """`log_or_index` itself if it is a `LogIndex`, else a new index of that list of messages."""
+    return log_or_index if isinstance(log_or_index, LogIndex) else LogIndex(log_or_index)
+
+
+def resolve(log_or_index: LogIndex | Sequence[Any], expression: str | Expression, instance: str | None = None) -> Any:
+    """The value of `expression` over the log for `instance`, or `MISSING`.
+
+    `A || B`: the first alternative that exists; `A && B`: all must exist, the value is the last. `null` exists.
+    """
+    index = as_index(log_or_index)
+    if not isinstance(expression, Expression):
+        expression = parse_expression(expression)
+    for group in expression.alternatives:
+        value = MISSING
+        for ref in group:
+            value = index.lookup(ref, instance)
+            if value is MISSING:
+                break
+        if value is not MISSING:
+            return value
+    return MISSING
+
+
+def resolve_params(params: Any, index: LogIndex | Sequence[Any], instance: str | None = None) -> tuple[Any, list[str]]:
+    """A deep copy of `params` with every reference expression replaced by its value, and the JSON pointers
+    of the references that resolved to `MISSING` (those keep their text).
+
+    Top-level meta fields (keys starting with `_`, e.g. `_outputPath`, `_scopes`) stay literal. A malformed
+    reference raises `ReferenceSyntaxError` prefixed with its pointer.
+    """
+    index = as_index(index)
+    unresolved: list[str] = []
+
+    def walk(value: Any, pointer: str, top: bool) -> Any:
+        if isinstance(value, dict):
+            return {key: copy.deepcopy(item) if top and str(key).startswith("_") else
+                    walk(item, pointer_join(pointer, key), False) for key, item in value.items()}
+        if isinstance(value, list):
+            return [walk(item, pointer_join(pointer, i), False) for i, item in enumerate(value)]
+        if not is_reference(value):
+            return value
+        try:
+            resolved = resolve(index, value, instance)
+        except ReferenceSyntaxError as error:
+            raise ReferenceSyntaxError(f"{pointer or '/'}: {error}") from None
+        if resolved is MISSING:
+            unresolved.append(pointer)
+            return value
+        return copy.deepcopy(resolved)
+
+    return walk(params, "", True), unresolved

@@ -1,0 +1,1 @@
+"""The runtime layer: the only place that knows Celery (app, tasks, worker bootstrap, embedded mode)."""

@@ -1,0 +1,152 @@
+"""The Celery app factory and the tasks agentq registers on it.
+
+This is the only module that builds a Celery app. Settings are explicit (no `current_app`, no
+`shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
+results ignored because outputs live in the state store.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.protocol.activities import ActivityRegistry, ActivitySpec
+from agentq.protocol.jobs import LATENT_TASK, MODULE_TASK
+from agentq.protocol.tools import ToolRegistry
+from agentq.settings import Settings
+
+log = logging.getLogger("agentq.runtime")
+
+SUBMIT_TASK = "agentq.engine.submit"
+TICK_TASK = "agentq.engine.tick"
+
+
+def create_app(settings: Settings, *, name: str = "agentq") -> Any:
+    """A Celery app configured for agentq; producers (clients) and workers both use it."""
+    from celery import Celery
+
+    app = Celery(name, broker=settings.effective_broker_url, set_as_current=False)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        event_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        result_backend=None,
+        task_default_queue=settings.engine_queue,
+        task_create_missing_queues=True,
+        worker_prefetch_multiplier=settings.prefetch_multiplier,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        worker_enable_remote_control=True,
+    )
+    return app
+
+
+class Dispatcher:
+    """Sends the task of each ready call to its queue; task ids are `<job>.<call>` (used to revoke)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    def __call__(self, job_id: str, records: list[dict]) -> None:
+        with self.app.producer_or_acquire() as producer:
+            for record in records:
+                self.app.send_task(
+                    record["task"], args=[job_id, record["id"], record.get("needs_log", True)],
+                    queue=record["queue"], task_id=task_id(job_id, record["id"]), producer=producer,
+                )
+
+    def tick(self, job_id: str, queue: str) -> None:
+        self.app.send_task(TICK_TASK, args=[job_id], queue=queue, task_id=f"{job_id}.tick")
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+        if call_ids:
+            self.app.control.revoke([task_id(job_id, c) for c in call_ids])
+
+
+def task_id(job_id: str, call_id: str) -> str:
+    return f"{job_id}.{call_id}"
+
+
+@dataclass
+class Runtime:
+    """One process's agentq runtime: settings, Celery app, store, dispatcher, executor, job service."""
+
+    settings: Settings
+    activities: ActivityRegistry
+    tools: ToolRegistry
+    app: Any = field(init=False)
+    store: Any = field(init=False)
+    dispatcher: Dispatcher = field(init=False)
+    executor: Any = field(init=False)
+    service: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        from agentq.runtime.executor import Executor
+        from agentq.runtime.service import JobService
+        from agentq.store.state import StateStore
+
+        self.app = create_app(self.settings)
+        self.store = StateStore.from_settings(self.settings)
+        self.dispatcher = Dispatcher(self.app)
+        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s)
+        self.service = JobService(self.store, self.dispatcher, settings=self.settings, tools=self.tools,
+                                  activities=self.activities)
+
+    def register_activity_tasks(self) -> list[str]:
+        """One task per activity, named `agentq.activity.<name>`; returns the queues to consume."""
+        queues: list[str] = []
+        for spec in self.activities.specs():
+            _register_activity_task(self.app, self.executor, spec)
+            for queue in (spec.queue_name, spec.task_name):
+                if queue not in queues:
+                    queues.append(queue)
+        return queues
+
+    def register_engine_tasks(self) -> list[str]:
+        """Engine tasks: submission by task name, latent and module calls, agent ticks."""
+        app, executor, service = self.app, self.executor, self.service
+
+        @app.task(name=SUBMIT_TASK, bind=True)
+        def submit(task: Any, job: Any, job_id: str | None = None) -> None:
+            service.submit_by_task(job, job_id=job_id)
+
+        for name in (LATENT_TASK, MODULE_TASK):
+            _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
+
+        @app.task(name=TICK_TASK, bind=True)
+        def tick(task: Any, job_id: str) -> None:
+            executor.tick(job_id)
+
+        return [self.settings.engine_queue]
+
+    def close(self) -> None:
+        self.executor.leases.stop()
+        try:
+            self.store.redis.close()
+        finally:
+            self.app.close()
+
+
+def _register_activity_task(app: Any, executor: Any, spec: ActivitySpec) -> None:
+    hard = None if spec.timeout is None else spec.timeout * 1.5 + 5
+    _register_call_task(app, executor, spec.task_name, soft_time_limit=spec.timeout, time_limit=hard,
+                        rate_limit=spec.rate_limit)
+
+
+def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
+                        time_limit: float | None, rate_limit: str | None) -> None:
+    @app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+              soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
+    def run(task: Any, job_id: str, call_id: str, needs_log: bool = True) -> str:
+        outcome = executor.run_call(job_id, call_id, needs_log=needs_log)
+        if outcome.retry_in is not None:
+            raise task.retry(countdown=outcome.retry_in, max_retries=None)
+        return outcome.status

