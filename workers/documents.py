@@ -40,6 +40,7 @@ TOOL_NAMES = ("extractText", "countWords", "detectLanguage", "summarize", "tagDo
 
 WORDS_PER_MINUTE = 200
 _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*", re.UNICODE)
+_ENDS_SENTENCE = re.compile(r"[.!?…][\"'»”’)\]]*$")
 _SENTENCE_END = re.compile(r"[.!?…]+[\"'»”’)\]]*(?=\s+[\"'«“‘(\[¿¡]?(\w))")
 
 #: A few very common words per language: enough to tell these four apart on a sentence or more.
@@ -89,18 +90,19 @@ def words(text: str) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of `text`: split after `.`, `!`, `?` or `…` (and closing quotes) when the next word does not
-    start with a lower-case letter, so "e.g. this" and "3.5 kg" stay whole."""
-    flat = re.sub(r"\s+", " ", text).strip()
-    sentences, start = [], 0
-    for match in _SENTENCE_END.finditer(flat):
-        if match.group(1).islower():
-            continue
-        sentences.append(flat[start : match.end()].strip())
-        start = match.end()
-    rest = flat[start:].strip()
-    if rest:
-        sentences.append(rest)
+    """Sentences of `text`: paragraphs split after `.`, `!`, `?` or `…` (and closing quotes) when the next word
+    does not start with a lower-case letter, so "e.g. this" and "3.5 kg" stay whole."""
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", text):  # a paragraph break always ends a sentence
+        flat = re.sub(r"\s+", " ", paragraph).strip()
+        start = 0
+        for match in _SENTENCE_END.finditer(flat):
+            if match.group(1).islower():
+                continue
+            sentences.append(flat[start : match.end()].strip())
+            start = match.end()
+        if flat[start:].strip():
+            sentences.append(flat[start:].strip())
     return sentences
 
 
@@ -111,9 +113,9 @@ def _markdown_to_text(content: str) -> str:
     text = re.sub(r"```.*?```", "", content, flags=re.DOTALL)  # code blocks
     text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)  # images -> alt text
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # links -> label
-    text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.MULTILINE)  # headings
-    text = re.sub(r"^\s{0,3}(?:[-*+]|\d+\.)\s+", "", text, flags=re.MULTILINE)  # list markers
-    text = re.sub(r"^\s{0,3}>\s?", "", text, flags=re.MULTILINE)  # quotes
+    text = re.sub(r"^[ \t]{0,3}#{1,6}[ \t]*", "", text, flags=re.MULTILINE)  # headings
+    text = re.sub(r"^[ \t]{0,3}(?:[-*+]|\d+\.)[ \t]+", "", text, flags=re.MULTILINE)  # list markers
+    text = re.sub(r"^[ \t]{0,3}>[ \t]?", "", text, flags=re.MULTILINE)  # quotes
     text = re.sub(r"(\*\*|__|\*|_|`)(.+?)\1", r"\2", text)  # emphasis, inline code
     return text
 
@@ -173,7 +175,8 @@ def detect_language(call: dict) -> dict:
 
 
 async def summarize(call: dict) -> dict:
-    """`summarize` (async): the first `maxSentences` sentences of the text."""
+    """`summarize` (async): the first `maxSentences` sentences of the text (lines without final punctuation,
+    such as headings, are skipped unless there is nothing else)."""
     delay = _demo_delay_s()
     if delay:
         await asyncio.sleep(delay)
@@ -182,6 +185,8 @@ async def summarize(call: dict) -> dict:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise NonRetryableError("maxSentences must be a positive integer", type="InvalidInputError")
     sentences = split_sentences(text)
+    # Headings and list fragments are not sentences: prefer those that end like one.
+    sentences = [s for s in sentences if _ENDS_SENTENCE.search(s)] or sentences
     chosen = sentences[:limit]
     return {"summary": " ".join(chosen), "sentences": len(chosen), "truncated": len(sentences) > limit}
 

@@ -4,7 +4,7 @@ An activity is a Python callable ``handler(call, tool, context)``, sync or ``asy
 parameters; :func:`invoke_handler` passes what it declares:
 
 * parameters named ``call`` / ``tool`` / ``context`` are passed by name (``def h(context, call)`` works);
-* otherwise arguments are passed by position according to how many the handler takes:
+* otherwise (or when it takes ``*args``) arguments are passed by position according to how many the handler takes:
   1 → ``(call)``, 2 → ``(call, context)``, 3 → ``(call, tool, context)``.
 
 How a handler is called is worked out once, at registration, so a handler that cannot be called (no
@@ -88,13 +88,14 @@ def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
     fixed = [p for p in params if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
     required = [p for p in fixed if p.default is P.empty]
     by_name = [p for p in fixed if p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY]
+    has_var_positional = any(p.kind == P.VAR_POSITIONAL for p in params)
 
-    # 1. Parameters named call/tool/context, and nothing else required: pass those by name.
-    if by_name and all(p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
+    # 1. Parameters named call/tool/context, nothing else required, no *args: pass those by name.
+    if by_name and not has_var_positional and all(p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
         return "named", tuple(p.name for p in by_name)
 
+    # 2. Otherwise by position, according to how many positional parameters it takes.
     positional = [p for p in fixed if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    has_var_positional = any(p.kind == P.VAR_POSITIONAL for p in params)
     stuck = [p.name for p in required if p.kind == P.KEYWORD_ONLY]
     if stuck:
         raise _fail(name, "handler", f"has required keyword-only parameter(s) {stuck} the engine cannot fill")

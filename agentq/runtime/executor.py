@@ -29,7 +29,7 @@ from agentq.protocol.events import (
     tool_request_part,
     tool_result_part,
 )
-from agentq.protocol.scopes import ScopedContext, scoped_messages
+from agentq.protocol.scopes import ScopedContext
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, failure_messages, output_alternatives, output_messages
@@ -209,9 +209,8 @@ class Executor:
         if activity not in self.activities:
             raise _Failure("ActivityNotServed", f"this worker does not serve activity {activity!r}", retryable=True)
         spec = self.activities.get(activity)
-        context = ScopedContext(
-            scoped_messages(index, record.get("scopes") or [], record.get("instance")) if index is not None else [],
-            index, kinds=record.get("scopes") or [], instance=record.get("instance"),
+        context = ScopedContext.build(
+            index if index is not None else [], record.get("scopes") or [], record.get("instance"),
             emit=lambda part: self.store.add_events(job_id, [envelope("part", job_id, call_id=call_id, part=part)]),
         )
         try:

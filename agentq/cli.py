@@ -1,0 +1,297 @@
+"""The `agentq` command line (SPEC §12). Errors are one clear message on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from agentq.errors import AgentQError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_JOB = ROOT / "config" / "jobs" / "demo_order.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.handler(args) or 0
+    except AgentQError as error:
+        print(f"agentq: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    job = _read_job(args.file)
+    return _run_job(job, modules=args.module, tool_dirs=args.tools, as_json=args.json, embedded=args.embedded)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.json:
+        print("agentq demo: an order pipeline over the example activities in workers/ "
+              "(parallel calls, a || branch on a declined card, && fan-out, instances per item)\n")
+    return _run_job(_read_job(str(DEMO_JOB)), modules=["workers"], tool_dirs=[], as_json=args.json,
+                    embedded=True)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    with _client() as client:
+        print(client.submit(_read_job(args.file)).id)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client() as client:
+        print(client.job(args.id).status())
+    return 0
+
+
+def cmd_result(args: argparse.Namespace) -> int:
+    with _client() as client:
+        handle = client.job(args.id)
+        record = handle.result(timeout=args.timeout) if args.wait else client.store.record(args.id)
+    _print_json(record)
+    return 0 if record["status"] != "failed" else 1
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    with _client() as client:
+        for event in client.job(args.id).events(after=args.after, follow=args.follow):
+            print(json.dumps({"id": event.id, **event.data}, ensure_ascii=False), flush=True)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with _client() as client:
+        print(client.job(args.id).cancel())
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bool = True) -> int:
+    from agentq.runtime.worker import DEFAULT_MODULES, build_runtime, serve
+    from agentq.settings import Settings
+
+    modules = args.module or (list(DEFAULT_MODULES) if activities else [])
+    runtime = build_runtime(Settings(), modules=modules, tool_dirs=args.tools)
+    serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
+          loglevel=args.loglevel)
+    return 0
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    return cmd_worker(args, engine=True, activities=bool(args.module))
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from agentq.protocol.compose import compose, solution_bytes
+    from agentq.protocol.tools import Tool
+    from agentq.runtime.worker import import_modules, load_tool_dirs
+
+    import_modules(args.module or ["workers"])
+    load_tool_dirs(Tool, args.tools)
+    tools, live = Tool.snapshot(), set()
+    if os.environ.get("AGENTQ_REDIS_URL"):
+        with _client() as client:
+            tools = {**client.store.published_tools(), **tools}
+            live = set(client.store.live_activities())
+            for name, conflict in client.store.tool_conflicts().items():
+                print(f"agentq: warning: tool {name!r} was published with different schemas "
+                      f"(last by {conflict['publisher']})", file=sys.stderr)
+    else:
+        from agentq.protocol.activities import Activity
+
+        live = set(Activity.names)
+    sys.stdout.write(solution_bytes(compose(list(tools.values()), sorted(live))).decode() + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _run_job(job: Any, *, modules: list[str], tool_dirs: list[str], as_json: bool, embedded: bool) -> int:
+    from agentq.client import Client
+
+    view = None if as_json else LiveView()
+    if embedded or not os.environ.get("AGENTQ_REDIS_URL"):
+        from agentq.runtime.embedded import Embedded
+
+        with Embedded(modules=modules or ["workers"], tool_dirs=tool_dirs) as runtime:
+            with Client(settings=runtime.settings) as client:
+                record = _follow(client, job, view)
+    else:
+        from agentq.runtime.worker import import_modules, load_tool_dirs
+
+        if modules or tool_dirs:
+            from agentq.protocol.tools import Tool
+
+            import_modules(modules)
+            load_tool_dirs(Tool, tool_dirs)
+        with _client() as client:
+            if modules or tool_dirs:
+                from agentq.protocol.tools import Tool
+
+                client.service.tools = Tool
+            record = _follow(client, job, view)
+    if view is None:
+        _print_json(record)
+    else:
+        view.summary(record)
+    return 0 if record["status"] == "succeeded" else 1
+
+
+def _follow(client: Any, job: Any, view: "LiveView | None") -> dict:
+    handle = client.submit(job)
+    if view is not None:
+        view.job_id = handle.id
+        for event in handle.events(technical=True):
+            view.show(event.data)
+    return handle.result()
+
+
+class LiveView:
+    """A readable live view of a job's events: one line per call start/finish, thoughts, job end."""
+
+    ICONS = {"done": "✓", "failed": "✗", "canceled": "⊘", "skipped": "–"}
+
+    def __init__(self, out: Callable[[str], None] | None = None):
+        self.out = out or (lambda line: print(line, flush=True))
+        self.job_id = ""
+        self.started = time.monotonic()
+        self.names: dict[str, str] = {}
+
+    def show(self, envelope: dict) -> None:
+        event = envelope.get("event")
+        call_id = envelope.get("call_id", "")
+        name = self.names.setdefault(call_id, envelope.get("tool") or call_id) if call_id else ""
+        if event == "job.queued":
+            self.out(f"job {envelope['job_id']} queued ({envelope.get('calls', 0)} calls)")
+        elif event == "call.started":
+            attempt = envelope.get("attempt", 1)
+            self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
+        elif event == "call.retrying":
+            error = envelope.get("error") or {}
+            self.out(f"  ↻ {name:<22} retry in {envelope.get('retry_in_s', 0):.2f} s — "
+                     f"{error.get('type')}: {error.get('message')}")
+        elif event == "call.finished":
+            status = envelope.get("status", "")
+            line = f"  {self.ICONS.get(status, '?')} {name:<22} {status:<8} {envelope.get('duration_ms', 0):8.1f} ms"
+            if envelope.get("error"):
+                error = envelope["error"]
+                line += f"  {error.get('type')}: {error.get('message')}"
+                if envelope.get("absorbed"):
+                    line += "  (handled by its || branch)"
+            self.out(line)
+        elif event == "thought":
+            self.out(f"  💭 {(envelope.get('part') or {}).get('content')}")
+        elif event == "part":
+            part = envelope.get("part") or {}
+            self.out(f"  · {part.get('activity_type', part.get('type'))}: {part.get('content') or part.get('text')}")
+
+    def summary(self, record: dict) -> None:
+        elapsed = time.monotonic() - self.started
+        self.out(f"job {record['id']} {record['status']} in {elapsed:.2f} s")
+        if record.get("error"):
+            self.out(f"error: {record['error'].get('type')}: {record['error'].get('message')}")
+        self.out("state:")
+        self.out(json.dumps(record.get("state"), indent=2, ensure_ascii=False))
+        if record.get("instances"):
+            self.out("instances:")
+            self.out(json.dumps(record["instances"], indent=2, ensure_ascii=False))
+
+
+def _client() -> Any:
+    from agentq.client import Client
+
+    return Client()
+
+
+def _read_job(path: str) -> Any:
+    from agentq.errors import JobValidationError, Problem
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise JobValidationError(f"cannot read job file {path}", [Problem("", error.strerror or str(error))]) from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise JobValidationError(f"job file {path} is not valid JSON", [Problem("", str(error))]) from None
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentq", description="A distributed task-queue backend for LLM agents.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def command(name: str, handler: Callable[..., int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    def modules(p: argparse.ArgumentParser, default_note: str = "") -> None:
+        p.add_argument("-m", "--module", action="append", default=[], metavar="MODULE",
+                       help=f"import a module that registers tools and activities (repeatable){default_note}")
+        p.add_argument("--tools", action="append", default=[], metavar="DIR", help="load tool JSON files from DIR")
+
+    run = command("run", cmd_run, "submit a job, stream its events, wait, print the result")
+    run.add_argument("file", help="job JSON file ('-' for stdin)")
+    modules(run)
+    run.add_argument("--json", action="store_true", help="print only the final job record")
+    run.add_argument("--embedded", action="store_true",
+                     help="private Redis and in-process workers (the default when AGENTQ_REDIS_URL is unset)")
+
+    demo = command("demo", cmd_demo, "run the example order pipeline in embedded mode")
+    demo.add_argument("--json", action="store_true", help="print only the final job record")
+
+    submit = command("submit", cmd_submit, "submit a job and print its id")
+    submit.add_argument("file", help="job JSON file ('-' for stdin)")
+
+    status = command("status", cmd_status, "print a job's status")
+    status.add_argument("id")
+
+    result = command("result", cmd_result, "print a job's record")
+    result.add_argument("id")
+    result.add_argument("--wait", action="store_true", help="wait until the job ends")
+    result.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
+
+    events = command("events", cmd_events, "print a job's events as JSON lines")
+    events.add_argument("id")
+    events.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    events.add_argument("--after", default="0-0", help="resume after this event id")
+
+    cancel = command("cancel", cmd_cancel, "cancel a job")
+    cancel.add_argument("id")
+
+    for name, handler, text, note in (
+        ("worker", cmd_worker, "serve the activities registered by modules", " (default: workers)"),
+        ("dispatcher", cmd_dispatcher, "serve the engine queues (latent calls, modules, agent ticks)", ""),
+    ):
+        p = command(name, handler, text)
+        modules(p, note)
+        p.add_argument("--concurrency", type=int, default=None, help="worker processes/threads (default: CPUs)")
+        p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
+        p.add_argument("--loglevel", default="INFO")
+
+    tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
+    modules(tools, " (default: workers)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Time-ordered ids such as `call_01JD8X3...`: a prefix and a ULID (SPEC §4).
+
+A ULID is 26 Crockford base32 characters: 48 bits of Unix time in milliseconds, then 80 random bits. Ids made
+in one process are strictly increasing: within one millisecond the random part is incremented (the ULID
+monotonic variant), so sorting ids sorts them by creation.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32: no I, L, O, U
+
+_RANDOM_BITS = 80
+_lock = threading.Lock()
+_last = (0, 0)  # (milliseconds, random part) of the previous id
+
+
+def new_id(prefix: str) -> str:
+    """`<prefix>_<ULID>`, e.g. `new_id("job")` → `job_01JD8X3Q6ZP4W1V7N0K5R2T9YB`."""
+    global _last
+    with _lock:
+        ms = max(time.time_ns() // 1_000_000, _last[0])
+        rand = _last[1] + 1 if ms == _last[0] else secrets.randbits(_RANDOM_BITS)
+        if rand >> _RANDOM_BITS:  # the random part overflowed within one millisecond: borrow the next one
+            ms, rand = ms + 1, secrets.randbits(_RANDOM_BITS)
+        _last = (ms, rand)
+    return f"{prefix}_{encode_ulid(ms, rand)}"
+
+
+def encode_ulid(ms: int, rand: int) -> str:
+    """The 26-character ULID of a millisecond timestamp and an 80-bit random part."""
+    value = (ms << _RANDOM_BITS) | rand
+    return "".join(ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def ulid_time_ms(identifier: str) -> int:
+    """The creation time (Unix milliseconds) of an id made by `new_id`."""
+    value = 0
+    for char in identifier[-26:]:
+        value = value * 32 + ALPHABET.index(char)
+    return value >> _RANDOM_BITS

@@ -1,0 +1,62 @@
+"""Embedded mode: a private Redis server plus an in-process dispatcher and worker, for one command.
+
+`agentq run` and `agentq demo` use it when `AGENTQ_REDIS_URL` is not set (or with `--embedded`), so a job
+runs on a fresh machine without touching any Redis the user did not name.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.app import Runtime
+from agentq.runtime.redis_server import RedisServer
+from agentq.runtime.worker import InProcessWorker, build_runtime
+from agentq.settings import Settings
+
+log = logging.getLogger("agentq.embedded")
+
+
+class Embedded:
+    """Context manager: start a private Redis and in-process workers; stop everything on exit."""
+
+    def __init__(self, *, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
+                 settings: Settings | None = None, concurrency: int = 8,
+                 activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None):
+        self.modules, self.tool_dirs = tuple(modules), tuple(tool_dirs)
+        self.base_settings = settings or Settings()
+        self.concurrency = concurrency
+        self._activities, self._tools = activities, tools
+        self.server: RedisServer | None = None
+        self.runtime: Runtime | None = None
+        self.worker: InProcessWorker | None = None
+
+    def __enter__(self) -> "Embedded":
+        self.server = RedisServer().start()
+        try:
+            settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None})
+            self.runtime = build_runtime(settings, modules=self.modules, tool_dirs=self.tool_dirs,
+                                         activities=self._activities, tools=self._tools)
+            self.runtime.service.local_activities_are_live = True
+            self.worker = InProcessWorker(self.runtime, concurrency=self.concurrency).start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        log.info("embedded runtime on %s", self.server.url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.server is not None:
+            self.server.stop()
+
+    @property
+    def settings(self) -> Settings:
+        assert self.runtime is not None, "use Embedded as a context manager"
+        return self.runtime.settings
