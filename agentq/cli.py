@@ -100,8 +100,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     from agentq.protocol.tools import Tool
     from agentq.runtime.worker import import_modules, load_tool_dirs
 
-    import_modules(args.module or ["workers"])
-    load_tool_dirs(Tool, args.tools)
+    load_tool_dirs(Tool, [*import_modules(args.module or ["workers"]), *args.tools])
     tools, live = Tool.snapshot(), set()
     if os.environ.get("AGENTQ_REDIS_URL"):
         with _client() as client:
@@ -137,8 +136,7 @@ def _run_job(job: Any, *, modules: list[str], tool_dirs: list[str], as_json: boo
         if modules or tool_dirs:
             from agentq.protocol.tools import Tool
 
-            import_modules(modules)
-            load_tool_dirs(Tool, tool_dirs)
+            load_tool_dirs(Tool, [*import_modules(modules), *tool_dirs])
         with _client() as client:
             if modules or tool_dirs:
                 from agentq.protocol.tools import Tool

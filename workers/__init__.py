@@ -1,1 +1,10 @@
-"""Example activity packages served by `agentq worker` (default: this package): order and document pipelines."""
+"""Example activity packages served by `agentq worker` (default: this package): order and document pipelines.
+
+Importing the package registers both pipelines' activities on the default `Activity` registry; their tool
+schemas are the JSON files in `TOOLS_DIR`.
+"""
+
+from workers import documents, orders  # noqa: F401  (importing registers the activities)
+from workers.orders import TOOLS_DIR
+
+__all__ = ["TOOLS_DIR", "documents", "orders"]

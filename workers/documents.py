@@ -181,7 +181,8 @@ async def summarize(call: dict) -> dict:
     if delay:
         await asyncio.sleep(delay)
     text = _text_param(call)
-    limit = call.get("maxSentences") or 2
+    limit = call.get("maxSentences")
+    limit = 2 if limit is None else limit
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise NonRetryableError("maxSentences must be a positive integer", type="InvalidInputError")
     sentences = split_sentences(text)
@@ -199,7 +200,8 @@ def tag_document(call: dict, context: Any) -> dict:
     """
     time.sleep(_demo_delay_s())
     text = _text_param(call)
-    limit = call.get("maxTags") or 5
+    limit = call.get("maxTags")
+    limit = 5 if limit is None else limit
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise NonRetryableError("maxTags must be a positive integer", type="InvalidInputError")
     language = call.get("language") or _language_from_state(context)

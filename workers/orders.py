@@ -287,7 +287,8 @@ def send_confirmation(call: dict, tool: dict, context: Any) -> dict:
     template = call.get("template") or "order_confirmation"
     allowed = ((tool or {}).get("properties") or {}).get("template", {}).get("enum")
     if allowed and template not in allowed:
-        raise NonRetryableError(f"unknown template {template!r}; the tool allows {allowed}", type="InvalidTemplateError")
+        raise NonRetryableError(f"unknown template {template!r}; the tool allows {allowed}",
+                                type="InvalidTemplateError")
     state = _state_view(context)
     order = state.get("order") if isinstance(state.get("order"), dict) else {}
     shipping = state.get("shipping") if isinstance(state.get("shipping"), dict) else {}

@@ -148,11 +148,12 @@ def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNod
     problems = []
     for i, node in enumerate(nodes):
         for pointer, expression in node.references:
-            lacking = [next((ref for ref in group if not possible(ref, node)), None) for group in expression.alternatives]
+            lacking = [next((ref for ref in group if not possible(ref, node)), None)
+                       for group in expression.alternatives]
             if all(lacking):
                 names = ", ".join(map(str, dict.fromkeys(lacking)))
-                problems.append(Problem(f"/calls/{i}{pointer}", f"{expression} can never resolve{_for(node)}: "
-                                                                f"nothing in the context or the calls provides {names}"))
+                message = f"{expression} can never resolve{_for(node)}: nothing in the context or the calls provides"
+                problems.append(Problem(f"/calls/{i}{pointer}", f"{message} {names}"))
     return problems
 
 

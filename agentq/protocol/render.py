@@ -41,22 +41,11 @@ def _visible(identity_instance: str | None, instance: Any) -> bool:
     return identity_instance is None or instance is ALL_INSTANCES or identity_instance == instance
 
 
-def _meta(index, kind: str, instance: str | None) -> dict:
-    """Description and schema of an identity; an instance without its own falls back to the global ones."""
-    meta = dict(index.meta(kind, instance) or {})
-    if instance is not None:
-        fallback = index.meta(kind, None) or {}
-        for key in ("description", "schema"):
-            if meta.get(key) is None:
-                meta[key] = fallback.get(key)
-    return meta
-
-
 def data_block(index, kind: str, instance: str | None = None) -> str:
     """The block of one identity."""
     header = f"## Data: ¶{kind}" + (f" [{instance}]" if instance is not None else "")
     lines = [header, _json(index.view(kind, instance))]
-    meta = _meta(index, kind, instance)
+    meta = index.meta(kind, instance)  # an instance falls back to the global description and schema
     if meta.get("description"):
         lines.append(str(meta["description"]))
     if meta.get("schema") is not None:
@@ -83,16 +72,12 @@ def error_block(message: dict) -> str:
 
 
 def _errors(index, instance: Any) -> list[dict]:
-    if instance is not ALL_INSTANCES:
-        return list(index.error_messages(instance))
-    seen: set[int] = set()
-    errors: list[dict] = []
-    for inst in [None, *dict.fromkeys(i for _, i in index.identities() if i is not None)]:
-        for message in index.error_messages(inst):
-            if id(message) not in seen:
-                seen.add(id(message))
-                errors.append(message)
-    return errors
+    """Errors visible with the data: global ones, plus the instance's (every error for ALL_INSTANCES)."""
+    if instance is ALL_INSTANCES:
+        return index.error_messages(None)
+    if instance is None:
+        return [m for m in index.error_messages(None) if m.get("_instance") is None]
+    return index.error_messages(instance)
 
 
 def render_blocks(index, *, kinds: Iterable[str] | None = None, instance: Any = None,

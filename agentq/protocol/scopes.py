@@ -38,7 +38,8 @@ def _effective(field: str, call: dict, tool_schema: dict, pointer: str) -> list[
     elif isinstance(declared.get("items", {}).get("enum"), list):
         allowed, default = declared["items"]["enum"], []
     else:
-        raise ToolSchemaError(f"tool {tool!r}: {field} must be {{const: [...]}} or {{type: array, items: {{enum: [...]}}}}")
+        raise ToolSchemaError(
+            f"tool {tool!r}: {field} must be {{const: [...]}} or {{type: array, items: {{enum: [...]}}}}")
     if requested is None:
         return list(default)
     if not isinstance(requested, list):
@@ -50,7 +51,9 @@ def _effective(field: str, call: dict, tool_schema: dict, pointer: str) -> list[
     return list(dict.fromkeys(requested))
 
 
-def scoped_messages(index_or_log: LogIndex | Sequence[Any], kinds: Iterable[str], instance: str | None = None) -> list[dict]:
+def scoped_messages(
+    index_or_log: LogIndex | Sequence[Any], kinds: Iterable[str], instance: str | None = None
+) -> list[dict]:
     """The messages of `kinds` visible to `instance` (global ones plus its own, never another instance's),
     in log order."""
     kinds = set(kinds)

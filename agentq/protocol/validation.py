@@ -92,6 +92,10 @@ def _pointer(parts: Iterable[Any]) -> str:
 def _find(call: Any, solution_schema: Mapping[str, Any], prefix: str) -> tuple[dict | None, Problem | None, bool]:
     """(composed tool, problem, whether the problem is an unknown tool)."""
     index = _index(solution_schema)
+    if isinstance(call, Mapping):
+        tool = index.get(call.get("_tool"))  # type: ignore[arg-type]
+        if tool is not None:
+            return tool, None, False
     known = ", ".join(sorted(index)) or "none"
     where = prefix + "/_tool"
     if not isinstance(call, Mapping):
@@ -102,12 +106,9 @@ def _find(call: Any, solution_schema: Mapping[str, Any], prefix: str) -> tuple[d
         return None, Problem(where, f"missing required property '_tool' (the tool to call: {known})"), False
     if not isinstance(name, str):
         return None, Problem(where, f"_tool must be a string naming a tool ({known}), got {name!r}"), False
-    tool = index.get(name)
-    if tool is None:
-        close = difflib.get_close_matches(name, list(index), n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        return None, Problem(where, f"unknown tool {name!r}{hint} (known tools: {known})"), True
-    return tool, None, False
+    close = difflib.get_close_matches(name, list(index), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return None, Problem(where, f"unknown tool {name!r}{hint} (known tools: {known})"), True
 
 
 def tool_schema_for(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "") -> dict:

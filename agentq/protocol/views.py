@@ -137,12 +137,10 @@ class LogIndex:
     def meta(self, kind: str, instance: str | None = None) -> dict:
         """`{"description", "schema"}` from the newest messages of that identity having them (an instance
         falls back to the global ones); `None` where no message gives one."""
-        own = self._identities.get((kind, instance))
-        shared = self._identities.get((kind, None))
-        return {
-            field: next((getattr(i, field) for i in (own, shared) if i and getattr(i, field) is not None), None)
-            for field in ("description", "schema")
-        }
+        candidates = [i for i in (self._identities.get((kind, instance)), self._identities.get((kind, None))) if i]
+        description = next((i.description for i in candidates if i.description is not None), None)
+        schema = next((i.schema for i in candidates if i.schema is not None), None)
+        return {"description": description, "schema": schema}
 
     def text_messages(self) -> list[dict]:
         """The text messages, oldest first."""

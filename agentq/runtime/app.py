@@ -114,14 +114,14 @@ class Runtime:
         """Engine tasks: submission by task name, latent and module calls, agent ticks."""
         app, executor, service = self.app, self.executor, self.service
 
-        @app.task(name=SUBMIT_TASK, bind=True)
+        @app.task(name=SUBMIT_TASK, bind=True, shared=False)
         def submit(task: Any, job: Any, job_id: str | None = None) -> None:
             service.submit_by_task(job, job_id=job_id)
 
         for name in (LATENT_TASK, MODULE_TASK):
             _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
 
-        @app.task(name=TICK_TASK, bind=True)
+        @app.task(name=TICK_TASK, bind=True, shared=False)
         def tick(task: Any, job_id: str) -> None:
             executor.tick(job_id)
 
@@ -143,7 +143,7 @@ def _register_activity_task(app: Any, executor: Any, spec: ActivitySpec) -> None
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None) -> None:
-    @app.task(name=name, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+    @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
     def run(task: Any, job_id: str, call_id: str, needs_log: bool = True) -> str:
         outcome = executor.run_call(job_id, call_id, needs_log=needs_log)

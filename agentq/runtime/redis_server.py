@@ -259,6 +259,8 @@ class RedisServer:
                     return self
                 if outcome != "address-in-use":
                     break
+            else:
+                outcome = f"every free port it tried was taken before it could bind ({_START_ATTEMPTS} attempts)"
             raise ConfigurationError(
                 f"could not start a private Redis server with {executable}: {outcome}"
                 + (f"\n--- server log (tail) ---\n{last_log}" if last_log else "")

@@ -28,16 +28,19 @@ log = logging.getLogger("agentq.worker")
 DEFAULT_MODULES = ("workers",)
 
 
-def import_modules(modules: Iterable[str]) -> None:
-    """Import modules that register tools and activities (on the default registries)."""
+def import_modules(modules: Iterable[str]) -> list[Path]:
+    """Import modules that register activities (on the default registry) and return the tool folders
+    they declare: a module may set `TOOLS_DIR` to a folder of tool JSON files (one tool per file)."""
+    tool_dirs: list[Path] = []
     for name in modules:
         try:
             module = importlib.import_module(name)
         except ImportError as error:
             raise ConfigurationError(f"cannot import module {name!r}: {error}") from error
-        register_all = getattr(module, "register_all", None)
-        if callable(register_all):  # a package that registers its submodules
-            register_all()
+        directory = getattr(module, "TOOLS_DIR", None)
+        if directory is not None and Path(directory) not in tool_dirs:
+            tool_dirs.append(Path(directory))
+    return tool_dirs
 
 
 def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
@@ -49,10 +52,10 @@ def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
 def build_runtime(settings: Settings, *, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
                   activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None) -> Runtime:
     """A runtime over the given registries (default: the global `Tool`/`Activity` after importing modules)."""
-    import_modules(modules)
+    module_tool_dirs = import_modules(modules)
     tools = tools if tools is not None else Tool
     activities = activities if activities is not None else Activity
-    load_tool_dirs(tools, [*settings.tools_dirs, *tool_dirs])
+    load_tool_dirs(tools, [*module_tool_dirs, *settings.tools_dirs, *tool_dirs])
     return Runtime(settings=settings, activities=activities, tools=tools)
 
 
@@ -129,16 +132,22 @@ class InProcessWorker:
     def start(self, timeout: float = 30.0) -> "InProcessWorker":
         from celery.worker import WorkController
 
+        from agentq.runtime.pool import AppThreadPool
+
         app = self.runtime.app
         app.finalize()
         ready = threading.Event()
         self._controller = WorkController(
-            app=app, hostname=self.hostname, pool_cls=self.pool, concurrency=self.concurrency,
+            app=app, hostname=self.hostname, pool_cls=AppThreadPool if self.pool == "threads" else self.pool,
+            concurrency=self.concurrency,
             queues=self.queues, loglevel=self.loglevel, without_heartbeat=True, without_mingle=True,
             without_gossip=True, ready_callback=lambda *_: ready.set(),
         )
-        self._thread = threading.Thread(target=self._controller.start, name=f"agentq-worker-{self.hostname}",
-                                        daemon=True)
+        def run() -> None:
+            app.set_current()  # the consumer thread (and a solo pool) resolve tasks through this app
+            self._controller.start()
+
+        self._thread = threading.Thread(target=run, name=f"agentq-worker-{self.hostname}", daemon=True)
         self._thread.start()
         if not ready.wait(timeout):
             raise ConfigurationError(f"worker {self.hostname} did not become ready in {timeout} s")
@@ -164,6 +173,8 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
     queues = worker_queues(runtime, activities=activities, engine=engine)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
+    runtime.app.set_current()  # a worker process serves exactly one app
+    runtime.app.set_default()
     try:
         worker = runtime.app.Worker(
             hostname=hostname or f"agentq-{'dispatcher' if engine and not activities else 'worker'}-"

