@@ -1,0 +1,87 @@
+"""Harness for integration tests: real Redis (the session's private server), real Celery workers.
+
+`harness` gives each test fresh registries and a way to start in-process workers and a client against the
+private Redis; everything it started is stopped after the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentq.client import Client
+from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.app import Runtime
+from agentq.runtime.worker import InProcessWorker
+from agentq.settings import Settings
+
+
+def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,
+                **meta: Any) -> dict:
+    """A minimal valid tool schema; `meta` adds meta fields such as `_scopes` or `_activity`."""
+    properties = {"_tool": {"type": "string", "const": name}, **meta, **(params or {}),
+                  "_output": output if output is not None else {}}
+    schema = {"type": "object", "description": f"{name} (test tool)", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+class Harness:
+    def __init__(self, redis_url: str):
+        self.settings = Settings(redis_url=redis_url, heartbeat_s=1.0, lease_s=3.0)
+        self.tools = ToolRegistry()
+        self.activities = ActivityRegistry()
+        self._workers: list[InProcessWorker] = []
+        self._runtimes: list[Runtime] = []
+        self._clients: list[Client] = []
+
+    def tool(self, name: str, **kwargs: Any) -> dict:
+        return self.tools.register(name, tool_schema(name, **kwargs))
+
+    def runtime(self, *, activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None,
+                **settings: Any) -> Runtime:
+        runtime = Runtime(settings=self.settings.model_copy(update=settings) if settings else self.settings,
+                          activities=activities if activities is not None else self.activities,
+                          tools=tools if tools is not None else self.tools)
+        self._runtimes.append(runtime)
+        return runtime
+
+    def worker(self, *, activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None,
+               engine: bool = True, concurrency: int = 4, **settings: Any) -> InProcessWorker:
+        """Start an in-process worker (threads pool) serving `activities` (default: the harness's)."""
+        runtime = self.runtime(activities=activities, tools=tools, **settings)
+        serve_activities = len(runtime.activities) > 0
+        worker = InProcessWorker(runtime, activities=serve_activities, engine=engine, concurrency=concurrency)
+        worker.start()
+        self._workers.append(worker)
+        return worker
+
+    def client(self) -> Client:
+        client = Client(settings=self.settings)
+        self._clients.append(client)
+        return client
+
+    def run(self, job: dict, timeout: float = 20.0) -> dict:
+        """Submit `job` with a new client and wait for its record."""
+        return self.client().submit(job).result(timeout=timeout)
+
+    def close(self) -> None:
+        for worker in reversed(self._workers):
+            worker.stop()
+        for client in self._clients:
+            client.close()
+        for runtime in self._runtimes:
+            runtime.close()
+
+
+@pytest.fixture
+def harness(redis_url: str) -> Iterator[Harness]:
+    h = Harness(redis_url)
+    try:
+        yield h
+    finally:
+        h.close()
