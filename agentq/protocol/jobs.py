@@ -140,17 +140,17 @@ def plan_job(
         raw_calls = None
     if raw_calls is not None and len(raw_calls) > limits.max_calls:
         problems.add("/calls", f"{len(raw_calls)} calls; the limit is {limits.max_calls} (AGENTQ_MAX_CALLS)")
-        raw_calls = None
-    if problems.items:
-        raise JobValidationError("job rejected", problems.items)
+        raw_calls = []
 
-    is_plan = raw_calls is not None
+    # Keep going after problems so the one error names all of them; the dependency analysis needs every
+    # call planned, so it runs only when the calls themselves are sound.
+    is_plan = "calls" in job
     solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
     composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
+    found_before_calls = len(problems.items)
     calls = _plan_calls(raw_calls or [], composed, live_activities, problems)
-    if problems.items:
-        raise JobValidationError("job rejected", problems.items)
-    _link_dependencies(calls, context, problems)
+    if len(problems.items) == found_before_calls:
+        _link_dependencies(calls, context, problems)
     if problems.items:
         raise JobValidationError("job rejected", problems.items)
 

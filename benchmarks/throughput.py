@@ -1,0 +1,408 @@
+"""Throughput of agentq against bare Celery on the same broker, in one run against one private Redis.
+
+Run (from the repository root)::
+
+    python benchmarks/throughput.py [--n 2000] [--chain 50] [--concurrency 8] [--pool threads] [--repeat 3]
+
+Not a test: the numbers depend on the machine. It starts a private `redis-server` on a free port (never the
+machine's shared Redis) and measures, in this order:
+
+(a) bare Celery, N no-op tasks with ``ignore_result``: the time from the first send until the worker has
+    executed all N (an in-process counter + event inside the task: no extra Redis traffic in the baseline).
+(b) bare Celery ``group`` of N no-op tasks with the Redis result backend, gathered with ``.get()``.
+(c) an agentq plan job of N independent no-op calls, submit -> job succeeded (``Client.submit(...).result()``).
+    Every call has an output path, ``"_outputPath": "†state.r<i>"``: each call is awaited and its result is
+    written to its own key of the job's state, so every call appends one message to the log, publishes its
+    events and counts towards the job's end, as a fan-out job does.
+(d) a chain of ``--chain`` dependent calls: in agentq call k reads ``†state.s<k-1>`` and writes
+    ``†state.s<k>`` (each call waits on the previous one's output); in Celery a ``chain`` of the same
+    number of tasks (each gets the previous result) with the Redis result backend, ``.get()``.
+
+The worker is the same for every case: a Celery ``WorkController`` in a thread of this process
+(``agentq.runtime.worker.InProcessWorker`` for agentq; the same controller, pool class (the app-bound threads
+pool), concurrency, prefetch and broker settings for bare Celery, which uses an app built by the same
+``create_app`` factory: JSON, acks late, prefetch multiplier 4). Producers, the worker and the client share
+one Python process (and its GIL), exactly like agentq's embedded mode.
+
+Redis traffic: ``INFO commandstats`` deltas per task/call (commands run inside Lua scripts are counted by
+Redis too), and the round trips agentq's own code makes, counted by wrapping ``execute_command`` and pipeline
+``execute`` of the agentq state store's Redis clients (the worker runtime's and the client's). Celery's
+broker traffic (kombu) and the result backend use their own connections and are not counted as agentq's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentq.client import Client  # noqa: E402
+from agentq.protocol.activities import ActivityRegistry  # noqa: E402
+from agentq.protocol.tools import ToolRegistry  # noqa: E402
+from agentq.runtime.app import Runtime, create_app  # noqa: E402
+from agentq.runtime.redis_server import RedisServer  # noqa: E402
+from agentq.runtime.worker import InProcessWorker  # noqa: E402
+from agentq.settings import Settings  # noqa: E402
+
+BARE_QUEUE = "bench.bare"
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+class RoundTrips:
+    """Counts round trips (and the commands in them) made through one redis-py client."""
+
+    def __init__(self, client: Any, scripts: dict[str, str]):
+        self.client = client
+        self.scripts = scripts  # sha -> script name, to name EVALSHA round trips
+        self.trips = 0
+        self.commands: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        original_execute, original_pipeline = client.execute_command, client.pipeline
+
+        def execute_command(*args: Any, **kwargs: Any) -> Any:
+            self._count([args])
+            return original_execute(*args, **kwargs)
+
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = original_pipeline(*args, **kwargs)
+            original = pipe.execute
+
+            def execute(*a: Any, **k: Any) -> Any:
+                self._count([c[0] for c in pipe.command_stack], pipeline=True)
+                return original(*a, **k)
+
+            pipe.execute = execute
+            return pipe
+
+        client.execute_command = execute_command
+        client.pipeline = pipeline
+
+    def _name(self, args: tuple) -> str:
+        name = str(args[0]).upper()
+        if name == "EVALSHA" and len(args) > 1:
+            return f"EVALSHA {self.scripts.get(args[1], args[1][:8])}"
+        return name
+
+    def _count(self, commands: list[tuple], pipeline: bool = False) -> None:
+        with self._lock:
+            self.trips += 1
+            names = [self._name(c) for c in commands]
+            if pipeline:
+                self.commands[f"pipeline[{'+'.join(sorted(set(names)))}]"] += 1
+            else:
+                self.commands[names[0]] += 1
+
+    def snapshot(self) -> tuple[int, Counter[str]]:
+        with self._lock:
+            return self.trips, Counter(self.commands)
+
+
+def count_store(store: Any) -> RoundTrips:
+    scripts = {script.sha: name for name, script in store._scripts.items()}
+    return RoundTrips(store.redis, scripts)
+
+
+def commandstats(admin: Any) -> Counter[str]:
+    stats = admin.info("commandstats")
+    return Counter({k.removeprefix("cmdstat_").upper(): int(v["calls"]) for k, v in stats.items()})
+
+
+def start_celery_worker(app: Any, queues: list[str], concurrency: int, pool: str) -> tuple[Any, threading.Thread]:
+    """A Celery worker in a thread of this process, started exactly like `InProcessWorker.start`."""
+    from celery.worker import WorkController
+
+    from agentq.runtime.pool import AppThreadPool
+
+    app.finalize()
+    ready = threading.Event()
+    controller = WorkController(
+        app=app, hostname=f"bench-{uuid.uuid4().hex[:8]}@localhost",
+        pool_cls=AppThreadPool if pool == "threads" else pool, concurrency=concurrency, queues=queues,
+        loglevel="WARNING", without_heartbeat=True, without_mingle=True, without_gossip=True,
+        ready_callback=lambda *_: ready.set(),
+    )
+
+    def run() -> None:
+        app.set_current()
+        controller.start()
+
+    thread = threading.Thread(target=run, name="bench-celery-worker", daemon=True)
+    thread.start()
+    if not ready.wait(30):
+        raise RuntimeError("bare Celery worker did not become ready")
+    return controller, thread
+
+
+def best(samples: list[float]) -> float:
+    return min(samples)
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+# ------------------------------------------------------------------------------------------ bare Celery
+
+
+class Bare:
+    def __init__(self, settings: Settings, redis_url: str):
+        self.app = create_app(settings, name="bench-bare")
+        self.app.conf.update(task_default_queue=BARE_QUEUE, result_backend=redis_url, result_expires=600)
+        self.done = 0
+        self.target = 0
+        self.all_done = threading.Event()
+        self.lock = threading.Lock()
+        app = self.app
+
+        @app.task(name="bench.noop", shared=False, ignore_result=True)
+        def noop(i: int) -> None:
+            with self.lock:
+                self.done += 1
+                if self.done >= self.target:
+                    self.all_done.set()
+
+        @app.task(name="bench.noop_result", shared=False, ignore_result=False)
+        def noop_result(i: int) -> int:
+            return i
+
+        @app.task(name="bench.inc", shared=False, ignore_result=False)
+        def inc(x: int) -> int:
+            return x + 1
+
+        self.noop, self.noop_result, self.inc = noop, noop_result, inc
+
+    def fire_and_drain(self, n: int) -> float:
+        with self.lock:
+            self.done, self.target = 0, n
+            self.all_done.clear()
+        start = time.perf_counter()
+        with self.app.producer_or_acquire() as producer:
+            for i in range(n):
+                self.app.send_task("bench.noop", args=[i], queue=BARE_QUEUE, producer=producer)
+        if not self.all_done.wait(600):
+            raise RuntimeError(f"only {self.done} of {n} bare tasks ran")
+        return time.perf_counter() - start
+
+    def group(self, n: int) -> float:
+        from celery import group
+
+        start = time.perf_counter()
+        result = group(self.noop_result.s(i) for i in range(n)).apply_async(queue=BARE_QUEUE)
+        values = result.get(timeout=600)
+        elapsed = time.perf_counter() - start
+        assert values == list(range(n)), "group returned wrong results"
+        result.forget()
+        return elapsed
+
+    def chain(self, length: int) -> float:
+        from celery import chain
+
+        start = time.perf_counter()
+        result = chain(self.inc.s(0), *(self.inc.s() for _ in range(length - 1))).apply_async(queue=BARE_QUEUE)
+        value = result.get(timeout=600)
+        elapsed = time.perf_counter() - start
+        assert value == length, f"chain returned {value}"
+        return elapsed
+
+
+# ------------------------------------------------------------------------------------------ agentq
+
+
+def agentq_registries() -> tuple[ToolRegistry, ActivityRegistry]:
+    tools, activities = ToolRegistry(), ActivityRegistry()
+    tools.register("noop", {
+        "type": "object", "description": "does nothing and returns its index",
+        "properties": {"_tool": {"type": "string", "const": "noop"}, "i": {"type": "integer"}, "_output": {}},
+    })
+    tools.register("inc", {
+        "type": "object", "description": "adds one",
+        "properties": {"_tool": {"type": "string", "const": "inc"}, "x": {"type": "integer"}, "_output": {}},
+    })
+    activities.register("noop", lambda call: call["i"])
+    activities.register("inc", lambda call: call["x"] + 1)
+    return tools, activities
+
+
+def fan_out_job(n: int) -> dict:
+    return {"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(n)]}
+
+
+def chain_job(length: int) -> dict:
+    calls = [{"_tool": "inc", "x": 0, "_outputPath": "†state.s0"}]
+    calls += [{"_tool": "inc", "x": f"†state.s{k - 1}", "_outputPath": f"†state.s{k}"} for k in range(1, length)]
+    return {"calls": calls}
+
+
+def run_job(client: Client, job: dict) -> tuple[float, float, dict]:
+    start = time.perf_counter()
+    handle = client.submit(job)
+    submitted = time.perf_counter()
+    record = handle.result(timeout=600)
+    elapsed = time.perf_counter() - start
+    if record["status"] != "succeeded":
+        raise RuntimeError(f"agentq job failed: {record.get('error')}")
+    return elapsed, submitted - start, record
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="tasks/calls in (a), (b), (c)")
+    parser.add_argument("--chain", type=int, default=50, help="length of the chains in (d)")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--pool", default="threads", choices=["threads", "solo"])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of each case; the table shows the median")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile every thread during (c) into FILE (pstats)")
+    args = parser.parse_args(argv)
+    n, length, repeat = args.n, args.chain, max(1, args.repeat)
+
+    import redis
+
+    with RedisServer() as server:
+        url = server.url
+        admin = redis.Redis.from_url(url, decode_responses=True)
+        settings = Settings(redis_url=url, max_calls=max(10_000, n), max_job_bytes=50_000_000)
+        print(f"private redis-server on {url}; n={n} chain={length} concurrency={args.concurrency} "
+              f"pool={args.pool} repeat={repeat} (median of rounds)", flush=True)
+
+        # ---- bare Celery: (a), (b), chain
+        bare = Bare(settings, url)
+        controller, thread = start_celery_worker(bare.app, [BARE_QUEUE], args.concurrency, args.pool)
+        try:
+            bare.fire_and_drain(min(n, 200))  # warm up
+            bare.group(min(n, 50))
+            bare.chain(5)
+            before = commandstats(admin)
+            a = [bare.fire_and_drain(n) for _ in range(repeat)]
+            stats_a = commandstats(admin) - before
+            b = [bare.group(n) for _ in range(repeat)]
+            d_celery = [bare.chain(length) for _ in range(max(5, repeat))]
+        finally:
+            controller.stop(in_sighandler=False)
+            thread.join(30)
+            bare.app.close()
+
+        # ---- agentq: (c), chain
+        tools, activities = agentq_registries()
+        runtime = Runtime(settings=settings, activities=activities, tools=tools)
+        worker = InProcessWorker(runtime, engine=True, concurrency=args.concurrency, pool=args.pool).start()
+        client = Client(settings=settings)
+        worker_trips, client_trips = count_store(runtime.store), count_store(client.store)
+        try:
+            run_job(client, fan_out_job(min(n, 200)))  # warm up
+            run_job(client, chain_job(5))
+            c, c_submit = [], []
+            before = commandstats(admin)
+            w0, wc0 = worker_trips.snapshot()
+            k0, kc0 = client_trips.snapshot()
+            profiler = _start_profile() if args.profile else None
+            for _ in range(repeat):
+                elapsed, submit, record = run_job(client, fan_out_job(n))
+                assert len(record["state"]) == n, "agentq fan-out wrote the wrong number of results"
+                c.append(elapsed)
+                c_submit.append(submit)
+            if profiler is not None:
+                _stop_profile(profiler, args.profile)
+            stats_c = commandstats(admin) - before
+            w1, wc1 = worker_trips.snapshot()
+            k1, kc1 = client_trips.snapshot()
+
+            d_agentq = []
+            dw0, _ = worker_trips.snapshot()
+            for _ in range(max(5, repeat)):
+                elapsed, _, record = run_job(client, chain_job(length))
+                assert record["state"][f"s{length - 1}"] == length, "agentq chain computed the wrong value"
+                d_agentq.append(elapsed)
+            dw1, _ = worker_trips.snapshot()
+        finally:
+            worker.stop()
+            client.close()
+            runtime.close()
+            admin.close()
+
+    calls_c = n * repeat
+    calls_d = length * max(5, repeat)
+    ta, tb, tc = median(a), median(b), median(c)
+    dc, da = median(d_celery), median(d_agentq)
+    ra, rb, rc = n / ta, n / tb, n / tc
+    trips_per_call = (w1 - w0) / calls_c
+    client_per_call = (k1 - k0) / calls_c
+    chain_trips = (dw1 - dw0) / calls_d
+
+    rows: list[tuple[str, str, str, str]] = []
+
+    def row(name: str, value: str, target: str = "", ok: bool | None = None) -> None:
+        rows.append((name, value, target, "" if ok is None else ("ok" if ok else "MISSED")))
+
+    row(f"(a) bare Celery, {n} no-op tasks, ignore_result", f"{ta:.3f} s  {ra:,.0f}/s")
+    row(f"(b) bare Celery group of {n}, result backend, .get()", f"{tb:.3f} s  {rb:,.0f}/s")
+    row(f"(c) agentq plan job, {n} independent calls", f"{tc:.3f} s  {rc:,.0f}/s",
+        f"(submit {median(c_submit):.3f} s)")
+    row("    (c)/(a) throughput", f"{rc / ra:.2f}x", ">= 0.80x", rc / ra >= 0.8)
+    row("    (c)/(b) throughput", f"{rc / rb:.2f}x", ">= 1.00x", rc / rb >= 1.0)
+    row(f"(d) Celery chain of {length}, result backend, .get()", f"{dc * 1000:.1f} ms  "
+        f"{dc / length * 1000:.2f} ms/step")
+    row(f"(d) agentq chain of {length} dependent calls", f"{da * 1000:.1f} ms  "
+        f"{da / length * 1000:.2f} ms/step")
+    row("    (d) agentq / Celery time", f"{da / dc:.2f}x", "<= 1.50x", da / dc <= 1.5)
+    row("agentq round trips per call (worker store)", f"{trips_per_call:.2f}", "<= 3", trips_per_call <= 3)
+    row("    in the chain (d)", f"{chain_trips:.2f}", "<= 3", chain_trips <= 3)
+    row("    client (submit + waiting for the result), per call", f"{client_per_call:.3f}")
+
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print()
+    print(f"{'case':<{widths[0]}}  {'measured':<{widths[1]}}  {'target':<{widths[2]}}")
+    print("-" * (sum(widths) + 12))
+    for name, value, target, mark in rows:
+        print(f"{name:<{widths[0]}}  {value:<{widths[1]}}  {target:<{widths[2]}}  {mark}")
+
+    print(f"\nround trips of agentq's worker-side store during (c), per call ({calls_c} calls):")
+    for name, count in sorted((wc1 - wc0).items(), key=lambda kv: -kv[1]):
+        print(f"  {count / calls_c:7.3f}  {name}")
+    print("round trips of the client's store during (c), per call:")
+    for name, count in sorted((kc1 - kc0).items(), key=lambda kv: -kv[1]):
+        print(f"  {count / calls_c:7.3f}  {name}")
+
+    print("\nINFO commandstats per task (a) and per call (c) (inside-Lua commands included; "
+          "(c) includes submit and the client):")
+    names = sorted(set(stats_a) | set(stats_c), key=lambda k: -(stats_c[k] / calls_c))
+    print(f"  {'command':<22}{'(a) bare':>10}{'(c) agentq':>12}{'added':>9}")
+    for name in names:
+        pa, pc = stats_a[name] / (n * repeat), stats_c[name] / calls_c
+        if pa < 0.0005 and pc < 0.0005:
+            continue
+        print(f"  {name:<22}{pa:>10.3f}{pc:>12.3f}{pc - pa:>+9.3f}")
+    total_a, total_c = sum(stats_a.values()) / (n * repeat), sum(stats_c.values()) / calls_c
+    print(f"  {'total':<22}{total_a:>10.3f}{total_c:>12.3f}{total_c - total_a:>+9.3f}")
+    return 0
+
+
+def _start_profile() -> Any:
+    import cProfile
+
+    profiler = cProfile.Profile()
+    threading.setprofile(lambda *a: None)  # placeholder so new threads are not missed; main uses sys
+    profiler.enable()
+    return profiler
+
+
+def _stop_profile(profiler: Any, path: str) -> None:
+    profiler.disable()
+    profiler.dump_stats(path)
+    print(f"profile written to {path}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
