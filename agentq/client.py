@@ -47,15 +47,16 @@ class JobHandle:
     def result(self, timeout: float | None = None) -> dict:
         """Wait until the job ends (at most `timeout` seconds) and return its record."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        after = "0-0"
+        store = self._client.store
+        # Block on the job's end signal rather than on its event stream: one wake-up per job, not per event.
+        # The status is re-read at least every second, so a job that ended without the signal is seen too.
         while self.status() not in FINAL:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {self.status()})")
-            block = 1000 if remaining is None else max(1, min(1000, int(remaining * 1000)))
-            for entry_id, _ in self._client.store.read_events(self.id, after, block_ms=block, count=1000):
-                after = entry_id
-        return self._client.store.record(self.id)
+            if store.wait_finished(self.id, 1.0 if remaining is None else min(1.0, remaining)) is not None:
+                break
+        return store.record(self.id)
 
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
         """Events in order from `after`; with `follow`, until the job's final event. Parts are stripped of

@@ -188,7 +188,7 @@ class Bare:
         start = time.perf_counter()
         with self.app.producer_or_acquire() as producer:
             for i in range(n):
-                self.app.send_task("bench.noop", args=[i], queue=BARE_QUEUE, producer=producer)
+                self.app.send_task("bench.noop", args=[i], queue=BARE_QUEUE, producer=producer, ignore_result=True)
         if not self.all_done.wait(600):
             raise RuntimeError(f"only {self.done} of {n} bare tasks ran")
         return time.perf_counter() - start
@@ -198,7 +198,7 @@ class Bare:
 
         start = time.perf_counter()
         result = group(self.noop_result.s(i) for i in range(n)).apply_async(queue=BARE_QUEUE)
-        values = result.get(timeout=600)
+        values = result.get(timeout=600, disable_sync_subtasks=False)
         elapsed = time.perf_counter() - start
         assert values == list(range(n)), "group returned wrong results"
         result.forget()
@@ -209,7 +209,7 @@ class Bare:
 
         start = time.perf_counter()
         result = chain(self.inc.s(0), *(self.inc.s() for _ in range(length - 1))).apply_async(queue=BARE_QUEUE)
-        value = result.get(timeout=600)
+        value = result.get(timeout=600, disable_sync_subtasks=False)
         elapsed = time.perf_counter() - start
         assert value == length, f"chain returned {value}"
         return elapsed

@@ -147,9 +147,11 @@ def plan_job(
     is_plan = "calls" in job
     solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
     composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
-    found_before_calls = len(problems.items)
     calls = _plan_calls(raw_calls or [], composed, live_activities, problems)
-    if len(problems.items) == found_before_calls:
+    raw_context = job.get("context", [])
+    if len(calls) == len(raw_calls or []) and isinstance(raw_context, list) and len(context) == len(raw_context):
+        # every call and message could be planned (a call may still have schema problems): cycles and
+        # unsatisfiable references are reported in the same error
         _link_dependencies(calls, context, problems)
     if problems.items:
         raise JobValidationError("job rejected", problems.items)
@@ -280,12 +282,17 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, M
         reference_pointers = _reference_pointers(call, "", found, pointer)
         problems.items.extend(found)
         solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
-        problems.items.extend(call_errors(call, solution, skip_pointers=reference_pointers, pointer_prefix=pointer))
+        schema_problems = call_errors(call, solution, skip_pointers=reference_pointers, pointer_prefix=pointer)
         try:
             scopes = effective_scopes(call, tool)
         except InvalidInputError as error:
+            # the scope check reports what the tool's `_scopes` schema does, naming the tool: say it once
+            schema_problems = [p for p in schema_problems if not p.pointer.startswith(f"{pointer}/_scopes")]
+            problems.items.extend(schema_problems)
             problems.extend_from(error, pointer)
             scopes = []
+        else:
+            problems.items.extend(schema_problems)
         if found:
             continue
         planned.append(_planned_call(i, call, tool, live, scopes))
@@ -366,7 +373,7 @@ def _link_dependencies(calls: list[PlannedCall], context: list[dict], problems: 
         problems.add(f"/calls/{by_id[cycle[0]].index}", f"reference cycle: {names} wait on each other's output paths")
         return
     index = LogIndex(context)
-    # Every call was planned (problems stop earlier), so node positions are the calls' indexes.
+    # Every call was planned (see plan_job), so node positions are the calls' indexes.
     problems.items.extend(unsatisfiable_reads(index, nodes))
     for node in nodes:
         call = by_id[node.id]

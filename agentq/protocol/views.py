@@ -44,14 +44,18 @@ def fold_write(current: Any, message: dict) -> Any:
 
 
 class _Identity:
-    """The writes of one identity and their fold, folded lazily up to the newest write."""
+    """The writes of one identity and their fold, folded lazily up to the newest write.
 
-    __slots__ = ("writes", "value", "folded", "description", "schema")
+    Several threads may read one index (the runtime shares a job's index between the calls a process runs),
+    so the fold is kept as one `(count, value)` pair that is read and replaced whole: a reader folds the
+    writes after its snapshot into its own copy-on-write value, never into another reader's half-done one.
+    """
+
+    __slots__ = ("writes", "folded", "description", "schema")
 
     def __init__(self) -> None:
         self.writes: list[dict] = []
-        self.value: Any = MISSING
-        self.folded = 0
+        self.folded: tuple[int, Any] = (0, MISSING)  # (number of writes folded, their fold)
         self.description: Any = None
         self.schema: Any = None
 
@@ -61,10 +65,14 @@ class _Identity:
         self.schema = message.get("schema", self.schema)
 
     def fold(self) -> Any:
-        while self.folded < len(self.writes):
-            self.value = fold_write(self.value, self.writes[self.folded])
-            self.folded += 1
-        return self.value
+        count, value = self.folded
+        end = len(self.writes)
+        if count < end:
+            for message in self.writes[count:end]:
+                value = fold_write(value, message)
+            if end > self.folded[0]:
+                self.folded = (end, value)
+        return value
 
 
 class LogIndex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import random
 import threading
@@ -164,7 +165,12 @@ class Executor:
                                        source=self.source, locale=locale, display=display)))
             self.store.add_events(job_id, events)
             result = self._invoke(record, resolved, tool, index, job_id, call_id)
+            _check_json(result)
             messages = output_messages(call, result, call_id=call_id, date=now_iso())
+            if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
+                # a call that reads nothing was claimed without the log; push/concat still need it to check
+                # that the target is an array (SPEC §5: otherwise a runtime error of this call)
+                index = LogIndex(self.store.read_log(job_id))
             if index is not None:
                 for message in messages:
                     check_write(index, message)
@@ -172,6 +178,10 @@ class Executor:
             return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
         except ProtocolError as error:  # e.g. a push onto a non-array, a message for an unknown branch
             failure = _Failure(type(error).__name__, str(error), retryable=False)
+            return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+        except Exception as error:  # a defect, not the activity's: fail the call rather than leave it running
+            log.exception("call %s of job %s: unexpected error before its commit", call_id, job_id)
+            failure = _Failure(type(error).__name__, f"internal error: {error}", retryable=False)
             return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
         finished = time.time()
         part = tool_result_part(
@@ -296,22 +306,29 @@ class Executor:
 
     def finalize(self, job_id: str, *, error: dict | None = None) -> bool:
         """Give a plan job whose awaited calls all finished its final status and record (idempotent)."""
-        fields = self.store.job_fields(job_id)
-        log_messages = self.store.read_log(job_id)
-        failed = _unabsorbed_failures(self.store.call_records(job_id), self.store.call_statuses(job_id),
-                                      log_messages)
-        status = "failed" if failed or error else "succeeded"
-        if failed and error is None:
-            error = {"type": "CallsFailed",
-                     "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
-        fields = {**fields, "status": status, "finished_at": now_iso()}
-        record = job_record(fields, log_messages, error=error)
-        if fields.get("kind") == "plan":
-            record["result"] = record["state"]
-        part = (error_part(error["message"], source=self.source) if error
-                else activity_part(f"Job {status}", source=self.source))
-        event = envelope("job.finished", job_id, status=status, error=error, part=part)
-        return self.store.finalize(job_id, status=status, record=record, event=event)
+        return finalize_job(self.store, job_id, source=self.source, error=error)
+
+
+def finalize_job(store: StateStore, job_id: str, *, source: str = "agentq", error: dict | None = None) -> bool:
+    """Give a plan job whose awaited calls all finished its final status and record (idempotent).
+
+    Used after the commit of a job's last awaited call, and at submission for a plan job that awaits no call
+    at all (no calls, or only fire-and-forget ones), which no commit would ever finalize."""
+    fields = store.job_fields(job_id)
+    log_messages = store.read_log(job_id)
+    failed = _unabsorbed_failures(store.call_records(job_id), store.call_statuses(job_id), log_messages)
+    status = "failed" if failed or error else "succeeded"
+    if failed and error is None:
+        error = {"type": "CallsFailed",
+                 "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
+    fields = {**fields, "status": status, "finished_at": now_iso()}
+    record = job_record(fields, log_messages, error=error)
+    if fields.get("kind") == "plan":
+        record["result"] = record["state"]
+    part = (error_part(error["message"], source=source) if error
+            else activity_part(f"Job {status}", source=source))
+    event = envelope("job.finished", job_id, status=status, error=error, part=part)
+    return store.finalize(job_id, status=status, record=record, event=event)
 
 
 def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]) -> list[str]:
@@ -325,6 +342,15 @@ def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]
             error = errors.get(call_id) or {}
             failed.append(f"{record.get('tool')} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
     return sorted(failed)
+
+
+def _check_json(result: Any) -> None:
+    """A result must be JSON to be stored; anything else fails the call now (not its commit, later)."""
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as error:
+        raise _Failure("InvalidResult", f"the activity returned a value that is not JSON: {error}",
+                       retryable=False) from None
 
 
 def _arguments(call: dict) -> dict:

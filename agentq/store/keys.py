@@ -53,6 +53,10 @@ class JobKeys:
         return f"{self._prefix}:events"
 
     @property
+    def done(self) -> str:  # list: the final status, pushed once when the job ends; waiters BLMOVE it onto itself
+        return f"{self._prefix}:done"
+
+    @property
     def leases(self) -> str:  # key prefix; one string key per running call, see `lease`
         return f"{self._prefix}:lease:"
 

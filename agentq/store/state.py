@@ -170,20 +170,22 @@ class StateStore:
 
     def finalize(self, job_id: str, *, status: str, record: dict, event: dict) -> bool:
         keys = self.keys(job_id)
-        return bool(self._scripts["finalize"](keys=[keys.job, keys.events],
+        return bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
                                               args=[status, dumps(record), now_iso(), dumps(event)]))
 
     def cancel(self, job_id: str, *, event: dict) -> tuple[str, list[str]]:
         """Cancel a job; returns ("canceled", ids of calls whose tasks may be queued) or ("final", status)."""
         keys = self.keys(job_id)
-        reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events], args=[now_iso(), dumps(event)])
+        reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events, keys.done],
+                                        args=[now_iso(), dumps(event)])
         if reply[0] == "missing":
             raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
         return reply[0], list(reply[1:])
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why."""
-        key, now = self.keys(job_id).job, now_iso()
+        keys, now = self.keys(job_id), now_iso()
+        key = keys.job
         if not self.redis.hsetnx(key, "id", job_id):
             return False
         fields = {"status": "failed", "kind": "plan", "created_at": now, "finished_at": now,
@@ -192,6 +194,9 @@ class StateStore:
         pipe = self.redis.pipeline()
         pipe.hset(key, mapping={**fields, "record": dumps(record)})
         pipe.expire(key, ttl_s)
+        pipe.delete(keys.done)
+        pipe.rpush(keys.done, "failed")
+        pipe.expire(keys.done, ttl_s)
         pipe.execute()
         return True
 
@@ -211,6 +216,16 @@ class StateStore:
         if status is None:
             raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
         return status
+
+    def wait_finished(self, job_id: str, timeout_s: float) -> str | None:
+        """Block until the job ends (at most `timeout_s`); its final status, or None on timeout.
+
+        Every step that ends a job (finalize, cancel, a recorded rejection) pushes the final status onto the
+        job's `done` list; waiters move that one entry onto the same list, so any number of them wake up
+        and it stays there for later ones. One round trip, however many events the job publishes meanwhile.
+        """
+        done = self.keys(job_id).done
+        return self.redis.blmove(done, done, max(0.01, timeout_s), "RIGHT", "LEFT")
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]

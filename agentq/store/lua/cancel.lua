@@ -1,5 +1,5 @@
 -- Cancel a job: stop dispatching and mark every call that has not started as canceled.
--- KEYS: job, status, events
+-- KEYS: job, status, events, done
 -- ARGV: now (ISO), envelope JSON
 -- Returns {'canceled', id of each call that was ready (its task may still be queued)...}
 --      or {'final', status} when the job had already ended
@@ -19,4 +19,8 @@ for i = 1, #entries, 2 do
   end
 end
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[2])
+redis.call('DEL', KEYS[4])
+redis.call('RPUSH', KEYS[4], 'canceled')
+local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
+if expire_at then redis.call('PEXPIREAT', KEYS[4], expire_at) end
 return result

@@ -23,6 +23,10 @@ elseif status ~= 'ready' then
 end
 
 local attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
+if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
+  -- the attempts hash is created by a job's first claim, after submission set the other keys' expiry
+  redis.call('PEXPIREAT', KEYS[4], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+end
 redis.call('HSET', KEYS[3], call_id, 'running')
 redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
 if job_status == 'queued' then

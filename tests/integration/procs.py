@@ -1,0 +1,160 @@
+"""Separate `agentq worker` processes for integration tests, always stopped after the test.
+
+    def test_x(worker_procs):
+        a = worker_procs.start(serve=["procA"])          # `agentq worker -m tests.integration.procs_activities`
+        worker_procs.wait_live(a, ["procA"])              # until its heartbeat announces the activities
+        ...
+
+The fixture `worker_procs` (import it into a test module) gives each test a `WorkerProcs` bound to the
+session's private Redis (`redis_url`, flushed before the test). Every process is started in its own session
+(process group); teardown sends SIGTERM (Celery's warm shutdown), waits, then SIGKILLs the group so no prefork
+child outlives the test. Worker output goes to a log file in `tmp_path`, shown when a wait times out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from agentq.store.state import StateStore
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "tests.integration.procs_activities"
+TOOLS_DIR = Path(__file__).resolve().parent / "tools"
+
+# Short timings so crash recovery happens within seconds (see test_reliability.py for what each one drives).
+FAST_ENV = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_LEASE_S": "2", "AGENTQ_VISIBILITY_TIMEOUT_S": "3"}
+
+
+def base_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of an agentq process started by a test: private Redis, short timings, repo importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTQ_", "PROCS_"))}
+    env.update(FAST_ENV)
+    env.update({"AGENTQ_REDIS_URL": redis_url, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def cli(redis_url: str | None, *args: str, timeout: float = 30.0, input: str | None = None,
+        **env: str) -> subprocess.CompletedProcess:
+    """Run `python -m agentq.cli ARGS` to completion (AGENTQ_REDIS_URL unset when `redis_url` is None)."""
+    environment = base_env(redis_url or "", **env)
+    if redis_url is None:
+        environment.pop("AGENTQ_REDIS_URL")
+    return subprocess.run([sys.executable, "-m", "agentq.cli", *args], env=environment, cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=timeout, input=input)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05,
+             on_timeout: Callable[[], str] | None = None) -> Any:
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = on_timeout() if on_timeout else ""
+            pytest.fail(f"timed out after {timeout} s waiting for {what}{detail}", pytrace=False)
+        time.sleep(interval)
+
+
+class WorkerProc:
+    def __init__(self, popen: subprocess.Popen, log_path: Path, serve: list[str]):
+        self.popen = popen
+        self.log_path = log_path
+        self.serve = serve
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL the worker's main process only (a prefork pool's children are left to the teardown)."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (warm shutdown), then SIGKILL the whole process group this worker leads."""
+        if self.alive():
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # the group of the session this worker started
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.alive():
+            self.popen.wait(5)
+
+
+class WorkerProcs:
+    def __init__(self, redis_url: str, tmp_path: Path):
+        self.redis_url = redis_url
+        self.tmp_path = tmp_path
+        self.store = StateStore(redis_url)
+        self.procs: list[WorkerProc] = []
+
+    def start(self, serve: Iterable[str] | None = None, *, pool: str = "threads", concurrency: int = 2,
+              args: Iterable[str] = (), **env: str) -> WorkerProc:
+        """Start `agentq worker` serving the activities `serve` of procs_activities (default: all of them)."""
+        serve = list(serve or [])
+        log_path = self.tmp_path / f"worker-{len(self.procs)}-{'_'.join(serve) or 'all'}.log"
+        command = [sys.executable, "-m", "agentq.cli", "worker", "-m", MODULE, "--pool", pool,
+                   "--concurrency", str(concurrency), "--loglevel", "WARNING", *args]
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(command, env=base_env(self.redis_url, PROCS_ACTIVITIES=",".join(serve), **env),
+                                     cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = WorkerProc(popen, log_path, serve)
+        self.procs.append(proc)
+        return proc
+
+    def announcement(self, proc: WorkerProc) -> dict | None:
+        return next((w for w in self.store.live_workers() if w.get("pid") == proc.pid), None)
+
+    def wait_live(self, proc: WorkerProc, activities: Iterable[str], timeout: float = 20.0) -> dict:
+        """Wait until `proc` announces `activities` in the store; returns its announcement."""
+        wanted = set(activities)
+
+        def live() -> dict | None:
+            if not proc.alive():
+                pytest.fail(f"worker {proc.pid} exited with {proc.popen.returncode}:\n{proc.output()}", pytrace=False)
+            found = self.announcement(proc)
+            return found if found and wanted <= {a["name"] for a in found["activities"]} else None
+
+        return wait_for(live, timeout, f"worker {proc.pid} to announce {sorted(wanted)}",
+                        on_timeout=lambda: f"\n--- worker output ---\n{proc.output()}")
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.store.redis.close()
+
+
+@pytest.fixture
+def worker_procs(redis_url: str, tmp_path: Path) -> Iterator[WorkerProcs]:
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        yield procs
+    finally:
+        procs.close()

@@ -1,0 +1,88 @@
+"""Activities served by the separate worker processes the integration tests start.
+
+`agentq worker -m tests.integration.procs_activities` imports this module, which registers activities on the
+default `Activity` registry; their tool schemas are the JSON files in `TOOLS_DIR`. The test process itself never
+imports this module (a submitter needs no activity code).
+
+`PROCS_ACTIVITIES` (comma-separated names, default: all) selects which activities this process serves, so two
+processes can serve different activity sets. Every handler counts its runs in the private Redis the worker uses
+(`AGENTQ_REDIS_URL`): `procs:runs:<activity>:<tag>` (INCR) and `procs:pids:<activity>:<tag>` (RPUSH of the pid that
+ran it), so a test can tell how many times a handler started and in which process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agentq.protocol.activities import Activity
+
+TOOLS_DIR = Path(__file__).resolve().parent / "tools"
+
+_redis: Any = None
+
+
+def _client() -> Any:
+    global _redis
+    if _redis is None:
+        import redis
+
+        _redis = redis.Redis.from_url(os.environ["AGENTQ_REDIS_URL"], decode_responses=True)
+    return _redis
+
+
+def runs_key(activity: str, tag: str = "") -> str:
+    return f"procs:runs:{activity}:{tag}"
+
+
+def pids_key(activity: str, tag: str = "") -> str:
+    return f"procs:pids:{activity}:{tag}"
+
+
+def _mark(activity: str, call: dict) -> int:
+    """Record that this handler started, in this process; returns how many times it started for the tag."""
+    tag = str(call.get("tag", ""))
+    pipe = _client().pipeline()
+    pipe.incr(runs_key(activity, tag))
+    pipe.rpush(pids_key(activity, tag), os.getpid())
+    return int(pipe.execute()[0])
+
+
+def proc_a(call: dict) -> dict:
+    _mark("procA", call)
+    return {"pid": os.getpid(), "value": call["x"] + 1}
+
+
+def proc_b(call: dict) -> dict:
+    _mark("procB", call)
+    return {"pid": os.getpid(), "value": call["a"] * 10}
+
+
+def late_thing(call: dict) -> dict:
+    _mark("lateThing", call)
+    return {"pid": os.getpid(), "note": call.get("note", "")}
+
+
+def proc_slow(call: dict) -> dict:
+    start = _mark("procSlow", call)
+    time.sleep(float(call["seconds"]))
+    return {"pid": os.getpid(), "start": start}
+
+
+def proc_echo(call: dict) -> dict:
+    _mark("procEcho", call)
+    return {"pid": os.getpid(), "text": call["text"]}
+
+
+HANDLERS = {"procA": proc_a, "procB": proc_b, "lateThing": late_thing, "procSlow": proc_slow, "procEcho": proc_echo}
+
+#: Per-activity options; procEcho has its own queue, so its calls are routed by the worker's announcement.
+OPTIONS: dict[str, dict[str, Any]] = {
+    "procEcho": {"queue": "procs.echo", "retries": 2, "retry_backoff": 0.5, "rate_limit": "50/s"},
+}
+
+_selected = [n.strip() for n in os.environ.get("PROCS_ACTIVITIES", "").split(",") if n.strip()] or list(HANDLERS)
+for _name in _selected:
+    Activity.register(_name, HANDLERS[_name], **OPTIONS.get(_name, {}))
