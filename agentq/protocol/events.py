@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import threading
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -95,6 +97,8 @@ def format_timestamp(moment: datetime) -> str:
     """``2024-01-15T10:30:00.000000``: UTC (naive datetimes are taken as UTC), microseconds, no zone."""
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    if moment.year >= 1000:  # isoformat is the same text, several times faster
+        return moment.isoformat(timespec="microseconds")
     return moment.strftime(TIMESTAMP_FORMAT)
 
 
@@ -163,13 +167,48 @@ def _display(activity_type: str, locale: str, display: dict | None, *, default_i
 
     With a display the ``id`` defaults to ``default_id`` (the tool name). For a failed result the default
     ``friendly_name`` and ``icon`` (❌) are kept so the failure stays visible.
+
+    Results are cached (a part is built for every call a worker runs): displays whose values are all
+    strings or null are keyed by their items; any other display is validated anew each time.
     """
+    key = _display_key(activity_type, locale, display, default_id, is_error)
+    if key is not None:
+        cached = _DISPLAY_CACHE.get(key)
+        if cached is not None:
+            return dict(cached)  # values are str or None: a shallow copy is a full copy
     info = default_display_info(activity_type, locale, is_error=is_error)
     if display:
         info["id"] = default_id or activity_type
         keep = ("friendly_name", "icon") if is_error else ()
         info.update({k: v for k, v in display.items() if v is not None and k not in keep})
-    return DisplayInfo.model_validate(info).model_dump(mode="json")
+    result = DisplayInfo.model_validate(info).model_dump(mode="json")
+    if key is not None:
+        with _DISPLAY_LOCK:
+            if len(_DISPLAY_CACHE) >= _DISPLAY_CACHE_SIZE:
+                _DISPLAY_CACHE.clear()
+            _DISPLAY_CACHE[key] = dict(result)
+    return result
+
+
+_DISPLAY_CACHE: dict[tuple, dict] = {}
+_DISPLAY_CACHE_SIZE = 4096
+_DISPLAY_LOCK = threading.Lock()
+
+
+def _display_key(activity_type: Any, locale: Any, display: Any, default_id: Any, is_error: Any) -> tuple | None:
+    if not (type(activity_type) is str and (locale is None or type(locale) is str)
+            and (default_id is None or type(default_id) is str) and type(is_error) is bool):
+        return None
+    if not display:
+        return (activity_type, _language(locale), None, default_id, is_error)
+    if type(display) is not dict:
+        return None
+    items = []
+    for k, v in display.items():
+        if type(k) is not str or not (v is None or type(v) is str):
+            return None
+        items.append((k, v))
+    return (activity_type, _language(locale), tuple(sorted(items)), default_id, is_error)
 
 
 # ---------------------------------------------------------------- builders
@@ -177,11 +216,115 @@ def _display(activity_type: str, locale: str, display: dict | None, *, default_i
 
 def _part(activity_type: str, *, source: str, content: str | None = None, timestamp: str | None = None,
           tools: list | None = None, results: list | None = None, display_info: dict | None = None,
-          technical_details: dict | None = None) -> dict:
-    part = ActivityOutputPart(
-        activity_type=activity_type, source=source, content=content, timestamp=timestamp or timestamp_now(),
-        tools=tools, results=results, display_info=display_info, technical_details=technical_details)
-    return part.model_dump(mode="json")
+          technical_details: dict | None = None, trusted_display: bool = False) -> dict:
+    """``ActivityOutputPart(...).model_dump(mode="json")``.
+
+    The runtime builds several parts for every call, so plain inputs (strings, JSON values made of dicts,
+    lists, strings, finite numbers, booleans and null) are checked and copied here directly, giving exactly
+    what the model would; anything else goes through the model. ``trusted_display`` marks a display info
+    that :func:`_display` produced (already validated and copied).
+    """
+    timestamp = timestamp or timestamp_now()
+    try:
+        if not (type(activity_type) is str and type(source) is str and type(timestamp) is str
+                and (content is None or type(content) is str)):
+            raise _NotPlain
+        return {
+            "type": "activity", "activity_type": activity_type, "source": source, "content": content,
+            "timestamp": timestamp,
+            "tools": None if tools is None else [_plain_tool(t) for t in _plain_list(tools)],
+            "results": None if results is None else [_plain_result(r) for r in _plain_list(results)],
+            "display_info": (display_info if trusted_display or display_info is None
+                             else _plain_display(display_info)),
+            "technical_details": None if technical_details is None else _plain_technical(technical_details),
+        }
+    except _NotPlain:
+        part = ActivityOutputPart(
+            activity_type=activity_type, source=source, content=content, timestamp=timestamp,
+            tools=tools, results=results, display_info=display_info, technical_details=technical_details)
+        return part.model_dump(mode="json")
+
+
+class _NotPlain(Exception):
+    """A value the fast path does not handle: the pydantic model decides (and converts or rejects it)."""
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy of a plain JSON value (what ``Any`` dumps to in JSON mode); `_NotPlain` otherwise."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise _NotPlain
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copied[key] = _plain(item)
+        return copied
+    if kind is list:
+        return [_plain(item) for item in value]
+    raise _NotPlain
+
+
+def _plain_list(value: Any) -> list:
+    if type(value) is not list:
+        raise _NotPlain
+    return value
+
+
+def _exact(value: dict, keys: tuple[str, ...]) -> dict:
+    if type(value) is not dict or tuple(value) != keys:
+        raise _NotPlain
+    return value
+
+
+def _plain_tool(tool: Any) -> dict:
+    tool = _exact(tool, ("name", "arguments", "id"))
+    if type(tool["name"]) is not str or type(tool["id"]) is not str or type(tool["arguments"]) is not dict:
+        raise _NotPlain
+    return {"name": tool["name"], "arguments": _plain(tool["arguments"]), "id": tool["id"]}
+
+
+def _plain_result(result: Any) -> dict:
+    result = _exact(result, ("name", "content", "is_error", "call_id"))
+    if not (type(result["name"]) is str and type(result["content"]) is str and type(result["is_error"]) is bool
+            and type(result["call_id"]) is str):
+        raise _NotPlain
+    return dict(result)
+
+
+_DISPLAY_FIELDS = ("id", "friendly_name", "description", "icon", "category", "color")
+
+
+def _plain_display(info: Any) -> dict:
+    """A display info dict that already has the model's fields in order, all strings (or null where allowed)."""
+    if type(info) is not dict or tuple(info)[:6] != _DISPLAY_FIELDS:
+        raise _NotPlain
+    if type(info["id"]) is not str or type(info["friendly_name"]) is not str:
+        raise _NotPlain
+    for key in _DISPLAY_FIELDS[2:]:
+        if not (info[key] is None or type(info[key]) is str):
+            raise _NotPlain
+    return {key: (value if key in _DISPLAY_FIELDS else _plain(value)) for key, value in info.items()}
+
+
+_TECHNICAL_FIELDS = ("function_name", "arguments", "raw_result", "execution_time_ms", "timestamp", "status",
+                     "error_message")
+
+
+def _plain_technical(details: Any) -> dict:
+    details = _exact(details, _TECHNICAL_FIELDS)
+    if not (type(details["function_name"]) is str and type(details["arguments"]) is dict
+            and type(details["execution_time_ms"]) is float and math.isfinite(details["execution_time_ms"])
+            and type(details["timestamp"]) is str and details["status"] in ("success", "error")
+            and type(details["status"]) is str
+            and (details["error_message"] is None or type(details["error_message"]) is str)):
+        raise _NotPlain
+    return {**details, "arguments": _plain(details["arguments"]), "raw_result": _plain(details["raw_result"])}
 
 
 def _as_text(value: Any) -> str:
@@ -203,17 +346,20 @@ def text_part(text: str, *, stream: bool = True) -> dict:
 
 def activity_part(content: str | None, *, source: str, locale: str = "en") -> dict:
     """General activity, e.g. job or tick started."""
-    return _part("activity", source=source, content=content, display_info=_display("activity", locale, None))
+    return _part("activity", source=source, content=content, display_info=_display("activity", locale, None),
+                 trusted_display=True)
 
 
 def thought_part(content: str, *, source: str, locale: str = "en") -> dict:
     """The agent's reasoning (``_reasoningForCall``, latent thoughts)."""
-    return _part("thought", source=source, content=content, display_info=_display("thought", locale, None))
+    return _part("thought", source=source, content=content, display_info=_display("thought", locale, None),
+                 trusted_display=True)
 
 
 def error_part(content: str, *, source: str, locale: str = "en") -> dict:
     """An error during processing."""
-    return _part("error", source=source, content=content, display_info=_display("error", locale, None))
+    return _part("error", source=source, content=content, display_info=_display("error", locale, None),
+                 trusted_display=True)
 
 
 def tool_request_part(*, call_id: str, name: str, arguments: dict, source: str, locale: str = "en",
@@ -221,7 +367,7 @@ def tool_request_part(*, call_id: str, name: str, arguments: dict, source: str, 
     """A tool is called; ``display`` is the tool's ``x-display``."""
     return _part("tool_request", source=source,
                  tools=[{"name": name, "arguments": arguments, "id": call_id}],
-                 display_info=_display("tool_request", locale, display, default_id=name))
+                 display_info=_display("tool_request", locale, display, default_id=name), trusted_display=True)
 
 
 def tool_result_part(*, call_id: str, name: str, content: Any, is_error: bool, source: str,
@@ -230,7 +376,7 @@ def tool_result_part(*, call_id: str, name: str, content: Any, is_error: bool, s
     return _part("tool_result", source=source,
                  results=[{"name": name, "content": _as_text(content), "is_error": is_error, "call_id": call_id}],
                  display_info=_display("tool_result", locale, display, default_id=name, is_error=is_error),
-                 technical_details=technical)
+                 technical_details=technical, trusted_display=True)
 
 
 def tool_call_part(request_part: dict, result_part: dict, *more_results: dict) -> dict:
@@ -280,11 +426,19 @@ def technical_details(function_name: str, arguments: dict, raw_result: Any, star
 
     ``timestamp`` is the finish time; a raw result that is not JSON is kept as its ``repr``.
     """
-    details = TechnicalDetails(
-        function_name=function_name, arguments=arguments, raw_result=_jsonable(raw_result),
-        execution_time_ms=round(max(finished - started, 0.0) * 1000, 3), timestamp=_epoch_timestamp(finished),
-        status=status, error_message=error_message)
-    return details.model_dump(mode="json")
+    raw_result = _jsonable(raw_result)
+    execution_time_ms = round(max(finished - started, 0.0) * 1000, 3)
+    timestamp = _epoch_timestamp(finished)
+    try:
+        return _plain_technical({
+            "function_name": function_name, "arguments": arguments, "raw_result": raw_result,
+            "execution_time_ms": execution_time_ms, "timestamp": timestamp, "status": status,
+            "error_message": error_message})
+    except _NotPlain:
+        details = TechnicalDetails(
+            function_name=function_name, arguments=arguments, raw_result=raw_result,
+            execution_time_ms=execution_time_ms, timestamp=timestamp, status=status, error_message=error_message)
+        return details.model_dump(mode="json")
 
 
 # ---------------------------------------------------------------- stripping

@@ -60,13 +60,14 @@ class PlannedCall:
     dependents: list[str] = field(default_factory=list)
     waiting: int = 0
     needs_log: bool = False
+    locale: str = "en"  # the job's locale, for the display info of this call's event parts
 
     def record(self) -> dict:
         return {
             "id": self.id, "index": self.index, "call": self.call, "tool": self.tool,
             "activity": self.activity, "mode": self.mode, "task": self.task, "queue": self.queue,
             "awaited": self.awaited, "instance": self.instance, "scopes": self.scopes,
-            "dependents": self.dependents, "needs_log": self.needs_log,
+            "dependents": self.dependents, "needs_log": self.needs_log, "locale": self.locale,
         }
 
 
@@ -155,6 +156,8 @@ def plan_job(
         _link_dependencies(calls, context, problems)
     if problems.items:
         raise JobValidationError("job rejected", problems.items)
+    for call in calls:
+        call.locale = options["locale"]
 
     return JobPlan(
         id=job_id or new_id("job"),

@@ -71,7 +71,8 @@ class Dispatcher:
         with self.app.producer_or_acquire() as producer:
             for record in records:
                 self.app.send_task(
-                    record["task"], args=[job_id, record["id"], record.get("needs_log", True)],
+                    record["task"], args=[job_id, record["id"], record.get("needs_log", True),
+                                          record.get("locale", "en"), task_record(record)],
                     queue=record["queue"], task_id=task_id(job_id, record["id"]), producer=producer,
                 )
 
@@ -85,6 +86,12 @@ class Dispatcher:
 
 def task_id(job_id: str, call_id: str) -> str:
     return f"{job_id}.{call_id}"
+
+
+def task_record(record: dict) -> dict:
+    """The call record a call's task carries, so the worker needs not read it back from the store: the record
+    without its `dependents` (only the commit step uses them, from the store; they can be many)."""
+    return {k: v for k, v in record.items() if k != "dependents"}
 
 
 @dataclass
@@ -157,8 +164,9 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
                         time_limit: float | None, rate_limit: str | None) -> None:
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
-    def run(task: Any, job_id: str, call_id: str, needs_log: bool = True) -> str:
-        outcome = executor.run_call(job_id, call_id, needs_log=needs_log)
+    def run(task: Any, job_id: str, call_id: str, needs_log: bool = True, locale: str = "en",
+            record: dict | None = None) -> str:
+        outcome = executor.run_call(job_id, call_id, needs_log=needs_log, locale=locale, record=record)
         if outcome.retry_in is not None:
             raise task.retry(countdown=outcome.retry_in, max_retries=None)
         return outcome.status

@@ -23,10 +23,14 @@ from typing import Any, Callable
 from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError
 from agentq.protocol.activities import ActivityRegistry, invoke_handler
 from agentq.protocol.events import (
+    ActivityOutputPart,
+    TextOutputPart,
     activity_part,
+    default_display_info,
     error_part,
     technical_details,
     thought_part,
+    timestamp_now,
     tool_request_part,
     tool_result_part,
 )
@@ -37,7 +41,7 @@ from agentq.protocol.writes import check_write, failure_messages, output_alterna
 from agentq.runtime.events import envelope
 from agentq.runtime.leases import LeaseKeeper
 from agentq.store.records import job_record
-from agentq.store.state import Claim, StateStore, now_iso
+from agentq.store.state import Claim, StateStore, dumps, now_iso
 
 log = logging.getLogger("agentq.executor")
 
@@ -99,6 +103,69 @@ class _StaleCache(Exception):
     pass
 
 
+class _JobTools:
+    """A job's composed tool schemas, by (job, tool name), shared by a process's threads.
+
+    A job's tools never change after submission, so each process decodes a tool once per job, and every call
+    validates against the very same object (whose compiled validator `validate_call` caches by identity).
+    """
+
+    def __init__(self, capacity: int = 1024):
+        self._tools: OrderedDict[tuple[str, str], dict] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def get(self, job_id: str, name: str) -> dict | None:
+        return self._tools.get((job_id, name))
+
+    def keep(self, job_id: str, name: str, tool: dict) -> dict:
+        """The cached schema of the tool (`tool` itself if none was cached yet)."""
+        with self._lock:
+            tool = self._tools.setdefault((job_id, name), tool)
+            self._tools.move_to_end((job_id, name))
+            while len(self._tools) > self.capacity:
+                self._tools.popitem(last=False)
+            return tool
+
+
+class _RecentJobs:
+    """Ids of jobs this process has seen running (bounded): their claims need no job.started envelope."""
+
+    def __init__(self, capacity: int = 4096):
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._ids
+
+    def add(self, job_id: str) -> None:
+        with self._lock:
+            self._ids[job_id] = None
+            while len(self._ids) > self.capacity:
+                self._ids.popitem(last=False)
+
+
+_SOLUTIONS: OrderedDict[int, tuple[dict, dict]] = OrderedDict()
+_SOLUTIONS_LOCK = threading.Lock()
+
+
+def _solution(tool: dict) -> dict:
+    """The one-tool solution schema a call is validated against, the same object for the same tool."""
+    entry = _SOLUTIONS.get(id(tool))
+    if entry is not None and entry[0] is tool:
+        return entry[1]
+    solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
+    with _SOLUTIONS_LOCK:
+        _SOLUTIONS[id(tool)] = (tool, solution)  # keeps `tool` alive, so its id is not reused meanwhile
+        while len(_SOLUTIONS) > 1024:
+            _SOLUTIONS.popitem(last=False)
+    return solution
+
+
+_ATTEMPT_MARK = 987654321  # stands for the attempt number in a call.started rendered before its claim
+
+
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
@@ -111,14 +178,19 @@ class Executor:
         self.source = source
         self.llm = llm  # the LLM seam for latent calls, module calls and agent ticks
         self.logs = LogCache()
+        self.tools = _JobTools()
+        self._running = _RecentJobs()
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
 
     # ------------------------------------------------------------------------------------ delivery
 
-    def run_call(self, job_id: str, call_id: str, *, needs_log: bool = True) -> Outcome:
+    def run_call(self, job_id: str, call_id: str, *, needs_log: bool = True, locale: str = "en",
+                 record: dict | None = None) -> Outcome:
+        """Run one delivery of a call's task. `record` is the call's record as the task carries it (tasks
+        sent by an older dispatcher, or by hand, carry none: the claim then reads it from the store)."""
         token = uuid.uuid4().hex
-        claim, index = self._claim(job_id, call_id, token, needs_log)
+        claim, index, announced = self._claim(job_id, call_id, token, needs_log, locale, record)
         if claim.outcome == "leased":
             return Outcome("leased", retry_in=max(int(claim.detail), 100) / 1000)
         if claim.outcome == "finished":
@@ -129,41 +201,93 @@ class Executor:
             return Outcome(claim.outcome)
         self.leases.hold(job_id, call_id, token)
         try:
-            return self._run_claimed(job_id, call_id, token, claim, index)
+            return self._run_claimed(job_id, call_id, token, claim, index, announced)
         finally:
             self.leases.release(job_id, call_id)
 
-    def _claim(self, job_id: str, call_id: str, token: str, needs_log: bool) -> tuple[Claim, LogIndex | None]:
-        """Claim the call; when it needs the log, bring this process's copy of the log up to date."""
-        started = envelope("job.started", job_id, part=activity_part("Job started", source=self.source))
+    def _claim(self, job_id: str, call_id: str, token: str, needs_log: bool, locale: str = "en",
+               record: dict | None = None) -> tuple[Claim, LogIndex | None, bool]:
+        """Claim the call; when it needs the log, bring this process's copy of the log up to date.
+
+        When the task carries the call's record, the call reads nothing from the log and this process has
+        the job's tool already, the call is validated now and its start events (thought, call.started) are
+        published by the claim itself: one round trip instead of two. Returns (claim, index, whether the
+        start events were published)."""
+        started = None
+        if job_id not in self._running:  # only a job's first claim starts it; skip rendering it after that
+            started = envelope("job.started", job_id, part=activity_part("Job started", source=self.source,
+                                                                         locale=locale))
+        tool = self.tools.get(job_id, record["tool"]) if record is not None else None
+        ahead = self._start_ahead(job_id, call_id, record, tool) if tool is not None and not needs_log else None
         offset = self.logs.offset(job_id) if needs_log else -1
         claim = self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
-                                 job_started=started)
-        if claim.outcome != "claimed" or not needs_log:
-            return claim, None
+                                 job_started=started, record=record, tool=tool,
+                                 thought=ahead[0] if ahead else None, started=ahead[1] if ahead else None)
+        if claim.outcome != "claimed":
+            return claim, None, False
+        self._running.add(job_id)
+        if tool is None and claim.tool is not None and claim.record is not None:
+            claim.tool = self.tools.keep(job_id, claim.record["tool"], claim.tool)
+        if not needs_log:
+            return claim, None, ahead is not None
         try:
-            return claim, self.logs.extend(job_id, offset, claim.log_tail)
+            return claim, self.logs.extend(job_id, offset, claim.log_tail), False
         except _StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
             self.logs.forget(job_id)
-            return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id))
+            return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id)), False
 
-    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claim, index: LogIndex | None) -> Outcome:
+    def _start_ahead(self, job_id: str, call_id: str, record: dict,
+                     tool: dict) -> tuple[dict | None, tuple[str, str, str]] | None:
+        """The start events of a call that reads nothing, rendered before its claim for the claim to publish:
+        (thought or None, (call.started head, tail for attempt 1, tail for later attempts)). None when the call
+        does not validate (the failure is then handled after an ordinary claim)."""
+        try:
+            validate_call(record["call"], _solution(tool))
+        except InvalidInputError:
+            return None
+        first = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=True)
+        later = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=False)
+        if not (first and later and len(later) == 1 and len(first) <= 2
+                and first[-1].get("event") == later[0].get("event") == "call.started"):
+            return None
+        mark = f'"attempt":{_ATTEMPT_MARK}'
+        head, _, first_tail = dumps(first[-1]).partition(mark)
+        later_head, _, later_tail = dumps(later[0]).partition(mark)
+        if head != later_head or not first_tail or not later_tail:
+            return None
+        return (first[0] if len(first) == 2 else None), (head + '"attempt":', first_tail, later_tail)
+
+    def _start_events(self, job_id: str, call_id: str, record: dict, tool: dict, resolved: dict, attempt: int,
+                      *, first: bool | None = None) -> list[dict]:
+        """The events published when an attempt starts: a thought (first attempt), then call.started."""
+        call, name, locale = record["call"], record["tool"], record.get("locale", "en")
+        first = attempt == 1 if first is None else first
+        events = []
+        if first and call.get("_reasoningForCall"):
+            events.append(envelope("thought", job_id, call_id=call_id,
+                                   part=thought_part(call["_reasoningForCall"], source=self.source,
+                                                     locale=locale)))
+        # the tool_request part comes once per call (its first attempt), so the history pairs it with the
+        # call's one tool_result into one tool_call; later attempts are told by `attempt` and call.retrying
+        request = None if not first else tool_request_part(
+            call_id=call_id, name=name, arguments=_arguments(resolved), source=self.source, locale=locale,
+            display=tool.get("x-display"))
+        events.append(envelope("call.started", job_id, call_id=call_id, tool=name, attempt=attempt,
+                               part=request))
+        return events
+
+    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claim, index: LogIndex | None,
+                     announced: bool = False) -> Outcome:
         record, tool = claim.record or {}, claim.tool or {}
-        call, name, locale = record["call"], record["tool"], "en"
+        call, name, locale = record["call"], record["tool"], record.get("locale", "en")
         display = tool.get("x-display")
         started = time.time()
         resolved = call
         try:
-            resolved = self._resolve(call, record, tool, index)
-            events = []
-            if claim.attempt == 1 and call.get("_reasoningForCall"):
-                events.append(envelope("thought", job_id, call_id=call_id,
-                                       part=thought_part(call["_reasoningForCall"], source=self.source)))
-            events.append(envelope(
-                "call.started", job_id, call_id=call_id, tool=name, attempt=claim.attempt,
-                part=tool_request_part(call_id=call_id, name=name, arguments=_arguments(resolved),
-                                       source=self.source, locale=locale, display=display)))
-            self.store.add_events(job_id, events)
+            if not announced:  # else the call was validated and its start events published by the claim
+                resolved = self._resolve(call, record, tool, index)
+                self.store.add_events(job_id, self._start_events(job_id, call_id, record, tool, resolved,
+                                                                 claim.attempt))
             result = self._invoke(record, resolved, tool, index, job_id, call_id)
             _check_json(result)
             messages = output_messages(call, result, call_id=call_id, date=now_iso())
@@ -205,7 +329,7 @@ class Executor:
         else:
             resolved = call
         try:
-            validate_call(resolved, {"properties": {"calls": {"items": {"anyOf": [tool]}}}})
+            validate_call(resolved, _solution(tool))
         except InvalidInputError as error:
             raise _Failure(type(error).__name__, str(error), retryable=False) from None
         return resolved
@@ -221,12 +345,19 @@ class Executor:
         spec = self.activities.get(activity)
         context = ScopedContext.build(
             index if index is not None else [], record.get("scopes") or [], record.get("instance"),
-            emit=lambda part: self.store.add_events(job_id, [envelope("part", job_id, call_id=call_id, part=part)]),
+            emit=lambda part: self.store.add_events(job_id, [envelope(
+                "part", job_id, call_id=call_id, part=_emitted_part(part, source=self.source,
+                                                                    locale=record.get("locale", "en")))]),
         )
         try:
+            begun = time.monotonic()
             result = invoke_handler(spec, call, tool, context)
             if inspect.isawaitable(result):
                 result = self._await(result, spec.timeout)
+            elif spec.timeout is not None and time.monotonic() - begun > spec.timeout:
+                # nothing interrupts a sync handler in a threads pool (Celery's time limits need prefork):
+                # its late result is discarded and the call times out as it would under the soft limit
+                raise TimeoutError(f"timed out after {spec.timeout} s")
             return result
         except NonRetryableError as error:
             raise _Failure(error.type, str(error), retryable=False) from None
@@ -265,7 +396,7 @@ class Executor:
         absorbed = len(output_alternatives(record["call"])) > 1
         part = tool_result_part(
             call_id=call_id, name=name, content=f"{failure.type}: {failure}", is_error=True, source=self.source,
-            display=display,
+            locale=record.get("locale", "en"), display=display,
             technical=technical_details(name, _arguments(call), None, started, finished, "error", str(failure)))
         events = [envelope("call.finished", job_id, call_id=call_id, tool=name, status="failed",
                            duration_ms=round((finished - started) * 1000, 3),
@@ -314,9 +445,9 @@ def finalize_job(store: StateStore, job_id: str, *, source: str = "agentq", erro
 
     Used after the commit of a job's last awaited call, and at submission for a plan job that awaits no call
     at all (no calls, or only fire-and-forget ones), which no commit would ever finalize."""
-    fields = store.job_fields(job_id)
-    log_messages = store.read_log(job_id)
-    failed = _unabsorbed_failures(store.call_records(job_id), store.call_statuses(job_id), log_messages)
+    fields, log_messages, statuses = store.finish_inputs(job_id)
+    failed_ids = [call_id for call_id, status in statuses.items() if status == "failed"]
+    failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), statuses, log_messages)
     status = "failed" if failed or error else "succeeded"
     if failed and error is None:
         error = {"type": "CallsFailed",
@@ -325,8 +456,9 @@ def finalize_job(store: StateStore, job_id: str, *, source: str = "agentq", erro
     record = job_record(fields, log_messages, error=error)
     if fields.get("kind") == "plan":
         record["result"] = record["state"]
-    part = (error_part(error["message"], source=source) if error
-            else activity_part(f"Job {status}", source=source))
+    locale = json.loads(fields.get("options") or "{}").get("locale", "en")
+    part = (error_part(error["message"], source=source, locale=locale) if error
+            else activity_part(f"Job {status}", source=source, locale=locale))
     event = envelope("job.finished", job_id, status=status, error=error, part=part)
     return store.finalize(job_id, status=status, record=record, event=event)
 
@@ -342,6 +474,22 @@ def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]
             error = errors.get(call_id) or {}
             failed.append(f"{record.get('tool')} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
     return sorted(failed)
+
+
+def _emitted_part(part: Any, *, source: str, locale: str) -> dict:
+    """A part an activity emits through `context.emit`, completed to the seed-004 shape: a text part as given;
+    an activity part with `type`, `source`, `timestamp` and the default display info of its `activity_type` in
+    the job's locale filled in where the activity left them out (its own display info keys win)."""
+    try:
+        if isinstance(part, dict) and part.get("type") in ("text_output", "text_output_stream"):
+            return TextOutputPart.model_validate(part).model_dump(mode="json")
+        if not isinstance(part, dict) or not isinstance(part.get("activity_type"), str):
+            raise ValueError("expected an activity part with an activity_type (or a text part)")
+        display = {**default_display_info(part["activity_type"], locale), **(part.get("display_info") or {})}
+        full = {"source": source, "timestamp": timestamp_now(), **part, "type": "activity", "display_info": display}
+        return ActivityOutputPart.model_validate(full).model_dump(mode="json")
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        raise ProtocolError(f"context.emit: not an event part: {error}") from None
 
 
 def _check_json(result: Any) -> None:

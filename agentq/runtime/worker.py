@@ -116,6 +116,9 @@ def worker_queues(runtime: Runtime, *, activities: bool, engine: bool) -> list[s
     return queues
 
 
+_HUB_LOCK = threading.Lock()
+
+
 class InProcessWorker:
     """A Celery worker running in a thread of this process (embedded mode, tests)."""
 
@@ -134,15 +137,26 @@ class InProcessWorker:
 
         from agentq.runtime.pool import AppThreadPool
 
+        from kombu.asynchronous import get_event_loop, set_event_loop
+
         app = self.runtime.app
         app.finalize()
         ready = threading.Event()
-        self._controller = WorkController(
-            app=app, hostname=self.hostname, pool_cls=AppThreadPool if self.pool == "threads" else self.pool,
-            concurrency=self.concurrency,
-            queues=self.queues, loglevel=self.loglevel, without_heartbeat=True, without_mingle=True,
-            without_gossip=True, ready_callback=lambda *_: ready.set(),
-        )
+        # Celery's Hub step takes the process-wide kombu event loop if one is set: a second in-process worker
+        # would then drive the first one's hub from another thread (two threads polling and reading the same
+        # sockets) and close it when it stops. Clear it while this worker is built so it gets its own hub.
+        with _HUB_LOCK:
+            previous = get_event_loop()
+            set_event_loop(None)
+            try:
+                self._controller = WorkController(
+                    app=app, hostname=self.hostname,
+                    pool_cls=AppThreadPool if self.pool == "threads" else self.pool, concurrency=self.concurrency,
+                    queues=self.queues, loglevel=self.loglevel, without_heartbeat=True, without_mingle=True,
+                    without_gossip=True, ready_callback=lambda *_: ready.set(),
+                )
+            finally:
+                set_event_loop(previous)
         def run() -> None:
             app.set_current()  # the consumer thread (and a solo pool) resolve tasks through this app
             self._controller.start()
@@ -156,16 +170,36 @@ class InProcessWorker:
 
     def stop(self, timeout: float = 30.0) -> None:
         self.heartbeat.stop()
-        if self._controller is not None:
-            self._controller.stop(in_sighandler=False)
-        if self._thread is not None:
-            self._thread.join(timeout)
+        controller, thread = self._controller, self._thread
+        if controller is None:
+            return
+        hub = getattr(controller, "hub", None)
+        if thread is not None and thread.is_alive() and hub is not None:
+            # Shut down in the worker's own thread. Its consumer loop owns the broker connection and usually
+            # has a BRPOP in flight; closing that connection from this thread makes two threads read one
+            # socket, and the one that misses the reply waits forever. Raising WorkerShutdown inside the loop
+            # is what Celery's signal handlers do (through a process-wide flag that would stop every
+            # in-process worker); `call_soon` is thread-safe and wakes the loop.
+            hub.call_soon(_shutdown_worker)
+        else:
+            controller.stop(in_sighandler=False)
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("worker %s did not stop within %s s", self.hostname, timeout)
 
     def __enter__(self) -> "InProcessWorker":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _shutdown_worker() -> None:
+    """Run by a worker's event loop: a warm shutdown of that worker, from its own thread."""
+    from celery.exceptions import WorkerShutdown
+
+    raise WorkerShutdown(0)
 
 
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,

@@ -112,20 +112,31 @@ class StateStore:
     # ------------------------------------------------------------------------------------ execution
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
-              job_started: dict | None = None) -> Claim:
+              job_started: dict | None = None, record: dict | None = None, tool: dict | None = None,
+              thought: dict | None = None, started: tuple[str, str, str] | None = None) -> Claim:
+        """Claim a call for one attempt (and publish job.started if this claim starts the job).
+
+        A caller that already has the call's `record` and/or its `tool` schema passes them: the reply leaves
+        them out and the claim carries them. `started` publishes the caller's call.started in the same step:
+        `(head, tail for attempt 1, tail for later attempts)`, published as head + attempt + tail, after
+        `thought` (first attempt only).
+        """
         keys = self.keys(job_id)
+        have = ("r" if record is not None else "") + ("t" if tool is not None else "")
+        head, first_tail, later_tail = started or ("", "", "")
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id)],
-            args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset],
+            args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset,
+                  have, dumps(thought) if thought else "", head, first_tail, later_tail],
         )
         outcome = reply[0]
         if outcome != "claimed":
             return Claim(outcome, detail=reply[1] if len(reply) > 1 else "")
         return Claim(
             outcome,
-            record=json.loads(reply[1]),
-            tool=json.loads(reply[2]) if reply[2] else None,
+            record=record if record is not None else json.loads(reply[1]),
+            tool=tool if tool is not None else (json.loads(reply[2]) if reply[2] else None),
             attempt=int(reply[3]),
             log_length=int(reply[4]),
             log_tail=[json.loads(m) for m in reply[5:]],
@@ -146,10 +157,10 @@ class StateStore:
     def commit(self, job_id: str, call_id: str, *, token: str, status: str, absorbed: bool = False,
                messages: list[dict] = (), events: list[dict] = ()) -> Commit:
         keys = self.keys(job_id)
-        payload = {"messages": [dumps(m) for m in messages], "events": [dumps(e) for e in events]}
         reply = self._scripts["commit"](
             keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id)],
-            args=[call_id, token, status, "1" if absorbed else "0", dumps(payload)],
+            args=[call_id, token, status, "1" if absorbed else "0", len(messages),
+                  *(dumps(m) for m in messages), *(dumps(e) for e in events)],
         )
         if reply[0] != "committed":
             return Commit(reply[0], job_status=reply[1] if len(reply) > 1 else "")
@@ -230,8 +241,26 @@ class StateStore:
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
 
-    def call_records(self, job_id: str) -> dict[str, dict]:
-        return {k: json.loads(v) for k, v in self.redis.hgetall(self.keys(job_id).calls).items()}
+    def call_records(self, job_id: str, call_ids: list[str] | None = None) -> dict[str, dict]:
+        """Call id -> record: of every call, or of `call_ids` only (those that exist)."""
+        calls = self.keys(job_id).calls
+        if call_ids is None:
+            return {k: json.loads(v) for k, v in self.redis.hgetall(calls).items()}
+        if not call_ids:
+            return {}
+        return {k: json.loads(v) for k, v in zip(call_ids, self.redis.hmget(calls, call_ids)) if v is not None}
+
+    def finish_inputs(self, job_id: str) -> tuple[dict[str, str], list[dict], dict[str, str]]:
+        """(job fields, log, call statuses) in one round trip: what finalizing a job reads."""
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(keys.job)
+        pipe.lrange(keys.log, 0, -1)
+        pipe.hgetall(keys.status)
+        fields, log, statuses = pipe.execute()
+        if not fields:
+            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+        return fields, [json.loads(m) for m in log], statuses
 
     def call_statuses(self, job_id: str) -> dict[str, str]:
         return self.redis.hgetall(self.keys(job_id).status)
@@ -254,6 +283,8 @@ class StateStore:
     def iter_events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
                     block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
         """Yield events in order; with `follow`, keep waiting until the job's final event."""
+        if follow and self.job_status(job_id) in FINAL_JOB_STATUSES:
+            follow = False  # an ended job's stream is complete: read it without blocking for more
         while True:
             batch = self.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
             for entry_id, envelope in batch:

@@ -89,7 +89,7 @@ def test_valid_json_text_is_accepted_and_the_same_job_as_a_dict(harness, client)
     """The control case: the same client and tools accept a good job given as JSON text."""
     harness.activities.register("ship", lambda call: f"shipped to {call['to']}")
     harness.tools.register("ship", TOOLS["ship"])
-    harness.worker()
+    _start_worker(harness)
     record = client.submit(json.dumps({"calls": [ship(_outputPath="†state.shipping")]})).result(timeout=10)
     assert record["status"] == "succeeded", record
     assert record["state"] == {"shipping": "shipped to Paris"}

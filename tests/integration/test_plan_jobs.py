@@ -776,3 +776,56 @@ def test_activity_returning_a_value_that_is_not_json_fails_its_call_clearly(harn
     [error] = error_messages(log)
     assert error["data"]["call"]["_tool"] == "odd"
     assert "JSON" in error["data"]["error"]["message"] and "set" in error["data"]["error"]["message"]
+
+
+def test_sync_handler_exceeding_its_timeout_fails_with_a_timeout_error(harness):
+    harness.tool("slow_sync", params={})
+
+    def slow_sync(call):
+        time.sleep(1.0)
+        return "too late"
+
+    harness.activities.register("slow_sync", slow_sync, timeout=0.3)
+    start_worker(harness)
+    record, log, _ = run(harness, {"calls": [{"_tool": "slow_sync", "_outputPath": "†state.result"}]})
+    assert record["status"] == "failed", record
+    [error] = error_messages(log)
+    assert "timed out after 0.3 s" in error["data"]["error"]["message"]
+    assert record["state"] == {}
+
+
+def test_reference_resolving_to_a_value_of_the_wrong_type_fails_the_call(harness):
+    ran = []
+    harness.tool("count", params={})
+    harness.tool("label", params={"text": {"type": "string"}})
+    harness.activities.register("count", lambda call: 42)
+    harness.activities.register("label", lambda call: ran.append(call) or call["text"])
+    start_worker(harness)
+    record, log, _ = run(harness, {"calls": [
+        {"_tool": "count", "_outputPath": "†state.n"},
+        {"_tool": "label", "text": "†state.n", "_outputPath": "†state.label"},
+    ]})
+    assert ran == []
+    assert record["status"] == "failed", record
+    assert record["state"] == {"n": 42}
+    [error] = error_messages(log)
+    assert error["data"]["call"]["_tool"] == "label"
+    assert error["data"]["error"]["type"] == "CallValidationError"
+    assert "/text" in error["data"]["error"]["message"] and "string" in error["data"]["error"]["message"]
+
+
+def test_or_branch_absorbs_a_structural_failure_too(harness):
+    harness.tool("check", params={})
+    harness.tool("explain", params={"reason": {"type": "string"}})
+    harness.activities.register("check", lambda call: "fine")
+    harness.activities.register("explain", lambda call: call["reason"])
+    start_worker(harness)
+    record, _, _ = run(harness, {"calls": [
+        {"_tool": "check", "_outputPath": "†state.ok || †state.problem"},
+        {"_tool": "explain", "reason": "†state.problem.error.message",
+         "_outputPath": "†state.explained || †state.unexplained"},
+    ]})
+    assert record["status"] == "succeeded", record
+    assert record["state"]["ok"] == "fine"
+    assert record["state"]["unexplained"]["error"]["type"] == "UnresolvedReference"
+    assert "explained" not in record["state"]

@@ -1,8 +1,13 @@
 -- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
 -- whose lease expired because the process running it died.
 -- KEYS: job, calls, status, attempts, tools, events, log, lease
--- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log)
--- Returns {'claimed', record, tool schema, attempt, log length, tail messages...}
+-- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log),
+--       [7] what the caller has already: 'r' (the call record) and/or 't' (the tool schema) leave them out
+--           of the reply, [8] a thought envelope JSON to publish on the first attempt ('' for none),
+--       [9] head of a call.started envelope ('' for none), [10] its tail for the first attempt, [11] its
+--           tail for a later one: published as head .. attempt .. tail once the call is claimed, so the
+--           caller's call.started costs no round trip of its own
+-- Returns {'claimed', record or '', tool schema or '', attempt, log length, tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
@@ -33,9 +38,22 @@ if job_status == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[4])
   if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
 end
+if attempt == 1 and ARGV[8] and ARGV[8] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[8]) end
+if ARGV[9] and ARGV[9] ~= '' then
+  local tail = ARGV[10]
+  if attempt > 1 then tail = ARGV[11] end
+  redis.call('XADD', KEYS[6], '*', 'e', ARGV[9] .. tostring(attempt) .. tail)
+end
 
-local record = redis.call('HGET', KEYS[2], call_id)
-local tool = redis.call('HGET', KEYS[5], cjson.decode(record).tool) or ''
+local have = ARGV[7] or ''
+local record, tool = '', ''
+if not string.find(have, 'r', 1, true) or not string.find(have, 't', 1, true) then
+  record = redis.call('HGET', KEYS[2], call_id)
+  if not string.find(have, 't', 1, true) then
+    tool = redis.call('HGET', KEYS[5], cjson.decode(record).tool) or ''
+  end
+  if string.find(have, 'r', 1, true) then record = '' end
+end
 local offset = tonumber(ARGV[6])
 local result = {'claimed', record, tool, tostring(attempt), tostring(redis.call('LLEN', KEYS[7]))}
 if offset >= 0 then

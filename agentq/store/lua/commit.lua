@@ -2,7 +2,7 @@
 -- publish its events, and release the calls that waited only on it.
 -- KEYS: job, log, calls, status, waiting, events, lease
 -- ARGV: call_id, token, final status (done|failed|skipped), absorbed ('1' when a `||` branch took
---       the failure), JSON {messages: [msg JSON], events: [envelope JSON]}
+--       the failure), number of messages n, then n message JSONs, then the event envelope JSONs
 -- Returns {'committed', open awaited calls, job status, record of each released call...}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
@@ -12,14 +12,14 @@ if status ~= 'running' then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
-local p = cjson.decode(ARGV[5])
-for _, message in ipairs(p.messages) do redis.call('RPUSH', KEYS[2], message) end
-if #p.messages > 0 and redis.call('PTTL', KEYS[2]) == -1 then
+local n = tonumber(ARGV[5])
+for i = 6, 5 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+if n > 0 and redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], redis.call('HGET', KEYS[1], 'expire_at_ms'))
 end
 redis.call('HSET', KEYS[4], call_id, ARGV[3])
 redis.call('DEL', KEYS[7])
-for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[6], '*', 'e', envelope) end
+for i = 6 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
 local record = cjson.decode(redis.call('HGET', KEYS[3], call_id))
 local job_status = redis.call('HGET', KEYS[1], 'status')
