@@ -257,6 +257,13 @@ def run_job(client: Client, job: dict) -> tuple[float, float, dict]:
 # ------------------------------------------------------------------------------------------ main
 
 
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """`fn(*args)` and the CPU seconds this whole process (every thread) spent meanwhile."""
+    cpu = time.process_time()
+    value = fn(*args)
+    return value, time.process_time() - cpu
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000, help="tasks/calls in (a), (b), (c)")
@@ -264,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--pool", default="threads", choices=["threads", "solo"])
     parser.add_argument("--repeat", type=int, default=3, help="rounds of each case; the table shows the median")
-    parser.add_argument("--profile", metavar="FILE", help="cProfile every thread during (c) into FILE (pstats)")
     args = parser.parse_args(argv)
     n, length, repeat = args.n, args.chain, max(1, args.repeat)
+    chains = max(5, repeat)
 
     import redis
 
@@ -277,89 +284,109 @@ def main(argv: list[str] | None = None) -> int:
         print(f"private redis-server on {url}; n={n} chain={length} concurrency={args.concurrency} "
               f"pool={args.pool} repeat={repeat} (median of rounds)", flush=True)
 
-        # ---- bare Celery: (a), (b), chain
+        # Both workers run side by side (each serves only its own queues) and the rounds of the cases are
+        # interleaved, so a change in the machine's load affects bare Celery and agentq alike.
         bare = Bare(settings, url)
         controller, thread = start_celery_worker(bare.app, [BARE_QUEUE], args.concurrency, args.pool)
-        try:
-            bare.fire_and_drain(min(n, 200))  # warm up
-            bare.group(min(n, 50))
-            bare.chain(5)
-            before = commandstats(admin)
-            a = [bare.fire_and_drain(n) for _ in range(repeat)]
-            stats_a = commandstats(admin) - before
-            b = [bare.group(n) for _ in range(repeat)]
-            d_celery = [bare.chain(length) for _ in range(max(5, repeat))]
-        finally:
-            controller.stop(in_sighandler=False)
-            thread.join(30)
-            bare.app.close()
-
-        # ---- agentq: (c), chain
         tools, activities = agentq_registries()
         runtime = Runtime(settings=settings, activities=activities, tools=tools)
         worker = InProcessWorker(runtime, engine=True, concurrency=args.concurrency, pool=args.pool).start()
         client = Client(settings=settings)
         worker_trips, client_trips = count_store(runtime.store), count_store(client.store)
+        stats_a: Counter[str] = Counter()
+        stats_c: Counter[str] = Counter()
+        a, b, c, d_celery, d_agentq = [], [], [], [], []
+        trips_c, trips_d = 0, 0
+        commands_c: Counter[str] = Counter()
+        client_c: Counter[str] = Counter()
+        client_trips_c = 0
         try:
-            run_job(client, fan_out_job(min(n, 200)))  # warm up
+            bare.fire_and_drain(min(n, 200))  # warm up
+            bare.group(min(n, 50))
+            bare.chain(5)
+            run_job(client, fan_out_job(min(n, 200)))
             run_job(client, chain_job(5))
-            c, c_submit = [], []
-            before = commandstats(admin)
-            w0, wc0 = worker_trips.snapshot()
-            k0, kc0 = client_trips.snapshot()
-            profiler = _start_profile() if args.profile else None
-            for _ in range(repeat):
-                elapsed, submit, record = run_job(client, fan_out_job(n))
+            for round_ in range(repeat):
+                before = commandstats(admin)
+                a.append(timed(bare.fire_and_drain, n))
+                stats_a += commandstats(admin) - before
+                b.append(timed(bare.group, n))
+                before = commandstats(admin)
+                w0, wc0 = worker_trips.snapshot()
+                k0, kc0 = client_trips.snapshot()
+                (elapsed, submit, record), cpu = timed(run_job, client, fan_out_job(n))
                 assert len(record["state"]) == n, "agentq fan-out wrote the wrong number of results"
-                c.append(elapsed)
-                c_submit.append(submit)
-            if profiler is not None:
-                _stop_profile(profiler, args.profile)
-            stats_c = commandstats(admin) - before
-            w1, wc1 = worker_trips.snapshot()
-            k1, kc1 = client_trips.snapshot()
-
-            d_agentq = []
-            dw0, _ = worker_trips.snapshot()
-            for _ in range(max(5, repeat)):
-                elapsed, _, record = run_job(client, chain_job(length))
+                c.append((elapsed, submit, cpu))
+                stats_c += commandstats(admin) - before
+                w1, wc1 = worker_trips.snapshot()
+                k1, kc1 = client_trips.snapshot()
+                trips_c, commands_c = trips_c + w1 - w0, commands_c + (wc1 - wc0)
+                client_trips_c, client_c = client_trips_c + k1 - k0, client_c + (kc1 - kc0)
+                print(f"  round {round_ + 1}: (a) {a[-1][0]:.2f} s  (b) {b[-1][0]:.2f} s  (c) {c[-1][0]:.2f} s",
+                      flush=True)
+            for _ in range(chains):
+                d_celery.append(timed(bare.chain, length))
+                dw0, _ = worker_trips.snapshot()
+                (elapsed, _, record), cpu = timed(run_job, client, chain_job(length))
                 assert record["state"][f"s{length - 1}"] == length, "agentq chain computed the wrong value"
-                d_agentq.append(elapsed)
-            dw1, _ = worker_trips.snapshot()
+                d_agentq.append((elapsed, cpu))
+                dw1, _ = worker_trips.snapshot()
+                trips_d += dw1 - dw0
+
+            # what a job costs whatever its size: jobs of one call (fan-out) and of two calls (chain)
+            s0, _ = worker_trips.snapshot()
+            for _ in range(3):
+                run_job(client, fan_out_job(1))
+            s1, _ = worker_trips.snapshot()
+            for _ in range(3):
+                run_job(client, chain_job(2))
+            s2, _ = worker_trips.snapshot()
         finally:
             worker.stop()
+            controller.stop(in_sighandler=False)
+            thread.join(30)
             client.close()
             runtime.close()
+            bare.app.close()
             admin.close()
 
-    calls_c = n * repeat
-    calls_d = length * max(5, repeat)
-    ta, tb, tc = median(a), median(b), median(c)
-    dc, da = median(d_celery), median(d_agentq)
+    calls_c, calls_d = n * repeat, length * chains
+    ta, cpu_a = median([w for w, _ in a]), median([cpu for _, cpu in a])
+    tb, cpu_b = median([w for w, _ in b]), median([cpu for _, cpu in b])
+    tc, submit_c, cpu_c = (median([x[i] for x in c]) for i in range(3))
+    dc, cpu_dc = median([w for w, _ in d_celery]), median([cpu for _, cpu in d_celery])
+    da, cpu_da = median([w for w, _ in d_agentq]), median([cpu for _, cpu in d_agentq])
     ra, rb, rc = n / ta, n / tb, n / tc
-    trips_per_call = (w1 - w0) / calls_c
-    client_per_call = (k1 - k0) / calls_c
-    chain_trips = (dw1 - dw0) / calls_d
+    fan_job = (s1 - s0) / 3  # round trips of a one-call job
+    fan_call = (trips_c / repeat - fan_job) / (n - 1) if n > 1 else float("nan")
+    chain_job2 = (s2 - s1) / 3  # of a two-call chain
+    chain_call = (trips_d / chains - chain_job2) / (length - 2) if length > 2 else float("nan")
 
     rows: list[tuple[str, str, str, str]] = []
 
     def row(name: str, value: str, target: str = "", ok: bool | None = None) -> None:
         rows.append((name, value, target, "" if ok is None else ("ok" if ok else "MISSED")))
 
-    row(f"(a) bare Celery, {n} no-op tasks, ignore_result", f"{ta:.3f} s  {ra:,.0f}/s")
-    row(f"(b) bare Celery group of {n}, result backend, .get()", f"{tb:.3f} s  {rb:,.0f}/s")
-    row(f"(c) agentq plan job, {n} independent calls", f"{tc:.3f} s  {rc:,.0f}/s",
-        f"(submit {median(c_submit):.3f} s)")
-    row("    (c)/(a) throughput", f"{rc / ra:.2f}x", ">= 0.80x", rc / ra >= 0.8)
-    row("    (c)/(b) throughput", f"{rc / rb:.2f}x", ">= 1.00x", rc / rb >= 1.0)
-    row(f"(d) Celery chain of {length}, result backend, .get()", f"{dc * 1000:.1f} ms  "
-        f"{dc / length * 1000:.2f} ms/step")
-    row(f"(d) agentq chain of {length} dependent calls", f"{da * 1000:.1f} ms  "
-        f"{da / length * 1000:.2f} ms/step")
-    row("    (d) agentq / Celery time", f"{da / dc:.2f}x", "<= 1.50x", da / dc <= 1.5)
-    row("agentq round trips per call (worker store)", f"{trips_per_call:.2f}", "<= 3", trips_per_call <= 3)
-    row("    in the chain (d)", f"{chain_trips:.2f}", "<= 3", chain_trips <= 3)
-    row("    client (submit + waiting for the result), per call", f"{client_per_call:.3f}")
+    def us(cpu: float, count: int) -> str:
+        return f"cpu {cpu / count * 1e6:,.0f} us/each"
+
+    row(f"(a) bare Celery, {n} no-op tasks, ignore_result", f"{ta:.3f} s  {ra:,.0f}/s  {us(cpu_a, n)}")
+    row(f"(b) bare Celery group of {n}, result backend, .get()", f"{tb:.3f} s  {rb:,.0f}/s  {us(cpu_b, n)}")
+    row(f"(c) agentq plan job, {n} independent calls", f"{tc:.3f} s  {rc:,.0f}/s  {us(cpu_c, n)}",
+        f"(submit {submit_c:.3f} s)")
+    row("    (c)/(a) throughput", f"{rc / ra:.2f}x   cpu {cpu_a / cpu_c:.2f}x", ">= 0.80x", rc / ra >= 0.8)
+    row("    (c)/(b) throughput", f"{rc / rb:.2f}x   cpu {cpu_b / cpu_c:.2f}x", ">= 1.00x", rc / rb >= 1.0)
+    row(f"(d) Celery chain of {length}, result backend, .get()",
+        f"{dc * 1000:.1f} ms  {dc / length * 1000:.2f} ms/step  {us(cpu_dc, length)}")
+    row(f"(d) agentq chain of {length} dependent calls",
+        f"{da * 1000:.1f} ms  {da / length * 1000:.2f} ms/step  {us(cpu_da, length)}")
+    row("    (d) agentq / Celery time", f"{da / dc:.2f}x   cpu {cpu_da / cpu_dc:.2f}x", "<= 1.50x", da / dc <= 1.5)
+    row("agentq round trips per call, independent calls (c)", f"{fan_call:.2f}", "<= 3", fan_call <= 3)
+    row("agentq round trips per call, dependent calls (d)", f"{chain_call:.2f}", "<= 3", chain_call <= 3)
+    row("    plus per job (submit/finalize by the worker)", f"{fan_job - 1:.1f} (c)  {chain_job2 - 2 * chain_call:.1f} (d)")
+    row("    all worker round trips / calls in (c), (d)",
+        f"{trips_c / calls_c:.3f} (c)  {trips_d / calls_d:.3f} (d)")
+    row("    client (submit + wait), per call in (c)", f"{client_trips_c / calls_c:.3f}")
 
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print()
@@ -367,12 +394,14 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * (sum(widths) + 12))
     for name, value, target, mark in rows:
         print(f"{name:<{widths[0]}}  {value:<{widths[1]}}  {target:<{widths[2]}}  {mark}")
+    print("\ncpu: CPU time of this whole process (producer, worker threads, client) per task/call; the ratios\n"
+          "     next to the throughput ratios compare CPU per task/call (less sensitive to other load).")
 
     print(f"\nround trips of agentq's worker-side store during (c), per call ({calls_c} calls):")
-    for name, count in sorted((wc1 - wc0).items(), key=lambda kv: -kv[1]):
+    for name, count in sorted(commands_c.items(), key=lambda kv: -kv[1]):
         print(f"  {count / calls_c:7.3f}  {name}")
     print("round trips of the client's store during (c), per call:")
-    for name, count in sorted((kc1 - kc0).items(), key=lambda kv: -kv[1]):
+    for name, count in sorted(client_c.items(), key=lambda kv: -kv[1]):
         print(f"  {count / calls_c:7.3f}  {name}")
 
     print("\nINFO commandstats per task (a) and per call (c) (inside-Lua commands included; "
@@ -387,21 +416,6 @@ def main(argv: list[str] | None = None) -> int:
     total_a, total_c = sum(stats_a.values()) / (n * repeat), sum(stats_c.values()) / calls_c
     print(f"  {'total':<22}{total_a:>10.3f}{total_c:>12.3f}{total_c - total_a:>+9.3f}")
     return 0
-
-
-def _start_profile() -> Any:
-    import cProfile
-
-    profiler = cProfile.Profile()
-    threading.setprofile(lambda *a: None)  # placeholder so new threads are not missed; main uses sys
-    profiler.enable()
-    return profiler
-
-
-def _stop_profile(profiler: Any, path: str) -> None:
-    profiler.disable()
-    profiler.dump_stats(path)
-    print(f"profile written to {path}")
 
 
 if __name__ == "__main__":

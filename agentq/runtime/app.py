@@ -70,9 +70,12 @@ class Dispatcher:
     def __call__(self, job_id: str, records: list[dict]) -> None:
         with self.app.producer_or_acquire() as producer:
             for record in records:
+                args = [job_id, record["id"], record.get("needs_log", True), record.get("locale", "en")]
                 self.app.send_task(
-                    record["task"], args=[job_id, record["id"], record.get("needs_log", True),
-                                          record.get("locale", "en"), task_record(record)],
+                    record["task"], args=[*args, task_record(record)],
+                    # what monitoring shows of the arguments: the record is left out (Celery would otherwise
+                    # render it with its slow `saferepr` for every task, only to cut it at 1024 characters)
+                    argsrepr=repr([*args, "<record>"]), kwargsrepr="{}",
                     queue=record["queue"], task_id=task_id(job_id, record["id"]), producer=producer,
                 )
 

@@ -229,7 +229,7 @@ class Executor:
         if tool is None and claim.tool is not None and claim.record is not None:
             claim.tool = self.tools.keep(job_id, claim.record["tool"], claim.tool)
         if not needs_log:
-            return claim, None, ahead is not None
+            return claim, None, ahead is not None and claim.attempt == 1  # a later attempt publishes its own
         try:
             return claim, self.logs.extend(job_id, offset, claim.log_tail), False
         except _StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
@@ -237,25 +237,21 @@ class Executor:
             return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id)), False
 
     def _start_ahead(self, job_id: str, call_id: str, record: dict,
-                     tool: dict) -> tuple[dict | None, tuple[str, str, str]] | None:
-        """The start events of a call that reads nothing, rendered before its claim for the claim to publish:
-        (thought or None, (call.started head, tail for attempt 1, tail for later attempts)). None when the call
-        does not validate (the failure is then handled after an ordinary claim)."""
+                     tool: dict) -> tuple[dict | None, tuple[str, str]] | None:
+        """The first attempt's start events of a call that reads nothing, rendered before its claim for the
+        claim to publish: (thought or None, (call.started head, tail) around the attempt number). None when the
+        call does not validate (the failure is then handled after an ordinary claim)."""
         try:
             validate_call(record["call"], _solution(tool))
         except InvalidInputError:
             return None
-        first = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=True)
-        later = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=False)
-        if not (first and later and len(later) == 1 and len(first) <= 2
-                and first[-1].get("event") == later[0].get("event") == "call.started"):
+        events = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=True)
+        if not (1 <= len(events) <= 2 and events[-1].get("event") == "call.started"):
             return None
-        mark = f'"attempt":{_ATTEMPT_MARK}'
-        head, _, first_tail = dumps(first[-1]).partition(mark)
-        later_head, _, later_tail = dumps(later[0]).partition(mark)
-        if head != later_head or not first_tail or not later_tail:
+        head, mark, tail = dumps(events[-1]).partition(f'"attempt":{_ATTEMPT_MARK}')
+        if not mark:
             return None
-        return (first[0] if len(first) == 2 else None), (head + '"attempt":', first_tail, later_tail)
+        return (events[0] if len(events) == 2 else None), (head + '"attempt":', tail)
 
     def _start_events(self, job_id: str, call_id: str, record: dict, tool: dict, resolved: dict, attempt: int,
                       *, first: bool | None = None) -> list[dict]:

@@ -113,22 +113,21 @@ class StateStore:
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: dict | None = None, record: dict | None = None, tool: dict | None = None,
-              thought: dict | None = None, started: tuple[str, str, str] | None = None) -> Claim:
+              thought: dict | None = None, started: tuple[str, str] | None = None) -> Claim:
         """Claim a call for one attempt (and publish job.started if this claim starts the job).
 
         A caller that already has the call's `record` and/or its `tool` schema passes them: the reply leaves
-        them out and the claim carries them. `started` publishes the caller's call.started in the same step:
-        `(head, tail for attempt 1, tail for later attempts)`, published as head + attempt + tail, after
-        `thought` (first attempt only).
+        them out and the claim carries them. If this is the call's first attempt, the claim also publishes
+        `thought` and the caller's call.started, given as `(head, tail)` around the attempt number.
         """
         keys = self.keys(job_id)
         have = ("r" if record is not None else "") + ("t" if tool is not None else "")
-        head, first_tail, later_tail = started or ("", "", "")
+        head, tail = started or ("", "")
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id)],
             args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset,
-                  have, dumps(thought) if thought else "", head, first_tail, later_tail],
+                  have, dumps(thought) if thought else "", head, tail],
         )
         outcome = reply[0]
         if outcome != "claimed":

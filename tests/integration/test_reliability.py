@@ -6,7 +6,8 @@ broker visibility timeout 3 s. The others use in-process workers (`harness`) or 
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -65,7 +66,8 @@ def _assert_one_result_two_attempts(store, job_id: str, record: dict, tag: str) 
     assert store.redis.hget(store.keys(job_id).attempts, call_id) == "2"
 
 
-def test_sigkill_mid_activity_redelivers_to_another_worker_which_commits_once(worker_procs, redis_url):
+def test_sigkill_mid_activity_redelivers_to_another_worker_which_commits_once(worker_procs, redis_url,
+                                                                             record_property):
     """acks late + visibility timeout: the killed worker's unacked task is restored to the queue, the other
     worker takes the call over once the dead attempt's lease expired, and the result is written once."""
     workers = [worker_procs.start(["procSlow"]), worker_procs.start(["procSlow"])]
@@ -82,6 +84,7 @@ def test_sigkill_mid_activity_redelivers_to_another_worker_which_commits_once(wo
         victim.kill()
         record = handle.result(timeout=25)
         recovered_in = time.monotonic() - killed_at
+    record_property("kill_to_job_end_s", round(recovered_in, 2))
     _assert_one_result_two_attempts(store, handle.id, record, "kill")
     assert record["state"]["slow"]["pid"] == survivor.pid
     assert [int(p) for p in store.redis.lrange("procs:pids:procSlow:kill", 0, -1)] == [victim.pid, survivor.pid]
@@ -89,7 +92,7 @@ def test_sigkill_mid_activity_redelivers_to_another_worker_which_commits_once(wo
     assert recovered_in < 15, f"recovery took {recovered_in:.1f} s"
 
 
-def test_sigkill_of_a_prefork_child_requeues_at_once(worker_procs, redis_url):
+def test_sigkill_of_a_prefork_child_requeues_at_once(worker_procs, redis_url, record_property):
     """Killing the pool child (not the main process): reject_on_worker_lost puts the task back at once, so
     recovery does not wait for the visibility timeout (set to 60 s here to prove it)."""
     proc = worker_procs.start(["procSlow"], pool="prefork", concurrency=2, AGENTQ_VISIBILITY_TIMEOUT_S="60")
@@ -100,12 +103,10 @@ def test_sigkill_of_a_prefork_child_requeues_at_once(worker_procs, redis_url):
         child = _started_pid(store, "child")
         assert child != proc.pid  # the handler runs in a pool child
         killed_at = time.monotonic()
-        import os
-        import signal
-
         os.kill(child, signal.SIGKILL)
         record = handle.result(timeout=20)
         recovered_in = time.monotonic() - killed_at
+    record_property("kill_to_job_end_s", round(recovered_in, 2))
     _assert_one_result_two_attempts(store, handle.id, record, "child")
     assert record["state"]["slow"]["pid"] not in (child, proc.pid)
     assert proc.alive()

@@ -3,10 +3,9 @@
 -- KEYS: job, calls, status, attempts, tools, events, log, lease
 -- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log),
 --       [7] what the caller has already: 'r' (the call record) and/or 't' (the tool schema) leave them out
---           of the reply, [8] a thought envelope JSON to publish on the first attempt ('' for none),
---       [9] head of a call.started envelope ('' for none), [10] its tail for the first attempt, [11] its
---           tail for a later one: published as head .. attempt .. tail once the call is claimed, so the
---           caller's call.started costs no round trip of its own
+--           of the reply; for a first attempt only: [8] a thought envelope JSON ('' for none), [9], [10] head
+--           and tail of a call.started envelope ('' for none), published as head .. '1' .. tail, so the
+--           caller's start events cost no round trip of their own (a later attempt publishes its own)
 -- Returns {'claimed', record or '', tool schema or '', attempt, log length, tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 local call_id = ARGV[1]
@@ -38,11 +37,9 @@ if job_status == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[4])
   if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
 end
-if attempt == 1 and ARGV[8] and ARGV[8] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[8]) end
-if ARGV[9] and ARGV[9] ~= '' then
-  local tail = ARGV[10]
-  if attempt > 1 then tail = ARGV[11] end
-  redis.call('XADD', KEYS[6], '*', 'e', ARGV[9] .. tostring(attempt) .. tail)
+if attempt == 1 then
+  if ARGV[8] and ARGV[8] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[8]) end
+  if ARGV[9] and ARGV[9] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[9] .. '1' .. ARGV[10]) end
 end
 
 local have = ARGV[7] or ''
