@@ -30,10 +30,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{encode_ulid(ms, rand)}"
 
 
+_PAIRS = tuple(a + b for a in ALPHABET for b in ALPHABET)  # every 10-bit group as its two characters
+_PAIR_SHIFTS = tuple(range(120, -1, -10))
+
+
 def encode_ulid(ms: int, rand: int) -> str:
     """The 26-character ULID of a millisecond timestamp and an 80-bit random part."""
     value = (ms << _RANDOM_BITS) | rand
-    return "".join(ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])
 
 
 def ulid_time_ms(identifier: str) -> int:

@@ -271,6 +271,7 @@ def _plan_options(raw: Any, limits: JobLimits, problems: _Problems) -> dict:
 def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, Mapping[str, Any]],
                 problems: _Problems) -> list[PlannedCall]:
     planned = []
+    solutions: dict[str, dict] = {}
     for i, call in enumerate(raw_calls):
         pointer = f"/calls/{i}"
         if not isinstance(call, dict):
@@ -284,7 +285,9 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, M
         found = _meta_problems(call, pointer)
         reference_pointers = _reference_pointers(call, "", found, pointer)
         problems.items.extend(found)
-        solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
+        solution = solutions.get(name)
+        if solution is None:  # one per tool: `call_errors` caches its lookups by the solution's identity
+            solution = solutions[name] = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
         schema_problems = call_errors(call, solution, skip_pointers=reference_pointers, pointer_prefix=pointer)
         try:
             scopes = effective_scopes(call, tool)

@@ -104,46 +104,35 @@ class _StaleCache(Exception):
 
 
 class _JobTools:
-    """A job's composed tool schemas, by (job, tool name), shared by a process's threads.
+    """A job's composed tool schemas, by (job, tool name), with the SHA-1 of their stored JSON, shared by a
+    process's threads.
 
-    A job's tools never change after submission, so each process decodes a tool once per job, and every call
-    validates against the very same object (whose compiled validator `validate_call` caches by identity).
+    A job's tools do not change after submission, so each process decodes a tool once per job and every call
+    validates against the very same object (whose compiled validator `validate_call` caches by identity). The
+    claim compares the SHA-1 with the stored schema, so a copy that is not current (a job id used again for
+    another job) is never used: the claim sends the current one instead.
     """
 
     def __init__(self, capacity: int = 1024):
-        self._tools: OrderedDict[tuple[str, str], dict] = OrderedDict()
+        self._tools: OrderedDict[tuple[str, str], tuple[dict, str]] = OrderedDict()
         self._lock = threading.Lock()
         self.capacity = capacity
 
-    def get(self, job_id: str, name: str) -> dict | None:
+    def get(self, job_id: str, name: str) -> tuple[dict, str] | None:
+        """(schema, SHA-1) of the tool, or None."""
         return self._tools.get((job_id, name))
 
-    def keep(self, job_id: str, name: str, tool: dict) -> dict:
-        """The cached schema of the tool (`tool` itself if none was cached yet)."""
+    def keep(self, job_id: str, name: str, tool: dict, sha: str) -> dict:
+        """Cache the schema the store sent; returns the cached object when it is the same schema."""
+        key = (job_id, name)
         with self._lock:
-            tool = self._tools.setdefault((job_id, name), tool)
-            self._tools.move_to_end((job_id, name))
+            entry = self._tools.get(key)
+            if entry is None or entry[1] != sha:
+                entry = self._tools[key] = (tool, sha)
+            self._tools.move_to_end(key)
             while len(self._tools) > self.capacity:
                 self._tools.popitem(last=False)
-            return tool
-
-
-class _RecentJobs:
-    """Ids of jobs this process has seen running (bounded): their claims need no job.started envelope."""
-
-    def __init__(self, capacity: int = 4096):
-        self._ids: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
-
-    def __contains__(self, job_id: str) -> bool:
-        return job_id in self._ids
-
-    def add(self, job_id: str) -> None:
-        with self._lock:
-            self._ids[job_id] = None
-            while len(self._ids) > self.capacity:
-                self._ids.popitem(last=False)
+            return entry[0]
 
 
 _SOLUTIONS: OrderedDict[int, tuple[dict, dict]] = OrderedDict()
@@ -164,6 +153,8 @@ def _solution(tool: dict) -> dict:
 
 
 _ATTEMPT_MARK = 987654321  # stands for the attempt number in a call.started rendered before its claim
+_JOB_MARK = "JOB-ID-MARK-5f2c"  # stand for the job id and the time in the job.started template
+_TIME_MARK = "TIMESTAMP-MARK-5f2c"
 
 
 class Executor:
@@ -179,7 +170,7 @@ class Executor:
         self.llm = llm  # the LLM seam for latent calls, module calls and agent ticks
         self.logs = LogCache()
         self.tools = _JobTools()
-        self._running = _RecentJobs()
+        self._job_started_templates: dict[str, tuple[str, str, str] | None] = {}
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
 
@@ -213,28 +204,45 @@ class Executor:
         the job's tool already, the call is validated now and its start events (thought, call.started) are
         published by the claim itself: one round trip instead of two. Returns (claim, index, whether the
         start events were published)."""
-        started = None
-        if job_id not in self._running:  # only a job's first claim starts it; skip rendering it after that
-            started = envelope("job.started", job_id, part=activity_part("Job started", source=self.source,
-                                                                         locale=locale))
-        tool = self.tools.get(job_id, record["tool"]) if record is not None else None
-        ahead = self._start_ahead(job_id, call_id, record, tool) if tool is not None and not needs_log else None
+        cached = self.tools.get(job_id, record["tool"]) if record is not None else None
+        ahead = self._start_ahead(job_id, call_id, record, cached[0]) if cached and not needs_log else None
         offset = self.logs.offset(job_id) if needs_log else -1
         claim = self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
-                                 job_started=started, record=record, tool=tool,
+                                 job_started=self._job_started(job_id, locale), record=record,
+                                 tool_sha=cached[1] if cached else "",
                                  thought=ahead[0] if ahead else None, started=ahead[1] if ahead else None)
         if claim.outcome != "claimed":
             return claim, None, False
-        self._running.add(job_id)
-        if tool is None and claim.tool is not None and claim.record is not None:
-            claim.tool = self.tools.keep(job_id, claim.record["tool"], claim.tool)
+        if claim.tool is not None:  # the store sent the tool: this process had no current copy
+            claim.tool = self.tools.keep(job_id, claim.record["tool"], claim.tool, claim.tool_sha)
+        elif cached is not None:
+            claim.tool = cached[0]
         if not needs_log:
-            return claim, None, ahead is not None and claim.attempt == 1  # a later attempt publishes its own
+            return claim, None, claim.announced  # a later attempt publishes its own start events
         try:
             return claim, self.logs.extend(job_id, offset, claim.log_tail), False
         except _StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
             self.logs.forget(job_id)
             return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id)), False
+
+    def _job_started(self, job_id: str, locale: str) -> str:
+        """The JSON of the job.started envelope a claim publishes if it starts the job. Rendered from a
+        template per locale (every claim carries it; only a job's first one uses it)."""
+        template = self._job_started_templates.get(locale, False)
+        if template is False:
+            part = activity_part("Job started", source=self.source, locale=locale)
+            text = dumps(envelope("job.started", _JOB_MARK, part={**part, "timestamp": _TIME_MARK}))
+            pieces = text.split(_JOB_MARK)
+            if len(pieces) == 2 and pieces[1].count(_TIME_MARK) == 1 and _TIME_MARK not in pieces[0]:
+                template = (pieces[0], *pieces[1].split(_TIME_MARK))
+            else:  # pragma: no cover - the markers always appear once each
+                template = None
+            self._job_started_templates[locale] = template
+        if template is None:  # pragma: no cover
+            return dumps(envelope("job.started", job_id, part=activity_part("Job started", source=self.source,
+                                                                            locale=locale)))
+        head, middle, tail = template
+        return f"{head}{dumps(job_id)[1:-1]}{middle}{timestamp_now()}{tail}"
 
     def _start_ahead(self, job_id: str, call_id: str, record: dict,
                      tool: dict) -> tuple[dict | None, tuple[str, str]] | None:

@@ -6,6 +6,7 @@ is idempotent so a redelivered task cannot write twice. Values are JSON.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class Claim:
     log_length: int = 0
     log_tail: list[dict] = field(default_factory=list)
     detail: str = ""  # the status for finished/not_ready, the lease's remaining ms for leased
+    tool_sha: str = ""  # SHA-1 of the stored schema `tool` was decoded from (when the reply carried it)
+    announced: bool = False  # the claim published the caller's start events
 
 
 @dataclass
@@ -112,22 +115,26 @@ class StateStore:
     # ------------------------------------------------------------------------------------ execution
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
-              job_started: dict | None = None, record: dict | None = None, tool: dict | None = None,
+              job_started: dict | str | None = None, record: dict | None = None, tool_sha: str = "",
               thought: dict | None = None, started: tuple[str, str] | None = None) -> Claim:
-        """Claim a call for one attempt (and publish job.started if this claim starts the job).
+        """Claim a call for one attempt (and publish job.started, a dict or its JSON, if this claim starts the job).
 
-        A caller that already has the call's `record` and/or its `tool` schema passes them: the reply leaves
-        them out and the claim carries them. If this is the call's first attempt, the claim also publishes
-        `thought` and the caller's call.started, given as `(head, tail)` around the attempt number.
+        A caller that has the call's `record` passes it (the reply leaves it out). One that has a copy of the
+        call's tool passes its `tool_sha` (SHA-1 of the schema JSON, `Claim.tool_sha` of the claim it came
+        from): if the stored schema is the same, the reply leaves it out (`Claim.tool` is None), and on the
+        call's first attempt the claim publishes `thought` and the caller's call.started, given as
+        `(head, tail)` around the attempt number (`Claim.announced`); otherwise `Claim.tool` is the stored one.
         """
         keys = self.keys(job_id)
-        have = ("r" if record is not None else "") + ("t" if tool is not None else "")
+        if job_started is not None and not isinstance(job_started, str):
+            job_started = dumps(job_started)
         head, tail = started or ("", "")
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id)],
-            args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset,
-                  have, dumps(thought) if thought else "", head, tail],
+            args=[call_id, token, lease_ms, now_iso(), job_started or "", log_offset,
+                  "r" if record is not None else "", record["tool"] if record is not None and tool_sha else "",
+                  tool_sha, dumps(thought) if thought else "", head, tail],
         )
         outcome = reply[0]
         if outcome != "claimed":
@@ -135,10 +142,12 @@ class StateStore:
         return Claim(
             outcome,
             record=record if record is not None else json.loads(reply[1]),
-            tool=tool if tool is not None else (json.loads(reply[2]) if reply[2] else None),
+            tool=json.loads(reply[2]) if reply[2] else None,
             attempt=int(reply[3]),
             log_length=int(reply[4]),
-            log_tail=[json.loads(m) for m in reply[5:]],
+            log_tail=[json.loads(m) for m in reply[6:]],
+            tool_sha=hashlib.sha1(reply[2].encode()).hexdigest() if reply[2] else "",
+            announced=reply[5] == "1",
         )
 
     def add_events(self, job_id: str, envelopes: list[dict]) -> None:

@@ -2,11 +2,15 @@
 -- whose lease expired because the process running it died.
 -- KEYS: job, calls, status, attempts, tools, events, log, lease
 -- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log),
---       [7] what the caller has already: 'r' (the call record) and/or 't' (the tool schema) leave them out
---           of the reply; for a first attempt only: [8] a thought envelope JSON ('' for none), [9], [10] head
---           and tail of a call.started envelope ('' for none), published as head .. '1' .. tail, so the
---           caller's start events cost no round trip of their own (a later attempt publishes its own)
--- Returns {'claimed', record or '', tool schema or '', attempt, log length, tail messages...}
+--       [7] 'r' when the caller has the call record (it is left out of the reply),
+--       [8] the call's tool name and [9] the SHA-1 of the caller's copy of that tool's schema ('' for none):
+--           a copy equal to the stored schema is left out of the reply, any other gets the stored one,
+--       [10] a thought envelope JSON ('' for none) and [11], [12] head and tail of a call.started envelope
+--           ('' for none): published as [10] then [11] .. '1' .. [12] if this is the first attempt and the
+--           caller's copy of the tool is current (the caller rendered them with it), so the caller's start
+--           events cost no round trip of their own
+-- Returns {'claimed', record or '', tool schema or '', attempt, log length, '1' if the caller's start events
+--          were published else '0', tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
@@ -37,22 +41,26 @@ if job_status == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[4])
   if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
 end
-if attempt == 1 then
-  if ARGV[8] and ARGV[8] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[8]) end
-  if ARGV[9] and ARGV[9] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[9] .. '1' .. ARGV[10]) end
+local have_record = ARGV[7] == 'r'
+local name, tool_sha = ARGV[8] or '', ARGV[9] or ''
+local record = ''
+if not have_record or name == '' then
+  record = redis.call('HGET', KEYS[2], call_id)
+  if name == '' then name = cjson.decode(record).tool end
+  if have_record then record = '' end
+end
+local tool = redis.call('HGET', KEYS[5], name) or ''
+local tool_current = tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == tool_sha
+if tool_current then tool = '' end
+local published = '0'
+if attempt == 1 and tool_current and ARGV[11] and ARGV[11] ~= '' then
+  if ARGV[10] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[10]) end
+  redis.call('XADD', KEYS[6], '*', 'e', ARGV[11] .. '1' .. ARGV[12])
+  published = '1'
 end
 
-local have = ARGV[7] or ''
-local record, tool = '', ''
-if not string.find(have, 'r', 1, true) or not string.find(have, 't', 1, true) then
-  record = redis.call('HGET', KEYS[2], call_id)
-  if not string.find(have, 't', 1, true) then
-    tool = redis.call('HGET', KEYS[5], cjson.decode(record).tool) or ''
-  end
-  if string.find(have, 'r', 1, true) then record = '' end
-end
 local offset = tonumber(ARGV[6])
-local result = {'claimed', record, tool, tostring(attempt), tostring(redis.call('LLEN', KEYS[7]))}
+local result = {'claimed', record, tool, tostring(attempt), tostring(redis.call('LLEN', KEYS[7])), published}
 if offset >= 0 then
   for _, message in ipairs(redis.call('LRANGE', KEYS[7], offset, -1)) do table.insert(result, message) end
 end

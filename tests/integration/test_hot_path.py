@@ -1,0 +1,170 @@
+"""The per-call hot path: how many round trips agentq makes to Redis, the events it still publishes, and how
+`JobHandle.result` waits for a job's end (see docs/architecture.md, "runtime/")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from agentq.runtime.worker import InProcessWorker
+
+TIMEOUT = 20.0
+
+
+class StoreCommands:
+    """Counts the commands a store's Redis client sends (EVALSHA by script name), one per round trip."""
+
+    def __init__(self, store):
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        names = {script.sha: name for name, script in store._scripts.items()}
+        for script in store._scripts.values():  # loaded now: no NOSCRIPT retry counts twice later
+            store.redis.script_load(script.script)
+        client, execute = store.redis, store.redis.execute_command
+
+        def counted(*args, **kwargs):
+            name = str(args[0]).upper()
+            if name == "EVALSHA":
+                name = f"EVALSHA {names.get(args[1], '?')}"
+            with self._lock:
+                self.counts[name] += 1
+            return execute(*args, **kwargs)
+
+        client.execute_command = counted
+
+    def take(self) -> Counter[str]:
+        with self._lock:
+            counts, self.counts = self.counts, Counter()
+        return counts
+
+
+def _worker(harness, concurrency: int = 1) -> InProcessWorker:
+    runtime = harness.runtime()
+    runtime.app.conf.broker_transport_options = {**(runtime.app.conf.broker_transport_options or {}),
+                                                 "polling_interval": 0.1}
+    worker = InProcessWorker(runtime, concurrency=concurrency).start()
+    harness._workers.append(worker)
+    return worker
+
+
+def _events(handle) -> list[dict]:
+    return [event.data for event in handle.events(technical=True)]
+
+
+def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(harness):
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    harness.tool("inc", params={"x": {"type": "integer"}})
+    harness.activities.register("noop", lambda call: call["i"])
+    harness.activities.register("inc", lambda call: call["x"] + 1)
+    worker = _worker(harness)  # one thread: the job's first call is the only one without the tool at hand
+    commands = StoreCommands(worker.runtime.store)
+    client = harness.client()
+
+    calls = [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(20)]
+    handle = client.submit({"calls": calls})
+    record = handle.result(timeout=TIMEOUT)
+    assert record["status"] == "succeeded" and record["state"] == {f"r{i}": i for i in range(20)}
+    counts = commands.take()
+    assert counts["EVALSHA claim"] == 20 and counts["EVALSHA commit"] == 20
+    assert counts["XADD"] == 1  # only the first call published its call.started apart (its tool was not known)
+
+    events = _events(handle)
+    names = [e["event"] for e in events]
+    assert names[:2] == ["job.queued", "job.started"] and names[-1] == "job.finished"
+    for call_id in {e["call_id"] for e in events if "call_id" in e}:
+        mine = [e for e in events if e.get("call_id") == call_id]
+        assert [e["event"] for e in mine] == ["call.started", "call.finished"]
+        started = mine[0]
+        assert started["attempt"] == 1 and started["tool"] == "noop"
+        assert started["part"]["activity_type"] == "tool_request"
+        assert started["part"]["tools"][0]["id"] == call_id and "i" in started["part"]["tools"][0]["arguments"]
+
+    chain = [{"_tool": "inc", "x": 0, "_outputPath": "†state.s0"}]
+    chain += [{"_tool": "inc", "x": f"†state.s{k - 1}", "_outputPath": f"†state.s{k}"} for k in range(1, 5)]
+    record = client.submit({"calls": chain}).result(timeout=TIMEOUT)
+    assert record["status"] == "succeeded" and record["state"]["s4"] == 5
+    counts = commands.take()
+    assert counts["EVALSHA claim"] == 5 and counts["EVALSHA commit"] == 5
+    # calls that read the log publish call.started after resolving it; so does the first (its tool is not known)
+    assert counts["XADD"] == 5
+
+
+def test_a_call_is_validated_before_its_start_events_are_rendered_ahead(harness):
+    """Only a call that validates has its call.started published by its claim; any other is claimed as before
+    and fails after it, without a call.started."""
+    harness.tool("strict", params={"n": {"type": "integer", "minimum": 0}})
+    harness.activities.register("strict", lambda call: call["n"])
+    worker = _worker(harness)
+    client = harness.client()
+    handle = client.submit({"calls": [{"_tool": "strict", "n": 1, "_outputPath": "†state.a"}]})
+    assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # the worker knows the job's tool now
+    executor, store = worker.runtime.executor, worker.runtime.store
+    call_id, record = next(iter(store.call_records(handle.id).items()))
+    tool, _ = executor.tools.get(handle.id, "strict")
+    thought, (head, tail) = executor._start_ahead(handle.id, call_id, record, tool)
+    assert thought is None and head.endswith('"attempt":') and tail.startswith(',"part":{')
+    bad = {**record, "call": {**record["call"], "n": -5}}
+    assert executor._start_ahead(handle.id, call_id, bad, tool) is None
+
+
+def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):
+    gate = threading.Event()
+    harness.tool("wait", params={})
+    harness.activities.register("wait", lambda call: gate.wait(TIMEOUT) or "released")
+    worker = _worker(harness, concurrency=2)
+    client = harness.client()
+    store = worker.runtime.store
+
+    handle = client.submit({"calls": [{"_tool": "wait", "_outputPath": "†state.w"}]})
+    results: list[dict] = []
+    waiters = [threading.Thread(target=lambda: results.append(handle.result(timeout=TIMEOUT))) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    gate.set()
+    for waiter in waiters:
+        waiter.join(TIMEOUT)
+    assert [r["status"] for r in results] == ["succeeded"] * 3
+    assert time.monotonic() - released < 3.0
+    done = store.keys(handle.id).done
+    assert store.redis.lrange(done, 0, -1) == ["succeeded"] and store.redis.pttl(done) > 0
+    assert handle.result(timeout=1)["status"] == "succeeded"  # a later waiter finds the signal at once
+
+    gate.clear()
+    blocked = client.submit({"calls": [{"_tool": "wait", "_outputPath": "†state.w"},
+                                       {"_tool": "wait", "_outputPath": "†state.v"},
+                                       {"_tool": "wait", "_outputPath": "†state.u"}]})
+    canceled: list[dict] = []
+    waiter = threading.Thread(target=lambda: canceled.append(blocked.result(timeout=TIMEOUT)))
+    waiter.start()
+    time.sleep(0.3)
+    assert blocked.cancel() == "canceled"
+    waiter.join(5)
+    gate.set()
+    assert canceled and canceled[0]["status"] == "canceled"
+    assert store.redis.lrange(store.keys(blocked.id).done, 0, -1) == ["canceled"]
+
+
+def test_a_job_id_used_again_gets_its_own_tool_not_a_copy_cached_for_the_old_job(harness):
+    """Workers keep a job's tool schemas between its calls; the claim checks the copy against the stored
+    schema, so a job id used again (after the first job expired) with a changed tool is run with the new one."""
+    from tests.integration.conftest import tool_schema
+
+    def show(name: str) -> dict:
+        return {**tool_schema("show", params={"n": {"type": "integer"}}), "x-display": {"friendly_name": name}}
+
+    harness.tools.register("show", show("Registered"))
+    harness.activities.register("show", lambda call: call["n"])
+    worker = _worker(harness)
+    client = harness.client()
+    store = worker.runtime.store
+    calls = [{"_tool": "show", "n": i, "_outputPath": f"†state.n{i}"} for i in range(3)]
+    for name in ("Old name", "New name"):
+        if name == "New name":
+            store.redis.delete(*store.keys("job_reused").all, store.keys("job_reused").done)  # as if it expired
+        handle = client.submit({"tools": [show(name)], "calls": calls}, job_id="job_reused")
+        assert handle.result(timeout=TIMEOUT)["state"] == {"n0": 0, "n1": 1, "n2": 2}
+        started = [e for e in _events(handle) if e["event"] == "call.started"]
+        assert [e["part"]["display_info"]["friendly_name"] for e in started] == [name] * 3
