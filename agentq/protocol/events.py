@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentq.errors import ProtocolError
+
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # seed format: UTC, microseconds, no zone
 
 
@@ -459,6 +461,7 @@ def strip_technical_details(part: Any) -> Any:
 
 __all__ = [
     "ActivityOutputPart",
+    "complete_part",
     "DisplayInfo",
     "TechnicalDetails",
     "TextOutputPart",
@@ -479,3 +482,19 @@ __all__ = [
     "tool_request_part",
     "tool_result_part",
 ]
+
+
+def complete_part(part: Any, *, source: str, locale: str) -> dict:
+    """A part an activity emits (through its context), completed to the seed-004 shape: a text part as given;
+    an activity part with `type`, `source`, `timestamp` and the default display info of its `activity_type` in
+    the job's locale filled in where the activity left them out (its own display info keys win)."""
+    try:
+        if isinstance(part, dict) and part.get("type") in ("text_output", "text_output_stream"):
+            return TextOutputPart.model_validate(part).model_dump(mode="json")
+        if not isinstance(part, dict) or not isinstance(part.get("activity_type"), str):
+            raise ValueError("expected an activity part with an activity_type (or a text part)")
+        display = {**default_display_info(part["activity_type"], locale), **(part.get("display_info") or {})}
+        full = {"source": source, "timestamp": timestamp_now(), **part, "type": "activity", "display_info": display}
+        return ActivityOutputPart.model_validate(full).model_dump(mode="json")
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        raise ProtocolError(f"not an event part: {error}") from None

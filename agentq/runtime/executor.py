@@ -16,21 +16,16 @@ import random
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError
 from agentq.protocol.activities import ActivityRegistry, invoke_handler
 from agentq.protocol.events import (
-    ActivityOutputPart,
-    TextOutputPart,
     activity_part,
-    default_display_info,
-    error_part,
+    complete_part,
     technical_details,
     thought_part,
-    timestamp_now,
     tool_request_part,
     tool_result_part,
 )
@@ -39,9 +34,10 @@ from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, failure_messages, output_alternatives, output_messages
 from agentq.runtime.events import envelope
+from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
+from agentq.runtime.finalize import finalize_job
 from agentq.runtime.leases import LeaseKeeper
-from agentq.store.records import job_record
-from agentq.store.state import Claim, StateStore, dumps, now_iso
+from agentq.store.state import Claim, StateStore, now_iso
 
 log = logging.getLogger("agentq.executor")
 
@@ -66,97 +62,6 @@ class _Failure(Exception):
         self.retryable = retryable
 
 
-class LogCache:
-    """Per-process cache of job logs: each claim fetches only the messages this process has not seen."""
-
-    def __init__(self, capacity: int = 256):
-        self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
-
-    def offset(self, job_id: str) -> int:
-        with self._lock:
-            index = self._indexes.get(job_id)
-            return len(index) if index is not None else 0
-
-    def extend(self, job_id: str, offset: int, messages: list[dict]) -> LogIndex:
-        """Add the tail read at `offset`; returns the job's index (rebuilt if the offset is stale)."""
-        with self._lock:
-            index = self._indexes.get(job_id)
-            if index is None or len(index) != offset:
-                if offset != 0:
-                    raise _StaleCache(job_id)
-                index = LogIndex()
-                self._indexes[job_id] = index
-            index.extend(messages)
-            self._indexes.move_to_end(job_id)
-            while len(self._indexes) > self.capacity:
-                self._indexes.popitem(last=False)
-            return index
-
-    def forget(self, job_id: str) -> None:
-        with self._lock:
-            self._indexes.pop(job_id, None)
-
-
-class _StaleCache(Exception):
-    pass
-
-
-class _JobTools:
-    """A job's composed tool schemas, by (job, tool name), with the SHA-1 of their stored JSON, shared by a
-    process's threads.
-
-    A job's tools do not change after submission, so each process decodes a tool once per job and every call
-    validates against the very same object (whose compiled validator `validate_call` caches by identity). The
-    claim compares the SHA-1 with the stored schema, so a copy that is not current (a job id used again for
-    another job) is never used: the claim sends the current one instead.
-    """
-
-    def __init__(self, capacity: int = 1024):
-        self._tools: OrderedDict[tuple[str, str], tuple[dict, str]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
-
-    def get(self, job_id: str, name: str) -> tuple[dict, str] | None:
-        """(schema, SHA-1) of the tool, or None."""
-        return self._tools.get((job_id, name))
-
-    def keep(self, job_id: str, name: str, tool: dict, sha: str) -> dict:
-        """Cache the schema the store sent; returns the cached object when it is the same schema."""
-        key = (job_id, name)
-        with self._lock:
-            entry = self._tools.get(key)
-            if entry is None or entry[1] != sha:
-                entry = self._tools[key] = (tool, sha)
-            self._tools.move_to_end(key)
-            while len(self._tools) > self.capacity:
-                self._tools.popitem(last=False)
-            return entry[0]
-
-
-_SOLUTIONS: OrderedDict[int, tuple[dict, dict]] = OrderedDict()
-_SOLUTIONS_LOCK = threading.Lock()
-
-
-def _solution(tool: dict) -> dict:
-    """The one-tool solution schema a call is validated against, the same object for the same tool."""
-    entry = _SOLUTIONS.get(id(tool))
-    if entry is not None and entry[0] is tool:
-        return entry[1]
-    solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
-    with _SOLUTIONS_LOCK:
-        _SOLUTIONS[id(tool)] = (tool, solution)  # keeps `tool` alive, so its id is not reused meanwhile
-        while len(_SOLUTIONS) > 1024:
-            _SOLUTIONS.popitem(last=False)
-    return solution
-
-
-_ATTEMPT_MARK = 987654321  # stands for the attempt number in a call.started rendered before its claim
-_JOB_MARK = "JOB-ID-MARK-5f2c"  # stand for the job id and the time in the job.started template
-_TIME_MARK = "TIMESTAMP-MARK-5f2c"
-
-
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
@@ -169,8 +74,7 @@ class Executor:
         self.source = source
         self.llm = llm  # the LLM seam for latent calls, module calls and agent ticks
         self.logs = LogCache()
-        self.tools = _JobTools()
-        self._job_started_templates: dict[str, tuple[str, str, str] | None] = {}
+        self.tools = JobTools()
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
 
@@ -205,12 +109,13 @@ class Executor:
         published by the claim itself: one round trip instead of two. Returns (claim, index, whether the
         start events were published)."""
         cached = self.tools.get(job_id, record["tool"]) if record is not None else None
-        ahead = self._start_ahead(job_id, call_id, record, cached[0]) if cached and not needs_log else None
+        ahead = self._start_ahead(job_id, call_id, record, cached[0]) if cached and not needs_log else []
         offset = self.logs.offset(job_id) if needs_log else -1
+        started = envelope("job.started", job_id, part=activity_part("Job started", source=self.source,
+                                                                     locale=locale))
         claim = self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
-                                 job_started=self._job_started(job_id, locale), record=record,
-                                 tool_sha=cached[1] if cached else "",
-                                 thought=ahead[0] if ahead else None, started=ahead[1] if ahead else None)
+                                 job_started=started, record=record, tool_sha=cached[1] if cached else "",
+                                 start_events=ahead)
         if claim.outcome != "claimed":
             return claim, None, False
         if claim.tool is not None:  # the store sent the tool: this process had no current copy
@@ -221,51 +126,24 @@ class Executor:
             return claim, None, claim.announced  # a later attempt publishes its own start events
         try:
             return claim, self.logs.extend(job_id, offset, claim.log_tail), False
-        except _StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
+        except StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
             self.logs.forget(job_id)
             return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id)), False
 
-    def _job_started(self, job_id: str, locale: str) -> str:
-        """The JSON of the job.started envelope a claim publishes if it starts the job. Rendered from a
-        template per locale (every claim carries it; only a job's first one uses it)."""
-        template = self._job_started_templates.get(locale, False)
-        if template is False:
-            part = activity_part("Job started", source=self.source, locale=locale)
-            text = dumps(envelope("job.started", _JOB_MARK, part={**part, "timestamp": _TIME_MARK}))
-            pieces = text.split(_JOB_MARK)
-            if len(pieces) == 2 and pieces[1].count(_TIME_MARK) == 1 and _TIME_MARK not in pieces[0]:
-                template = (pieces[0], *pieces[1].split(_TIME_MARK))
-            else:  # pragma: no cover - the markers always appear once each
-                template = None
-            self._job_started_templates[locale] = template
-        if template is None:  # pragma: no cover
-            return dumps(envelope("job.started", job_id, part=activity_part("Job started", source=self.source,
-                                                                            locale=locale)))
-        head, middle, tail = template
-        return f"{head}{dumps(job_id)[1:-1]}{middle}{timestamp_now()}{tail}"
-
-    def _start_ahead(self, job_id: str, call_id: str, record: dict,
-                     tool: dict) -> tuple[dict | None, tuple[str, str]] | None:
+    def _start_ahead(self, job_id: str, call_id: str, record: dict, tool: dict) -> list[dict]:
         """The first attempt's start events of a call that reads nothing, rendered before its claim for the
-        claim to publish: (thought or None, (call.started head, tail) around the attempt number). None when the
-        call does not validate (the failure is then handled after an ordinary claim)."""
+        claim to publish; none when the call does not validate (the failure is handled after the claim)."""
         try:
-            validate_call(record["call"], _solution(tool))
+            validate_call(record["call"], solution_for(tool))
         except InvalidInputError:
-            return None
-        events = self._start_events(job_id, call_id, record, tool, record["call"], _ATTEMPT_MARK, first=True)
-        if not (1 <= len(events) <= 2 and events[-1].get("event") == "call.started"):
-            return None
-        head, mark, tail = dumps(events[-1]).partition(f'"attempt":{_ATTEMPT_MARK}')
-        if not mark:
-            return None
-        return (events[0] if len(events) == 2 else None), (head + '"attempt":', tail)
+            return []
+        return self._start_events(job_id, call_id, record, tool, record["call"], attempt=1)
 
-    def _start_events(self, job_id: str, call_id: str, record: dict, tool: dict, resolved: dict, attempt: int,
-                      *, first: bool | None = None) -> list[dict]:
+    def _start_events(self, job_id: str, call_id: str, record: dict, tool: dict, resolved: dict,
+                      attempt: int) -> list[dict]:
         """The events published when an attempt starts: a thought (first attempt), then call.started."""
         call, name, locale = record["call"], record["tool"], record.get("locale", "en")
-        first = attempt == 1 if first is None else first
+        first = attempt == 1
         events = []
         if first and call.get("_reasoningForCall"):
             events.append(envelope("thought", job_id, call_id=call_id,
@@ -333,7 +211,7 @@ class Executor:
         else:
             resolved = call
         try:
-            validate_call(resolved, _solution(tool))
+            validate_call(resolved, solution_for(tool))
         except InvalidInputError as error:
             raise _Failure(type(error).__name__, str(error), retryable=False) from None
         return resolved
@@ -350,7 +228,7 @@ class Executor:
         context = ScopedContext.build(
             index if index is not None else [], record.get("scopes") or [], record.get("instance"),
             emit=lambda part: self.store.add_events(job_id, [envelope(
-                "part", job_id, call_id=call_id, part=_emitted_part(part, source=self.source,
+                "part", job_id, call_id=call_id, part=complete_part(part, source=self.source,
                                                                     locale=record.get("locale", "en")))]),
         )
         try:
@@ -442,58 +320,6 @@ class Executor:
     def finalize(self, job_id: str, *, error: dict | None = None) -> bool:
         """Give a plan job whose awaited calls all finished its final status and record (idempotent)."""
         return finalize_job(self.store, job_id, source=self.source, error=error)
-
-
-def finalize_job(store: StateStore, job_id: str, *, source: str = "agentq", error: dict | None = None) -> bool:
-    """Give a plan job whose awaited calls all finished its final status and record (idempotent).
-
-    Used after the commit of a job's last awaited call, and at submission for a plan job that awaits no call
-    at all (no calls, or only fire-and-forget ones), which no commit would ever finalize."""
-    fields, log_messages, statuses = store.finish_inputs(job_id)
-    failed_ids = [call_id for call_id, status in statuses.items() if status == "failed"]
-    failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), statuses, log_messages)
-    status = "failed" if failed or error else "succeeded"
-    if failed and error is None:
-        error = {"type": "CallsFailed",
-                 "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
-    fields = {**fields, "status": status, "finished_at": now_iso()}
-    record = job_record(fields, log_messages, error=error)
-    if fields.get("kind") == "plan":
-        record["result"] = record["state"]
-    locale = json.loads(fields.get("options") or "{}").get("locale", "en")
-    part = (error_part(error["message"], source=source, locale=locale) if error
-            else activity_part(f"Job {status}", source=source, locale=locale))
-    event = envelope("job.finished", job_id, status=status, error=error, part=part)
-    return store.finalize(job_id, status=status, record=record, event=event)
-
-
-def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]) -> list[str]:
-    errors = {m["data"]["call"].get("id"): m["data"]["error"] for m in log_messages
-              if m.get("type") == "error" and isinstance(m.get("data"), dict)}
-    failed = []
-    for call_id, status in statuses.items():
-        record = records.get(call_id, {})
-        # fire-and-forget calls (not awaited) never decide the job's outcome
-        if status == "failed" and record.get("awaited") and len(output_alternatives(record.get("call", {}))) <= 1:
-            error = errors.get(call_id) or {}
-            failed.append(f"{record.get('tool')} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
-    return sorted(failed)
-
-
-def _emitted_part(part: Any, *, source: str, locale: str) -> dict:
-    """A part an activity emits through `context.emit`, completed to the seed-004 shape: a text part as given;
-    an activity part with `type`, `source`, `timestamp` and the default display info of its `activity_type` in
-    the job's locale filled in where the activity left them out (its own display info keys win)."""
-    try:
-        if isinstance(part, dict) and part.get("type") in ("text_output", "text_output_stream"):
-            return TextOutputPart.model_validate(part).model_dump(mode="json")
-        if not isinstance(part, dict) or not isinstance(part.get("activity_type"), str):
-            raise ValueError("expected an activity part with an activity_type (or a text part)")
-        display = {**default_display_info(part["activity_type"], locale), **(part.get("display_info") or {})}
-        full = {"source": source, "timestamp": timestamp_now(), **part, "type": "activity", "display_info": display}
-        return ActivityOutputPart.model_validate(full).model_dump(mode="json")
-    except ValueError as error:  # pydantic's ValidationError is a ValueError
-        raise ProtocolError(f"context.emit: not an event part: {error}") from None
 
 
 def _check_json(result: Any) -> None:

@@ -70,7 +70,7 @@ class JobService:
             if not any(c.awaited for c in plan.calls):
                 # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
                 # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
-                from agentq.runtime.executor import finalize_job
+                from agentq.runtime.finalize import finalize_job
 
                 finalize_job(self.store, plan.id)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))

@@ -115,26 +115,23 @@ class StateStore:
     # ------------------------------------------------------------------------------------ execution
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
-              job_started: dict | str | None = None, record: dict | None = None, tool_sha: str = "",
-              thought: dict | None = None, started: tuple[str, str] | None = None) -> Claim:
-        """Claim a call for one attempt (and publish job.started, a dict or its JSON, if this claim starts the job).
+              job_started: dict | None = None, record: dict | None = None, tool_sha: str = "",
+              start_events: list[dict] = ()) -> Claim:
+        """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
         A caller that has the call's `record` passes it (the reply leaves it out). One that has a copy of the
         call's tool passes its `tool_sha` (SHA-1 of the schema JSON, `Claim.tool_sha` of the claim it came
         from): if the stored schema is the same, the reply leaves it out (`Claim.tool` is None), and on the
-        call's first attempt the claim publishes `thought` and the caller's call.started, given as
-        `(head, tail)` around the attempt number (`Claim.announced`); otherwise `Claim.tool` is the stored one.
+        call's first attempt the claim publishes the caller's `start_events` (`Claim.announced`); otherwise
+        `Claim.tool` is the stored one.
         """
         keys = self.keys(job_id)
-        if job_started is not None and not isinstance(job_started, str):
-            job_started = dumps(job_started)
-        head, tail = started or ("", "")
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id)],
-            args=[call_id, token, lease_ms, now_iso(), job_started or "", log_offset,
+            args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset,
                   "r" if record is not None else "", record["tool"] if record is not None and tool_sha else "",
-                  tool_sha, dumps(thought) if thought else "", head, tail],
+                  tool_sha, *(dumps(e) for e in start_events)],
         )
         outcome = reply[0]
         if outcome != "claimed":

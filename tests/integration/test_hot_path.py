@@ -102,10 +102,11 @@ def test_a_call_is_validated_before_its_start_events_are_rendered_ahead(harness)
     executor, store = worker.runtime.executor, worker.runtime.store
     call_id, record = next(iter(store.call_records(handle.id).items()))
     tool, _ = executor.tools.get(handle.id, "strict")
-    thought, (head, tail) = executor._start_ahead(handle.id, call_id, record, tool)
-    assert thought is None and head.endswith('"attempt":') and tail.startswith(',"part":{')
+    events = executor._start_ahead(handle.id, call_id, record, tool)
+    assert [(e["event"], e["attempt"]) for e in events] == [("call.started", 1)]
+    assert events[0]["part"]["activity_type"] == "tool_request"
     bad = {**record, "call": {**record["call"], "n": -5}}
-    assert executor._start_ahead(handle.id, call_id, bad, tool) is None
+    assert executor._start_ahead(handle.id, call_id, bad, tool) == []
 
 
 def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):

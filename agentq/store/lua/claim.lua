@@ -5,10 +5,9 @@
 --       [7] 'r' when the caller has the call record (it is left out of the reply),
 --       [8] the call's tool name and [9] the SHA-1 of the caller's copy of that tool's schema ('' for none):
 --           a copy equal to the stored schema is left out of the reply, any other gets the stored one,
---       [10] a thought envelope JSON ('' for none) and [11], [12] head and tail of a call.started envelope
---           ('' for none): published as [10] then [11] .. '1' .. [12] if this is the first attempt and the
---           caller's copy of the tool is current (the caller rendered them with it), so the caller's start
---           events cost no round trip of their own
+--       [10..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
+--           published if this is the first attempt and the caller's copy of the tool is current (it rendered
+--           them with it), so the caller's start events cost no round trip of their own
 -- Returns {'claimed', record or '', tool schema or '', attempt, log length, '1' if the caller's start events
 --          were published else '0', tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
@@ -53,9 +52,8 @@ local tool = redis.call('HGET', KEYS[5], name) or ''
 local tool_current = tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == tool_sha
 if tool_current then tool = '' end
 local published = '0'
-if attempt == 1 and tool_current and ARGV[11] and ARGV[11] ~= '' then
-  if ARGV[10] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[10]) end
-  redis.call('XADD', KEYS[6], '*', 'e', ARGV[11] .. '1' .. ARGV[12])
+if attempt == 1 and tool_current and #ARGV >= 10 then
+  for i = 10, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
   published = '1'
 end
 
