@@ -279,7 +279,8 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, M
             continue
         name = call.get("_tool")
         if name not in composed:
-            problems.add(f"{pointer}/_tool", f"unknown tool {name!r}; this job's tools: {', '.join(sorted(composed))}")
+            known = ", ".join(sorted(composed)) or "none (no worker has published tools, and `tools` lists none)"
+            problems.add(f"{pointer}/_tool", f"unknown tool {name!r}; this job's tools: {known}")
             continue
         tool = composed[name]
         found = _meta_problems(call, pointer)

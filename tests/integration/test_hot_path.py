@@ -169,3 +169,23 @@ def test_a_job_id_used_again_gets_its_own_tool_not_a_copy_cached_for_the_old_job
         assert handle.result(timeout=TIMEOUT)["state"] == {"n0": 0, "n1": 1, "n2": 2}
         started = [e for e in _events(handle) if e["event"] == "call.started"]
         assert [e["part"]["display_info"]["friendly_name"] for e in started] == [name] * 3
+
+
+def test_the_ready_calls_of_a_submission_are_published_in_one_pipeline(harness, monkeypatch):
+    """Celery publishes a task per round trip; agentq sends a job's ready calls as one kombu publish batch."""
+    import redis.client
+
+    batches: list[list[str]] = []
+    execute = redis.client.Pipeline.execute
+
+    def counting_execute(self, *args, **kwargs):
+        batches.append([str(command[0][0]).upper() for command in self.command_stack])
+        return execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counting_execute)
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    client = harness.client()  # no worker: the tasks stay queued, and the client knows the tool itself
+    client.service.tools = harness.tools
+    client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(20)]})
+    publishes = [batch for batch in batches if batch and set(batch) == {"LPUSH"}]
+    assert publishes == [["LPUSH"] * 20]
