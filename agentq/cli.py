@@ -131,16 +131,12 @@ def _run_job(job: Any, *, modules: list[str], tool_dirs: list[str], as_json: boo
             with Client(settings=runtime.settings) as client:
                 record = _follow(client, job, view)
     else:
-        from agentq.runtime.worker import import_modules, load_tool_dirs
-
-        if modules or tool_dirs:
-            from agentq.protocol.tools import Tool
-
-            load_tool_dirs(Tool, [*import_modules(modules), *tool_dirs])
         with _client() as client:
-            if modules or tool_dirs:
+            if modules or tool_dirs:  # tools this submitter knows besides those the workers published
                 from agentq.protocol.tools import Tool
+                from agentq.runtime.worker import import_modules, load_tool_dirs
 
+                load_tool_dirs(Tool, [*import_modules(modules), *tool_dirs])
                 client.service.tools = Tool
             record = _follow(client, job, view)
     if view is None:

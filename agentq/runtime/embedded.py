@@ -40,7 +40,6 @@ class Embedded:
             settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None})
             self.runtime = build_runtime(settings, modules=self.modules, tool_dirs=self.tool_dirs,
                                          activities=self._activities, tools=self._tools)
-            self.runtime.service.local_activities_are_live = True
             self.worker = InProcessWorker(self.runtime, concurrency=self.concurrency).start()
         except BaseException:
             self.__exit__(None, None, None)
