@@ -22,6 +22,7 @@ import itertools
 import json
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,17 @@ def _json_copy(name: str, schema: Any) -> dict:
 # --------------------------------------------------------------------------------------------- checks
 
 
+_VALID_SCHEMAS: OrderedDict[str, None] = OrderedDict()
+_VALID_SCHEMAS_LOCK = threading.Lock()
+_VALID_SCHEMAS_SIZE = 4096
+
+
 def _check_draft(name: str, schema: dict) -> None:
+    """The metaschema check (about 5 ms a tool). Schemas that passed are remembered by their canonical JSON,
+    since every job submission registers its tools again in a job-local registry."""
+    key = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    if key in _VALID_SCHEMAS:
+        return
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -132,6 +143,10 @@ def _check_draft(name: str, schema: dict) -> None:
         raise _schema_error(
             name, keyword, _pointer(parts), f"not a valid Draft 2020-12 JSON Schema: {exc.message}"
         ) from None
+    with _VALID_SCHEMAS_LOCK:
+        _VALID_SCHEMAS[key] = None
+        while len(_VALID_SCHEMAS) > _VALID_SCHEMAS_SIZE:
+            _VALID_SCHEMAS.popitem(last=False)
 
 
 def _check_output_method(name: str, spec: Any) -> None:

@@ -389,3 +389,23 @@ def test_unicode_file(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "fr", tool("fr", ville={"type": "string", "description": "Ville à vérifier †"}))
     registry.load_dir(tmp_path)
     assert registry.get("fr")["properties"]["ville"]["description"] == "Ville à vérifier †"
+
+
+def test_the_metaschema_check_is_remembered_for_a_schema_seen_before_but_failures_are_not(monkeypatch) -> None:
+    from agentq.protocol import tools as tools_module
+
+    checks = []
+    original = tools_module.Draft202012Validator.check_schema
+    monkeypatch.setattr(tools_module.Draft202012Validator, "check_schema",
+                        lambda schema: checks.append(schema) or original(schema))
+    schema = {"type": "object", "description": "cached check",
+              "properties": {"_tool": {"const": "cachedCheck"}, "q": {"type": "string", "minLength": 1},
+                             "_output": {"type": "object"}}}
+    for _ in range(3):
+        ToolRegistry().register("cachedCheck", schema)
+    assert len(checks) <= 1  # none when an earlier test already checked this very schema
+    bad = {**schema, "properties": {**schema["properties"], "q": {"type": "strin"}}}
+    for _ in range(2):
+        with pytest.raises(ToolSchemaError, match="cachedCheck"):
+            ToolRegistry().register("cachedCheck", bad)
+    assert sum(1 for c in checks if c == bad) == 2  # a failing schema is checked (and reported) every time
