@@ -169,7 +169,10 @@ class LiveView:
     def show(self, envelope: dict) -> None:
         event = envelope.get("event")
         call_id = envelope.get("call_id", "")
-        name = self.names.setdefault(call_id, envelope.get("tool") or call_id) if call_id else ""
+        if call_id and call_id not in self.names and (envelope.get("tool") or envelope.get("instance")):
+            instance = envelope.get("instance")
+            self.names[call_id] = f"{envelope.get('tool')} [{instance}]" if instance else envelope.get("tool")
+        name = self.names.get(call_id, envelope.get("tool") or call_id) if call_id else ""
         if event == "job.queued":
             self.out(f"job {envelope['job_id']} queued ({envelope.get('calls', 0)} calls)")
         elif event == "call.started":

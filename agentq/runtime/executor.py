@@ -154,7 +154,8 @@ class Executor:
         request = None if not first else tool_request_part(
             call_id=call_id, name=name, arguments=_arguments(resolved), source=self.source, locale=locale,
             display=tool.get("x-display"))
-        events.append(envelope("call.started", job_id, call_id=call_id, tool=name, attempt=attempt,
+        where = {"instance": record["instance"]} if record.get("instance") else {}
+        events.append(envelope("call.started", job_id, call_id=call_id, tool=name, attempt=attempt, **where,
                                part=request))
         return events
 

@@ -40,6 +40,7 @@ def test_demo_live_view_prints_a_line_per_call_and_the_state():
     out = result.stdout
     assert "queued (10 calls)" in out
     assert "✓ validateOrder" in out and "done" in out
+    assert "reserveStock [" in out  # instanced calls are told apart by their instance
     assert "↻ chargePayment" in out and "(handled by its || branch)" in out
     assert " succeeded in " in out and '"payment"' in out
 
