@@ -53,16 +53,21 @@ def output_messages(call: dict, result: Any, *, call_id: str, date: str) -> list
     return _data_writes(call, message, alternatives, method, call_id, date)
 
 
+def absorbs_failure(call: dict) -> bool:
+    """Whether a failure of `call` is taken by its own `||` output path (so it does not fail the job)."""
+    try:
+        return len(output_alternatives(call)) > 1
+    except ReferenceSyntaxError:  # the failure may be this very path
+        return False
+
+
 def failure_messages(call: dict, *, call_id: str, error_type: str, message: str, date: str) -> list[dict]:
     """The messages a failed call appends: with a `||` output path, `{"error": {type, message}}` set at every
     path of the last alternative; otherwise one error message."""
     error = {"type": error_type, "message": message}
-    try:
-        alternatives = output_alternatives(call)
-    except ReferenceSyntaxError:  # the failure may be this very path
-        alternatives = ()
-    if len(alternatives) > 1:
-        return [_engine_message(call, call_id, date, ref, "set", {"error": error}) for ref in alternatives[-1]]
+    if absorbs_failure(call):
+        last = output_alternatives(call)[-1]
+        return [_engine_message(call, call_id, date, ref, "set", {"error": error}) for ref in last]
     failure = {"type": "error", "data": {"call": _call_record(call, call_id), "error": error}, "_date": date}
     if call.get("_instance") is not None:
         failure["_instance"] = call["_instance"]

@@ -32,7 +32,7 @@ from agentq.protocol.events import (
 from agentq.protocol.scopes import ScopedContext
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
-from agentq.protocol.writes import check_write, failure_messages, output_alternatives, output_messages
+from agentq.protocol.writes import absorbs_failure, check_write, failure_messages, output_messages
 from agentq.runtime.events import envelope
 from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
 from agentq.runtime.finalize import finalize_job
@@ -276,7 +276,7 @@ class Executor:
         finished = time.time()
         messages = failure_messages(record["call"], call_id=call_id, error_type=failure.type,
                                     message=str(failure), date=now_iso())
-        absorbed = len(output_alternatives(record["call"])) > 1
+        absorbed = absorbs_failure(record["call"])
         part = tool_result_part(
             call_id=call_id, name=name, content=f"{failure.type}: {failure}", is_error=True, source=self.source,
             locale=record.get("locale", "en"), display=display,
@@ -284,8 +284,8 @@ class Executor:
         events = [envelope("call.finished", job_id, call_id=call_id, tool=name, status="failed",
                            duration_ms=round((finished - started) * 1000, 3),
                            error={"type": failure.type, "message": str(failure)}, absorbed=absorbed, part=part)]
-        commit = self.store.commit(job_id, call_id, token=token, status="failed", absorbed=absorbed,
-                                   messages=messages, events=events)
+        commit = self.store.commit(job_id, call_id, token=token, status="failed", messages=messages,
+                                   events=events)
         self._after_commit(job_id, commit)
         return Outcome("failed")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agentq.protocol.events import activity_part, error_part
-from agentq.protocol.writes import output_alternatives
+from agentq.protocol.writes import absorbs_failure
 from agentq.runtime.events import envelope
 from agentq.store.records import job_record
 from agentq.store.state import StateStore, now_iso
@@ -41,7 +41,7 @@ def _unabsorbed_failures(records: dict, statuses: dict, log_messages: list[dict]
     for call_id, status in statuses.items():
         record = records.get(call_id, {})
         # fire-and-forget calls (not awaited) never decide the job's outcome
-        if status == "failed" and record.get("awaited") and len(output_alternatives(record.get("call", {}))) <= 1:
+        if status == "failed" and record.get("awaited") and not absorbs_failure(record.get("call", {})):
             error = errors.get(call_id) or {}
             failed.append(f"{record.get('tool')} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
     return sorted(failed)

@@ -91,7 +91,7 @@ class StateStore:
         payload = {
             "job": {
                 "id": plan.id, "kind": plan.kind, "status": "queued", "created_at": created,
-                "open": sum(1 for c in plan.calls if c.awaited), "failed": 0, "ticks": 0,
+                "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0,
                 "options": dumps(plan.options), "output": dumps(plan.output),
                 "solution": dumps(plan.solution), "submitted": dumps(submitted),
                 "usage": dumps({"requests": 0, "input_tokens": 0, "output_tokens": 0}),
@@ -159,12 +159,11 @@ class StateStore:
             pipe.xadd(stream, {"e": dumps(envelope)})
         pipe.execute()
 
-    def commit(self, job_id: str, call_id: str, *, token: str, status: str, absorbed: bool = False,
-               messages: list[dict] = (), events: list[dict] = ()) -> Commit:
+    def commit(self, job_id: str, call_id: str, *, token: str, status: str, messages: list[dict] = (), events: list[dict] = ()) -> Commit:
         keys = self.keys(job_id)
         reply = self._scripts["commit"](
             keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id)],
-            args=[call_id, token, status, "1" if absorbed else "0", len(messages),
+            args=[call_id, token, status, len(messages),
                   *(dumps(m) for m in messages), *(dumps(e) for e in events)],
         )
         if reply[0] != "committed":

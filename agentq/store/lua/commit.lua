@@ -1,8 +1,8 @@
 -- Commit the outcome of a running call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
 -- KEYS: job, log, calls, status, waiting, events, lease
--- ARGV: call_id, token, final status (done|failed|skipped), absorbed ('1' when a `||` branch took
---       the failure), number of messages n, then n message JSONs, then the event envelope JSONs
+-- ARGV: call_id, token, final status (done|failed|skipped), number of messages n, then n message JSONs,
+--       then the event envelope JSONs
 -- Returns {'committed', open awaited calls, job status, record of each released call...}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
@@ -12,14 +12,14 @@ if status ~= 'running' then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
-local n = tonumber(ARGV[5])
-for i = 6, 5 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local n = tonumber(ARGV[4])
+for i = 5, 4 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 if n > 0 and redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], redis.call('HGET', KEYS[1], 'expire_at_ms'))
 end
 redis.call('HSET', KEYS[4], call_id, ARGV[3])
 redis.call('DEL', KEYS[7])
-for i = 6 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+for i = 5 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
 local record = cjson.decode(redis.call('HGET', KEYS[3], call_id))
 local job_status = redis.call('HGET', KEYS[1], 'status')
@@ -35,7 +35,6 @@ for _, dependent in ipairs(record.dependents or {}) do
     end
   end
 end
-if ARGV[3] == 'failed' and ARGV[4] ~= '1' then redis.call('HINCRBY', KEYS[1], 'failed', 1) end
 local open
 if record.awaited then
   open = redis.call('HINCRBY', KEYS[1], 'open', -1)
