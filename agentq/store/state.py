@@ -194,7 +194,7 @@ class StateStore:
         reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events, keys.done],
                                         args=[now_iso(), dumps(event)])
         if reply[0] == "missing":
-            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+            raise _not_found(job_id)
         return reply[0], list(reply[1:])
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
@@ -223,13 +223,13 @@ class StateStore:
     def job_fields(self, job_id: str) -> dict[str, str]:
         fields = self.redis.hgetall(self.keys(job_id).job)
         if not fields:
-            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+            raise _not_found(job_id)
         return fields
 
     def job_status(self, job_id: str) -> str:
         status = self.redis.hget(self.keys(job_id).job, "status")
         if status is None:
-            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+            raise _not_found(job_id)
         return status
 
     def wait_finished(self, job_id: str, timeout_s: float) -> str | None:
@@ -263,7 +263,7 @@ class StateStore:
         pipe.hgetall(keys.status)
         fields, log, statuses = pipe.execute()
         if not fields:
-            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+            raise _not_found(job_id)
         return fields, [json.loads(m) for m in log], statuses
 
     def call_statuses(self, job_id: str) -> dict[str, str]:
@@ -363,3 +363,7 @@ class StateStore:
 
 def _lua(name: str) -> str:
     return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _not_found(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
