@@ -44,8 +44,9 @@ def import_modules(modules: Iterable[str]) -> list[Path]:
 
 
 def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
+    """Load every tool JSON file of each folder; a folder that does not exist is an error, not a no-op."""
     for directory in dirs:
-        for name in tools.load_dir(directory, replace=True) if Path(directory).is_dir() else ():
+        for name in tools.load_dir(directory, replace=True):
             log.debug("loaded tool %s from %s", name, directory)
 
 

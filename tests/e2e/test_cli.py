@@ -88,3 +88,9 @@ def test_every_subcommand_prints_help(command):
     result = agentq(command, "--help", timeout=30)
     assert result.returncode == 0
     assert "usage: agentq " + command in result.stdout
+
+
+def test_a_tools_folder_that_does_not_exist_is_an_error_not_ignored():
+    result = agentq("tools", "--tools", "no/such/folder")
+    assert result.returncode == 1
+    assert result.stderr.startswith("agentq: error:") and "no/such/folder" in result.stderr
