@@ -104,8 +104,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
     tools, live = Tool.snapshot(), set()
     if os.environ.get("AGENTQ_REDIS_URL"):
         with _client() as client:
-            tools = {**client.store.published_tools(), **tools}
-            live = set(client.store.live_activities())
+            client.service.tools = Tool  # what a submission would see: published tools, then this process's
+            tools, live = client.service.available_tools(), set(client.service.live_activities())
             for name, conflict in client.store.tool_conflicts().items():
                 print(f"agentq: warning: tool {name!r} was published with different schemas "
                       f"(last by {conflict['publisher']})", file=sys.stderr)
