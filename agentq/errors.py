@@ -21,6 +21,9 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     ├── StoreError                     the state store is unreachable or inconsistent
     │   └── JobNotFoundError
     ├── JobTimeoutError                waiting for a job took longer than asked
+    ├── LLMError                       the model could not give an answer (after its retries)
+    │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
+    │   └── LLMRetryableError          rate limit, overload, 5xx, an error mid-stream: ask again later
     └── NonRetryableError              raise from an activity to fail at once, skipping retries
 
 `InvalidInputError.problems` is a list of :class:`Problem` so a caller can show every problem at once.
@@ -146,6 +149,23 @@ class JobTimeoutError(AgentQError):
     """A wait for a job's result took longer than the caller allowed."""
 
 
+class LLMError(AgentQError):
+    """The model provider failed in a way retrying will not fix (bad request, auth, invalid answer)."""
+
+
+class LLMNotConfigured(LLMError):
+    """No LLM provider is configured (set ANTHROPIC_API_KEY or AGENTQ_LLM)."""
+
+
+class LLMRetryableError(LLMError):
+    """A transient provider failure; `retry_after_s` is the wait the provider asked for, if any."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.status = status
+
+
 class NonRetryableError(AgentQError):
     """Raise from an activity to fail the Call at once, without using its retries."""
 
@@ -163,6 +183,9 @@ __all__ = [
     "JobNotFoundError",
     "JobTimeoutError",
     "JobValidationError",
+    "LLMError",
+    "LLMNotConfigured",
+    "LLMRetryableError",
     "MessageError",
     "NonRetryableError",
     "Problem",
