@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from agentq.errors import AgentQError
 
-ROOT = Path(__file__).resolve().parent.parent
-DEMO_JOB = ROOT / "config" / "jobs" / "demo_order.json"
+#: The job `agentq demo` runs: package data of the example `workers` package, so it works from an installed wheel.
+DEMO_JOB = ("workers", "jobs/demo_order.json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +43,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.json:
         print("agentq demo: an order pipeline over the example activities in workers/ "
               "(parallel calls, a || branch on a declined card, && fan-out, instances per item)\n")
-    return _run_job(_read_job(str(DEMO_JOB)), modules=["workers"], tool_dirs=[], as_json=args.json,
+    return _run_job(_read_demo_job(), modules=["workers"], tool_dirs=[], as_json=args.json,
                     embedded=True)
 
 
@@ -213,6 +213,14 @@ def _client() -> Any:
     from agentq.client import Client
 
     return Client()
+
+
+def _read_demo_job() -> Any:
+    from importlib import resources
+
+    package, name = DEMO_JOB
+    with resources.as_file(resources.files(package).joinpath(name)) as path:
+        return _read_job(str(path))
 
 
 def _read_job(path: str) -> Any:

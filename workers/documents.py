@@ -1,7 +1,7 @@
 """Example activities: a document pipeline (extract text, count words, detect language, summarize, tag).
 
 Importing this module registers its activities on the default `Activity` registry; `register_activities(registry)`
-registers them on another one. The tool schemas are JSON files in `TOOLS_DIR` (`config/tools/<name>.json`).
+registers them on another one. The tool schemas are JSON files in `TOOLS_DIR` (`workers/tools/<name>.json`).
 
 All of it is deterministic, offline and fast (plain string processing). `summarize` is an `async def` handler,
 to show that both kinds work. `AGENTQ_DEMO_DELAY_MS` (default 0) adds a small delay to every activity for demos.
@@ -35,7 +35,7 @@ __all__ = [
     "words",
 ]
 
-TOOLS_DIR = Path(__file__).resolve().parent.parent / "config" / "tools"
+TOOLS_DIR = Path(__file__).resolve().parent / "tools"  # shipped inside the package (package data)
 TOOL_NAMES = ("extractText", "countWords", "detectLanguage", "summarize", "tagDocument")
 
 WORDS_PER_MINUTE = 200

@@ -2,7 +2,7 @@
 
 Importing this module registers its activities on the default `Activity` registry (what `agentq worker -m
 workers.orders` relies on); `register_activities(registry)` registers them on another one. The matching tool
-schemas are JSON files in `TOOLS_DIR` (`config/tools/<name>.json`), loaded by the worker bootstrap.
+schemas are JSON files in `TOOLS_DIR` (`workers/tools/<name>.json`), loaded by the worker bootstrap.
 
 Everything is deterministic and offline: a small in-memory catalog stands in for the product database, payment
 ids are hashes of the charge, nothing is sent anywhere. `AGENTQ_DEMO_DELAY_MS` (default 0) adds a small delay
@@ -46,7 +46,7 @@ __all__ = [
     "validate_order",
 ]
 
-TOOLS_DIR = Path(__file__).resolve().parent.parent / "config" / "tools"
+TOOLS_DIR = Path(__file__).resolve().parent / "tools"  # shipped inside the package (package data)
 TOOL_NAMES = ("validateOrder", "reserveStock", "quoteShipping", "chargePayment", "sendConfirmation", "recordAudit")
 
 #: The product catalog: price in cents, shipping weight in grams, stock per warehouse (in preference order).

@@ -46,7 +46,7 @@ def test_demo_live_view_prints_a_line_per_call_and_the_state():
 
 
 def test_run_embedded_with_a_job_file_and_the_documents_module():
-    result = agentq("run", "config/jobs/demo_documents.json", "-m", "workers.documents", "--json")
+    result = agentq("run", "workers/jobs/demo_documents.json", "-m", "workers.documents", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["status"] == "succeeded"
 

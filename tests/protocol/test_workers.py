@@ -1,5 +1,5 @@
-"""The example activity packages (`workers/`), their tool files (`config/tools/`) and the demo jobs
-(`config/jobs/`): handlers called directly with plain dicts, no Redis, no Celery."""
+"""The example activity packages (`workers/`), their tool files (`workers/tools/`) and the demo jobs
+(`workers/jobs/`): handlers called directly with plain dicts, no Redis, no Celery."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from agentq.protocol.activities import Activity, ActivityRegistry, invoke_handle
 from workers import documents, orders
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS_DIR = ROOT / "config" / "tools"
-JOBS_DIR = ROOT / "config" / "jobs"
+TOOLS_DIR = ROOT / "workers" / "tools"
+JOBS_DIR = ROOT / "workers" / "jobs"
 TOOL_FILES = sorted(TOOLS_DIR.glob("*.json"))
 JOB_FILES = sorted(JOBS_DIR.glob("demo_*.json"))
 
