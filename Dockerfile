@@ -1,10 +1,14 @@
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY agentq ./agentq
-COPY workers ./workers
+# Install agentq as a regular (non-editable) package, like its wheel, with the `monitoring` extra so the same
+# image also runs Flower (docker-compose.yml). The sources are removed afterwards: the installed package runs.
+COPY pyproject.toml README.md ./src/
+COPY agentq ./src/agentq
+COPY workers ./src/workers
+RUN pip install --no-cache-dir "./src[monitoring]" && rm -rf ./src && useradd --create-home agentq
+# config/: settings documentation, saved `_module` requests (config/modules, the default AGENTQ_MODULE_DIRS)
+# and your own tool folders.
 COPY config ./config
-RUN pip install --no-cache-dir -e . && useradd --create-home agentq
 USER agentq
 ENV AGENTQ_REDIS_URL=redis://redis:6379/0
 CMD ["agentq", "worker", "-m", "workers"]
