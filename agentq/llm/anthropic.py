@@ -1,0 +1,280 @@
+"""The Anthropic provider: one streamed Messages API request per :class:`LLMRequest` (SPEC §13).
+
+The request forces the one ``solution`` tool (``eager_input_streaming``, cached), sends the system texts as
+blocks with ``cache_control`` on the last one, and reads the raw event stream: the tool input's
+``input_json_delta`` pieces go through a :class:`CallReporter`, so each complete element of ``calls`` is
+reported while the model is still writing the rest.
+
+Every SDK and transport exception is mapped here: transient ones (429, 408, 5xx, 529 overloaded, connection
+errors and timeouts, an ``error`` event or a cut in the middle of the stream) become
+:class:`LLMRetryableError` with the provider's ``retry-after``; everything else :class:`LLMError`. The SDK's
+own retries are off by default: the runtime schedules the next attempt without holding a worker slot.
+
+``anthropic`` is imported when the first request is made, never at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from agentq.errors import LLMError, LLMRetryableError
+from agentq.llm.base import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME, LLMAnswer, LLMRequest, OnCall, Usage
+from agentq.llm.scanner import CallReporter
+
+log = logging.getLogger(__name__)
+
+_CACHE = {"type": "ephemeral"}
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
+
+
+def request_params(request: LLMRequest) -> dict[str, Any]:
+    """The keyword arguments of ``client.messages.create`` for ``request`` (the JSON body, SPEC §13)."""
+    system: list[dict[str, Any]] = [{"type": "text", "text": text} for text in request.system]
+    if system:
+        system[-1]["cache_control"] = dict(_CACHE)
+    tool = {
+        "name": SOLUTION_TOOL_NAME,
+        "description": SOLUTION_TOOL_DESCRIPTION,
+        "input_schema": request.solution_schema,
+        "eager_input_streaming": True,
+        "cache_control": dict(_CACHE),
+    }
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": list(request.messages),
+        "tools": [tool],
+        "tool_choice": {"type": "tool", "name": SOLUTION_TOOL_NAME},
+        "stream": True,
+    }
+    if system:
+        params["system"] = system
+    return params
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date); None if absent."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class AnthropicLLM:
+    """The :class:`~agentq.llm.base.LLM` backed by the official ``anthropic`` SDK.
+
+    ``api_key`` and ``base_url`` default to what the SDK reads (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``).
+    ``client`` may be given ready-made (an ``anthropic.Anthropic``); otherwise one is made on first use and
+    shared by the threads of this process.
+    """
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float = 600.0,
+                 max_retries: int = 0, client: Any = None) -> None:
+        self.api_key = api_key
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self._client = client
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._make_client()
+        return self._client
+
+    def _make_client(self) -> Any:
+        try:
+            import anthropic
+        except ImportError as exc:  # pragma: no cover - anthropic is a dependency
+            raise LLMError("the anthropic package is not installed") from exc
+        kwargs: dict[str, Any] = {"timeout": self.timeout_s, "max_retries": self.max_retries}
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key
+        if self.base_url is not None:
+            kwargs["base_url"] = self.base_url
+        try:
+            return anthropic.Anthropic(**kwargs)
+        except Exception as exc:  # the SDK raises on missing credentials and bad settings
+            raise LLMError(f"cannot create the Anthropic client: {exc}") from exc
+
+    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
+        """Stream one answer; ``on_call(index, call)`` runs for each complete ``calls`` element as it arrives."""
+        client = self.client
+        try:
+            stream = client.messages.create(**request_params(request))
+        except Exception as exc:
+            raise map_error(exc) from exc
+        try:
+            return _read(stream, on_call)
+        finally:
+            try:
+                stream.close()
+            except Exception:  # closing a broken connection must not hide the real outcome
+                log.debug("closing the Anthropic stream failed", exc_info=True)
+
+    def close(self) -> None:
+        """Release the HTTP connections of the client made by this provider."""
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:
+                log.debug("closing the Anthropic client failed", exc_info=True)
+
+
+class _StreamState:
+    """What the stream has said so far about the solution block and the usage."""
+
+    def __init__(self, on_call: OnCall | None) -> None:
+        self.reporter = CallReporter(on_call)
+        self.block_index: int | None = None
+        self.tool_use_id = ""
+        self.start_input: Any = None
+        self.stopped = False
+        self.stop_reason: str | None = None
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0}
+
+    def take_usage(self, usage: Any) -> None:
+        for key in self.usage:
+            value = getattr(usage, key, None)
+            if isinstance(value, int):
+                self.usage[key] = value
+
+    def handle(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self.take_usage(getattr(event.message, "usage", None))
+        elif kind == "content_block_start":
+            block = event.content_block
+            if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == SOLUTION_TOOL_NAME \
+                    and self.block_index is None:
+                self.block_index = event.index
+                self.tool_use_id = block.id
+                self.start_input = getattr(block, "input", None)
+        elif kind == "content_block_delta":
+            delta = event.delta
+            if event.index == self.block_index and getattr(delta, "type", None) == "input_json_delta":
+                self.reporter.feed(delta.partial_json or "")
+        elif kind == "message_delta":
+            self.take_usage(getattr(event, "usage", None))
+            self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
+        elif kind == "message_stop":
+            self.stopped = True
+
+
+def _events(stream: Any) -> Iterator[Any]:
+    """The stream's events, with every SDK or transport exception mapped into agentq's errors."""
+    iterator = iter(stream)
+    while True:
+        try:
+            event = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise map_error(exc, mid_stream=True) from exc
+        yield event
+
+
+def _read(stream: Any, on_call: OnCall | None) -> LLMAnswer:
+    state = _StreamState(on_call)
+    for event in _events(stream):
+        state.handle(event)  # on_call's own exceptions propagate unchanged
+    if not state.stopped:
+        raise LLMRetryableError("the Anthropic stream ended before message_stop")
+    if state.block_index is None:
+        raise LLMError(f"the model answered without calling the solution tool (stop_reason {state.stop_reason})")
+    raw = state.reporter.text
+    if not raw and state.start_input:
+        raw = json.dumps(state.start_input, ensure_ascii=False)
+        for index, call in enumerate((state.start_input or {}).get("calls") or ()):
+            if isinstance(call, dict) and on_call is not None:
+                on_call(index, call)
+    try:
+        solution = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        solution = None
+    usage = Usage(requests=1, **state.usage)
+    return LLMAnswer(solution=solution, raw=raw, tool_use_id=state.tool_use_id, usage=usage,
+                     stop_reason=state.stop_reason)
+
+
+def _status_text(exc: Any) -> str:
+    status = getattr(exc, "status_code", None)
+    kind = getattr(exc, "type", None) or "error"
+    message = getattr(exc, "api_message", None) or getattr(exc, "message", None) or str(exc)
+    return f"Anthropic API {status} {kind}: {message}"
+
+
+def map_error(exc: BaseException, *, mid_stream: bool = False) -> LLMError:
+    """agentq's error for an exception raised by the SDK or its HTTP transport."""
+    if isinstance(exc, LLMError):
+        return exc
+    try:
+        import anthropic
+        import httpx2
+    except ImportError:  # pragma: no cover
+        return LLMError(f"Anthropic request failed: {exc!r}")
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        headers = exc.response.headers if exc.response is not None else None
+        retry_after = parse_retry_after(headers)
+        should = headers.get("x-should-retry") if headers is not None else None
+        if status == 200:  # an `error` event inside a 200 stream
+            return LLMRetryableError(f"Anthropic stream error event: {exc.type or 'error'}: "
+                                     f"{exc.api_message or exc.message}", retry_after_s=retry_after, status=status)
+        retryable = status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
+        if should == "true":
+            retryable = True
+        elif should == "false":
+            retryable = False
+        if retryable:
+            return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status)
+        return LLMError(_status_text(exc))
+    if isinstance(exc, anthropic.APITimeoutError):
+        return LLMRetryableError("Anthropic API request timed out")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return LLMRetryableError(f"cannot reach the Anthropic API: {exc.__cause__ or exc}")
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return LLMError(f"the Anthropic API answered something unexpected: {exc}")
+    if isinstance(exc, httpx2.TimeoutException):
+        return LLMRetryableError(f"Anthropic stream timed out: {exc!r}")
+    if isinstance(exc, httpx2.TransportError):
+        return LLMRetryableError(f"Anthropic stream broken: {exc!r}")
+    if isinstance(exc, httpx2.HTTPError | httpx2.StreamError):
+        return LLMRetryableError(f"Anthropic stream failed: {exc!r}")
+    if mid_stream and isinstance(exc, ValueError):  # a malformed server-sent event
+        return LLMRetryableError(f"malformed Anthropic stream: {exc}")
+    if isinstance(exc, anthropic.AnthropicError):
+        return LLMError(f"Anthropic request failed: {exc}")
+    return LLMError(f"Anthropic request failed: {type(exc).__name__}: {exc}")
+
+
+__all__ = ["AnthropicLLM", "map_error", "parse_retry_after", "request_params"]

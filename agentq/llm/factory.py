@@ -1,0 +1,51 @@
+"""Choosing the LLM provider from the settings (SPEC §13)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agentq.errors import ConfigurationError
+from agentq.llm.base import LLM
+
+REPLAY_PREFIX = "replay:"
+
+
+def create_llm(settings: Any) -> LLM | None:
+    """The provider ``settings`` ask for, or ``None`` when there is none (agent ticks, latent calls and
+    modules then fail with ``LLMNotConfigured``).
+
+    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"``; or unset, which means ``anthropic`` when
+    ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps the provider in a
+    recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
+    """
+    choice = (getattr(settings, "llm", None) or "").strip()
+    provider: LLM | None
+    if not choice:
+        provider = _anthropic(settings) if os.environ.get("ANTHROPIC_API_KEY") else None
+    elif choice.lower() == "anthropic":
+        provider = _anthropic(settings)
+    elif choice.startswith(REPLAY_PREFIX):
+        path = choice[len(REPLAY_PREFIX):].strip()
+        if not path:
+            raise ConfigurationError("AGENTQ_LLM=replay:<file> needs a file name after 'replay:'")
+        from agentq.llm.replay import ReplayLLM
+
+        provider = ReplayLLM.from_file(path)
+    else:
+        raise ConfigurationError(f"AGENTQ_LLM={choice!r} is not a provider: use 'anthropic' or 'replay:<file>'")
+    record = getattr(settings, "llm_record", None)
+    if provider is not None and record:
+        from agentq.llm.replay import RecordingLLM
+
+        provider = RecordingLLM(provider, record)
+    return provider
+
+
+def _anthropic(settings: Any) -> LLM:
+    from agentq.llm.anthropic import AnthropicLLM
+
+    return AnthropicLLM(timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)))
+
+
+__all__ = ["create_llm"]

@@ -1,0 +1,349 @@
+"""What each model request says (SPEC §13): system texts, conversation turns, latent-call requests.
+
+Pure: no I/O, no provider. The runtime puts the pieces into an ``agentq.llm.LLMRequest``.
+
+An agent job's conversation grows append-only, so a provider's prompt cache stays valid from tick to tick::
+
+    system   PROTOCOL_INSTRUCTIONS, then the job's system texts          (identical bytes every tick)
+    user     the context as it was at the first request                  (render.py blocks)
+    assistant  tool_use `solution` of tick 0
+    user     tool_result for tick 0: what its calls wrote, which failed   (is_error + problems when the
+             (+ a text block with the data that changed since)             solution was invalid)
+    assistant  tool_use `solution` of tick 1
+    ...
+
+:func:`tick_messages` rebuilds that list from the log and the earlier :class:`Exchange` records; because the
+log is append-only and every turn renders only the part of the log it covers, request *n*'s messages are a
+prefix of request *n+1*'s. Nothing in a turn depends on ids or dates (they differ between runs), and JSON that
+agentq writes itself is rendered with sorted keys.
+
+A latent call gets its own small request (:func:`latent_system`, :func:`latent_messages`,
+:func:`latent_solution_schema`): the scoped context, the call's parameters as an ``input`` block and the
+tool's description, nothing else of the job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.errors import Problem
+from agentq.protocol.expressions import DAGGER
+from agentq.protocol.render import ALL_INSTANCES, data_block, render_blocks, text_block
+from agentq.protocol.values import MISSING
+from agentq.protocol.views import LogIndex, as_index, write_of
+from agentq.protocol.writes import output_alternatives
+
+SOLUTION_TOOL_NAME = "solution"
+SOLUTION_TOOL_DESCRIPTION = (
+    "Your answer. Always answer by calling this tool exactly once; its input must match the schema."
+)
+
+PROTOCOL_INSTRUCTIONS = """\
+You are the planner of agentq, a task queue that executes tool calls for you. Answer every request by \
+calling the `solution` tool exactly once with {"calls": [...], "output": ...}.
+
+Calls
+- Each element of "calls" is one call of a tool described in the solution schema: "_tool" names the tool, \
+the fields without a leading "_" are its parameters, and "_reasoningForCall" says in a sentence why you make \
+the call (the user sees it).
+- Calls start as soon as you finish writing them and run in parallel unless one needs another's result. \
+Write each call completely before starting the next.
+- A parameter whose whole value is a reference such as "†state.user.email" or "†input.city" (the dagger, \
+a kind of data, then a dot-separated path; a number indexes an array) is replaced by that value before the \
+call runs, and the call waits for every call of the same solution that could write it. "A || B" takes the \
+first reference that exists; "A && B" needs all of them and gives the last.
+- "_outputPath" is where a call's result is written, e.g. "†state.weather". "A && B" writes the result to \
+every path. "A || B" declares alternative outcomes: a success goes to the first, and a failure is written to \
+the last as {"error": {"type", "message"}} while the work continues. A call without an output path is \
+fire-and-forget: it runs, but its result is not written anywhere. "_outputMethod" says how the result \
+combines with what is there: set (the default), merge, assign, push (append one item) or concat (append \
+items).
+- "_instance" runs a call for one instance (e.g. one employee among several): it reads that instance's data, \
+falling back to the shared data, and writes its result for that instance. Calls of different instances run \
+in parallel.
+- "_scopes" and "_imports", where a tool lets you choose, list the kinds of context the call may see.
+
+Context
+- The context comes as blocks: "## Text" (instructions and messages), "## Data: ¶kind [instance]" (the current \
+value of that kind of data, with its description and schema; kind "input" is the job's input, "state" the \
+work done so far) and "## Error" (a call that failed).
+- After each solution, a tool_result reports what its calls wrote and which of them failed, followed by the \
+data that changed. When your solution was invalid, the tool_result is an error listing each problem with \
+its JSON pointer: answer again with a corrected solution.
+
+Ending
+- Keep "output" null while work remains. A non-null "output" is the final answer of the job and ends it: \
+give it, matching the output schema, once you have what it needs, usually with no further calls."""
+
+LATENT_INSTRUCTIONS = """\
+You are executing one tool call for agentq. Below come the context the tool may see, the call's parameters \
+(the "## Data: ¶input" block) and the tool's description. Do what the tool describes and answer by calling \
+the `solution` tool exactly once, with the tool's result in "output", matching its schema. When "output" \
+offers alternatives, each with a "path", choose the one that describes the outcome and put the result in \
+its "value"."""
+
+_EMPTY_CONTEXT = "(The context is empty.)"
+
+
+# ------------------------------------------------------------------------------------------------ system
+
+
+def job_system_texts(log_or_index: LogIndex | Sequence[Any]) -> tuple[str, ...]:
+    """The texts of the job's ``system`` text messages, in log order."""
+    index = as_index(log_or_index)
+    return tuple(str(m.get("text", "")) for m in index.text_messages() if m.get("role") == "system")
+
+
+def system_blocks(job_system: Iterable[str] = (), *, purpose: str = "tick") -> tuple[str, ...]:
+    """agentq's instructions (the latent ones for ``purpose="latent"``), then the job's system texts."""
+    instructions = LATENT_INSTRUCTIONS if purpose == "latent" else PROTOCOL_INSTRUCTIONS
+    return (instructions, *(t for t in job_system if t))
+
+
+def latent_system(job_system: Iterable[str] = ()) -> tuple[str, ...]:
+    """The system texts of a latent call's request."""
+    return system_blocks(job_system, purpose="latent")
+
+
+# ------------------------------------------------------------------------------------------- rendering
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _text(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def context_blocks(index: LogIndex, *, kinds: Iterable[str] | None = None, instance: Any = ALL_INSTANCES,
+                   include_text: bool = True, include_errors: bool = True) -> list[str]:
+    """render.py's blocks without the ``system`` text messages (those go in the request's system)."""
+    texts = [text_block(m) for m in index.text_messages() if m.get("role") != "system"] if include_text else []
+    return texts + render_blocks(index, kinds=kinds, instance=instance, include_text=False,
+                                 include_errors=include_errors)
+
+
+def context_turn(log_or_index: LogIndex | Sequence[Any]) -> dict:
+    """The first user turn of an agent job: its whole context rendered (every instance)."""
+    blocks = context_blocks(as_index(log_or_index))
+    return {"role": "user", "content": [_text("\n\n".join(blocks) or _EMPTY_CONTEXT)]}
+
+
+def solution_turn(tool_use_id: str, solution: Any) -> dict:
+    """The assistant turn of an earlier tick: its ``solution`` tool_use (``{}`` when it was not an object)."""
+    tool_input = solution if isinstance(solution, dict) else {}
+    return {"role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_use_id, "name": SOLUTION_TOOL_NAME, "input": tool_input}]}
+
+
+def _call_label(call: Mapping[str, Any] | None, instance: Any) -> str:
+    call = call or {}
+    label = str(call.get("_tool", "?"))
+    inst = instance if instance is not None else call.get("_instance")
+    return label + (f" [{inst}]" if inst is not None else "")
+
+
+def _call_params(call: Mapping[str, Any] | None) -> str:
+    return _dumps({k: v for k, v in (call or {}).items() if not str(k).startswith("_") and k != "id"})
+
+
+def _result_line(message: dict) -> str | None:
+    """One line of a tool_result about a message a call wrote; ``None`` for messages no call wrote."""
+    call = message.get("_call")
+    if message["type"] == "error":
+        data = message.get("data") or {}
+        error = data.get("error") or {}
+        call = data.get("call") or call
+        return (f"- {_call_label(call, message.get('_instance'))} {_call_params(call)} failed: "
+                f"{error.get('type', 'Error')}: {error.get('message', '')}")
+    if call is None:
+        return None
+    label = _call_label(call, message.get("_instance"))
+    if message["type"] == "text":
+        return f"- {label} said: {message.get('text', '')}"
+    _, method, value = write_of(message)
+    where = message.get("_path") or DAGGER + message["kind"]
+    shown = "(nothing)" if value is MISSING else _dumps(value)
+    return f"- {label} wrote {where} ({method}): {shown}"
+
+
+def _problem_line(problem: Problem | Mapping[str, Any]) -> str:
+    if isinstance(problem, Problem):
+        pointer, message = problem.pointer, problem.message
+    else:
+        pointer, message = str(problem.get("pointer", "")), str(problem.get("message", ""))
+    return f"- {pointer or '/'}: {message}"
+
+
+def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: LogIndex, *,
+                problems: Sequence[Problem | Mapping[str, Any]] = ()) -> dict:
+    """The user turn after a tick: a ``tool_result`` for ``tool_use_id`` and the context that changed.
+
+    ``new_messages`` are the log messages appended since that tick's request (canonical form);
+    ``index_after`` is the log up to and including them. With ``problems`` (the solution was invalid) the
+    tool_result is an error (``is_error: true``) listing each problem with its JSON pointer: the corrective
+    turn. A second text block re-renders every data identity ``new_messages`` touched, as it is now, and any
+    new text message that no call wrote.
+    """
+    lines = [line for line in (_result_line(m) for m in new_messages) if line is not None]
+    parts: list[str] = []
+    if problems:
+        parts.append("Your solution is invalid; answer again with a corrected solution. Problems:\n"
+                     + "\n".join(_problem_line(p) for p in problems))
+    if lines:
+        parts.append("Results of the calls:\n" + "\n".join(lines))
+    if not parts:
+        parts.append("Your calls ran; none of them wrote a result.")
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": [_text("\n\n".join(parts))]}
+    if problems:
+        result["is_error"] = True
+    content: list[dict] = [result]
+    changed = _changed_context(new_messages, index_after)
+    if changed:
+        content.append(_text("The context that changed:\n\n" + changed))
+    return {"role": "user", "content": content}
+
+
+def corrective_turn(tool_use_id: str, problems: Sequence[Problem | Mapping[str, Any]],
+                    new_messages: Sequence[dict] = (), index_after: LogIndex | None = None) -> dict:
+    """The user turn that sends an invalid solution back: an error ``tool_result`` with the problems."""
+    return result_turn(tool_use_id, new_messages, index_after or LogIndex(), problems=problems)
+
+
+def _changed_context(new_messages: Sequence[dict], index: LogIndex) -> str:
+    touched = {(m["kind"], m.get("_instance")) for m in new_messages if m["type"] == "data"}
+    blocks = [text_block(m) for m in new_messages
+              if m["type"] == "text" and m.get("_call") is None and m.get("role") != "system"]
+    blocks += [data_block(index, kind, inst) for kind, inst in index.identities() if (kind, inst) in touched]
+    return "\n\n".join(blocks)
+
+
+# ------------------------------------------------------------------------------------------ agent ticks
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One earlier request of a job's conversation and its answer.
+
+    ``log_length`` is how many log messages existed when the request was built; ``problems`` are the
+    validation problems of its solution (sent back in an error tool_result), empty when it was valid.
+    """
+
+    log_length: int
+    tool_use_id: str
+    solution: Any
+    problems: tuple[Problem | Mapping[str, Any], ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return {"log_length": self.log_length, "tool_use_id": self.tool_use_id, "solution": self.solution,
+                "problems": [p.to_dict() if isinstance(p, Problem) else dict(p) for p in self.problems]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Exchange:
+        problems = tuple(Problem(str(p.get("pointer", "")), str(p.get("message", "")))
+                         for p in data.get("problems") or ())
+        return cls(int(data["log_length"]), str(data["tool_use_id"]), data.get("solution"), problems)
+
+
+def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] = ()) -> tuple[dict, ...]:
+    """The messages of an agent job's next request, given its log and its earlier exchanges (oldest first).
+
+    The first turn renders the log as it was at the first request (all of it when there is none yet); each
+    exchange adds its ``solution`` tool_use and a :func:`result_turn` for the log messages appended up to the
+    next exchange's request (or up to now, for the last one).
+    """
+    messages = log.messages if isinstance(log, LogIndex) else list(as_index(log).messages)
+    if not exchanges:
+        return (context_turn(messages),)
+    first = exchanges[0].log_length
+    index = LogIndex(messages[:first])
+    turns = [context_turn(index)]
+    for i, exchange in enumerate(exchanges):
+        end = exchanges[i + 1].log_length if i + 1 < len(exchanges) else len(messages)
+        start = exchange.log_length
+        segment = messages[start:end]
+        index.extend(segment)
+        turns.append(solution_turn(exchange.tool_use_id, exchange.solution))
+        turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems))
+    return tuple(turns)
+
+
+# ---------------------------------------------------------------------------------------- latent calls
+
+
+def _tool_output_schema(tool_schema: Mapping[str, Any]) -> Any:
+    """The tool's ``_output``; a composed tool's nullable wrapper ``{"anyOf": [X, {"type": "null"}]}`` is undone."""
+    output = (tool_schema.get("properties") or {}).get("_output", {})
+    if isinstance(output, Mapping) and list(output) == ["anyOf"]:
+        options = output["anyOf"]
+        if isinstance(options, list) and len(options) == 2 and options[1] == {"type": "null"}:
+            return options[0]
+    return output
+
+
+def latent_solution_schema(tool_schema: Mapping[str, Any], call: Mapping[str, Any]) -> dict:
+    """The solution schema of a latent call (SPEC §13).
+
+    ``{"type": "object", "properties": {"output": <_output>}, "required": ["output"]}``, or, when the call's
+    ``_outputPath`` has ``||`` alternatives, ``output`` is an ``anyOf`` of ``{path: {const: alternative},
+    value: <_output>}`` objects, one per alternative, so the model picks its branch. ``tool_schema`` may be the
+    registered or the composed tool.
+    """
+    output = _tool_output_schema(tool_schema)
+    alternatives = output_alternatives(dict(call))
+    if len(alternatives) > 1:
+        output = {"anyOf": [
+            {"type": "object",
+             "properties": {"path": {"const": " && ".join(str(ref) for ref in group)}, "value": output},
+             "required": ["path", "value"]}
+            for group in alternatives
+        ]}
+    return {"type": "object", "properties": {"output": output}, "required": ["output"]}
+
+
+def call_parameters(call: Mapping[str, Any]) -> dict:
+    """The parameters of a call: its fields without a leading ``_``."""
+    return {k: v for k, v in call.items() if not k.startswith("_")}
+
+
+def latent_messages(log_or_index: LogIndex | Sequence[Any], call: Mapping[str, Any], tool_schema: Mapping[str, Any],
+                    *, scopes: Iterable[str] = ()) -> tuple[dict, ...]:
+    """The one user turn of a latent call's request: the scoped context (instance-aware; the kinds ``text`` and
+    ``error`` select text and error messages), the call's (resolved) parameters as an ``input`` data block,
+    and the tool's name and description."""
+    index = as_index(log_or_index)
+    kinds = list(dict.fromkeys(scopes))
+    blocks = context_blocks(index, kinds=kinds, instance=call.get("_instance"),
+                            include_text="text" in kinds, include_errors="error" in kinds) if kinds else []
+    params = LogIndex([{"type": "data", "kind": "input", "data": call_parameters(call),
+                        "description": "The parameters of this call."}])
+    blocks.append(data_block(params, "input"))
+    name = str(call.get("_tool") or (tool_schema.get("properties") or {}).get("_tool", {}).get("const", "?"))
+    description = str(tool_schema.get("description") or "").strip()
+    blocks.append(f"## Tool: {name}\n{description}" if description else f"## Tool: {name}")
+    return ({"role": "user", "content": [_text("\n\n".join(blocks))]},)
+
+
+__all__ = [
+    "LATENT_INSTRUCTIONS",
+    "PROTOCOL_INSTRUCTIONS",
+    "SOLUTION_TOOL_DESCRIPTION",
+    "SOLUTION_TOOL_NAME",
+    "Exchange",
+    "call_parameters",
+    "context_blocks",
+    "context_turn",
+    "corrective_turn",
+    "job_system_texts",
+    "latent_messages",
+    "latent_solution_schema",
+    "latent_system",
+    "result_turn",
+    "solution_turn",
+    "system_blocks",
+    "tick_messages",
+]

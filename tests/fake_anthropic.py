@@ -1,0 +1,362 @@
+"""A fake Anthropic Messages API: a real HTTP server on 127.0.0.1 that the real `anthropic` SDK talks to.
+
+Tests script the answers, point the SDK at :attr:`FakeAnthropic.base_url` (or set ``ANTHROPIC_BASE_URL``) with
+any API key, and inspect what arrived::
+
+    from tests.fake_anthropic import FakeAnthropic, Answer
+
+    with FakeAnthropic() as fake:
+        fake.script(Answer.solution({"calls": [...], "output": None}, chunk_size=8, delay_s=0.05),
+                    Answer.http_error(429, headers={"retry-after": "3"}))
+        ...                                    # run code that calls the SDK with base_url=fake.base_url
+        body = fake.requests[0].body           # the parsed JSON body
+        fake.exchanges[0].last_chunk_at        # time.monotonic() when the last delta was sent
+
+Fixtures: ``fake_anthropic`` (a started server) and ``anthropic_env`` (the server plus ``ANTHROPIC_BASE_URL``
+and a fake ``ANTHROPIC_API_KEY`` in the environment); import them into a conftest.py to use them.
+
+``POST /v1/messages`` answers from the script queue, oldest first; an item may also be a callable
+``(RecordedRequest) -> Answer`` (to answer by what was asked, e.g. parallel latent calls). When the queue is
+empty, :attr:`FakeAnthropic.responder` answers if set; otherwise the server answers 500 with a message saying
+no answer was scripted, so a test that asks more than it scripted fails loudly. A streaming request (``"stream":
+true``) gets server-sent events exactly like the real API's (message_start, content_block_start tool_use,
+input_json_delta chunks, content_block_stop, message_delta with usage, message_stop); any other request gets a
+plain JSON Message.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "fake_anthropic"]
+
+DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}
+
+
+@dataclass
+class Answer:
+    """One scripted answer. Build with :meth:`solution`, :meth:`raw`, :meth:`http_error` or :meth:`stream_error`.
+
+    ``chunks`` are the ``partial_json`` pieces of the solution tool's input, sent ``delay_s`` apart.
+    ``error_after``: after that many chunks an ``error`` event (``error_type``) is sent and the stream ends.
+    ``drop_after``: after that many chunks the connection is closed without finishing the stream.
+    ``usage``: message_start's usage (``output_tokens`` there is 1, the message_delta carries the total).
+    ``text``: an optional text block the model writes before the tool_use.
+    """
+
+    chunks: list[str] = field(default_factory=list)
+    delay_s: float = 0.0
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    error_after: int | None = None
+    error_type: str = "overloaded_error"
+    drop_after: int | None = None
+    usage: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_USAGE))
+    stop_reason: str = "tool_use"
+    tool_use_id: str | None = None
+    text: str | None = None
+    first_byte_delay_s: float = 0.0
+
+    @classmethod
+    def solution(cls, solution: Any, *, chunk_size: int = 16, **kw: Any) -> Answer:
+        """A solution streamed as compact JSON in pieces of ``chunk_size`` characters."""
+        return cls.raw(json.dumps(solution, ensure_ascii=False, separators=(",", ":")), chunk_size=chunk_size, **kw)
+
+    @classmethod
+    def raw(cls, text: str, *, chunk_size: int = 16, **kw: Any) -> Answer:
+        """Any text as the tool input (e.g. invalid JSON), in pieces of ``chunk_size`` characters."""
+        size = max(1, chunk_size)
+        return cls(chunks=[text[i:i + size] for i in range(0, len(text), size)] or [""], **kw)
+
+    @classmethod
+    def http_error(cls, status: int, *, error_type: str | None = None, message: str | None = None,
+                   headers: dict[str, str] | None = None) -> Answer:
+        """An HTTP error answer with the API's error body ``{"type": "error", "error": {type, message}}``."""
+        error_type = error_type or _ERROR_TYPES.get(status, "api_error")
+        body = {"type": "error", "error": {"type": error_type, "message": message or f"fake {error_type}"}}
+        return cls(status=status, headers=dict(headers or {}), body=body)
+
+    @classmethod
+    def stream_error(cls, solution: Any, *, after: int = 1, error_type: str = "overloaded_error", **kw: Any) -> Answer:
+        """A stream that starts the solution and then sends an ``error`` event after ``after`` chunks."""
+        answer = cls.solution(solution, **kw)
+        answer.error_after, answer.error_type = after, error_type
+        return answer
+
+    @property
+    def text_of_solution(self) -> str:
+        return "".join(self.chunks)
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+                529: "overloaded_error"}
+
+
+@dataclass
+class RecordedRequest:
+    """A request as it arrived: lower-cased headers, the parsed JSON body, and when (time.monotonic())."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+    received_at: float
+
+
+@dataclass
+class Exchange:
+    """A request, the answer given, and when each chunk went out (time.monotonic())."""
+
+    request: RecordedRequest
+    answer: Answer | None
+    chunk_times: list[float] = field(default_factory=list)
+    finished_at: float | None = None
+
+    @property
+    def last_chunk_at(self) -> float | None:
+        return self.chunk_times[-1] if self.chunk_times else None
+
+
+class FakeAnthropic:
+    """The fake server. ``start()``/``stop()`` or use it as a context manager."""
+
+    def __init__(self, *, host: str = "127.0.0.1", model: str = "claude-fake") -> None:
+        self.host = host
+        self.model = model
+        self.responder: Callable[[RecordedRequest], Answer] | None = None
+        self.exchanges: list[Exchange] = []
+        self._script: queue.SimpleQueue[Answer | Callable[[RecordedRequest], Answer]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._counter = 0
+
+    # -------------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> FakeAnthropic:
+        server = ThreadingHTTPServer((self.host, 0), _handler_for(self))
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="fake-anthropic", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "the fake server is not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # -------------------------------------------------------------------------------- scripting
+
+    def script(self, *answers: Answer | Callable[[RecordedRequest], Answer]) -> FakeAnthropic:
+        """Queue answers (or callables making them), given in order to the next requests."""
+        for answer in answers:
+            self._script.put(answer)
+        return self
+
+    def answer_solution(self, solution: Any, **kw: Any) -> FakeAnthropic:
+        """Shorthand for ``script(Answer.solution(solution, **kw))``."""
+        return self.script(Answer.solution(solution, **kw))
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [e.request for e in self.exchanges]
+
+    @property
+    def pending(self) -> int:
+        """How many scripted answers were not used yet."""
+        return self._script.qsize()
+
+    def _next_answer(self, request: RecordedRequest) -> Answer | None:
+        try:
+            item = self._script.get_nowait()
+        except queue.Empty:
+            item = self.responder  # type: ignore[assignment]
+            if item is None:
+                return None
+        return item(request) if callable(item) else item
+
+    def _record(self, request: RecordedRequest, answer: Answer | None) -> Exchange:
+        exchange = Exchange(request, answer)
+        with self._lock:
+            self.exchanges.append(exchange)
+            self._counter += 1
+        return exchange
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}_fake{self._counter:04d}"
+
+
+def _sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep the test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            request = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw,
+                                      time.monotonic())
+            if self.path.split("?")[0] != "/v1/messages":
+                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                return
+            answer = fake._next_answer(request)
+            exchange = fake._record(request, answer)
+            if answer is None:
+                self._json(500, {"type": "error", "error": {
+                    "type": "api_error", "message": "fake Anthropic server: no answer was scripted for this request"}})
+            elif answer.status != 200:
+                self._json(answer.status, answer.body, answer.headers)
+            elif isinstance(body, dict) and body.get("stream"):
+                self._stream(answer, body, exchange)
+            else:
+                self._message(answer, body if isinstance(body, dict) else {}, exchange)
+            exchange.finished_at = time.monotonic()
+
+        def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", fake._next_id("req"))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _message(self, answer: Answer, body: dict, exchange: Exchange) -> None:
+            text = answer.text_of_solution
+            try:
+                tool_input = json.loads(text)
+            except ValueError:
+                tool_input = {}
+            content: list[dict] = [{"type": "text", "text": answer.text}] if answer.text else []
+            content.append({"type": "tool_use", "id": answer.tool_use_id or fake._next_id("toolu"),
+                            "name": "solution", "input": tool_input})
+            exchange.chunk_times.append(time.monotonic())
+            self._json(200, {"id": fake._next_id("msg"), "type": "message", "role": "assistant",
+                             "model": body.get("model", fake.model), "content": content,
+                             "stop_reason": answer.stop_reason, "stop_sequence": None, "usage": answer.usage})
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _stream(self, answer: Answer, body: dict, exchange: Exchange) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("request-id", fake._next_id("req"))
+            for key, value in answer.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if answer.first_byte_delay_s:
+                time.sleep(answer.first_byte_delay_s)
+            start_usage = {**answer.usage, "output_tokens": 1}
+            self._chunk(_sse("message_start", {"type": "message_start", "message": {
+                "id": fake._next_id("msg"), "type": "message", "role": "assistant",
+                "model": body.get("model", fake.model), "content": [], "stop_reason": None,
+                "stop_sequence": None, "usage": start_usage}}))
+            index = 0
+            if answer.text:
+                self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                                         "content_block": {"type": "text", "text": ""}}))
+                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                         "delta": {"type": "text_delta", "text": answer.text}}))
+                self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+                index = 1
+            self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": answer.tool_use_id or fake._next_id("toolu"), "name": "solution",
+                "input": {}}}))
+            self._chunk(_sse("ping", {"type": "ping"}))
+            for sent, piece in enumerate(answer.chunks):
+                if answer.drop_after is not None and sent >= answer.drop_after:
+                    self.close_connection = True
+                    self.wfile.flush()
+                    self.connection.shutdown(2)
+                    return
+                if answer.error_after is not None and sent >= answer.error_after:
+                    self._error_event(answer)
+                    return
+                if sent and answer.delay_s:
+                    time.sleep(answer.delay_s)
+                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
+                exchange.chunk_times.append(time.monotonic())
+            if answer.error_after is not None:
+                self._error_event(answer)
+                return
+            self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+            self._chunk(_sse("message_delta", {"type": "message_delta",
+                                               "delta": {"stop_reason": answer.stop_reason, "stop_sequence": None},
+                                               "usage": {"output_tokens": answer.usage.get("output_tokens", 0)}}))
+            self._chunk(_sse("message_stop", {"type": "message_stop"}))
+            self._chunk(b"")
+
+        def _error_event(self, answer: Answer) -> None:
+            self._chunk(_sse("error", {"type": "error", "error": {"type": answer.error_type,
+                                                                  "message": f"fake {answer.error_type}"}}))
+            self._chunk(b"")
+
+    return Handler
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A started :class:`FakeAnthropic`, stopped after the test."""
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def anthropic_env(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> FakeAnthropic:
+    """The fake server, with ``ANTHROPIC_BASE_URL`` pointing at it and a fake ``ANTHROPIC_API_KEY`` set."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    return fake_anthropic
