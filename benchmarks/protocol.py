@@ -1,7 +1,10 @@
-"""Protocol-layer measurements: composition, call validation, reference resolution.
+"""Protocol-layer measurements: composition, call validation, reference resolution, and how planning,
+folding and scoped contexts scale with the size of a job (issue 11).
 
 Run: ``python benchmarks/protocol.py`` (from the repository root; pure Python, no Redis). Prints one table
-with each number next to its target where there is one. Not a test: numbers depend on the machine.
+with each number next to its target where there is one, then the scaling table (500 / 2,000 / 10,000 calls
+and the 10,000 ÷ 1,000 ratio: about 10 means linear, about 100 quadratic). ``--scaling`` prints only the
+scaling table. Not a test: numbers depend on the machine.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentq.protocol.compose import clear_cache, compose, solution_bytes  # noqa: E402
-from agentq.protocol.tools import ToolRegistry  # noqa: E402
-from agentq.protocol.validation import call_errors, validate_call  # noqa: E402
-from agentq.protocol.views import LogIndex, resolve  # noqa: E402
+from agentq.protocol.compose import clear_cache, compose, solution_bytes
+from agentq.protocol.jobs import plan_job
+from agentq.protocol.scopes import ScopedContext
+from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.validation import call_errors, validate_call
+from agentq.protocol.views import LogIndex, resolve
 
 N_TOOLS = 1_000
 N_CALLS = 5_000
@@ -236,17 +241,108 @@ def bench_resolution() -> None:
     row("append 1 message + resolve (incremental fold)", ms(append_and_resolve.elapsed))  # type: ignore[attr-defined]
 
 
+# ----------------------------------------------------------------------------------------- scaling
+
+SIZES = (500, 1_000, 2_000, 10_000)
+SHOWN = (500, 2_000, 10_000)
+STEP_TOOLS = {"step": {"type": "object", "description": "One step.", "properties": {
+    "_tool": {"type": "string", "const": "step"}, "x": {}, "_output": {}}}}
+scaling: list[tuple[str, dict[int, float]]] = []
+
+
+def _chain(n: int) -> dict:
+    calls = [{"_tool": "step", "x": "†input.seed", "_outputPath": "†state.s0"}]
+    calls += [{"_tool": "step", "x": f"†state.s{i - 1}", "_outputPath": f"†state.s{i}"} for i in range(1, n)]
+    return {"context": [{"type": "input", "data": {"seed": 1}}], "calls": calls}
+
+
+def _fan_out(n: int) -> dict:
+    """One writer, n - 1 readers of (a part of) what it writes."""
+    calls = [{"_tool": "step", "x": "†input.seed", "_outputPath": "†state.root"}]
+    calls += [{"_tool": "step", "x": f"†state.root.r{i}", "_outputPath": f"†out.o{i}"} for i in range(1, n)]
+    return {"context": [{"type": "input", "data": {"seed": 1}}], "calls": calls}
+
+
+def _fan_in(n: int) -> dict:
+    """n - 1 writers under a common prefix and one reader of that prefix."""
+    calls = [{"_tool": "step", "x": "†input.seed", "_outputPath": f"†state.all.w{i}"} for i in range(n - 1)]
+    calls.append({"_tool": "step", "x": "†state.all", "_outputPath": "†out.total"})
+    return {"context": [{"type": "input", "data": {"seed": 1}}], "calls": calls}
+
+
+def _writes(n: int) -> list[dict]:
+    return [{"type": "data", "kind": "state", "data": {f"s{i}": {"value": i}}, "_path": f"†state.s{i}",
+             "_outputMethod": "set", "_call": {"id": f"call_{i}"}} for i in range(n)]
+
+
+def scale(name: str, measure: Callable[[int], float]) -> None:
+    scaling.append((name, {n: measure(n) for n in SIZES}))
+
+
+def bench_scaling() -> None:
+    for label, make in (("plan_job: chain of N calls", _chain), ("plan_job: fan-out, 1 writer N readers", _fan_out),
+                        ("plan_job: fan-in, N writers 1 prefix reader", _fan_in)):
+        def planning(n: int, make: Callable[[int], dict] = make) -> float:
+            job = make(n)
+            return median_time(lambda: plan_job(job, tools=STEP_TOOLS), repeat=3 if n < 10_000 else 1)
+        scale(label, planning)
+
+    def fold_all(n: int) -> float:  # what finalize does: index the whole log, read the state view once
+        log = _writes(n)
+        return median_time(lambda: LogIndex(log).view("state"), repeat=5)
+    scale("fold N writes, one view at the end (finalize)", fold_all)
+
+    def fold_interleaved(n: int) -> float:  # what a worker's cached index does: a write, then a read
+        log = _writes(n)
+
+        def run() -> None:
+            index = LogIndex()
+            for i, message in enumerate(log):
+                index.append(message)
+                resolve(index, f"†state.s{i}.value")
+        return median_time(run, repeat=3)
+    scale("append + resolve, N times (runtime)", fold_interleaved)
+
+    def context_no_scopes(n: int) -> float:  # per call, over an N-message log
+        index = LogIndex(_writes(n))
+        index.view("state")
+        return median_time(lambda: ScopedContext.build(index, [], None), repeat=5, number=200)
+    scale("ScopedContext.build, no scopes, per call", context_no_scopes)
+
+    def context_small_scope(n: int) -> float:  # per call: 3 `input` messages in an N-message log
+        log = [{"type": "input", "data": {"k": i}} for i in range(3)] + _writes(n)
+        index = LogIndex(log)
+        return median_time(lambda: ScopedContext.build(index, ["input"], None), repeat=5, number=200)
+    scale("ScopedContext.build, scope of 3 msgs, per call", context_small_scope)
+
+
+def print_scaling() -> None:
+    width = max(len(name) for name, _ in scaling)
+    header = "".join(f"{n:>13,}" for n in SHOWN)
+    print(f"\n{'scaling (time)':<{width}}{header}  10k/1k")
+    print(f"{'-' * width}{'-' * 13 * len(SHOWN)}  ------")
+    for name, times in scaling:
+        cells = "".join(f"{ms(times[n]):>13}" for n in SHOWN)
+        print(f"{name:<{width}}{cells}  {times[10_000] / times[1_000]:6.1f}")
+
+
 def main() -> None:
     print(f"agentq protocol benchmarks (Python {sys.version.split()[0]})\n")
+    if "--scaling" in sys.argv[1:]:
+        bench_scaling()
+        print_scaling()
+        return
     _, solution = bench_composition()
     bench_validation(solution)
     bench_resolution()
+    bench_scaling()
     width = max(len(r[0]) for r in rows)
     vwidth = max(len(r[1]) for r in rows)
     print(f"{'measurement':<{width}}  {'result':>{vwidth}}  target")
     print(f"{'-' * width}  {'-' * vwidth}  ------")
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>{vwidth}}  {target}")
+    print_scaling()
 
 
 if __name__ == "__main__":

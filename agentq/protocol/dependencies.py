@@ -4,16 +4,20 @@ A Call is blocked while a path it references could still be written by an unfini
 whose output path covers that path, a prefix or an extension of it, and whose writes the reader can see (a
 global writer, or one of the reader's own instance). Once nothing can write them anymore its references are
 evaluated; an unresolvable one makes the Call *broken* (a structural error).
+
+Cost: writers are indexed in a trie of their paths per `(kind, instance)` (`WriterIndex`), so finding the
+writers of one read walks the read's path and lists the matches: planning is linear in the job's size plus
+the number of dependencies found, never one comparison per (read, writer) pair.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from agentq.errors import Problem, ReferenceSyntaxError
-from agentq.protocol.expressions import Expression, Ref, find_references, parse_expression, paths_overlap
+from agentq.protocol.expressions import Expression, Ref, find_references, parse_expression
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex, as_index, resolve
 from agentq.protocol.writes import written_paths
@@ -69,17 +73,70 @@ def _visible(writer: CallNode, reader: CallNode) -> bool:
     return writer.instance is None or writer.instance == reader.instance
 
 
+class _Trie:
+    """Writers by path: `here` end exactly at this node, `below` at this node or deeper."""
+
+    __slots__ = ("below", "children", "here")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Trie] = {}
+        self.here: list[CallNode] = []
+        self.below: list[CallNode] = []
+
+
+class WriterIndex:
+    """The calls' output paths in one trie per `(kind, instance)`, answering "which calls may write what this
+    read reads" (`expressions.paths_overlap`: same kind, one path a prefix of the other) for the writers the
+    reader can see (global ones and those of its own instance).
+
+    Building costs O(total length of the output paths); `overlapping` costs O(length of the read's path +
+    writers listed). `steps` counts trie nodes visited and writers listed, for tests of that cost.
+    """
+
+    def __init__(self, nodes: Sequence[CallNode]):
+        self.steps = 0
+        self._tries: dict[tuple[str, str | None], _Trie] = {}
+        for node in nodes:
+            for ref in node.writes:
+                trie = self._tries.get((ref.kind, node.instance))
+                if trie is None:
+                    trie = self._tries[(ref.kind, node.instance)] = _Trie()
+                trie.below.append(node)
+                for segment in ref.path:
+                    child = trie.children.get(segment)
+                    if child is None:
+                        child = trie.children[segment] = _Trie()
+                    trie = child
+                    trie.below.append(node)
+                trie.here.append(node)
+
+    def overlapping(self, read: Ref, reader: CallNode) -> Iterator[CallNode]:
+        """The writers visible to `reader` of a path overlapping `read`, the reader itself included; lazily,
+        a writer once per overlapping path it writes."""
+        for owner in (None,) if reader.instance is None else (None, reader.instance):
+            trie = self._tries.get((read.kind, owner))
+            self.steps += 1
+            for segment in read.path:
+                if trie is None:
+                    break
+                self.steps += len(trie.here)
+                yield from trie.here  # writes a prefix of the read
+                trie = trie.children.get(segment)
+                self.steps += 1
+            else:
+                if trie is not None:
+                    self.steps += len(trie.below)
+                    yield from trie.below  # writes the read's path or an extension of it
+
+
 def build_graph(nodes: Sequence[CallNode]) -> dict[str, set[str]]:
     """For each call id, the ids of the calls it depends on (whose writes overlap its reads and are visible)."""
-    writers: dict[str, list[tuple[CallNode, Ref]]] = defaultdict(list)
-    for node in nodes:
-        for ref in node.writes:
-            writers[ref.kind].append((node, ref))
+    writers = WriterIndex(nodes)
     graph: dict[str, set[str]] = {node.id: set() for node in nodes}
     for node in nodes:
+        depends = graph[node.id]
         for read in node.reads:
-            graph[node.id].update(writer.id for writer, ref in writers[read.kind]
-                                  if writer.id != node.id and _visible(writer, node) and paths_overlap(ref, read))
+            depends.update(writer.id for writer in writers.overlapping(read, node) if writer.id != node.id)
     return graph
 
 
@@ -116,11 +173,13 @@ def analyze(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode], statuses
     index = as_index(index)
     graph = build_graph(nodes)
     status = {node.id: statuses.get(node.id, "pending") for node in nodes}
+    position = {node.id: i for i, node in reversed(list(enumerate(nodes)))}  # the first of a repeated id
     analysis = Analysis()
     for node in nodes:
         if status[node.id] != "pending":
             continue
-        waiting = [other.id for other in nodes if other.id in graph[node.id] and status[other.id] in UNFINISHED]
+        waiting = [other for other in sorted(graph[node.id], key=position.__getitem__)
+                   if status[other] in UNFINISHED]
         if waiting:
             analysis.blocked[node.id] = waiting
             continue
@@ -139,11 +198,11 @@ def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNod
     reference neither present in the initial context (instance-aware) nor written by another visible call.
     Pointers are `/calls/<i>/<param path>`."""
     index = as_index(index)
+    writers = WriterIndex(nodes)
 
     def possible(ref: Ref, reader: CallNode) -> bool:
         return index.lookup(ref, reader.instance) is not MISSING or any(
-            writer.id != reader.id and _visible(writer, reader) and paths_overlap(written, ref)
-            for writer in nodes for written in writer.writes)
+            writer.id != reader.id for writer in writers.overlapping(ref, reader))
 
     problems = []
     for i, node in enumerate(nodes):

@@ -14,9 +14,10 @@ literal. The same grammar serves output paths, where `&&` means fan-out and `||`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator, NoReturn
+from typing import Any, NoReturn
 
 from agentq.errors import ReferenceSyntaxError
 from agentq.protocol.values import pointer_join
@@ -104,7 +105,7 @@ def parse_ref(text: str) -> Ref:
     return expression.refs[0]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=32768)  # planning parses each text of a job several times; jobs have up to 10,000 calls
 def _parse(text: str) -> Expression:
     return _Parser(text).expression()
 

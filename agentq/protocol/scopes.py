@@ -8,7 +8,8 @@ messages; any other name selects the data messages of that kind.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from agentq.errors import ConfigurationError, Problem, ScopeError, ToolSchemaError
 from agentq.protocol.views import LogIndex, as_index
@@ -55,14 +56,11 @@ def scoped_messages(
     index_or_log: LogIndex | Sequence[Any], kinds: Iterable[str], instance: str | None = None
 ) -> list[dict]:
     """The messages of `kinds` visible to `instance` (global ones plus its own, never another instance's),
-    in log order."""
-    kinds = set(kinds)
-    selected = []
-    for message in as_index(index_or_log).messages:
-        kind = message["kind"] if message["type"] == "data" else message["type"]
-        if kind in kinds and message.get("_instance") in (None, instance):
-            selected.append(message)
-    return selected
+    in log order. Over an index this costs O(result), not O(log) (`LogIndex.scoped`)."""
+    kinds = tuple(kinds)
+    if not kinds:
+        return []
+    return as_index(index_or_log).scoped(kinds, instance)
 
 
 class ScopedContext:
@@ -85,10 +83,14 @@ class ScopedContext:
     @classmethod
     def build(cls, index_or_log: LogIndex | Sequence[Any], kinds: Iterable[str], instance: str | None = None,
               emit: Callable[[Any], Any] | None = None) -> ScopedContext:
-        """The context for `kinds` and `instance`, with copies of the messages (the activity may mutate them)."""
+        """The context for `kinds` and `instance`, with copies of the messages (the activity may mutate them).
+
+        Over an index this costs O(1) with no kinds and O(scoped messages) otherwise, whatever the log's size;
+        each view in scope is copied once, on first access.
+        """
         index = as_index(index_or_log)
         kinds = tuple(kinds)
-        messages = copy.deepcopy(scoped_messages(index, kinds, instance))
+        messages = copy.deepcopy(index.scoped(kinds, instance)) if kinds else []
         return cls(messages, index, emit, kinds=kinds, instance=instance)
 
     def __getitem__(self, kind: str) -> Any:

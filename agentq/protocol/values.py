@@ -1,13 +1,17 @@
 """JSON values: the `MISSING` sentinel, paths, copy-on-write writes and the five output methods (SPEC §5).
 
 Every function here treats its inputs as immutable: a write returns a new root that shares every untouched
-subtree with the old one, so a value handed out earlier never changes later.
+subtree with the old one, so a value handed out earlier never changes later. `Fold` is the one exception, a
+value built by successive writes *in place* (for a log's views): it mutates only containers it created itself
+and never handed out, so it gives the same guarantee at a cost linear in the writes rather than in the value.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
+from typing import Any
 
 from agentq.errors import UnknownMethodError, WriteError
 
@@ -96,9 +100,9 @@ def set_in(value: Any, path: Sequence[str], new: Any) -> Any:
         else:
             copy[index] = set_in(copy[index], rest, new)
         return copy
-    copy = dict(value) if isinstance(value, dict) else {}
-    copy[head] = set_in(copy.get(head, MISSING), rest, new)
-    return copy
+    mapping = dict(value) if isinstance(value, dict) else {}
+    mapping[head] = set_in(mapping.get(head, MISSING), rest, new)
+    return mapping
 
 
 def deep_merge(a: Any, b: Any) -> Any:
@@ -149,6 +153,166 @@ def apply_write(current: Any, path: Sequence[str], method: str, value: Any, *, w
             raise WriteError(f"cannot {method} onto {where}: it holds {_json_type(old)}, not an array")
         new = (old or []) + items
     return set_in(current, path, new)
+
+
+def check_apply(current: Any, path: Sequence[str], method: str, value: Any, *, where: str | None = None) -> None:
+    """Raise what `apply_write(current, path, method, value)` would raise, without building anything."""
+    check_method(method)
+    if method in ("push", "concat"):
+        where = where or format_path(path)
+        if method == "concat" and not isinstance(value, list):
+            raise WriteError(f"concat at {where} needs an array value, got {_json_type(value)}")
+        old = get_in(current, path)
+        if old is not MISSING and not isinstance(old, list):
+            raise WriteError(f"cannot {method} onto {where}: it holds {_json_type(old)}, not an array")
+    for segment in path:  # set_in's one failure: an array index past the end
+        if isinstance(current, list) and is_index(segment):
+            if int(segment) > len(current):
+                raise WriteError(f"cannot write at index {int(segment)} of an array of length {len(current)}")
+            current = current[int(segment)] if int(segment) < len(current) else MISSING
+        else:
+            current = current.get(segment, MISSING) if isinstance(current, dict) else MISSING
+
+
+class Fold:
+    """A value built by successive writes (`apply_write` semantics), applied in place where that is safe.
+
+    The fold *owns* the containers it created (copies and new objects) and has not handed out; it mutates
+    those in place. Any other container (a message's data, or anything `share` returned) is copied on the
+    first write that goes through it, and the copy is owned. Owned containers form the top of the tree (an
+    owned container's parent is owned), each is in exactly one place, and a value handed out by `share` is
+    never mutated afterwards. So N writes cost O(N * path length) plus one copy per container shared since
+    the last write through it, instead of one copy of the whole path's containers per write.
+
+    `copied` counts the items (keys or elements) copied so far, for tests of that cost. Not thread-safe:
+    the owner serializes `write`, `peek` and `share`.
+    """
+
+    __slots__ = ("_owned", "copied", "value")
+
+    def __init__(self, value: Any = MISSING):
+        self.value = value
+        self.copied = 0
+        self._owned: dict[int, Any] = {}  # id → container; holding them keeps the ids unique
+
+    def peek(self, path: Sequence[str] = ()) -> Any:
+        """The value at `path` for immediate reading only: it may change with the next write."""
+        return get_in(self.value, path)
+
+    def share(self, path: Sequence[str] = ()) -> Any:
+        """The value at `path`, handed out: from now on no write mutates it (writes copy it instead)."""
+        if not path:
+            self._owned.clear()
+            return self.value
+        value = get_in(self.value, path)
+        self._disown(value)
+        return value
+
+    def write(self, path: Sequence[str], method: str, value: Any, *, where: str | None = None) -> None:
+        """Apply one write; on `WriteError` / `UnknownMethodError` nothing changed."""
+        check_apply(self.value, path, method, value, where=where)
+        if not path:
+            self.value = self._combine(self.value, method, value)
+            return
+        container = self.value = self._writable(self.value, path[0])
+        for segment, following in pairwise(path):
+            child = self._child(container, segment)
+            writable = self._writable(child, following)
+            if writable is not child:
+                self._put(container, segment, writable)
+            container = writable
+        last = path[-1]
+        old = self._child(container, last)
+        new = self._combine(old, method, value)
+        if new is not old:
+            self._put(container, last, new)
+
+    def _combine(self, old: Any, method: str, value: Any) -> Any:
+        """`old` after the write (in place when `old` is owned); the caller checked the write applies."""
+        if method == "set":
+            self._disown(old)
+            return value
+        if method == "merge":
+            return self._merge(old, value)
+        if method == "assign":
+            if not (isinstance(old, dict) and isinstance(value, dict)):
+                self._disown(old)
+                return value
+            old = self._own(old)
+            for key, item in value.items():
+                self._disown(old.get(key))
+                old[key] = item
+            return old
+        items = [value] if method == "push" else value
+        old = self._new([]) if old is MISSING else self._own(old)
+        old.extend(items)
+        return old
+
+    def _merge(self, old: Any, value: Any) -> Any:
+        if not (isinstance(old, dict) and isinstance(value, dict)):
+            self._disown(old)
+            return value
+        old = self._own(old)
+        for key, item in value.items():
+            if key in old:
+                current = old[key]
+                merged = self._merge(current, item)
+                if merged is not current:
+                    old[key] = merged
+            else:
+                old[key] = item
+        return old
+
+    def _child(self, container: Any, segment: str) -> Any:
+        if isinstance(container, list):
+            index = int(segment)
+            return container[index] if index < len(container) else MISSING
+        return container.get(segment, MISSING)
+
+    def _put(self, container: Any, segment: str, value: Any) -> None:
+        if isinstance(container, list):
+            index = int(segment)
+            if index == len(container):
+                container.append(value)
+                return
+            self._disown(container[index])
+            container[index] = value
+        else:
+            self._disown(container.get(segment))
+            container[segment] = value
+
+    def _writable(self, value: Any, segment: str) -> Any:
+        """An owned container that can take `segment` (like `set_in`: else a new object replaces `value`)."""
+        if isinstance(value, dict) or (isinstance(value, list) and is_index(segment)):
+            return self._own(value)
+        self._disown(value)
+        return self._new({})
+
+    def _own(self, container: Any) -> Any:
+        """`container` if owned, else an owned shallow copy of it."""
+        if id(container) in self._owned:
+            return container
+        self.copied += len(container)
+        return self._new(list(container) if isinstance(container, list) else dict(container))
+
+    def _new(self, container: Any) -> Any:
+        self._owned[id(container)] = container
+        return container
+
+    def _disown(self, value: Any) -> None:
+        """Forget `value` and every owned container under it (they are shared or dropped from now on)."""
+        owned = self._owned
+        if not owned or id(value) not in owned:
+            return
+        stack = [value]
+        while stack:
+            container = stack.pop()
+            del owned[id(container)]
+            stack.extend(child for child in _children(container) if id(child) in owned)
+
+
+def _children(container: Any) -> Iterator[Any]:
+    return iter(container.values() if isinstance(container, dict) else container)
 
 
 def _json_type(value: Any) -> str:

@@ -2,19 +2,27 @@
 
 `LogIndex` groups data messages by identity `(kind, instance)` (instance `None` = global) and keeps, per
 identity, the fold of its writes oldest to newest, extended incrementally as newer writes arrive. An
-instance's view is the global view deep-merged with the fold of the instance's own writes. Views and resolved
-values share structure with the log: treat them as read-only (the index itself never mutates them).
+instance's view is the global view deep-merged with the fold of the instance's own writes.
+
+Cost: each identity's fold is a `Fold`, built in place, so folding N writes costs O(N) (not one copy of the
+whole value per write), and `lookup` walks only the path it reads. Views and resolved values share structure
+with the log and the index: treat them as read-only. The index never mutates a value once it has handed it
+out (a later write copies what it must), so a view or a resolved value never changes afterwards.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Sequence
+import heapq
+import threading
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any
 
 from agentq.errors import ReferenceSyntaxError, WriteError
 from agentq.protocol.expressions import Expression, Ref, is_reference, parse_expression, parse_ref
 from agentq.protocol.messages import looks_canonical, normalize_message
-from agentq.protocol.values import MISSING, apply_write, deep_merge, get_in, pointer_join
+from agentq.protocol.values import MISSING, Fold, apply_write, deep_merge, get_in, pointer_join
 
 Identity = tuple[str, "str | None"]
 
@@ -33,29 +41,33 @@ def write_of(message: dict) -> tuple[tuple[str, ...], str, Any]:
 
 def fold_write(current: Any, message: dict) -> Any:
     """`current` after one data message's write; a write that cannot apply (e.g. a push onto a non-array) is
-    skipped, since the runtime reports it as the writing call's error."""
+    skipped, since the runtime reports it as the writing call's error.
+
+    A plain value is never mutated (the result is a copy-on-write new root). A `Fold` (an index's own fold)
+    takes the write in place and is returned itself.
+    """
     path, method, value = write_of(message)
     if value is MISSING:
         return current
     try:
+        if isinstance(current, Fold):
+            current.write(path, method, value)
+            return current
         return apply_write(current, path, method, value)
     except WriteError:
         return current
 
 
 class _Identity:
-    """The writes of one identity and their fold, folded lazily up to the newest write.
+    """The writes of one identity and their fold, folded lazily up to the newest write (under the index's
+    lock: the fold is mutated in place)."""
 
-    Several threads may read one index (the runtime shares a job's index between the calls a process runs),
-    so the fold is kept as one `(count, value)` pair that is read and replaced whole: a reader folds the
-    writes after its snapshot into its own copy-on-write value, never into another reader's half-done one.
-    """
-
-    __slots__ = ("writes", "folded", "description", "schema")
+    __slots__ = ("count", "description", "schema", "value", "writes")
 
     def __init__(self) -> None:
         self.writes: list[dict] = []
-        self.folded: tuple[int, Any] = (0, MISSING)  # (number of writes folded, their fold)
+        self.count = 0  # number of writes folded into `value`
+        self.value = Fold()
         self.description: Any = None
         self.schema: Any = None
 
@@ -64,39 +76,50 @@ class _Identity:
         self.description = message.get("description", self.description)
         self.schema = message.get("schema", self.schema)
 
-    def fold(self) -> Any:
-        count, value = self.folded
+    def folded(self) -> Fold:
         end = len(self.writes)
-        if count < end:
-            for message in self.writes[count:end]:
+        if self.count < end:
+            value: Any = self.value
+            for message in self.writes[self.count:end]:
                 value = fold_write(value, message)
-            if end > self.folded[0]:
-                self.folded = (end, value)
-        return value
+            self.count = end
+        return self.value
 
 
 class LogIndex:
-    """An append-only context log indexed by identity, with cached, incrementally folded views."""
+    """An append-only context log indexed by identity, with cached, incrementally folded views.
+
+    Several threads may share one index (the runtime shares a job's index between the calls a process runs):
+    appends, folds and lookups are serialized by the index's lock.
+    """
 
     def __init__(self, messages: Iterable[Any] = ()):
+        self._lock = threading.RLock()
         self._messages: list[dict] = []
         self._texts: list[dict] = []
         self._errors: list[dict] = []
         self._identities: dict[Identity, _Identity] = {}
         self._instance_views: dict[Identity, tuple[tuple[int, int], Any]] = {}
+        # (kind, instance) → [(log position, message)], where the kind of a text or error message is its type
+        self._scoped: dict[Identity, list[tuple[int, dict]]] = {}
         self.extend(messages)
 
     def append(self, message: Any) -> dict:
         """Append one message (normalized unless it already looks canonical); returns the stored form."""
-        if not looks_canonical(message):
-            message = normalize_message(message, f"/{len(self._messages)}")
-        self._messages.append(message)
-        if message["type"] == "data":
-            key = (message["kind"], message.get("_instance"))
-            self._identities.setdefault(key, _Identity()).add(message)
-        else:
-            (self._texts if message["type"] == "text" else self._errors).append(message)
-        return message
+        with self._lock:
+            if not looks_canonical(message):
+                message = normalize_message(message, f"/{len(self._messages)}")
+            position = len(self._messages)
+            self._messages.append(message)
+            instance = message.get("_instance")
+            if message["type"] == "data":
+                kind = message["kind"]
+                self._identities.setdefault((kind, instance), _Identity()).add(message)
+            else:
+                kind = message["type"]
+                (self._texts if kind == "text" else self._errors).append(message)
+            self._scoped.setdefault((kind, instance), []).append((position, message))
+            return message
 
     def extend(self, messages: Iterable[Any]) -> None:
         for message in messages:
@@ -120,27 +143,51 @@ class LogIndex:
 
     def fold(self, kind: str, instance: str | None = None) -> Any:
         """The fold of exactly that identity's writes, without the global fallback (`MISSING` if none)."""
-        identity = self._identities.get((kind, instance))
-        return identity.fold() if identity else MISSING
+        with self._lock:
+            identity = self._identities.get((kind, instance))
+            return identity.folded().share() if identity else MISSING
 
     def view(self, kind: str, instance: str | None = None) -> Any:
         """The view of `kind` for `instance` (global when `None`), or `MISSING` when nothing was written."""
-        own = self._identities.get((kind, instance)) if instance is not None else None
-        if own is None:
-            return self.fold(kind)
-        shared = self._identities.get((kind, None))
-        versions = (len(shared.writes) if shared else 0, len(own.writes))
-        cached = self._instance_views.get((kind, instance))
-        if cached and cached[0] == versions:
-            return cached[1]
-        base, mine = self.fold(kind), own.fold()
-        value = base if mine is MISSING else mine if base is MISSING else deep_merge(base, mine)
-        self._instance_views[(kind, instance)] = (versions, value)
-        return value
+        with self._lock:
+            own = self._identities.get((kind, instance)) if instance is not None else None
+            if own is None:
+                return self.fold(kind)
+            shared = self._identities.get((kind, None))
+            versions = (len(shared.writes) if shared else 0, len(own.writes))
+            cached = self._instance_views.get((kind, instance))
+            if cached and cached[0] == versions:
+                return cached[1]
+            base, mine = self.fold(kind), own.folded().share()
+            value = base if mine is MISSING else mine if base is MISSING else deep_merge(base, mine)
+            self._instance_views[(kind, instance)] = (versions, value)
+            return value
 
     def lookup(self, ref: Ref, instance: str | None = None) -> Any:
-        """The value of one reference for `instance`, or `MISSING`."""
-        return get_in(self.view(ref.kind, instance), ref.path)
+        """The value of one reference for `instance`, or `MISSING`; costs O(path length) (plus, for an
+        instance whose view is not cached, merging the value found)."""
+        with self._lock:
+            own = self._identities.get((ref.kind, instance)) if instance is not None else None
+            shared = self._identities.get((ref.kind, None))
+            if own is None:
+                return shared.folded().share(ref.path) if shared else MISSING
+            if shared is None:
+                return own.folded().share(ref.path)
+            cached = self._instance_views.get((ref.kind, instance))
+            if not ref.path or (cached and cached[0] == (len(shared.writes), len(own.writes))):
+                return get_in(self.view(ref.kind, instance), ref.path)
+            return _merged_lookup(shared.folded(), own.folded(), ref.path)
+
+    def scoped(self, kinds: Iterable[str], instance: str | None = None) -> list[dict]:
+        """The messages of `kinds` (data kinds, or `text` / `error`) visible to `instance` (the global ones
+        plus its own, never another instance's), in log order; costs O(result), not O(log)."""
+        owners = (None,) if instance is None else (None, instance)
+        with self._lock:
+            lists = [entries for kind in dict.fromkeys(kinds) for owner in owners
+                     if (entries := self._scoped.get((kind, owner)))]
+            if len(lists) == 1:
+                return [message for _, message in lists[0]]
+            return [message for _, message in heapq.merge(*lists, key=itemgetter(0))]
 
     def meta(self, kind: str, instance: str | None = None) -> dict:
         """`{"description", "schema"}` from the newest messages of that identity having them (an instance
@@ -158,7 +205,23 @@ class LogIndex:
         """Error messages, oldest first: all of them, or for an instance the global ones plus its own."""
         if instance is None:
             return list(self._errors)
-        return [m for m in self._errors if m.get("_instance") in (None, instance)]
+        return self.scoped(["error"], instance)
+
+
+def _merged_lookup(base: Fold, mine: Fold, path: Sequence[str]) -> Any:
+    """`get_in(deep_merge(base, mine), path)` (either may be MISSING) without merging anything off the path."""
+    a, b = base.peek(), mine.peek()
+    for segment in path:
+        if b is MISSING:
+            return base.share(path)
+        if a is MISSING or not (isinstance(a, dict) and isinstance(b, dict)):
+            return mine.share(path)
+        a, b = a.get(segment, MISSING), b.get(segment, MISSING)
+    if b is MISSING:
+        return base.share(path)
+    if a is MISSING or not (isinstance(a, dict) and isinstance(b, dict)):
+        return mine.share(path)
+    return deep_merge(base.share(path), mine.share(path))
 
 
 def as_index(log_or_index: LogIndex | Sequence[Any]) -> LogIndex:
