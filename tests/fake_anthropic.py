@@ -51,7 +51,7 @@ class Answer:
     ``error_after``: after that many chunks an ``error`` event (``error_type``) is sent and the stream ends.
     ``drop_after``: after that many chunks the connection is closed without finishing the stream.
     ``usage``: message_start's usage (``output_tokens`` there is 1, the message_delta carries the total).
-    ``text``: an optional text block the model writes before the tool_use.
+    ``preamble``: an optional text block the model writes before the tool_use.
     """
 
     chunks: list[str] = field(default_factory=list)
@@ -65,7 +65,7 @@ class Answer:
     usage: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_USAGE))
     stop_reason: str = "tool_use"
     tool_use_id: str | None = None
-    text: str | None = None
+    preamble: str | None = None
     first_byte_delay_s: float = 0.0
 
     @classmethod
@@ -150,7 +150,8 @@ class FakeAnthropic:
         server = ThreadingHTTPServer((self.host, 0), _handler_for(self))
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-anthropic", daemon=True)
         self._thread.start()
         return self
 
@@ -233,6 +234,12 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            try:
+                self._answer()
+            except (BrokenPipeError, ConnectionResetError):  # the client hung up (e.g. its timeout): fine
+                self.close_connection = True
+
+        def _answer(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             try:
@@ -274,7 +281,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 tool_input = json.loads(text)
             except ValueError:
                 tool_input = {}
-            content: list[dict] = [{"type": "text", "text": answer.text}] if answer.text else []
+            content: list[dict] = [{"type": "text", "text": answer.preamble}] if answer.preamble else []
             content.append({"type": "tool_use", "id": answer.tool_use_id or fake._next_id("toolu"),
                             "name": "solution", "input": tool_input})
             exchange.chunk_times.append(time.monotonic())
@@ -303,11 +310,11 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 "model": body.get("model", fake.model), "content": [], "stop_reason": None,
                 "stop_sequence": None, "usage": start_usage}}))
             index = 0
-            if answer.text:
+            if answer.preamble:
                 self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": 0,
                                                          "content_block": {"type": "text", "text": ""}}))
                 self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                         "delta": {"type": "text_delta", "text": answer.text}}))
+                                                         "delta": {"type": "text_delta", "text": answer.preamble}}))
                 self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
                 index = 1
             self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
