@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 

@@ -81,7 +81,7 @@ def test_hand_written_file_in_order_with_match_for_parallel_latent_calls(tmp_pat
     final = replay.solve(request("results"))
     assert final.solution == {"calls": [], "output": "A! and B!"}
     assert final.usage == Usage(requests=1, input_tokens=3)
-    with pytest.raises(LLMError, match="no answer left for this tick request.*one more"):
+    with pytest.raises(LLMError, match=r"no answer left for this tick request.*one more"):
         replay.solve(request("one more"))
 
 
