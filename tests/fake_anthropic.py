@@ -115,6 +115,38 @@ class RecordedRequest:
     raw: bytes
     received_at: float
 
+    @property
+    def solution_schema(self) -> Any:
+        """The ``input_schema`` of the request's ``solution`` tool (None if it has none)."""
+        tools = (self.body or {}).get("tools") or [{}]
+        return tools[0].get("input_schema")
+
+    @property
+    def last_user_text(self) -> str:
+        """The texts of the last user turn (text blocks and tool_result contents), joined by newlines."""
+        for turn in reversed((self.body or {}).get("messages") or []):
+            if turn.get("role") == "user":
+                return "\n".join(_texts(turn.get("content")))
+        return ""
+
+    @property
+    def is_latent(self) -> bool:
+        """Whether this looks like a latent call's request (its solution schema has only ``output``)."""
+        schema = self.solution_schema or {}
+        return list(schema.get("properties") or {}) == ["output"]
+
+
+def _texts(content: Any) -> Iterator[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    yield block["text"]
+                if "content" in block:
+                    yield from _texts(block["content"])
+
 
 @dataclass
 class Exchange:

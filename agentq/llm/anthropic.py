@@ -163,9 +163,10 @@ class _StreamState:
                       "cache_read_input_tokens": 0}
 
     def take_usage(self, usage: Any) -> None:
+        """Counts are cumulative (message_start, then message_delta): keep the largest seen."""
         for key in self.usage:
             value = getattr(usage, key, None)
-            if isinstance(value, int):
+            if isinstance(value, int) and value > self.usage[key]:
                 self.usage[key] = value
 
     def handle(self, event: Any) -> None:

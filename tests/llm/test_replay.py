@@ -189,3 +189,24 @@ def test_fake_server_helper_works_without_fixtures():
         provider = AnthropicLLM(api_key="k", base_url=fake.base_url)
         assert provider.solve(request("x")).solution == {"calls": [], "output": 1}
         assert fake.pending == 0 and len(fake.requests) == 1
+
+
+def test_fake_server_answers_by_request_and_plain_json():
+    import anthropic
+
+    with FakeAnthropic() as fake:
+        fake.script(lambda req: Answer.solution({"output": req.last_user_text.upper()}))
+        fake.responder = lambda req: Answer.solution({"output": "latent" if req.is_latent else "tick"})
+        provider = AnthropicLLM(api_key="k", base_url=fake.base_url)
+        latent = LLMRequest(model="m", system=("s",), messages=({"role": "user", "content": "hi"},),
+                            solution_schema={"type": "object", "properties": {"output": {}}}, max_tokens=5)
+        assert provider.solve(latent).solution == {"output": "HI"}
+        assert provider.solve(latent).solution == {"output": "latent"}
+        assert provider.solve(request("x")).solution == {"output": "tick"}
+        assert fake.requests[0].solution_schema == latent.solution_schema
+        fake.answer_solution({"calls": [], "output": 2}, preamble="thinking")
+        client = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        message = client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        assert [block.type for block in message.content] == ["text", "tool_use"]
+        assert message.content[1].input == {"calls": [], "output": 2}
+        client.close()
