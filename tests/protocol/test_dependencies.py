@@ -4,7 +4,13 @@ import pytest
 
 from agentq.errors import ReferenceSyntaxError
 from agentq.protocol.dependencies import (
-    UNFINISHED, Analysis, analyze, build_graph, find_cycle, node_for, unsatisfiable_reads,
+    UNFINISHED,
+    Analysis,
+    analyze,
+    build_graph,
+    find_cycle,
+    node_for,
+    unsatisfiable_reads,
 )
 from agentq.protocol.expressions import Ref
 from agentq.protocol.views import LogIndex
@@ -81,6 +87,22 @@ class TestGraph:
         assert graph == {"c0": set(), "c1": set(), "c2": {"c0", "c1"}}
 
 
+class TestWriterIndex:
+    def test_prefixes_extensions_and_visibility(self):
+        from agentq.protocol.dependencies import WriterIndex
+
+        plan = nodes({"_outputPath": "†state"}, {"_outputPath": "†state.a"}, {"_outputPath": "†state.a.b.c"},
+                     {"_outputPath": "†state.ab"}, {"_outputPath": "†state.a.b", "_instance": "①"},
+                     {"_outputPath": "†input.a"}, {"q": "†state.a.b", "_instance": "①"}, {"q": "†state.a.b"})
+        index = WriterIndex(plan)
+        instanced, global_reader = plan[6], plan[7]
+        assert {n.id for n in index.overlapping(Ref("state", ("a", "b")), instanced)} == {"c0", "c1", "c2", "c4"}
+        assert {n.id for n in index.overlapping(Ref("state", ("a", "b")), global_reader)} == {"c0", "c1", "c2"}
+        assert {n.id for n in index.overlapping(Ref("state"), global_reader)} == {"c0", "c1", "c2", "c3"}
+        assert {n.id for n in index.overlapping(Ref("state", ("z",)), global_reader)} == {"c0"}
+        assert list(index.overlapping(Ref("other", ("a",)), global_reader)) == []
+
+
 class TestCycles:
     def test_none(self):
         assert find_cycle(build_graph(nodes(WEATHER, REPORT, MAIL))) is None
@@ -95,7 +117,7 @@ class TestCycles:
         graph = {"x": {"y"}, "y": {"z"}, "z": {"w", "x"}, "w": set(), "v": {"x"}}
         cycle = find_cycle(graph)
         assert cycle == ["x", "y", "z"]
-        for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+        for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=False):
             assert b in graph[a]
 
     def test_self_loop_and_unknown_ids(self):
@@ -149,6 +171,12 @@ class TestAnalyze:
         analysis = analyze(CONTEXT, nodes(one, two, read_one), {})
         assert analysis.ready == ["c0", "c1"] and analysis.blocked == {"c2": ["c0"]}
 
+    def test_waiting_calls_are_listed_in_call_order(self):
+        writers = [{"_outputPath": f"†state.all.w{i}"} for i in range(12)]
+        plan = nodes(*writers, {"q": "†state.all"})
+        statuses = {f"c{i}": "done" if i % 3 == 0 else "running" for i in range(12)}
+        assert analyze(CONTEXT, plan, statuses).blocked == {"c12": [f"c{i}" for i in range(12) if i % 3]}
+
     def test_broken_instance_reference_names_the_instance(self):
         analysis = analyze(CONTEXT, nodes({"_instance": "①", "q": "†state.x"}), {})
         assert "for instance '①'" in analysis.broken["c0"][0].message
@@ -178,7 +206,7 @@ class TestUnsatisfiableReads:
         assert unsatisfiable_reads(CONTEXT, nodes(writer, {"_instance": "①", "q": "†state.t"})) == []
         assert len(unsatisfiable_reads(CONTEXT, nodes(writer, {"_instance": "②", "q": "†state.t"}))) == 1
         assert len(unsatisfiable_reads(CONTEXT, nodes(writer, {"q": "†state.t"}))) == 1
-        instanced_context = CONTEXT + [{"type": "state", "_instance": "②", "data": {"t": 1}}]
+        instanced_context = [*CONTEXT, {"type": "state", "_instance": "②", "data": {"t": 1}}]
         assert unsatisfiable_reads(instanced_context, nodes({"_instance": "②", "q": "†state.t"})) == []
         [problem] = unsatisfiable_reads(instanced_context, nodes({"_instance": "③", "q": "†state.t"}))
         assert "for instance '③'" in problem.message

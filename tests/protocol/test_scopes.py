@@ -110,7 +110,7 @@ class TestScopedContext:
         with pytest.raises(KeyError, match="'secret' is not in this call's scope"):
             context["secret"]
         with pytest.raises(AttributeError):
-            context.secret
+            _ = context.secret
         assert not hasattr(context, "_private")
 
     def test_kind_in_scope_without_data(self):

@@ -2,12 +2,24 @@
 
 import copy
 import pickle
+import random
+from typing import ClassVar
 
 import pytest
 
 from agentq.errors import UnknownMethodError, WriteError
 from agentq.protocol.values import (
-    METHODS, MISSING, apply_write, assign, deep_merge, get_in, is_index, pointer_join, set_in,
+    METHODS,
+    MISSING,
+    Fold,
+    apply_write,
+    assign,
+    check_apply,
+    deep_merge,
+    get_in,
+    is_index,
+    pointer_join,
+    set_in,
 )
 
 
@@ -26,7 +38,7 @@ class TestMissing:
 
 
 class TestGetIn:
-    doc = {"user": {"name": "Alex", "tags": ["a", "b"], "0": "zero", "n": None}}
+    doc: ClassVar[dict] = {"user": {"name": "Alex", "tags": ["a", "b"], "0": "zero", "n": None}}
 
     @pytest.mark.parametrize("path, expected", [
         ((), doc),
@@ -40,7 +52,7 @@ class TestGetIn:
 
     @pytest.mark.parametrize("path", [
         ("user", "email"), ("user", "tags", "2"), ("user", "tags", "x"), ("user", "name", "first"),
-        ("user", "n", "x"), ("user", "tags", "-1"), ("user", "tags", "١"),  # non-ASCII digit is no index
+        ("user", "n", "x"), ("user", "tags", "-1"), ("user", "tags", "١"),  # noqa: RUF001 (non-ASCII digit is no index)
     ])
     def test_missing(self, path):
         assert get_in(self.doc, path) is MISSING
@@ -167,3 +179,65 @@ def test_pointer_join_escapes():
     assert pointer_join("", "a/b") == "/a~1b"
     assert pointer_join("/x", "m~n") == "/x/m~0n"
     assert pointer_join("/x", 3) == "/x/3"
+
+
+class TestFold:
+    """`Fold`: `apply_write` semantics, in place only where it owns the containers (issue 11)."""
+
+    def test_writes_in_place_then_copies_once_what_it_handed_out(self):
+        fold = Fold()
+        for i in range(100):
+            fold.write(("items", f"k{i}"), "set", {"n": i})
+        assert fold.copied == 0 and len(fold.peek(("items",))) == 100
+        items = fold.share(("items",))
+        fold.write(("items", "k100"), "set", 1)
+        fold.write(("items", "k101"), "set", 2)
+        assert fold.copied == 100  # one copy of the shared object, then in place again
+        assert len(items) == 100 and len(fold.peek(("items",))) == 102
+
+    def test_a_failed_write_changes_nothing(self):
+        fold = Fold()
+        fold.write(("log",), "set", "text")
+        fold.write(("xs",), "set", [1])
+        for path, method, value in [(("log",), "push", 1), (("xs",), "concat", 2), (("xs", "5", "a"), "set", 1)]:
+            with pytest.raises(WriteError):
+                fold.write(path, method, value)
+        with pytest.raises(UnknownMethodError):
+            fold.write(("a",), "append", 1)
+        assert fold.peek() == {"log": "text", "xs": [1]}
+
+    @pytest.mark.parametrize("seed", range(30))
+    def test_equals_copy_on_write_and_never_mutates_inputs_or_shared_values(self, seed):
+        rng = random.Random(seed)
+        segments = ("a", "b", "0", "1", "2")
+
+        def value(depth=0):
+            roll = rng.random()
+            if depth < 2 and roll < 0.3:
+                return {rng.choice(segments): value(depth + 1) for _ in range(rng.randint(0, 3))}
+            if depth < 2 and roll < 0.5:
+                return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+            return rng.choice([None, 1, "x", True])
+
+        fold, expected, kept = Fold(), MISSING, []
+        for _ in range(120):
+            path = tuple(rng.choice(segments) for _ in range(rng.randint(0, 3)))
+            method, written = rng.choice(METHODS), value()
+            kept.append((copy.deepcopy(written), written))
+            try:
+                expected_after = apply_write(expected, path, method, written)
+            except WriteError:
+                with pytest.raises(WriteError):
+                    check_apply(expected, path, method, written)
+                with pytest.raises(WriteError):
+                    fold.write(path, method, written)
+            else:
+                check_apply(expected, path, method, written)
+                fold.write(path, method, written)
+                expected = expected_after
+            assert fold.peek() == expected
+            if rng.random() < 0.3:
+                shared = fold.share(tuple(rng.choice(segments) for _ in range(rng.randint(0, 2))))
+                kept.append((copy.deepcopy(shared), shared))
+        for snapshot, handed in kept:
+            assert handed == snapshot

@@ -2,6 +2,7 @@
 
 import copy
 import random
+from typing import ClassVar
 
 import pytest
 
@@ -155,7 +156,7 @@ class TestInstancing:
 
 
 class TestResolve:
-    log = [
+    log: ClassVar[list[dict]] = [
         {"type": "data", "kind": "data", "data": {"user": {"name": "Alex", "status": "active"}}},
         engine("data", "†data.user.status", {"user": {"status": "inactive"}}),
         {"type": "state", "data": {"a": None, "items": [{"id": "a"}, {"id": "b"}], "default": "d"}},
@@ -321,3 +322,62 @@ def test_incremental_views_equal_rebuilt_views(seed):
     for snapshot, views in handed_out:  # copy-on-write: earlier views never changed
         assert views == snapshot
     assert index.messages == messages == pristine  # the index never mutates the log
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_lookups_and_scoped_messages_equal_those_of_rebuilt_views(seed):
+    """`lookup` walks only its path (for an instance, both folds); `scoped` reads per-identity lists: both
+    must give what the whole view and a scan of the log give, and what they hand out never changes."""
+    from agentq.protocol.values import get_in
+
+    rng = random.Random(1000 + seed)
+    messages = [_random_message(rng) for _ in range(60)]
+    for i in rng.sample(range(60), 8):
+        messages.insert(i, {"type": "text", "role": "user", "text": f"t{i}"} if i % 2 else
+                        {"type": "error", "data": {"call": {}, "error": {"type": "E", "message": str(i)}},
+                         **({"_instance": rng.choice(INSTANCES[1:])} if i % 4 else {})})
+    index = LogIndex()
+    handed_out = []
+    for count, message in enumerate(messages, start=1):
+        index.append(message)
+        rebuilt = LogIndex(messages[:count])
+        for _ in range(3):
+            kind, instance = rng.choice(KINDS), rng.choice(INSTANCES)
+            path = tuple(rng.choice((*KEYS, "0")) for _ in range(rng.randint(0, 3)))
+            found = index.lookup(Ref(kind, path), instance)
+            assert found == get_in(rebuilt.view(kind, instance), path)
+            handed_out.append((copy.deepcopy(found), found))
+        kinds, instance = rng.sample((*KINDS, "text", "error"), rng.randint(0, 3)), rng.choice(INSTANCES)
+        assert index.scoped(kinds, instance) == [
+            m for m in messages[:count] if (m["kind"] if m["type"] == "data" else m["type"]) in kinds
+            and m.get("_instance") in (None, instance)]
+    for snapshot, value in handed_out:
+        assert value == snapshot
+
+
+def test_threads_sharing_an_index_see_consistent_values():
+    import threading
+
+    index = LogIndex([{"type": "state", "data": {"n": 0, "items": {}}}])
+    errors = []
+
+    def read() -> None:
+        try:
+            for _ in range(2000):
+                items = index.lookup(Ref("state", ("items",)))
+                assert len(items) == len(dict(items))  # never changed while being read
+                index.view("state", "①")
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for thread in readers:
+        thread.start()
+    for i in range(2000):
+        index.append(engine("state", f"†state.items.k{i}", {"items": {f"k{i}": i}}))
+        if i % 7 == 0:
+            index.append(engine("state", "†state.n", {"n": i}, instance="①"))
+    for thread in readers:
+        thread.join()
+    assert errors == []
+    assert len(index.view("state")["items"]) == 2000
