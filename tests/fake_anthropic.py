@@ -15,6 +15,9 @@ any API key, and inspect what arrived::
 Fixtures: ``fake_anthropic`` (a started server) and ``anthropic_env`` (the server plus ``ANTHROPIC_BASE_URL``
 and a fake ``ANTHROPIC_API_KEY`` in the environment); import them into a conftest.py to use them.
 
+A responder can look at what was asked: :class:`RecordedRequest` has ``body``, ``headers``,
+``solution_schema`` (the forced tool's input schema), ``last_user_text`` and ``is_latent``.
+
 ``POST /v1/messages`` answers from the script queue, oldest first; an item may also be a callable
 ``(RecordedRequest) -> Answer`` (to answer by what was asked, e.g. parallel latent calls). When the queue is
 empty, :attr:`FakeAnthropic.responder` answers if set; otherwise the server answers 500 with a message saying

@@ -189,3 +189,17 @@ def test_latent_messages_hold_the_scoped_context_the_parameters_and_the_tool_onl
 
 def test_latent_system_is_the_latent_instructions_then_the_job_system_texts():
     assert latent_system(job_system_texts(CONTEXT)) == (LATENT_INSTRUCTIONS, "Answer in French.")
+
+
+def test_the_sdk_sends_the_built_turns_unchanged(anthropic_env):
+    from agentq.llm.anthropic import AnthropicLLM
+    from tests.fake_anthropic import Answer
+
+    requests, systems = run_job(("call_a", "call_b", "call_c"), "2025-01-01T00:00:00Z")
+    anthropic_env.script(Answer.solution({"calls": [], "output": "done"}))
+    provider = AnthropicLLM()
+    answer = provider.solve(LLMRequest(model="m", system=systems[-1], messages=requests[-1],
+                                       solution_schema=compose([WEATHER]), max_tokens=100))
+    provider.close()
+    assert answer.solution == {"calls": [], "output": "done"}
+    assert anthropic_env.requests[0].body["messages"] == json.loads(json.dumps(list(requests[-1])))
