@@ -147,8 +147,13 @@ def _call_label(call: Mapping[str, Any] | None, instance: Any) -> str:
     return label + (f" [{inst}]" if inst is not None else "")
 
 
+_PARAMS_CHARS = 300
+
+
 def _call_params(call: Mapping[str, Any] | None) -> str:
-    return _dumps({k: v for k, v in (call or {}).items() if not str(k).startswith("_") and k != "id"})
+    """The call's parameters as sorted JSON (cut at a fixed length), so two calls of one tool can be told apart."""
+    text = _dumps({k: v for k, v in (call or {}).items() if not str(k).startswith("_") and k != "id"})
+    return text if len(text) <= _PARAMS_CHARS else text[:_PARAMS_CHARS] + "…"
 
 
 def _result_line(message: dict) -> str | None:
@@ -162,7 +167,7 @@ def _result_line(message: dict) -> str | None:
                 f"{error.get('type', 'Error')}: {error.get('message', '')}")
     if call is None:
         return None
-    label = _call_label(call, message.get("_instance"))
+    label = f"{_call_label(call, message.get('_instance'))} {_call_params(call)}"
     if message["type"] == "text":
         return f"- {label} said: {message.get('text', '')}"
     _, method, value = write_of(message)

@@ -113,7 +113,7 @@ def test_turns_say_what_the_calls_wrote_and_what_failed():
     result, changed = turns[2]["content"]
     assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1" and "is_error" not in result
     report = result["content"][0]["text"]
-    assert 'weather wrote †state.paris (set): {"temp": 21}' in report
+    assert 'weather {"city": "Paris"} wrote †state.paris (set): {"temp": 21}' in report
     assert 'weather {"city": "Oslo"} failed: TimeoutError: too slow' in report
     assert changed["type"] == "text" and "## Data: ¶state" in changed["text"] and '"temp": 21' in changed["text"]
 
@@ -125,7 +125,7 @@ def test_an_invalid_solution_is_sent_back_as_an_error_tool_result_with_pointers(
     assert result["tool_use_id"] == "toolu_2" and result["is_error"] is True
     assert "/calls/0/city: 'city' is a required property" in result["content"][0]["text"]
     instanced = requests[3][-1]["content"]
-    assert "weather [①] wrote †state.oslo" in instanced[0]["content"][0]["text"]
+    assert 'weather [①] {"city": "Oslo"} wrote †state.oslo' in instanced[0]["content"][0]["text"]
     assert "## Data: ¶state [①]" in instanced[1]["text"]
 
 
@@ -203,3 +203,16 @@ def test_the_sdk_sends_the_built_turns_unchanged(anthropic_env):
     provider.close()
     assert answer.solution == {"calls": [], "output": "done"}
     assert anthropic_env.requests[0].body["messages"] == json.loads(json.dumps(list(requests[-1])))
+
+
+def test_result_turn_reports_texts_long_parameters_and_silent_calls():
+    from agentq.protocol.conversation import result_turn
+
+    call = {"_tool": "note", "body": "x" * 1000, "_outputPath": "†state.n"}
+    said = output_messages(call, {"type": "text", "text": "noted"}, call_id="c1", date="d")
+    index = LogIndex(said)
+    [result] = result_turn("toolu_1", said, index)["content"]
+    line = result["content"][0]["text"]
+    assert "note {" in line and line.endswith("… said: noted") and len(line) < 400
+    [silent] = result_turn("toolu_2", [], LogIndex())["content"]
+    assert silent["content"][0]["text"] == "Your calls ran; none of them wrote a result."
