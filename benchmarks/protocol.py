@@ -25,6 +25,7 @@ from agentq.protocol.scopes import ScopedContext
 from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.validation import call_errors, validate_call
 from agentq.protocol.views import LogIndex, resolve
+from agentq.protocol.writes import check_write
 
 N_TOOLS = 1_000
 N_CALLS = 5_000
@@ -302,6 +303,19 @@ def bench_scaling() -> None:
                 resolve(index, f"†state.s{i}.value")
         return median_time(run, repeat=3)
     scale("append + resolve, N times (runtime)", fold_interleaved)
+
+    def fold_checked(n: int, check: Callable[[LogIndex, dict], None]) -> float:  # a commit checks its writes
+        log = _writes(n)
+
+        def run() -> None:
+            index = LogIndex()
+            for i, message in enumerate(log):
+                check(index, message)
+                index.append(message)
+                resolve(index, f"†state.s{i}.value")
+        return median_time(run, repeat=3 if n < 10_000 else 1)
+    scale("check + append + resolve, N times (writes.check_write)", lambda n: fold_checked(n, check_write))
+    scale("check + append + resolve, N times (LogIndex.check)", lambda n: fold_checked(n, LogIndex.check))
 
     def context_no_scopes(n: int) -> float:  # per call, over an N-message log
         index = LogIndex(_writes(n))

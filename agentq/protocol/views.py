@@ -20,9 +20,9 @@ from operator import itemgetter
 from typing import Any
 
 from agentq.errors import ReferenceSyntaxError, WriteError
-from agentq.protocol.expressions import Expression, Ref, is_reference, parse_expression, parse_ref
+from agentq.protocol.expressions import DAGGER, Expression, Ref, is_reference, parse_expression, parse_ref
 from agentq.protocol.messages import looks_canonical, normalize_message
-from agentq.protocol.values import MISSING, Fold, apply_write, deep_merge, get_in, pointer_join
+from agentq.protocol.values import MISSING, Fold, apply_write, check_apply, deep_merge, get_in, pointer_join
 
 Identity = tuple[str, "str | None"]
 
@@ -177,6 +177,17 @@ class LogIndex:
             if not ref.path or (cached and cached[0] == (len(shared.writes), len(own.writes))):
                 return get_in(self.view(ref.kind, instance), ref.path)
             return _merged_lookup(shared.folded(), own.folded(), ref.path)
+
+    def check(self, message: dict) -> None:
+        """Raise the `WriteError` that folding `message` would meet (a push onto a non-array...), as
+        `apply_write` would over the fold of its identity; costs O(path length) and hands nothing out."""
+        if message.get("type") != "data":
+            return
+        path, method, value = write_of(message)
+        where = message.get("_path") or DAGGER + message["kind"]
+        with self._lock:
+            identity = self._identities.get((message["kind"], message.get("_instance")))
+            check_apply(identity.folded().peek() if identity else MISSING, path, method, value, where=where)
 
     def scoped(self, kinds: Iterable[str], instance: str | None = None) -> list[dict]:
         """The messages of `kinds` (data kinds, or `text` / `error`) visible to `instance` (the global ones
