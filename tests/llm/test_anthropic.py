@@ -72,7 +72,7 @@ def test_answer_carries_solution_raw_text_id_usage_and_stop_reason(llm, anthropi
 
 
 def test_calls_are_reported_while_the_stream_is_still_going(llm, anthropic_env):
-    anthropic_env.script(Answer.solution(SOLUTION, chunk_size=6, delay_s=0.02))
+    anthropic_env.script(Answer.solution(SOLUTION, chunk_size=4, delay_s=0.03))
     seen: list[tuple[int, dict, float]] = []
     answer = llm.solve(request(), on_call=lambda i, call: seen.append((i, call, time.monotonic())))
     assert [(i, c) for i, c, _ in seen] == [(0, SOLUTION["calls"][0]), (1, SOLUTION["calls"][1])]
