@@ -1,4 +1,8 @@
-"""The `agentq` command line (SPEC §12). Errors are one clear message on stderr and a non-zero exit."""
+"""The `agentq` command line (SPEC §12). Errors are one clear line on stderr and a non-zero exit.
+
+Settings are read once (`Settings()`, from `AGENTQ_*`) in `main` and handed to each command, which gets its
+parts from the composition root through `agentq.Client` or `agentq.runtime`.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,19 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from agentq.errors import AgentQError
+from agentq.errors import AgentQError, ConfigurationError, JobValidationError, Problem, StoreUnavailableError
 
-#: The job `agentq demo` runs: package data of the example `workers` package, so it works from an installed wheel.
 DEMO_JOB = ("workers", "jobs/demo_order.json")
+
+REDIS_RULE = (
+    "Which Redis: AGENTQ_REDIS_URL names the state store (and the broker, unless AGENTQ_BROKER_URL is set). "
+    "When it is unset, `run` and `demo` start a private embedded Redis with in-process workers and stop it "
+    "afterwards; every other command uses redis://127.0.0.1:6379/0."
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,12 +33,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        args.settings = _settings()
         return args.handler(args) or 0
+    except StoreUnavailableError as error:
+        hint = "" if args.settings.redis_url_is_set else " (AGENTQ_REDIS_URL is not set)"
+        return _fail(f"{error}{hint}")
     except AgentQError as error:
-        print(f"agentq: error: {error}", file=sys.stderr)
-        return 1
+        return _fail(str(error))
+    except BrokenPipeError:
+        # the reader went away (`agentq events ... | head`): stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         return 130
+
+
+def _fail(message: str) -> int:
+    print(f"agentq: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _settings() -> Any:
+    from pydantic import ValidationError
+
+    from agentq.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as error:
+        problems = "; ".join(f"AGENTQ_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+                             for e in error.errors())
+        raise ConfigurationError(f"invalid settings: {problems}") from None
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -36,56 +71,56 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     job = _read_job(args.file)
-    return _run_job(job, modules=args.module, tool_dirs=args.tools, as_json=args.json, embedded=args.embedded)
+    return _run_job(args.settings, job, modules=args.module, tool_dirs=args.tools, as_json=args.json,
+                    embedded=args.embedded or not args.settings.redis_url_is_set)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     if not args.json:
         print("agentq demo: an order pipeline over the example activities in workers/ "
               "(parallel calls, a || branch on a declined card, && fan-out, instances per item)\n")
-    return _run_job(_read_demo_job(), modules=["workers"], tool_dirs=[], as_json=args.json,
+    return _run_job(args.settings, _read_demo_job(), modules=["workers"], tool_dirs=[], as_json=args.json,
                     embedded=True)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    with _client() as client:
+    with _client(args) as client:
         print(client.submit(_read_job(args.file)).id)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with _client() as client:
+    with _client(args) as client:
         print(client.job(args.id).status())
     return 0
 
 
 def cmd_result(args: argparse.Namespace) -> int:
-    with _client() as client:
+    with _client(args) as client:
         handle = client.job(args.id)
-        record = handle.result(timeout=args.timeout) if args.wait else client.store.record(args.id)
+        record = handle.result(timeout=args.timeout) if args.wait else handle.record()
     _print_json(record)
     return 0 if record["status"] != "failed" else 1
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    with _client() as client:
+    with _client(args) as client:
         for event in client.job(args.id).events(after=args.after, follow=args.follow):
             print(json.dumps({"id": event.id, **event.data}, ensure_ascii=False), flush=True)
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with _client() as client:
+    with _client(args) as client:
         print(client.job(args.id).cancel())
     return 0
 
 
 def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bool = True) -> int:
     from agentq.runtime.worker import DEFAULT_MODULES, build_runtime, serve
-    from agentq.settings import Settings
 
     modules = args.module or (list(DEFAULT_MODULES) if activities else [])
-    runtime = build_runtime(Settings(), modules=modules, tool_dirs=args.tools)
+    runtime = build_runtime(args.settings, modules=modules, tool_dirs=args.tools)
     serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
           loglevel=args.loglevel)
     return 0
@@ -97,47 +132,50 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     from agentq.protocol.compose import compose, solution_bytes
-    from agentq.protocol.tools import Tool
-    from agentq.runtime.worker import import_modules, load_tool_dirs
 
-    load_tool_dirs(Tool, [*import_modules(args.module or ["workers"]), *args.tools])
-    tools, live = Tool.snapshot(), set()
-    if os.environ.get("AGENTQ_REDIS_URL"):
-        with _client() as client:
-            client.service.tools = Tool  # what a submission would see: published tools, then this process's
-            tools, live = client.service.available_tools(), set(client.service.live_activities())
-            for name, conflict in client.store.tool_conflicts().items():
+    tools = _local_tools(args.module or ["workers"], args.tools)
+    if args.settings.redis_url_is_set:
+        with _client(args, tools=tools) as client:
+            # what a submission would see: published tools, then this process's
+            available, live = client.tools(), set(client.live_activities())
+            for name, conflict in client.tool_conflicts().items():
                 print(f"agentq: warning: tool {name!r} was published with different schemas "
                       f"(last by {conflict['publisher']})", file=sys.stderr)
     else:
         from agentq.protocol.activities import Activity
 
-        live = set(Activity.names)
-    sys.stdout.write(solution_bytes(compose(list(tools.values()), sorted(live))).decode() + "\n")
+        available, live = tools.snapshot(), set(Activity.names)
+    sys.stdout.write(solution_bytes(compose(list(available.values()), sorted(live))).decode() + "\n")
     return 0
 
 
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _run_job(job: Any, *, modules: list[str], tool_dirs: list[str], as_json: bool, embedded: bool) -> int:
+def _local_tools(modules: list[str], tool_dirs: list[str]) -> Any:
+    """The default tool registry after importing `modules` and loading `tool_dirs` (their tools join those
+    the fleet published)."""
+    from agentq.protocol.tools import Tool
+    from agentq.runtime.worker import import_modules, load_tool_dirs
+
+    load_tool_dirs(Tool, [*import_modules(modules), *tool_dirs])
+    return Tool
+
+
+def _run_job(settings: Any, job: Any, *, modules: list[str], tool_dirs: list[str], as_json: bool,
+             embedded: bool) -> int:
     from agentq.client import Client
 
     view = None if as_json else LiveView()
-    if embedded or not os.environ.get("AGENTQ_REDIS_URL"):
+    if embedded:
         from agentq.runtime.embedded import Embedded
 
-        with Embedded(modules=modules or ["workers"], tool_dirs=tool_dirs) as runtime:
-            with Client(settings=runtime.settings) as client:
-                record = _follow(client, job, view)
+        with Embedded(modules=modules or ["workers"], tool_dirs=tool_dirs, settings=settings) as runtime, \
+                Client(settings=runtime.settings) as client:
+            record = _follow(client, job, view)
     else:
-        with _client() as client:
-            if modules or tool_dirs:  # tools this submitter knows besides those the workers published
-                from agentq.protocol.tools import Tool
-                from agentq.runtime.worker import import_modules, load_tool_dirs
-
-                load_tool_dirs(Tool, [*import_modules(modules), *tool_dirs])
-                client.service.tools = Tool
+        tools = _local_tools(modules, tool_dirs) if modules or tool_dirs else None
+        with Client(settings=settings, tools=tools) as client:
             record = _follow(client, job, view)
     if view is None:
         _print_json(record)
@@ -146,7 +184,7 @@ def _run_job(job: Any, *, modules: list[str], tool_dirs: list[str], as_json: boo
     return 0 if record["status"] == "succeeded" else 1
 
 
-def _follow(client: Any, job: Any, view: "LiveView | None") -> dict:
+def _follow(client: Any, job: Any, view: LiveView | None) -> dict:
     handle = client.submit(job)
     if view is not None:
         view.job_id = handle.id
@@ -209,13 +247,13 @@ class LiveView:
             self.out(json.dumps(record["instances"], indent=2, ensure_ascii=False))
 
 
-def _client() -> Any:
+def _client(args: argparse.Namespace, *, tools: Any = None) -> Any:
     from agentq.client import Client
 
-    return Client()
+    return Client(settings=args.settings, tools=tools)
 
 
-def _read_demo_job() -> Any:
+def _read_demo_job() -> str:
     from importlib import resources
 
     package, name = DEMO_JOB
@@ -223,17 +261,18 @@ def _read_demo_job() -> Any:
         return _read_job(str(path))
 
 
-def _read_job(path: str) -> Any:
-    from agentq.errors import JobValidationError, Problem
-
+def _read_job(path: str) -> str:
+    """The text of a job file ('-' for stdin); unreadable or non-UTF-8 files are one clear error. Parsing (and
+    its nesting and size limits) is the job service's, so every way in checks a job the same way."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as error:
-        raise JobValidationError(f"cannot read job file {path}", [Problem("", error.strerror or str(error))]) from None
+        raise JobValidationError(f"cannot read job file {path}: {error.strerror or error}") from None
     try:
-        return json.loads(text)
-    except ValueError as error:
-        raise JobValidationError(f"job file {path} is not valid JSON", [Problem("", str(error))]) from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JobValidationError(f"job file {path} is not UTF-8 text",
+                                 [Problem("", f"byte {error.start}: {error.reason}")]) from None
 
 
 def _print_json(value: Any) -> None:
@@ -241,11 +280,12 @@ def _print_json(value: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentq", description="A distributed task-queue backend for LLM agents.")
+    parser = argparse.ArgumentParser(prog="agentq", description="A distributed task-queue backend for LLM agents.",
+                                     epilog=REDIS_RULE)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     def command(name: str, handler: Callable[..., int], help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, epilog=REDIS_RULE)
         p.set_defaults(handler=handler)
         return p
 

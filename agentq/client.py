@@ -5,19 +5,23 @@
     for event in handle.events():
         print(event.event, event.part)
     record = handle.result(timeout=60)
+
+Job records are returned as plain dicts in the shape of SPEC §12 (`{"id", "status", "result", "state",
+"instances", "error", "usage", "created_at", "finished_at"}`), ready for JSON; statuses are strings.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from agentq.errors import JobTimeoutError
+from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
+from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
-
-FINAL = ("succeeded", "failed", "canceled")
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,14 @@ class Event:
     def part(self) -> dict | None:
         return self.data.get("part")
 
+    @property
+    def envelope(self) -> Envelope:
+        """The typed envelope (`agentq.protocol.envelopes`)."""
+        return parse_envelope(self.data)
+
 
 class JobHandle:
-    def __init__(self, client: "Client", job_id: str):
+    def __init__(self, client: Client, job_id: str):
         self._client = client
         self.id = job_id
 
@@ -42,63 +51,85 @@ class JobHandle:
         return f"JobHandle({self.id!r})"
 
     def status(self) -> str:
-        return self._client.store.job_status(self.id)
+        return self._client._parts.store.job_status(self.id).value
+
+    def record(self) -> dict:
+        """The job record as it stands now (final once the job ended)."""
+        return self._client._parts.store.record(self.id).to_dict()
 
     def result(self, timeout: float | None = None) -> dict:
         """Wait until the job ends (at most `timeout` seconds) and return its record."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        store = self._client.store
+        store = self._client._parts.store
         # Block on the job's end signal rather than on its event stream: one wake-up per job, not per event.
         # The status is re-read at least every second, so a job that ended without the signal is seen too.
-        while self.status() not in FINAL:
+        while not store.job_status(self.id).is_final:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {self.status()})")
             if store.wait_finished(self.id, 1.0 if remaining is None else min(1.0, remaining)) is not None:
                 break
-        return store.record(self.id)
+        return store.record(self.id).to_dict()
 
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
         """Events in order from `after`; with `follow`, until the job's final event. Parts are stripped of
         technical details unless `technical=True`."""
-        for entry_id, envelope in self._client.store.iter_events(self.id, after, follow=follow):
-            if not technical and "part" in envelope:
-                envelope = {**envelope, "part": strip_technical_details(envelope["part"])}
-            yield Event(entry_id, envelope.get("event", ""), envelope)
+        for entry_id, data in self._client._parts.store.iter_events(self.id, after, follow=follow):
+            if not technical and "part" in data:
+                data = {**data, "part": strip_technical_details(data["part"])}
+            yield Event(entry_id, data.get("event", ""), data)
 
     def cancel(self) -> str:
-        return self._client.service.cancel(self.id)
+        return self._client._parts.jobs.cancel(self.id).value
 
 
 class Client:
-    """A connection to agentq's state store and broker for submitting and following jobs."""
+    """A connection to agentq's state store and broker for submitting and following jobs.
+
+    `tools` adds tool schemas this process knows to those the fleet published (a submitter that carries its
+    own tool files); the client never needs activity code."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None):
-        from agentq.runtime.app import Dispatcher, create_app
-        from agentq.runtime.service import JobService
-        from agentq.store.state import StateStore
+                 settings: Settings | None = None, tools: ToolRegistry | None = None):
+        from agentq.runtime.root import connect
 
         settings = settings or Settings()
         updates = {k: v for k, v in (("redis_url", redis_url), ("broker_url", broker_url)) if v}
         self.settings = settings.model_copy(update=updates) if updates else settings
-        self.store = StateStore.from_settings(self.settings)
-        self.app = create_app(self.settings)
-        self.service = JobService(self.store, Dispatcher(self.app), settings=self.settings)
+        self._parts = connect(self.settings, tools=tools)
 
     def submit(self, job: Any, *, job_id: str | None = None) -> JobHandle:
         """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then."""
-        return JobHandle(self, self.service.submit(job, job_id=job_id))
+        return JobHandle(self, self._parts.jobs.submit(job, job_id=job_id))
 
     def job(self, job_id: str) -> JobHandle:
-        self.store.job_status(job_id)  # raises JobNotFoundError early
+        self._parts.store.job_status(job_id)  # raises JobNotFoundError early
         return JobHandle(self, job_id)
 
-    def close(self) -> None:
-        self.store.redis.close()
-        self.app.close()
+    def record(self, job_id: str) -> dict:
+        """The record of a job, as `JobHandle.record`."""
+        return self._parts.store.record(job_id).to_dict()
 
-    def __enter__(self) -> "Client":
+    def tools(self) -> dict[str, dict]:
+        """The tool schemas a submission through this client can name (published, then its own)."""
+        return self._parts.jobs.available_tools()
+
+    def live_activities(self) -> dict[str, dict]:
+        """Activity name → its announcement, for the activities a live worker serves."""
+        return self._parts.jobs.live_activities()
+
+    def tool_conflicts(self) -> dict[str, dict]:
+        """Tools that two processes published with different schemas."""
+        return self._parts.store.tool_conflicts()
+
+    def ping(self) -> None:
+        """Raise `StoreUnavailableError` when the state store cannot be reached."""
+        self._parts.store.ping()
+
+    def close(self) -> None:
+        self._parts.close()
+
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,6 +11,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │   ├── RegistrationError          registry misuse
     │   │   └── DuplicateRegistrationError
     │   ├── UnknownToolError           a Call for a tool nobody registered
+    │   ├── InvalidJobIdError          a job id that cannot name a job's keys
     │   ├── WriteError                 e.g. `push` onto a value that is not an array
     │   └── InvalidInputError          carries `problems`: every problem, each with a JSON pointer
     │       ├── CallValidationError    a Call that does not match its composed tool schema
@@ -18,7 +19,8 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── ReferenceCycleError    Calls that wait on each other
     │       └── JobValidationError     a job rejected as a whole before anything is written
     ├── ConfigurationError             settings or environment that cannot work
-    ├── StoreError                     the state store is unreachable or inconsistent
+    ├── StoreError                     the state store is unreachable or holds something unexpected
+    │   ├── StoreUnavailableError      Redis cannot be reached (connection refused, timeout)
     │   └── JobNotFoundError
     ├── JobTimeoutError                waiting for a job took longer than asked
     ├── LLMError                       the model could not give an answer (after its retries)
@@ -68,6 +70,10 @@ class DuplicateRegistrationError(RegistrationError):
 
 class UnknownToolError(ProtocolError):
     """A Call names a tool that is not registered or not part of the job."""
+
+
+class InvalidJobIdError(ProtocolError):
+    """A job id that does not match `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$` (SPEC §10)."""
 
 
 class WriteError(ProtocolError):
@@ -141,6 +147,10 @@ class StoreError(AgentQError):
     """The state store is unreachable or holds something unexpected."""
 
 
+class StoreUnavailableError(StoreError):
+    """The state store cannot be reached (connection refused, timed out); retrying later may work."""
+
+
 class JobNotFoundError(StoreError):
     """No job with that id (never submitted, or expired with its TTL)."""
 
@@ -180,6 +190,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateRegistrationError",
     "InvalidInputError",
+    "InvalidJobIdError",
     "JobNotFoundError",
     "JobTimeoutError",
     "JobValidationError",
@@ -195,6 +206,7 @@ __all__ = [
     "RegistrationError",
     "ScopeError",
     "StoreError",
+    "StoreUnavailableError",
     "ToolSchemaError",
     "UnknownMethodError",
     "UnknownToolError",

@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     job_ttl_s: int = Field(default=7 * 24 * 3600, gt=0)
     max_job_bytes: int = Field(default=1_000_000, gt=0)
     max_calls: int = Field(default=10_000, gt=0)
+    max_depth: int = Field(default=64, ge=2, le=500)  # nesting of a submitted job's JSON
+    max_result_bytes: int = Field(default=1_000_000, gt=0)  # an activity's result, as JSON
+    default_timeout_s: float = Field(default=900.0, gt=0)  # for activities that declare no timeout
 
     engine_queue: str = "agentq.engine"
     visibility_timeout_s: float = Field(default=3600.0, gt=0)
@@ -48,6 +51,11 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=5, ge=1)
     llm_max_tokens: int = Field(default=8192, ge=1)
     llm_timeout_s: float = Field(default=600.0, gt=0)
+
+    @property
+    def redis_url_is_set(self) -> bool:
+        """True when the Redis URL was given (environment or keyword), not the default."""
+        return "redis_url" in self.model_fields_set
 
     @property
     def effective_broker_url(self) -> str:

@@ -17,7 +17,6 @@ global side effect. The runtime builds Celery tasks from :meth:`ActivityRegistry
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import math
 import re
@@ -27,12 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentq.errors import DuplicateRegistrationError, RegistrationError
-from agentq.protocol.tools import is_valid_name, next_version
+from agentq.protocol.tools import is_valid_name, next_version, unknown_name
 
-__all__ = ["Activity", "ActivityRegistry", "ActivitySpec", "TASK_PREFIX", "invoke_handler"]
-
-#: Celery task (and default queue) name prefix: the task of activity ``x`` is ``agentq.activity.x``.
-TASK_PREFIX = "agentq.activity."
+__all__ = ["Activity", "ActivityRegistry", "ActivitySpec", "invoke_handler"]
 
 _RATE_LIMIT_RE = re.compile(r"^\d+(\.\d+)?/(s|m|h)$")
 _ARG_NAMES = ("call", "tool", "context")
@@ -148,26 +144,16 @@ class ActivitySpec:
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
     @property
-    def queue_name(self) -> str:
-        """The queue its tasks go to: ``queue`` if set, else ``agentq.activity.<name>``."""
-        return self.queue or TASK_PREFIX + self.name
-
-    @property
-    def task_name(self) -> str:
-        """The Celery task name: ``agentq.activity.<name>``."""
-        return TASK_PREFIX + self.name
-
-    @property
     def parameters(self) -> tuple[str, ...]:
         """What the handler receives, in order: a subset of ``("call", "tool", "context")``."""
         return self._invocation[1]
 
     def to_announcement(self) -> dict[str, Any]:
-        """A JSON-able description for the worker announcement (no handler; the runtime adds the hostname)."""
+        """A JSON-able description for the worker announcement (no handler; the runtime adds its task, queue
+        and hostname)."""
         return {
             "name": self.name,
-            "task": self.task_name,
-            "queue": self.queue_name,
+            "queue": self.queue,
             "retries": self.retries,
             "retry_backoff": float(self.retry_backoff),
             "timeout": None if self.timeout is None else float(self.timeout),
@@ -253,20 +239,18 @@ class ActivityRegistry:
             self._version = next_version()
 
     def unregister(self, name: str) -> None:
-        """Remove activity ``name`` (:class:`RegistrationError` if it is not registered)."""
+        """Remove activity ``name`` (:class:`UnknownToolError` if it is not registered)."""
         with self._lock:
             self.get(name)
             del self._specs[name]
             self._version = next_version()
 
     def get(self, name: str) -> ActivitySpec:
-        """The spec of ``name``; :class:`RegistrationError` with a "did you mean" hint if absent."""
+        """The spec of ``name``; :class:`UnknownToolError` with a "did you mean" hint if absent."""
         try:
             return self._specs[name]
         except (KeyError, TypeError):
-            close = difflib.get_close_matches(str(name), list(self._specs), n=3, cutoff=0.6)
-            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            raise RegistrationError(f"no activity named {name!r} is registered{hint}") from None
+            raise unknown_name("activity", name, self._specs) from None
 
     def specs(self) -> tuple[ActivitySpec, ...]:
         """All specs, sorted by name."""

@@ -7,6 +7,7 @@ monotonic variant), so sorting ids sorts them by creation.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -46,3 +47,19 @@ def ulid_time_ms(identifier: str) -> int:
     for char in identifier[-26:]:
         value = value * 32 + ALPHABET.index(char)
     return value >> _RANDOM_BITS
+
+
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def job_id_problem(job_id: object) -> str | None:
+    """Why a sender-chosen job id cannot be used (SPEC §10), or None when it can.
+
+    The id becomes part of every key of the job (`agentq:{<id>}:...`), so braces, spaces and anything else
+    that would change a key's hash slot or meaning are refused before a key is written."""
+    if not isinstance(job_id, str):
+        return f"a job id must be a string, got {type(job_id).__name__}"
+    if not JOB_ID_PATTERN.match(job_id):
+        return (f"job id {job_id[:140]!r} is not allowed: use 1 to 128 letters, digits and _ . : -, "
+                "starting with a letter or digit")
+    return None

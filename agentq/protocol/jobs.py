@@ -17,22 +17,15 @@ from agentq.protocol.dependencies import build_graph, find_cycle, node_for, unsa
 from agentq.protocol.expressions import is_reference, parse_expression
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
+from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.scopes import effective_scopes
-from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.tools import ToolRegistry, unknown_name
 from agentq.protocol.validation import call_errors
 from agentq.protocol.values import METHODS
 from agentq.protocol.views import LogIndex
 
 JOB_FIELDS = frozenset({"context", "tools", "output", "calls", "options"})
 LOCALES = ("en", "fr")
-ENGINE_QUEUE = "agentq.engine"
-LATENT_TASK = "agentq.engine.latent"
-MODULE_TASK = "agentq.engine.module"
-
-
-def activity_task_name(activity: str) -> str:
-    """Celery task name of an activity: calls are keyed by their `_activity`."""
-    return f"agentq.activity.{activity}"
 
 
 @dataclass(frozen=True)
@@ -44,37 +37,35 @@ class JobLimits:
 
 @dataclass
 class PlannedCall:
-    """One Call of a job with everything the runtime needs to run it without re-planning."""
+    """One Call of a job while it is planned; `record()` is what the store keeps of it, beside `dependents`
+    (the calls waiting on it) and `waiting` (how many unfinished calls it waits on)."""
 
     id: str
     index: int
     call: dict
     tool: str
     activity: str
-    mode: str  # "explicit" | "latent" | "module"
-    task: str
-    queue: str
+    mode: CallMode
     awaited: bool
     instance: str | None
     scopes: list[str]
     dependents: list[str] = field(default_factory=list)
-    waiting: int = 0
+    waiting: int = 0  # unfinished calls it waits on
     needs_log: bool = False
     locale: str = "en"  # the job's locale, for the display info of this call's event parts
 
-    def record(self) -> dict:
-        return {
-            "id": self.id, "index": self.index, "call": self.call, "tool": self.tool,
-            "activity": self.activity, "mode": self.mode, "task": self.task, "queue": self.queue,
-            "awaited": self.awaited, "instance": self.instance, "scopes": self.scopes,
-            "dependents": self.dependents, "needs_log": self.needs_log, "locale": self.locale,
-        }
+    def record(self) -> CallRecord:
+        return CallRecord(
+            id=self.id, index=self.index, call=self.call, tool=self.tool, activity=self.activity, mode=self.mode,
+            awaited=self.awaited, instance=self.instance, scopes=tuple(self.scopes), needs_log=self.needs_log,
+            locale=self.locale,
+        )
 
 
 @dataclass
 class JobPlan:
     id: str
-    kind: str  # "plan" | "agent"
+    kind: JobKind
     context: list[dict]
     tools: dict[str, dict]  # composed tool schemas of this job, by name
     solution: dict
@@ -120,8 +111,8 @@ def plan_job(
 ) -> JobPlan:
     """Validate `job` (SPEC §9) and plan its calls; raise `JobValidationError` listing every problem.
 
-    `tools` are the schemas a job may name; `live_activities` maps each live activity name to its
-    announcement (used for `_activity` resolution and for the queue of explicit calls).
+    `tools` are the schemas a job may name; the names of `live_activities` (the known activities, SPEC §3)
+    resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to decide.
     """
     problems = _Problems()
     if not isinstance(job, dict):
@@ -148,7 +139,7 @@ def plan_job(
     is_plan = "calls" in job
     solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
     composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
-    calls = _plan_calls(raw_calls or [], composed, live_activities, problems)
+    calls = _plan_calls(raw_calls or [], composed, tools, problems)
     raw_context = job.get("context", [])
     if len(calls) == len(raw_calls or []) and isinstance(raw_context, list) and len(context) == len(raw_context):
         # every call and message could be planned (a call may still have schema problems): cycles and
@@ -161,7 +152,7 @@ def plan_job(
 
     return JobPlan(
         id=job_id or new_id("job"),
-        kind="plan" if is_plan else "agent",
+        kind=JobKind.PLAN if is_plan else JobKind.AGENT,
         context=context,
         tools=composed,
         solution=solution,
@@ -268,7 +259,7 @@ def _plan_options(raw: Any, limits: JobLimits, problems: _Problems) -> dict:
     return options
 
 
-def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, Mapping[str, Any]],
+def _plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict],
                 problems: _Problems) -> list[PlannedCall]:
     planned = []
     solutions: dict[str, dict] = {}
@@ -279,8 +270,7 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, M
             continue
         name = call.get("_tool")
         if name not in composed:
-            known = ", ".join(sorted(composed)) or "none (no worker has published tools, and `tools` lists none)"
-            problems.add(f"{pointer}/_tool", f"unknown tool {name!r}; this job's tools: {known}")
+            problems.add(f"{pointer}/_tool", _unknown_tool_message(name, composed, available))
             continue
         tool = composed[name]
         found = _meta_problems(call, pointer)
@@ -302,27 +292,31 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], live: Mapping[str, M
             problems.items.extend(schema_problems)
         if found:
             continue
-        planned.append(_planned_call(i, call, tool, live, scopes))
+        planned.append(_planned_call(i, call, tool, scopes))
     return planned
 
 
-def _planned_call(index: int, call: dict, tool: dict, live: Mapping[str, Mapping[str, Any]],
-                  scopes: list[str]) -> PlannedCall:
+def _unknown_tool_message(name: object, composed: Mapping[str, dict], available: Mapping[str, dict]) -> str:
+    """Why a call's tool is not one of the job's, naming what is really there."""
+    if isinstance(name, str) and name in available:
+        return f"tool {name!r} is known but not in this job's tools ({', '.join(sorted(composed)) or 'none'})"
+    return str(unknown_name("tool", name, {*available, *composed}))
+
+
+def _planned_call(index: int, call: dict, tool: dict, scopes: list[str]) -> PlannedCall:
     name = tool["properties"]["_tool"]["const"]
     activity = tool["properties"]["_activity"]["const"]
     call = {**call, "_activity": activity}
     if "const" in (tool["properties"].get("_module") or {}):
-        mode, task, queue = "module", MODULE_TASK, ENGINE_QUEUE
+        mode = CallMode.MODULE
     elif activity == "":
-        mode, task, queue = "latent", LATENT_TASK, ENGINE_QUEUE
+        mode = CallMode.LATENT
     else:
-        announced = live.get(activity) or {}
-        mode, task = "explicit", activity_task_name(activity)
-        queue = announced.get("queue") or task
+        mode = CallMode.EXPLICIT
     has_path = bool(call.get("_outputPath"))
     return PlannedCall(
-        id=new_id("call"), index=index, call=call, tool=name, activity=activity, mode=mode, task=task,
-        queue=queue, awaited=has_path or mode != "explicit", instance=call.get("_instance"), scopes=scopes,
+        id=new_id("call"), index=index, call=call, tool=name, activity=activity, mode=mode,
+        awaited=has_path or mode is not CallMode.EXPLICIT, instance=call.get("_instance"), scopes=scopes,
     )
 
 
@@ -385,7 +379,7 @@ def _link_dependencies(calls: list[PlannedCall], context: list[dict], problems: 
     for node in nodes:
         call = by_id[node.id]
         call.waiting = len(graph.get(node.id, ()))
-        call.needs_log = bool(node.reads) or bool(call.scopes) or call.mode != "explicit"
+        call.needs_log = bool(node.reads) or bool(call.scopes) or call.mode is not CallMode.EXPLICIT
         for dependency in graph.get(node.id, ()):
             by_id[dependency].dependents.append(node.id)
     for call in calls:

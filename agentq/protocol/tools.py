@@ -304,9 +304,13 @@ def check_tool_schema(name: str, schema: Any) -> dict:
 # ------------------------------------------------------------------------------------------- registry
 
 
-def _did_you_mean(name: str, names: Any) -> str:
-    close = difflib.get_close_matches(str(name), list(names), n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+def unknown_name(what: str, name: object, names: Any) -> UnknownToolError:
+    """The one error for a name no registry knows (a tool or an activity), with a "did you mean" hint and
+    what is registered."""
+    known = sorted(names)
+    close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return UnknownToolError(f"unknown {what} {name!r}{hint} (registered: {', '.join(known) or 'none'})")
 
 
 class ToolRegistry:
@@ -337,10 +341,7 @@ class ToolRegistry:
         try:
             return self._tools[name]
         except (KeyError, TypeError):
-            known = ", ".join(self.names) or "none"
-            raise UnknownToolError(
-                f"unknown tool {name!r}{_did_you_mean(name, self._tools)} (registered: {known})"
-            ) from None
+            raise unknown_name("tool", name, self._tools) from None
 
     def snapshot(self) -> dict[str, dict]:
         """A new dict name → stored schema, sorted by name (the schemas themselves are shared, read-only)."""

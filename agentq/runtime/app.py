@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
-from agentq.protocol.jobs import LATENT_TASK, MODULE_TASK
+from agentq.protocol.ids import job_id_problem
+from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.runtime")
-
-SUBMIT_TASK = "agentq.engine.submit"
-TICK_TASK = "agentq.engine.tick"
 
 
 def create_app(settings: Settings, *, name: str = "agentq") -> Any:
@@ -63,25 +62,28 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
 
 
 class Dispatcher:
-    """Sends the task of each ready call to its queue; task ids are `<job>.<call>` (used to revoke)."""
+    """Sends the task of each ready call to its queue; task ids are `<job>.<call>` (used to revoke).
 
-    def __init__(self, app: Any):
+    A call's task is `[job_id, call_id, record]`: a pointer to the call, plus its record so the worker needs
+    not read it back (the claim checks it against the stored one, which is what runs)."""
+
+    def __init__(self, app: Any, routing: Routing):
         self.app = app
+        self.routing = routing
 
-    def __call__(self, job_id: str, records: list[dict]) -> None:
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         with self.app.producer_or_acquire() as producer, _publish_batch(producer, len(records)):
             for record in records:
-                args = [job_id, record["id"], record.get("needs_log", True), record.get("locale", "en")]
                 self.app.send_task(
-                    record["task"], args=[*args, task_record(record)],
+                    record.task, args=[job_id, record.id, record.to_dict()],
                     # what monitoring shows of the arguments: the record is left out (Celery would otherwise
                     # render it with its slow `saferepr` for every task, only to cut it at 1024 characters)
-                    argsrepr=repr([*args, "<record>"]), kwargsrepr="{}",
-                    queue=record["queue"], task_id=task_id(job_id, record["id"]), producer=producer,
+                    argsrepr=repr([job_id, record.id, "<record>"]), kwargsrepr="{}",
+                    queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
                 )
 
-    def tick(self, job_id: str, queue: str) -> None:
-        self.app.send_task(TICK_TASK, args=[job_id], queue=queue, task_id=f"{job_id}.tick")
+    def tick(self, job_id: str) -> None:
+        self.app.send_task(TICK_TASK, args=[job_id], queue=self.routing.engine_queue, task_id=f"{job_id}.tick")
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:
@@ -99,43 +101,52 @@ def task_id(job_id: str, call_id: str) -> str:
     return f"{job_id}.{call_id}"
 
 
-def task_record(record: dict) -> dict:
-    """The call record a call's task carries, so the worker needs not read it back from the store: the record
-    without its `dependents` (only the commit step uses them, from the store; they can be many)."""
-    return {k: v for k, v in record.items() if k != "dependents"}
-
-
 @dataclass
 class Runtime:
-    """One process's agentq runtime: settings, Celery app, store, dispatcher, executor, job service."""
+    """One process's agentq runtime: the composition root's parts (settings, store, Celery app, dispatcher,
+    job service) plus the executor, and the registration of the tasks this process serves."""
 
     settings: Settings
     activities: ActivityRegistry
     tools: ToolRegistry
-    app: Any = field(init=False)
-    store: Any = field(init=False)
-    dispatcher: Dispatcher = field(init=False)
+    parts: Any = field(init=False)
     executor: Any = field(init=False)
-    service: Any = field(init=False)
 
     def __post_init__(self) -> None:
         from agentq.runtime.executor import Executor
-        from agentq.runtime.service import JobService
-        from agentq.store.state import StateStore
+        from agentq.runtime.root import connect
 
-        self.app = create_app(self.settings)
-        self.store = StateStore.from_settings(self.settings)
-        self.dispatcher = Dispatcher(self.app)
-        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s)
-        self.service = JobService(self.store, self.dispatcher, settings=self.settings, tools=self.tools,
-                                  activities=self.activities)
+        self.parts = connect(self.settings, tools=self.tools, activities=self.activities)
+        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s,
+                                 default_timeout_s=self.settings.default_timeout_s,
+                                 max_result_bytes=self.settings.max_result_bytes)
+
+    @property
+    def app(self) -> Any:
+        return self.parts.app
+
+    @property
+    def store(self) -> Any:
+        return self.parts.store
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self.parts.dispatcher
+
+    @property
+    def service(self) -> Any:
+        return self.parts.jobs
+
+    @property
+    def routing(self) -> Routing:
+        return self.parts.routing
 
     def register_activity_tasks(self) -> list[str]:
         """One task per activity, named `agentq.activity.<name>`; returns the queues to consume."""
         queues: list[str] = []
         for spec in self.activities.specs():
-            _register_activity_task(self.app, self.executor, spec)
-            for queue in (spec.queue_name, spec.task_name):
+            self._register_activity_task(spec)
+            for queue in (self.routing.activity_queue(spec), activity_task(spec.name)):
                 if queue not in queues:
                     queues.append(queue)
         return queues
@@ -145,39 +156,58 @@ class Runtime:
         app, executor, service = self.app, self.executor, self.service
 
         @app.task(name=SUBMIT_TASK, bind=True, shared=False)
-        def submit(task: Any, job: Any, job_id: str | None = None) -> None:
+        def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
             service.submit_by_task(job, job_id=job_id)
 
         for name in (LATENT_TASK, MODULE_TASK):
             _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
 
         @app.task(name=TICK_TASK, bind=True, shared=False)
-        def tick(task: Any, job_id: str) -> None:
+        def tick(task: Any, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
+            if job_id_problem(job_id) is not None:
+                log.warning("task %s ignored: its arguments do not name a job (%.200r)", TICK_TASK, job_id)
+                return
             executor.tick(job_id)
 
         return [self.settings.engine_queue]
 
+    def _register_activity_task(self, spec: ActivitySpec) -> None:
+        timeout = self.executor.timeout_of(spec)
+        _register_call_task(self.app, self.executor, activity_task(spec.name), soft_time_limit=timeout,
+                            time_limit=timeout * 1.5 + 5, rate_limit=spec.rate_limit)
+
     def close(self) -> None:
         self.executor.leases.stop()
-        try:
-            self.store.redis.close()
-        finally:
-            self.app.close()
-
-
-def _register_activity_task(app: Any, executor: Any, spec: ActivitySpec) -> None:
-    hard = None if spec.timeout is None else spec.timeout * 1.5 + 5
-    _register_call_task(app, executor, spec.task_name, soft_time_limit=spec.timeout, time_limit=hard,
-                        rate_limit=spec.rate_limit)
+        self.parts.close()
 
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None) -> None:
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
-    def run(task: Any, job_id: str, call_id: str, needs_log: bool = True, locale: str = "en",
-            record: dict | None = None) -> str:
-        outcome = executor.run_call(job_id, call_id, needs_log=needs_log, locale=locale, record=record)
+    def run(task: Any, *args: Any, **kwargs: Any) -> str:
+        pointer = call_pointer(args, kwargs)
+        if pointer is None:
+            log.warning("task %s ignored: its arguments do not point at a call (%.200r)", name, args or kwargs)
+            return "ignored"
+        job_id, call_id, record = pointer
+        outcome = executor.run_call(job_id, call_id, record=record)
         if outcome.retry_in is not None:
             raise task.retry(countdown=outcome.retry_in, max_retries=None)
         return outcome.status
+
+
+def call_pointer(args: tuple, kwargs: dict) -> tuple[str, str, CallRecord | None] | None:
+    """(job id, call id, the record the task carries) from a call task's arguments, or None when they are not
+    a call's task (garbage on the broker: one warning line, no traceback). A record that cannot be read is
+    dropped: the claim reads the stored one."""
+    values = [*args, *kwargs.values()] if kwargs else list(args)
+    if len(values) < 2 or job_id_problem(values[0]) is not None or not isinstance(values[1], str):
+        return None
+    record = None
+    if len(values) > 2 and isinstance(values[-1], dict):
+        try:
+            record = CallRecord.from_dict(values[-1])
+        except (KeyError, TypeError, ValueError):
+            record = None
+    return values[0], values[1], record

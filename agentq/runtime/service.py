@@ -1,35 +1,55 @@
 """Job submission and cancellation, shared by the Python client, the CLI, the engine's submit task and
 the HTTP API.
 
-Submission validates the whole job before anything is written (`plan_job`), writes it in one atomic
-step, then sends the tasks of the calls that are ready at once. Tool schemas come from the store (what
-workers and dispatchers published) plus this process's own registry, so a submitter needs no tool or
-activity code.
+Submission validates the whole job before anything is written (`plan_job`, after the id, size and nesting
+checks), routes its calls, writes it in one atomic step, then sends the tasks of the calls that are ready at
+once. Tool schemas come from the store (what workers and dispatchers published) plus this process's own
+registry, so a submitter needs no tool or activity code.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.errors import JobValidationError, Problem
 from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.envelopes import JobFinished, JobQueued
 from agentq.protocol.events import activity_part
+from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, plan_job
+from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
+from agentq.protocol.records import CallRecord, JobKind, JobRecord
+from agentq.protocol.status import JobStatus
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.events import envelope
+from agentq.runtime.finalize import finalize_job
+from agentq.runtime.routing import Routing
 from agentq.settings import Settings
+from agentq.store.records import build_job_record
+from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.service")
 
 
+class Dispatch(Protocol):
+    """What the service needs of the dispatcher (the runtime's Celery adapter, or a stand-in in unit tests)."""
+
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
+
+    def tick(self, job_id: str) -> None: ...
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
+
+
 class JobService:
-    def __init__(self, store: Any, dispatcher: Any, *, settings: Settings, tools: ToolRegistry | None = None,
-                 activities: ActivityRegistry | None = None, local_activities_are_live: bool = False):
+    def __init__(self, store: StateStore, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
+                 tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
+                 local_activities_are_live: bool = False):
         self.store = store
         self.dispatcher = dispatcher
         self.settings = settings
+        self.routing = routing
         self.tools = tools if tools is not None else ToolRegistry()
         self.activities = activities if activities is not None else ActivityRegistry()
         self.local_activities_are_live = local_activities_are_live
@@ -44,40 +64,60 @@ class JobService:
         live = self.store.live_activities()
         if self.local_activities_are_live:
             for spec in self.activities.specs():
-                live.setdefault(spec.name, spec.to_announcement())
+                live.setdefault(spec.name, self.routing.announcement(spec))
         return live
 
     def submit(self, job: Any, *, job_id: str | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing."""
-        if isinstance(job, (str, bytes)):
-            size = len(job if isinstance(job, bytes) else job.encode())
-            try:
-                job = json.loads(job)
-            except ValueError as error:
-                raise JobValidationError("job is not valid JSON", [Problem("", str(error))]) from None
-        else:
-            size = len(json.dumps(job, ensure_ascii=False, default=str).encode())
-        plan = plan_job(job, tools=self.available_tools(), live_activities=self.live_activities(),
-                        limits=self.limits, size=size, job_id=job_id)
-        queued = envelope("job.queued", plan.id, status="queued", kind=plan.kind, calls=len(plan.calls),
-                          part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
-        if not self.store.create_job(plan, submitted=job, events=[queued]):
+        job, size = self._decode(job, job_id)
+        live = self.live_activities()
+        plan = plan_job(job, tools=self.available_tools(), live_activities=live, limits=self.limits, size=size,
+                        job_id=job_id)
+        records = [self.routing.route(c.record(), live) for c in plan.calls]
+        queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
+                           part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
+        if not self.store.create_job(plan, records, submitted=job, events=[queued]):
             raise JobValidationError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
-        if plan.kind == "agent":
-            self.dispatcher.tick(plan.id, self.settings.engine_queue)
+        if plan.kind is JobKind.AGENT:
+            self.dispatcher.tick(plan.id)
         else:
-            self.dispatcher(plan.id, [c.record() for c in plan.ready])
+            ready = {c.id for c in plan.ready}
+            self.dispatcher(plan.id, [r for r in records if r.id in ready])
             if not any(c.awaited for c in plan.calls):
                 # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
                 # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
-                from agentq.runtime.finalize import finalize_job
-
                 finalize_job(self.store, plan.id)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         return plan.id
 
-    def submit_by_task(self, job: Any, *, job_id: str | None) -> None:
-        """Submission through the `agentq.engine.submit` task: a rejected job with an id is recorded as failed."""
+    def _decode(self, job: Any, job_id: str | None) -> tuple[Any, int]:
+        """The job as a JSON value and its size in bytes, after the checks that must come before planning:
+        the sender's id (it becomes part of every key), the encoding and the nesting depth."""
+        if job_id is not None and (problem := job_id_problem(job_id)):
+            raise JobValidationError("job rejected", [Problem("", problem)])
+        max_depth = self.settings.max_depth
+        if isinstance(job, (str, bytes)):
+            size = len(job if isinstance(job, bytes) else job.encode("utf-8", "surrogatepass"))
+            if size > self.limits.max_job_bytes:
+                raise JobValidationError("job rejected", [Problem("", f"job is {size} bytes; the limit is "
+                                                                      f"{self.limits.max_job_bytes} (AGENTQ_MAX_JOB_BYTES)")])
+            job, problem = loads_limited(job, max_depth)
+            if problem is not None:
+                raise JobValidationError("job rejected", [problem])
+            return job, size
+        if (problem := value_depth_problem(job, max_depth)) is not None:
+            raise JobValidationError("job rejected", [problem])
+        try:
+            return job, len(json.dumps(job, ensure_ascii=False).encode())
+        except (TypeError, ValueError) as error:
+            raise JobValidationError("job rejected", [Problem("", f"not JSON: {error}")]) from None
+
+    def submit_by_task(self, job: Any, *, job_id: Any = None) -> None:
+        """Submission through the `agentq.engine.submit` task: a rejected job with a usable id is recorded
+        as failed so its sender can read why; an id that cannot be used is only logged (no key is written)."""
+        if job_id is not None and (problem := job_id_problem(job_id)):
+            log.warning("submission by task name rejected before anything was written: %s", problem)
+            return
         try:
             self.submit(job, job_id=job_id)
         except JobValidationError as error:
@@ -85,19 +125,17 @@ class JobService:
             if job_id:
                 self.store.record_rejection(job_id, error.to_dict(), ttl_s=self.settings.job_ttl_s)
 
-    def cancel(self, job_id: str) -> str:
+    def cancel(self, job_id: str) -> JobStatus:
         """Cancel a job: no call starts after this; queued tasks are revoked. Returns the job's status."""
-        from agentq.store.records import job_record
-
-        event = envelope("job.finished", job_id, status="canceled", error=None,
-                         part=activity_part("Job canceled", source="agentq"))
-        outcome, ready = self.store.cancel(job_id, event=event)
-        if outcome == "final":
-            return ready[0] if ready else self.store.job_status(job_id)
+        event = JobFinished(job_id=job_id, status=JobStatus.CANCELED.value, error=None,
+                            part=activity_part("Job canceled", source="agentq"))
+        status, ready = self.store.cancel(job_id, event=event)
+        if status is not JobStatus.CANCELED:
+            return status
         self.dispatcher.revoke(job_id, ready)
-        fields = self.store.job_fields(job_id)
-        self.store.save_record(job_id, job_record(fields, self.store.read_log(job_id)))
-        return "canceled"
+        info = self.store.job_info(job_id)
+        self.store.save_record(job_id, build_job_record(info, self.store.read_log(job_id)))
+        return status
 
-    def record(self, job_id: str) -> dict:
+    def record(self, job_id: str) -> JobRecord:
         return self.store.record(job_id)

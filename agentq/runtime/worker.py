@@ -70,7 +70,7 @@ class Heartbeat:
         self.announcement = {
             "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(),
             "queues": queues, "engine": engine, "started_at": time.time(),
-            "activities": [spec.to_announcement() for spec in runtime.activities.specs()],
+            "activities": [runtime.routing.announcement(spec) for spec in runtime.activities.specs()],
             "tools": sorted(runtime.tools.names),
         }
         self._stop = threading.Event()

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentq.errors import InvalidJobIdError
+from agentq.protocol.ids import job_id_problem
+
 
 @dataclass(frozen=True)
 class JobKeys:
-    """The keys of one job, in the order the Lua scripts expect them (see `ALL`)."""
+    """The keys of one job, in the order the Lua scripts expect them (see `all`).
+
+    The job id is checked here too (SPEC §10), so no code path can build a key from an id that would change
+    the key's hash slot or meaning: `InvalidJobIdError` before any key exists."""
 
     namespace: str
     job_id: str
+
+    def __post_init__(self) -> None:
+        problem = job_id_problem(self.job_id)
+        if problem is not None:
+            raise InvalidJobIdError(problem)
 
     @property
     def _prefix(self) -> str:
@@ -31,6 +42,10 @@ class JobKeys:
     @property
     def calls(self) -> str:  # hash: call id -> call record JSON
         return f"{self._prefix}:calls"
+
+    @property
+    def dependents(self) -> str:  # hash: call id -> JSON list of the calls that wait on it
+        return f"{self._prefix}:dependents"
 
     @property
     def status(self) -> str:  # hash: call id -> status
@@ -67,7 +82,7 @@ class JobKeys:
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own)."""
         return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events)
+                self.events, self.dependents)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,19 @@
-"""The job record of SPEC §12, built from a job's hash fields and its log."""
+"""The job record of SPEC §12, built from a job's stored fields and its log."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
+from agentq.protocol.records import JobInfo, JobKind, JobRecord
+from agentq.protocol.status import JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 
 
-def state_views(log: list[dict] | LogIndex) -> tuple[dict, dict[str, dict]]:
+_FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)  # a canceled job has no result
+
+
+def state_views(log: list[dict] | LogIndex) -> tuple[Any, dict[str, Any]]:
     """The merged global `state` view and each instance's merged `state` view."""
     index = log if isinstance(log, LogIndex) else LogIndex(log)
     state = _as_object(index.view("state"))
@@ -16,24 +21,21 @@ def state_views(log: list[dict] | LogIndex) -> tuple[dict, dict[str, dict]]:
     return state, instances
 
 
-def job_record(fields: dict[str, str], log: list[dict] | LogIndex, *, result: object = None,
-               error: dict | None = None) -> dict:
+def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobStatus | None = None,
+                     error: dict | None = None, finished_at: str | None = None) -> JobRecord:
+    """The record of a job as its log stands; `status`, `error` and `finished_at` override the stored ones
+    (finalization passes the outcome it is about to write). A finished plan job's result is its global
+    state."""
     state, instances = state_views(log)
-    saved_error = json.loads(fields["error"]) if fields.get("error") else None
-    return {
-        "id": fields["id"],
-        "status": fields["status"],
-        "result": result,
-        "state": state,
-        "instances": instances,
-        "error": error if error is not None else saved_error,
-        "usage": json.loads(fields.get("usage") or '{"requests": 0, "input_tokens": 0, "output_tokens": 0}'),
-        "created_at": fields.get("created_at"),
-        "finished_at": fields.get("finished_at") or None,
-    }
+    status = status or info.status
+    return JobRecord(
+        id=info.id, status=status,
+        result=state if info.kind is JobKind.PLAN and status in _FINISHED else None,
+        state=state, instances=instances, error=error if error is not None else info.error,
+        usage=info.usage, created_at=info.created_at, finished_at=finished_at or info.finished_at,
+    )
 
 
 def _as_object(view: object) -> object:
     """A view that was never written is `{}` in a record (MISSING is not JSON)."""
     return {} if view is MISSING else view
-

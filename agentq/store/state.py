@@ -9,17 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from enum import StrEnum
 from importlib import resources
-from typing import Any, Iterator
+from typing import Any
 
-from agentq.errors import JobNotFoundError, StoreError
+from agentq.errors import JobNotFoundError
+from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.jobs import JobPlan
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
+from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
+from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys, JobKeys
-from agentq.store.records import job_record
+from agentq.store.records import build_job_record
 
-FINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew")
 
 
@@ -27,81 +32,110 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def record_digest(record: CallRecord) -> str:
+    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with)."""
+    return hashlib.sha1(dumps(record.to_dict()).encode()).hexdigest()
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"  # this attempt owns the call
+    FINISHED = "finished"  # the call already ended (`status`)
+    LEASED = "leased"  # another attempt is running it (`lease_left_ms`)
+    CANCELED = "canceled"  # its job was canceled
+    NOT_READY = "not_ready"  # it still waits on other calls or on approval (`status`)
+    MISSING = "missing"  # no such call
 
 
 @dataclass
 class Claim:
-    """Outcome of `StateStore.claim`; `outcome == "claimed"` means this attempt owns the call."""
+    """Outcome of `StateStore.claim`."""
 
-    outcome: str
-    record: dict | None = None
+    outcome: ClaimOutcome
+    record: CallRecord | None = None
     tool: dict | None = None
     attempt: int = 0
     log_length: int = 0
     log_tail: list[dict] = field(default_factory=list)
-    detail: str = ""  # the status for finished/not_ready, the lease's remaining ms for leased
+    status: CallStatus | None = None  # FINISHED, NOT_READY: the call's status
+    lease_left_ms: int = 0  # LEASED: how long the other attempt's lease still runs
     tool_sha: str = ""  # SHA-1 of the stored schema `tool` was decoded from (when the reply carried it)
     announced: bool = False  # the claim published the caller's start events
+    record_replaced: bool = False  # the record the task carried was not the stored one: the stored one runs
+
+
+class CommitOutcome(StrEnum):
+    COMMITTED = "committed"
+    DUPLICATE = "duplicate"  # the call was committed already (a redelivered task)
+    SUPERSEDED = "superseded"  # another attempt took the call over after this one's lease expired
 
 
 @dataclass
 class Commit:
     """Outcome of `StateStore.commit`; `released` are the records of calls that became ready."""
 
-    outcome: str  # "committed" | "duplicate" | "superseded"
+    outcome: CommitOutcome
     open_calls: int = 0
-    job_status: str = ""
-    released: list[dict] = field(default_factory=list)
+    job_status: JobStatus | None = None
+    released: list[CallRecord] = field(default_factory=list)
 
 
+@map_store_errors
 class StateStore:
-    """The Redis state store. Thread-safe; share one per process."""
+    """The Redis state store. Thread-safe; share one per process.
 
-    def __init__(self, redis_url: str | None = None, *, client: Any = None, namespace: str = "agentq"):
+    Every public method maps Redis connection and timeout errors to `StoreUnavailableError` (see
+    `store/boundary.py`), so nothing above the store handles redis-py's exceptions.
+    """
+
+    def __init__(self, redis_url: str, *, client: Any = None, namespace: str = "agentq"):
         if client is None:
             import redis
 
-            client = redis.Redis.from_url(redis_url or "redis://127.0.0.1:6379/0", decode_responses=True)
+            client = redis.Redis.from_url(redis_url, decode_responses=True, socket_connect_timeout=5,
+                                          health_check_interval=30)
         self.redis = client
+        self.url = redis_url
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
         self._scripts = {name: client.register_script(_lua(name)) for name in _SCRIPTS}
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> "StateStore":
-        return cls(settings.redis_url, namespace=settings.namespace)
 
     def keys(self, job_id: str) -> JobKeys:
         return JobKeys(self.namespace, job_id)
 
     def ping(self) -> None:
-        try:
-            self.redis.ping()
-        except Exception as error:  # redis.ConnectionError and friends
-            raise StoreError(f"cannot reach the state store: {error}") from error
+        self.redis.ping()
+
+    def close(self) -> None:
+        self.redis.close()
 
     # ----------------------------------------------------------------------------------- submission
 
-    def create_job(self, plan: JobPlan, *, submitted: dict, events: list[dict]) -> bool:
-        """Write a planned job in one atomic step; False if a job with that id exists already."""
+    def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
+                   events: Sequence[Envelope]) -> bool:
+        """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
+        exists already."""
         keys = self.keys(plan.id)
         created = now_iso()
+        waiting = {c.id: c.waiting for c in plan.calls}
         payload = {
             "job": {
-                "id": plan.id, "kind": plan.kind, "status": "queued", "created_at": created,
+                "id": plan.id, "kind": plan.kind.value, "status": JobStatus.QUEUED.value, "created_at": created,
                 "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0,
                 "options": dumps(plan.options), "output": dumps(plan.output),
                 "solution": dumps(plan.solution), "submitted": dumps(submitted),
-                "usage": dumps({"requests": 0, "input_tokens": 0, "output_tokens": 0}),
+                "usage": dumps(empty_usage()),
             },
             "log": [dumps(m) for m in plan.context],
-            "calls": {c.id: dumps(c.record()) for c in plan.calls},
-            "status": {c.id: ("ready" if c.waiting == 0 else "pending") for c in plan.calls},
-            "waiting": {c.id: c.waiting for c in plan.calls},
+            "calls": {r.id: dumps(r.to_dict()) for r in records},
+            "status": {c: (CallStatus.READY if n == 0 else CallStatus.PENDING).value for c, n in waiting.items()},
+            "waiting": waiting,
             "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
-            "events": [dumps(e) for e in events],
+            "events": [dumps(e.to_dict()) for e in events],
+            "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
         }
         expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
         created_ok = bool(self._scripts["submit"](keys=list(keys.all), args=[dumps(payload), expire_at_ms]))
@@ -115,30 +149,37 @@ class StateStore:
     # ------------------------------------------------------------------------------------ execution
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
-              job_started: dict | None = None, record: dict | None = None, tool_sha: str = "",
-              start_events: list[dict] = ()) -> Claim:
+              job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
+              tool_sha: str = "", start_events: Sequence[Envelope] = ()) -> Claim:
         """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
-        A caller that has the call's `record` passes it (the reply leaves it out). One that has a copy of the
-        call's tool passes its `tool_sha` (SHA-1 of the schema JSON, `Claim.tool_sha` of the claim it came
-        from): if the stored schema is the same, the reply leaves it out (`Claim.tool` is None), and on the
-        call's first attempt the claim publishes the caller's `start_events` (`Claim.announced`); otherwise
-        `Claim.tool` is the stored one.
+        A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
+        form, `record_digest`): if the stored record is the same, the reply leaves it out; otherwise the
+        claim returns the stored record and that is what runs (`Claim.record_replaced`), so a forged or stale
+        task cannot change what runs or where it writes. One that has a copy of the call's tool passes its
+        `tool_sha` (`Claim.tool_sha` of the claim it came from): if the stored schema is the same, the reply
+        leaves it out (`Claim.tool` is None). On the call's first attempt, with both current, the claim
+        publishes the caller's `start_events` (`Claim.announced`).
         """
         keys = self.keys(job_id)
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id)],
-            args=[call_id, token, lease_ms, now_iso(), dumps(job_started) if job_started else "", log_offset,
-                  "r" if record is not None else "", record["tool"] if record is not None and tool_sha else "",
-                  tool_sha, *(dumps(e) for e in start_events)],
+            args=[call_id, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else "",
+                  log_offset, record_sha if record is not None else "", tool_sha,
+                  *(dumps(e.to_dict()) for e in start_events)],
         )
-        outcome = reply[0]
-        if outcome != "claimed":
-            return Claim(outcome, detail=reply[1] if len(reply) > 1 else "")
+        outcome = ClaimOutcome(reply[0])
+        if outcome is ClaimOutcome.LEASED:
+            return Claim(outcome, lease_left_ms=int(reply[1]))
+        if outcome in (ClaimOutcome.FINISHED, ClaimOutcome.NOT_READY):
+            return Claim(outcome, status=CallStatus(reply[1]))
+        if outcome is not ClaimOutcome.CLAIMED:
+            return Claim(outcome)
         return Claim(
             outcome,
-            record=record if record is not None else json.loads(reply[1]),
+            record=CallRecord.from_dict(json.loads(reply[1])) if reply[1] else record,
+            record_replaced=bool(reply[1]) and record is not None,
             tool=json.loads(reply[2]) if reply[2] else None,
             attempt=int(reply[3]),
             log_length=int(reply[4]),
@@ -147,34 +188,37 @@ class StateStore:
             announced=reply[5] == "1",
         )
 
-    def add_events(self, job_id: str, envelopes: list[dict]) -> None:
+    def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None:
         if not envelopes:
             return
         stream = self.keys(job_id).events
         if len(envelopes) == 1:
-            self.redis.xadd(stream, {"e": dumps(envelopes[0])})
+            self.redis.xadd(stream, {"e": dumps(envelopes[0].to_dict())})
             return
         pipe = self.redis.pipeline(transaction=False)
         for envelope in envelopes:
-            pipe.xadd(stream, {"e": dumps(envelope)})
+            pipe.xadd(stream, {"e": dumps(envelope.to_dict())})
         pipe.execute()
 
-    def commit(self, job_id: str, call_id: str, *, token: str, status: str, messages: list[dict] = (), events: list[dict] = ()) -> Commit:
+    def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Commit:
         keys = self.keys(job_id)
         reply = self._scripts["commit"](
-            keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id)],
-            args=[call_id, token, status, len(messages),
-                  *(dumps(m) for m in messages), *(dumps(e) for e in events)],
+            keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
+                  keys.dependents],
+            args=[call_id, token, status.value, len(messages),
+                  *(dumps(m) for m in messages), *(dumps(e.to_dict()) for e in events)],
         )
-        if reply[0] != "committed":
-            return Commit(reply[0], job_status=reply[1] if len(reply) > 1 else "")
-        return Commit("committed", open_calls=int(reply[1]), job_status=reply[2],
-                      released=[json.loads(r) for r in reply[3:]])
+        outcome = CommitOutcome(reply[0])
+        if outcome is not CommitOutcome.COMMITTED:
+            return Commit(outcome)
+        return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]),
+                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[3:]])
 
-    def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: dict | None = None) -> bool:
+    def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         keys = self.keys(job_id)
         return bool(self._scripts["retry"](keys=[keys.status, keys.lease(call_id), keys.events],
-                                           args=[call_id, token, dumps(event) if event else ""]))
+                                           args=[call_id, token, dumps(event.to_dict()) if event else ""]))
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
         """Extend the leases (call id -> token) this process holds for one job."""
@@ -183,56 +227,65 @@ class StateStore:
         return int(self._scripts["renew"](keys=[keys.lease(i) for i in ids],
                                           args=[lease_ms, *(leases[i] for i in ids)]))
 
-    def finalize(self, job_id: str, *, status: str, record: dict, event: dict) -> bool:
+    def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         keys = self.keys(job_id)
         return bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
-                                              args=[status, dumps(record), now_iso(), dumps(event)]))
+                                              args=[record.status.value, dumps(record.to_dict()),
+                                                    record.finished_at or now_iso(), dumps(event.to_dict())]))
 
-    def cancel(self, job_id: str, *, event: dict) -> tuple[str, list[str]]:
-        """Cancel a job; returns ("canceled", ids of calls whose tasks may be queued) or ("final", status)."""
+    def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
+        """Cancel a job: (CANCELED, ids of calls whose tasks may still be queued), or (its final status, [])
+        when it had ended already."""
         keys = self.keys(job_id)
         reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events, keys.done],
-                                        args=[now_iso(), dumps(event)])
+                                        args=[now_iso(), dumps(event.to_dict())])
         if reply[0] == "missing":
             raise _not_found(job_id)
-        return reply[0], list(reply[1:])
+        if reply[0] == "final":
+            return JobStatus(reply[1]), []
+        return JobStatus.CANCELED, list(reply[1:])
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
-        """Record a job rejected at submission by task name, so its submitter can read why."""
+        """Record a job rejected at submission by task name, so its submitter can read why. The job hash,
+        its TTL and the end signal are written in one MULTI; nothing when the id is taken."""
         keys, now = self.keys(job_id), now_iso()
-        key = keys.job
-        if not self.redis.hsetnx(key, "id", job_id):
-            return False
-        fields = {"status": "failed", "kind": "plan", "created_at": now, "finished_at": now,
-                  "error": dumps(error)}
-        record = job_record({"id": job_id, **fields}, [])
-        pipe = self.redis.pipeline()
-        pipe.hset(key, mapping={**fields, "record": dumps(record)})
-        pipe.expire(key, ttl_s)
-        pipe.delete(keys.done)
-        pipe.rpush(keys.done, "failed")
-        pipe.expire(keys.done, ttl_s)
-        pipe.execute()
-        return True
+        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
+        fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "created_at": now,
+                  "finished_at": now, "error": dumps(error), "record": dumps(record.to_dict()),
+                  "expire_at_ms": int((time.time() + ttl_s) * 1000)}
 
-    def save_record(self, job_id: str, record: dict) -> None:
-        self.redis.hset(self.keys(job_id).job, "record", dumps(record))
+        def write(pipe: Any) -> None:
+            if pipe.exists(keys.job):
+                pipe.multi()  # nothing to write: an empty transaction
+                return
+            pipe.multi()
+            pipe.hset(keys.job, mapping=fields)
+            pipe.expire(keys.job, ttl_s)
+            pipe.delete(keys.done)
+            pipe.rpush(keys.done, JobStatus.FAILED.value)
+            pipe.expire(keys.done, ttl_s)
+
+        replies = self.redis.transaction(write, keys.job)
+        return bool(replies)
+
+    def save_record(self, job_id: str, record: JobRecord) -> None:
+        self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
 
     # ---------------------------------------------------------------------------------------- reads
 
-    def job_fields(self, job_id: str) -> dict[str, str]:
+    def job_info(self, job_id: str) -> JobInfo:
         fields = self.redis.hgetall(self.keys(job_id).job)
         if not fields:
             raise _not_found(job_id)
-        return fields
+        return decode_job(fields)
 
-    def job_status(self, job_id: str) -> str:
+    def job_status(self, job_id: str) -> JobStatus:
         status = self.redis.hget(self.keys(job_id).job, "status")
         if status is None:
             raise _not_found(job_id)
-        return status
+        return JobStatus(status)
 
-    def wait_finished(self, job_id: str, timeout_s: float) -> str | None:
+    def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
         """Block until the job ends (at most `timeout_s`); its final status, or None on timeout.
 
         Every step that ends a job (finalize, cancel, a recorded rejection) pushes the final status onto the
@@ -240,22 +293,24 @@ class StateStore:
         and it stays there for later ones. One round trip, however many events the job publishes meanwhile.
         """
         done = self.keys(job_id).done
-        return self.redis.blmove(done, done, max(0.01, timeout_s), "RIGHT", "LEFT")
+        status = self.redis.blmove(done, done, max(0.01, timeout_s), "RIGHT", "LEFT")
+        return None if status is None else JobStatus(status)
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
 
-    def call_records(self, job_id: str, call_ids: list[str] | None = None) -> dict[str, dict]:
+    def call_records(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallRecord]:
         """Call id -> record: of every call, or of `call_ids` only (those that exist)."""
         calls = self.keys(job_id).calls
         if call_ids is None:
-            return {k: json.loads(v) for k, v in self.redis.hgetall(calls).items()}
+            return {k: CallRecord.from_dict(json.loads(v)) for k, v in self.redis.hgetall(calls).items()}
         if not call_ids:
             return {}
-        return {k: json.loads(v) for k, v in zip(call_ids, self.redis.hmget(calls, call_ids)) if v is not None}
+        values = self.redis.hmget(calls, list(call_ids))
+        return {k: CallRecord.from_dict(json.loads(v)) for k, v in zip(call_ids, values, strict=True) if v is not None}
 
-    def finish_inputs(self, job_id: str) -> tuple[dict[str, str], list[dict], dict[str, str]]:
-        """(job fields, log, call statuses) in one round trip: what finalizing a job reads."""
+    def finish_inputs(self, job_id: str) -> tuple[JobInfo, list[dict], dict[str, CallStatus]]:
+        """(job, log, call statuses) in one round trip: what finalizing a job reads."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hgetall(keys.job)
@@ -264,21 +319,28 @@ class StateStore:
         fields, log, statuses = pipe.execute()
         if not fields:
             raise _not_found(job_id)
-        return fields, [json.loads(m) for m in log], statuses
+        return (decode_job(fields), [json.loads(m) for m in log],
+                {k: CallStatus(v) for k, v in statuses.items()})
 
-    def call_statuses(self, job_id: str) -> dict[str, str]:
-        return self.redis.hgetall(self.keys(job_id).status)
+    def dependents(self, job_id: str, call_id: str) -> list[str]:
+        """The calls that wait on `call_id`."""
+        value = self.redis.hget(self.keys(job_id).dependents, call_id)
+        return json.loads(value) if value else []
 
-    def record(self, job_id: str) -> dict:
+    def call_statuses(self, job_id: str) -> dict[str, CallStatus]:
+        return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
+
+    def record(self, job_id: str) -> JobRecord:
         """The job record of SPEC §12; the saved one once the job ended, else computed from the log."""
-        fields = self.job_fields(job_id)
-        if fields.get("record") and fields.get("status") in FINAL_JOB_STATUSES:
-            return json.loads(fields["record"])
-        return job_record(fields, self.read_log(job_id))
+        info = self.job_info(job_id)
+        if info.record is not None and info.status.is_final:
+            return info.record
+        return build_job_record(info, self.read_log(job_id))
 
     def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
                     count: int | None = None) -> list[tuple[str, dict]]:
-        """Events after the stream id `after`; with `block_ms`, wait up to that long for the first one."""
+        """Events after the stream id `after` as (id, stored JSON form); with `block_ms`, wait up to that long
+        for the first one. `parse_envelope` gives the typed envelope of an entry."""
         reply = self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
         if not reply:
             return []
@@ -287,7 +349,7 @@ class StateStore:
     def iter_events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
                     block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
         """Yield events in order; with `follow`, keep waiting until the job's final event."""
-        if follow and self.job_status(job_id) in FINAL_JOB_STATUSES:
+        if follow and self.job_status(job_id).is_final:
             follow = False  # an ended job's stream is complete: read it without blocking for more
         while True:
             batch = self.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
@@ -298,7 +360,7 @@ class StateStore:
                     return
             if not follow and not batch:
                 return
-            if not batch and self.job_status(job_id) in FINAL_JOB_STATUSES:
+            if not batch and self.job_status(job_id).is_final:
                 # the final event was read before `after`, or the job ended without one
                 return
 
@@ -344,7 +406,7 @@ class StateStore:
         existing = self.redis.hmget(self.fleet.tools, list(schemas))
         conflicts = []
         pipe = self.redis.pipeline(transaction=False)
-        for (name, schema), current in zip(schemas.items(), existing):
+        for (name, schema), current in zip(schemas.items(), existing, strict=True):
             encoded = dumps(schema)
             if current is not None and json.loads(current) != schema:
                 conflicts.append(name)
@@ -361,8 +423,28 @@ class StateStore:
         return {k: json.loads(v) for k, v in self.redis.hgetall(self.fleet.tool_conflicts).items()}
 
 
+def decode_job(fields: dict[str, str]) -> JobInfo:
+    """The typed job of its stored hash fields."""
+
+    def loads(name: str, default: Any = None) -> Any:
+        value = fields.get(name)
+        return json.loads(value) if value else default
+
+    record = loads("record")
+    return JobInfo(
+        id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
+        created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
+        finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
+        options=loads("options", {}), output=loads("output"), error=loads("error"),
+        usage={**empty_usage(), **loads("usage", {})},
+        record=JobRecord.from_dict(record) if record else None,
+    )
+
+
 def _lua(name: str) -> str:
-    return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    """A store script with the status preamble (`agentq.protocol.status.lua_preamble`) in front."""
+    body = resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    return lua_preamble() + body
 
 
 def _not_found(job_id: str) -> JobNotFoundError:

@@ -63,7 +63,7 @@ def test_run_rejects_an_invalid_job_with_a_clear_error_and_non_zero_exit(tmp_pat
 
 @pytest.mark.parametrize("args, message", [
     (("run", "does-not-exist.json"), "cannot read job file"),
-    (("run", "-"), "is not valid JSON"),
+    (("run", "-"), "job rejected: /: not valid JSON"),
 ])
 def test_unreadable_jobs_fail_with_one_line(args, message):
     result = agentq(*args, stdin="{not json")

@@ -17,6 +17,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
+from agentq.store.state import StateStore
 
 
 def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,
@@ -30,6 +31,11 @@ def tool_schema(name: str, *, params: dict | None = None, output: dict | None = 
     return schema
 
 
+def store_of(client: Client) -> StateStore:
+    """The state store behind a client, for assertions on what was written (tests only)."""
+    return client._parts.store
+
+
 class Harness:
     def __init__(self, redis_url: str):
         self.settings = Settings(redis_url=redis_url, heartbeat_s=1.0, lease_s=3.0)
@@ -38,6 +44,11 @@ class Harness:
         self._workers: list[InProcessWorker] = []
         self._runtimes: list[Runtime] = []
         self._clients: list[Client] = []
+        self._closers: list = []
+
+    def on_close(self, close) -> None:
+        """Call `close()` when the test ends (after the workers stopped)."""
+        self._closers.append(close)
 
     def tool(self, name: str, **kwargs: Any) -> dict:
         return self.tools.register(name, tool_schema(name, **kwargs))
@@ -60,8 +71,8 @@ class Harness:
         self._workers.append(worker)
         return worker
 
-    def client(self) -> Client:
-        client = Client(settings=self.settings)
+    def client(self, *, tools: ToolRegistry | None = None) -> Client:
+        client = Client(settings=self.settings, tools=tools)
         self._clients.append(client)
         return client
 
@@ -76,6 +87,8 @@ class Harness:
             client.close()
         for runtime in self._runtimes:
             runtime.close()
+        for close in self._closers:
+            close()
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 import time
 from collections import Counter
@@ -103,9 +105,9 @@ def test_a_call_is_validated_before_its_start_events_are_rendered_ahead(harness)
     call_id, record = next(iter(store.call_records(handle.id).items()))
     tool, _ = executor.tools.get(handle.id, "strict")
     events = executor._start_ahead(handle.id, call_id, record, tool)
-    assert [(e["event"], e["attempt"]) for e in events] == [("call.started", 1)]
-    assert events[0]["part"]["activity_type"] == "tool_request"
-    bad = {**record, "call": {**record["call"], "n": -5}}
+    assert [(e.name, e.attempt) for e in events] == [("call.started", 1)]
+    assert events[0].part["activity_type"] == "tool_request"
+    bad = dataclasses.replace(record, call={**record.call, "n": -5})
     assert executor._start_ahead(handle.id, call_id, bad, tool) == []
 
 
@@ -184,8 +186,7 @@ def test_the_ready_calls_of_a_submission_are_published_in_one_pipeline(harness, 
 
     monkeypatch.setattr(redis.client.Pipeline, "execute", counting_execute)
     harness.tool("noop", params={"i": {"type": "integer"}})
-    client = harness.client()  # no worker: the tasks stay queued, and the client knows the tool itself
-    client.service.tools = harness.tools
+    client = harness.client(tools=harness.tools)  # no worker: the tasks stay queued; the client knows the tool
     client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(20)]})
     publishes = [batch for batch in batches if batch and set(batch) == {"LPUSH"}]
     assert publishes == [["LPUSH"] * 20]

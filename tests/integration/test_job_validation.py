@@ -16,7 +16,7 @@ from agentq.client import Client
 from agentq.errors import JobValidationError
 from agentq.runtime.worker import InProcessWorker
 from agentq.store.keys import JobKeys
-from tests.integration.conftest import tool_schema
+from tests.integration.conftest import store_of, tool_schema
 
 TOOLS = {
     "order": tool_schema("order", params={"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}},
@@ -29,18 +29,28 @@ TOOLS = {
 def client(harness) -> Client:
     """A submitter that knows the tools only because another process published them."""
     client = harness.client()
-    client.store.publish_tools(TOOLS, publisher="tests")
+    store_of(client).publish_tools(TOOLS, publisher="tests")
     return client
 
 
+def sender(harness):
+    """A Celery app of another service, which only knows agentq's task name and queue (README)."""
+    from celery import Celery
+
+    app = Celery("billing", broker=harness.settings.redis_url, set_as_current=False)
+    app.conf.update(task_serializer="json", accept_content=["json"], task_default_queue="agentq.engine")
+    harness.on_close(app.close)
+    return app
+
+
 def job_keys(client: Client) -> list[str]:
-    return sorted(client.store.redis.scan_iter(match=f"{client.settings.namespace}:{{*"))
+    return sorted(store_of(client).redis.scan_iter(match=f"{client.settings.namespace}:{{*"))
 
 
 def assert_nothing_written(client: Client) -> None:
     assert job_keys(client) == []
-    assert client.store.redis.zcard(client.store.fleet.jobs) == 0
-    assert client.store.recent_jobs() == []
+    assert store_of(client).redis.zcard(store_of(client).fleet.jobs) == 0
+    assert store_of(client).recent_jobs() == []
 
 
 def rejected(client: Client, job) -> dict[str, str]:
@@ -227,7 +237,7 @@ def test_reference_cycle_between_two_calls(client):
 def test_oversized_job(harness):
     settings = harness.settings.model_copy(update={"max_job_bytes": 300})
     with Client(settings=settings) as small:
-        small.store.publish_tools(TOOLS, publisher="tests")
+        store_of(small).publish_tools(TOOLS, publisher="tests")
         job = {"context": [{"type": "state", "data": {"blob": "x" * 400}}], "calls": [ship()]}
         problems = rejected(small, job)
         assert list(problems) == [""]
@@ -242,7 +252,7 @@ def test_oversized_job(harness):
 def test_too_many_calls(harness):
     settings = harness.settings.model_copy(update={"max_calls": 2})
     with Client(settings=settings) as small:
-        small.store.publish_tools(TOOLS, publisher="tests")
+        store_of(small).publish_tools(TOOLS, publisher="tests")
         problems = rejected(small, {"calls": [ship(), ship(), ship()]})
         assert list(problems) == ["/calls"]
         assert "3 calls" in problems["/calls"] and "limit is 2" in problems["/calls"]
@@ -299,7 +309,7 @@ def _start_worker(harness) -> InProcessWorker:
 
 def _wait_for_job(client: Client, job_id: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while not client.store.redis.exists(JobKeys(client.settings.namespace, job_id).job):
+    while not store_of(client).redis.exists(JobKeys(client.settings.namespace, job_id).job):
         assert time.monotonic() < deadline, f"job {job_id} was never written"
         time.sleep(0.02)
 
@@ -310,7 +320,7 @@ def test_submission_by_task_name_runs_a_valid_job(harness, client):
     _start_worker(harness)
     job = {"context": [{"type": "state", "data": {"city": "Lyon"}}],
            "calls": [{"_tool": "ship", "to": "†state.city", "_outputPath": "†state.shipping"}]}
-    client.app.send_task("agentq.engine.submit", args=[job], kwargs={"job_id": "job_x"})
+    sender(harness).send_task("agentq.engine.submit", args=[job], kwargs={"job_id": "job_x"})
     _wait_for_job(client, "job_x")
     record = client.job("job_x").result(timeout=10)
     assert record["id"] == "job_x"
@@ -323,9 +333,9 @@ def test_submission_by_task_name_records_a_rejected_job_as_failed(harness, clien
     harness.activities.register("ship", lambda call: "never runs")
     _start_worker(harness)
     bad = {"calls": [{"_tool": "teleport"}, {"_tool": "ship", "to": "†state..x"}], "options": {"locale": "xx"}}
-    client.app.send_task("agentq.engine.submit", args=[bad], kwargs={"job_id": "job_bad"})
+    sender(harness).send_task("agentq.engine.submit", args=[bad], kwargs={"job_id": "job_bad"})
     # JSON text works the same way through the task
-    client.app.send_task("agentq.engine.submit", args=['{"calls": ['], kwargs={"job_id": "job_text"})
+    sender(harness).send_task("agentq.engine.submit", args=['{"calls": ['], kwargs={"job_id": "job_text"})
     _wait_for_job(client, "job_bad")
     _wait_for_job(client, "job_text")
     record = client.job("job_bad").result(timeout=10)
@@ -335,6 +345,6 @@ def test_submission_by_task_name_records_a_rejected_job_as_failed(harness, clien
     assert record["state"] == {} and record["instances"] == {}
     keys = JobKeys(client.settings.namespace, "job_bad")
     for key in (keys.log, keys.calls, keys.status, keys.events):  # nothing of the job itself was written
-        assert not client.store.redis.exists(key), key
+        assert not store_of(client).redis.exists(key), key
     text = client.job("job_text").result(timeout=10)
     assert text["status"] == "failed" and [p["pointer"] for p in text["error"]["problems"]] == [""]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import store_of
 from agentq.errors import JobValidationError, NonRetryableError
 from agentq.protocol import MISSING, resolve
 from agentq.protocol.expressions import parse_ref
@@ -66,7 +67,7 @@ def run(harness, job: dict, timeout: float = TIMEOUT) -> tuple[dict, list[dict],
     """Run `job`; return (record, final log, event envelopes)."""
     client, handle = submit(harness, job)
     record = handle.result(timeout=timeout)
-    log = client.store.read_log(handle.id)
+    log = store_of(client).read_log(handle.id)
     events = [e.data for e in handle.events(follow=False, technical=True)]
     return record, log, events
 
@@ -511,12 +512,12 @@ def test_fire_and_forget_call_runs_without_blocking_completion_and_writes_nothin
     release.set()
     assert finished.wait(10)
     deadline = time.monotonic() + 10
-    while "running" in client.store.call_statuses(handle.id).values() and time.monotonic() < deadline:
+    while "running" in store_of(client).call_statuses(handle.id).values() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sorted(client.store.call_statuses(handle.id).values()) == ["done", "done"]
-    log = client.store.read_log(handle.id)
+    assert sorted(store_of(client).call_statuses(handle.id).values()) == ["done", "done"]
+    log = store_of(client).read_log(handle.id)
     assert [m["_path"] for m in engine_messages(log)] == ["†state.n"]
-    assert client.store.record(handle.id)["state"] == {"n": 2}
+    assert store_of(client).record(handle.id).state == {"n": 2}
 
 
 def test_job_of_only_fire_and_forget_calls_completes_without_waiting_for_them(harness):

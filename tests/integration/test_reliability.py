@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 
 from agentq.client import Client
+from agentq.protocol.status import CallStatus
 from tests.integration.procs import cli, wait_for, worker_procs  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,7 +27,7 @@ def _events(store, job_id: str) -> list[dict]:
 
 def _call_ids(store, job_id: str) -> dict[str, str]:
     """Tool name -> call id (each test job calls a tool once)."""
-    return {record["tool"]: call_id for call_id, record in store.call_records(job_id).items()}
+    return {record.tool: call_id for call_id, record in store.call_records(job_id).items()}
 
 
 def _outputs(store, job_id: str) -> Counter:
@@ -122,10 +123,10 @@ class _Recorder:
     def __init__(self) -> None:
         self.sent: list[str] = []
 
-    def __call__(self, job_id: str, records: list[dict]) -> None:
-        self.sent += [r["id"] for r in records]
+    def __call__(self, job_id: str, records: list) -> None:
+        self.sent += [r.id for r in records]
 
-    def tick(self, job_id: str, queue: str) -> None:  # pragma: no cover - plan jobs only here
+    def tick(self, job_id: str) -> None:  # pragma: no cover - plan jobs only here
         raise AssertionError("no agent ticks expected")
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
@@ -162,7 +163,7 @@ def _assert_exactly_once(store, job_id: str, ids: dict[str, str]) -> None:
     assert _per_call(events, "call.started") == expected
     assert _per_call(events, "call.finished") == expected
     assert [e["status"] for e in events if e["event"] == "job.finished"] == ["succeeded"]
-    assert store.record(job_id)["state"] == {"x": 1, "a": 2, "b": 4}
+    assert store.record(job_id).state == {"x": 1, "a": 2, "b": 4}
 
 
 def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harness):
@@ -178,8 +179,8 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
     dispatched: list[str] = []
     real_dispatch = runtime.executor.dispatch
 
-    def counting_dispatch(job_id: str, records: list[dict]) -> None:
-        dispatched.extend(r["id"] for r in records)
+    def counting_dispatch(job_id: str, records: list) -> None:
+        dispatched.extend(r.id for r in records)
         real_dispatch(job_id, records)
 
     runtime.executor.dispatch = counting_dispatch
@@ -232,12 +233,13 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
     assert runs == {"first": 1, "second": 1}
     assert dispatched == [ids["second"]]  # B's task was sent once, by A's commit
     _assert_exactly_once(store, job_id, ids)
-    assert store.record(job_id) == record
+    assert store.record(job_id).to_dict() == record
 
 
 def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once(harness, redis_url):
     """No Celery: two executors (two processes' worth) race for one ready call; finished calls run again."""
     from agentq.runtime.executor import Executor
+    from agentq.runtime.routing import Routing
     from agentq.runtime.service import JobService
     from agentq.store.state import StateStore
 
@@ -245,7 +247,7 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
     _chain_tools(harness, runs, sleep_s=0.3)
     store = StateStore(redis_url)
     recorder = _Recorder()
-    service = JobService(store, recorder, settings=harness.settings, tools=harness.tools,
+    service = JobService(store, recorder, settings=harness.settings, routing=Routing.from_settings(harness.settings), tools=harness.tools,
                          activities=harness.activities, local_activities_are_live=True)
     executors = [Executor(store, harness.activities, recorder, lease_s=3) for _ in range(2)]
     try:
@@ -280,9 +282,9 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
 
         # the store itself refuses a second commit, whatever the token
         log_length = store.redis.llen(store.keys(job_id).log)
-        again = store.commit(job_id, ids["first"], token="another-attempt", status="done",
+        again = store.commit(job_id, ids["first"], token="another-attempt", status=CallStatus.DONE,
                              messages=[{"type": "data", "kind": "state", "data": {"a": 99}}])
-        assert (again.outcome, again.job_status) == ("duplicate", "done")
+        assert again.outcome == "duplicate" and again.released == []
         assert store.redis.llen(store.keys(job_id).log) == log_length
     finally:
         for executor in executors:
@@ -293,13 +295,14 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
 def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url):
     """Store level: once a call's lease expired and another attempt claimed it, the first attempt's commit
     is refused (`superseded`) and only the new attempt's result is written."""
+    from agentq.runtime.routing import Routing
     from agentq.runtime.service import JobService
     from agentq.store.state import StateStore
 
     harness.tool("first", params={"x": {"type": "number"}})
     harness.activities.register("first", lambda call: call["x"])
     store = StateStore(redis_url)
-    service = JobService(store, _Recorder(), settings=harness.settings, tools=harness.tools,
+    service = JobService(store, _Recorder(), settings=harness.settings, routing=Routing.from_settings(harness.settings), tools=harness.tools,
                          activities=harness.activities, local_activities_are_live=True)
     try:
         job_id = service.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]})
@@ -314,9 +317,9 @@ def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url)
         def output(value: int) -> list[dict]:
             return [{"type": "data", "kind": "state", "data": {"a": value}, "_path": "†state.a"}]
 
-        assert store.commit(job_id, call_id, token="t1", status="done", messages=output(1)).outcome == "superseded"
-        assert store.commit(job_id, call_id, token="t2", status="done", messages=output(2)).outcome == "committed"
-        assert store.commit(job_id, call_id, token="t1", status="done", messages=output(1)).outcome == "duplicate"
+        assert store.commit(job_id, call_id, token="t1", status=CallStatus.DONE, messages=output(1)).outcome == "superseded"
+        assert store.commit(job_id, call_id, token="t2", status=CallStatus.DONE, messages=output(2)).outcome == "committed"
+        assert store.commit(job_id, call_id, token="t1", status=CallStatus.DONE, messages=output(1)).outcome == "duplicate"
         assert store.read_log(job_id) == output(2)
     finally:
         store.redis.close()
@@ -353,7 +356,7 @@ CANCEL_JOB = {"calls": [
 
 def _statuses_by_path(store, job_id: str) -> dict[str, str]:
     records, statuses = store.call_records(job_id), store.call_statuses(job_id)
-    return {records[c]["call"]["_outputPath"]: s for c, s in statuses.items()}
+    return {records[c].call["_outputPath"]: s for c, s in statuses.items()}
 
 
 def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
@@ -364,11 +367,11 @@ def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
     store = worker.runtime.store
     dispatched: list[str] = []
     real_dispatch = worker.runtime.executor.dispatch
-    worker.runtime.executor.dispatch = lambda job_id, records: (dispatched.extend(r["id"] for r in records),
+    worker.runtime.executor.dispatch = lambda job_id, records: (dispatched.extend(r.id for r in records),
                                                                  real_dispatch(job_id, records))
     client = harness.client()
     handle = client.submit(CANCEL_JOB)
-    slow_id = next(c for c, r in store.call_records(handle.id).items() if r["tool"] == "slow")
+    slow_id = next(c for c, r in store.call_records(handle.id).items() if r.tool == "slow")
     try:
         wait_for(lambda: _per_call(_events(store, handle.id), "call.started")[slow_id], 10, "slow to start")
         assert handle.cancel() == "canceled"
@@ -419,7 +422,7 @@ def test_cancel_from_the_cli(harness, redis_url):
     finally:
         gate.set()
     wait_for(lambda: store.call_statuses(handle.id)[
-        next(c for c, r in store.call_records(handle.id).items() if r["tool"] == "slow")] == "done", 10, "slow")
+        next(c for c, r in store.call_records(handle.id).items() if r.tool == "slow")] == "done", 10, "slow")
     assert runs == {"slow": 1}
 
 

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.integration.conftest import store_of
 from agentq.client import Client
 from agentq.errors import JobValidationError
 from tests.integration.procs import TOOLS_DIR, cli, wait_for, worker_procs  # noqa: F401  (fixture)
@@ -46,7 +47,7 @@ def test_two_processes_serving_different_activities_cooperate_on_one_job(worker_
     assert set(live) == {"procA", "procB"}, live
 
     with _client(redis_url) as client:  # no tool registry, no activity code: published tools only
-        assert len(client.service.tools) == 0
+        assert set(client.tools()) == set(worker_procs.store.published_tools())  # nothing of its own
         record = client.submit(CHAIN_JOB).result(timeout=20)
 
     assert record["status"] == "succeeded", record
@@ -65,7 +66,7 @@ def test_a_call_whose_activity_has_no_live_worker_waits_then_runs_when_one_start
         handle = client.submit({"tools": [late_tool],
                                 "calls": [{"_tool": "lateThing", "note": "hello", "_outputPath": "†state.late"}]})
         (call_id, record), = store.call_records(handle.id).items()
-        assert (record["mode"], record["activity"], record["queue"]) == (
+        assert (record.mode, record.activity, record.queue) == (
             "explicit", "lateThing", "agentq.activity.lateThing")
         assert store.redis.llen("agentq.activity.lateThing") == 1  # the task waits in the broker
         waited_until = time.monotonic() + 1.5
@@ -98,7 +99,7 @@ def test_announcements_list_activities_with_options_and_expire_when_the_process_
     # calls are routed to the queue the live worker announced
     with _client(redis_url) as client:
         handle = client.submit({"calls": [{"_tool": "procEcho", "text": "hi", "_outputPath": "†state.echo"}]})
-        assert [r["queue"] for r in client.store.call_records(handle.id).values()] == ["procs.echo"]
+        assert [r.queue for r in store_of(client).call_records(handle.id).values()] == ["procs.echo"]
         assert handle.result(timeout=20)["state"]["echo"] == {"pid": proc.pid, "text": "hi"}
 
     proc.kill()  # no goodbye: the announcement must expire on its own (3 heartbeats of 1 s)
@@ -117,7 +118,7 @@ def test_published_tools_let_a_client_without_tool_code_validate_jobs(worker_pro
     assert published["procA"] == json.loads((TOOLS_DIR / "procA.json").read_text())
 
     with _client(redis_url) as client:
-        assert len(client.service.tools) == 0
+        assert set(client.tools()) == set(worker_procs.store.published_tools())  # nothing of its own
         with pytest.raises(JobValidationError) as caught:
             client.submit({"calls": [{"_tool": "procA", "x": "one", "_outputPath": "†state.a"},
                                      {"_tool": "procZ", "_outputPath": "†state.z"}]})

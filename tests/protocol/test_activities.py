@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agentq.errors import DuplicateRegistrationError, RegistrationError
+from agentq.errors import UnknownToolError, DuplicateRegistrationError, RegistrationError
 from agentq.protocol.activities import Activity, ActivityRegistry, ActivitySpec, invoke_handler
 
 
@@ -126,16 +126,13 @@ def test_bad_names(registry: ActivityRegistry, name: object) -> None:
         registry.register(name, lambda call: None)  # type: ignore[arg-type]
 
 
-def test_queue_name_and_announcement(registry: ActivityRegistry) -> None:
+def test_announcement_carries_the_options_and_the_declared_queue(registry: ActivityRegistry) -> None:
     registry.register("a", lambda call: None)
     registry.register("b", lambda call: None, queue="io", retries=2, retry_backoff=0.5, timeout=3, rate_limit="5/s")
-    a, b = registry.get("a"), registry.get("b")
-    assert a.queue_name == "agentq.activity.a"
-    assert b.queue_name == "io"
-    announcement = b.to_announcement()
+    assert registry.get("a").to_announcement()["queue"] is None  # the runtime routes it to its own queue
+    announcement = registry.get("b").to_announcement()
     assert announcement == {
         "name": "b",
-        "task": "agentq.activity.b",
         "queue": "io",
         "retries": 2,
         "retry_backoff": 0.5,
@@ -144,7 +141,7 @@ def test_queue_name_and_announcement(registry: ActivityRegistry) -> None:
         "is_async": False,
     }
     assert json.loads(json.dumps(announcement)) == announcement
-    assert "handler" not in a.to_announcement()
+    assert "handler" not in registry.get("a").to_announcement()
 
 
 def test_spec_is_frozen_and_validates_itself() -> None:
@@ -193,11 +190,11 @@ def test_lookups(registry: ActivityRegistry) -> None:
     assert [s.name for s in registry.specs()] == ["logEvent", "weatherCheck"]
     assert len(registry) == 2 and "logEvent" in registry
     assert registry.version > v0
-    with pytest.raises(RegistrationError, match="did you mean 'weatherCheck'"):
+    with pytest.raises(UnknownToolError, match="unknown activity 'weatherChek'; did you mean 'weatherCheck'"):
         registry.get("weatherChek")
     registry.unregister("logEvent")
     assert registry.names == frozenset({"weatherCheck"})
-    with pytest.raises(RegistrationError):
+    with pytest.raises(UnknownToolError):
         registry.unregister("logEvent")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentq.errors import JobValidationError
-from agentq.protocol.jobs import JobLimits, activity_task_name, plan_job
+from agentq.protocol.jobs import JobLimits, plan_job
 
 
 def tool(name: str, **props) -> dict:
@@ -33,7 +33,7 @@ def problems(job: dict, **kwargs) -> dict[str, str]:
     return {p.pointer: p.message for p in caught.value.problems}
 
 
-def test_calls_get_modes_tasks_queues_and_their_dependency_counts():
+def test_calls_get_modes_and_their_dependency_counts():
     p = plan({"context": [{"type": "input", "data": {"u": "x"}}], "calls": [
         {"_tool": "parse", "text": "†state.page", "_outputPath": "†state.doc", "_scopes": ["state"]},
         {"_tool": "fetch", "url": "†input.u", "_outputPath": "†state.page"},
@@ -43,10 +43,10 @@ def test_calls_get_modes_tasks_queues_and_their_dependency_counts():
     ]})
     parse, fetch, think, pinned, forget = p.calls
     assert p.kind == "plan" and p.id.startswith("job_")
-    assert (fetch.mode, fetch.task, fetch.queue) == ("explicit", activity_task_name("fetch"), "io")
-    assert (parse.mode, parse.queue) == ("explicit", "agentq.activity.parse")
-    assert (think.mode, think.task, think.activity) == ("latent", "agentq.engine.latent", "")
-    assert (pinned.mode, pinned.activity, pinned.task) == ("explicit", "pinnedWorker", "agentq.activity.pinnedWorker")
+    assert (fetch.mode, parse.mode) == ("explicit", "explicit")
+    assert (think.mode, think.activity) == ("latent", "")
+    assert (pinned.mode, pinned.activity) == ("explicit", "pinnedWorker")
+    assert fetch.record().task == "" and fetch.record().queue == ""  # routing is the runtime's
     assert parse.waiting == 1 and fetch.dependents == [parse.id]
     assert think.waiting == 1 and parse.dependents == [think.id]
     assert [c.id for c in p.ready] == [fetch.id, pinned.id, forget.id]

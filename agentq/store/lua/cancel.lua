@@ -5,22 +5,22 @@
 --      or {'final', status} when the job had already ended
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing'} end
-if status ~= 'queued' and status ~= 'running' and status ~= 'awaiting_approval' then
+if not JOB_ACTIVE[status] then
   return {'final', status}
 end
-redis.call('HSET', KEYS[1], 'status', 'canceled', 'finished_at', ARGV[1])
+redis.call('HSET', KEYS[1], 'status', JOB.CANCELED, 'finished_at', ARGV[1])
 local result = {'canceled'}
 local entries = redis.call('HGETALL', KEYS[2])
 for i = 1, #entries, 2 do
   local s = entries[i + 1]
-  if s == 'pending' or s == 'ready' or s == 'awaiting_approval' then
-    redis.call('HSET', KEYS[2], entries[i], 'canceled')
-    if s == 'ready' then table.insert(result, entries[i]) end
+  if CALL_UNSTARTED[s] then
+    redis.call('HSET', KEYS[2], entries[i], CALL.CANCELED)
+    if s == CALL.READY then table.insert(result, entries[i]) end
   end
 end
 redis.call('XADD', KEYS[3], '*', 'e', ARGV[2])
 redis.call('DEL', KEYS[4])
-redis.call('RPUSH', KEYS[4], 'canceled')
+redis.call('RPUSH', KEYS[4], JOB.CANCELED)
 local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
 if expire_at then redis.call('PEXPIREAT', KEYS[4], expire_at) end
 return result

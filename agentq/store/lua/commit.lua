@@ -1,6 +1,6 @@
 -- Commit the outcome of a running call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
--- KEYS: job, log, calls, status, waiting, events, lease
+-- KEYS: job, log, calls, status, waiting, events, lease, dependents
 -- ARGV: call_id, token, final status (done|failed|skipped), number of messages n, then n message JSONs,
 --       then the event envelope JSONs
 -- Returns {'committed', open awaited calls, job status, record of each released call...}
@@ -8,7 +8,7 @@
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[4], call_id)
-if status ~= 'running' then return {'duplicate', status or ''} end
+if status ~= CALL.RUNNING then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
@@ -24,13 +24,14 @@ for i = 5 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 local record = cjson.decode(redis.call('HGET', KEYS[3], call_id))
 local job_status = redis.call('HGET', KEYS[1], 'status')
 local released = {}
-for _, dependent in ipairs(record.dependents or {}) do
+local dependents = redis.call('HGET', KEYS[8], call_id)
+for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
   local left = redis.call('HINCRBY', KEYS[5], dependent, -1)
-  if left <= 0 and redis.call('HGET', KEYS[4], dependent) == 'pending' then
-    if job_status == 'canceled' then
-      redis.call('HSET', KEYS[4], dependent, 'canceled')
+  if left <= 0 and redis.call('HGET', KEYS[4], dependent) == CALL.PENDING then
+    if job_status == JOB.CANCELED then
+      redis.call('HSET', KEYS[4], dependent, CALL.CANCELED)
     else
-      redis.call('HSET', KEYS[4], dependent, 'ready')
+      redis.call('HSET', KEYS[4], dependent, CALL.READY)
       table.insert(released, redis.call('HGET', KEYS[3], dependent))
     end
   end

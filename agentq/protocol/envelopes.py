@@ -1,0 +1,126 @@
+"""Event envelopes: what a job's event stream holds, as one tagged union (the tag is `event`).
+
+Each envelope is a frozen record; `to_dict()` gives the stored JSON form `{"event": <name>, "job_id": ...,
+<fields>, ["part"]}` and `parse_envelope` reads it back. `part` is a front-end part (seed 004) with its
+technical details, which `agentq.protocol.events.strip_technical_details` removes before anything reaches a
+front end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Envelope:
+    name: ClassVar[str]
+    #: fields left out of the JSON form while they are None
+    optional: ClassVar[frozenset[str]] = frozenset()
+
+    job_id: str
+    part: JSON | None = None
+
+    def to_dict(self) -> JSON:
+        body: JSON = {"event": self.name, "job_id": self.job_id}
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            if value is None and name in self.optional:
+                continue
+            body[name] = value
+        if self.part is not None:
+            body["part"] = self.part
+        return body
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobQueued(_Envelope):
+    name = "job.queued"
+    status: str = "queued"
+    kind: str
+    calls: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobStarted(_Envelope):
+    name = "job.started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobFinished(_Envelope):
+    name = "job.finished"
+    status: str
+    error: JSON | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallStarted(_Envelope):
+    name = "call.started"
+    optional = frozenset({"instance"})
+    call_id: str
+    tool: str
+    attempt: int
+    instance: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallRetrying(_Envelope):
+    name = "call.retrying"
+    call_id: str
+    tool: str
+    attempt: int
+    error: JSON
+    retry_in_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallFinished(_Envelope):
+    name = "call.finished"
+    optional = frozenset({"error", "absorbed"})
+    call_id: str
+    tool: str
+    status: str
+    duration_ms: float
+    error: JSON | None = None
+    absorbed: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Thought(_Envelope):
+    name = "thought"
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Part(_Envelope):
+    """A part an activity emitted through its context (progress, a chart, ...)."""
+
+    name = "part"
+    call_id: str | None = None
+
+
+Envelope = JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | Part
+
+ENVELOPES: dict[str, type[_Envelope]] = {
+    cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallRetrying, CallFinished,
+                              Thought, Part)
+}
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.name not in ("job_id", "part"))
+    return names
+
+
+def parse_envelope(data: JSON) -> Envelope:
+    """The typed envelope of a stored JSON form (keys it does not know are ignored; raises KeyError for an
+    unknown event name, TypeError for missing fields)."""
+    cls = ENVELOPES[data["event"]]
+    known = {name: data[name] for name in ("job_id", "part", *_field_names(cls)) if name in data}
+    return cls(**known)  # type: ignore[return-value]
