@@ -40,7 +40,8 @@ from agentq.protocol.writes import absorbs_failure, check_write, failure_message
 from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
 from agentq.runtime.finalize import finalize_job
 from agentq.runtime.leases import LeaseKeeper
-from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, StateStore, now_iso, record_digest
+from agentq.store.base import Store
+from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, now_iso, record_digest
 
 log = logging.getLogger("agentq.executor")
 
@@ -68,7 +69,7 @@ class _Failure(Exception):
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
-    def __init__(self, store: StateStore, activities: ActivityRegistry, dispatch: Dispatch, *,
+    def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *,
                  lease_s: float = 30.0, default_timeout_s: float = 900.0, max_result_bytes: int = 1_000_000,
                  source: str = "agentq", llm: Any = None):
         self.store = store

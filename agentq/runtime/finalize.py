@@ -7,11 +7,12 @@ from agentq.protocol.events import activity_part, error_part
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
+from agentq.store.base import Store
 from agentq.store.records import build_job_record
-from agentq.store.state import StateStore, now_iso
+from agentq.store.state import now_iso
 
 
-def finalize_job(store: StateStore, job_id: str, *, source: str = "agentq", error: dict | None = None) -> bool:
+def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None) -> bool:
     """Give a job whose awaited calls all finished its final status and record (idempotent).
 
     Used after the commit of a job's last awaited call, and at submission for a plan job that awaits no call

@@ -11,13 +11,14 @@ import logging
 import os
 import threading
 from collections import defaultdict
-from typing import Any
+
+from agentq.store.base import Store
 
 log = logging.getLogger("agentq.leases")
 
 
 class LeaseKeeper:
-    def __init__(self, store: Any, lease_s: float):
+    def __init__(self, store: Store, lease_s: float):
         self.store = store
         self.lease_s = lease_s
         self._held: dict[tuple[str, str], str] = {}

@@ -26,8 +26,8 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.finalize import finalize_job
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
+from agentq.store.base import Store
 from agentq.store.records import build_job_record
-from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.service")
 
@@ -43,7 +43,7 @@ class Dispatch(Protocol):
 
 
 class JobService:
-    def __init__(self, store: StateStore, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
+    def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
                  local_activities_are_live: bool = False):
         self.store = store
