@@ -16,8 +16,8 @@ registration or of the input list (key order *inside* a tool schema is kept: it 
 Caching: :func:`compose` returns a cached object for inputs it has seen. **The returned schema is shared and
 must not be mutated** (copy it first). Cache keys:
 
-* a :class:`ToolRegistry`: ``(id(registry), registry.version, live, output JSON, plan)``; versions are unique
-  process-wide, so an id reused by a later registry cannot hit a stale entry;
+* a :class:`ToolRegistry`: ``(registry.version, live, output JSON, plan)``; versions are unique process-wide
+  (every change of any registry takes a new one), so a version names one registry's contents;
 * a list / mapping of schemas: a fingerprint of their JSON text (order-preserving), so a schema changed in
   place composes afresh.
 
@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentq.errors import DuplicateRegistrationError, ToolSchemaError
+from agentq.protocol.cache import LRU
 from agentq.protocol.tools import ToolRegistry, tool_name_of
 
 __all__ = [
@@ -172,40 +171,7 @@ def compose_tool(
 # ------------------------------------------------------------------------------------------ solution
 
 
-class _Cache:
-    """A small thread-safe LRU of composed solutions; also remembers each cached solution's bytes."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.entries: OrderedDict[Any, dict] = OrderedDict()
-        self.bytes: dict[int, tuple[dict, bytes]] = {}
-        self.lock = threading.Lock()
-
-    def get(self, key: Any) -> dict | None:
-        with self.lock:
-            value = self.entries.get(key)
-            if value is not None:
-                self.entries.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: dict) -> dict:
-        with self.lock:
-            existing = self.entries.get(key)
-            if existing is not None:  # another thread composed the same thing first: share its object
-                return existing
-            self.entries[key] = value
-            while len(self.entries) > self.size:
-                _, old = self.entries.popitem(last=False)
-                self.bytes.pop(id(old), None)
-            return value
-
-    def clear(self) -> None:
-        with self.lock:
-            self.entries.clear()
-            self.bytes.clear()
-
-
-_cache = _Cache(_CACHE_SIZE)
+_cache: LRU[Any, dict] = LRU(_CACHE_SIZE)
 
 
 def clear_cache() -> None:
@@ -268,14 +234,14 @@ def compose(
     live = _live_set(live_activities)
     out_key = None if output is None else _dumps(output)
     if isinstance(tools, ToolRegistry):
-        key: Any = ("registry", id(tools), tools.version, live, out_key, plan, id(module_loader) if module_loader else None)
+        key: Any = ("registry", tools.version, live, out_key, plan, module_loader is not None)
         pairs = None
     else:
         pairs = _tool_list(tools)
         digest = hashlib.blake2b(digest_size=20)
         for name, schema in pairs:
             digest.update(_dumps([name, schema]).encode("utf-8"))
-        key = ("list", digest.hexdigest(), live, out_key, plan, id(module_loader) if module_loader else None)
+        key = ("list", digest.hexdigest(), live, out_key, plan, module_loader is not None)
     cached = _cache.get(key)
     if cached is not None:
         return cached
@@ -284,7 +250,7 @@ def compose(
     if pairs is None:
         version = tools.version  # type: ignore[union-attr]
         pairs = _tool_list(tools)
-        stable = tools.version == version == key[2]  # type: ignore[union-attr]
+        stable = tools.version == version == key[1]  # type: ignore[union-attr]
     composed: list[dict] = []
     used_loader = False
     for _, schema in pairs:
@@ -314,13 +280,5 @@ def compose(
 def solution_bytes(schema: Any) -> bytes:
     """Compact UTF-8 JSON of a (solution) schema, keys in their meaningful order (not sorted).
 
-    Bytes of a cached :func:`compose` result are computed once and remembered.
     """
-    remembered = _cache.bytes.get(id(schema))
-    if remembered is not None and remembered[0] is schema:
-        return remembered[1]
-    data = _dumps(schema).encode("utf-8")
-    with _cache.lock:
-        if any(v is schema for v in _cache.entries.values()):
-            _cache.bytes[id(schema)] = (schema, data)
-    return data
+    return _dumps(schema).encode("utf-8")

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from agentq.errors import ProtocolError
+from agentq.protocol.cache import LRU
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # seed format: UTC, microseconds, no zone
 
@@ -98,7 +98,7 @@ def parse_part(part: dict) -> ActivityOutputPart | TextOutputPart:
 def format_timestamp(moment: datetime) -> str:
     """``2024-01-15T10:30:00.000000``: UTC (naive datetimes are taken as UTC), microseconds, no zone."""
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
     if moment.year >= 1000:  # isoformat is the same text, several times faster
         return moment.isoformat(timespec="microseconds")
     return moment.strftime(TIMESTAMP_FORMAT)
@@ -106,11 +106,11 @@ def format_timestamp(moment: datetime) -> str:
 
 def timestamp_now() -> str:
     """The current UTC time in the seed format."""
-    return format_timestamp(datetime.now(timezone.utc))
+    return format_timestamp(datetime.now(UTC))
 
 
 def _epoch_timestamp(seconds: float) -> str:
-    return format_timestamp(datetime.fromtimestamp(seconds, timezone.utc))
+    return format_timestamp(datetime.fromtimestamp(seconds, UTC))
 
 
 # ---------------------------------------------------------------- default display info
@@ -175,7 +175,7 @@ def _display(activity_type: str, locale: str, display: dict | None, *, default_i
     """
     key = _display_key(activity_type, locale, display, default_id, is_error)
     if key is not None:
-        cached = _DISPLAY_CACHE.get(key)
+        cached = _DISPLAYS.get(key)
         if cached is not None:
             return dict(cached)  # values are str or None: a shallow copy is a full copy
     info = default_display_info(activity_type, locale, is_error=is_error)
@@ -185,16 +185,11 @@ def _display(activity_type: str, locale: str, display: dict | None, *, default_i
         info.update({k: v for k, v in display.items() if v is not None and k not in keep})
     result = DisplayInfo.model_validate(info).model_dump(mode="json")
     if key is not None:
-        with _DISPLAY_LOCK:
-            if len(_DISPLAY_CACHE) >= _DISPLAY_CACHE_SIZE:
-                _DISPLAY_CACHE.clear()
-            _DISPLAY_CACHE[key] = dict(result)
+        _DISPLAYS.put(key, dict(result))
     return result
 
 
-_DISPLAY_CACHE: dict[tuple, dict] = {}
-_DISPLAY_CACHE_SIZE = 4096
-_DISPLAY_LOCK = threading.Lock()
+_DISPLAYS: LRU[tuple, dict] = LRU(4096)
 
 
 def _display_key(activity_type: Any, locale: Any, display: Any, default_id: Any, is_error: Any) -> tuple | None:
@@ -218,115 +213,17 @@ def _display_key(activity_type: Any, locale: Any, display: Any, default_id: Any,
 
 def _part(activity_type: str, *, source: str, content: str | None = None, timestamp: str | None = None,
           tools: list | None = None, results: list | None = None, display_info: dict | None = None,
-          technical_details: dict | None = None, trusted_display: bool = False) -> dict:
-    """``ActivityOutputPart(...).model_dump(mode="json")``.
+          technical_details: dict | None = None) -> dict:
+    """An ``ActivityOutputPart`` as its JSON dict: all nine keys, in the model's order, ``None`` where unused.
 
-    The runtime builds several parts for every call, so plain inputs (strings, JSON values made of dicts,
-    lists, strings, finite numbers, booleans and null) are checked and copied here directly, giving exactly
-    what the model would; anything else goes through the model. ``trusted_display`` marks a display info
-    that :func:`_display` produced (already validated and copied).
-    """
-    timestamp = timestamp or timestamp_now()
-    try:
-        if not (type(activity_type) is str and type(source) is str and type(timestamp) is str
-                and (content is None or type(content) is str)):
-            raise _NotPlain
-        return {
-            "type": "activity", "activity_type": activity_type, "source": source, "content": content,
-            "timestamp": timestamp,
-            "tools": None if tools is None else [_plain_tool(t) for t in _plain_list(tools)],
-            "results": None if results is None else [_plain_result(r) for r in _plain_list(results)],
-            "display_info": (display_info if trusted_display or display_info is None
-                             else _plain_display(display_info)),
-            "technical_details": None if technical_details is None else _plain_technical(technical_details),
-        }
-    except _NotPlain:
-        part = ActivityOutputPart(
-            activity_type=activity_type, source=source, content=content, timestamp=timestamp,
-            tools=tools, results=results, display_info=display_info, technical_details=technical_details)
-        return part.model_dump(mode="json")
-
-
-class _NotPlain(Exception):
-    """A value the fast path does not handle: the pydantic model decides (and converts or rejects it)."""
-
-
-def _plain(value: Any) -> Any:
-    """A deep copy of a plain JSON value (what ``Any`` dumps to in JSON mode); `_NotPlain` otherwise."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if kind is float:
-        if math.isfinite(value):
-            return value
-        raise _NotPlain
-    if kind is dict:
-        copied = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            copied[key] = _plain(item)
-        return copied
-    if kind is list:
-        return [_plain(item) for item in value]
-    raise _NotPlain
-
-
-def _plain_list(value: Any) -> list:
-    if type(value) is not list:
-        raise _NotPlain
-    return value
-
-
-def _exact(value: dict, keys: tuple[str, ...]) -> dict:
-    if type(value) is not dict or tuple(value) != keys:
-        raise _NotPlain
-    return value
-
-
-def _plain_tool(tool: Any) -> dict:
-    tool = _exact(tool, ("name", "arguments", "id"))
-    if type(tool["name"]) is not str or type(tool["id"]) is not str or type(tool["arguments"]) is not dict:
-        raise _NotPlain
-    return {"name": tool["name"], "arguments": _plain(tool["arguments"]), "id": tool["id"]}
-
-
-def _plain_result(result: Any) -> dict:
-    result = _exact(result, ("name", "content", "is_error", "call_id"))
-    if not (type(result["name"]) is str and type(result["content"]) is str and type(result["is_error"]) is bool
-            and type(result["call_id"]) is str):
-        raise _NotPlain
-    return dict(result)
-
-
-_DISPLAY_FIELDS = ("id", "friendly_name", "description", "icon", "category", "color")
-
-
-def _plain_display(info: Any) -> dict:
-    """A display info dict that already has the model's fields in order, all strings (or null where allowed)."""
-    if type(info) is not dict or tuple(info)[:6] != _DISPLAY_FIELDS:
-        raise _NotPlain
-    if type(info["id"]) is not str or type(info["friendly_name"]) is not str:
-        raise _NotPlain
-    for key in _DISPLAY_FIELDS[2:]:
-        if not (info[key] is None or type(info[key]) is str):
-            raise _NotPlain
-    return {key: (value if key in _DISPLAY_FIELDS else _plain(value)) for key, value in info.items()}
-
-
-_TECHNICAL_FIELDS = ("function_name", "arguments", "raw_result", "execution_time_ms", "timestamp", "status",
-                     "error_message")
-
-
-def _plain_technical(details: Any) -> dict:
-    details = _exact(details, _TECHNICAL_FIELDS)
-    if not (type(details["function_name"]) is str and type(details["arguments"]) is dict
-            and type(details["execution_time_ms"]) is float and math.isfinite(details["execution_time_ms"])
-            and type(details["timestamp"]) is str and details["status"] in ("success", "error")
-            and type(details["status"]) is str
-            and (details["error_message"] is None or type(details["error_message"]) is str)):
-        raise _NotPlain
-    return {**details, "arguments": _plain(details["arguments"]), "raw_result": _plain(details["raw_result"])}
+    The builders below are the only callers and pass JSON values agentq made (a call's arguments, a result it
+    encoded, a display info :func:`_display` validated), so the dict is assembled directly; parts that come
+    from elsewhere (an activity's own parts) go through the model in :func:`complete_part`."""
+    return {
+        "type": "activity", "activity_type": activity_type, "source": source, "content": content,
+        "timestamp": timestamp or timestamp_now(), "tools": tools, "results": results,
+        "display_info": display_info, "technical_details": technical_details,
+    }
 
 
 def _as_text(value: Any) -> str:
@@ -348,20 +245,17 @@ def text_part(text: str, *, stream: bool = True) -> dict:
 
 def activity_part(content: str | None, *, source: str, locale: str = "en") -> dict:
     """General activity, e.g. job or tick started."""
-    return _part("activity", source=source, content=content, display_info=_display("activity", locale, None),
-                 trusted_display=True)
+    return _part("activity", source=source, content=content, display_info=_display("activity", locale, None))
 
 
 def thought_part(content: str, *, source: str, locale: str = "en") -> dict:
     """The agent's reasoning (``_reasoningForCall``, latent thoughts)."""
-    return _part("thought", source=source, content=content, display_info=_display("thought", locale, None),
-                 trusted_display=True)
+    return _part("thought", source=source, content=content, display_info=_display("thought", locale, None))
 
 
 def error_part(content: str, *, source: str, locale: str = "en") -> dict:
     """An error during processing."""
-    return _part("error", source=source, content=content, display_info=_display("error", locale, None),
-                 trusted_display=True)
+    return _part("error", source=source, content=content, display_info=_display("error", locale, None))
 
 
 def tool_request_part(*, call_id: str, name: str, arguments: dict, source: str, locale: str = "en",
@@ -369,7 +263,7 @@ def tool_request_part(*, call_id: str, name: str, arguments: dict, source: str, 
     """A tool is called; ``display`` is the tool's ``x-display``."""
     return _part("tool_request", source=source,
                  tools=[{"name": name, "arguments": arguments, "id": call_id}],
-                 display_info=_display("tool_request", locale, display, default_id=name), trusted_display=True)
+                 display_info=_display("tool_request", locale, display, default_id=name))
 
 
 def tool_result_part(*, call_id: str, name: str, content: Any, is_error: bool, source: str,
@@ -378,7 +272,7 @@ def tool_result_part(*, call_id: str, name: str, content: Any, is_error: bool, s
     return _part("tool_result", source=source,
                  results=[{"name": name, "content": _as_text(content), "is_error": is_error, "call_id": call_id}],
                  display_info=_display("tool_result", locale, display, default_id=name, is_error=is_error),
-                 technical_details=technical, trusted_display=True)
+                 technical_details=technical)
 
 
 def tool_call_part(request_part: dict, result_part: dict, *more_results: dict) -> dict:
@@ -428,19 +322,11 @@ def technical_details(function_name: str, arguments: dict, raw_result: Any, star
 
     ``timestamp`` is the finish time; a raw result that is not JSON is kept as its ``repr``.
     """
-    raw_result = _jsonable(raw_result)
-    execution_time_ms = round(max(finished - started, 0.0) * 1000, 3)
-    timestamp = _epoch_timestamp(finished)
-    try:
-        return _plain_technical({
-            "function_name": function_name, "arguments": arguments, "raw_result": raw_result,
-            "execution_time_ms": execution_time_ms, "timestamp": timestamp, "status": status,
-            "error_message": error_message})
-    except _NotPlain:
-        details = TechnicalDetails(
-            function_name=function_name, arguments=arguments, raw_result=raw_result,
-            execution_time_ms=execution_time_ms, timestamp=timestamp, status=status, error_message=error_message)
-        return details.model_dump(mode="json")
+    return {
+        "function_name": function_name, "arguments": arguments, "raw_result": _jsonable(raw_result),
+        "execution_time_ms": round(max(finished - started, 0.0) * 1000, 3), "timestamp": _epoch_timestamp(finished),
+        "status": status, "error_message": error_message,
+    }
 
 
 # ---------------------------------------------------------------- stripping
@@ -461,13 +347,13 @@ def strip_technical_details(part: Any) -> Any:
 
 __all__ = [
     "ActivityOutputPart",
-    "complete_part",
     "DisplayInfo",
     "TechnicalDetails",
     "TextOutputPart",
     "ToolCall",
     "ToolResult",
     "activity_part",
+    "complete_part",
     "default_display_info",
     "error_part",
     "format_timestamp",

@@ -1,4 +1,4 @@
-"""Context messages (SPEC §1): normalization of input into the canonical dicts, validation, typed models.
+"""Context messages (SPEC §1): normalization of input into the canonical dicts and their validation.
 
 Canonical forms (plain JSON dicts, what the store keeps)::
 
@@ -14,14 +14,11 @@ alias of `data` for the latter). Unknown fields are rejected so that typos surfa
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Annotated, Any, Literal, Union
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing import Any, Literal, NotRequired, TypedDict
 
 from agentq.errors import MessageError, Problem, ReferenceSyntaxError, UnknownMethodError
 from agentq.protocol.expressions import parse_ref
-from agentq.protocol.values import MISSING, METHODS, get_in
+from agentq.protocol.values import METHODS, MISSING, get_in
 
 TYPES = ("text", "data", "error")
 ROLES = ("system", "user", "assistant")
@@ -201,62 +198,30 @@ def _ordered(message: dict) -> dict:
     return known | {key: value for key, value in message.items() if key not in known}
 
 
-# Typed models (the runtime works on the dicts; these are for typed use and documentation).
+# Static types of the canonical forms (the only representation of a message is the canonical dict; these
+# describe it for type checkers and cost nothing at run time). Keys starting with `_` are engine metadata.
 
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-
-class TextMessage(_Model):
-    type: Literal["text"] = "text"
-    role: Literal["system", "user", "assistant"] = "user"
+class TextMessage(TypedDict):
+    type: Literal["text"]
+    role: str
     text: str
-    call: dict | None = Field(None, alias="_call")
-    date: str | None = Field(None, alias="_date")
-
-
-class DataMessage(_Model):
-    type: Literal["data"] = "data"
-    kind: str = Field("data", min_length=1)
+    _call: NotRequired[dict]
+    _date: NotRequired[str]
+class DataMessage(TypedDict):
+    type: Literal["data"]
+    kind: str
     data: Any
-    json_schema: dict | bool | None = Field(None, alias="schema")
-    description: str | None = None
-    instance: str | None = Field(None, alias="_instance", min_length=1)
-    call: dict | None = Field(None, alias="_call")
-    date: str | None = Field(None, alias="_date")
-    output_method: Literal["set", "merge", "assign", "push", "concat"] | None = Field(None, alias="_outputMethod")
-    path: str | None = Field(None, alias="_path")
-
-
-class ErrorInfo(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-    message: str
-
-
-class ErrorData(_Model):
-    call: dict
-    error: ErrorInfo
-
-
-class ErrorMessage(_Model):
-    type: Literal["error"] = "error"
-    data: ErrorData
-    instance: str | None = Field(None, alias="_instance", min_length=1)
-    call: dict | None = Field(None, alias="_call")
-    date: str | None = Field(None, alias="_date")
-
-
-Message = Annotated[Union[TextMessage, DataMessage, ErrorMessage], Field(discriminator="type")]
-
-
-@cache
-def _adapter() -> TypeAdapter:
-    return TypeAdapter(Message)
-
-
-def to_model(raw: Any) -> TextMessage | DataMessage | ErrorMessage:
-    """The typed model of a message (normalized first); `model_dump(by_alias=True, exclude_unset=True)`
-    gives the canonical dict back."""
-    return _adapter().validate_python(normalize_message(raw))
+    schema: NotRequired[dict | bool]
+    description: NotRequired[str]
+    _instance: NotRequired[str]
+    _call: NotRequired[dict]
+    _date: NotRequired[str]
+    _outputMethod: NotRequired[str]
+    _path: NotRequired[str]
+class ErrorMessage(TypedDict):
+    type: Literal["error"]
+    data: dict
+    _instance: NotRequired[str]
+    _call: NotRequired[dict]
+    _date: NotRequired[str]
+Message = TextMessage | DataMessage | ErrorMessage

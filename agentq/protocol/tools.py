@@ -30,6 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from agentq.protocol.cache import LRU
 from agentq.errors import (
     DuplicateRegistrationError,
     ReferenceSyntaxError,
@@ -124,16 +125,14 @@ def _json_copy(name: str, schema: Any) -> dict:
 # --------------------------------------------------------------------------------------------- checks
 
 
-_VALID_SCHEMAS: OrderedDict[str, None] = OrderedDict()
-_VALID_SCHEMAS_LOCK = threading.Lock()
-_VALID_SCHEMAS_SIZE = 4096
+_VALID_SCHEMAS: LRU[str, bool] = LRU(4096)  # canonical JSON of schemas that passed the metaschema check
 
 
 def _check_draft(name: str, schema: dict) -> None:
     """The metaschema check (about 5 ms a tool). Schemas that passed are remembered by their canonical JSON,
     since every job submission registers its tools again in a job-local registry."""
     key = json.dumps(schema, sort_keys=True, ensure_ascii=False)
-    if key in _VALID_SCHEMAS:
+    if _VALID_SCHEMAS.get(key):
         return
     try:
         Draft202012Validator.check_schema(schema)
@@ -143,10 +142,7 @@ def _check_draft(name: str, schema: dict) -> None:
         raise _schema_error(
             name, keyword, _pointer(parts), f"not a valid Draft 2020-12 JSON Schema: {exc.message}"
         ) from None
-    with _VALID_SCHEMAS_LOCK:
-        _VALID_SCHEMAS[key] = None
-        while len(_VALID_SCHEMAS) > _VALID_SCHEMAS_SIZE:
-            _VALID_SCHEMAS.popitem(last=False)
+    _VALID_SCHEMAS.put(key, True)
 
 
 def _check_output_method(name: str, spec: Any) -> None:

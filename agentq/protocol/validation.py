@@ -7,10 +7,8 @@ object that lacks it and names the property). :func:`call_errors` is the non-rai
 submission, where values that are still unresolved references (their pointers given in ``skip_pointers``)
 are not judged. ``pointer_prefix`` lets job validation report ``/calls/3/location``.
 
-Validators are compiled once per composed tool and cached by the tool object's identity (the cache keeps a
-reference to the object, so an ``id`` is never reused while its entry lives). Composed schemas from
-:func:`agentq.protocol.compose.compose` are shared and immutable, which is what makes this safe; a caller
-that builds schemas by hand must not mutate them after validating with them either.
+A validator is built per validation: building one costs about 5 µs (jsonschema compiles lazily), less than
+any cache lookup keyed by a schema's content would.
 
 Format assertions are off (``format`` is an annotation, as by default in Draft 2020-12).
 """
@@ -18,8 +16,6 @@ Format assertions are off (``format`` is an annotation, as by default in Draft 2
 from __future__ import annotations
 
 import difflib
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,57 +27,21 @@ from agentq.protocol.compose import composed_tools
 
 __all__ = ["call_errors", "tool_schema_for", "validate_call", "validator_for"]
 
-_CACHE_SIZE = 4096
 _MAX_MESSAGE = 400
 
 
-class _IdentityLRU:
-    """LRU keyed by ``id(obj)`` that keeps ``obj`` alive, so a hit is always the very same object."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.entries: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, obj: Any) -> Any:
-        with self.lock:
-            entry = self.entries.get(id(obj))
-            if entry is None or entry[0] is not obj:
-                return None
-            self.entries.move_to_end(id(obj))
-            return entry[1]
-
-    def put(self, obj: Any, value: Any) -> Any:
-        with self.lock:
-            self.entries[id(obj)] = (obj, value)
-            self.entries.move_to_end(id(obj))
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
-            return value
-
-
-_validators = _IdentityLRU(_CACHE_SIZE)
-_indexes = _IdentityLRU(256)
-
-
 def validator_for(tool_schema: Mapping[str, Any]) -> Draft202012Validator:
-    """The compiled (cached) validator of a composed tool schema."""
-    validator = _validators.get(tool_schema)
-    if validator is None:
-        validator = _validators.put(tool_schema, Draft202012Validator(tool_schema))
-    return validator
+    """The validator of a composed tool schema."""
+    return Draft202012Validator(tool_schema)
 
 
 def _index(solution_schema: Mapping[str, Any]) -> dict[str, dict]:
-    index = _indexes.get(solution_schema)
-    if index is None:
-        index = {}
-        for tool in composed_tools(solution_schema):
-            try:
-                index[tool["properties"]["_tool"]["const"]] = tool
-            except (KeyError, TypeError):
-                continue
-        _indexes.put(solution_schema, index)
+    index = {}
+    for tool in composed_tools(solution_schema):
+        try:
+            index[tool["properties"]["_tool"]["const"]] = tool
+        except (KeyError, TypeError):
+            continue
     return index
 
 

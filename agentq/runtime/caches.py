@@ -7,8 +7,8 @@ has read and asks the store only for what is new; every structure here is shared
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
+from agentq.protocol.cache import LRU
 from agentq.protocol.views import LogIndex
 
 
@@ -16,14 +16,12 @@ class LogCache:
     """Per-process cache of job logs: each claim fetches only the messages this process has not seen."""
 
     def __init__(self, capacity: int = 256):
-        self._indexes: OrderedDict[str, LogIndex] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
+        self._indexes: LRU[str, LogIndex] = LRU(capacity)
+        self._lock = threading.Lock()  # an offset check and the extension it allows happen together
 
     def offset(self, job_id: str) -> int:
-        with self._lock:
-            index = self._indexes.get(job_id)
-            return len(index) if index is not None else 0
+        index = self._indexes.get(job_id)
+        return len(index) if index is not None else 0
 
     def extend(self, job_id: str, offset: int, messages: list[dict]) -> LogIndex:
         """Add the tail read at `offset`; returns the job's index (rebuilt if the offset is stale)."""
@@ -32,17 +30,12 @@ class LogCache:
             if index is None or len(index) != offset:
                 if offset != 0:
                     raise StaleCache(job_id)
-                index = LogIndex()
-                self._indexes[job_id] = index
+                index = self._indexes.replace(job_id, LogIndex())
             index.extend(messages)
-            self._indexes.move_to_end(job_id)
-            while len(self._indexes) > self.capacity:
-                self._indexes.popitem(last=False)
             return index
 
     def forget(self, job_id: str) -> None:
-        with self._lock:
-            self._indexes.pop(job_id, None)
+        self._indexes.pop(job_id)
 
 
 class StaleCache(Exception):
@@ -53,16 +46,13 @@ class JobTools:
     """A job's composed tool schemas, by (job, tool name), with the SHA-1 of their stored JSON, shared by a
     process's threads.
 
-    A job's tools do not change after submission, so each process decodes a tool once per job and every call
-    validates against the very same object (whose compiled validator `validate_call` caches by identity). The
-    claim compares the SHA-1 with the stored schema, so a copy that is not current (a job id used again for
+    A job's tools do not change after submission, so each process decodes a tool once per job. The claim
+    compares the SHA-1 with the stored schema, so a copy that is not current (a job id used again for
     another job) is never used: the claim sends the current one instead.
     """
 
     def __init__(self, capacity: int = 1024):
-        self._tools: OrderedDict[tuple[str, str], tuple[dict, str]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
+        self._tools: LRU[tuple[str, str], tuple[dict, str]] = LRU(capacity)
 
     def get(self, job_id: str, name: str) -> tuple[dict, str] | None:
         """(schema, SHA-1) of the tool, or None."""
@@ -70,29 +60,12 @@ class JobTools:
 
     def keep(self, job_id: str, name: str, tool: dict, sha: str) -> dict:
         """Cache the schema the store sent; returns the cached object when it is the same schema."""
-        key = (job_id, name)
-        with self._lock:
-            entry = self._tools.get(key)
-            if entry is None or entry[1] != sha:
-                entry = self._tools[key] = (tool, sha)
-            self._tools.move_to_end(key)
-            while len(self._tools) > self.capacity:
-                self._tools.popitem(last=False)
-            return entry[0]
-
-
-_SOLUTIONS: OrderedDict[int, tuple[dict, dict]] = OrderedDict()
-_SOLUTIONS_LOCK = threading.Lock()
+        entry = self._tools.get((job_id, name))
+        if entry is None or entry[1] != sha:
+            entry = self._tools.replace((job_id, name), (tool, sha))
+        return entry[0]
 
 
 def solution_for(tool: dict) -> dict:
-    """The one-tool solution schema a call is validated against, the same object for the same tool."""
-    entry = _SOLUTIONS.get(id(tool))
-    if entry is not None and entry[0] is tool:
-        return entry[1]
-    solution = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
-    with _SOLUTIONS_LOCK:
-        _SOLUTIONS[id(tool)] = (tool, solution)  # keeps `tool` alive, so its id is not reused meanwhile
-        while len(_SOLUTIONS) > 1024:
-            _SOLUTIONS.popitem(last=False)
-    return solution
+    """The one-tool solution schema a call is validated against."""
+    return {"properties": {"calls": {"items": {"anyOf": [tool]}}}}

@@ -1,12 +1,14 @@
-"""messages.py: canonical messages, shorthands, validation with JSON pointers, typed models (SPEC §1)."""
+"""messages.py: canonical messages, shorthands, validation with JSON pointers (SPEC §1)."""
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
 
 from agentq.errors import MessageError, Problem, UnknownMethodError
 from agentq.protocol.messages import (
-    DataMessage, ErrorMessage, Message, TextMessage, is_engine_written, looks_canonical, message_problems,
-    normalize_message, normalize_messages, to_model,
+    is_engine_written,
+    looks_canonical,
+    message_problems,
+    normalize_message,
+    normalize_messages,
 )
 
 ENGINE_WRITE = {
@@ -167,34 +169,3 @@ def test_is_engine_written():
 ])
 def test_looks_canonical(message, canonical):
     assert looks_canonical(message) is canonical
-
-
-class TestModels:
-    @pytest.mark.parametrize("raw, model", [
-        ({"type": "text", "text": "hi"}, TextMessage),
-        ({"type": "state", "data": {"a": 1}, "schema": {"type": "object"}, "_instance": "①"}, DataMessage),
-        (ENGINE_WRITE, DataMessage),
-        ({"type": "error", "data": {"call": {"_tool": "t"}, "error": {"type": "E", "message": "m", "extra": 1}}},
-         ErrorMessage),
-    ])
-    def test_round_trip(self, raw, model):
-        typed = to_model(raw)
-        assert isinstance(typed, model)
-        assert typed.model_dump(by_alias=True, exclude_unset=True) == normalize_message(raw)
-
-    def test_field_names(self):
-        typed = to_model(ENGINE_WRITE)
-        assert (typed.path, typed.output_method, typed.call["id"]) == ("†state.user.status", "set", "call_1")
-        assert to_model({"type": "state", "data": 1, "schema": {"type": "integer"}}).json_schema == {"type": "integer"}
-
-    def test_discriminated_union(self):
-        adapter = TypeAdapter(Message)
-        assert isinstance(adapter.validate_python({"type": "data", "kind": "k", "data": 1}), DataMessage)
-        with pytest.raises(ValidationError):
-            adapter.validate_python({"type": "data", "kind": "k", "data": 1, "_outputMethod": "append"})
-        with pytest.raises(ValidationError):
-            adapter.validate_python({"type": "image"})
-
-    def test_to_model_normalizes_first(self):
-        with pytest.raises(MessageError):
-            to_model({"type": "text", "role": "bot", "text": ""})
