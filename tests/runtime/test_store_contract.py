@@ -1,0 +1,389 @@
+"""The store contract: the same assertions against `StateStore` (the session's private Redis) and `MemoryStore`.
+
+This keeps the in-memory stand-in the executor and service unit tests run on honest: every edge of the atomic
+steps (submit, claim, commit, retry, renew, finalize, cancel, rejection) behaves the same on both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from agentq.errors import InvalidJobIdError, JobNotFoundError
+from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, JobFinished, JobQueued, JobStarted
+from agentq.protocol.jobs import JobPlan
+from agentq.protocol.records import JobRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.state import ClaimOutcome, CommitOutcome, dumps, record_digest
+from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema
+
+LEASE_MS = 60_000
+SHORT_LEASE_MS = 40  # for the tests where a lease expires: Redis really waits for it
+
+TOOLS = {"first": tool_schema("first", {"x": {"type": "number"}}),
+         "second": tool_schema("second", {"y": {"type": "number"}}),
+         "bg": tool_schema("bg")}
+CHAIN = {"context": [{"type": "state", "data": {"x": 1}}, {"type": "text", "text": "n"}],
+         "calls": [{"_tool": "first", "x": "†state.x", "_outputPath": "†state.a"},
+                   {"_tool": "second", "y": "†state.a", "_outputPath": "†state.b"},
+                   {"_tool": "bg"}]}
+
+
+def submit(store, job: dict = CHAIN, job_id: str | None = None) -> tuple[JobPlan, dict[str, str]]:
+    plan = make_plan(job, TOOLS, job_id=job_id)
+    queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls))
+    assert store.create_job(plan, records_of(plan), submitted=job, events=[queued])
+    return plan, {c.tool: c.id for c in plan.calls}
+
+
+def events(store, job_id: str) -> list[str]:
+    return [e["event"] for _, e in store.read_events(job_id)]
+
+
+def message(call_id: str, value: object) -> dict:
+    return {"type": "state", "data": {"a": value}, "_call": {"id": call_id}}
+
+
+def finished(job_id: str, call_id: str, status: CallStatus = CallStatus.DONE) -> CallFinished:
+    return CallFinished(job_id=job_id, call_id=call_id, tool="t", status=status.value, duration_ms=1.0)
+
+
+def job_finished(job_id: str, status: JobStatus) -> JobFinished:
+    return JobFinished(job_id=job_id, status=status.value)
+
+
+# ------------------------------------------------------------------------------------- submission
+
+
+def test_submit_writes_the_whole_job_once(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    info = store.job_info(plan.id)
+    assert (info.status, info.open_calls, info.kind) == (JobStatus.QUEUED, 2, plan.kind)
+    assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.READY, ids["second"]: CallStatus.PENDING,
+                                            ids["bg"]: CallStatus.READY}
+    assert store.read_log(plan.id) == plan.context
+    assert store.read_log(plan.id, 1) == plan.context[1:]
+    assert store.dependents(plan.id, ids["first"]) == [ids["second"]]
+    assert store.dependents(plan.id, ids["second"]) == []
+    assert store.call_records(plan.id) == {r.id: r for r in records_of(plan)}
+    assert list(store.call_records(plan.id, [ids["bg"], "call_nope"])) == [ids["bg"]]
+    assert events(store, plan.id) == ["job.queued"]
+    # the same id again: nothing written
+    again = make_plan({"calls": [{"_tool": "bg"}]}, TOOLS, job_id=plan.id)
+    assert not store.create_job(again, records_of(again), submitted={}, events=[
+        JobQueued(job_id=plan.id, kind="plan", calls=1)])
+    assert len(store.call_statuses(plan.id)) == 3 and events(store, plan.id) == ["job.queued"]
+    assert store.job_info(plan.id).open_calls == 2
+
+
+def test_unknown_and_invalid_job_ids(backend: Backend):
+    store = backend.store
+    with pytest.raises(JobNotFoundError):
+        store.job_info("job_nope")
+    with pytest.raises(JobNotFoundError):
+        store.job_status("job_nope")
+    with pytest.raises(JobNotFoundError):
+        store.cancel("job_nope", event=job_finished("job_nope", JobStatus.CANCELED))
+    with pytest.raises(InvalidJobIdError):
+        store.job_info("bad {id}")
+    with pytest.raises(InvalidJobIdError):
+        store.claim("bad id", "c", token="t", lease_ms=LEASE_MS)
+    assert store.claim("job_nope", "c", token="t", lease_ms=LEASE_MS).outcome is ClaimOutcome.MISSING
+    assert store.wait_finished("job_nope", 0.01) is None
+
+
+# ------------------------------------------------------------------------------------------ claim
+
+
+def test_claim_outcomes_attempts_and_job_start(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    assert store.claim(plan.id, "call_nope", token="t", lease_ms=LEASE_MS).outcome is ClaimOutcome.MISSING
+    pending = store.claim(plan.id, ids["second"], token="t", lease_ms=LEASE_MS)
+    assert (pending.outcome, pending.status) == (ClaimOutcome.NOT_READY, CallStatus.PENDING)
+    assert store.job_status(plan.id) is JobStatus.QUEUED  # a refused claim starts nothing
+    started = JobStarted(job_id=plan.id)
+    claim = store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS, job_started=started)
+    assert (claim.outcome, claim.attempt, claim.announced, claim.record_replaced) == (
+        ClaimOutcome.CLAIMED, 1, False, False)
+    assert claim.record == records_of(plan)[0]  # no record carried: the stored one
+    assert claim.tool == plan.tools["first"]
+    assert claim.tool_sha == hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
+    assert claim.log_length == 2 and claim.log_tail == []  # no offset: no tail
+    info = store.job_info(plan.id)
+    assert info.status is JobStatus.RUNNING and info.started_at
+    assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.RUNNING
+    leased = store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS)
+    assert leased.outcome is ClaimOutcome.LEASED and 0 < leased.lease_left_ms <= LEASE_MS
+    # the second call to start does not publish job.started again
+    store.claim(plan.id, ids["bg"], token="c", lease_ms=LEASE_MS, job_started=started)
+    assert events(store, plan.id) == ["job.queued", "job.started"]
+
+
+def test_claim_sends_the_log_tail_from_the_offset(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    whole = store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS, log_offset=0)
+    assert whole.log_tail == plan.context and whole.log_length == 2
+    tail = store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS, log_offset=1)
+    assert tail.log_tail == plan.context[1:]
+    store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE, messages=[message(ids["first"], 2)])
+    later = store.claim(plan.id, ids["second"], token="c", lease_ms=LEASE_MS, log_offset=2)
+    assert (later.log_length, later.log_tail) == (3, [message(ids["first"], 2)])
+    past = store.claim(plan.id, ids["second"], token="d", lease_ms=LEASE_MS, log_offset=99)
+    assert past.outcome is ClaimOutcome.LEASED
+
+
+def test_claim_runs_the_stored_record_and_publishes_start_events_only_when_current(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    stored = {r.id: r for r in records_of(plan)}
+    tool_sha = hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
+    first = stored[ids["first"]]
+    start = [CallStarted(job_id=plan.id, call_id=first.id, tool="first", attempt=1)]
+    claim = store.claim(plan.id, first.id, token="a", lease_ms=LEASE_MS, record=first,
+                        record_sha=record_digest(first), tool_sha=tool_sha, start_events=start)
+    assert (claim.record, claim.record_replaced, claim.tool, claim.tool_sha, claim.announced) == (
+        first, False, None, "", True)
+    assert events(store, plan.id) == ["job.queued", "call.started"]
+
+    # a forged record (another activity and output path): the stored one comes back and runs; a stale tool copy
+    # gets the stored schema; the caller's start events are not published
+    bg = stored[ids["bg"]]
+    forged = type(bg).from_dict({**bg.to_dict(), "activity": "first",
+                                 "call": {**bg.call, "_outputPath": "†state.evil"}})
+    claim = store.claim(plan.id, bg.id, token="b", lease_ms=LEASE_MS, record=forged,
+                        record_sha=record_digest(forged), tool_sha="0" * 40,
+                        start_events=[CallStarted(job_id=plan.id, call_id=bg.id, tool="bg", attempt=1)])
+    assert (claim.record, claim.record_replaced, claim.announced) == (bg, True, False)
+    assert claim.tool == plan.tools["bg"]
+    assert events(store, plan.id) == ["job.queued", "call.started"]
+
+
+def test_start_events_are_not_published_by_a_later_attempt(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    first = records_of(plan)[0]
+    tool_sha = hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
+    store.claim(plan.id, first.id, token="a", lease_ms=LEASE_MS)
+    assert store.release_for_retry(plan.id, first.id, token="a")
+    start = [CallStarted(job_id=plan.id, call_id=first.id, tool="first", attempt=2)]
+    claim = store.claim(plan.id, first.id, token="b", lease_ms=LEASE_MS, record=first,
+                        record_sha=record_digest(first), tool_sha=tool_sha, start_events=start)
+    assert (claim.attempt, claim.announced, claim.record_replaced) == (2, False, False)
+    assert "call.started" not in events(store, plan.id)
+
+
+def test_an_expired_lease_is_taken_over(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="dead", lease_ms=SHORT_LEASE_MS)
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    takeover = store.claim(plan.id, ids["first"], token="alive", lease_ms=LEASE_MS)
+    assert (takeover.outcome, takeover.attempt) == (ClaimOutcome.CLAIMED, 2)
+    # the dead attempt can neither commit nor retry nor renew any more
+    assert store.commit(plan.id, ids["first"], token="dead", status=CallStatus.DONE,
+                        messages=[message(ids["first"], "dead")]).outcome is CommitOutcome.SUPERSEDED
+    assert not store.release_for_retry(plan.id, ids["first"], token="dead")
+    assert store.renew_leases(plan.id, {ids["first"]: "dead"}, LEASE_MS) == 0
+    commit = store.commit(plan.id, ids["first"], token="alive", status=CallStatus.DONE,
+                          messages=[message(ids["first"], "alive")])
+    assert commit.outcome is CommitOutcome.COMMITTED
+    assert store.read_log(plan.id)[2:] == [message(ids["first"], "alive")]
+
+
+def test_an_attempt_whose_lease_lapsed_without_a_takeover_still_commits(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="slow", lease_ms=SHORT_LEASE_MS)
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    assert store.commit(plan.id, ids["first"], token="slow", status=CallStatus.DONE).outcome is (
+        CommitOutcome.COMMITTED)
+
+
+def test_renew_extends_only_the_holders_lease(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="a", lease_ms=SHORT_LEASE_MS)
+    store.claim(plan.id, ids["bg"], token="b", lease_ms=SHORT_LEASE_MS)
+    assert store.renew_leases(plan.id, {ids["first"]: "a", ids["bg"]: "wrong", ids["second"]: "x"},
+                              LEASE_MS) == 1
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    assert store.claim(plan.id, ids["first"], token="c", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
+    assert store.claim(plan.id, ids["bg"], token="c", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+
+
+# ----------------------------------------------------------------------------------------- commit
+
+
+def test_commit_appends_releases_dependents_and_counts_open_calls(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS)
+    bg = store.commit(plan.id, ids["bg"], token="b", status=CallStatus.DONE)
+    assert (bg.outcome, bg.open_calls, bg.released) == (CommitOutcome.COMMITTED, 2, [])  # fire and forget
+    store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS)
+    commit = store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE,
+                          messages=[message(ids["first"], 2)], events=[finished(plan.id, ids["first"])])
+    assert (commit.outcome, commit.open_calls, commit.job_status) == (CommitOutcome.COMMITTED, 1, JobStatus.RUNNING)
+    assert commit.released == [r for r in records_of(plan) if r.id == ids["second"]]
+    assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.DONE, ids["second"]: CallStatus.READY,
+                                            ids["bg"]: CallStatus.DONE}
+    assert store.read_log(plan.id)[2:] == [message(ids["first"], 2)]
+    assert events(store, plan.id)[-1] == "call.finished"
+    # a redelivered task: duplicate, nothing written twice
+    again = store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE,
+                         messages=[message(ids["first"], 2)], events=[finished(plan.id, ids["first"])])
+    assert again.outcome is CommitOutcome.DUPLICATE
+    assert len(store.read_log(plan.id)) == 3 and events(store, plan.id).count("call.finished") == 1
+    finished_claim = store.claim(plan.id, ids["first"], token="z", lease_ms=LEASE_MS)
+    assert (finished_claim.outcome, finished_claim.status) == (ClaimOutcome.FINISHED, CallStatus.DONE)
+    store.claim(plan.id, ids["second"], token="s", lease_ms=LEASE_MS)
+    last = store.commit(plan.id, ids["second"], token="s", status=CallStatus.FAILED)
+    assert (last.open_calls, last.job_status, last.released) == (0, JobStatus.RUNNING, [])
+    assert store.job_info(plan.id).open_calls == 0
+
+
+def test_commit_of_a_call_that_is_not_running_is_a_duplicate(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    assert store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE).outcome is (
+        CommitOutcome.DUPLICATE)
+    assert store.commit(plan.id, "call_nope", token="a", status=CallStatus.DONE).outcome is CommitOutcome.DUPLICATE
+    assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.READY
+
+
+# ------------------------------------------------------------------------------------------ retry
+
+
+def test_release_for_retry(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    assert not store.release_for_retry(plan.id, ids["first"], token="a")  # not running
+    store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS)
+    assert not store.release_for_retry(plan.id, ids["first"], token="other")  # another attempt's lease
+    event = CallRetrying(job_id=plan.id, call_id=ids["first"], tool="first", attempt=1,
+                         error={"type": "E", "message": "m"}, retry_in_s=0.1)
+    assert store.release_for_retry(plan.id, ids["first"], token="a", event=event)
+    assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.READY
+    assert events(store, plan.id)[-1] == "call.retrying"
+    assert not store.release_for_retry(plan.id, ids["first"], token="a", event=event)
+    assert events(store, plan.id).count("call.retrying") == 1
+    assert store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS).attempt == 2
+
+
+# --------------------------------------------------------------------------------------- finalize
+
+
+def test_finalize_once_and_signal_the_end(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    assert store.wait_finished(plan.id, 0.01) is None
+    record = JobRecord(id=plan.id, status=JobStatus.SUCCEEDED, state={"x": 1}, finished_at="2030-01-01T00:00:00Z")
+    assert store.finalize(plan.id, record=record, event=job_finished(plan.id, JobStatus.SUCCEEDED))
+    other = JobRecord(id=plan.id, status=JobStatus.FAILED)
+    assert not store.finalize(plan.id, record=other, event=job_finished(plan.id, JobStatus.FAILED))
+    assert store.wait_finished(plan.id, 1.0) is JobStatus.SUCCEEDED
+    assert store.wait_finished(plan.id, 1.0) is JobStatus.SUCCEEDED  # stays for later waiters
+    info = store.job_info(plan.id)
+    assert (info.status, info.finished_at, info.record) == (JobStatus.SUCCEEDED, "2030-01-01T00:00:00Z", record)
+    assert store.record(plan.id) == record
+    assert events(store, plan.id) == ["job.queued", "job.finished"]
+    assert [e["event"] for _, e in store.iter_events(plan.id)] == ["job.queued", "job.finished"]
+    assert store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED)) == (JobStatus.SUCCEEDED, [])
+    # calls still run after the job ended (fire-and-forget calls): their claim does not restart the job
+    assert store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+    assert store.job_status(plan.id) is JobStatus.SUCCEEDED
+
+
+def test_finish_inputs(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    info, log, statuses = store.finish_inputs(plan.id)
+    assert (info.id, log, statuses[ids["second"]]) == (plan.id, plan.context, CallStatus.PENDING)
+    with pytest.raises(JobNotFoundError):
+        store.finish_inputs("job_nope")
+
+
+# ----------------------------------------------------------------------------------------- cancel
+
+
+def test_cancel_stops_unstarted_calls_and_running_ones_release_nothing(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS)
+    status, ready = store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED))
+    assert (status, ready) == (JobStatus.CANCELED, [ids["bg"]])
+    assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.RUNNING, ids["second"]: CallStatus.CANCELED,
+                                            ids["bg"]: CallStatus.CANCELED}
+    assert store.wait_finished(plan.id, 1.0) is JobStatus.CANCELED
+    assert store.job_info(plan.id).finished_at
+    assert store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
+    # the running call commits, but what waited on it is not released
+    commit = store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE,
+                          messages=[message(ids["first"], 2)])
+    assert (commit.outcome, commit.job_status, commit.released) == (
+        CommitOutcome.COMMITTED, JobStatus.CANCELED, [])
+    assert not store.finalize(plan.id, record=JobRecord(id=plan.id, status=JobStatus.SUCCEEDED),
+                              event=job_finished(plan.id, JobStatus.SUCCEEDED))
+    assert store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED)) == (JobStatus.CANCELED, [])
+    assert events(store, plan.id) == ["job.queued", "job.finished"]
+
+
+def test_cancel_before_anything_started(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    status, ready = store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED))
+    assert (status, sorted(ready)) == (JobStatus.CANCELED, sorted([ids["first"], ids["bg"]]))
+    assert set(store.call_statuses(plan.id).values()) == {CallStatus.CANCELED}
+    assert store.claim(plan.id, ids["second"], token="x", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
+
+
+def test_a_claim_after_cancel_marks_a_ready_call_canceled(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS)
+    store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE)  # releases second
+    store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED))
+    assert store.call_statuses(plan.id)[ids["second"]] is CallStatus.CANCELED
+
+
+# -------------------------------------------------------------------------------------- rejection
+
+
+def test_record_rejection_once(backend: Backend):
+    store = backend.store
+    error = {"message": "job rejected", "problems": []}
+    assert store.record_rejection("job_rejected", error, ttl_s=60)
+    assert store.job_status("job_rejected") is JobStatus.FAILED
+    assert store.wait_finished("job_rejected", 1.0) is JobStatus.FAILED
+    record = store.record("job_rejected")
+    assert (record.status, record.error) == (JobStatus.FAILED, error)
+    assert not store.record_rejection("job_rejected", {"message": "other"}, ttl_s=60)
+    assert store.job_info("job_rejected").error == error
+    plan = make_plan({"calls": [{"_tool": "bg"}]}, TOOLS, job_id="job_rejected")
+    assert not store.create_job(plan, records_of(plan), submitted={}, events=[])
+    # an existing job is not overwritten by a rejection either
+    plan, _ = submit(store)
+    assert not store.record_rejection(plan.id, error, ttl_s=60)
+    assert store.job_status(plan.id) is JobStatus.QUEUED
+
+
+# ------------------------------------------------------------------------------------------ fleet
+
+
+def test_tools_and_workers(backend: Backend):
+    store = backend.store
+    assert store.publish_tools({"a": {"v": 1}}, publisher="w1") == []
+    assert store.publish_tools({"a": {"v": 1}, "b": {}}, publisher="w2") == []
+    assert store.publish_tools({"a": {"v": 2}}, publisher="w3") == ["a"]
+    assert store.published_tools() == {"a": {"v": 2}, "b": {}}
+    assert store.tool_conflicts()["a"]["publisher"] == "w3"
+    store.announce_worker("w1", {"id": "w1", "activities": [{"name": "fetch", "queue": "io"}]}, ttl_s=60)
+    store.announce_worker("w2", {"id": "w2", "activities": [{"name": "fetch", "queue": "io"}]}, ttl_s=60)
+    live = store.live_activities()
+    assert live["fetch"]["queue"] == "io" and sorted(live["fetch"]["workers"]) == ["w1", "w2"]
+    store.retire_worker("w1")
+    assert store.live_activities()["fetch"]["workers"] == ["w2"]
