@@ -164,7 +164,7 @@ def test_claim_runs_the_stored_record_and_publishes_start_events_only_when_curre
 
 def test_start_events_are_not_published_by_a_later_attempt(backend: Backend):
     store = backend.store
-    plan, ids = submit(store)
+    plan, _ = submit(store)
     first = records_of(plan)[0]
     tool_sha = hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
     store.claim(plan.id, first.id, token="a", lease_ms=LEASE_MS)
