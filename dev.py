@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One-command set-up: `python3 dev.py demo` runs the demo job, `python3 dev.py test` runs the test suite.
+"""One-command set-up: `python3 dev.py demo` runs the demo job, `python3 dev.py test` runs the test suite
+(`python3 dev.py lint` runs ruff and mypy, as CI does before the tests).
 
 Creates `.venv` next to this file on first use, installs agentq with its test extras into it (again only
 when pyproject.toml changes), then runs the command inside it. Needs nothing but Python 3.11+.
@@ -42,14 +43,17 @@ def ensure_environment() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"demo", "test", "agentq"}:
-        print("usage: python3 dev.py demo | test [pytest args] | agentq [args]", file=sys.stderr)
+    if not argv or argv[0] not in {"demo", "test", "lint", "agentq"}:
+        print("usage: python3 dev.py demo | test [pytest args] | lint | agentq [args]", file=sys.stderr)
         return 2
     ensure_environment()
     command, rest = argv[0], argv[1:]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if command == "test":
         cmd = [str(PYTHON), "-m", "pytest", *rest]
+    elif command == "lint":  # ruff and mypy, configured in pyproject.toml
+        status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "agentq"], cwd=ROOT, env=env)
+        return status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)
     elif command == "demo":
         cmd = [str(BIN / "agentq"), "demo", *rest]
     else:

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agentq.errors import AgentQError, ConfigurationError, JobValidationError, Problem, StoreUnavailableError
 
@@ -196,7 +196,7 @@ def _follow(client: Any, job: Any, view: LiveView | None) -> dict:
 class LiveView:
     """A readable live view of a job's events: one line per call start/finish, thoughts, job end."""
 
-    ICONS = {"done": "✓", "failed": "✗", "canceled": "⊘", "skipped": "–"}
+    ICONS: ClassVar[dict[str, str]] = {"done": "✓", "failed": "✗", "canceled": "⊘", "skipped": "-"}
 
     def __init__(self, out: Callable[[str], None] | None = None):
         self.out = out or (lambda line: print(line, flush=True))
@@ -209,7 +209,8 @@ class LiveView:
         call_id = envelope.get("call_id", "")
         if call_id and call_id not in self.names and (envelope.get("tool") or envelope.get("instance")):
             instance = envelope.get("instance")
-            self.names[call_id] = f"{envelope.get('tool')} [{instance}]" if instance else envelope.get("tool")
+            tool = str(envelope.get("tool") or call_id)
+            self.names[call_id] = f"{tool} [{instance}]" if instance else tool
         name = self.names.get(call_id, envelope.get("tool") or call_id) if call_id else ""
         if event == "job.queued":
             self.out(f"job {envelope['job_id']} queued ({envelope.get('calls', 0)} calls)")

@@ -66,7 +66,8 @@ def _check_options(
     if queue is not None and (not isinstance(queue, str) or not queue or any(c.isspace() for c in queue)):
         raise _fail(name, "queue", f"must be None or a non-empty queue name without spaces, got {queue!r}")
     if rate_limit is not None and (not isinstance(rate_limit, str) or not _RATE_LIMIT_RE.match(rate_limit)):
-        raise _fail(name, "rate_limit", f"must be None or Celery syntax like '10/s', '100/m', '0.5/h', got {rate_limit!r}")
+        raise _fail(name, "rate_limit",
+                    f"must be None or Celery syntax like '10/s', '100/m', '0.5/h', got {rate_limit!r}")
 
 
 def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
@@ -87,7 +88,8 @@ def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
     has_var_positional = any(p.kind == P.VAR_POSITIONAL for p in params)
 
     # 1. Parameters named call/tool/context, nothing else required, no *args: pass those by name.
-    if by_name and not has_var_positional and all(p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
+    if by_name and not has_var_positional and all(
+            p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
         return "named", tuple(p.name for p in by_name)
 
     # 2. Otherwise by position, according to how many positional parameters it takes.
@@ -107,7 +109,7 @@ def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
         )
     count = 3 if has_var_positional else min(len(positional), 3)
     order = _BY_COUNT[count]
-    for param, given in zip(positional, order):
+    for param, given in zip(positional, order, strict=False):  # extra positionals keep their defaults
         if param.name in _ARG_NAMES and param.name != given:
             raise _fail(
                 name, "handler",
@@ -120,7 +122,7 @@ def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
 def _is_async(handler: Callable[..., Any]) -> bool:
     if inspect.iscoroutinefunction(handler):
         return True
-    call = getattr(handler, "__call__", None)  # callable objects with `async def __call__`
+    call = getattr(handler, "__call__", None)  # noqa: B004 - callable objects with `async def __call__`
     return call is not None and inspect.iscoroutinefunction(call)
 
 
@@ -207,7 +209,8 @@ class ActivityRegistry:
                 f"Activity.register needs a name: write @Activity.register({getattr(name, '__name__', 'name')!r})"
             )
         _check_options(name, retries, retry_backoff, timeout, queue, rate_limit)
-        options = dict(retries=retries, retry_backoff=retry_backoff, timeout=timeout, queue=queue, rate_limit=rate_limit)
+        options = dict(retries=retries, retry_backoff=retry_backoff, timeout=timeout, queue=queue,
+                       rate_limit=rate_limit)
 
         def attach(fn: F) -> F:
             spec = ActivitySpec(name, fn, **options)  # type: ignore[arg-type]
@@ -263,7 +266,7 @@ class ActivityRegistry:
         return frozenset(self._specs)
 
     @property
-    def Names(self) -> frozenset[str]:  # noqa: N802 - the seeds' spelling (`Activity.Names`)
+    def Names(self) -> frozenset[str]:
         """Alias of :attr:`names`, spelled as in the seed documents."""
         return self.names
 

@@ -86,7 +86,8 @@ def _resolve_activity(props: Mapping[str, Any], name: str, live: frozenset[str])
     return name if name in live else ""
 
 
-def _upfront_module(schema: Mapping[str, Any], props: Mapping[str, Any], loader: ModuleLoader | None) -> Mapping[str, Any] | None:
+def _upfront_module(schema: Mapping[str, Any], props: Mapping[str, Any],
+                    loader: ModuleLoader | None) -> Mapping[str, Any] | None:
     if loader is None or schema.get("x-module-resolution") != "upfront":
         return None
     module = props.get("_module")
@@ -115,7 +116,8 @@ def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoad
     out_props: dict[str, Any] = {
         "_tool": {"type": "string", "const": name},
         "_activity": {"type": "string", "const": _resolve_activity(props, name, live)},
-        "_reasoningForCall": _copy(props["_reasoningForCall"]) if "_reasoningForCall" in props else dict(REASONING_FOR_CALL),
+        "_reasoningForCall": (_copy(props["_reasoningForCall"]) if "_reasoningForCall" in props
+                              else dict(REASONING_FOR_CALL)),
     }
     params: dict[str, Any] = {}
     for key, value in props.items():
@@ -183,7 +185,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _tool_list(tools: ToolRegistry | Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+def _tool_list(
+        tools: ToolRegistry | Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     """(name, schema) pairs sorted by name; checks names and duplicates."""
     if isinstance(tools, ToolRegistry):
         return list(tools.snapshot().items())
@@ -196,7 +199,8 @@ def _tool_list(tools: ToolRegistry | Mapping[str, Any] | Iterable[Mapping[str, A
         name = tool_name_of(schema)
         if name is None:
             label = f"tool {key!r}" if key is not None else "a tool schema"
-            raise ToolSchemaError(f"{label} has no properties._tool.const naming it (keyword '_tool' at /properties/_tool)")
+            raise ToolSchemaError(
+                f"{label} has no properties._tool.const naming it (keyword '_tool' at /properties/_tool)")
         if key is not None and key != name:
             raise ToolSchemaError(
                 f"tool {key!r}: properties._tool.const is {name!r} but the tool is listed as {key!r} "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from datetime import UTC, datetime
 from typing import Any, Literal
 

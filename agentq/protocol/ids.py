@@ -59,7 +59,7 @@ def job_id_problem(job_id: object) -> str | None:
     that would change a key's hash slot or meaning are refused before a key is written."""
     if not isinstance(job_id, str):
         return f"a job id must be a string, got {type(job_id).__name__}"
-    if not JOB_ID_PATTERN.match(job_id):
+    if not JOB_ID_PATTERN.fullmatch(job_id):  # not `match`: its `$` also matches before a final newline
         return (f"job id {job_id[:140]!r} is not allowed: use 1 to 128 letters, digits and _ . : -, "
                 "starting with a letter or digit")
     return None

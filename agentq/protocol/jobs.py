@@ -193,12 +193,12 @@ def _plan_tools(raw: Any, raw_calls: Any, available: Mapping[str, dict], problem
                 continue
             name, schema = item, available[item]
         elif isinstance(item, dict):
-            name = (item.get("properties") or {}).get("_tool", {}).get("const") if isinstance(
+            const = (item.get("properties") or {}).get("_tool", {}).get("const") if isinstance(
                 item.get("properties"), dict) else None
-            if not isinstance(name, str):
+            if not isinstance(const, str):
                 problems.add(f"{pointer}/properties/_tool", "an inline tool needs properties._tool.const")
                 continue
-            schema = item
+            name, schema = const, item
         else:
             problems.add(pointer, "expected a tool name or a tool schema")
             continue

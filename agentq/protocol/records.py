@@ -65,7 +65,8 @@ class CallRecord:
         return cls(
             id=data["id"], index=data["index"], call=data["call"], tool=data["tool"], activity=data["activity"],
             mode=CallMode(data["mode"]), awaited=data["awaited"], instance=data.get("instance"),
-            scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False), locale=data.get("locale", "en"),
+            scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False),
+            locale=data.get("locale", "en"),
             task=data.get("task", ""), queue=data.get("queue", ""),
         )
 

@@ -22,7 +22,6 @@ import itertools
 import json
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from agentq.protocol.cache import LRU
 from agentq.errors import (
     DuplicateRegistrationError,
     ReferenceSyntaxError,
@@ -39,6 +37,7 @@ from agentq.errors import (
     UnknownMethodError,
     UnknownToolError,
 )
+from agentq.protocol.cache import LRU
 
 __all__ = [
     "KNOWN_META_FIELDS",
@@ -194,7 +193,8 @@ def _check_expression(name: str, keyword: str, pointer: str, text: Any) -> None:
     try:
         parse_expression(text)
     except ReferenceSyntaxError as exc:
-        raise _schema_error(name, keyword, pointer, f"_outputPath {keyword} {text!r} is not an output path: {exc}") from None
+        raise _schema_error(name, keyword, pointer,
+                            f"_outputPath {keyword} {text!r} is not an output path: {exc}") from None
 
 
 def _check_output_path(name: str, spec: Any) -> None:
@@ -255,10 +255,12 @@ def check_tool_schema(name: str, schema: Any) -> dict:
     copy = _json_copy(name, schema)
     _check_draft(name, copy)
     if copy.get("type") != "object":
-        raise _schema_error(name, "type", "/type", f"a tool schema must have \"type\": \"object\", got {copy.get('type')!r}")
+        raise _schema_error(name, "type", "/type",
+                            f"a tool schema must have \"type\": \"object\", got {copy.get('type')!r}")
     props = copy.get("properties")
     if not isinstance(props, dict):
-        raise _schema_error(name, "properties", "/properties", "a tool schema needs \"properties\" with _tool and _output")
+        raise _schema_error(name, "properties", "/properties",
+                            "a tool schema needs \"properties\" with _tool and _output")
 
     tool = props.get("_tool")
     if not isinstance(tool, dict) or "const" not in tool:
@@ -293,7 +295,8 @@ def check_tool_schema(name: str, schema: Any) -> dict:
         _check_const_string(name, "_activity", props["_activity"], allow_empty=True)
         activity = props["_activity"]["const"]
         if activity and not is_valid_name(activity):
-            raise _schema_error(name, "const", "/properties/_activity/const", f"_activity {activity!r} is not a valid activity name")
+            raise _schema_error(name, "const", "/properties/_activity/const",
+                                f"_activity {activity!r} is not a valid activity name")
     return copy
 
 

@@ -60,7 +60,8 @@ def _find(call: Any, solution_schema: Mapping[str, Any], prefix: str) -> tuple[d
     where = prefix + "/_tool"
     if not isinstance(call, Mapping):
         kind = "null" if call is None else type(call).__name__
-        return None, Problem(where, f"a Call must be a JSON object with _tool naming a tool ({known}), got {kind}"), False
+        problem = Problem(where, f"a Call must be a JSON object with _tool naming a tool ({known}), got {kind}")
+        return None, problem, False
     name = call.get("_tool")
     if "_tool" not in call:
         return None, Problem(where, f"missing required property '_tool' (the tool to call: {known})"), False
@@ -101,7 +102,8 @@ def _shorten(message: str) -> str:
 def _message(error: ValidationError) -> str:
     path = list(error.absolute_path)
     if error.validator == "required":
-        names = [n for n in error.validator_value if isinstance(error.instance, dict) and n not in error.instance]
+        required: Any = error.validator_value
+        names = [n for n in required if isinstance(error.instance, dict) and n not in error.instance]
         missing = next((n for n in names if error.message.startswith(repr(n))), names[0] if names else "?")
         return f"missing required property {missing!r}"
     if path == ["_activity"] and error.validator == "const":
@@ -133,7 +135,8 @@ def _collect(error: ValidationError, skip: tuple[str, ...]) -> list[tuple[str, s
     return [(pointer, _message(error))]
 
 
-def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...], prefix: str) -> list[Problem]:
+def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...],
+                   prefix: str) -> list[Problem]:
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
     for error in validator_for(tool).iter_errors(call):

@@ -8,7 +8,8 @@ written to every path of the group). Every engine-written data message carries `
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agentq.errors import ReferenceSyntaxError, WriteError
 from agentq.protocol.expressions import DAGGER, Ref, parse_expression, parse_ref

@@ -7,8 +7,8 @@ runs on a fresh machine without touching any Redis the user did not name.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
@@ -34,7 +34,7 @@ class Embedded:
         self.runtime: Runtime | None = None
         self.worker: InProcessWorker | None = None
 
-    def __enter__(self) -> "Embedded":
+    def __enter__(self) -> Embedded:
         self.server = RedisServer().start()
         try:
             settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None})

@@ -201,12 +201,12 @@ class Executor:
         except _Failure as failure:
             return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
         except ProtocolError as error:  # e.g. a push onto a non-array, a message for an unknown branch
-            failure = _Failure(type(error).__name__, str(error), retryable=False)
-            return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+            protocol_failure = _Failure(type(error).__name__, str(error), retryable=False)
+            return self._fail(job_id, call_id, token, claim, resolved, protocol_failure, started, display)
         except Exception as error:  # a defect, not the activity's: fail the call rather than leave it running
             log.exception("call %s of job %s: unexpected error before its commit", call_id, job_id)
-            failure = _Failure(type(error).__name__, f"internal error: {error}", retryable=False)
-            return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+            defect = _Failure(type(error).__name__, f"internal error: {error}", retryable=False)
+            return self._fail(job_id, call_id, token, claim, resolved, defect, started, display)
         finished = time.time()
         part = tool_result_part(
             call_id=call_id, name=name, content=result, is_error=False, source=self.source, locale=locale,
@@ -287,9 +287,10 @@ class Executor:
         if failure.retryable and claim.attempt <= retries:
             backoff = spec.retry_backoff if spec else 1.0
             delay = backoff * (2 ** (claim.attempt - 1)) * random.uniform(0.5, 1.0)
-            event = CallRetrying(job_id=job_id, call_id=call_id, tool=name, attempt=claim.attempt,
-                                 error={"type": failure.type, "message": str(failure)}, retry_in_s=round(delay, 3))
-            if self.store.release_for_retry(job_id, call_id, token=token, event=event):
+            retrying = CallRetrying(job_id=job_id, call_id=call_id, tool=name, attempt=claim.attempt,
+                                    error={"type": failure.type, "message": str(failure)},
+                                    retry_in_s=round(delay, 3))
+            if self.store.release_for_retry(job_id, call_id, token=token, event=retrying):
                 return Outcome("retry", retry_in=delay)
             return Outcome("duplicate")
         finished = time.time()

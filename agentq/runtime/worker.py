@@ -14,8 +14,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
@@ -76,7 +77,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         store = self.runtime.store
         conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
         for name in conflicts:
@@ -133,12 +134,11 @@ class InProcessWorker:
         self._controller: Any = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 30.0) -> "InProcessWorker":
+    def start(self, timeout: float = 30.0) -> InProcessWorker:
         from celery.worker import WorkController
+        from kombu.asynchronous import get_event_loop, set_event_loop
 
         from agentq.runtime.pool import AppThreadPool
-
-        from kombu.asynchronous import get_event_loop, set_event_loop
 
         app = self.runtime.app
         app.finalize()
@@ -189,7 +189,7 @@ class InProcessWorker:
             if thread.is_alive():
                 log.warning("worker %s did not stop within %s s", self.hostname, timeout)
 
-    def __enter__(self) -> "InProcessWorker":
+    def __enter__(self) -> InProcessWorker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -9,7 +9,6 @@ from agentq.protocol.status import JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 
-
 _FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)  # a canceled job has no result
 
 

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from agentq.errors import JobNotFoundError
-from agentq.protocol.envelopes import Envelope, parse_envelope
+from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
 from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
