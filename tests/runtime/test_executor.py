@@ -1,0 +1,384 @@
+"""Unit tests of the executor on `MemoryStore` with a recording dispatcher: no Celery, no Redis, milliseconds each.
+
+A job is submitted through `JobService`; each dispatched record is then run by calling `Executor.run_call`, as
+the Celery task would. Acceptance tests of the same paths on real Redis and workers live in tests/integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.records import CallRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.executor import Executor, Outcome
+from agentq.runtime.routing import Routing
+from agentq.runtime.service import JobService
+from agentq.settings import Settings
+from tests.runtime.conftest import tool_schema
+from tests.runtime.memory_store import MemoryStore
+
+pytestmark = pytest.mark.timeout(10)
+
+
+class Recorder:
+    """A dispatcher that keeps the records it was asked to send, for the test to run."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, CallRecord]] = []
+        self.ticks: list[str] = []
+        self.revoked: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None:
+        with self._lock:
+            self.sent += [(job_id, r) for r in records]
+
+    def tick(self, job_id: str) -> None:
+        self.ticks.append(job_id)
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+        self.revoked.append((job_id, list(call_ids)))
+
+    def ids(self) -> list[str]:
+        return [r.id for _, r in self.sent]
+
+
+class Rig:
+    """A job service and an executor sharing one MemoryStore and one recording dispatcher."""
+
+    def __init__(self, store: MemoryStore, **executor: Any):
+        self.store = store
+        self.dispatcher = Recorder()
+        self.tools = ToolRegistry()
+        self.activities = ActivityRegistry()
+        settings = Settings()
+        self.service = JobService(store, self.dispatcher, settings=settings, routing=Routing.from_settings(settings),
+                                  tools=self.tools, activities=self.activities, local_activities_are_live=True)
+        self.executor = Executor(store, self.activities, self.dispatcher, **{
+            "lease_s": 30.0, "default_timeout_s": 5.0, "max_result_bytes": 1_000_000, **executor})
+        self.runs: Counter[str] = Counter()
+        self.outcomes: list[tuple[str, Outcome]] = []
+        self._next = 0
+
+    def activity(self, name: str, fn: Any, params: dict | None = None, **options: Any) -> None:
+        self.tools.register(name, tool_schema(name, params if params is not None else {}))
+
+        def counted(call: dict) -> Any:
+            self.runs[name] += 1
+            return fn(call)
+
+        if asyncio.iscoroutinefunction(fn):
+            async def counted_async(call: dict) -> Any:
+                self.runs[name] += 1
+                return await fn(call)
+
+            self.activities.register(name, counted_async, **options)
+        else:
+            self.activities.register(name, counted, **options)
+
+    def submit(self, job: dict) -> str:
+        return self.service.submit(job)
+
+    def drain(self, limit: int = 50) -> list[str]:
+        """Run every dispatched record not run yet (retries run again at once); the outcomes' statuses."""
+        statuses = []
+        while self._next < len(self.dispatcher.sent) and limit:
+            job_id, record = self.dispatcher.sent[self._next]
+            outcome = self.executor.run_call(job_id, record.id, record=record)
+            self.outcomes.append((record.tool, outcome))
+            statuses.append(outcome.status)
+            limit -= 1
+            if outcome.status != "retry":
+                self._next += 1
+        return statuses
+
+    def call_id(self, job_id: str, tool: str) -> str:
+        return next(i for i, r in self.store.call_records(job_id).items() if r.tool == tool)
+
+    def events(self, job_id: str) -> list[dict]:
+        return [e for _, e in self.store.read_events(job_id)]
+
+    def named(self, job_id: str, name: str) -> list[dict]:
+        return [e for e in self.events(job_id) if e["event"] == name]
+
+
+@pytest.fixture
+def rig(memory_store: MemoryStore) -> Iterator[Rig]:
+    rig = Rig(memory_store)
+    yield rig
+    rig.executor.leases.stop()
+
+
+CHAIN = {"context": [{"type": "state", "data": {"x": 1}}],
+         "calls": [{"_tool": "first", "x": "†state.x", "_outputPath": "†state.a"},
+                   {"_tool": "second", "y": "†state.a", "_outputPath": "†state.b"}]}
+
+
+def chain(rig: Rig) -> None:
+    rig.activity("first", lambda call: call["x"] + 1, {"x": {"type": "number"}})
+    rig.activity("second", lambda call: call["y"] * 2, {"y": {"type": "number"}})
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+
+def test_a_chain_runs_call_after_call_and_the_job_succeeds(rig: Rig):
+    chain(rig)
+    job_id = rig.submit(CHAIN)
+    assert [r.tool for _, r in rig.dispatcher.sent] == ["first"]  # second waits on first
+    assert rig.drain() == ["done", "done"]
+    assert [r.tool for _, r in rig.dispatcher.sent] == ["first", "second"]
+    record = rig.store.record(job_id)
+    assert (record.status, record.state) == (JobStatus.SUCCEEDED, {"x": 1, "a": 2, "b": 4})
+    assert rig.runs == {"first": 1, "second": 1}
+    assert [e["event"] for e in rig.events(job_id)] == [
+        "job.queued", "job.started", "call.started", "call.finished", "call.started", "call.finished",
+        "job.finished"]
+    assert [e["status"] for e in rig.named(job_id, "job.finished")] == ["succeeded"]
+
+
+def test_retries_back_off_exponentially_then_succeed(rig: Rig):
+    failures = iter([RuntimeError("flaky 1"), RuntimeError("flaky 2")])
+
+    def flaky(call: dict) -> str:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return "ok"
+
+    rig.activity("flaky", flaky, retries=2, retry_backoff=0.5)
+    job_id = rig.submit({"calls": [{"_tool": "flaky", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["retry", "retry", "done"]
+    delays = [o.retry_in for _, o in rig.outcomes if o.status == "retry"]
+    assert delays[0] is not None and 0.25 <= delays[0] <= 0.5  # backoff * 2**(attempt-1) * jitter in [0.5, 1]
+    assert delays[1] is not None and 0.5 <= delays[1] <= 1.0
+    retrying = rig.named(job_id, "call.retrying")
+    assert [(e["attempt"], e["error"]["message"]) for e in retrying] == [(1, "flaky 1"), (2, "flaky 2")]
+    assert [e["attempt"] for e in rig.named(job_id, "call.started")] == [1, 2, 3]
+    assert rig.store.record(job_id).state == {"r": "ok"}
+
+
+def test_retries_run_out_and_the_job_fails(rig: Rig):
+    def broken(call: dict) -> None:
+        raise RuntimeError("down")
+
+    rig.activity("broken", broken, retries=1, retry_backoff=0.01)
+    job_id = rig.submit({"calls": [{"_tool": "broken", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["retry", "failed"]
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and record.error is not None
+    assert record.error["type"] == "CallsFailed" and "RuntimeError: down" in record.error["message"]
+
+
+def test_a_failure_absorbed_by_an_or_branch_does_not_fail_the_job(rig: Rig):
+    def declined(call: dict) -> None:
+        raise ValueError("card declined")
+
+    rig.activity("charge", declined)
+    rig.activity("notify", lambda call: f"told {call['outcome']}", {"outcome": {}})
+    job_id = rig.submit({"calls": [
+        {"_tool": "charge", "_outputPath": "†state.paid || †state.declined"},
+        {"_tool": "notify", "outcome": "†state.paid || †state.declined", "_outputPath": "†state.notice"}]})
+    assert rig.drain() == ["failed", "done"]
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.SUCCEEDED
+    assert record.state["declined"] == {"error": {"type": "ValueError", "message": "card declined"}}
+    assert record.state["notice"].startswith("told ")
+    assert [e.get("absorbed") for e in rig.named(job_id, "call.finished")] == [True, None]
+
+
+def test_a_redelivered_finished_call_redispatches_only_ready_dependents_and_finalizes_once(rig: Rig):
+    chain(rig)
+    job_id = rig.submit(CHAIN)
+    first_id, second_id = rig.call_id(job_id, "first"), rig.call_id(job_id, "second")
+    first = rig.dispatcher.sent[0][1]
+    assert rig.executor.run_call(job_id, first_id, record=first).status == "done"
+    assert rig.dispatcher.ids() == [first_id, second_id]
+    # redelivered while second is ready (a crash after the commit may have lost its dispatch): sent again
+    assert rig.executor.run_call(job_id, first_id, record=first).status == "finished"
+    assert rig.dispatcher.ids() == [first_id, second_id, second_id]
+    assert rig.executor.run_call(job_id, second_id).status == "done"
+    # after the job ended: nothing dispatched, nothing finalized again
+    assert rig.executor.run_call(job_id, first_id, record=first).status == "finished"
+    assert rig.executor.run_call(job_id, second_id).status == "finished"
+    assert rig.dispatcher.ids() == [first_id, second_id, second_id]
+    assert len(rig.named(job_id, "job.finished")) == 1
+    assert rig.runs == {"first": 1, "second": 1}
+
+
+def test_a_redelivery_finalizes_a_job_whose_finalization_was_lost(rig: Rig, monkeypatch: pytest.MonkeyPatch):
+    rig.activity("only", lambda call: 1)
+    job_id = rig.submit({"calls": [{"_tool": "only", "_outputPath": "†state.r"}]})
+    call_id = rig.call_id(job_id, "only")
+    with monkeypatch.context() as patch:  # the process dies between the commit and the finalization
+        patch.setattr(rig.executor, "finalize", lambda job_id, **_: False)
+        assert rig.executor.run_call(job_id, call_id).status == "done"
+    assert rig.store.job_status(job_id) is JobStatus.RUNNING
+    assert rig.executor.run_call(job_id, call_id).status == "finished"
+    assert rig.store.job_status(job_id) is JobStatus.SUCCEEDED
+    assert rig.runs == {"only": 1}
+
+
+def test_a_leased_call_is_not_run_again_and_asks_for_a_retry(rig: Rig):
+    started, release = threading.Event(), threading.Event()
+
+    def slow(call: dict) -> str:
+        started.set()
+        assert release.wait(5)
+        return "once"
+
+    rig.activity("slow", slow)
+    job_id = rig.submit({"calls": [{"_tool": "slow", "_outputPath": "†state.r"}]})
+    call_id = rig.call_id(job_id, "slow")
+    results: list[Outcome] = []
+    runner = threading.Thread(target=lambda: results.append(rig.executor.run_call(job_id, call_id)))
+    runner.start()
+    assert started.wait(5)
+    leased = rig.executor.run_call(job_id, call_id)
+    assert leased.status == "leased" and leased.retry_in is not None and 0.1 <= leased.retry_in <= 30.0
+    release.set()
+    runner.join(5)
+    assert [o.status for o in results] == ["done"]
+    assert rig.runs == {"slow": 1}
+    assert rig.store.record(job_id).state == {"r": "once"}
+
+
+def test_duplicate_concurrent_deliveries_run_the_handler_once(rig: Rig):
+    rig.activity("work", lambda call: "result")
+    job_id = rig.submit({"calls": [{"_tool": "work", "_outputPath": "†state.r"}]})
+    call_id = rig.call_id(job_id, "work")
+    record = rig.dispatcher.sent[0][1]
+    barrier = threading.Barrier(2)
+    results: list[str] = []
+
+    def deliver() -> None:
+        barrier.wait(5)
+        results.append(rig.executor.run_call(job_id, call_id, record=record).status)
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert "done" in results and len(results) == 2
+    assert set(results) <= {"done", "leased", "finished"}
+    assert rig.runs == {"work": 1}
+    assert len(rig.named(job_id, "call.finished")) == 1 and len(rig.named(job_id, "job.finished")) == 1
+
+
+def test_an_expired_lease_lets_a_redelivery_take_the_call_over(rig: Rig, clock):
+    rig.activity("work", lambda call: "again")
+    job_id = rig.submit({"calls": [{"_tool": "work", "_outputPath": "†state.r"}]})
+    call_id = rig.call_id(job_id, "work")
+    # an attempt claimed the call and its process died
+    rig.store.claim(job_id, call_id, token="dead", lease_ms=1000)
+    assert rig.executor.run_call(job_id, call_id).status == "leased"
+    clock.advance(2)
+    assert rig.executor.run_call(job_id, call_id).status == "done"
+    assert [e["attempt"] for e in rig.named(job_id, "call.started")] == [2]
+    assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
+
+
+def test_a_forged_task_record_runs_the_stored_call(rig: Rig):
+    rig.activity("safe", lambda call: "safe result")
+    rig.activity("evil", lambda call: "evil result")
+    job_id = rig.submit({"calls": [{"_tool": "safe", "_outputPath": "†state.r"}]})
+    stored = rig.dispatcher.sent[0][1]
+    forged = CallRecord.from_dict({**stored.to_dict(), "tool": "evil", "activity": "evil",
+                                   "call": {"_tool": "evil", "_activity": "evil", "_outputPath": "†state.pwned"}})
+    assert rig.executor.run_call(job_id, stored.id, record=forged).status == "done"
+    assert rig.runs == {"safe": 1}
+    assert rig.store.record(job_id).state == {"r": "safe result"}
+
+
+def test_a_result_over_the_size_limit_fails_the_call(memory_store: MemoryStore):
+    rig = Rig(memory_store, max_result_bytes=100)
+    rig.activity("big", lambda call: "x" * 200)
+    job_id = rig.submit({"calls": [{"_tool": "big", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["failed"]
+    [event] = rig.named(job_id, "call.finished")
+    assert event["error"]["type"] == "ResultTooLarge" and "limit is 100" in event["error"]["message"]
+    assert rig.store.record(job_id).status is JobStatus.FAILED
+    rig.executor.leases.stop()
+
+
+def test_a_result_that_is_not_json_fails_the_call(rig: Rig):
+    rig.activity("odd", lambda call: {1, 2})
+    job_id = rig.submit({"calls": [{"_tool": "odd", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["failed"]
+    assert rig.named(job_id, "call.finished")[0]["error"]["type"] == "InvalidResult"
+
+
+def test_an_async_handler_over_its_timeout_fails(rig: Rig):
+    async def sleepy(call: dict) -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    rig.activity("sleepy", sleepy, timeout=0.05)
+    job_id = rig.submit({"calls": [{"_tool": "sleepy", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["failed"]
+    [event] = rig.named(job_id, "call.finished")
+    assert event["error"]["message"] == "timed out after 0.05 s"
+    assert rig.store.record(job_id).status is JobStatus.FAILED
+
+
+def test_the_default_timeout_applies_to_activities_without_one(memory_store: MemoryStore):
+    rig = Rig(memory_store, default_timeout_s=0.05)
+
+    async def sleepy(call: dict) -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    rig.activity("sleepy", sleepy)
+    job_id = rig.submit({"calls": [{"_tool": "sleepy", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["failed"]
+    assert rig.named(job_id, "call.finished")[0]["error"]["message"] == "timed out after 0.05 s"
+    rig.executor.leases.stop()
+
+
+def test_invalid_input_fails_without_running_the_handler(rig: Rig):
+    rig.activity("strict", lambda call: call["n"], {"n": {"type": "integer", "minimum": 0}})
+    rig.activity("source", lambda call: -1)
+    job_id = rig.submit({"calls": [{"_tool": "source", "_outputPath": "†state.n"},
+                                   {"_tool": "strict", "n": "†state.n", "_outputPath": "†state.r"}]})
+    assert rig.drain() == ["done", "failed"]
+    assert rig.runs == {"source": 1}
+    assert rig.named(job_id, "call.finished")[1]["error"]["type"] == "CallValidationError"
+
+
+def test_calls_of_a_canceled_job_do_not_run(rig: Rig):
+    chain(rig)
+    job_id = rig.submit(CHAIN)
+    assert rig.service.cancel(job_id) is JobStatus.CANCELED
+    assert rig.drain() == ["canceled"]
+    assert rig.runs == {}
+    assert rig.store.call_statuses(job_id) == {rig.call_id(job_id, "first"): CallStatus.CANCELED,
+                                               rig.call_id(job_id, "second"): CallStatus.CANCELED}
+
+
+def test_a_call_that_still_waits_is_not_run(rig: Rig):
+    chain(rig)
+    job_id = rig.submit(CHAIN)
+    assert rig.executor.run_call(job_id, rig.call_id(job_id, "second")).status == "not_ready"
+    assert rig.executor.run_call(job_id, "call_nope").status == "missing"
+    assert rig.runs == {}
+
+
+def test_an_activity_this_worker_does_not_serve_is_retried_then_fails(memory_store: MemoryStore):
+    rig = Rig(memory_store)
+    rig.activity("elsewhere", lambda call: 1)
+    job_id = rig.submit({"calls": [{"_tool": "elsewhere", "_outputPath": "†state.r"}]})
+    other = Executor(memory_store, ActivityRegistry(), rig.dispatcher, lease_s=30.0)
+    record = rig.dispatcher.sent[0][1]
+    assert other.run_call(job_id, record.id, record=record).status == "failed"  # no spec: no retries
+    assert rig.named(job_id, "call.finished")[0]["error"]["type"] == "ActivityNotServed"
+    other.leases.stop()
+    rig.executor.leases.stop()
