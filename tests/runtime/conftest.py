@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.jobs import JobPlan, plan_job
 from agentq.protocol.records import CallRecord
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.executor import Executor, Outcome
+from agentq.runtime.routing import Routing
+from agentq.runtime.service import JobService
+from agentq.settings import Settings
 from tests.runtime.memory_store import ManualClock, MemoryStore
 
 
@@ -27,6 +36,88 @@ def make_plan(job: dict, tools: dict[str, dict], *, job_id: str | None = None) -
 
 def records_of(plan: JobPlan) -> list[CallRecord]:
     return [c.record().routed(f"agentq.activity.{c.activity}", f"agentq.activity.{c.activity}") for c in plan.calls]
+
+
+class Recorder:
+    """A dispatcher that keeps the records it was asked to send, for the test to run."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, CallRecord]] = []
+        self.ticks: list[str] = []
+        self.revoked: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None:
+        with self._lock:
+            self.sent += [(job_id, r) for r in records]
+
+    def tick(self, job_id: str) -> None:
+        self.ticks.append(job_id)
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+        self.revoked.append((job_id, list(call_ids)))
+
+    def ids(self) -> list[str]:
+        return [r.id for _, r in self.sent]
+
+
+class Rig:
+    """A job service and an executor sharing one MemoryStore and one recording dispatcher."""
+
+    def __init__(self, store: MemoryStore, settings: Settings | None = None, **executor: Any):
+        self.store = store
+        self.dispatcher = Recorder()
+        self.tools = ToolRegistry()
+        self.activities = ActivityRegistry()
+        settings = settings if settings is not None else Settings()
+        self.service = JobService(store, self.dispatcher, settings=settings, routing=Routing.from_settings(settings),
+                                  tools=self.tools, activities=self.activities, local_activities_are_live=True)
+        self.executor = Executor(store, self.activities, self.dispatcher, **{
+            "lease_s": 30.0, "default_timeout_s": 5.0, "max_result_bytes": 1_000_000, **executor})
+        self.runs: Counter[str] = Counter()
+        self.outcomes: list[tuple[str, Outcome]] = []
+        self._next = 0
+
+    def activity(self, name: str, fn: Any, params: dict | None = None, **options: Any) -> None:
+        self.tools.register(name, tool_schema(name, params if params is not None else {}))
+
+        def counted(call: dict) -> Any:
+            self.runs[name] += 1
+            return fn(call)
+
+        if asyncio.iscoroutinefunction(fn):
+            async def counted_async(call: dict) -> Any:
+                self.runs[name] += 1
+                return await fn(call)
+
+            self.activities.register(name, counted_async, **options)
+        else:
+            self.activities.register(name, counted, **options)
+
+    def submit(self, job: dict) -> str:
+        return self.service.submit(job)
+
+    def drain(self, limit: int = 50) -> list[str]:
+        """Run every dispatched record not run yet (retries run again at once); the outcomes' statuses."""
+        statuses = []
+        while self._next < len(self.dispatcher.sent) and limit:
+            job_id, record = self.dispatcher.sent[self._next]
+            outcome = self.executor.run_call(job_id, record.id, record=record)
+            self.outcomes.append((record.tool, outcome))
+            statuses.append(outcome.status)
+            limit -= 1
+            if outcome.status != "retry":
+                self._next += 1
+        return statuses
+
+    def call_id(self, job_id: str, tool: str) -> str:
+        return next(i for i, r in self.store.call_records(job_id).items() if r.tool == tool)
+
+    def events(self, job_id: str) -> list[dict]:
+        return [e for _, e in self.store.read_events(job_id)]
+
+    def named(self, job_id: str, name: str) -> list[dict]:
+        return [e for e in self.events(job_id) if e["event"] == name]
 
 
 @dataclass
