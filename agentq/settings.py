@@ -36,20 +36,11 @@ class Settings(BaseSettings):
     prefetch_multiplier: int = Field(default=4, ge=1)
 
     tools_dirs: list[Path] = Field(default_factory=list)
-    module_dirs: list[Path] = Field(default_factory=lambda: [Path("config/modules")])
-    module_url_allowlist: list[str] = Field(default_factory=list)
-    max_module_depth: int = Field(default=4, ge=1)
-
-    api_tokens: list[str] = Field(default_factory=list)
-    stream_markers: bool = True
 
     # the LLM (SPEC §13): the provider is `anthropic` (the default when ANTHROPIC_API_KEY is set) or
     # `replay:<file>`; `llm_record` writes a replay file from real runs
-    model: str = "claude-sonnet-4-5"
     llm: str | None = None
     llm_record: Path | None = None
-    llm_max_attempts: int = Field(default=5, ge=1)
-    llm_max_tokens: int = Field(default=8192, ge=1)
     llm_timeout_s: float = Field(default=600.0, gt=0)
 
     @property
