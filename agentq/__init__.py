@@ -25,6 +25,8 @@ from agentq.errors import (
     NonRetryableError,
     ProtocolError,
     ReferenceSyntaxError,
+    StoreError,
+    StoreUnavailableError,
     ToolSchemaError,
     UnknownToolError,
 )
@@ -53,6 +55,8 @@ __all__ = [
     "ProtocolError",
     "ReferenceSyntaxError",
     "Settings",
+    "StoreError",
+    "StoreUnavailableError",
     "Tool",
     "ToolRegistry",
     "ToolSchemaError",

@@ -57,7 +57,8 @@ def test_public_surface_is_pinned():
     assert sorted(agentq.__all__) == sorted([
         "Activity", "ActivityRegistry", "AgentQError", "CallValidationError", "Client", "ConfigurationError",
         "DuplicateRegistrationError", "JobHandle", "JobNotFoundError", "JobTimeoutError", "JobValidationError",
-        "NonRetryableError", "ProtocolError", "ReferenceSyntaxError", "Settings", "Tool", "ToolRegistry",
+        "NonRetryableError", "ProtocolError", "ReferenceSyntaxError", "Settings", "StoreError",
+        "StoreUnavailableError", "Tool", "ToolRegistry",
         "ToolSchemaError", "UnknownToolError", "__version__",
     ])
     for name in agentq.__all__:
