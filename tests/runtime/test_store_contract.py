@@ -387,3 +387,53 @@ def test_tools_and_workers(backend: Backend):
     assert live["fetch"]["queue"] == "io" and sorted(live["fetch"]["workers"]) == ["w1", "w2"]
     store.retire_worker("w1")
     assert store.live_activities()["fetch"]["workers"] == ["w2"]
+
+
+# ----------------------------------------------------------------------------------------- events
+
+
+def test_read_events_after_an_id_with_count_and_block(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.add_events(plan.id, [finished(plan.id, ids["bg"]), finished(plan.id, ids["first"])])
+    entries = store.read_events(plan.id)
+    assert [e["event"] for _, e in entries] == ["job.queued", "call.finished", "call.finished"]
+    assert [e["call_id"] for _, e in store.read_events(plan.id, entries[0][0], count=1)] == [ids["bg"]]
+    assert store.read_events(plan.id, entries[-1][0]) == []
+    assert store.read_events(plan.id, entries[-1][0], block_ms=20) == []
+    store.add_events(plan.id, [])  # nothing to add: nothing added
+    assert len(store.read_events(plan.id)) == 3
+
+
+def test_waiters_wake_up_when_the_job_ends(backend: Backend):
+    import threading
+
+    store = backend.store
+    plan, _ = submit(store)
+    record = JobRecord(id=plan.id, status=JobStatus.FAILED, error={"type": "E", "message": "m"})
+    timer = threading.Timer(0.05, lambda: store.finalize(plan.id, record=record,
+                                                          event=job_finished(plan.id, JobStatus.FAILED)))
+    timer.start()
+    try:
+        assert store.wait_finished(plan.id, 5.0) is JobStatus.FAILED
+    finally:
+        timer.join()
+    followed = [e["event"] for _, e in store.iter_events(plan.id, block_ms=50)]
+    assert followed == ["job.queued", "job.finished"]
+
+
+def test_iter_events_follows_a_running_job_to_its_end(backend: Backend):
+    import threading
+
+    store = backend.store
+    plan, _ = submit(store)
+    record = JobRecord(id=plan.id, status=JobStatus.SUCCEEDED)
+    timer = threading.Timer(0.05, lambda: store.finalize(plan.id, record=record,
+                                                          event=job_finished(plan.id, JobStatus.SUCCEEDED)))
+    timer.start()
+    try:
+        followed = [e["event"] for _, e in store.iter_events(plan.id, block_ms=20)]
+    finally:
+        timer.join()
+    assert followed == ["job.queued", "job.finished"]
+    assert [e["event"] for _, e in store.iter_events(plan.id, follow=False)] == ["job.queued", "job.finished"]
