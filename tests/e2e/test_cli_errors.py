@@ -79,6 +79,19 @@ def test_a_job_file_that_is_not_utf8(tmp_path, redis_url):
     assert all_keys(redis_url) == before
 
 
+def test_non_utf8_on_stdin(redis_url):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    environment["AGENTQ_REDIS_URL"] = redis_url
+    before = all_keys(redis_url)
+    result = subprocess.run([sys.executable, "-m", "agentq.cli", "submit", "-"], cwd=ROOT, env=environment,
+                            input=b'{"calls": [], "x": "\xff"}', capture_output=True, timeout=60)
+    result = subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode(),
+                                         result.stderr.decode())
+    line = one_error_line(result)
+    assert "job file - is not UTF-8" in line, line
+    assert all_keys(redis_url) == before
+
+
 def test_a_missing_job_file_names_the_file(tmp_path, redis_url):
     path = tmp_path / "no-such-job.json"
     before = all_keys(redis_url)

@@ -147,6 +147,13 @@ def test_a_job_nested_10000_deep_is_one_clear_error(harness, as_text):
     assert_nothing_written(client)
 
 
+def test_brackets_inside_strings_are_not_nesting(harness):
+    """The control case of the depth limit: 10,000 brackets inside a string value are text, not nesting."""
+    client = harness.client()
+    text = json.dumps({"context": [{"type": "state", "data": {"s": "[{" * 5_000 + '\\"'}}], "calls": []})
+    assert client.submit(text).result(timeout=5)["state"] == {"s": "[{" * 5_000 + '\\"'}
+
+
 @pytest.mark.parametrize("job_id", ["}lead", "a b", "", "x" * 129, {"a": 1}, "{job}", "job\n", "-lead", 7])
 def test_a_bad_sender_chosen_job_id_is_rejected_before_any_key(harness, job_id):
     client = harness.client()
@@ -349,7 +356,8 @@ def test_a_result_over_the_limit_fails_the_call_and_never_reaches_redis(harness)
     size = 2_000_000
     harness.tools.register("big", tool_schema("big"))
     harness.activities.register("big", lambda call: "x" * size)
-    start_worker(harness, max_result_bytes=100_000)
+    start_worker(harness)  # AGENTQ_MAX_RESULT_BYTES at its default, 1 MB
+    assert harness.settings.max_result_bytes == 1_000_000
     client = harness.client()
     redis = store_of(client).redis
     before = redis.info("memory")["used_memory"]
@@ -360,7 +368,7 @@ def test_a_result_over_the_limit_fails_the_call_and_never_reaches_redis(harness)
     assert record["status"] == "failed", record
     assert record["error"]["type"] == "CallsFailed"
     assert "ResultTooLarge" in record["error"]["message"]
-    assert "the limit is 100000 (AGENTQ_MAX_RESULT_BYTES)" in record["error"]["message"]
+    assert "the limit is 1000000 (AGENTQ_MAX_RESULT_BYTES)" in record["error"]["message"]
     assert "blob" not in record["state"]
     finished = [e.data for e in handle.events() if e.event == "call.finished"]
     assert [e["error"]["type"] for e in finished] == ["ResultTooLarge"]
