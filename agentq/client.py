@@ -22,6 +22,7 @@ from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
+from agentq.store.base import iter_events
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class JobHandle:
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
         """Events in order from `after`; with `follow`, until the job's final event. Parts are stripped of
         technical details unless `technical=True`."""
-        for entry_id, data in self._client._parts.store.iter_events(self.id, after, follow=follow):
+        for entry_id, data in iter_events(self._client._parts.store, self.id, after, follow=follow):
             if not technical and "part" in data:
                 data = {**data, "part": strip_technical_details(data["part"])}
             yield Event(entry_id, data.get("event", ""), data)

@@ -72,8 +72,8 @@ class Store(Protocol):
 
     def record(self, job_id: str) -> JobRecord: ...
 
-    def iter_events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
-                    block_ms: int = 1000) -> Iterator[tuple[str, dict]]: ...
+    def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
+                    count: int | None = None) -> list[tuple[str, dict]]: ...
 
     # --------------------------------------------------------------------------------- fleet
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None: ...
@@ -92,3 +92,24 @@ class Store(Protocol):
     def ping(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def iter_events(store: Store, job_id: str, after: str = "0-0", *, follow: bool = True,
+                block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
+    """A job's events in order from `after`; with `follow`, keep waiting until the job's final event.
+
+    Written once over `read_events` and `job_status`, so every store follows a stream the same way."""
+    if follow and store.job_status(job_id).is_final:
+        follow = False  # an ended job's stream is complete: read it without blocking for more
+    while True:
+        batch = store.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
+        for entry_id, envelope in batch:
+            after = entry_id
+            yield entry_id, envelope
+            if envelope.get("event") == "job.finished":
+                return
+        if not follow and not batch:
+            return
+        if not batch and store.job_status(job_id).is_final:
+            # the final event was read before `after`, or the job ended without one
+            return

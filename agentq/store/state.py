@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -345,24 +345,6 @@ class StateStore:
         if not reply:
             return []
         return [(entry_id, json.loads(fields["e"])) for entry_id, fields in reply[0][1]]
-
-    def iter_events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
-                    block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
-        """Yield events in order; with `follow`, keep waiting until the job's final event."""
-        if follow and self.job_status(job_id).is_final:
-            follow = False  # an ended job's stream is complete: read it without blocking for more
-        while True:
-            batch = self.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
-            for entry_id, envelope in batch:
-                after = entry_id
-                yield entry_id, envelope
-                if envelope.get("event") == "job.finished":
-                    return
-            if not follow and not batch:
-                return
-            if not batch and self.job_status(job_id).is_final:
-                # the final event was read before `after`, or the job ended without one
-                return
 
     def recent_jobs(self, limit: int = 50) -> list[str]:
         return list(self.redis.zrevrange(self.fleet.jobs, 0, limit - 1))

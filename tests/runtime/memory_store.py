@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -430,22 +430,6 @@ class MemoryStore:
         if count is not None:
             entries = entries[:count]
         return [(entry_id, json.loads(envelope)) for entry_id, envelope in entries]
-
-    def iter_events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
-                    block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
-        if follow and self.job_status(job_id).is_final:
-            follow = False
-        while True:
-            batch = self.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
-            for entry_id, envelope in batch:
-                after = entry_id
-                yield entry_id, envelope
-                if envelope.get("event") == "job.finished":
-                    return
-            if not follow and not batch:
-                return
-            if not batch and self.job_status(job_id).is_final:
-                return
 
     def recent_jobs(self, limit: int = 50) -> list[str]:
         with self._changed:

@@ -15,6 +15,7 @@ from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, J
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.base import iter_events
 from agentq.store.state import ClaimOutcome, CommitOutcome, dumps, record_digest
 from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema
 
@@ -291,7 +292,7 @@ def test_finalize_once_and_signal_the_end(backend: Backend):
     assert (info.status, info.finished_at, info.record) == (JobStatus.SUCCEEDED, "2030-01-01T00:00:00Z", record)
     assert store.record(plan.id) == record
     assert events(store, plan.id) == ["job.queued", "job.finished"]
-    assert [e["event"] for _, e in store.iter_events(plan.id)] == ["job.queued", "job.finished"]
+    assert [e["event"] for _, e in iter_events(store, plan.id)] == ["job.queued", "job.finished"]
     assert store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED)) == (JobStatus.SUCCEEDED, [])
     # calls still run after the job ended (fire-and-forget calls): their claim does not restart the job
     assert store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
@@ -418,7 +419,7 @@ def test_waiters_wake_up_when_the_job_ends(backend: Backend):
         assert store.wait_finished(plan.id, 5.0) is JobStatus.FAILED
     finally:
         timer.join()
-    followed = [e["event"] for _, e in store.iter_events(plan.id, block_ms=50)]
+    followed = [e["event"] for _, e in iter_events(store, plan.id, block_ms=50)]
     assert followed == ["job.queued", "job.finished"]
 
 
@@ -432,8 +433,8 @@ def test_iter_events_follows_a_running_job_to_its_end(backend: Backend):
                                                           event=job_finished(plan.id, JobStatus.SUCCEEDED)))
     timer.start()
     try:
-        followed = [e["event"] for _, e in store.iter_events(plan.id, block_ms=20)]
+        followed = [e["event"] for _, e in iter_events(store, plan.id, block_ms=20)]
     finally:
         timer.join()
     assert followed == ["job.queued", "job.finished"]
-    assert [e["event"] for _, e in store.iter_events(plan.id, follow=False)] == ["job.queued", "job.finished"]
+    assert [e["event"] for _, e in iter_events(store, plan.id, follow=False)] == ["job.queued", "job.finished"]
