@@ -167,7 +167,7 @@ class StateStore:
                   keys.lease(call_id)],
             args=[call_id, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else "",
                   log_offset, record_sha if record is not None else "", tool_sha,
-                  *(dumps(e.to_dict()) for e in start_events)],
+                  record.tool if record is not None else "", *(dumps(e.to_dict()) for e in start_events)],
         )
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.LEASED:

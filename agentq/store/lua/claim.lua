@@ -6,7 +6,8 @@
 --           one is left out of the reply; any other (stale, forged) gets the stored record, which is what runs,
 --       [8] the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the stored
 --           schema is left out of the reply, any other gets the stored one,
---       [9..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
+--       [9] the tool name of the caller's record (trusted only when that record is the stored one),
+--       [10..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
 --           published if this is the first attempt and both the caller's record and tool are current (it
 --           rendered them from those), so the caller's start events cost no round trip of their own
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length, '1' if the caller's start
@@ -43,11 +44,12 @@ if job_status == JOB.QUEUED then
 end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]
-local tool = redis.call('HGET', KEYS[5], cjson.decode(stored).tool) or ''
+local name = record_current and ARGV[9] or cjson.decode(stored).tool
+local tool = redis.call('HGET', KEYS[5], name) or ''
 local tool_current = ARGV[8] ~= '' and tool ~= '' and redis.sha1hex(tool) == ARGV[8]
 local published = '0'
-if attempt == 1 and record_current and tool_current and #ARGV >= 9 then
-  for i = 9, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+if attempt == 1 and record_current and tool_current and #ARGV >= 10 then
+  for i = 10, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
   published = '1'
 end
 
