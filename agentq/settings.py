@@ -42,6 +42,18 @@ class Settings(BaseSettings):
     llm: str | None = None
     llm_record: Path | None = None
     llm_timeout_s: float = Field(default=600.0, gt=0)
+    model: str = "claude-sonnet-4-5"  # a job's `options.model` overrides it
+    llm_max_attempts: int = Field(default=5, ge=1)  # per request: 429, 5xx, overload, a broken stream
+    llm_max_tokens: int = Field(default=8192, gt=0)
+
+    # activities (SPEC §3): an activity stays known this long after its last announcement
+    activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)
+
+    # modules (SPEC §8): saved requests by name under these folders (the packaged examples come last);
+    # http(s) module URLs only for these hosts; nesting depth of module calls
+    module_dirs: list[Path] = Field(default_factory=lambda: [Path("config/modules")])
+    module_url_allowlist: list[str] = Field(default_factory=list)
+    max_module_depth: int = Field(default=4, ge=1, le=32)
 
     @property
     def redis_url_is_set(self) -> bool:
