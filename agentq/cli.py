@@ -149,6 +149,63 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_activities(args: argparse.Namespace) -> int:
+    """`agentq activities [--json]`: every known activity (SPEC §3), live or not."""
+    with _client(args) as client:
+        known = client.activities()
+    if args.json:
+        _print_json(known)
+    else:
+        _print_activities(known)
+    return 0
+
+
+def cmd_activities_forget(args: argparse.Namespace) -> int:
+    """`agentq activities forget NAME`: retire a known activity at once, so its tools turn latent."""
+    with _client(args) as client:
+        if not client.forget_activity(args.name):
+            known = ", ".join(sorted(client.activities())) or "none"
+            return _fail(f"activity {args.name!r} is not known (known activities: {known})")
+        still = client.activities().get(args.name)
+    if still is not None and still["live"]:
+        print(f"agentq: warning: activity {args.name!r} is still served by live workers "
+              f"({', '.join(still['workers']) or 'this process'}); it stays known while they announce it",
+              file=sys.stderr)
+    print(f"forgot activity {args.name}")
+    return 0
+
+
+def _print_activities(known: dict[str, dict]) -> None:
+    """The known activities as a table: name, live or not, workers, queue, last announcement (and its age)."""
+    if not known:
+        print("no known activities (none announced within AGENTQ_ACTIVITY_MEMORY_S)")
+        return
+    rows = [("ACTIVITY", "LIVE", "WORKERS", "QUEUE", "LAST ANNOUNCED")]
+    for name, entry in known.items():
+        rows.append((name, "yes" if entry["live"] else "no", ", ".join(entry["workers"]) or "-",
+                     str(entry.get("queue") or "-"), _when(entry["last_seen"])))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]))
+
+
+def _when(iso: str) -> str:
+    """An ISO-8601 UTC time to the second and how long ago it was: `2025-01-15 10:30:00 UTC (3 h ago)`."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return iso
+    seconds = max(0.0, (datetime.now(UTC) - moment).total_seconds())
+    age = f"{int(seconds)} s"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            age = f"{int(seconds // size)} {unit}"
+            break
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age} ago)"
+
+
 # ------------------------------------------------------------------------------------------ helpers
 
 
@@ -336,6 +393,16 @@ def _parser() -> argparse.ArgumentParser:
 
     tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
     modules(tools, " (default: workers)")
+
+    activities = command("activities", cmd_activities,
+                         "list the known activities: live or not, their workers, queue and last announcement")
+    activities.add_argument("--json", action="store_true", help="print them as one JSON object by name")
+    activities.usage = "%(prog)s [-h] [--json] [forget NAME]"  # the action is optional
+    actions = activities.add_subparsers(title="actions", metavar="ACTION")
+    forget_help = "retire a known activity at once, so its tools turn latent"
+    forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
+    forget.add_argument("name", metavar="NAME", help="the activity to forget")
+    forget.set_defaults(handler=cmd_activities_forget)
     return parser
 
 

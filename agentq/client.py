@@ -119,6 +119,17 @@ class Client:
         """Activity name → its announcement, for the activities a live worker serves."""
         return self._parts.jobs.live_activities()
 
+    def activities(self) -> dict[str, dict]:
+        """The known activities (SPEC §3), by name: each one's announcement (`queue`, `task`, options), `live`,
+        the ids of the live `workers` serving it and `last_seen` (ISO-8601 UTC). A submission composes against
+        these: a known activity with no live worker keeps its tools explicit, and their calls wait on its queue."""
+        return self._parts.jobs.known_activities()
+
+    def forget_activity(self, name: str) -> bool:
+        """Retire a known activity at once, so its tools turn latent (unless a live worker announces it
+        again); False when it was not known."""
+        return self._parts.store.forget_activity(name)
+
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""
         return self._parts.store.tool_conflicts()

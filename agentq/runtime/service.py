@@ -28,6 +28,7 @@ from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.records import build_job_record
+from agentq.store.state import now_iso
 
 log = logging.getLogger("agentq.service")
 
@@ -67,13 +68,25 @@ class JobService:
                 live.setdefault(spec.name, self.routing.announcement(spec))
         return live
 
+    def known_activities(self) -> dict[str, dict]:
+        """The known activities (SPEC §3): every activity announced within `AGENTQ_ACTIVITY_MEMORY_S`, live or
+        not (`StateStore.known_activities`), plus this process's own as live when they count as such."""
+        known = self.store.known_activities(self.settings.activity_memory_s)
+        if self.local_activities_are_live:
+            for spec in self.activities.specs():
+                entry = known.get(spec.name)
+                if entry is None or not entry["live"]:
+                    known[spec.name] = {**(entry or {"workers": [], "last_seen": now_iso()}),
+                                        **self.routing.announcement(spec), "live": True}
+        return known
+
     def submit(self, job: Any, *, job_id: str | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing."""
         job, size = self._decode(job, job_id)
-        live = self.live_activities()
-        plan = plan_job(job, tools=self.available_tools(), live_activities=live, limits=self.limits, size=size,
+        known = self.known_activities()  # known, not only live: a call waits on its queue for a worker (SPEC §3)
+        plan = plan_job(job, tools=self.available_tools(), live_activities=known, limits=self.limits, size=size,
                         job_id=job_id)
-        records = [self.routing.route(c.record(), live) for c in plan.calls]
+        records = [self.routing.route(c.record(), known) for c in plan.calls]
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
         if not self.store.create_job(plan, records, submitted=job, events=[queued]):

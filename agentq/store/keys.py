@@ -99,6 +99,10 @@ class FleetKeys:
         return f"{self.namespace}:worker:{worker_id}"
 
     @property
+    def activities(self) -> str:  # hash: activity name -> its last announcement JSON plus `last_seen` (unix s)
+        return f"{self.namespace}:activities"
+
+    @property
     def tools(self) -> str:  # hash: tool name -> published schema JSON
         return f"{self.namespace}:tools"
 

@@ -352,9 +352,14 @@ class StateStore:
     # ---------------------------------------------------------------------------------------- fleet
 
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
+        """Announce a live worker (expires after `ttl_s`); each activity it serves is also remembered as
+        *known* (SPEC §3) with the time it was last announced."""
+        now = time.time()
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.fleet.worker(worker_id), dumps(announcement), px=int(ttl_s * 1000))
-        pipe.zadd(self.fleet.workers, {worker_id: time.time() + ttl_s})
+        pipe.zadd(self.fleet.workers, {worker_id: now + ttl_s})
+        if seen := seen_activities(announcement, now):
+            pipe.hset(self.fleet.activities, mapping=seen)
         pipe.execute()
 
     def retire_worker(self, worker_id: str) -> None:
@@ -381,6 +386,36 @@ class StateStore:
                 entry["workers"].append(worker.get("id"))
         return activities
 
+    def known_activities(self, memory_s: float) -> dict[str, dict]:
+        """Every activity announced within the last `memory_s` seconds (SPEC §3 "live and known"), see
+        `known_view`; older ones are dropped from the store."""
+        now = time.time()
+        stored = {name: json.loads(value) for name, value in self.redis.hgetall(self.fleet.activities).items()}
+        stale = [name for name, entry in stored.items() if float(entry.get("last_seen", 0)) < now - memory_s]
+        if stale:
+            self._drop_stale_activities(stale, now - memory_s)
+        return known_view(stored, self.live_activities(), memory_s=memory_s, now=now)
+
+    def _drop_stale_activities(self, names: list[str], cutoff: float) -> None:
+        """HDEL the activities still last announced before `cutoff`, in one MULTI watched against a heartbeat
+        that announces one of them again meanwhile."""
+        key = self.fleet.activities
+
+        def drop(pipe: Any) -> None:
+            current = pipe.hmget(key, names)
+            gone = [name for name, value in zip(names, current, strict=True)
+                    if value is not None and float(json.loads(value).get("last_seen", 0)) < cutoff]
+            pipe.multi()
+            if gone:
+                pipe.hdel(key, *gone)
+
+        self.redis.transaction(drop, key)
+
+    def forget_activity(self, name: str) -> bool:
+        """Retire a known activity at once (its tools turn latent unless a live worker announces it again);
+        True when it was known."""
+        return bool(self.redis.hdel(self.fleet.activities, name))
+
     def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]:
         """Publish tool schemas for submitters; returns names another process published differently."""
         if not schemas:
@@ -403,6 +438,36 @@ class StateStore:
 
     def tool_conflicts(self) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self.redis.hgetall(self.fleet.tool_conflicts).items()}
+
+
+def seen_activities(announcement: dict, now: float) -> dict[str, str]:
+    """The remembered form of a worker's activities: name -> its announcement JSON plus `last_seen` (unix s)."""
+    return {activity["name"]: dumps({**activity, "last_seen": now})
+            for activity in announcement.get("activities", []) if activity.get("name")}
+
+
+def known_view(stored: dict[str, dict], live: dict[str, dict], *, memory_s: float, now: float) -> dict[str, dict]:
+    """The known activities by name (sorted): each one's announcement (name, task, queue, options), `live`,
+    the ids of the live `workers` serving it ([] when none) and `last_seen` (ISO-8601 UTC).
+
+    `stored` are the remembered announcements (`last_seen` in unix seconds), `live` those of `live_activities`:
+    an activity a live worker serves is always known, with what its live workers announced (their queue is
+    the one consumed)."""
+    known: dict[str, dict] = {}
+    for name in sorted({*stored, *live}):
+        entry, current = stored.get(name), live.get(name)
+        last_seen = float(entry.get("last_seen", 0)) if entry is not None else now
+        if current is None and last_seen < now - memory_s:
+            continue
+        known[name] = {**(entry or {}), **(current or {}), "live": current is not None,
+                       "workers": list(current["workers"]) if current is not None else [],
+                       "last_seen": iso_utc(last_seen)}
+    return known
+
+
+def iso_utc(unix_s: float) -> str:
+    """ISO-8601 UTC of unix seconds, in `now_iso`'s form."""
+    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def decode_job(fields: dict[str, str]) -> JobInfo:

@@ -25,7 +25,17 @@ from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, emp
 from agentq.protocol.status import CALL_FINAL, CALL_UNSTARTED, JOB_ACTIVE, CallStatus, JobStatus
 from agentq.store.keys import JobKeys
 from agentq.store.records import build_job_record
-from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, decode_job, dumps, now_iso
+from agentq.store.state import (
+    Claim,
+    ClaimOutcome,
+    Commit,
+    CommitOutcome,
+    decode_job,
+    dumps,
+    known_view,
+    now_iso,
+    seen_activities,
+)
 
 _FINAL = {s.value for s in CALL_FINAL}
 _UNSTARTED = {s.value for s in CALL_UNSTARTED}
@@ -84,6 +94,7 @@ class MemoryStore:
         self.url = "memory://"
         self._jobs: dict[str, _Job] = {}
         self._workers: dict[str, tuple[str, float]] = {}  # id -> (announcement JSON, expiry)
+        self._activities: dict[str, str] = {}  # name -> last announcement JSON with `last_seen` (FleetKeys.activities)
         self._tools: dict[str, str] = {}
         self._tool_conflicts: dict[str, str] = {}
         self._recent: dict[str, float] = {}
@@ -439,7 +450,9 @@ class MemoryStore:
 
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
         with self._changed:
-            self._workers[worker_id] = (dumps(announcement), self.clock() + ttl_s)
+            now = self.clock()
+            self._workers[worker_id] = (dumps(announcement), now + ttl_s)
+            self._activities.update(seen_activities(announcement, now))
 
     def retire_worker(self, worker_id: str) -> None:
         with self._changed:
@@ -460,6 +473,19 @@ class MemoryStore:
                 entry = activities.setdefault(activity["name"], {**activity, "workers": []})
                 entry["workers"].append(worker.get("id"))
         return activities
+
+    def known_activities(self, memory_s: float) -> dict[str, dict]:
+        live = self.live_activities()
+        now = self.clock()
+        with self._changed:
+            stored = {name: json.loads(value) for name, value in self._activities.items()}
+            for name in [n for n, entry in stored.items() if float(entry.get("last_seen", 0)) < now - memory_s]:
+                del self._activities[name]
+        return known_view(stored, live, memory_s=memory_s, now=now)
+
+    def forget_activity(self, name: str) -> bool:
+        with self._changed:
+            return self._activities.pop(name, None) is not None
 
     def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]:
         conflicts = []

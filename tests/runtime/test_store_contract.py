@@ -7,6 +7,7 @@ steps (submit, claim, commit, retry, renew, finalize, cancel, rejection) behaves
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 import pytest
 
@@ -388,6 +389,63 @@ def test_tools_and_workers(backend: Backend):
     assert live["fetch"]["queue"] == "io" and sorted(live["fetch"]["workers"]) == ["w1", "w2"]
     store.retire_worker("w1")
     assert store.live_activities()["fetch"]["workers"] == ["w2"]
+
+
+FETCH = {"name": "fetch", "task": "agentq.activity.fetch", "queue": "io", "retries": 2}
+SEND = {"name": "send", "task": "agentq.activity.send", "queue": "mail", "retries": 0}
+
+
+def test_an_activity_stays_known_after_its_workers_are_gone(backend: Backend):
+    store = backend.store
+    assert store.known_activities(60) == {}
+    store.announce_worker("w1", {"id": "w1", "activities": [FETCH, SEND]}, ttl_s=60)
+    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)
+    known = store.known_activities(60)
+    assert list(known) == ["fetch", "send"]  # sorted by name
+    fetch = known["fetch"]
+    assert {k: fetch[k] for k in FETCH} == FETCH
+    assert fetch["live"] is True and sorted(fetch["workers"]) == ["w1", "w2"]
+    assert fetch["last_seen"].endswith("Z") and datetime.fromisoformat(fetch["last_seen"]).tzinfo is not None
+    assert (known["send"]["queue"], known["send"]["workers"]) == ("mail", ["w1"])
+
+    store.retire_worker("w1")  # `send` has no live worker now, `fetch` still one
+    known = store.known_activities(60)
+    assert (known["send"]["live"], known["send"]["workers"], known["send"]["queue"]) == (False, [], "mail")
+    assert known["send"]["task"] == "agentq.activity.send" and "last_seen" in known["send"]
+    assert (known["fetch"]["live"], known["fetch"]["workers"]) == (True, ["w2"])
+    assert set(store.live_activities()) == {"fetch"}  # live ones only, as before
+
+
+def test_an_expired_announcement_leaves_the_activity_known_until_its_memory_runs_out(backend: Backend):
+    store = backend.store
+    store.announce_worker("w1", {"id": "w1", "activities": [FETCH]}, ttl_s=0.1)
+    first = store.known_activities(60)["fetch"]
+    backend.advance(0.2)  # the heartbeat expired: not live, still known
+    assert store.live_activities() == {}
+    after = store.known_activities(60)["fetch"]
+    assert (after["live"], after["workers"], after["queue"], after["last_seen"]) == (
+        False, [], "io", first["last_seen"])
+    # a memory shorter than its age forgets it, in the store too (a longer memory does not bring it back)
+    assert store.known_activities(0.15) == {}
+    assert store.known_activities(60) == {}
+    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)  # announced again: known again
+    assert store.known_activities(0.15)["fetch"]["workers"] == ["w2"]
+
+
+def test_forget_an_activity(backend: Backend):
+    store = backend.store
+    store.announce_worker("w1", {"id": "w1", "activities": [FETCH]}, ttl_s=0.1)
+    assert not store.forget_activity("nope")
+    backend.advance(0.2)
+    assert store.forget_activity("fetch") is True
+    assert store.known_activities(60) == {}
+    assert store.forget_activity("fetch") is False
+    # a live worker's activity is known while it is announced, forgotten or not
+    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)
+    assert store.forget_activity("fetch") is True
+    assert store.known_activities(60)["fetch"]["live"] is True
+    store.retire_worker("w2")
+    assert store.known_activities(60) == {}
 
 
 # ----------------------------------------------------------------------------------------- events
