@@ -17,11 +17,19 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── CallValidationError    a Call that does not match its composed tool schema
     │       ├── ScopeError             `_scopes` / `_imports` outside what the tool allows
     │       ├── ReferenceCycleError    Calls that wait on each other
-    │       └── JobValidationError     a job rejected as a whole before anything is written
+    │       ├── JobValidationError     a job rejected as a whole before anything is written
+    │       └── ModuleError            a saved module (SPEC §8) that cannot be used; `ref` names it
+    │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
+    │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
+    │           ├── ModuleInvalid      a module file that is not UTF-8, not JSON or not a valid module
+    │           └── ModuleUnavailable  a module URL that could not be fetched now (network, 5xx): retryable
     ├── ConfigurationError             settings or environment that cannot work
     ├── StoreError                     the state store is unreachable or holds something unexpected
     │   ├── StoreUnavailableError      Redis cannot be reached (connection refused, timeout)
-    │   └── JobNotFoundError
+    │   ├── JobNotFoundError
+    │   └── CallNotFoundError          a job exists but has no such call
+    ├── ConflictError                  a request that the call's or job's state forbids (e.g. approving a
+    │                                  call that is not awaiting approval)
     ├── JobTimeoutError                waiting for a job took longer than asked
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
@@ -29,6 +37,10 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     └── NonRetryableError              raise from an activity to fail at once, skipping retries
 
 `InvalidInputError.problems` is a list of :class:`Problem` so a caller can show every problem at once.
+
+`ModuleError` is the one `InvalidInputError` found by reading something (a module folder or an allowed URL):
+a module reference and the file it names are input to the protocol, so a bad one fails its Call as a
+structural error; only `ModuleUnavailable` may succeed when tried again.
 """
 
 from __future__ import annotations
@@ -155,6 +167,14 @@ class JobNotFoundError(StoreError):
     """No job with that id (never submitted, or expired with its TTL)."""
 
 
+class CallNotFoundError(StoreError):
+    """The job exists but has no call with that id."""
+
+
+class ConflictError(AgentQError):
+    """What was asked conflicts with the state of the call or job (HTTP 409)."""
+
+
 class JobTimeoutError(AgentQError):
     """A wait for a job's result took longer than the caller allowed."""
 
@@ -184,6 +204,36 @@ class NonRetryableError(AgentQError):
         self.type = type or "NonRetryableError"
 
 
+class ModuleError(InvalidInputError):
+    """A saved module (SPEC §8) that cannot be loaded; `ref` is the reference as given, `source` the file or
+    URL read (when one was), `problems` every problem of an invalid module file with its JSON pointer."""
+
+    def __init__(self, summary: str, problems: list[Problem] | tuple[Problem, ...] = (), *, ref: str = "",
+                 source: str | None = None):
+        self.ref = ref
+        self.source = source
+        super().__init__(summary, problems)
+
+
+class ModuleRefused(ModuleError):
+    """A module reference that is not allowed: an absolute path, a `..` segment, a backslash, a symlink or path
+    that resolves outside its folder, a URL scheme other than http(s), a host not in the allow-list."""
+
+
+class ModuleNotFound(ModuleError):
+    """No module of that name in any module folder (the message lists the folders searched), or a URL that
+    answered 404/410."""
+
+
+class ModuleInvalid(ModuleError):
+    """A module file that is not UTF-8, not JSON, too large, or not `{context, tools?, output?, input?}` with
+    valid messages, tools and JSON Schemas; `problems` names each with its JSON pointer."""
+
+
+class ModuleUnavailable(ModuleError):
+    """A module URL that could not be fetched right now (connection, timeout, 429 or 5xx); retrying may work."""
+
+
 __all__ = [
     "AgentQError",
     "CallValidationError",
@@ -198,6 +248,11 @@ __all__ = [
     "LLMNotConfigured",
     "LLMRetryableError",
     "MessageError",
+    "ModuleError",
+    "ModuleInvalid",
+    "ModuleNotFound",
+    "ModuleRefused",
+    "ModuleUnavailable",
     "NonRetryableError",
     "Problem",
     "ProtocolError",

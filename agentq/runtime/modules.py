@@ -1,0 +1,435 @@
+"""Saved modules (SPEC §8): find, load, validate and confine the `{context, tools?, output?, input?}` files that
+`_module` references name.
+
+A reference is one of:
+
+* ``"anonymous"`` — the empty module (no file is read): context ``[]``, no tools, no output or input schema;
+* a *name* — ``"composer"`` is ``<folder>/composer.json`` in the first module folder that has it; a name may
+  name a subfolder (``"music/composer"``) and may end in ``.json``. Each ``/``-separated segment is letters,
+  digits, ``_``, ``.`` and ``-``, not starting with a dot;
+* an ``http://`` or ``https://`` URL whose host is in the allow-list (exact, case-insensitive match of the host,
+  or of ``host:port`` when the entry has a port). Redirects are followed only to the same host (at most
+  :data:`MAX_REDIRECTS`), and the body may not exceed the size limit.
+
+Everything else is refused with :class:`ModuleRefused`, a one-line error that names the reference: absolute
+paths, ``..`` segments, backslashes, empty names or segments, other URL schemes (``file:``...), hosts not in the
+allow-list, and names whose file (through any symlink) resolves outside its folder. A name found in no folder
+raises :class:`ModuleNotFound` listing the folders searched. A file that is not UTF-8, not JSON, not an object,
+has unknown fields, invalid messages, invalid tools or invalid ``output``/``input`` JSON Schemas (Draft 2020-12)
+raises one :class:`ModuleInvalid` naming every problem with its JSON pointer.
+
+Folders come from :meth:`ModuleLibrary.from_settings`: ``AGENTQ_MODULE_DIRS`` (default ``config/modules``,
+relative to the current directory when the library is made), then the packaged examples ``workers/modules/``.
+
+Parsed files are cached (agentq's one LRU policy) by resolved path, modification time and size, so an edited
+file is read again; every :meth:`ModuleLibrary.load` returns a fresh copy the caller may change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from jsonschema import Draft202012Validator
+
+from agentq.errors import (
+    ModuleError,
+    ModuleInvalid,
+    ModuleNotFound,
+    ModuleRefused,
+    ModuleUnavailable,
+    Problem,
+    ProtocolError,
+)
+from agentq.protocol.cache import LRU
+from agentq.protocol.messages import message_problems, normalize_message
+from agentq.protocol.tools import check_tool_schema, is_valid_name, tool_name_of
+
+__all__ = [
+    "ANONYMOUS",
+    "MAX_MODULE_BYTES",
+    "MAX_REDIRECTS",
+    "MODULE_FIELDS",
+    "ModuleLibrary",
+    "SavedModule",
+    "packaged_modules_dir",
+    "parse_module",
+]
+
+ANONYMOUS = "anonymous"
+MODULE_FIELDS = ("context", "tools", "output", "input")
+MAX_MODULE_BYTES = 1_000_000  # the default of AGENTQ_MAX_JOB_BYTES: a module is a saved request
+MAX_REDIRECTS = 5
+MAX_NAME_CHARS = 255
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_SEGMENT = re.compile(r"^\w[\w.-]*$")
+# what `Draft202012Validator.check_schema` uses, but collecting every error instead of the first
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+_CACHE_SIZE = 128
+
+
+def _copy(value: Any) -> Any:
+    """Deep copy of plain JSON."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class SavedModule:
+    """A loaded module: `name` is the reference it was loaded by, `source` the file path or URL it came from
+    (``"anonymous"`` for the empty module). `context` holds canonical messages; `tools` tool names or inline tool
+    schemas (as a job's ``tools``); `output` and `input` are JSON Schemas or None."""
+
+    name: str
+    context: list[dict] = field(default_factory=list)
+    tools: list = field(default_factory=list)
+    output: dict | None = None
+    input: dict | None = None
+    source: str = ANONYMOUS
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.source == ANONYMOUS
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"context", "tools", "output", "input"}`` (a copy): the module as a saved request, and what a
+        ``module_loader`` gives :func:`agentq.protocol.compose.compose`."""
+        return {"context": _copy(self.context), "tools": _copy(self.tools), "output": _copy(self.output),
+                "input": _copy(self.input)}
+
+    def copy(self, name: str | None = None) -> SavedModule:
+        return SavedModule(name=self.name if name is None else name, context=_copy(self.context),
+                           tools=_copy(self.tools), output=_copy(self.output), input=_copy(self.input),
+                           source=self.source)
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _context_problems(raw: Any, problems: list[Problem]) -> list[dict]:
+    if not isinstance(raw, list):
+        problems.append(Problem("/context", f"context must be an array of messages, got {type(raw).__name__}"))
+        return []
+    context = []
+    for i, message in enumerate(raw):
+        found = message_problems(message, f"/context/{i}")
+        if found:
+            problems.extend(found)
+        else:
+            context.append(normalize_message(message, f"/context/{i}"))
+    return context
+
+
+def _tools_problems(raw: Any, problems: list[Problem]) -> list:
+    if not isinstance(raw, list):
+        problems.append(Problem("/tools", "tools must be an array of tool names or tool schemas"))
+        return []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        pointer = f"/tools/{i}"
+        if isinstance(item, str):
+            name = item
+            if not is_valid_name(name):
+                problems.append(Problem(pointer, f"{name!r} is not a tool name (a letter, then letters, digits, "
+                                                 f"'_' or '-')"))
+                continue
+        elif isinstance(item, dict):
+            found = tool_name_of(item)
+            if found is None:
+                problems.append(Problem(f"{pointer}/properties/_tool", "an inline tool needs properties._tool.const"))
+                continue
+            name = found
+            try:
+                check_tool_schema(name, item)
+            except ProtocolError as error:
+                problems.append(Problem(pointer, str(error)))
+                continue
+        else:
+            problems.append(Problem(pointer, f"expected a tool name or a tool schema, got {type(item).__name__}"))
+            continue
+        if name in seen:
+            problems.append(Problem(pointer, f"tool {name!r} is listed twice"))
+        seen.add(name)
+    return _copy(raw)
+
+
+def _schema_problems(key: str, raw: Any, problems: list[Problem]) -> dict | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append(Problem(f"/{key}", f"{key} must be a JSON Schema object, got {type(raw).__name__}"))
+        return None
+    found = sorted(_META.iter_errors(raw), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    for error in found:
+        problems.append(Problem(f"/{key}{_pointer(error.absolute_path)}",
+                                f"not a valid Draft 2020-12 JSON Schema: {error.message}"))
+    if key == "input" and "type" in raw and raw["type"] != "object":
+        problems.append(Problem("/input/type", "the input message holds the Call's parameters: its schema must "
+                                               f"describe an object, got type {raw['type']!r}"))
+    return None if found else _copy(raw)
+
+
+def parse_module(raw: Any, *, name: str, source: str) -> SavedModule:
+    """Validate a parsed module document; raise one :class:`ModuleInvalid` listing every problem (pure)."""
+    problems: list[Problem] = []
+    if not isinstance(raw, dict):
+        problems.append(Problem("", "a module must be a JSON object {context, tools?, output?, input?}, got "
+                                    f"{'an array' if isinstance(raw, list) else type(raw).__name__}"))
+        raise ModuleInvalid(f"module {name!r} ({source}) is invalid", problems, ref=name, source=source)
+    for key in raw:
+        if key not in MODULE_FIELDS:
+            problems.append(Problem(_pointer([key]), f"unknown field; a module has {', '.join(MODULE_FIELDS)}"))
+    if "context" not in raw:
+        problems.append(Problem("/context", "missing: a module needs a context (an array of messages, may be [])"))
+    context = _context_problems(raw.get("context", []), problems)
+    tools = _tools_problems(raw.get("tools", []), problems)
+    output = _schema_problems("output", raw.get("output"), problems)
+    input_schema = _schema_problems("input", raw.get("input"), problems)
+    if problems:
+        raise ModuleInvalid(f"module {name!r} ({source}) is invalid", problems, ref=name, source=source)
+    return SavedModule(name=name, context=context, tools=tools, output=output, input=input_schema, source=source)
+
+
+def _decode(data: bytes, *, name: str, source: str) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ModuleInvalid(f"module {name!r} ({source}) is invalid",
+                            [Problem("", f"not UTF-8 text (byte {error.start})")], ref=name, source=source) from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"), parse_constant=_reject_constant)
+    except ValueError as error:
+        raise ModuleInvalid(f"module {name!r} ({source}) is invalid", [Problem("", f"not valid JSON: {error}")],
+                            ref=name, source=source) from None
+
+
+# ------------------------------------------------------------------------------------------- library
+
+
+def packaged_modules_dir() -> Path | None:
+    """The example modules shipped in the ``workers`` package (``workers/modules/``), found without importing
+    the package (importing it would register its activities); None when there is no such package."""
+    try:
+        spec = importlib.util.find_spec("workers")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        folder = Path(location) / "modules"
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def _refused(ref: str, why: str) -> ModuleRefused:
+    return ModuleRefused(f"module {ref!r} refused: {why}", ref=ref)
+
+
+class ModuleLibrary:
+    """Loads saved modules from folders (first folder that has a name wins) and from allowed URLs.
+
+    Thread-safe; one library per process is enough (it caches parsed files)."""
+
+    def __init__(self, dirs: Sequence[Path | str], *, url_allowlist: Sequence[str] = (), timeout_s: float = 10.0,
+                 max_bytes: int = MAX_MODULE_BYTES) -> None:
+        self.dirs: tuple[Path, ...] = tuple(Path(d).absolute() for d in dirs)
+        self.url_allowlist: frozenset[str] = frozenset(h.strip().lower() for h in url_allowlist if h.strip())
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self._cache: LRU[tuple, SavedModule] = LRU(_CACHE_SIZE)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ModuleLibrary:
+        """`settings.module_dirs` then the packaged examples; `settings.module_url_allowlist`; the size limit
+        is `settings.max_job_bytes` (AGENTQ_MAX_JOB_BYTES)."""
+        dirs: list[Path] = list(settings.module_dirs)
+        packaged = packaged_modules_dir()
+        if packaged is not None:
+            dirs.append(packaged)
+        return cls(dirs, url_allowlist=settings.module_url_allowlist,
+                   max_bytes=getattr(settings, "max_job_bytes", MAX_MODULE_BYTES))
+
+    def __repr__(self) -> str:
+        return f"ModuleLibrary(dirs={[str(d) for d in self.dirs]}, url_allowlist={sorted(self.url_allowlist)})"
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, ref: str) -> SavedModule:
+        """The module `ref` names (a fresh copy); raises a :class:`ModuleError` subclass naming `ref`."""
+        if not isinstance(ref, str):
+            raise ModuleRefused(f"a module reference must be a string, got {type(ref).__name__}", ref=repr(ref))
+        if ref == ANONYMOUS:
+            return SavedModule(name=ANONYMOUS)
+        if _SCHEME.match(ref):
+            return self._load_url(ref)
+        return self._load_name(ref)
+
+    def loader(self, ref: str) -> dict[str, Any]:
+        """``module_loader`` for :func:`agentq.protocol.compose.compose` (upfront resolution): the module as
+        ``{"context", "tools", "output", "input"}``; raises what :meth:`load` raises."""
+        return self.load(ref).to_dict()
+
+    __call__ = loader
+
+    # ------------------------------------------------------------------ names
+
+    def _relative(self, ref: str) -> Path:
+        """The file name a module name stands for, after refusing everything that could leave a folder."""
+        if not ref.strip():
+            raise _refused(ref, "the name is empty")
+        if "\\" in ref:
+            raise _refused(ref, "backslashes are not allowed; separate subfolders with '/'")
+        if "\x00" in ref:
+            raise _refused(ref, "NUL characters are not allowed")
+        if ref.startswith(("/", "~")):
+            raise _refused(ref, "absolute paths are not allowed; give a name relative to the module folders")
+        if len(ref) > MAX_NAME_CHARS:
+            raise _refused(ref[:40] + "...", f"the name is longer than {MAX_NAME_CHARS} characters")
+        segments = ref.split("/")
+        if any(s in (".", "..") for s in segments):
+            raise _refused(ref, "'.' and '..' segments are not allowed")
+        for segment in segments:
+            if not segment:
+                raise _refused(ref, "empty path segment ('//' or a trailing '/')")
+            if not _SEGMENT.match(segment):
+                raise _refused(ref, f"segment {segment!r}: use letters, digits, '_', '.' and '-', not starting "
+                                    f"with '.'")
+        if not segments[-1].endswith(".json"):
+            segments[-1] += ".json"
+        return Path(*segments)
+
+    def _load_name(self, ref: str) -> SavedModule:
+        relative = self._relative(ref)
+        searched: list[str] = []
+        for folder in self.dirs:
+            base = folder.resolve()
+            if not base.is_dir():
+                searched.append(f"{folder} (no such folder)")
+                continue
+            searched.append(str(folder))
+            candidate = base / relative
+            resolved = candidate.resolve()
+            if not resolved.is_relative_to(base):  # a symlink (of the file or of a subfolder) leads out
+                raise _refused(ref, f"{candidate} resolves to {resolved}, outside its folder {folder}")
+            if resolved.is_file():
+                return self._read_file(ref, resolved)
+        raise ModuleNotFound(f"module {ref!r} not found: no {relative.as_posix()} in "
+                             f"{', '.join(searched) or 'no module folders'} (AGENTQ_MODULE_DIRS)", ref=ref)
+
+    def _read_file(self, ref: str, path: Path) -> SavedModule:
+        source = str(path)
+        try:
+            stat = path.stat()
+            if stat.st_size > self.max_bytes:
+                raise ModuleInvalid(f"module {ref!r} ({source}) is invalid", [Problem(
+                    "", f"{stat.st_size} bytes; the limit is {self.max_bytes} (AGENTQ_MAX_JOB_BYTES)")],
+                    ref=ref, source=source)
+            key = ("file", source, stat.st_mtime_ns, stat.st_size)
+            cached = self._cache.get(key)
+            if cached is not None:
+                return cached.copy(ref)
+            with path.open("rb") as handle:
+                data = handle.read(self.max_bytes + 1)
+        except OSError as error:
+            raise ModuleError(f"module {ref!r}: cannot read {source} ({error.strerror or error})", ref=ref,
+                              source=source) from None
+        if len(data) > self.max_bytes:  # grew since stat()
+            raise ModuleInvalid(f"module {ref!r} ({source}) is invalid", [Problem(
+                "", f"more than {self.max_bytes} bytes (AGENTQ_MAX_JOB_BYTES)")], ref=ref, source=source)
+        module = parse_module(_decode(data, name=ref, source=source), name=ref, source=source)
+        return self._cache.put(key, module).copy(ref)
+
+    # ------------------------------------------------------------------ URLs
+
+    def _allowed(self, url: httpx2.URL) -> bool:
+        host = url.host.lower()
+        return host in self.url_allowlist or (url.port is not None and f"{host}:{url.port}" in self.url_allowlist)
+
+    def _check_url(self, ref: str, url: httpx2.URL, *, first_host: str | None = None,
+                   first_scheme: str | None = None) -> None:
+        if url.scheme not in ("http", "https"):
+            raise _refused(ref, f"scheme {url.scheme + ':'!r} is not allowed; only names and http(s) URLs are")
+        if not url.host:
+            raise _refused(ref, "the URL has no host")
+        if first_host is not None and url.host.lower() != first_host:
+            raise _refused(ref, f"redirected to another host ({url.host}); redirects may only stay on {first_host}")
+        if first_scheme == "https" and url.scheme != "https":
+            raise _refused(ref, f"redirected from https to {url}; a redirect may not drop TLS")
+        if not self._allowed(url):
+            allowed = ", ".join(sorted(self.url_allowlist)) or "none"
+            raise _refused(ref, f"host {url.host!r} is not in AGENTQ_MODULE_URL_ALLOWLIST (allowed: {allowed})")
+
+    def _load_url(self, ref: str) -> SavedModule:
+        scheme = ref.split(":", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            raise _refused(ref, f"scheme {scheme + ':'!r} is not allowed; only names and http(s) URLs are")
+        try:
+            url = httpx2.URL(ref)
+        except httpx2.InvalidURL as error:
+            raise _refused(ref, f"not a valid URL ({error})") from None
+        self._check_url(ref, url)
+        data, source = self._fetch(ref, url)
+        key = ("url", source, hashlib.sha256(data).hexdigest())
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached.copy(ref)
+        module = parse_module(_decode(data, name=ref, source=source), name=ref, source=source)
+        return self._cache.put(key, module).copy(ref)
+
+    def _fetch(self, ref: str, url: httpx2.URL) -> tuple[bytes, str]:
+        first_host, first_scheme = url.host.lower(), url.scheme
+        try:
+            with httpx2.Client(timeout=self.timeout_s, follow_redirects=False) as client:
+                for _ in range(MAX_REDIRECTS + 1):
+                    with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+                        if response.is_redirect:
+                            url = url.join(response.headers["location"])
+                            self._check_url(ref, url, first_host=first_host, first_scheme=first_scheme)
+                            continue
+                        return self._body(ref, str(url), response), str(url)
+        except httpx2.HTTPError as error:
+            raise ModuleUnavailable(f"module {ref!r}: cannot fetch {url} ({type(error).__name__}: {error})",
+                                    ref=ref, source=str(url)) from None
+        raise ModuleError(f"module {ref!r}: more than {MAX_REDIRECTS} redirects", ref=ref, source=str(url))
+
+    def _body(self, ref: str, source: str, response: httpx2.Response) -> bytes:
+        status = response.status_code
+        if status in (404, 410):
+            raise ModuleNotFound(f"module {ref!r} not found: {source} answered {status}", ref=ref, source=source)
+        if status == 429 or status >= 500:
+            raise ModuleUnavailable(f"module {ref!r}: {source} answered {status}; try again later", ref=ref,
+                                    source=source)
+        if status != 200:
+            raise ModuleError(f"module {ref!r}: {source} answered {status}", ref=ref, source=source)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_bytes:
+            raise self._too_big(ref, source)
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > self.max_bytes:
+                raise self._too_big(ref, source)
+        return bytes(body)
+
+    def _too_big(self, ref: str, source: str) -> ModuleInvalid:
+        return ModuleInvalid(f"module {ref!r} ({source}) is invalid", [Problem(
+            "", f"the body is larger than {self.max_bytes} bytes (AGENTQ_MAX_JOB_BYTES)")], ref=ref, source=source)
+
