@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     llm: str | None = None
     llm_record: Path | None = None
     llm_timeout_s: float = Field(default=600.0, gt=0)
-    model: str = "claude-sonnet-4-5"  # a job's `options.model` overrides it
+    model: str = "claude-sonnet-4-6"  # a job's `options.model` overrides it
     llm_max_attempts: int = Field(default=5, ge=1)  # per request: 429, 5xx, overload, a broken stream
     llm_max_tokens: int = Field(default=8192, gt=0)
 

@@ -94,6 +94,29 @@ class Thought(_Envelope):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TickStarted(_Envelope):
+    """An agent job asks the model for its next solution (`tick` counts from 1; `attempt` > 1 is a retry of
+    the same request, `corrective` a request that sends an invalid solution back)."""
+
+    name = "tick.started"
+    tick: int
+    attempt: int = 1
+    corrective: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TickFinished(_Envelope):
+    """The model answered: how many calls the tick dispatched, the problems of its solution, its usage."""
+
+    name = "tick.finished"
+    tick: int
+    calls: int
+    problems: list[JSON]
+    usage: dict[str, int]
+    output: bool = False  # the solution carried the job's final output
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Part(_Envelope):
     """A part an activity emitted through its context (progress, a chart, ...)."""
 
@@ -101,11 +124,12 @@ class Part(_Envelope):
     call_id: str | None = None
 
 
-Envelope = JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | Part
+Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | TickStarted
+            | TickFinished | Part)
 
 ENVELOPES: dict[str, type[_Envelope]] = {
     cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallRetrying, CallFinished,
-                              Thought, Part)
+                              Thought, TickStarted, TickFinished, Part)
 }
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

@@ -53,6 +53,8 @@ class PlannedCall:
     waiting: int = 0  # unfinished calls it waits on
     needs_log: bool = False
     locale: str = "en"  # the job's locale, for the display info of this call's event parts
+    approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides (SPEC §9)
+    depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
 
     def record(self) -> CallRecord:
         return CallRecord(
@@ -72,10 +74,13 @@ class JobPlan:
     output: dict | None
     options: dict
     calls: list[PlannedCall]
+    registered: dict[str, dict] = field(default_factory=dict)  # the job's tools as registered (an agent job
+    # composes them again at each tick, against the activities known then)
 
     @property
     def ready(self) -> list[PlannedCall]:
-        return [c for c in self.calls if c.waiting == 0]
+        """Calls that may start at once (not those held for approval)."""
+        return [c for c in self.calls if c.waiting == 0 and not c.approval]
 
     @property
     def ttl_s(self) -> int:
@@ -149,6 +154,7 @@ def plan_job(
         raise JobValidationError("job rejected", problems.items)
     for call in calls:
         call.locale = options["locale"]
+        call.approval = needs_approval(call.tool, composed[call.tool], options)
 
     return JobPlan(
         id=job_id or new_id("job"),
@@ -159,6 +165,7 @@ def plan_job(
         output=output,
         options=options,
         calls=calls,
+        registered=job_tools.snapshot(),
     )
 
 
@@ -259,11 +266,26 @@ def _plan_options(raw: Any, limits: JobLimits, problems: _Problems) -> dict:
     return options
 
 
+def needs_approval(tool_name: str, tool: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
+    """Calls of tools listed in `options.approval`, or marked `"x-approval": "required"`, wait for a reviewer."""
+    return tool_name in (options.get("approval") or ()) or tool.get("x-approval") == "required"
+
+
+def plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict], problems: list[Problem],
+               *, offset: int = 0) -> list[PlannedCall]:
+    """Plan calls without linking their dependencies: `raw_calls[i]` is `/calls/<offset + i>` (an agent tick
+    plans the calls of a streamed solution one by one). Problems are appended to `problems`."""
+    collected = _Problems()
+    planned = _plan_calls(raw_calls, composed, available, collected, offset=offset)
+    problems.extend(collected.items)
+    return planned
+
+
 def _plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict],
-                problems: _Problems) -> list[PlannedCall]:
+                problems: _Problems, *, offset: int = 0) -> list[PlannedCall]:
     planned = []
     solutions: dict[str, dict] = {}
-    for i, call in enumerate(raw_calls):
+    for i, call in enumerate(raw_calls, start=offset):
         pointer = f"/calls/{i}"
         if not isinstance(call, dict):
             problems.add(pointer, "a Call must be an object")

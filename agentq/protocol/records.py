@@ -47,6 +47,7 @@ class CallRecord:
     locale: str = "en"
     task: str = ""
     queue: str = ""
+    relay: str | None = None  # a module's child job: the parent job its events are relayed to
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -58,7 +59,7 @@ class CallRecord:
             "mode": self.mode.value, "awaited": self.awaited, "instance": self.instance,
             "scopes": list(self.scopes), "needs_log": self.needs_log, "locale": self.locale,
             "task": self.task, "queue": self.queue,
-        }
+        } | ({"relay": self.relay} if self.relay else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
@@ -67,7 +68,7 @@ class CallRecord:
             mode=CallMode(data["mode"]), awaited=data["awaited"], instance=data.get("instance"),
             scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False),
             locale=data.get("locale", "en"),
-            task=data.get("task", ""), queue=data.get("queue", ""),
+            task=data.get("task", ""), queue=data.get("queue", ""), relay=data.get("relay"),
         )
 
 
@@ -124,6 +125,12 @@ class JobInfo:
     error: dict[str, str] | None = None
     usage: dict[str, int] = field(default_factory=empty_usage)
     record: JobRecord | None = None  # saved once the job ended
+    ticks: int = 0  # agent jobs: model requests answered that counted as ticks
+    final_output: Any = None  # agent jobs: the output of the solution that ended the job, once given
+    has_final_output: bool = False
+    parent: dict[str, Any] | None = None  # a module's child job: {"job", "call", "token", "depth", "chain"}
+    ticking: bool = False  # agent jobs: a model request is in flight
+    exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
 
     @property
     def locale(self) -> str:

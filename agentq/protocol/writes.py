@@ -54,6 +54,16 @@ def output_messages(call: dict, result: Any, *, call_id: str, date: str) -> list
     return _data_writes(call, message, alternatives, method, call_id, date)
 
 
+def branch_messages(call: dict, branch: str, value: Any, *, call_id: str, date: str) -> list[dict]:
+    """The messages of a latent call whose model chose the `||` alternative `branch` (written as in
+    `latent_solution_schema`: the alternative's paths joined by ` && `)."""
+    method = check_method(call.get("_outputMethod") or "set")
+    for group in output_alternatives(call):
+        if " && ".join(str(ref) for ref in group) == branch:
+            return [_engine_message(call, call_id, date, ref, method, value) for ref in group]
+    raise WriteError(f"{branch!r} is not an alternative of the call's output path ({call.get('_outputPath')})")
+
+
 def absorbs_failure(call: dict) -> bool:
     """Whether a failure of `call` is taken by its own `||` output path (so it does not fail the job)."""
     try:

@@ -82,8 +82,10 @@ class Dispatcher:
                     queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
                 )
 
-    def tick(self, job_id: str) -> None:
-        self.app.send_task(TICK_TASK, args=[job_id], queue=self.routing.engine_queue, task_id=f"{job_id}.tick")
+    def tick(self, job_id: str, n: int = 0) -> None:
+        """Send the task of an agent job's model request number `n` (0 for its first)."""
+        self.app.send_task(TICK_TASK, args=[job_id, n], queue=self.routing.engine_queue,
+                           task_id=f"{job_id}.tick.{n}")
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:
@@ -109,17 +111,25 @@ class Runtime:
     settings: Settings
     activities: ActivityRegistry
     tools: ToolRegistry
+    local_activities_are_live: bool = False  # embedded mode: this process's activities count as live
     parts: Any = field(init=False)
     executor: Any = field(init=False)
 
     def __post_init__(self) -> None:
+        from agentq.llm.factory import create_llm
         from agentq.runtime.executor import Executor
+        from agentq.runtime.modules import ModuleLibrary
         from agentq.runtime.root import connect
 
-        self.parts = connect(self.settings, tools=self.tools, activities=self.activities)
+        self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
+                             local_activities_are_live=self.local_activities_are_live)
         self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s,
                                  default_timeout_s=self.settings.default_timeout_s,
-                                 max_result_bytes=self.settings.max_result_bytes)
+                                 max_result_bytes=self.settings.max_result_bytes, llm=create_llm(self.settings),
+                                 settings=self.settings, routing=self.routing,
+                                 known_activities=self.service.known_activities,
+                                 modules=ModuleLibrary.from_settings(self.settings),
+                                 submit_child=self.service.submit_child)
 
     @property
     def app(self) -> Any:
@@ -162,12 +172,16 @@ class Runtime:
         for name in (LATENT_TASK, MODULE_TASK):
             _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
 
-        @app.task(name=TICK_TASK, bind=True, shared=False)
-        def tick(task: Any, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
-            if job_id_problem(job_id) is not None:
-                log.warning("task %s ignored: its arguments do not name a job (%.200r)", TICK_TASK, job_id)
+        @app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
+                  max_retries=None)
+        def tick(task: Any, job_id: Any = None, n: Any = 0, *args: Any, **kwargs: Any) -> None:
+            if job_id_problem(job_id) is not None or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                log.warning("task %s ignored: its arguments do not name a job's request (%.200r)", TICK_TASK,
+                            [job_id, n])
                 return
-            executor.tick(job_id)
+            wait = executor.tick(job_id, n)
+            if wait is not None:
+                raise task.retry(countdown=wait, max_retries=None)
 
         return [self.settings.engine_queue]
 

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +31,21 @@ from agentq.protocol.events import (
     tool_request_part,
     tool_result_part,
 )
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.scopes import ScopedContext
-from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.status import CallStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import absorbs_failure, check_write, failure_messages, output_messages
+from agentq.runtime.agent import AgentLoop
 from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
+from agentq.runtime.delegation import Delegation
+from agentq.runtime.failures import CallFailure as _Failure
 from agentq.runtime.finalize import finalize_job
+from agentq.runtime.latent import run_latent
 from agentq.runtime.leases import LeaseKeeper
+from agentq.runtime.routing import Routing
+from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, now_iso, record_digest
 
@@ -57,21 +63,14 @@ class Outcome:
     retry_in: float | None = None
 
 
-class _Failure(Exception):
-    """A call failure with the type name recorded in its error message; `retryable` decides retries."""
-
-    def __init__(self, type_: str, message: str, *, retryable: bool):
-        super().__init__(message)
-        self.type = type_
-        self.retryable = retryable
-
-
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
     def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *,
                  lease_s: float = 30.0, default_timeout_s: float = 900.0, max_result_bytes: int = 1_000_000,
-                 source: str = "agentq", llm: Any = None):
+                 source: str = "agentq", llm: Any = None, settings: Settings | None = None,
+                 routing: Routing | None = None, known_activities: Callable[[], Mapping[str, Any]] | None = None,
+                 modules: Any = None, submit_child: Callable[..., str] | None = None):
         self.store = store
         self.activities = activities
         self.dispatch = dispatch
@@ -79,11 +78,19 @@ class Executor:
         self.default_timeout_s = default_timeout_s
         self.max_result_bytes = max_result_bytes
         self.source = source
-        self.llm = llm  # the LLM seam for latent calls, module calls and agent ticks
+        self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
+        self.settings = settings or Settings(lease_s=lease_s)
         self.logs = LogCache()
         self.tools = JobTools()
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
+        self.agent = AgentLoop(
+            store, llm, dispatch, routing=routing or Routing.from_settings(self.settings),  # type: ignore[arg-type]
+            settings=self.settings, known_activities=known_activities or (lambda: {}), finish=self.finish,
+            leases=self.leases, source=source,
+            module_loader=getattr(modules, "loader", None))
+        self.delegation = Delegation(store, self.settings, library=modules,  # type: ignore[arg-type]
+                                     submit_child=submit_child, source=source)
 
     # ------------------------------------------------------------------------------------ delivery
 
@@ -109,6 +116,9 @@ class Executor:
             return self._run_claimed(job_id, call_id, token, claim, index, announced)
         finally:
             self.leases.release(job_id, call_id)
+            relay = claim.record.relay if claim.record is not None else None
+            if relay:
+                self._relay(job_id, relay)
 
     def _claim(self, job_id: str, call_id: str, token: str,
                record: CallRecord | None) -> tuple[Claim, LogIndex | None, bool]:
@@ -188,9 +198,22 @@ class Executor:
                 resolved = self._resolve(call, record, tool, index)
                 self.store.add_events(job_id, self._start_events(job_id, call_id, record, tool, resolved,
                                                                  claim.attempt))
-            result = self._invoke(record, resolved, tool, index, job_id, call_id)
-            self._check_result(result)
-            messages = output_messages(call, result, call_id=call_id, date=now_iso())
+            if record.mode is CallMode.MODULE:
+                self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
+                return Outcome("delegated")
+            if record.mode is CallMode.LATENT:
+                answer = run_latent(self.store, self.llm, self.settings, job_id=job_id, call_id=call_id,
+                                    record=record, call=resolved, tool=tool, index=index or LogIndex(),
+                                    model=self._model(job_id))
+                result, messages = answer.value, answer.messages
+                if answer.thought:
+                    self.store.add_events(job_id, [Thought(job_id=job_id, call_id=call_id, part=thought_part(
+                        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
+                        source=self.source, locale=locale))])
+            else:
+                result = self._invoke(record, resolved, tool, index, job_id, call_id)
+                self._check_result(result)
+                messages = output_messages(call, result, call_id=call_id, date=now_iso())
             if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
                 # a call that reads nothing was claimed without the log; push/concat still need it to check
                 # that the target is an array (SPEC §5: otherwise a runtime error of this call)
@@ -235,11 +258,12 @@ class Executor:
             raise _Failure(type(error).__name__, str(error), retryable=False) from None
         return resolved
 
+    def _model(self, job_id: str) -> str | None:
+        model = self.store.job_info(job_id).options.get("model")
+        return str(model) if model else None
+
     def _invoke(self, record: CallRecord, call: dict, tool: dict, index: LogIndex | None, job_id: str,
                 call_id: str) -> Any:
-        if record.mode is not CallMode.EXPLICIT and self.llm is None:
-            raise _Failure("LLMNotConfigured", f"{record.mode} call of tool {record.tool!r} needs an LLM: "
-                           "set ANTHROPIC_API_KEY for the dispatcher", retryable=False)
         activity = record.activity
         if activity not in self.activities:
             raise _Failure("ActivityNotServed", f"this worker does not serve activity {activity!r}", retryable=True)
@@ -283,10 +307,13 @@ class Executor:
         record = claim.record
         name = record.tool
         spec = self.activities.get(record.activity) if record.activity in self.activities else None
-        retries = spec.retries if spec else 0
+        engine_call = record.mode is not CallMode.EXPLICIT  # its retries are model requests
+        retries = self.settings.llm_max_attempts - 1 if engine_call else spec.retries if spec else 0
         if failure.retryable and claim.attempt <= retries:
-            backoff = spec.retry_backoff if spec else 1.0
+            backoff = spec.retry_backoff if spec and not engine_call else 1.0
             delay = backoff * (2 ** (claim.attempt - 1)) * random.uniform(0.5, 1.0)
+            if failure.retry_in is not None:
+                delay = max(failure.retry_in, 0.0)
             retrying = CallRetrying(job_id=job_id, call_id=call_id, tool=name, attempt=claim.attempt,
                                     error={"type": failure.type, "message": str(failure)},
                                     retry_in_s=round(delay, 3))
@@ -311,13 +338,22 @@ class Executor:
 
     # --------------------------------------------------------------------------- after a commit
 
-    def _after_commit(self, job_id: str, commit: Commit) -> None:
-        if commit.outcome is not CommitOutcome.COMMITTED:
+    def _after_commit(self, job_id: str, commit: Commit | None) -> None:
+        if commit is None or commit.outcome is not CommitOutcome.COMMITTED:
             return
         if commit.released:
             self.dispatch(job_id, commit.released)
-        if commit.open_calls <= 0 and commit.job_status in _UNFINISHED:
-            self.finalize(job_id)
+        if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
+                and not commit.ticking:
+            self.advance(job_id)
+
+    def advance(self, job_id: str) -> None:
+        """The job has no open awaited call: a plan job ends; an agent job ends or asks for its next solution."""
+        info = self.store.job_info(job_id)
+        if info.kind is JobKind.AGENT:
+            self.agent.advance(job_id)
+        elif info.status.is_active:
+            self.finish(job_id)
 
     def recover(self, job_id: str, call_id: str) -> None:
         """A redelivered task of a finished call: finish what a crash after the commit may have skipped."""
@@ -328,15 +364,27 @@ class Executor:
             if ready:
                 self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
         info = self.store.job_info(job_id)
-        if info.open_calls <= 0 and info.status in _UNFINISHED:
-            self.finalize(job_id)
+        if info.open_calls <= 0 and info.status.is_active and not info.ticking:
+            self.advance(job_id)
 
-    def tick(self, job_id: str) -> None:
-        """One agent tick. Agent jobs ask an LLM for calls; with no LLM configured the job fails clearly."""
-        if self.llm is None:
-            self.finalize(job_id, error={"type": "LLMNotConfigured",
-                                         "message": "agent jobs (no `calls`) need an LLM: set ANTHROPIC_API_KEY "
-                                                    "for the dispatcher, or submit a plan job with calls"})
+    def tick(self, job_id: str, n: int = 0) -> float | None:
+        """Make an agent job's model request number `n` (see `runtime/agent.py`); returns seconds to wait
+        before the task tries again, or None."""
+        try:
+            return self.agent.tick(job_id, n)
+        finally:
+            parent = self.store.job_info(job_id).parent if self.delegation.library is not None else None
+            if parent:
+                self._relay(job_id, str(parent["job"]))
+
+    def _relay(self, job_id: str, parent_job: str) -> None:
+        """Copy a module's child job's new events to its parent's stream (see `StateStore.relay_events`)."""
+        try:
+            info = self.store.job_info(job_id)
+            source = str((info.parent or {}).get("module") or self.source)
+            self.store.relay_events(job_id, parent_job, source=source)
+        except AgentQError:
+            log.warning("could not relay the events of job %s to job %s", job_id, parent_job, exc_info=True)
 
     def _check_result(self, result: Any) -> None:
         """A result must be JSON, and at most `AGENTQ_MAX_RESULT_BYTES` of it, to be stored; anything else
@@ -350,12 +398,17 @@ class Executor:
             raise _Failure("ResultTooLarge", f"the activity's result is {size} bytes of JSON; the limit is "
                            f"{self.max_result_bytes} (AGENTQ_MAX_RESULT_BYTES)", retryable=False)
 
-    def finalize(self, job_id: str, *, error: dict | None = None) -> bool:
-        """Give a plan job whose awaited calls all finished its final status and record (idempotent)."""
-        return finalize_job(self.store, job_id, source=self.source, error=error)
+    def finish(self, job_id: str, *, error: dict | None = None) -> bool:
+        """Give a job its final status and record (idempotent); a module's child job then resumes the call
+        it ran for."""
+        finalized = finalize_job(self.store, job_id, source=self.source, error=error)
+        parent = finalized.info.parent
+        if finalized.ended and parent:
+            self._relay(job_id, str(parent["job"]))
+            self._after_commit(str(parent["job"]), self.delegation.resume(finalized.info, finalized.record))
+        return finalized.ended
 
-
-_UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+    finalize = finish
 
 
 def _arguments(call: dict) -> dict:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.events import activity_part, error_part
-from agentq.protocol.records import CallRecord
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
 from agentq.store.base import Store
@@ -12,14 +14,27 @@ from agentq.store.records import build_job_record
 from agentq.store.state import now_iso
 
 
-def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None) -> bool:
+@dataclass(frozen=True)
+class Finalized:
+    """What finalizing did: `ended` is True for the one caller that gave the job its final status."""
+
+    ended: bool
+    info: JobInfo
+    record: JobRecord
+
+
+def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None) -> Finalized:
     """Give a job whose awaited calls all finished its final status and record (idempotent).
 
-    Used after the commit of a job's last awaited call, and at submission for a plan job that awaits no call
-    at all (no calls, or only fire-and-forget ones), which no commit would ever finalize."""
+    Used after the commit of a job's last awaited call, when an agent job's model gave its final output (or
+    ran out of ticks), and at submission for a plan job that awaits no call at all (no calls, or only
+    fire-and-forget ones), which no commit would ever finalize. A plan job fails when an awaited call failed
+    and no `||` branch took the failure; an agent job's failed calls were its model's to handle."""
     info, log_messages, statuses = store.finish_inputs(job_id)
-    failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]
-    failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), log_messages)
+    failed: list[str] = []
+    if info.kind is JobKind.PLAN:
+        failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]
+        failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), log_messages)
     status = JobStatus.FAILED if failed or error else JobStatus.SUCCEEDED
     if failed and error is None:
         error = {"type": "CallsFailed", "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
@@ -27,7 +42,7 @@ def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: di
     part = (error_part(error["message"], source=source, locale=info.locale) if error
             else activity_part(f"Job {status}", source=source, locale=info.locale))
     event = JobFinished(job_id=job_id, status=status.value, error=error, part=part)
-    return store.finalize(job_id, record=record, event=event)
+    return Finalized(store.finalize(job_id, record=record, event=event), info, record)
 
 
 def _unabsorbed_failures(failed: dict[str, CallRecord], log_messages: list[dict]) -> list[str]:

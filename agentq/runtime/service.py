@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
+from dataclasses import replace
 from typing import Any, Protocol
 
-from agentq.errors import JobValidationError, Problem
+from agentq.errors import CallNotFoundError, ConflictError, JobValidationError, Problem
 from agentq.protocol.activities import ActivityRegistry
-from agentq.protocol.envelopes import JobFinished, JobQueued
-from agentq.protocol.events import activity_part
+from agentq.protocol.envelopes import CallFinished, JobFinished, JobQueued
+from agentq.protocol.events import activity_part, tool_result_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallRecord, JobKind, JobRecord
-from agentq.protocol.status import JobStatus
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.writes import absorbs_failure, failure_messages
 from agentq.runtime.finalize import finalize_job
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
@@ -38,7 +41,7 @@ class Dispatch(Protocol):
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
 
-    def tick(self, job_id: str) -> None: ...
+    def tick(self, job_id: str, n: int = 0) -> None: ...
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
 
@@ -80,8 +83,9 @@ class JobService:
                                         **self.routing.announcement(spec), "live": True}
         return known
 
-    def submit(self, job: Any, *, job_id: str | None = None) -> str:
-        """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing."""
+    def submit(self, job: Any, *, job_id: str | None = None, parent: dict | None = None) -> str:
+        """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
+        `parent` links a module's child job to the call it runs for (see `runtime/delegation.py`)."""
         job, size = self._decode(job, job_id)
         known = self.known_activities()  # known, not only live: a call waits on its queue for a worker (SPEC §3)
         plan = plan_job(job, tools=self.available_tools(), live_activities=known, limits=self.limits, size=size,
@@ -89,7 +93,11 @@ class JobService:
         records = [self.routing.route(c.record(), known) for c in plan.calls]
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
-        if not self.store.create_job(plan, records, submitted=job, events=[queued]):
+        if parent is not None:
+            records = [replace(r, relay=str(parent["job"])) for r in records]
+        if not self.store.create_job(plan, records, submitted=job, events=[queued], parent=parent):
+            if parent is not None:
+                return plan.id  # a redelivered module call: its child job was submitted already
             raise JobValidationError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
         if plan.kind is JobKind.AGENT:
             self.dispatcher.tick(plan.id)
@@ -138,6 +146,85 @@ class JobService:
             log.warning("job %s rejected: %s", job_id or "(no id)", error)
             if job_id:
                 self.store.record_rejection(job_id, error.to_dict(), ttl_s=self.settings.job_ttl_s)
+
+    def submit_child(self, job: Any, *, job_id: str, parent: dict) -> str:
+        """Submit a module's child job (idempotent: a child job that exists already is left as it is)."""
+        return self.submit(job, job_id=job_id, parent=parent)
+
+    # ------------------------------------------------------------------------------------ approvals
+
+    def approve(self, job_id: str, call_id: str) -> CallRecord:
+        """Let a call awaiting approval run (SPEC §9); its task is sent now."""
+        record = self._decide(job_id, call_id, "approve")
+        self.dispatcher(job_id, [record])
+        return record
+
+    def edit(self, job_id: str, call_id: str, params: Any) -> CallRecord:
+        """Replace the parameters of a call awaiting approval, re-validated against its tool, and let it run.
+        Meta fields (`_tool`, `_outputPath`, ...) stay as they were; raises `JobValidationError` (nothing
+        changes) when the edited call is invalid."""
+        if not isinstance(params, dict):
+            raise JobValidationError("edit rejected", [Problem("/params", "params must be an object")])
+        record = self._awaiting(job_id, call_id)
+        call = {**{k: v for k, v in record.call.items() if k.startswith("_")},
+                **{k: v for k, v in params.items() if not k.startswith("_")}}
+        tool = self.store.job_tools(job_id).get(record.tool)
+        problems = [Problem("/params", f"{k!r}: meta fields cannot be edited") for k in params if k.startswith("_")]
+        if tool is not None:
+            from agentq.protocol.jobs import plan_calls
+
+            found: list[Problem] = []
+            plan_calls([call], {record.tool: tool}, {record.tool: tool}, found)
+            problems += [Problem("/params" + p.pointer.removeprefix("/calls/0"), p.message) for p in found]
+        if problems:
+            raise JobValidationError("edit rejected", problems)
+        edited = replace(record, call=call)
+        record = self._decide(job_id, call_id, "edit", record=edited)
+        self.dispatcher(job_id, [record])
+        return record
+
+    def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:
+        """Fail a call awaiting approval with "rejected by reviewer" (and the reason); the job goes on."""
+        token = uuid.uuid4().hex
+        record = self._decide(job_id, call_id, "reject", token=token)
+        message = "rejected by reviewer" + (f": {reason}" if reason else "")
+        failure = failure_messages(record.call, call_id=call_id, error_type="Rejected", message=message,
+                                   date=now_iso())
+        part = tool_result_part(call_id=call_id, name=record.tool, content=message, is_error=True,
+                                source="agentq", locale=record.locale, display=None)
+        event = CallFinished(job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value,
+                             duration_ms=0.0, error={"type": "Rejected", "message": message},
+                             absorbed=absorbs_failure(record.call), part=part)
+        commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
+                                   events=[event])
+        if commit.released:
+            self.dispatcher(job_id, commit.released)
+        if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
+                and not commit.ticking:
+            info = self.store.job_info(job_id)
+            if info.kind is JobKind.AGENT:
+                self.dispatcher.tick(job_id, info.exchanges)  # the tick ends the job or asks the model again
+            else:
+                finalize_job(self.store, job_id)
+        return record
+
+    def _awaiting(self, job_id: str, call_id: str) -> CallRecord:
+        records = self.store.call_records(job_id, [call_id])
+        if call_id not in records:
+            self.store.job_status(job_id)  # JobNotFoundError for an unknown job
+            raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
+        return records[call_id]
+
+    def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
+                token: str = "") -> CallRecord:
+        self._awaiting(job_id, call_id)
+        outcome, value = self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
+                                           lease_ms=int(self.settings.lease_s * 1000))
+        if outcome == "conflict":
+            raise ConflictError(f"call {call_id} of job {job_id} is {value}, not awaiting approval")
+        if outcome == "missing":
+            raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
+        return value
 
     def cancel(self, job_id: str) -> JobStatus:
         """Cancel a job: no call starts after this; queued tasks are revoked. Returns the job's status."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from agentq.errors import InvalidJobIdError
 from agentq.protocol.ids import job_id_problem
 
+TICK = "~tick"  # the lease name of an agent job's tick (no call id starts with `~`)
+
 
 @dataclass(frozen=True)
 class JobKeys:
@@ -68,6 +70,14 @@ class JobKeys:
         return f"{self._prefix}:events"
 
     @property
+    def exchanges(self) -> str:  # list: an agent job's model requests and answers (`Exchange` JSON), oldest first
+        return f"{self._prefix}:exchanges"
+
+    @property
+    def approval(self) -> str:  # hash: call id -> 1 for the calls a reviewer must approve (SPEC §9)
+        return f"{self._prefix}:approval"
+
+    @property
     def done(self) -> str:  # list: the final status, pushed once when the job ends; waiters BLMOVE it onto itself
         return f"{self._prefix}:done"
 
@@ -79,10 +89,14 @@ class JobKeys:
         return f"{self.leases}{call_id}"
 
     @property
+    def tick_lease(self) -> str:  # string: the token of the agent tick in flight
+        return self.lease(TICK)
+
+    @property
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own)."""
         return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events, self.dependents)
+                self.events, self.dependents, self.exchanges, self.approval)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,16 @@ def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobSt
                      error: dict | None = None, finished_at: str | None = None) -> JobRecord:
     """The record of a job as its log stands; `status`, `error` and `finished_at` override the stored ones
     (finalization passes the outcome it is about to write). A finished plan job's result is its global
-    state."""
+    state; a succeeded agent job's is the final output its model gave."""
     state, instances = state_views(log)
     status = status or info.status
+    if info.kind is JobKind.PLAN:
+        result = state if status in _FINISHED else None
+    else:  # an agent job's result is the output of its last solution
+        result = info.final_output if status is JobStatus.SUCCEEDED else None
     return JobRecord(
         id=info.id, status=status,
-        result=state if info.kind is JobKind.PLAN and status in _FINISHED else None,
+        result=result,
         state=state, instances=instances, error=error if error is not None else info.error,
         usage=info.usage, created_at=info.created_at, finished_at=finished_at or info.finished_at,
     )

@@ -25,7 +25,10 @@ from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
 
-_SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew")
+_SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
+            "decide", "unlease", "relay")
+_NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
+USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 
 
 def dumps(value: Any) -> str:
@@ -81,6 +84,33 @@ class Commit:
     open_calls: int = 0
     job_status: JobStatus | None = None
     released: list[CallRecord] = field(default_factory=list)
+    ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
+
+
+class TickOutcome(StrEnum):
+    CLAIMED = "claimed"  # this task makes the job's next model request
+    FINISHED = "finished"  # the job ended
+    STALE = "stale"  # the request this task was sent for was made already
+    LEASED = "leased"  # another task is making it (`lease_left_ms`)
+    BUSY = "busy"  # calls are still open: the last one's commit takes the next step
+    MISSING = "missing"
+
+
+@dataclass
+class TickClaim:
+    outcome: TickOutcome
+    attempt: int = 0
+    lease_left_ms: int = 0
+
+
+@dataclass(frozen=True)
+class AgentInputs:
+    """What an agent tick reads, in one round trip."""
+
+    info: JobInfo
+    log: list[dict]
+    exchanges: list[dict]
+    registered: dict[str, dict]
 
 
 @map_store_errors
@@ -115,23 +145,31 @@ class StateStore:
     # ----------------------------------------------------------------------------------- submission
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope]) -> bool:
+                   events: Sequence[Envelope], parent: dict | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
-        exists already."""
+        exists already. `parent` links a module's child job to the call it runs for."""
         keys = self.keys(plan.id)
         created = now_iso()
         waiting = {c.id: c.waiting for c in plan.calls}
+        held = {c.id for c in plan.calls if c.approval and c.waiting == 0}
+        job = {
+            "id": plan.id, "kind": plan.kind.value, "created_at": created,
+            "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
+            "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": len(held),
+            "options": dumps(plan.options), "output": dumps(plan.output),
+            "solution": dumps(plan.solution), "submitted": dumps(submitted),
+        }
+        if plan.kind is JobKind.AGENT:
+            job["registered"] = dumps(plan.registered)
+        if parent is not None:
+            job["parent"] = dumps(parent)
         payload = {
-            "job": {
-                "id": plan.id, "kind": plan.kind.value, "status": JobStatus.QUEUED.value, "created_at": created,
-                "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0,
-                "options": dumps(plan.options), "output": dumps(plan.output),
-                "solution": dumps(plan.solution), "submitted": dumps(submitted),
-                "usage": dumps(empty_usage()),
-            },
+            "job": job,
             "log": [dumps(m) for m in plan.context],
             "calls": {r.id: dumps(r.to_dict()) for r in records},
-            "status": {c: (CallStatus.READY if n == 0 else CallStatus.PENDING).value for c, n in waiting.items()},
+            "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
+                           else CallStatus.READY).value for c, n in waiting.items()},
+            "approval": {c.id: 1 for c in plan.calls if c.approval},
             "waiting": waiting,
             "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
             "events": [dumps(e.to_dict()) for e in events],
@@ -205,15 +243,141 @@ class StateStore:
         keys = self.keys(job_id)
         reply = self._scripts["commit"](
             keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
-                  keys.dependents],
+                  keys.dependents, keys.approval],
             args=[call_id, token, status.value, len(messages),
                   *(dumps(m) for m in messages), *(dumps(e.to_dict()) for e in events)],
         )
         outcome = CommitOutcome(reply[0])
         if outcome is not CommitOutcome.COMMITTED:
             return Commit(outcome)
-        return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]),
-                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[3:]])
+        return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]), ticking=reply[3] == "1",
+                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[4:]])
+
+    # ------------------------------------------------------------------------------------ agent jobs
+
+    def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
+                   job_started: Envelope | None = None) -> TickClaim:
+        """Take the job's next model request (at most one in flight): it must still be the request number
+        `exchanges`, no awaited call may be open, and no other task may hold the tick's lease."""
+        keys = self.keys(job_id)
+        reply = self._scripts["tick_begin"](
+            keys=[keys.job, keys.tick_lease, keys.exchanges, keys.events],
+            args=[exchanges, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else ""])
+        outcome = TickOutcome(reply[0])
+        if outcome is TickOutcome.CLAIMED:
+            return TickClaim(outcome, attempt=int(reply[1]))
+        if outcome is TickOutcome.LEASED:
+            return TickClaim(outcome, lease_left_ms=int(reply[1]))
+        return TickClaim(outcome)
+
+    def relay_events(self, job_id: str, to_job: str, *, source: str) -> int:
+        """Copy a child job's new events to its parent's stream, their parts' `source` set to `source` and
+        `relayed_from` naming the child. A cursor moved by compare-and-set makes each batch go once, whichever
+        process relays it. Returns how many were copied."""
+        keys = self.keys(job_id)
+        cursor = self.redis.hget(keys.job, "relayed") or "0-0"
+        entries = self.read_events(job_id, cursor, count=500)
+        if not entries or not self._scripts["relay"](keys=[keys.job], args=[cursor, entries[-1][0]]):
+            return 0
+        copied = []
+        for _, envelope in entries:
+            if envelope.get("event") in _NOT_RELAYED:
+                continue
+            if isinstance(envelope.get("part"), dict):
+                envelope["part"] = {**envelope["part"], "source": source}
+            copied.append({**envelope, "relayed_from": job_id})
+        if copied:
+            pipe = self.redis.pipeline(transaction=False)
+            for envelope in copied:
+                pipe.xadd(self.keys(to_job).events, {"e": dumps(envelope)})
+            pipe.execute()
+        return len(copied) + (self.relay_events(job_id, to_job, source=source) if len(entries) == 500 else 0)
+
+    def end_ticking(self, job_id: str) -> None:
+        """Clear the in-flight mark of a tick that asked nothing (its job is about to end)."""
+        self.redis.hset(self.keys(job_id).job, mapping={"ticking": "0", "tick_attempt": "0"})
+
+    def release_tick(self, job_id: str, *, token: str) -> None:
+        """Give up the tick's lease (its request waits for another attempt); `ticking` stays set meanwhile."""
+        self._scripts["unlease"](keys=[self.keys(job_id).tick_lease], args=[token])
+
+    def agent_inputs(self, job_id: str) -> AgentInputs:
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(keys.job)
+        pipe.lrange(keys.log, 0, -1)
+        pipe.lrange(keys.exchanges, 0, -1)
+        fields, log, exchanges = pipe.execute()
+        if not fields:
+            raise _not_found(job_id)
+        return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
+                           json.loads(fields.get("registered") or "{}"))
+
+    def job_tools(self, job_id: str) -> dict[str, dict]:
+        """The job's composed tool schemas, by name."""
+        return {k: json.loads(v) for k, v in self.redis.hgetall(self.keys(job_id).tools).items()}
+
+    def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None:
+        """The job's composed tool schemas as of this tick (what its calls' claims read)."""
+        if composed:
+            self.redis.hset(self.keys(job_id).tools, mapping={k: dumps(v) for k, v in composed.items()})
+
+    def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
+                  plans: Sequence[Any]) -> list[CallRecord] | None:
+        """Write calls of a tick's solution (each once, whatever the retries); the records of those ready
+        now, or None when the tick's lease is no longer `token`'s or the job ended."""
+        keys = self.keys(job_id)
+        args: list[Any] = [token]
+        for record, plan in zip(records, plans, strict=True):
+            flags = ("a" if plan.approval else "") + ("w" if record.awaited else "")
+            args += [record.id, dumps(record.to_dict()), dumps(plan.depends_on), flags or "-"]
+        reply = self._scripts["add_calls"](
+            keys=[keys.job, keys.calls, keys.status, keys.waiting, keys.dependents, keys.approval, keys.tick_lease],
+            args=args)
+        if reply[0] != "ok":
+            return None
+        return [CallRecord.from_dict(json.loads(r)) for r in reply[1:]]
+
+    def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
+                 has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
+                 events: Sequence[Envelope] = ()) -> tuple[int, int] | None:
+        """End the tick: (open awaited calls, ticks so far), or None when its lease is not `token`'s."""
+        keys = self.keys(job_id)
+        reply = self._scripts["tick_end"](
+            keys=[keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events],
+            args=[token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "",
+                  dumps(usage or {}), len(messages), *(dumps(m) for m in messages),
+                  *(dumps(e.to_dict()) for e in events)])
+        if reply[0] != "ended":
+            return None
+        return int(reply[1]), int(reply[2])
+
+    def add_usage(self, job_id: str, usage: dict[str, int]) -> None:
+        """Add one request's (or a child job's) token usage to the job's counters."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, count in usage.items():
+            if count:
+                pipe.hincrby(self.keys(job_id).job, USAGE_PREFIX + name, count)
+        pipe.execute()
+
+    def hold_lease(self, job_id: str, call_id: str, *, token: str, ttl_ms: int) -> None:
+        """Keep a running call's lease for `ttl_ms` without renewals (a module call waiting on its child job)."""
+        self.redis.set(self.keys(job_id).lease(call_id), token, px=max(1, ttl_ms))
+
+    def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
+               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> tuple[str, Any]:
+        """A reviewer's decision on a call awaiting approval: ('decided', its record), ('conflict', status)
+        or ('missing', None)."""
+        keys = self.keys(job_id)
+        reply = self._scripts["decide"](
+            keys=[keys.job, keys.calls, keys.status, keys.approval, keys.lease(call_id), keys.events],
+            args=[call_id, decision, dumps(record.to_dict()) if record else "", token, lease_ms,
+                  dumps(event.to_dict()) if event else ""])
+        if reply[0] == "decided":
+            return "decided", CallRecord.from_dict(json.loads(reply[1]))
+        if reply[0] == "conflict":
+            return "conflict", CallStatus(reply[1])
+        return "missing", None
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         keys = self.keys(job_id)
@@ -483,8 +647,11 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
         finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
         options=loads("options", {}), output=loads("output"), error=loads("error"),
-        usage={**empty_usage(), **loads("usage", {})},
+        usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
         record=JobRecord.from_dict(record) if record else None,
+        ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),
+        has_final_output="final_output" in fields, parent=loads("parent"), ticking=fields.get("ticking") == "1",
+        exchanges=int(fields.get("exchanges") or 0),
     )
 
 

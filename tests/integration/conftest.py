@@ -98,3 +98,6 @@ def harness(redis_url: str) -> Iterator[Harness]:
         yield h
     finally:
         h.close()
+
+
+from tests.fake_anthropic import anthropic_env, fake_anthropic  # noqa: E402,F401  (fixtures of the agent tests)

@@ -140,17 +140,19 @@ class MemoryStore:
     # ----------------------------------------------------------------------------------- submission
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope]) -> bool:
+                   events: Sequence[Envelope], parent: dict | None = None) -> bool:
         """submit.lua: all of the job or nothing when its id is taken."""
         self.keys(plan.id)
         waiting = {c.id: c.waiting for c in plan.calls}
+        held = {c.id for c in plan.calls if c.approval and c.waiting == 0}
         with self._changed:
             current = self._get(plan.id)
             if current is not None and current.job:  # EXISTS job
                 return False
             state = current if current is not None else _Job()  # keys without a job hash are written into
             state.job.update({
-                "id": plan.id, "kind": plan.kind.value, "status": JobStatus.QUEUED.value, "created_at": now_iso(),
+                "id": plan.id, "kind": plan.kind.value, "created_at": now_iso(), "awaiting": str(len(held)),
+                "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
                 "open": str(sum(1 for c in plan.calls if c.awaited)), "ticks": "0",
                 "options": dumps(plan.options), "output": dumps(plan.output),
                 "solution": dumps(plan.solution), "submitted": dumps(submitted),
@@ -160,8 +162,10 @@ class MemoryStore:
             state.job["expire_at_ms"] = str(state.expire_at_ms)
             state.log.extend(dumps(m) for m in plan.context)
             state.calls.update({r.id: dumps(r.to_dict()) for r in records})
-            state.status.update({c: (CallStatus.READY if n == 0 else CallStatus.PENDING).value
-                                 for c, n in waiting.items()})
+            state.status.update({c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
+                                     else CallStatus.READY).value for c, n in waiting.items()})
+            if parent is not None:
+                state.job["parent"] = dumps(parent)
             state.waiting.update(waiting)
             state.tools.update({name: dumps(schema) for name, schema in plan.tools.items()})
             state.dependents.update({c.id: dumps(c.dependents) for c in plan.calls if c.dependents})

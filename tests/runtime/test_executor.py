@@ -131,7 +131,7 @@ def test_a_redelivery_finalizes_a_job_whose_finalization_was_lost(rig: Rig, monk
     job_id = rig.submit({"calls": [{"_tool": "only", "_outputPath": "†state.r"}]})
     call_id = rig.call_id(job_id, "only")
     with monkeypatch.context() as patch:  # the process dies between the commit and the finalization
-        patch.setattr(rig.executor, "finalize", lambda job_id, **_: False)
+        patch.setattr(rig.executor, "finish", lambda job_id, **_: False)
         assert rig.executor.run_call(job_id, call_id).status == "done"
     assert rig.store.job_status(job_id) is JobStatus.RUNNING
     assert rig.executor.run_call(job_id, call_id).status == "finished"

@@ -1,9 +1,11 @@
 -- Commit the outcome of a running call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
--- KEYS: job, log, calls, status, waiting, events, lease, dependents
+-- KEYS: job, log, calls, status, waiting, events, lease, dependents, approval
 -- ARGV: call_id, token, final status (done|failed|skipped), number of messages n, then n message JSONs,
 --       then the event envelope JSONs
--- Returns {'committed', open awaited calls, job status, record of each released call...}
+-- A released call that needs approval goes to awaiting_approval instead of ready (and is not returned).
+-- Returns {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0',
+--          record of each released call...}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
 local call_id = ARGV[1]
@@ -30,6 +32,11 @@ for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
   if left <= 0 and redis.call('HGET', KEYS[4], dependent) == CALL.PENDING then
     if job_status == JOB.CANCELED then
       redis.call('HSET', KEYS[4], dependent, CALL.CANCELED)
+    elseif redis.call('HEXISTS', KEYS[9], dependent) == 1 then
+      redis.call('HSET', KEYS[4], dependent, CALL.AWAITING_APPROVAL)
+      redis.call('HINCRBY', KEYS[1], 'awaiting', 1)
+      redis.call('HSET', KEYS[1], 'status', JOB.AWAITING_APPROVAL)
+      job_status = JOB.AWAITING_APPROVAL
     else
       redis.call('HSET', KEYS[4], dependent, CALL.READY)
       table.insert(released, redis.call('HGET', KEYS[3], dependent))
@@ -42,6 +49,6 @@ if record.awaited then
 else
   open = tonumber(redis.call('HGET', KEYS[1], 'open'))
 end
-local result = {'committed', tostring(open), job_status}
+local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0'}
 for _, r in ipairs(released) do table.insert(result, r) end
 return result

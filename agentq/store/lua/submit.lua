@@ -1,8 +1,8 @@
 -- Write a whole, already validated job in one step, or nothing when the id is taken.
--- KEYS: job, log, calls, status, waiting, attempts, tools, events, dependents   (JobKeys.all)
+-- KEYS: job, log, calls, status, waiting, attempts, tools, events, dependents, exchanges, approval  (JobKeys.all)
 -- ARGV[1]: JSON {job: {field: str}, log: [msg JSON], calls: {id: record JSON}, status: {id: str},
 --               waiting: {id: int}, tools: {name: schema JSON}, events: [envelope JSON],
---               dependents: {id: JSON list of call ids}}
+--               dependents: {id: JSON list of call ids}, approval: {id: 1}}
 -- ARGV[2]: expiry of every key, unix milliseconds
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local p = cjson.decode(ARGV[1])
@@ -20,6 +20,7 @@ hset_all(KEYS[4], p.status)
 hset_all(KEYS[5], p.waiting)
 hset_all(KEYS[7], p.tools)
 hset_all(KEYS[9], p.dependents)
+hset_all(KEYS[11], p.approval)
 for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[8], '*', 'e', envelope) end
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIREAT', KEYS[i], expire_at) end

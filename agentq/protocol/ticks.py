@@ -1,0 +1,137 @@
+"""Planning the calls of one agent tick while the model streams its solution (pure).
+
+A tick's calls arrive one by one (SPEC §13: each is dispatched as soon as its closing brace arrives).
+`TickPlan.add` plans a call the moment it is complete: validated against its composed tool, its references
+linked to the calls of the same solution that write them. A call whose references cannot be satisfied yet
+(no value in the context, no earlier call of the solution writing it) is held until the stream ends, since a
+later call may write what it reads; `TickPlan.finish` then links the held calls against the whole solution,
+and what still cannot resolve (or waits in a cycle) becomes a problem with its JSON pointer.
+
+Calls of earlier ticks have all finished when a tick starts (a tick starts only when its job has no open
+call), so dependencies only ever point inside one solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from agentq.errors import Problem
+from agentq.protocol.dependencies import CallNode, build_graph, find_cycle, node_for, unsatisfiable_reads
+from agentq.protocol.jobs import PlannedCall, needs_approval, plan_calls
+from agentq.protocol.records import CallMode
+from agentq.protocol.views import LogIndex
+
+
+class TickPlan:
+    """The calls of one solution as they stream in. `ids(i)` names the call at `/calls/<i>`; a redelivered
+    tick passes the same names, so a call it dispatched already is recognised and never dispatched twice."""
+
+    def __init__(self, composed: Mapping[str, dict], index: LogIndex, *, options: Mapping[str, Any],
+                 ids: Callable[[int], str]):
+        self.composed = dict(composed)
+        self.index = index
+        self.options = options
+        self.ids = ids
+        self.problems: list[Problem] = []
+        self.planned: list[PlannedCall] = []  # linked: written, or about to be
+        self._nodes: list[CallNode] = []  # of `planned`, in the same order
+        self._held: list[tuple[PlannedCall, CallNode]] = []
+        self._seen: set[int] = set()
+
+    def add(self, i: int, call: Any) -> list[PlannedCall]:
+        """Plan `/calls/<i>`; returns it when it can be written now, else `[]` (held, or a problem)."""
+        if i in self._seen:
+            return []
+        self._seen.add(i)
+        found: list[Problem] = []
+        planned = plan_calls([call], self.composed, self.composed, found, offset=i)
+        self.problems.extend(found)
+        if found or not planned:
+            return []
+        plan = self._named(planned[0])
+        node = node_for(plan.id, plan.call)
+        nodes = [*self._nodes, node]
+        if self._unsatisfied(nodes, [p.index for p in self.planned] + [plan.index], only=plan.index):
+            self._held.append((plan, node))
+            return []
+        self._link(plan, node, nodes)
+        return [plan]
+
+    def finish(self, raw_calls: Any) -> list[PlannedCall]:
+        """After the stream: plan any call the stream did not report, then link the held calls against the
+        whole solution. Returns the calls that can be written now; the others became problems."""
+        if isinstance(raw_calls, list):
+            for i, call in enumerate(raw_calls):
+                self.add(i, call)
+        held, self._held = self._held, []
+        if not held:
+            return []
+        nodes = [*self._nodes, *(node for _, node in held)]
+        positions = [p.index for p in self.planned] + [plan.index for plan, _ in held]
+        excluded: set[int] = set()
+        cycle = find_cycle(build_graph(nodes))
+        if cycle:
+            where = {n.id: pos for n, pos in zip(nodes, positions, strict=True)}
+            names = " → ".join(f"/calls/{where[c]}" for c in cycle)
+            self.problems.append(Problem(f"/calls/{where[cycle[0]]}",
+                                         f"reference cycle: {names} wait on each other's output paths"))
+            excluded |= {where[c] for c in cycle}
+        for plan, _ in held:
+            problems = self._unsatisfied(nodes, positions, only=plan.index)
+            if problems:
+                self.problems.extend(problems)
+                excluded.add(plan.index)
+        released = []
+        for plan, node in held:
+            if plan.index not in excluded:
+                self._link(plan, node, nodes)
+                released.append(plan)
+        return released
+
+    def _unsatisfied(self, nodes: list[CallNode], positions: list[int], *, only: int) -> list[Problem]:
+        """The references of the call at `/calls/<only>` that nothing can provide, pointed in the solution."""
+        found = []
+        for problem in unsatisfiable_reads(self.index, nodes):
+            _, _, position, rest = (problem.pointer + "/").split("/", 3)
+            if positions[int(position)] == only:
+                found.append(Problem(f"/calls/{only}/{rest}".rstrip("/"), problem.message))
+        return found
+
+    def _named(self, plan: PlannedCall) -> PlannedCall:
+        plan.id = self.ids(plan.index)
+        plan.locale = str(self.options.get("locale", "en"))
+        plan.approval = needs_approval(plan.tool, self.composed[plan.tool], self.options)
+        return plan
+
+    def _link(self, plan: PlannedCall, node: CallNode, nodes: list[CallNode]) -> None:
+        """Record what `plan` waits on (`depends_on`) and whether it reads the log."""
+        known = {n.id for n in self._nodes}
+        plan.depends_on = sorted(d for d in build_graph(nodes).get(node.id, ()) if d in known)
+        plan.needs_log = bool(node.reads) or bool(plan.scopes) or plan.mode is not CallMode.EXPLICIT
+        self._nodes.append(node)
+        self.planned.append(plan)
+
+
+def output_problems(solution: Any, output_schema: Mapping[str, Any]) -> list[Problem]:
+    """Problems of a whole solution outside its calls: its shape and its `output` (SPEC §9)."""
+    if not isinstance(solution, dict):
+        return [Problem("", 'the solution must be a JSON object {"calls": [...], "output": ...}')]
+    problems = []
+    if "calls" in solution and not isinstance(solution["calls"], list):
+        problems.append(Problem("/calls", "calls must be an array"))
+    for key in sorted(set(solution) - {"calls", "output"}):
+        problems.append(Problem(f"/{key}", "unknown field; a solution has calls and output"))
+    if "output" not in solution:
+        problems.append(Problem("/output", "output is required: null while work remains, else the final answer"))
+    elif solution["output"] is not None:
+        validator = Draft202012Validator(dict(output_schema))
+        for error in sorted(validator.iter_errors(solution["output"]), key=lambda e: list(e.absolute_path)):
+            where = "".join(f"/{p}" for p in error.absolute_path)
+            problems.append(Problem(f"/output{where}", error.message))
+    return problems
+
+
+__all__ = ["TickPlan", "output_problems"]

@@ -1,0 +1,240 @@
+"""The agent loop (SPEC §9, §13): one model request per tick, its calls dispatched while the model streams.
+
+A tick is an engine task, `agentq.engine.tick [job_id, n]`, where `n` is the number of model requests the
+job has made so far: a task for a request that was made already finds a different number and does nothing.
+The tick claims the job's tick lease (`begin_tick`: no awaited call may be open), composes the job's tools
+against the activities known right now, asks the model, and writes each complete call of the streamed
+solution as it arrives (`add_calls`), sending the ready ones to their queues at once. When the stream ends
+it validates the whole solution: an invalid one is sent back once (the next request carries the problems in
+an error tool_result); a second invalid answer becomes structural errors in the log. `end_tick` keeps the
+exchange and its usage; whoever sees the job with no open call and no tick in flight takes the next step
+(`AgentLoop.advance`): the last commit, or the tick itself. Nothing ever waits on another task.
+
+Transient model failures (429, overload, an `error` event mid-stream) are retried as Celery countdowns that
+honour `retry-after`, up to `AGENTQ_LLM_MAX_ATTEMPTS`; calls already dispatched from the broken stream keep
+their ids, so the retried stream cannot dispatch them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from agentq.errors import LLMError, LLMRetryableError, Problem
+from agentq.llm.base import LLM, LLMRequest, Usage
+from agentq.protocol.compose import compose, composed_tools
+from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
+from agentq.protocol.envelopes import JobStarted, TickFinished, TickStarted
+from agentq.protocol.events import activity_part, error_part
+from agentq.protocol.jobs import PlannedCall
+from agentq.protocol.records import CallRecord, JobInfo, JobKind
+from agentq.protocol.ticks import TickPlan, output_problems
+from agentq.protocol.views import LogIndex
+from agentq.runtime.leases import LeaseKeeper
+from agentq.runtime.routing import Routing
+from agentq.settings import Settings
+from agentq.store.keys import TICK
+from agentq.store.state import StateStore, TickOutcome, now_iso
+
+log = logging.getLogger("agentq.agent")
+
+
+class TickDispatch(Protocol):
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
+
+    def tick(self, job_id: str, n: int = 0) -> None: ...
+
+
+Finish = Callable[..., Any]
+"""`finish(job_id, error=None)`: finalize a job (and resume its parent when it is a module's child job)."""
+
+
+def backoff_s(attempt: int, retry_after_s: float | None) -> float:
+    """The wait before the next attempt of a model request: the provider's `retry-after` when it gave one,
+    else exponential from 1 s (jittered), at most 60 s."""
+    if retry_after_s is not None:
+        return min(max(retry_after_s, 0.0), 600.0)
+    return min(60.0, 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+def call_ids(job_id: str, n: int) -> Callable[[int], str]:
+    """The ids of the calls of a job's request number `n`, the same on every attempt of that request."""
+    seed = hashlib.sha1(f"{job_id}\x00{n}".encode()).hexdigest()[:24]
+    return lambda i: f"call_{seed}{i:04x}"
+
+
+class AgentLoop:
+    """Runs agent ticks for one process (any number of threads)."""
+
+    def __init__(self, store: StateStore, llm: LLM | None, dispatch: TickDispatch, *, routing: Routing,
+                 settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
+                 finish: Finish, leases: LeaseKeeper, source: str = "agentq",
+                 module_loader: Callable[[str], dict] | None = None):
+        self.store = store
+        self.llm = llm
+        self.dispatch = dispatch
+        self.routing = routing
+        self.settings = settings
+        self.known_activities = known_activities
+        self.finish = finish
+        self.leases = leases
+        self.source = source
+        self.module_loader = module_loader
+        self.lease_ms = int(settings.lease_s * 1000)
+
+    # ---------------------------------------------------------------------------------------- a tick
+
+    def tick(self, job_id: str, n: int = 0) -> float | None:
+        """Make the job's request number `n`; returns seconds to wait before trying again, or None."""
+        token = uuid.uuid4().hex
+        started = JobStarted(job_id=job_id, part=activity_part("Job started", source=self.source))
+        claim = self.store.begin_tick(job_id, exchanges=n, token=token, lease_ms=self.lease_ms,
+                                      job_started=started)
+        if claim.outcome is TickOutcome.LEASED:
+            return max(claim.lease_left_ms, 100) / 1000
+        if claim.outcome is not TickOutcome.CLAIMED:
+            log.info("tick %d of job %s not run: %s", n, job_id, claim.outcome)
+            return None
+        self.leases.hold(job_id, TICK, token)
+        try:
+            return self._tick(job_id, n, token, claim.attempt)
+        finally:
+            self.leases.release(job_id, TICK)
+
+    def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
+        inputs = self.store.agent_inputs(job_id)
+        info = inputs.info
+        if info.has_final_output or info.ticks >= int(info.options.get("max_ticks") or 8):
+            self.store.release_tick(job_id, token=token)  # nothing to ask: the job ends (see `advance`)
+            self.store.end_ticking(job_id)
+            self.advance(job_id)
+            return None
+        if self.llm is None:
+            self._give_up(job_id, token, n, "LLMNotConfigured", "agent jobs (no `calls`) need an LLM: set "
+                          "ANTHROPIC_API_KEY (or AGENTQ_LLM) for the dispatcher, or submit a plan job with calls")
+            return None
+        index = LogIndex(inputs.log)
+        exchanges = [Exchange.from_dict(e) for e in inputs.exchanges]
+        solution_schema = compose(list(inputs.registered.values()), tuple(self.known_activities()), info.output,
+                                  plan=False, module_loader=self.module_loader)
+        composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
+        self.store.set_job_tools(job_id, composed)
+        corrective = bool(exchanges) and bool(exchanges[-1].problems)
+        request = LLMRequest(
+            model=str(info.options.get("model") or self.settings.model),
+            system=system_blocks(job_system_texts(index)),
+            messages=tick_messages(index, exchanges),
+            solution_schema=solution_schema,
+            max_tokens=self.settings.llm_max_tokens,
+            purpose="module" if info.parent else "tick",
+        )
+        tick_no = info.ticks + 1
+        self.store.add_events(job_id, [TickStarted(
+            job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
+            part=activity_part(f"Tick {tick_no}" + (" (correction)" if corrective else ""), source=self.source,
+                               locale=info.locale))])
+        plan = TickPlan(composed, index, options=info.options, ids=call_ids(job_id, n))
+        written = 0
+
+        def on_call(i: int, call: dict) -> None:
+            nonlocal written
+            written += self._write(job_id, token, info, plan.add(i, call))
+
+        try:
+            answer = self.llm.solve(request, on_call=on_call)
+        except LLMRetryableError as error:
+            if attempt < self.settings.llm_max_attempts:
+                wait = backoff_s(attempt, error.retry_after_s)
+                log.warning("tick %d of job %s: attempt %d failed (%s); next in %.1f s", n, job_id, attempt,
+                            error, wait)
+                self.store.release_tick(job_id, token=token)
+                return wait
+            self._give_up(job_id, token, n, type(error).__name__, f"{error} (after {attempt} attempts)")
+            return None
+        except LLMError as error:
+            self._give_up(job_id, token, n, type(error).__name__, str(error))
+            return None
+        solution = answer.solution
+        calls = solution.get("calls") if isinstance(solution, dict) else None
+        written += self._write(job_id, token, info, plan.finish(calls))
+        problems = list(plan.problems)
+        if solution is None:
+            problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
+        else:
+            problems += output_problems(solution, solution_schema["properties"]["output"])
+        problems.sort(key=lambda p: p.pointer)
+        has_output = not problems and isinstance(solution, dict) and solution.get("output") is not None
+        resend = bool(problems) and not corrective  # an invalid answer is sent back once
+        structural = [] if resend else [_structural_error(p, calls, info) for p in problems]
+        exchange = Exchange(len(inputs.log), answer.tool_use_id, solution, tuple(problems) if resend else ())
+        events: list[Any] = [TickFinished(
+            job_id=job_id, tick=tick_no, calls=written, problems=[p.to_dict() for p in problems],
+            usage=answer.usage.to_dict(), output=has_output,
+            part=None if not problems else error_part(
+                f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
+                source=self.source, locale=info.locale))]
+        ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
+                                    output=solution.get("output") if has_output else None,  # type: ignore[union-attr]
+                                    has_output=has_output, usage=answer.usage.to_dict(), messages=structural,
+                                    events=events)
+        if ended is not None and ended[0] <= 0:
+            self.advance(job_id)
+        return None
+
+    def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall]) -> int:
+        """Write planned calls of the tick and send the ready ones; returns how many were written."""
+        if not plans:
+            return 0
+        known = self.known_activities()
+        records = [self.routing.route(p.record(), known) for p in plans]
+        if info.parent:
+            records = [replace(r, relay=str(info.parent["job"])) for r in records]
+        ready = self.store.add_calls(job_id, token=token, records=records, plans=plans)
+        if ready is None:
+            return 0
+        if ready:
+            self.dispatch(job_id, ready)
+        return len(plans)
+
+    def _give_up(self, job_id: str, token: str, n: int, error_type: str, message: str) -> None:
+        """The tick cannot be made: the job fails with the provider's (or the configuration's) error."""
+        log.warning("job %s fails at request %d: %s: %s", job_id, n, error_type, message)
+        self.store.release_tick(job_id, token=token)
+        self.finish(job_id, error={"type": error_type, "message": message})
+
+    # ----------------------------------------------------------------------------------- next step
+
+    def advance(self, job_id: str) -> None:
+        """The job has no open call and no tick in flight: end it, or ask for its next solution."""
+        info = self.store.job_info(job_id)
+        if not info.status.is_active or info.kind is not JobKind.AGENT or info.ticking:
+            return
+        if info.has_final_output:
+            self.finish(job_id)
+            return
+        max_ticks = int(info.options.get("max_ticks") or 8)
+        if info.ticks >= max_ticks:
+            self.finish(job_id, error={"type": "max_ticks_exceeded", "message":
+                                       f"no final output after {info.ticks} ticks (options.max_ticks {max_ticks})"})
+            return
+        self.dispatch.tick(job_id, info.exchanges)
+
+
+def _structural_error(problem: Problem, calls: Any, info: JobInfo) -> dict:
+    """An error message for a problem of a solution that was already sent back once (SPEC §9)."""
+    parts = problem.pointer.split("/")
+    call: dict[str, Any] = {}
+    if len(parts) > 2 and parts[1] == "calls" and isinstance(calls, list) and parts[2].isdigit():
+        position = int(parts[2])
+        if position < len(calls) and isinstance(calls[position], dict):
+            call = calls[position]
+    return {"type": "error", "data": {"call": call, "error": {
+        "type": "StructuralError", "message": f"{problem.pointer or '/'}: {problem.message}"}}, "_date": now_iso()}
+
+
+__all__ = ["AgentLoop", "Usage", "backoff_s", "call_ids"]

@@ -1,0 +1,170 @@
+"""Module calls (SPEC §8): a call delegated to a clean-room child job, and its result brought back.
+
+`start` runs in the call's task: it loads the saved module, assembles the child's context (the module's own
+context, the parent's messages selected by `_imports` and `_scopes` as they are now, then an `input` message
+with the call's parameters), submits the child as an agent job linked to the call, and keeps the call's
+lease for as long as the parent job lives. No task waits: when the child job ends, `resume` (run by whoever
+finalized it) commits the parent's call with the child's output, or its failure, and the parent goes on.
+The child's events are relayed to the parent's stream with the module's name as their `source`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
+from agentq.protocol.conversation import call_parameters
+from agentq.protocol.envelopes import CallFinished, Part, Thought
+from agentq.protocol.events import skill_loading_part, technical_details, thought_part, tool_result_part
+from agentq.protocol.records import CallRecord, JobInfo, JobRecord
+from agentq.protocol.scopes import effective_imports
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.values import MISSING
+from agentq.protocol.views import LogIndex
+from agentq.protocol.writes import branch_messages, failure_messages, output_alternatives
+from agentq.runtime.failures import CallFailure
+from agentq.settings import Settings
+from agentq.store.state import Commit, StateStore, now_iso
+
+log = logging.getLogger("agentq.modules")
+
+SubmitChild = Callable[..., str]
+"""`submit_child(job, job_id=..., parent=...)`: the job service's submission of a child job."""
+
+
+def child_job_id(call_id: str) -> str:
+    """A module call's child job: one per call, the same on every delivery of the call's task."""
+    return f"{call_id}.module"
+
+
+def imported_messages(index: LogIndex, kinds: list[str], instance: str | None) -> list[dict]:
+    """The parent's context a module may see: for each imported data kind its current view (instance-aware)
+    as one message; `text` and `error` import those messages (system texts excluded)."""
+    messages: list[dict] = []
+    if "text" in kinds:
+        messages += [{"type": "text", "role": m.get("role", "user"), "text": m.get("text", "")}
+                     for m in index.text_messages() if m.get("role") != "system"]
+    for kind in kinds:
+        if kind in ("text", "error"):
+            continue
+        view = index.view(kind, instance)
+        if view is not MISSING:
+            messages.append({"type": "data", "kind": kind, "data": view})
+    if "error" in kinds:
+        messages += [{"type": "error", "data": m["data"]} for m in index.error_messages(instance)]
+    return messages
+
+
+class Delegation:
+    """Starts module calls as child jobs and brings their results back."""
+
+    def __init__(self, store: StateStore, settings: Settings, *, library: Any, submit_child: SubmitChild | None,
+                 source: str = "agentq"):
+        self.store = store
+        self.settings = settings
+        self.library = library
+        self.submit_child = submit_child
+        self.source = source
+
+    def start(self, job_id: str, call_id: str, token: str, record: CallRecord, call: dict, tool: dict,
+              index: LogIndex) -> None:
+        """Submit the child job of a module call; raises `CallFailure` when the module cannot run."""
+        if self.submit_child is None or self.library is None:
+            raise CallFailure("ModulesNotConfigured", "this process cannot start module calls", retryable=False)
+        parent = self.store.job_info(job_id)
+        reference = str((tool.get("properties", {}).get("_module") or {}).get("const") or call.get("_module") or "")
+        lineage = parent.parent or {}
+        depth = int(lineage.get("depth", 0)) + 1
+        chain = [*lineage.get("chain", []), reference]
+        if depth > self.settings.max_module_depth:
+            raise CallFailure("ModuleDepthExceeded", f"module {reference!r} would nest {depth} deep; the limit is "
+                              f"{self.settings.max_module_depth} (AGENTQ_MAX_MODULE_DEPTH)", retryable=False)
+        if reference != "anonymous" and reference in chain[:-1]:
+            raise CallFailure("ModuleCycle", "module cycle: " + " → ".join(chain), retryable=False)
+        try:
+            module = self.library.load(reference)
+        except ModuleUnavailable as error:  # a module URL that could not be fetched now
+            raise CallFailure(type(error).__name__, str(error), retryable=True) from None
+        except AgentQError as error:
+            raise CallFailure(type(error).__name__, str(error), retryable=False) from None
+        kinds = list(dict.fromkeys([*effective_imports(call, tool), *record.scopes]))
+        input_message: dict[str, Any] = {"type": "data", "kind": "input", "data": call_parameters(call),
+                                         "description": f"The parameters of the call of {record.tool!r}."}
+        if module.input:
+            input_message["schema"] = module.input
+        options = {k: parent.options[k] for k in ("model", "locale", "max_ticks") if parent.options.get(k)}
+        child = {"context": [*module.context, *imported_messages(index, kinds, record.instance), input_message],
+                 "tools": list(module.tools), "options": options}
+        if module.output is not None:
+            child["output"] = module.output
+        link = {"job": job_id, "call": call_id, "token": token, "depth": depth, "chain": chain,
+                "module": reference}
+        ttl_ms = max(1, int(self._expire_at_ms(job_id) - time.time() * 1000))
+        self.store.hold_lease(job_id, call_id, token=token, ttl_ms=ttl_ms)
+        try:
+            self.submit_child(child, job_id=child_job_id(call_id), parent=link)
+        except JobValidationError as error:
+            problems = "; ".join(f"{p.pointer or '/'}: {p.message}" for p in error.problems) or str(error)
+            raise CallFailure("InvalidModule", f"module {reference!r} cannot run: {problems}",
+                              retryable=False) from None
+        self.store.add_events(job_id, [Part(job_id=job_id, call_id=call_id, part=skill_loading_part(
+            reference, f"Module {reference} loaded", source=self.source, locale=record.locale))])
+
+    def _expire_at_ms(self, job_id: str) -> float:
+        value = self.store.redis.hget(self.store.keys(job_id).job, "expire_at_ms")
+        return float(value) if value else time.time() * 1000 + self.settings.job_ttl_s * 1000
+
+    def resume(self, child: JobInfo, outcome: JobRecord) -> Commit | None:
+        """The child job ended: commit its parent's call with the child's output (or its failure)."""
+        link = child.parent or {}
+        job_id, call_id, token = str(link.get("job")), str(link.get("call")), str(link.get("token"))
+        records = self.store.call_records(job_id, [call_id])
+        if call_id not in records:
+            log.warning("module job %s ended but its parent call %s of job %s is gone", child.id, call_id, job_id)
+            return None
+        record = records[call_id]
+        self.store.add_usage(job_id, outcome.usage)
+        now, display = time.time(), None
+        module = str(link.get("module") or "module")
+        arguments = call_parameters(record.call)
+        if outcome.status is JobStatus.SUCCEEDED:
+            result = outcome.result
+            alternatives = output_alternatives(record.call)
+            events: list[Any] = []
+            messages: list[dict] = []
+            if alternatives:
+                first = " && ".join(str(ref) for ref in alternatives[0])
+                messages = branch_messages(record.call, first, result, call_id=call_id, date=now_iso())
+            else:
+                events.append(Thought(job_id=job_id, call_id=call_id, part=thought_part(
+                    _text(result), source=module, locale=record.locale)))
+            events.append(CallFinished(
+                job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.DONE.value, duration_ms=0.0,
+                part=tool_result_part(call_id=call_id, name=record.tool, content=result, is_error=False,
+                                      source=self.source, locale=record.locale, display=display,
+                                      technical=technical_details(record.tool, arguments, result, now, now,
+                                                                  "success"))))
+            return self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
+                                     events=events)
+        error = outcome.error or {"type": "ModuleFailed", "message": f"module job {child.id} {outcome.status}"}
+        message = f"module {module!r} (job {child.id}) {outcome.status}: {error.get('message', '')}"
+        failure = failure_messages(record.call, call_id=call_id, error_type=str(error.get("type", "ModuleFailed")),
+                                   message=message, date=now_iso())
+        event = CallFinished(
+            job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value, duration_ms=0.0,
+            error={"type": str(error.get("type", "ModuleFailed")), "message": message},
+            part=tool_result_part(call_id=call_id, name=record.tool, content=message, is_error=True,
+                                  source=self.source, locale=record.locale, display=display,
+                                  technical=technical_details(record.tool, arguments, None, now, now, "error",
+                                                              message)))
+        return self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
+                                 events=[event])
+
+
+def _text(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

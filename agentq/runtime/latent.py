@@ -1,0 +1,94 @@
+"""Latent calls (SPEC §7, §13): a tool with no known activity is answered by the model.
+
+The request holds the call's scoped context, its parameters as an `input` block and the tool's
+description, nothing else of the job; its solution schema is the tool's `_output` (an `anyOf` of branches
+when the output path has `||` alternatives, so the model picks one). An invalid answer is sent back once;
+a second one fails the call. Without an output path the answer is a thought: it goes to the events only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from agentq.errors import LLMError, LLMRetryableError, Problem
+from agentq.llm.base import LLM, LLMAnswer, LLMRequest
+from agentq.protocol.conversation import (
+    corrective_turn,
+    job_system_texts,
+    latent_messages,
+    latent_solution_schema,
+    latent_system,
+    solution_turn,
+)
+from agentq.protocol.records import CallRecord
+from agentq.protocol.views import LogIndex
+from agentq.protocol.writes import branch_messages, output_alternatives
+from agentq.runtime.failures import CallFailure
+from agentq.settings import Settings
+from agentq.store.base import Store
+from agentq.store.state import now_iso
+
+
+@dataclass(frozen=True)
+class LatentAnswer:
+    """What a latent call produced: its value, the messages it writes, and whether it was only a thought."""
+
+    value: Any
+    messages: list[dict]
+    thought: bool
+
+
+def ask(store: Store, llm: LLM | None, job_id: str, request: LLMRequest, *, purpose: str) -> LLMAnswer:
+    """One model request for a call, its usage counted on the job; provider errors become call failures."""
+    if llm is None:
+        raise CallFailure("LLMNotConfigured", f"a {purpose} call needs an LLM: set ANTHROPIC_API_KEY (or "
+                          "AGENTQ_LLM) for the dispatcher", retryable=False)
+    try:
+        answer = llm.solve(request)
+    except LLMRetryableError as error:
+        raise CallFailure(type(error).__name__, str(error), retryable=True, retry_in=error.retry_after_s) from None
+    except LLMError as error:
+        raise CallFailure(type(error).__name__, str(error), retryable=False) from None
+    store.add_usage(job_id, answer.usage.to_dict())
+    return answer
+
+
+def schema_problems(value: Any, schema: dict) -> list[Problem]:
+    if value is None:
+        return [Problem("", "the answer is not valid JSON")]
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    return [Problem("".join(f"/{p}" for p in e.absolute_path), e.message) for e in errors]
+
+
+def run_latent(store: Store, llm: LLM | None, settings: Settings, *, job_id: str, call_id: str,
+               record: CallRecord, call: dict, tool: dict, index: LogIndex, model: str | None) -> LatentAnswer:
+    """Answer a latent call with the model (`call` is resolved: its references replaced by values)."""
+    schema = latent_solution_schema(tool, call)
+    request = LLMRequest(
+        model=model or settings.model, system=latent_system(job_system_texts(index)),
+        messages=latent_messages(index, call, tool, scopes=record.scopes), solution_schema=schema,
+        max_tokens=settings.llm_max_tokens, purpose="latent")
+    answer = ask(store, llm, job_id, request, purpose="latent")
+    problems = schema_problems(answer.solution, schema)
+    if problems:  # sent back once, with the problems and their pointers
+        retry = replace(request, messages=(*request.messages, solution_turn(answer.tool_use_id, answer.solution),
+                                           corrective_turn(answer.tool_use_id, problems)))
+        answer = ask(store, llm, job_id, retry, purpose="latent")
+        problems = schema_problems(answer.solution, schema)
+        if problems:
+            raise CallFailure("InvalidSolution", "the model's answer is invalid twice: " + "; ".join(
+                f"{p.pointer or '/'}: {p.message}" for p in problems), retryable=False)
+    output = answer.solution["output"]
+    alternatives = output_alternatives(call)
+    date = now_iso()
+    if not alternatives:
+        return LatentAnswer(output, [], thought=True)
+    if len(alternatives) > 1:
+        value = output["value"]
+        return LatentAnswer(value, branch_messages(call, output["path"], value, call_id=call_id, date=date),
+                            thought=False)
+    first = " && ".join(str(ref) for ref in alternatives[0])
+    return LatentAnswer(output, branch_messages(call, first, output, call_id=call_id, date=date), thought=False)

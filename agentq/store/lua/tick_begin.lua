@@ -1,0 +1,25 @@
+-- Begin an agent tick: one model request of a job, at most one in flight.
+-- KEYS: job, tick lease, exchanges, events
+-- ARGV: the number of exchanges the tick expects to find (a stale task finds more), token, lease_ms,
+--       now (ISO), job-started envelope JSON
+-- Returns {'claimed', attempt of this request}
+--      or {'finished', status} | {'stale'} | {'leased', pttl} | {'busy', open calls}
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'missing'} end
+if not JOB_ACTIVE[status] then return {'finished', status} end
+if redis.call('LLEN', KEYS[3]) ~= tonumber(ARGV[1]) then return {'stale'} end
+local pttl = redis.call('PTTL', KEYS[2])
+if pttl > 0 then return {'leased', tostring(pttl)} end
+-- a fresh request waits for the calls of the previous one; a retry of the same request (an attempt was made:
+-- its calls streamed so far may still run) does not
+local open = tonumber(redis.call('HGET', KEYS[1], 'open') or '0')
+local tried = tonumber(redis.call('HGET', KEYS[1], 'tick_attempt') or '0')
+if open > 0 and tried == 0 then return {'busy', tostring(open)} end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[1], 'ticking', '1')
+local attempt = redis.call('HINCRBY', KEYS[1], 'tick_attempt', 1)
+if status == JOB.QUEUED then
+  redis.call('HSET', KEYS[1], 'status', JOB.RUNNING, 'started_at', ARGV[4])
+  if ARGV[5] ~= '' then redis.call('XADD', KEYS[4], '*', 'e', ARGV[5]) end
+end
+return {'claimed', tostring(attempt)}
