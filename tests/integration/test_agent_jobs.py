@@ -3,7 +3,9 @@ Celery workers (SPEC §9, §13)."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 
 import pytest
 
@@ -35,11 +37,25 @@ def agent(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
     harness.tool("weather", params={"city": {"type": "string"}}, output={"type": "object"}, required=["city"])
     harness.tool("summarize", params={"text": {}}, output={"type": "string"})
 
+    harness.tool("briefed", params={"note": {"type": "string"}}, output={}, _scopes={"const": ["brief"]})
+    harness.tool("recap", params={"note": {"type": "string"}}, output={"type": "string"},
+                 _scopes={"const": ["brief"]})
+    harness.log = []  # type: ignore[attr-defined]
+
     @harness.activities.register("weather")
     def weather(call):
+        harness.log.append(("start", call.get("_instance"), time.monotonic()))  # type: ignore[attr-defined]
+        if call["city"].startswith("slow"):
+            time.sleep(0.3)
+        harness.log.append(("end", call.get("_instance"), time.monotonic()))  # type: ignore[attr-defined]
         return {"city": call["city"], "temp_c": 21}
 
-    harness.worker(llm="anthropic")
+    @harness.activities.register("briefed")
+    def briefed(call, tool, context):
+        harness.log.append(("context", context.messages))  # type: ignore[attr-defined]
+        return "ok"
+
+    harness.worker(llm="anthropic", concurrency=8)
     return harness
 
 
@@ -126,3 +142,54 @@ def test_a_429_and_an_error_event_mid_stream_are_retried(agent: Harness, anthrop
     assert record["status"] == "succeeded" and record["result"] == {"answer": "done"}
     assert len(anthropic_env.requests) == 3
     assert record["usage"]["requests"] == 1  # only the answered request counts tokens
+
+
+def test_a_call_starts_while_the_model_is_still_streaming(agent: Harness, anthropic_env: FakeAnthropic):
+    anthropic_env.responder = ticks_then_latent([
+        Answer.solution({"calls": [{"_tool": "weather", "city": "Rome", "_outputPath": "†state.a"},
+                                   {"_tool": "weather", "city": "Lima", "_outputPath": "†state.b"}],
+                         "output": None}, chunk_size=6, delay_s=0.03),
+        Answer.solution({"calls": [], "output": {"answer": "both"}})])
+    record = agent.run({"context": [{"type": "text", "text": "Go"}], "tools": ["weather"], "output": OUTPUT},
+                       timeout=30)
+    assert record["status"] == "succeeded"
+    first_start = min(t for kind, _, t in agent.log if kind == "start")  # type: ignore[attr-defined]
+    stream_end = anthropic_env.exchanges[0].last_chunk_at
+    assert stream_end is not None and first_start < stream_end  # dispatched before the answer ended
+
+
+def test_one_tick_runs_calls_for_20_instances_in_parallel_with_isolated_state(
+        agent: Harness, anthropic_env: FakeAnthropic):
+    calls = [{"_tool": "weather", "city": f"slow-{i}", "_instance": f"e{i}", "_outputPath": "†state.w"}
+             for i in range(20)]
+    anthropic_env.responder = ticks_then_latent([
+        Answer.solution({"calls": calls, "output": None}, chunk_size=400),
+        Answer.solution({"calls": [], "output": {"answer": "20"}})])
+    record = agent.run({"context": [{"type": "text", "text": "Go"}], "tools": ["weather"], "output": OUTPUT},
+                       timeout=40)
+    assert record["status"] == "succeeded"
+    assert record["state"] == {}
+    assert record["instances"] == {f"e{i}": {"w": {"city": f"slow-{i}", "temp_c": 21}} for i in range(20)}
+    running, most = 0, 0
+    for kind, _, _ in sorted((e for e in agent.log if e[0] in ("start", "end")), key=lambda e: e[2]):  # type: ignore[attr-defined]
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert most >= 4  # several instances at once (the worker runs 8 threads)
+
+
+def test_scopes_keep_unscoped_data_from_activities_and_latent_requests(agent: Harness, anthropic_env: FakeAnthropic):
+    secret = "card-4242-4242"
+    anthropic_env.responder = ticks_then_latent([
+        Answer.solution({"calls": [{"_tool": "briefed", "note": "a", "_outputPath": "†state.a"},
+                                   {"_tool": "recap", "note": "b", "_outputPath": "†state.b"}], "output": None}),
+        Answer.solution({"calls": [], "output": {"answer": "ok"}})],
+        latent={"recap": Answer.solution({"output": "recapped"})})
+    record = agent.run({"context": [{"type": "data", "kind": "brief", "data": {"topic": "tides"}},
+                                    {"type": "data", "kind": "payment", "data": {"card": secret}},
+                                    {"type": "text", "text": "Go"}],
+                        "tools": ["briefed", "recap"], "output": OUTPUT}, timeout=30)
+    assert record["status"] == "succeeded", record
+    (context,) = [e[1] for e in agent.log if e[0] == "context"]  # type: ignore[attr-defined]
+    assert {m.get("kind") for m in context} == {"brief"} and secret not in json.dumps(context)
+    (latent,) = [r for r in anthropic_env.requests if r.is_latent]
+    assert secret not in json.dumps(latent.body) and "tides" in json.dumps(latent.body)

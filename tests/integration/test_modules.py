@@ -1,0 +1,106 @@
+"""Module calls end to end (SPEC §8): a clean-room child job with its own loop, state and events, run by the
+real SDK against the fake Messages API, real Redis and a real Celery worker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
+from tests.integration.conftest import Harness, store_of
+
+SECRET = "pin-4417-never-shown"
+ESCAPES = {"escapeUp": "../outside", "escapeAbsolute": "/etc/passwd"}
+
+
+def write_module(folder: Path, name: str, module: dict) -> None:
+    path = folder / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(module), encoding="utf-8")
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> Path:
+    write_module(tmp_path, "researcher", {
+        "context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],
+        "tools": ["lookup"],
+        "output": {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]},
+        "input": {"type": "object", "properties": {"question": {"type": "string"}}},
+    })
+    return tmp_path
+
+
+@pytest.fixture
+def research(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> Harness:
+    harness.tool("lookup", params={"topic": {"type": "string"}}, output={"type": "array"}, required=["topic"])
+    harness.tool("research", params={"question": {"type": "string"}}, output={"type": "object"},
+                 _module={"const": "researcher"}, _imports={"const": ["brief"]})
+    for name, reference in ESCAPES.items():
+        harness.tool(name, params={}, output={}, _module={"const": reference})
+    seen: list[dict] = []
+
+    @harness.activities.register("lookup")
+    def lookup(call, tool, context):
+        seen.append({"call": call, "context": context.messages})
+        return [f"{call['topic']} is old", f"{call['topic']} is tall"]
+
+    harness.on_close(seen.clear)
+    harness.seen = seen  # type: ignore[attr-defined]
+    harness.worker(llm="anthropic", module_dirs=[modules])
+    return harness
+
+
+def by_role(parent: list[Answer], child: list[Answer]):
+    """Answer the parent's ticks and the module's ticks (told apart by the module's system text) in order."""
+
+    def answer(request: RecordedRequest) -> Answer:
+        system = " ".join(block["text"] for block in request.body.get("system") or [])
+        queue = child if "You are the Researcher." in system else parent
+        return queue.pop(0)
+
+    return answer
+
+
+def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
+        research: Harness, anthropic_env: FakeAnthropic):
+    anthropic_env.responder = by_role(
+        parent=[Answer.solution({"calls": [{"_tool": "research", "question": "the lighthouse",
+                                            "_outputPath": "†state.research"}], "output": None}),
+                Answer.solution({"calls": [], "output": "done"})],
+        child=[Answer.solution({"calls": [{"_tool": "lookup", "topic": "lighthouse",
+                                           "_outputPath": "†state.facts"}], "output": None}),
+               Answer.solution({"calls": [], "output": {"facts": ["lighthouse is old"]}})])
+    record = research.run({"context": [
+        {"type": "data", "kind": "brief", "data": {"topic": "lighthouses"}},
+        {"type": "data", "kind": "secret", "data": {"pin": SECRET}},
+        {"type": "text", "text": "Research the lighthouse."}], "tools": ["research"]}, timeout=40)
+    assert record["status"] == "succeeded", record
+    assert record["state"] == {"research": {"facts": ["lighthouse is old"]}}
+    assert record["usage"]["requests"] == 4  # the child's requests are counted on the parent
+    child_requests = [r for r in anthropic_env.requests if "Researcher" in json.dumps(r.body.get("system"))]
+    assert len(child_requests) == 2
+    for request in child_requests:  # clean room: the imported brief and the input, never the secret
+        text = json.dumps(request.body)
+        assert SECRET not in text and "lighthouses" in text and "the lighthouse" in text
+    assert research.seen[0]["call"]["topic"] == "lighthouse"  # type: ignore[attr-defined]
+    store = store_of(research.client())
+    events = [e for _, e in store.read_events(record["id"])]
+    relayed = [e for e in events if e.get("relayed_from")]
+    assert relayed and all(e["part"]["source"] == "researcher" for e in relayed if e.get("part"))
+    assert any(e["event"] == "call.finished" and e.get("tool") == "lookup" for e in relayed)
+    child = store.record(relayed[0]["relayed_from"])
+    assert child.status.value == "succeeded" and child.state == {"facts": ["lighthouse is old", "lighthouse is tall"]}
+
+
+@pytest.mark.parametrize("tool", sorted(ESCAPES))
+def test_module_paths_that_leave_the_module_folders_are_refused(
+        research: Harness, anthropic_env: FakeAnthropic, tool: str):
+    anthropic_env.script(
+        Answer.solution({"calls": [{"_tool": tool, "_outputPath": "†state.x"}], "output": None}),
+        Answer.solution({"calls": [], "output": "gave up"}))
+    record = research.run({"context": [{"type": "text", "text": "go"}], "tools": [tool]}, timeout=30)
+    assert record["status"] == "succeeded"
+    second = json.dumps(anthropic_env.requests[1].body["messages"][-1])
+    assert "ModuleRefused" in second
