@@ -7,7 +7,7 @@ passes the tools it knows and the activities that are live.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,11 +113,14 @@ def plan_job(
     limits: JobLimits = JobLimits(),
     size: int | None = None,
     job_id: str | None = None,
+    module_loader: Callable[[str], Mapping[str, Any]] | None = None,
 ) -> JobPlan:
     """Validate `job` (SPEC §9) and plan its calls; raise `JobValidationError` listing every problem.
 
     `tools` are the schemas a job may name; the names of `live_activities` (the known activities, SPEC §3)
     resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to decide.
+    `module_loader` resolves tools with `"x-module-resolution": "upfront"` (SPEC §8); a module it cannot load
+    is a problem of the job.
     """
     problems = _Problems()
     if not isinstance(job, dict):
@@ -142,7 +145,11 @@ def plan_job(
     # Keep going after problems so the one error names all of them; the dependency analysis needs every
     # call planned, so it runs only when the calls themselves are sound.
     is_plan = "calls" in job
-    solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
+    try:
+        solution = compose(job_tools, tuple(live_activities), output, plan=is_plan, module_loader=module_loader)
+    except InvalidInputError as error:  # an upfront module that cannot be loaded
+        problems.extend_from(error, "/tools")
+        solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
     composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
     calls = _plan_calls(raw_calls or [], composed, tools, problems)
     raw_context = job.get("context", [])

@@ -118,7 +118,6 @@ class Runtime:
     def __post_init__(self) -> None:
         from agentq.llm.factory import create_llm
         from agentq.runtime.executor import Executor
-        from agentq.runtime.modules import ModuleLibrary
         from agentq.runtime.root import connect
 
         self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
@@ -128,7 +127,7 @@ class Runtime:
                                  max_result_bytes=self.settings.max_result_bytes, llm=create_llm(self.settings),
                                  settings=self.settings, routing=self.routing,
                                  known_activities=self.service.known_activities,
-                                 modules=ModuleLibrary.from_settings(self.settings),
+                                 modules=self.parts.modules,
                                  submit_child=self.service.submit_child)
 
     @property

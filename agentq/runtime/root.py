@@ -12,6 +12,7 @@ from typing import Any
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app
+from agentq.runtime.modules import ModuleLibrary
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
@@ -28,6 +29,7 @@ class Parts:
     routing: Routing
     dispatcher: Dispatcher
     jobs: JobService
+    modules: ModuleLibrary
 
     def close(self) -> None:
         try:
@@ -46,6 +48,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     app = create_app(settings)
     routing = Routing.from_settings(settings)
     dispatcher = Dispatcher(app, routing)
+    modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
-                      local_activities_are_live=local_activities_are_live)
-    return Parts(settings=settings, store=store, app=app, routing=routing, dispatcher=dispatcher, jobs=jobs)
+                      local_activities_are_live=local_activities_are_live, module_loader=modules.loader)
+    return Parts(settings=settings, store=store, app=app, routing=routing, dispatcher=dispatcher, jobs=jobs,
+                 modules=modules)

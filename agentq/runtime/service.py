@@ -49,7 +49,7 @@ class Dispatch(Protocol):
 class JobService:
     def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
-                 local_activities_are_live: bool = False):
+                 local_activities_are_live: bool = False, module_loader: Any = None):
         self.store = store
         self.dispatcher = dispatcher
         self.settings = settings
@@ -57,6 +57,7 @@ class JobService:
         self.tools = tools if tools is not None else ToolRegistry()
         self.activities = activities if activities is not None else ActivityRegistry()
         self.local_activities_are_live = local_activities_are_live
+        self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s)
 
@@ -89,7 +90,7 @@ class JobService:
         job, size = self._decode(job, job_id)
         known = self.known_activities()  # known, not only live: a call waits on its queue for a worker (SPEC §3)
         plan = plan_job(job, tools=self.available_tools(), live_activities=known, limits=self.limits, size=size,
-                        job_id=job_id)
+                        job_id=job_id, module_loader=self.module_loader)
         records = [self.routing.route(c.record(), known) for c in plan.calls]
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
@@ -240,3 +241,9 @@ class JobService:
 
     def record(self, job_id: str) -> JobRecord:
         return self.store.record(job_id)
+
+    def calls(self, job_id: str) -> list[dict]:
+        """The job's calls as SPEC §14's `/calls` items (`agentq.runtime.calls.job_calls`)."""
+        from agentq.runtime.calls import job_calls
+
+        return job_calls(self.store, job_id)
