@@ -128,6 +128,7 @@ class Delegation:
         record = records[call_id]
         self.store.add_usage(job_id, outcome.usage)
         now, display = time.time(), None
+        duration_ms = _elapsed_ms(outcome.created_at, outcome.finished_at)
         module = str(link.get("module") or "module")
         arguments = call_parameters(record.call)
         if outcome.status is JobStatus.SUCCEEDED:
@@ -142,7 +143,7 @@ class Delegation:
                 events.append(Thought(job_id=job_id, call_id=call_id, part=thought_part(
                     _text(result), source=module, locale=record.locale)))
             events.append(CallFinished(
-                job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.DONE.value, duration_ms=0.0,
+                job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.DONE.value, duration_ms=duration_ms,
                 part=tool_result_part(call_id=call_id, name=record.tool, content=result, is_error=False,
                                       source=self.source, locale=record.locale, display=display,
                                       technical=technical_details(record.tool, arguments, result, now, now,
@@ -154,7 +155,7 @@ class Delegation:
         failure = failure_messages(record.call, call_id=call_id, error_type=str(error.get("type", "ModuleFailed")),
                                    message=message, date=now_iso())
         event = CallFinished(
-            job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value, duration_ms=0.0,
+            job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value, duration_ms=duration_ms,
             error={"type": str(error.get("type", "ModuleFailed")), "message": message},
             part=tool_result_part(call_id=call_id, name=record.tool, content=message, is_error=True,
                                   source=self.source, locale=record.locale, display=display,
@@ -168,3 +169,17 @@ def _text(value: Any) -> str:
     import json
 
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _elapsed_ms(start: str | None, end: str | None) -> float:
+    """Milliseconds between two of agentq's ISO-8601 UTC times (0 when either is missing)."""
+    from datetime import datetime
+
+    if not start or not end:
+        return 0.0
+    try:
+        begun = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return round((ended - begun).total_seconds() * 1000, 3)

@@ -113,6 +113,16 @@ class AgentInputs:
     registered: dict[str, dict]
 
 
+@dataclass(frozen=True)
+class CallTable:
+    """What the calls view (SPEC §14 `/calls`) reads of a job besides its events, in one round trip."""
+
+    records: dict[str, CallRecord]  # call id -> record
+    statuses: dict[str, CallStatus]  # call id -> status
+    attempts: dict[str, int]  # call id -> attempts started (absent: none yet)
+    dependents: dict[str, list[str]]  # call id -> the calls that wait on it (absent: none)
+
+
 @map_store_errors
 class StateStore:
     """The Redis state store. Thread-safe; share one per process.
@@ -282,6 +292,9 @@ class StateStore:
         copied = []
         for _, envelope in entries:
             if envelope.get("event") in _NOT_RELAYED:
+                continue
+            if envelope.get("relayed_from"):  # a grandchild's event keeps its own source and origin
+                copied.append(envelope)
                 continue
             if isinstance(envelope.get("part"), dict):
                 envelope["part"] = {**envelope["part"], "source": source}
@@ -512,6 +525,26 @@ class StateStore:
 
     def recent_jobs(self, limit: int = 50) -> list[str]:
         return list(self.redis.zrevrange(self.fleet.jobs, 0, limit - 1))
+
+    # ----------------------------------------------------------------------- calls view
+
+    def call_table(self, job_id: str) -> CallTable:
+        """Every call's record, status, attempts and dependents, read in one round trip (`runtime/calls.py`
+        builds SPEC §14's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(keys.job)
+        pipe.hgetall(keys.calls)
+        pipe.hgetall(keys.status)
+        pipe.hgetall(keys.attempts)
+        pipe.hgetall(keys.dependents)
+        exists, calls, statuses, attempts, dependents = pipe.execute()
+        if not exists:
+            raise _not_found(job_id)
+        return CallTable(records={k: CallRecord.from_dict(json.loads(v)) for k, v in calls.items()},
+                         statuses={k: CallStatus(v) for k, v in statuses.items()},
+                         attempts={k: int(v) for k, v in attempts.items()},
+                         dependents={k: json.loads(v) for k, v in dependents.items()})
 
     # ---------------------------------------------------------------------------------------- fleet
 

@@ -74,15 +74,20 @@ def check_producer_record(store: StateStore, record: dict) -> None:
     assert tracks[0]["duration_s"] == JOB["context"][1]["data"]["intro_length_s"]  # via †brief.intro_length_s
     assert state["record"]["title"] == "Fog Signals" and state["record"]["artist"] == "The Lighthouse Keepers"
 
-    # the Producer's stream: the events of its two module jobs, relayed with the module's name as their source
+    # the Producer's stream: the events of its module jobs, relayed with the module's name as their source
     events = [e for _, e in store.read_events(record["id"])]
     relayed = [e for e in events if e.get("relayed_from")]
     sources: dict[str, set[str]] = {}
     for event in relayed:
         if isinstance(event.get("part"), dict):
             sources.setdefault(event["relayed_from"], set()).add(event["part"]["source"])
-    assert sorted(tuple(s) for s in sources.values()) == [("composer",), ("sound_designer",)], sources
-    children = {next(iter(s)): job for job, s in sources.items()}
+    # its two module jobs, and the Composer's own Sound-Designer, whose events keep their origin when the
+    # Composer relays them on
+    assert sorted(tuple(s) for s in sources.values()) == [("composer",), ("sound_designer",),
+                                                          ("sound_designer",)], sources
+    direct = {job: s for job, s in sources.items() if parent_link(store, job)["job"] == record["id"]}
+    children = {next(iter(s)): job for job, s in direct.items()}
+    assert len(children) == 2
     assert all(job.endswith(".module") for job in children.values())
     loaded = [e["part"]["display_info"]["id"] for e in events
               if not e.get("relayed_from") and (e.get("part") or {}).get("activity_type") == "skill_loading"]
@@ -115,7 +120,7 @@ def check_producer_record(store: StateStore, record: dict) -> None:
     assert len(nested.state["patches"]) == 4
     assert sorted(p["patch_id"] for p in nested.state["patches"]) == sorted(s["patch_id"] for s in song["sounds"])
     assert any(e["event"] == "call.finished" and e.get("tool") == "programSynth" for e in relayed
-               if e["relayed_from"] == children["composer"])  # the nested job's calls reach the Producer too
+               if e["relayed_from"] == nested_id)  # the nested job's calls reach the Producer, with their origin
 
     # usage: the children's requests are counted on their parents, up to the Producer
     assert nested.usage["requests"] == 2 and designer.usage["requests"] == 2
