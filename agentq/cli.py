@@ -206,6 +206,97 @@ def _when(iso: str) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC ({age} ago)"
 
 
+# ------------------------------------------------------------------------------- calls and approvals
+
+
+def cmd_calls(args: argparse.Namespace) -> int:
+    """`agentq calls ID [--json]`: the job's calls (SPEC §14 `/calls`)."""
+    with _client(args) as client:
+        calls = client.calls(args.id)
+    if args.json:
+        _print_json(calls)
+    else:
+        _print_calls(args.id, calls)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """`agentq approve ID CALL`: let a call awaiting approval run."""
+    with _client(args) as client:
+        call = client.approve(args.id, args.call)
+    return _decided(args, "approved", call)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    """`agentq reject ID CALL [--reason TEXT]`: fail a call awaiting approval ("rejected by reviewer")."""
+    with _client(args) as client:
+        call = client.reject(args.id, args.call, reason=args.reason)
+    return _decided(args, "rejected", call)
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """`agentq edit ID CALL PARAMS_JSON`: replace a waiting call's parameters (re-validated) and let it run."""
+    params = _read_params(args.params)
+    with _client(args) as client:
+        try:
+            call = client.edit(args.id, args.call, params)
+        except JobValidationError as error:  # every problem on the one line, each with its pointer
+            return _fail(f"{error.summary}: " + "; ".join(str(p) for p in error.problems)
+                         if error.problems else str(error))
+    return _decided(args, "edited", call)
+
+
+def _decided(args: argparse.Namespace, verb: str, call: dict) -> int:
+    if args.json:
+        _print_json(call)
+    else:
+        line = f"{verb} {call['id']} ({call['tool']}); status: {call['status']}"
+        if call.get("error"):
+            line += f"; {call['error'].get('message')}"
+        print(line)
+    return 0
+
+
+def _read_params(text: str) -> Any:
+    """PARAMS_JSON: a JSON text, `@FILE` for a file's, or `-` for stdin's; unreadable, non-UTF-8 or invalid
+    JSON is one clear error."""
+    source = "PARAMS_JSON"
+    if text == "-" or text.startswith("@"):
+        path = "-" if text == "-" else text[1:]
+        source = "stdin" if path == "-" else f"params file {path}"
+        try:
+            data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        except OSError as error:
+            raise JobValidationError(f"cannot read params file {path}: {error.strerror or error}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise JobValidationError(f"{source} is not UTF-8 text: byte {error.start}: {error.reason}") from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise JobValidationError(f"{source} is not valid JSON: {error}") from None
+
+
+def _print_calls(job_id: str, calls: list[dict]) -> None:
+    """The calls as a table: id, tool, mode, instance, status, attempts, duration and the calls it waits on."""
+    if not calls:
+        print(f"job {job_id} has no calls")
+        return
+    rows = [("CALL", "TOOL", "MODE", "INSTANCE", "STATUS", "ATTEMPTS", "DURATION", "WAITS ON")]
+    for call in calls:
+        duration = call["duration_ms"]
+        rows.append((call["id"], call["tool"], call["mode"], call["instance"] or "-", call["status"] or "-",
+                     str(call["attempts"]), "-" if duration is None else f"{duration:.1f} ms",
+                     ", ".join(call["depends_on"]) or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]))
+    for call in calls:
+        if call["error"]:
+            print(f"{call['id']}: {call['error'].get('type')}: {call['error'].get('message')}")
+
+
 # ------------------------------------------------------------------------------------------ helpers
 
 
@@ -403,6 +494,23 @@ def _parser() -> argparse.ArgumentParser:
     forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
     forget.add_argument("name", metavar="NAME", help="the activity to forget")
     forget.set_defaults(handler=cmd_activities_forget)
+
+    calls = command("calls", cmd_calls, "list a job's calls: status, attempts, duration, what each waits on")
+    calls.add_argument("id")
+    calls.add_argument("--json", action="store_true", help="print them as a JSON array (SPEC §14 /calls)")
+
+    approve = command("approve", cmd_approve, "let a call awaiting approval run")
+    reject = command("reject", cmd_reject, "fail a call awaiting approval (\"rejected by reviewer\")")
+    edit = command("edit", cmd_edit, "replace the parameters of a call awaiting approval and let it run")
+    for p in (approve, reject, edit):
+        p.add_argument("id", help="the job's id")
+        p.add_argument("call", metavar="CALL", help="the call's id (see `agentq calls ID`)")
+    reject.add_argument("--reason", metavar="TEXT", help="why, added to the call's error")
+    edit.add_argument("params", metavar="PARAMS_JSON",
+                      help="the new parameters: a JSON object, @FILE to read it from FILE, or '-' for stdin "
+                           "(meta fields such as _outputPath stay as they were)")
+    for p in (approve, reject, edit):
+        p.add_argument("--json", action="store_true", help="print the call as in `agentq calls --json`")
     return parser
 
 

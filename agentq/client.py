@@ -83,6 +83,24 @@ class JobHandle:
     def cancel(self) -> str:
         return self._client._parts.jobs.cancel(self.id).value
 
+    def calls(self) -> list[dict]:
+        """The job's calls (SPEC §14 `/calls`): id, tool, activity, mode, instance, status, attempts,
+        depends_on, output_path, started_at, finished_at, duration_ms, error."""
+        return self._client.calls(self.id)
+
+    def approve(self, call_id: str) -> dict:
+        """Let a call awaiting approval run; returns the call as in `calls()`."""
+        return self._client.approve(self.id, call_id)
+
+    def reject(self, call_id: str, reason: str | None = None) -> dict:
+        """Fail a call awaiting approval with "rejected by reviewer[: reason]"; returns the call."""
+        return self._client.reject(self.id, call_id, reason=reason)
+
+    def edit(self, call_id: str, params: dict) -> dict:
+        """Replace the parameters of a call awaiting approval (re-validated; meta fields stay) and let it
+        run; returns the call. `JobValidationError` (nothing changes) when the edited call is invalid."""
+        return self._client.edit(self.id, call_id, params)
+
 
 class Client:
     """A connection to agentq's state store and broker for submitting and following jobs.
@@ -110,6 +128,35 @@ class Client:
     def record(self, job_id: str) -> dict:
         """The record of a job, as `JobHandle.record`."""
         return self._parts.store.record(job_id).to_dict()
+
+    def calls(self, job_id: str) -> list[dict]:
+        """The calls of a job, as `JobHandle.calls`."""
+        return self._parts.jobs.calls(job_id)
+
+    # Approvals (SPEC §9): each raises `ConflictError` when the call is not awaiting approval, and
+    # `JobNotFoundError` / `CallNotFoundError` for an unknown job or call.
+
+    def approve(self, job_id: str, call_id: str) -> dict:
+        """Let a call awaiting approval run; returns the call as in `calls()`."""
+        self._parts.jobs.approve(job_id, call_id)
+        return self._call(job_id, call_id)
+
+    def reject(self, job_id: str, call_id: str, reason: str | None = None) -> dict:
+        """Fail a call awaiting approval with "rejected by reviewer[: reason]" (its job goes on as after any
+        failed call); returns the call."""
+        self._parts.jobs.reject(job_id, call_id, reason)
+        return self._call(job_id, call_id)
+
+    def edit(self, job_id: str, call_id: str, params: dict) -> dict:
+        """Replace the parameters of a call awaiting approval and let it run; returns the call. Raises
+        `JobValidationError` (nothing changes) when the edited call is invalid, each problem at `/params/...`."""
+        self._parts.jobs.edit(job_id, call_id, params)
+        return self._call(job_id, call_id)
+
+    def _call(self, job_id: str, call_id: str) -> dict:
+        from agentq.runtime.calls import job_call
+
+        return job_call(self._parts.store, job_id, call_id)
 
     def tools(self) -> dict[str, dict]:
         """The tool schemas a submission through this client can name (published, then its own)."""

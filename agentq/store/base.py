@@ -18,9 +18,9 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome
+from agentq.store.state import CallTable, Claim, ClaimOutcome, Commit, CommitOutcome
 
-__all__ = ["Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Store"]
+__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Store"]
 
 
 class Store(Protocol):
@@ -83,6 +83,8 @@ class Store(Protocol):
 
     def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
                     count: int | None = None) -> list[tuple[str, dict]]: ...
+
+    def call_table(self, job_id: str) -> CallTable: ...
 
     # --------------------------------------------------------------------------------- fleet
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None: ...

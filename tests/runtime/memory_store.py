@@ -26,6 +26,7 @@ from agentq.protocol.status import CALL_FINAL, CALL_UNSTARTED, JOB_ACTIVE, CallS
 from agentq.store.keys import JobKeys
 from agentq.store.records import build_job_record
 from agentq.store.state import (
+    CallTable,
     Claim,
     ClaimOutcome,
     Commit,
@@ -230,7 +231,9 @@ class MemoryStore:
             state.status[call_id] = CallStatus.RUNNING.value
             state.leases[call_id] = (token, self.clock() + lease_ms / 1000)
             if job_status == JobStatus.QUEUED.value:
-                state.job.update({"status": JobStatus.RUNNING.value, "started_at": now_iso()})
+                state.job["status"] = JobStatus.RUNNING.value
+            if "started_at" not in state.job:  # HSETNX: also a job awaiting approval since its submission
+                state.job["started_at"] = now_iso()
                 if job_started is not None:
                     self._xadd(state, dumps(job_started.to_dict()))
             stored = state.calls[call_id]
@@ -445,6 +448,18 @@ class MemoryStore:
         if count is not None:
             entries = entries[:count]
         return [(entry_id, json.loads(envelope)) for entry_id, envelope in entries]
+
+    def call_table(self, job_id: str) -> CallTable:
+        with self._changed:
+            state = self._get(job_id)
+            if state is None or not state.job:
+                raise _not_found(job_id)
+            calls, statuses = dict(state.calls), dict(state.status)
+            attempts, dependents = dict(state.attempts), dict(state.dependents)
+        return CallTable(records={k: CallRecord.from_dict(json.loads(v)) for k, v in calls.items()},
+                         statuses={k: CallStatus(v) for k, v in statuses.items()},
+                         attempts={k: int(v) for k, v in attempts.items()},
+                         dependents={k: json.loads(v) for k, v in dependents.items()})
 
     def recent_jobs(self, limit: int = 50) -> list[str]:
         with self._changed:

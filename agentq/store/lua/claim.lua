@@ -38,9 +38,11 @@ if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
 end
 redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
 redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
-if job_status == JOB.QUEUED then
-  redis.call('HSET', KEYS[1], 'status', JOB.RUNNING, 'started_at', ARGV[4])
-  if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
+if job_status == JOB.QUEUED then redis.call('HSET', KEYS[1], 'status', JOB.RUNNING) end
+-- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
+-- its submission, the job was never `queued`): the status stays, the start is recorded and published once
+if redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4]) == 1 and ARGV[5] ~= '' then
+  redis.call('XADD', KEYS[6], '*', 'e', ARGV[5])
 end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]

@@ -1,0 +1,121 @@
+"""The calls view of a job (SPEC §14 `GET /v1/jobs/{id}/calls`, `JobHandle.calls()`, `agentq calls`).
+
+One item per call, in the order of the calls' indexes:
+
+    {"id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
+     "started_at", "finished_at", "duration_ms", "error"}
+
+- `depends_on`: the ids of the calls it waits on (the store keeps the other direction, `dependents`);
+- `attempts`: attempts started so far (0 before the first);
+- `started_at`: when its first attempt started (its first `call.started` event), `finished_at` when it ended
+  (its `call.finished` event), ISO-8601 UTC like the job record's times; null until then. A call that never ran
+  (rejected, skipped, canceled) has no `started_at`;
+- `duration_ms`: what its `call.finished` event reports (the run of its last attempt); a call whose event
+  reports none (a module call, timed by its child job) gets the time from `started_at` to `finished_at`;
+- `error`: `{"type", "message"}` of a failed call (a rejection included), else null.
+
+Read-only: built from `Store.call_table` and the job's event stream (events relayed from a module's child job
+are not the job's own calls and are skipped).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agentq.errors import CallNotFoundError
+from agentq.store.base import Store
+
+CALL_FIELDS = ("id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
+               "started_at", "finished_at", "duration_ms", "error")
+_BATCH = 1000
+
+
+def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
+    """The calls view of a job: SPEC §14's `/calls` items (see the module's docstring). Raises
+    `JobNotFoundError` for an unknown job."""
+    table = store.call_table(job_id)
+    depends_on: dict[str, list[str]] = {}
+    for call_id, waiting in table.dependents.items():
+        for dependent in waiting:
+            depends_on.setdefault(dependent, []).append(call_id)
+    times = _call_times(store, job_id, set(table.records))
+    items = []
+    for record in sorted(table.records.values(), key=lambda r: (r.index, r.id)):
+        started, finished = times.get(record.id, (None, None))
+        status = table.statuses.get(record.id)
+        duration = error = None
+        if finished is not None:
+            duration = finished.get("duration_ms")
+            if not duration and started is not None:
+                duration = round((_moment(finished) - _moment(started)).total_seconds() * 1000, 3)
+            error = finished.get("error") or None
+        output_path = record.call.get("_outputPath")
+        items.append({
+            "id": record.id, "tool": record.tool, "activity": record.activity, "mode": record.mode.value,
+            "instance": record.instance, "status": status.value if status is not None else None,
+            "attempts": table.attempts.get(record.id, 0),
+            "depends_on": sorted(depends_on.get(record.id, ()), key=lambda c: _index(table.records, c)),
+            "output_path": output_path if isinstance(output_path, str) else None,
+            "started_at": _iso(started), "finished_at": _iso(finished), "duration_ms": duration, "error": error,
+        })
+    return items
+
+
+def job_call(store: Store, job_id: str, call_id: str) -> dict[str, Any]:
+    """One item of the calls view; `CallNotFoundError` when the job has no such call."""
+    for item in job_calls(store, job_id):
+        if item["id"] == call_id:
+            return item
+    raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
+
+
+def _index(records: dict, call_id: str) -> tuple[int, str]:
+    record = records.get(call_id)
+    return (record.index if record is not None else -1, call_id)
+
+
+def _call_times(store: Store, job_id: str, calls: set[str]) -> dict[str, tuple[dict | None, dict | None]]:
+    """Call id -> (its first `call.started`, its last `call.finished`), each the envelope with `_at` added: the
+    time of its part, else of its stream entry."""
+    started: dict[str, dict] = {}
+    finished: dict[str, dict] = {}
+    after = "0-0"
+    while True:
+        batch = store.read_events(job_id, after, count=_BATCH)
+        for entry_id, envelope in batch:
+            after = entry_id
+            name, call_id = envelope.get("event"), envelope.get("call_id")
+            if call_id not in calls or "relayed_from" in envelope:
+                continue
+            if name == "call.started" and call_id not in started:
+                started[call_id] = {**envelope, "_at": _event_time(entry_id, envelope)}
+            elif name == "call.finished":
+                finished[call_id] = {**envelope, "_at": _event_time(entry_id, envelope)}
+        if len(batch) < _BATCH:
+            break
+    return {c: (started.get(c), finished.get(c)) for c in started.keys() | finished.keys()}
+
+
+def _event_time(entry_id: str, envelope: dict) -> datetime:
+    part = envelope.get("part")
+    stamp = part.get("timestamp") if isinstance(part, dict) else None
+    if isinstance(stamp, str):
+        try:
+            moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        except ValueError:
+            pass
+    milliseconds = int(entry_id.partition("-")[0] or 0)  # a Redis stream id starts with the server's ms time
+    return datetime.fromtimestamp(milliseconds / 1000, UTC)
+
+
+def _moment(envelope: dict) -> datetime:
+    moment: datetime = envelope["_at"]
+    return moment
+
+
+def _iso(envelope: dict | None) -> str | None:
+    if envelope is None:
+        return None
+    return _moment(envelope).isoformat(timespec="microseconds").replace("+00:00", "Z")
