@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 from agentq.errors import AgentQError, ConfigurationError, JobValidationError, Problem, StoreUnavailableError
 
 DEMO_JOB = ("workers", "jobs/demo_order.json")
+DEMO_AGENT_JOB = ("workers", "jobs/demo_agent.json")
+DEMO_AGENT_REPLAY = ("workers", "jobs/demo_agent.replay.jsonl")  # its answers when there is no API key
 
 REDIS_RULE = (
     "Which Redis: AGENTQ_REDIS_URL names the state store (and the broker, unless AGENTQ_BROKER_URL is set). "
@@ -76,11 +78,38 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.agent:
+        return _demo_agent(args)
     if not args.json:
         print("agentq demo: an order pipeline over the example activities in workers/ "
               "(parallel calls, a || branch on a declined card, && fan-out, instances per item)\n")
     return _run_job(args.settings, _read_demo_job(), modules=["workers"], tool_dirs=[], as_json=args.json,
                     embedded=True)
+
+
+def _demo_agent(args: argparse.Namespace) -> int:
+    """`agentq demo --agent`: the example agent job, with the real API when ANTHROPIC_API_KEY (or AGENTQ_LLM)
+    is set, else with its packaged replay file. One line says which provider answers (on stderr with --json)."""
+    from importlib import resources
+
+    settings = args.settings
+    with resources.as_file(resources.files(DEMO_AGENT_REPLAY[0]).joinpath(DEMO_AGENT_REPLAY[1])) as replay:
+        if settings.llm:
+            provider = f"AGENTQ_LLM={settings.llm}"
+        elif os.environ.get("ANTHROPIC_API_KEY"):
+            provider = f"the Anthropic API (ANTHROPIC_API_KEY is set), model {settings.model}"
+        else:
+            settings = settings.model_copy(update={"llm": f"replay:{replay}"})
+            provider = (f"replay of the recorded answers in {replay.name} "
+                        "(no ANTHROPIC_API_KEY set; set it to ask the real API)")
+        if not args.json:
+            print("agentq demo --agent: an order-support agent over the example activities in workers/ (explicit "
+                  "calls streamed from the model, a latent draftReply answered by the model, a final output)")
+        print(f"LLM: {provider}", file=sys.stderr if args.json else sys.stdout, flush=True)
+        if not args.json:
+            print()
+        return _run_job(settings, _read_demo_job(DEMO_AGENT_JOB), modules=["workers"], tool_dirs=[],
+                        as_json=args.json, embedded=True)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -361,7 +390,20 @@ class LiveView:
             self.names[call_id] = f"{tool} [{instance}]" if instance else tool
         name = self.names.get(call_id, envelope.get("tool") or call_id) if call_id else ""
         if event == "job.queued":
-            self.out(f"job {envelope['job_id']} queued ({envelope.get('calls', 0)} calls)")
+            what = "agent job" if envelope.get("kind") == "agent" else f"{envelope.get('calls', 0)} calls"
+            self.out(f"job {envelope['job_id']} queued ({what})")
+        elif event == "tick.started":
+            note = " (correction)" if envelope.get("corrective") else ""
+            attempt = envelope.get("attempt", 1)
+            note += f" (attempt {attempt})" if attempt > 1 else ""
+            self.out(f"  ◆ tick {envelope.get('tick')}: asking the model{note}")
+        elif event == "tick.finished":
+            said = [f"{envelope.get('calls', 0)} call(s)"]
+            if envelope.get("problems"):
+                said.append(f"{len(envelope['problems'])} problem(s)")
+            if envelope.get("output"):
+                said.append("the final output")
+            self.out(f"  ◆ tick {envelope.get('tick')}: the model answered: {', '.join(said)}")
         elif event == "call.started":
             attempt = envelope.get("attempt", 1)
             self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
@@ -394,6 +436,14 @@ class LiveView:
         if record.get("instances"):
             self.out("instances:")
             self.out(json.dumps(record["instances"], indent=2, ensure_ascii=False))
+        if record.get("result") is not None and record.get("result") != record.get("state"):  # an agent's output
+            self.out("result:")
+            self.out(json.dumps(record["result"], indent=2, ensure_ascii=False))
+        usage = record.get("usage") or {}
+        if usage.get("requests"):
+            self.out(f"usage: {usage['requests']} model request(s), {usage.get('input_tokens', 0)} input tokens "
+                     f"({usage.get('cache_read_input_tokens', 0)} read from the cache), "
+                     f"{usage.get('output_tokens', 0)} output tokens")
 
 
 def _client(args: argparse.Namespace, *, tools: Any = None) -> Any:
@@ -402,10 +452,10 @@ def _client(args: argparse.Namespace, *, tools: Any = None) -> Any:
     return Client(settings=args.settings, tools=tools)
 
 
-def _read_demo_job() -> str:
+def _read_demo_job(which: tuple[str, str] = DEMO_JOB) -> str:
     from importlib import resources
 
-    package, name = DEMO_JOB
+    package, name = which
     with resources.as_file(resources.files(package).joinpath(name)) as path:
         return _read_job(str(path))
 
@@ -452,6 +502,9 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = command("demo", cmd_demo, "run the example order pipeline in embedded mode")
     demo.add_argument("--json", action="store_true", help="print only the final job record")
+    demo.add_argument("--agent", action="store_true",
+                      help="run the example agent job instead: the Anthropic API when ANTHROPIC_API_KEY is set, "
+                           "else its packaged replay file")
 
     submit = command("submit", cmd_submit, "submit a job and print its id")
     submit.add_argument("file", help="job JSON file ('-' for stdin)")

@@ -30,10 +30,11 @@ COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "
 
 
 def clean_env() -> dict[str, str]:
-    """The caller's environment without agentq settings (embedded mode) or anything that points Python or pip
-    back at this checkout or its virtual environment."""
+    """The caller's environment without agentq settings (embedded mode), Anthropic settings (the agent demo
+    replays its packaged answers, never calls the API) or anything that points Python or pip back at this
+    checkout or its virtual environment."""
     drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PIP_TARGET", "PIP_PREFIX", "PIP_USER"}
-    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_") and k not in drop}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AGENTQ_", "ANTHROPIC_")) and k not in drop}
 
 
 def run(step: str, cmd: Sequence[str | Path], *, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -79,11 +80,12 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_carries_every_file_the_runtime_reads(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"agentq/py.typed", "agentq/cli.py", "workers/__init__.py"}
-    for pattern in ("agentq/store/lua/*.lua", "workers/tools/*.json", "workers/jobs/*.json"):
+    for pattern in ("agentq/store/lua/*.lua", "workers/tools/*.json", "workers/jobs/*.json", "workers/jobs/*.jsonl"):
         files = {path.relative_to(ROOT).as_posix() for path in ROOT.glob(pattern)}
         assert files, f"no {pattern} in the checkout"
         expected |= files
-    assert {"workers/jobs/demo_order.json", "agentq/store/lua/submit.lua"} <= expected
+    assert {"workers/jobs/demo_order.json", "workers/jobs/demo_agent.replay.jsonl", "agentq/store/lua/submit.lua"} \
+        <= expected
     assert not expected - names, f"missing from {wheel.name}: {sorted(expected - names)}"
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"agentq", "workers"}, f"unexpected top-level entries in the wheel: {sorted(top_level)}"
@@ -124,3 +126,12 @@ def test_agentq_demo_runs_from_the_installed_wheel_outside_the_repository(
     assert [entry["event"] for entry in state["audit"]] == ["order.validated", "payment.processed"]
     assert len(record["instances"]) == 3
     assert not list(elsewhere.iterdir()), "agentq demo must not leave files in the directory it runs from"
+
+    # the agent demo finds its replay file in the installed package (no API key in this environment)
+    result = run("agentq demo --agent --json from the installed wheel",
+                 [venv / BIN / f"agentq{EXE}", "demo", "--agent", "--json"], cwd=elsewhere, timeout=120)
+    record = json.loads(result.stdout)
+    assert record["status"] == "succeeded", record
+    assert record["result"]["reply"] == record["state"]["reply"] and record["usage"]["requests"] == 4
+    assert result.stderr.startswith("LLM: replay")
+    assert not list(elsewhere.iterdir()), "agentq demo --agent must not leave files in the directory it runs from"

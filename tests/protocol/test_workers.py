@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / "workers" / "tools"
 JOBS_DIR = ROOT / "workers" / "jobs"
 TOOL_FILES = sorted(TOOLS_DIR.glob("*.json"))
-JOB_FILES = sorted(JOBS_DIR.glob("demo_*.json"))
+# the plan demos; demo_agent.json is an agent job (no calls), run by tests/e2e/test_demo_agent.py
+JOB_FILES = sorted(path for path in JOBS_DIR.glob("demo_*.json") if path.stem != "demo_agent")
 
 
 def load(path: Path) -> dict:
