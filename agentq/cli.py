@@ -165,8 +165,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
     tools = _local_tools(args.module or ["workers"], args.tools)
     if args.settings.redis_url_is_set:
         with _client(args, tools=tools) as client:
-            # what a submission would see: published tools, then this process's
-            available, live = client.tools(), set(client.live_activities())
+            # what a submission would see: published tools, then this process's, against known activities
+            available, live = client.tools(), set(client.activities())
             for name, conflict in client.tool_conflicts().items():
                 print(f"agentq: warning: tool {name!r} was published with different schemas "
                       f"(last by {conflict['publisher']})", file=sys.stderr)

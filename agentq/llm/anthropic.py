@@ -49,7 +49,7 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": list(request.messages),
+        "messages": _cached_conversation(request.messages),
         "tools": [tool],
         "tool_choice": {"type": "tool", "name": SOLUTION_TOOL_NAME},
         "stream": True,
@@ -57,6 +57,21 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
     if system:
         params["system"] = system
     return params
+
+
+def _cached_conversation(messages: tuple[dict, ...]) -> list[dict]:
+    """The messages with a cache breakpoint on the last block of the last turn: the conversation grows
+    append-only, so the next request reads this whole prefix from the cache (the third of the API's four
+    breakpoints, after the tool and the system). The request's own turns are not changed."""
+    turns = list(messages)
+    if not turns or not isinstance(turns[-1].get("content"), list) or not turns[-1]["content"]:
+        return turns
+    last = dict(turns[-1])
+    blocks = list(last["content"])
+    blocks[-1] = {**blocks[-1], "cache_control": dict(_CACHE)}
+    last["content"] = blocks
+    turns[-1] = last
+    return turns
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -87,7 +87,10 @@ def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["system"][-1]["text"] == "Be brief."
         assert list(tool["input_schema"]["properties"]) == ["calls", "output"]
-    # append-only: the second request's conversation starts with the first one's
+    # append-only: the second request's conversation starts with the first one's; the cache breakpoint sits on
+    # the last block of each request's conversation
+    for body in (first, second):
+        assert body["messages"][-1]["content"][-1].pop("cache_control") == {"type": "ephemeral"}
     assert second["messages"][: len(first["messages"])] == first["messages"]
     assert second["messages"][len(first["messages"])]["role"] == "assistant"
     assert "Paris" in str(second["messages"][-1])

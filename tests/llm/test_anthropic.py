@@ -54,7 +54,9 @@ def test_request_on_the_wire_is_exactly_spec_13(llm, anthropic_env):
         {"type": "text", "text": "agentq instructions"},
         {"type": "text", "text": "the job's system text", "cache_control": {"type": "ephemeral"}},
     ]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "## Data: ¶input\n{}"}]}]
+    # the last block of the conversation is the third cache breakpoint: the next tick's request repeats it all
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "## Data: ¶input\n{}",
+                                                              "cache_control": {"type": "ephemeral"}}]}]
     assert set(body) == {"model", "max_tokens", "messages", "tools", "tool_choice", "stream", "system"}
 
 
