@@ -368,8 +368,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<{widths[0]}}  {value:<{widths[1]}}  {target:<{widths[2]}}  {mark}")
     print("\n(1) is wall time from submit to the job's record per model request (ticks + 1: the last one gives the\n"
           "    output); cpu is this whole process's CPU time (worker threads, fake server, client) per request.\n"
-          "(3) the breakpoints agentq sets are on the solution tool and the last system block; no message carries\n"
-          "    cache_control, so the API can only read tools + system from its cache, not the conversation.")
+          "(3) agentq sets breakpoints on the solution tool, the last system block and the last block of the\n"
+          "    conversation, which moves forward each tick (so request n-1 differs from request n's prefix only by\n"
+          "    that marker); the API reads everything up to the previous request's breakpoint from its cache.")
     return 0
 
 
