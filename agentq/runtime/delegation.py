@@ -102,8 +102,7 @@ class Delegation:
             child["output"] = module.output
         link = {"job": job_id, "call": call_id, "token": token, "depth": depth, "chain": chain,
                 "module": reference}
-        ttl_ms = max(1, int(self._expire_at_ms(job_id) - time.time() * 1000))
-        self.store.hold_lease(job_id, call_id, token=token, ttl_ms=ttl_ms)
+        self.store.hold_lease(job_id, call_id, token=token)
         try:
             self.submit_child(child, job_id=child_job_id(call_id), parent=link)
         except JobValidationError as error:
@@ -112,10 +111,6 @@ class Delegation:
                               retryable=False) from None
         self.store.add_events(job_id, [Part(job_id=job_id, call_id=call_id, part=skill_loading_part(
             reference, f"Module {reference} loaded", source=self.source, locale=record.locale))])
-
-    def _expire_at_ms(self, job_id: str) -> float:
-        value = self.store.redis.hget(self.store.keys(job_id).job, "expire_at_ms")
-        return float(value) if value else time.time() * 1000 + self.settings.job_ttl_s * 1000
 
     def resume(self, child: JobInfo, outcome: JobRecord) -> Commit | None:
         """The child job ended: commit its parent's call with the child's output (or its failure)."""

@@ -116,9 +116,8 @@ class Executor:
             return self._run_claimed(job_id, call_id, token, claim, index, announced)
         finally:
             self.leases.release(job_id, call_id)
-            relay = claim.record.relay if claim.record is not None else None
-            if relay:
-                self._relay(job_id, relay)
+            if claim.record is not None and claim.record.relay:
+                self._relay(job_id)
 
     def _claim(self, job_id: str, call_id: str, token: str,
                record: CallRecord | None) -> tuple[Claim, LogIndex | None, bool]:
@@ -373,18 +372,14 @@ class Executor:
         try:
             return self.agent.tick(job_id, n)
         finally:
-            parent = self.store.job_info(job_id).parent if self.delegation.library is not None else None
-            if parent:
-                self._relay(job_id, str(parent["job"]))
+            self._relay(job_id)  # a module's child job: its tick's events reach the parent's stream
 
-    def _relay(self, job_id: str, parent_job: str) -> None:
+    def _relay(self, job_id: str) -> None:
         """Copy a module's child job's new events to its parent's stream (see `StateStore.relay_events`)."""
         try:
-            info = self.store.job_info(job_id)
-            source = str((info.parent or {}).get("module") or self.source)
-            self.store.relay_events(job_id, parent_job, source=source)
+            self.store.relay_events(job_id)
         except AgentQError:
-            log.warning("could not relay the events of job %s to job %s", job_id, parent_job, exc_info=True)
+            log.warning("could not relay the events of job %s to its parent job", job_id, exc_info=True)
 
     def _check_result(self, result: Any) -> None:
         """A result must be JSON, and at most `AGENTQ_MAX_RESULT_BYTES` of it, to be stored; anything else
@@ -404,7 +399,7 @@ class Executor:
         finalized = finalize_job(self.store, job_id, source=self.source, error=error)
         parent = finalized.info.parent
         if finalized.ended and parent:
-            self._relay(job_id, str(parent["job"]))
+            self._relay(job_id)
             self._after_commit(str(parent["job"]), self.delegation.resume(finalized.info, finalized.record))
         return finalized.ended
 

@@ -280,31 +280,37 @@ class StateStore:
             return TickClaim(outcome, lease_left_ms=int(reply[1]))
         return TickClaim(outcome)
 
-    def relay_events(self, job_id: str, to_job: str, *, source: str) -> int:
-        """Copy a child job's new events to its parent's stream, their parts' `source` set to `source` and
-        `relayed_from` naming the child. A cursor moved by compare-and-set makes each batch go once, whichever
-        process relays it. Returns how many were copied."""
+    def relay_events(self, job_id: str) -> int:
+        """Copy a module's child job's new events to its parent's stream (the job's `parent` link names it),
+        their parts' `source` set to the module's name and `relayed_from` naming the child; a grandchild's
+        events keep theirs. A cursor moved by compare-and-set makes each batch go once, whichever process
+        relays it. Returns how many were copied (0 for a job that is no module's child)."""
         keys = self.keys(job_id)
-        cursor = self.redis.hget(keys.job, "relayed") or "0-0"
-        entries = self.read_events(job_id, cursor, count=500)
-        if not entries or not self._scripts["relay"](keys=[keys.job], args=[cursor, entries[-1][0]]):
+        cursor, link = self.redis.hmget(keys.job, ["relayed", "parent"])
+        if not link:
             return 0
-        copied = []
-        for _, envelope in entries:
-            if envelope.get("event") in _NOT_RELAYED:
-                continue
-            if envelope.get("relayed_from"):  # a grandchild's event keeps its own source and origin
-                copied.append(envelope)
-                continue
-            if isinstance(envelope.get("part"), dict):
-                envelope["part"] = {**envelope["part"], "source": source}
-            copied.append({**envelope, "relayed_from": job_id})
-        if copied:
+        parent = json.loads(link)
+        to_events, source = self.keys(str(parent["job"])).events, str(parent.get("module") or "module")
+        copied = 0
+        while True:
+            cursor = cursor or "0-0"
+            entries = self.read_events(job_id, cursor, count=500)
+            if not entries or not self._scripts["relay"](keys=[keys.job], args=[cursor, entries[-1][0]]):
+                return copied
             pipe = self.redis.pipeline(transaction=False)
-            for envelope in copied:
-                pipe.xadd(self.keys(to_job).events, {"e": dumps(envelope)})
+            for _, envelope in entries:
+                if envelope.get("event") in _NOT_RELAYED:
+                    continue
+                if not envelope.get("relayed_from"):
+                    if isinstance(envelope.get("part"), dict):
+                        envelope["part"] = {**envelope["part"], "source": source}
+                    envelope = {**envelope, "relayed_from": job_id}
+                pipe.xadd(to_events, {"e": dumps(envelope)})
+                copied += 1
             pipe.execute()
-        return len(copied) + (self.relay_events(job_id, to_job, source=source) if len(entries) == 500 else 0)
+            if len(entries) < 500:
+                return copied
+            cursor = entries[-1][0]
 
     def end_ticking(self, job_id: str) -> None:
         """Clear the in-flight mark of a tick that asked nothing (its job is about to end)."""
@@ -373,9 +379,14 @@ class StateStore:
                 pipe.hincrby(self.keys(job_id).job, USAGE_PREFIX + name, count)
         pipe.execute()
 
-    def hold_lease(self, job_id: str, call_id: str, *, token: str, ttl_ms: int) -> None:
-        """Keep a running call's lease for `ttl_ms` without renewals (a module call waiting on its child job)."""
-        self.redis.set(self.keys(job_id).lease(call_id), token, px=max(1, ttl_ms))
+    def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None:
+        """Keep a running call's lease, without renewals, until its job expires (a module call waiting on its
+        child job)."""
+        keys = self.keys(job_id)
+        expire_at_ms = self.redis.hget(keys.job, "expire_at_ms")
+        if expire_at_ms is None:
+            raise _not_found(job_id)
+        self.redis.set(keys.lease(call_id), token, pxat=int(expire_at_ms))
 
     def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
                token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> tuple[str, Any]:
