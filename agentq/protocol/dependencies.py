@@ -93,22 +93,26 @@ class WriterIndex:
     writers listed). `steps` counts trie nodes visited and writers listed, for tests of that cost.
     """
 
-    def __init__(self, nodes: Sequence[CallNode]):
+    def __init__(self, nodes: Sequence[CallNode] = ()):
         self.steps = 0
         self._tries: dict[tuple[str, str | None], _Trie] = {}
         for node in nodes:
-            for ref in node.writes:
-                trie = self._tries.get((ref.kind, node.instance))
-                if trie is None:
-                    trie = self._tries[(ref.kind, node.instance)] = _Trie()
+            self.add(node)
+
+    def add(self, node: CallNode) -> None:
+        """Index one more call's output paths (an agent tick adds its calls as they stream in)."""
+        for ref in node.writes:
+            trie = self._tries.get((ref.kind, node.instance))
+            if trie is None:
+                trie = self._tries[(ref.kind, node.instance)] = _Trie()
+            trie.below.append(node)
+            for segment in ref.path:
+                child = trie.children.get(segment)
+                if child is None:
+                    child = trie.children[segment] = _Trie()
+                trie = child
                 trie.below.append(node)
-                for segment in ref.path:
-                    child = trie.children.get(segment)
-                    if child is None:
-                        child = trie.children[segment] = _Trie()
-                    trie = child
-                    trie.below.append(node)
-                trie.here.append(node)
+            trie.here.append(node)
 
     def overlapping(self, read: Ref, reader: CallNode) -> Iterator[CallNode]:
         """The writers visible to `reader` of a path overlapping `read`, the reader itself included; lazily,
@@ -132,12 +136,12 @@ class WriterIndex:
 def build_graph(nodes: Sequence[CallNode]) -> dict[str, set[str]]:
     """For each call id, the ids of the calls it depends on (whose writes overlap its reads and are visible)."""
     writers = WriterIndex(nodes)
-    graph: dict[str, set[str]] = {node.id: set() for node in nodes}
-    for node in nodes:
-        depends = graph[node.id]
-        for read in node.reads:
-            depends.update(writer.id for writer in writers.overlapping(read, node) if writer.id != node.id)
-    return graph
+    return {node.id: writers_of(writers, node) for node in nodes}
+
+
+def writers_of(writers: WriterIndex, node: CallNode) -> set[str]:
+    """The ids of the indexed calls whose writes overlap what `node` reads (and are visible to it)."""
+    return {writer.id for read in node.reads for writer in writers.overlapping(read, node) if writer.id != node.id}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -199,20 +203,24 @@ def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNod
     Pointers are `/calls/<i>/<param path>`."""
     index = as_index(index)
     writers = WriterIndex(nodes)
+    return [problem for i, node in enumerate(nodes) for problem in unsatisfied(index, writers, node, f"/calls/{i}")]
 
-    def possible(ref: Ref, reader: CallNode) -> bool:
-        return index.lookup(ref, reader.instance) is not MISSING or any(
-            writer.id != reader.id for writer in writers.overlapping(ref, reader))
+
+def unsatisfied(index: LogIndex, writers: WriterIndex, node: CallNode, pointer: str) -> list[Problem]:
+    """The references of one call that no alternative can satisfy: each alternative has a reference neither
+    in `index` (instance-aware) nor written by a visible call of `writers`. `pointer` locates the call."""
+
+    def possible(ref: Ref) -> bool:
+        return index.lookup(ref, node.instance) is not MISSING or any(
+            writer.id != node.id for writer in writers.overlapping(ref, node))
 
     problems = []
-    for i, node in enumerate(nodes):
-        for pointer, expression in node.references:
-            lacking = [next((ref for ref in group if not possible(ref, node)), None)
-                       for group in expression.alternatives]
-            if all(lacking):
-                names = ", ".join(map(str, dict.fromkeys(lacking)))
-                message = f"{expression} can never resolve{_for(node)}: nothing in the context or the calls provides"
-                problems.append(Problem(f"/calls/{i}{pointer}", f"{message} {names}"))
+    for at, expression in node.references:
+        lacking = [next((ref for ref in group if not possible(ref)), None) for group in expression.alternatives]
+        if all(lacking):
+            names = ", ".join(map(str, dict.fromkeys(lacking)))
+            message = f"{expression} can never resolve{_for(node)}: nothing in the context or the calls provides"
+            problems.append(Problem(f"{pointer}{at}", f"{message} {names}"))
     return problems
 
 

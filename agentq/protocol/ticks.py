@@ -19,7 +19,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from agentq.errors import Problem
-from agentq.protocol.dependencies import CallNode, build_graph, find_cycle, node_for, unsatisfiable_reads
+from agentq.protocol.dependencies import CallNode, WriterIndex, find_cycle, node_for, unsatisfied, writers_of
 from agentq.protocol.jobs import PlannedCall, needs_approval, plan_calls
 from agentq.protocol.records import CallMode
 from agentq.protocol.views import LogIndex
@@ -27,7 +27,10 @@ from agentq.protocol.views import LogIndex
 
 class TickPlan:
     """The calls of one solution as they stream in. `ids(i)` names the call at `/calls/<i>`; a redelivered
-    tick passes the same names, so a call it dispatched already is recognised and never dispatched twice."""
+    tick passes the same names, so a call it dispatched already is recognised and never dispatched twice.
+
+    The output paths of the calls linked so far stay indexed (`WriterIndex`), so planning one more call costs
+    what that call reads and writes, not a pass over the whole solution."""
 
     def __init__(self, composed: Mapping[str, dict], index: LogIndex, *, options: Mapping[str, Any],
                  ids: Callable[[int], str]):
@@ -38,6 +41,8 @@ class TickPlan:
         self.problems: list[Problem] = []
         self.planned: list[PlannedCall] = []  # linked: written, or about to be
         self._nodes: list[CallNode] = []  # of `planned`, in the same order
+        self._writers = WriterIndex()  # of `_nodes`
+        self._linked: set[str] = set()  # ids of `_nodes`
         self._held: list[tuple[PlannedCall, CallNode]] = []
         self._seen: set[int] = set()
 
@@ -53,16 +58,16 @@ class TickPlan:
             return []
         plan = self._named(planned[0])
         node = node_for(plan.id, plan.call)
-        nodes = [*self._nodes, node]
-        if self._unsatisfied(nodes, [p.index for p in self.planned] + [plan.index], only=plan.index):
-            self._held.append((plan, node))
+        if unsatisfied(self.index, self._writers, node, f"/calls/{i}"):
+            self._held.append((plan, node))  # a later call of the solution may write what it reads
             return []
-        self._link(plan, node, nodes)
+        self._link(plan, node, writers_of(self._writers, node))
         return [plan]
 
     def finish(self, raw_calls: Any) -> list[PlannedCall]:
         """After the stream: plan any call the stream did not report, then link the held calls against the
-        whole solution. Returns the calls that can be written now; the others became problems."""
+        whole solution, each after the held calls it waits on. Returns the calls that can be written now, in
+        that order; the others became problems."""
         if isinstance(raw_calls, list):
             for i, call in enumerate(raw_calls):
                 self.add(i, call)
@@ -70,35 +75,31 @@ class TickPlan:
         if not held:
             return []
         nodes = [*self._nodes, *(node for _, node in held)]
-        positions = [p.index for p in self.planned] + [plan.index for plan, _ in held]
-        excluded: set[int] = set()
-        cycle = find_cycle(build_graph(nodes))
+        writers = WriterIndex(nodes)
+        graph = {node.id: writers_of(writers, node) for _, node in held}
+        excluded: set[str] = set()
+        cycle = find_cycle(graph)
         if cycle:
-            where = {n.id: pos for n, pos in zip(nodes, positions, strict=True)}
+            where = {plan.id: plan.index for plan, _ in held}
             names = " → ".join(f"/calls/{where[c]}" for c in cycle)
             self.problems.append(Problem(f"/calls/{where[cycle[0]]}",
                                          f"reference cycle: {names} wait on each other's output paths"))
-            excluded |= {where[c] for c in cycle}
-        for plan, _ in held:
-            problems = self._unsatisfied(nodes, positions, only=plan.index)
+            excluded |= set(cycle)
+        for plan, node in held:
+            problems = unsatisfied(self.index, writers, node, f"/calls/{plan.index}")
             if problems:
                 self.problems.extend(problems)
-                excluded.add(plan.index)
+                excluded.add(plan.id)
+        waiting = [(plan, node) for plan, node in held if plan.id not in excluded]
         released = []
-        for plan, node in held:
-            if plan.index not in excluded:
-                self._link(plan, node, nodes)
+        while waiting:  # dependencies first: a call is written only after the calls it waits on
+            unlinked = {plan.id for plan, _ in waiting}
+            ready = [(p, n) for p, n in waiting if not graph[n.id] & unlinked] or waiting  # (a cycle: as is)
+            for plan, node in ready:
+                self._link(plan, node, graph[node.id])
                 released.append(plan)
+            waiting = [entry for entry in waiting if entry not in ready]
         return released
-
-    def _unsatisfied(self, nodes: list[CallNode], positions: list[int], *, only: int) -> list[Problem]:
-        """The references of the call at `/calls/<only>` that nothing can provide, pointed in the solution."""
-        found = []
-        for problem in unsatisfiable_reads(self.index, nodes):
-            _, _, position, rest = (problem.pointer + "/").split("/", 3)
-            if positions[int(position)] == only:
-                found.append(Problem(f"/calls/{only}/{rest}".rstrip("/"), problem.message))
-        return found
 
     def _named(self, plan: PlannedCall) -> PlannedCall:
         plan.id = self.ids(plan.index)
@@ -106,12 +107,14 @@ class TickPlan:
         plan.approval = needs_approval(plan.tool, self.composed[plan.tool], self.options)
         return plan
 
-    def _link(self, plan: PlannedCall, node: CallNode, nodes: list[CallNode]) -> None:
-        """Record what `plan` waits on (`depends_on`) and whether it reads the log."""
-        known = {n.id for n in self._nodes}
-        plan.depends_on = sorted(d for d in build_graph(nodes).get(node.id, ()) if d in known)
+    def _link(self, plan: PlannedCall, node: CallNode, writers: set[str]) -> None:
+        """Record what `plan` waits on (`depends_on`: the linked calls among its writers) and whether it reads
+        the log."""
+        plan.depends_on = sorted(writers & self._linked)
         plan.needs_log = bool(node.reads) or bool(plan.scopes) or plan.mode is not CallMode.EXPLICIT
         self._nodes.append(node)
+        self._linked.add(node.id)
+        self._writers.add(node)
         self.planned.append(plan)
 
 
