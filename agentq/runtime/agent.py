@@ -23,7 +23,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from agentq.errors import LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLM, LLMRequest, Usage
@@ -32,22 +32,17 @@ from agentq.protocol.conversation import Exchange, job_system_texts, system_bloc
 from agentq.protocol.envelopes import JobStarted, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part
 from agentq.protocol.jobs import PlannedCall
-from agentq.protocol.records import CallRecord, JobInfo, JobKind
+from agentq.protocol.records import JobInfo, JobKind
 from agentq.protocol.ticks import TickPlan, output_problems
 from agentq.protocol.views import LogIndex
 from agentq.runtime.leases import LeaseKeeper
 from agentq.runtime.routing import Routing
+from agentq.runtime.service import Dispatch
 from agentq.settings import Settings
 from agentq.store.keys import TICK
 from agentq.store.state import StateStore, TickOutcome, now_iso
 
 log = logging.getLogger("agentq.agent")
-
-
-class TickDispatch(Protocol):
-    def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
-
-    def tick(self, job_id: str, n: int = 0) -> None: ...
 
 
 Finish = Callable[..., Any]
@@ -71,7 +66,7 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
 class AgentLoop:
     """Runs agent ticks for one process (any number of threads)."""
 
-    def __init__(self, store: StateStore, llm: LLM | None, dispatch: TickDispatch, *, routing: Routing,
+    def __init__(self, store: StateStore, llm: LLM | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
                  finish: Finish, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None):
