@@ -159,6 +159,16 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
     return cmd_worker(args, engine=True, activities=bool(args.module))
 
 
+def cmd_api(args: argparse.Namespace) -> int:
+    """`agentq api`: the HTTP API and the web page (SPEC §14)."""
+    from agentq.api.server import serve
+
+    tools = _local_tools(args.module, args.tools) if (args.module or args.tools) and not args.embedded else None
+    serve(args.settings, host=args.host, port=args.port, auth_enabled=not args.no_auth, embedded=args.embedded,
+          modules=args.module, tool_dirs=args.tools, tools=tools)
+    return 0
+
+
 def cmd_tools(args: argparse.Namespace) -> int:
     from agentq.protocol.compose import compose, solution_bytes
 
@@ -534,6 +544,17 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--concurrency", type=int, default=None, help="worker processes/threads (default: CPUs)")
         p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
         p.add_argument("--loglevel", default="INFO")
+
+    api = command("api", cmd_api, "serve the HTTP API and the web page")
+    api.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    api.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    api.add_argument("--no-auth", action="store_true",
+                     help="turn authentication off (by default every path but /v1/health needs a bearer token: "
+                          "AGENTQ_API_TOKENS, else one made at start and printed with the page's URL)")
+    api.add_argument("--embedded", action="store_true",
+                     help="a private Redis and in-process workers for the -m modules (default: workers), to try "
+                          "the page on a machine with nothing running")
+    modules(api)
 
     tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
     modules(tools, " (default: workers)")

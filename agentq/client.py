@@ -88,6 +88,11 @@ class JobHandle:
         depends_on, output_path, started_at, finished_at, duration_ms, error."""
         return self._client.calls(self.id)
 
+    def history(self) -> dict:
+        """The job's history message (seed 004): `{"role": "assistant", "parts": [...], "activity_parts": [...]}`
+        with one consolidated `tool_call` per call, in chronological order, without technical details."""
+        return self._client.history(self.id)
+
     def approve(self, call_id: str) -> dict:
         """Let a call awaiting approval run; returns the call as in `calls()`."""
         return self._client.approve(self.id, call_id)
@@ -132,6 +137,12 @@ class Client:
     def calls(self, job_id: str) -> list[dict]:
         """The calls of a job, as `JobHandle.calls`."""
         return self._parts.jobs.calls(job_id)
+
+    def history(self, job_id: str) -> dict:
+        """The history message of a job, as `JobHandle.history`."""
+        from agentq.runtime.history import job_history
+
+        return job_history(self._parts.store, job_id)
 
     # Approvals (SPEC §9): each raises `ConflictError` when the call is not awaiting approval, and
     # `JobNotFoundError` / `CallNotFoundError` for an unknown job or call.

@@ -18,6 +18,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── ScopeError             `_scopes` / `_imports` outside what the tool allows
     │       ├── ReferenceCycleError    Calls that wait on each other
     │       ├── JobValidationError     a job rejected as a whole before anything is written
+    │       │   └── JobExistsError     a job with the id asked for exists already
     │       └── ModuleError            a saved module (SPEC §8) that cannot be used; `ref` names it
     │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
     │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
@@ -149,6 +150,10 @@ class ReferenceCycleError(InvalidInputError):
 
 class JobValidationError(InvalidInputError):
     """A job rejected before anything was written; `problems` names every problem."""
+
+
+class JobExistsError(JobValidationError):
+    """A submission named the id of a job that exists already (nothing was written)."""
 
 
 class ConfigurationError(AgentQError):

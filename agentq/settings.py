@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -54,6 +56,17 @@ class Settings(BaseSettings):
     module_dirs: list[Path] = Field(default_factory=lambda: [Path("config/modules")])
     module_url_allowlist: list[str] = Field(default_factory=list)
     max_module_depth: int = Field(default=4, ge=1, le=32)
+
+    # the HTTP API (SPEC §14): bearer tokens, comma-separated in AGENTQ_API_TOKENS (none: `agentq api` makes one)
+    api_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list, repr=False)
+    api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises
+
+    @field_validator("api_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [token.strip() for token in value.split(",") if token.strip()]
+        return value
 
     @property
     def redis_url_is_set(self) -> bool:

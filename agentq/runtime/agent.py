@@ -18,6 +18,7 @@ their ids, so the retried stream cannot dispatch them again.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import uuid
@@ -29,8 +30,8 @@ from agentq.errors import LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLM, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
-from agentq.protocol.envelopes import JobStarted, TickFinished, TickStarted
-from agentq.protocol.events import activity_part, error_part
+from agentq.protocol.envelopes import JobStarted, Part, TickFinished, TickStarted
+from agentq.protocol.events import activity_part, error_part, text_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import JobInfo, JobKind
 from agentq.protocol.ticks import TickPlan, output_problems
@@ -173,6 +174,8 @@ class AgentLoop:
             part=None if not problems else error_part(
                 f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
                 source=self.source, locale=info.locale))]
+        if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
+            events.append(Part(job_id=job_id, part=text_part(_answer_text(solution["output"]))))  # type: ignore[index]
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
                                     output=solution.get("output") if has_output else None,  # type: ignore[union-attr]
                                     has_output=has_output, usage=answer.usage.to_dict(), messages=structural,
@@ -218,6 +221,11 @@ class AgentLoop:
                                        f"no final output after {info.ticks} ticks (options.max_ticks {max_ticks})"})
             return
         self.dispatch.tick(job_id, info.exchanges)
+
+
+def _answer_text(output: Any) -> str:
+    """The final output as text: a string as it is, anything else as indented JSON."""
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, indent=2)
 
 
 def _structural_error(problem: Problem, calls: Any, info: JobInfo) -> dict:

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agentq.errors import CallNotFoundError, ConflictError, JobValidationError, Problem
+from agentq.errors import CallNotFoundError, ConflictError, JobExistsError, JobValidationError, Problem
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.envelopes import CallFinished, JobFinished, JobQueued
 from agentq.protocol.events import activity_part, tool_result_part
@@ -99,7 +99,7 @@ class JobService:
         if not self.store.create_job(plan, records, submitted=job, events=[queued], parent=parent):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
-            raise JobValidationError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
+            raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
         if plan.kind is JobKind.AGENT:
             self.dispatcher.tick(plan.id)
         else:

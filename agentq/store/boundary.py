@@ -34,7 +34,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _connection_errors() -> tuple[type[BaseException], ...]:
+def _connection_errors() -> tuple[type[Exception], ...]:
     import redis
 
     return (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
@@ -47,7 +47,7 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 yield from function(self, *args, **kwargs)
             except _connection_errors() as error:
-                raise _unavailable(error, getattr(self, "url", None)) from error  # type: ignore[arg-type]
+                raise _unavailable(error, getattr(self, "url", None)) from error
 
         return generator
 
@@ -56,7 +56,7 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return function(self, *args, **kwargs)
         except _connection_errors() as error:
-            raise _unavailable(error, getattr(self, "url", None)) from error  # type: ignore[arg-type]
+            raise _unavailable(error, getattr(self, "url", None)) from error
 
     return method
 

@@ -1,0 +1,116 @@
+"""`create_api`: the HTTP API and web page as one FastAPI app over the composition root's parts (SPEC §14).
+
+    parts = connect(settings)                       # agentq.runtime.root
+    app = create_api(parts, auth=ApiAuth.configure(settings.api_tokens))
+
+The app owns an async view of the store (`AsyncStateStore`) for everything that waits or streams; writes go
+through `parts.jobs`, the job service the Python client and the CLI use too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+
+from agentq import __version__
+from agentq.api import events, fleet, jobs, pages
+from agentq.api.auth import ApiAuth
+from agentq.api.errors import error_body, install_error_handlers
+from agentq.errors import Problem
+from agentq.runtime.root import Parts
+from agentq.store.aio import AsyncStateStore
+
+DESCRIPTION = """agentq's HTTP API: submit agent and plan jobs, follow their events, read their calls and
+history, approve calls. Authenticate with `Authorization: Bearer <token>` (every path but `GET /v1/health`).
+Errors are `{"error": {"type", "message", "problems": [{"pointer", "message"}]}}`."""
+
+
+def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = None) -> FastAPI:
+    """The API over `parts` (closed by the caller); `store` defaults to an async view of `parts`' store."""
+    settings = parts.settings
+    reads = store or AsyncStateStore(settings.redis_url, namespace=settings.namespace)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await reads.close()
+
+    app = FastAPI(title="agentq", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  openapi_url=None, docs_url=None, redoc_url=None)  # served with auth by `pages`
+    app.state.parts, app.state.store, app.state.auth = parts, reads, auth
+    install_error_handlers(app)
+    for module in (jobs, events, fleet, pages):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_job_bytes)
+    return app
+
+
+class BodyLimit:
+    """Refuse a request body over `max_bytes` (SPEC §14: 413), by its Content-Length or as it arrives, before a
+    route reads it into memory."""
+
+    def __init__(self, app: Any, *, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            if declared.isdigit() and int(declared) <= _DRAIN_LIMIT:
+                await _drain(receive)  # so the client, still sending, reads the answer instead of a broken pipe
+            await self._refuse(send, int(declared) if declared.isdigit() else None)
+            return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLarge()
+            return message
+
+        async def tracked_send(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send, None)
+
+    async def _refuse(self, send: Any, size: int | None) -> None:
+        what = f"{size} bytes" if size is not None else "larger than that"
+        body = json.dumps(error_body("PayloadTooLarge", "the request body is too large", [Problem(
+            "", f"the body is {what}; the limit is {self.max_bytes} bytes (AGENTQ_MAX_JOB_BYTES)")])).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+_DRAIN_LIMIT = 64 * 1024 * 1024  # a refused body up to this size is read and dropped before the answer
+
+
+async def _drain(receive: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
+class _TooLarge(Exception):
+    """A body grew past the limit while it arrived."""

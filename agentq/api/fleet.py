@@ -1,0 +1,76 @@
+"""Fleet routes (SPEC §14): tools, activities, health, readiness."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from agentq.api.deps import Authorized, app_parts, app_store
+from agentq.api.errors import ApiError
+from agentq.api.models import ActivityModel, ToolsModel, responses
+from agentq.errors import StoreUnavailableError
+from agentq.protocol.compose import compose, composed_tools
+
+router = APIRouter(tags=["fleet"])
+
+
+@router.get("/v1/tools", dependencies=[Authorized], summary="The composed solution schema, and each tool's activity",
+            responses={200: {"model": ToolsModel}, **responses(401, 503)})
+async def tools(request: Request) -> JSONResponse:
+    jobs = app_parts(request).jobs
+
+    def read() -> dict:
+        available, known = jobs.available_tools(), jobs.known_activities()
+        solution = compose(list(available.values()), sorted(known))
+        info = {}
+        for schema in composed_tools(solution):
+            name = schema["properties"]["_tool"]["const"]
+            activity = schema["properties"]["_activity"]["const"]
+            entry = known.get(activity) if activity else None
+            info[name] = {"activity": activity, "live": bool(entry and entry["live"]), "known": entry is not None}
+        return {"solution": solution, "tools": info}
+
+    return JSONResponse(await run_in_threadpool(read))
+
+
+@router.get("/v1/activities", dependencies=[Authorized],
+            summary="Known activities: live or not, their workers, queue and last announcement",
+            responses={200: {"model": dict[str, ActivityModel]}, **responses(401, 503)})
+async def activities(request: Request) -> JSONResponse:
+    return JSONResponse(await run_in_threadpool(app_parts(request).jobs.known_activities))
+
+
+@router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"description": "ok"}})
+async def health() -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/v1/ready", dependencies=[Authorized], summary="200 when the state store answers, else 503",
+            responses={200: {"description": "ready"}, **responses(401, 503)})
+async def ready(request: Request) -> JSONResponse:
+    try:
+        await app_store(request).ping()
+    except StoreUnavailableError as error:
+        raise ApiError(503, "StoreUnavailable", str(error), headers={"Retry-After": "5"}) from None
+    return JSONResponse({"status": "ready"})
+
+
+@router.get("/v1/examples", dependencies=[Authorized], summary="The example jobs shipped with agentq, by name",
+            responses={200: {"description": "name -> job"}, **responses(401)})
+async def examples() -> JSONResponse:
+    return JSONResponse(example_jobs())
+
+
+def example_jobs() -> dict[str, Any]:
+    """The packaged example jobs (`workers/jobs/*.json`) by file stem; none when that package is absent."""
+    try:
+        folder = resources.files("workers").joinpath("jobs")
+        return {entry.name.removesuffix(".json"): json.loads(entry.read_text(encoding="utf-8"))
+                for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".json")}
+    except (ModuleNotFoundError, FileNotFoundError):
+        return {}

@@ -1,0 +1,123 @@
+"""The shapes the API documents in its OpenAPI document (SPEC §12 and §14).
+
+Routes answer with the dicts the job service builds (no second serialization); these models describe them
+for `/openapi.json`, `/docs` and for clients generated from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ProblemModel(BaseModel):
+    pointer: str = Field(description="JSON pointer of the offending value (\"\" for the whole document)")
+    message: str
+
+
+class ErrorInfo(BaseModel):
+    type: str
+    message: str
+    problems: list[ProblemModel] = Field(default_factory=list)
+
+
+class ErrorModel(BaseModel):
+    error: ErrorInfo
+
+
+class CallError(BaseModel):
+    type: str
+    message: str
+
+
+class JobRecordModel(BaseModel):
+    """The job record (SPEC §12)."""
+
+    id: str
+    status: Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
+    result: Any = None
+    state: Any = None
+    instances: dict[str, Any] = Field(default_factory=dict)
+    error: CallError | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+    created_at: str | None = None
+    finished_at: str | None = None
+
+
+class CallModel(BaseModel):
+    """One call of a job (SPEC §14 `/calls`)."""
+
+    id: str
+    tool: str
+    activity: str | None
+    mode: str
+    instance: str | None
+    status: str | None
+    attempts: int
+    depends_on: list[str]
+    output_path: str | None
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: float | None
+    error: CallError | None
+
+
+class HistoryModel(BaseModel):
+    """A job's history message (seed 004): parts in chronological order, and the legacy activity list."""
+
+    role: Literal["assistant"]
+    parts: list[dict[str, Any]]
+    activity_parts: list[dict[str, Any]]
+
+
+class ToolInfo(BaseModel):
+    activity: str = Field(description="the activity that runs the tool's calls; \"\" when they run latent")
+    live: bool = Field(description="a worker serves that activity now")
+    known: bool = Field(description="a worker announced that activity within AGENTQ_ACTIVITY_MEMORY_S")
+
+
+class ToolsModel(BaseModel):
+    solution: dict[str, Any] = Field(description="the composed solution schema (SPEC §3)")
+    tools: dict[str, ToolInfo]
+
+
+class ActivityModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    live: bool
+    workers: list[str]
+    queue: str | None = None
+    last_seen: str
+
+
+class RejectBody(BaseModel):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class EditBody(BaseModel):
+    params: dict[str, Any] = Field(description="the call's new parameters (meta fields stay as they were)")
+
+
+JOB_BODY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A job (SPEC §9): an agent job has no `calls`; a plan job names its calls.",
+    "properties": {
+        "context": {"type": "array", "items": {"type": "object"}, "description": "messages (SPEC §1)"},
+        "tools": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}},
+        "output": {"type": "object", "description": "JSON Schema of the final output"},
+        "calls": {"type": "array", "items": {"type": "object"}},
+        "options": {"type": "object", "properties": {
+            "max_ticks": {"type": "integer"}, "model": {"type": "string"},
+            "approval": {"type": "array", "items": {"type": "string"}}, "ttl_s": {"type": "integer"},
+            "locale": {"type": "string"}}},
+    },
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of a route."""
+    described = {400: "malformed JSON", 401: "no or a wrong token", 403: "a cookie-authorized change from "
+                 "another site", 404: "unknown job or call", 409: "conflict", 413: "body over AGENTQ_MAX_JOB_BYTES",
+                 422: "invalid job or request", 503: "the state store is unreachable"}
+    return {s: {"model": ErrorModel, "description": described[s]} for s in statuses}

@@ -1,0 +1,306 @@
+"""Async reads of the state store, for asyncio services: the HTTP API and `agentq.AsyncClient`.
+
+Writes go through the synchronous `StateStore` (its Lua steps are short, and the job service that drives them
+is shared by every shell); what an async process must never do is hold a thread per follower, so everything
+that waits (a job's events, its end) is read here with `redis.asyncio`.
+
+`EventHub` follows many event streams on one connection: it runs one blocking `XREAD` over every stream that
+has a waiting follower and wakes the followers whose streams moved. A follower that joins interrupts the
+hub's read (`CLIENT UNBLOCK`), so it is included at once; the hub never holds data back, it only tells a
+follower that its stream moved, and each follower reads from its own position, so nothing is lost or sent
+twice whatever the timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+from agentq.errors import JobNotFoundError
+from agentq.protocol.records import JobRecord
+from agentq.protocol.status import JobStatus
+from agentq.store.boundary import _connection_errors, _unavailable
+from agentq.store.keys import FleetKeys, JobKeys
+from agentq.store.records import build_job_record
+from agentq.store.state import decode_job
+
+log = logging.getLogger("agentq.store")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _mapped(function: F) -> F:
+    """Map redis-py's connection and timeout errors to `StoreUnavailableError` (as `store/boundary.py` does
+    for the synchronous store), for coroutines and async generators."""
+    if inspect.isasyncgenfunction(function):
+        @functools.wraps(function)
+        async def generator(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            try:
+                async for item in function(self, *args, **kwargs):
+                    yield item
+            except _connection_errors() as error:
+                raise _unavailable(error, self.url) from error
+
+        return generator  # type: ignore[return-value]
+
+    @functools.wraps(function)
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await function(self, *args, **kwargs)
+        except _connection_errors() as error:
+            raise _unavailable(error, self.url) from error
+
+    return method  # type: ignore[return-value]
+
+
+class AsyncStateStore:
+    """Read-only async view of the state store (same keys and decoding as `StateStore`)."""
+
+    def __init__(self, redis_url: str, *, namespace: str = "agentq", client: Any = None):
+        if client is None:
+            import redis.asyncio
+
+            client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True, socket_connect_timeout=5,
+                                                  health_check_interval=30)
+        self.redis = client
+        self.url = redis_url
+        self.namespace = namespace
+        self.fleet = FleetKeys(namespace)
+        self._hub: EventHub | None = None
+
+    def keys(self, job_id: str) -> JobKeys:
+        return JobKeys(self.namespace, job_id)
+
+    @property
+    def hub(self) -> EventHub:
+        """The process's one follower of event streams (created on first use)."""
+        if self._hub is None:
+            self._hub = EventHub(self)
+        return self._hub
+
+    @_mapped
+    async def ping(self) -> None:
+        await self.redis.ping()
+
+    async def close(self) -> None:
+        if self._hub is not None:
+            await self._hub.close()
+        await self.redis.aclose()
+
+    # ---------------------------------------------------------------------------------------- reads
+
+    @_mapped
+    async def job_status(self, job_id: str) -> JobStatus:
+        status = await self.redis.hget(self.keys(job_id).job, "status")
+        if status is None:
+            raise _not_found(job_id)
+        return JobStatus(status)
+
+    @_mapped
+    async def record(self, job_id: str) -> JobRecord:
+        """The job record of SPEC §12 (as `StateStore.record`)."""
+        keys = self.keys(job_id)
+        fields = await self.redis.hgetall(keys.job)
+        if not fields:
+            raise _not_found(job_id)
+        info = decode_job(fields)
+        if info.record is not None and info.status.is_final:
+            return info.record
+        log_entries = await self.redis.lrange(keys.log, 0, -1)
+        return build_job_record(info, [json.loads(m) for m in log_entries])
+
+    @_mapped
+    async def records(self, job_ids: list[str]) -> list[JobRecord]:
+        """The records of several jobs (those that still exist), in the given order."""
+        found = []
+        for job_id in job_ids:
+            try:
+                found.append(await self.record(job_id))
+            except JobNotFoundError:
+                continue  # expired since it was listed
+        return found
+
+    @_mapped
+    async def recent_jobs(self, limit: int, *, offset: int = 0) -> list[str]:
+        """Job ids, newest first."""
+        return list(await self.redis.zrevrange(self.fleet.jobs, offset, offset + limit - 1))
+
+    @_mapped
+    async def read_events(self, job_id: str, after: str = "0-0", *, count: int | None = None,
+                          block_ms: int | None = None) -> list[tuple[str, dict]]:
+        """Events after the stream id `after` as (id, stored JSON form), as `StateStore.read_events`."""
+        reply = await self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
+        if not reply:
+            return []
+        return [(entry_id, json.loads(fields["e"])) for entry_id, fields in reply[0][1]]
+
+    @_mapped
+    async def event(self, job_id: str, entry_id: str) -> dict | None:
+        """One event by its stream id, or None."""
+        reply = await self.redis.xrange(self.keys(job_id).events, entry_id, entry_id, count=1)
+        return json.loads(reply[0][1]["e"]) if reply else None
+
+    @_mapped
+    async def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
+        """Wait until the job ends (at most `timeout_s`, capped at 2 s: the connection's read timeout is
+        longer): its final status, or None (see `StateStore.wait_finished`)."""
+        done = self.keys(job_id).done
+        status = await self.redis.blmove(done, done, min(2.0, max(0.01, timeout_s)), "RIGHT", "LEFT")
+        return None if status is None else JobStatus(status)
+
+    async def follow(self, job_id: str, after: str = "0-0", *, batch: int = 500) -> AsyncIterator[tuple[str, dict]]:
+        """A job's events in order from `after` until its `job.finished` event (or, for a job that ended
+        without one, until the stream has nothing more). Waiting happens on the shared `EventHub`."""
+        async with self.hub.subscribe(self.keys(job_id).events) as moved:
+            while True:
+                entries = await self.read_events(job_id, after, count=batch)
+                for entry_id, envelope in entries:
+                    after = entry_id
+                    yield entry_id, envelope
+                    if envelope.get("event") == "job.finished":
+                        return
+                if len(entries) == batch:
+                    continue
+                if not entries and (await self.job_status(job_id)).is_final:
+                    return  # ended before `after`, or without a final event
+                await moved.wait(after)
+
+
+class _Moved:
+    """A follower's wake-up call: set by the hub when its stream has entries past the follower's position."""
+
+    def __init__(self, hub: EventHub, key: str):
+        self._hub = hub
+        self.key = key
+        self._event = asyncio.Event()
+        self.position = "0-0"
+
+    async def wait(self, position: str, timeout_s: float = 15.0) -> None:
+        """Return when the stream may have entries after `position`, or after `timeout_s` (the caller then
+        re-checks its job: one that expired or ended without a final event has nothing more to send)."""
+        self.position = position
+        self._event.clear()
+        self._hub.waiting(self)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout_s)
+
+    def wake(self) -> None:
+        self._event.set()
+
+
+class EventHub:
+    """One blocking `XREAD` for every followed stream of this process (see the module docstring).
+
+    For each stream the hub keeps the newest entry id it has seen (`_seen`) and reads from there, so one new
+    entry wakes the stream's followers once, however many there are. A follower that waits at a position
+    older than `_seen` is woken at once (it has entries to read); one that follows a new stream interrupts
+    the blocked read so the stream joins it."""
+
+    BLOCK_MS = 10_000
+
+    def __init__(self, store: AsyncStateStore):
+        self._store = store
+        self._followers: dict[str, set[_Moved]] = {}
+        self._seen: dict[str, str] = {}
+        self._task: asyncio.Task | None = None
+        self._reader_id: int | None = None
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, key: str) -> AsyncIterator[_Moved]:
+        moved = _Moved(self, key)
+        try:
+            yield moved
+        finally:
+            followers = self._followers.get(key)
+            if followers is not None:
+                followers.discard(moved)
+                if not followers:
+                    del self._followers[key]
+                    self._seen.pop(key, None)
+
+    @property
+    def followed(self) -> int:
+        """How many streams the hub is following now."""
+        return len(self._followers)
+
+    def waiting(self, moved: _Moved) -> None:
+        """`moved` waits for entries after `moved.position`."""
+        key = moved.key
+        self._followers.setdefault(key, set()).add(moved)
+        seen = self._seen.get(key)
+        if seen is not None:
+            if _stream_id(moved.position) < _stream_id(seen):
+                moved.wake()  # the hub saw newer entries already
+            return
+        self._seen[key] = moved.position
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="agentq-event-hub")
+        elif self._reader_id is not None:
+            asyncio.get_running_loop().create_task(self._unblock(self._reader_id))
+
+    async def _unblock(self, reader_id: int) -> None:
+        with contextlib.suppress(Exception):
+            await self._store.redis.client_unblock(reader_id)
+
+    async def _run(self) -> None:
+        import redis.asyncio
+
+        # its own connection, whose read timeout outlasts the blocked read (the shared pool's is redis-py's 5 s)
+        reader = redis.asyncio.Redis.from_url(self._store.url, decode_responses=True, single_connection_client=True,
+                                              socket_connect_timeout=5, socket_timeout=self.BLOCK_MS / 1000 + 10)
+        backoff = 0.1
+        try:
+            while self._followers:
+                try:
+                    if self._reader_id is None:
+                        self._reader_id = int(await reader.client_id())
+                    streams: dict[Any, Any] = dict(self._seen)
+                    reply: Any = await reader.xread(streams, count=1, block=self.BLOCK_MS)
+                    if reply:
+                        await self._moved([key for key, entries in reply if entries])
+                    backoff = 0.1
+                except _connection_errors() as error:
+                    log.warning("event hub: the state store is unreachable (%s); retrying in %.1f s", error, backoff)
+                    self._reader_id = None
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            self._reader_id = None
+            with contextlib.suppress(Exception):
+                await reader.aclose()
+
+    async def _moved(self, keys: list[str]) -> None:
+        """Streams that moved: note their newest entry and wake the followers behind it."""
+        async with self._store.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xrevrange(key, count=1)
+            newest = await pipe.execute()
+        for key, entries in zip(keys, newest, strict=True):
+            if not entries or key not in self._followers:
+                continue
+            self._seen[key] = entries[0][0]
+            for moved in list(self._followers[key]):
+                if _stream_id(moved.position) < _stream_id(entries[0][0]):
+                    moved.wake()
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _stream_id(entry_id: str) -> tuple[int, int]:
+    milliseconds, _, sequence = entry_id.partition("-")
+    return int(milliseconds or 0), int(sequence or 0)
+
+
+def _not_found(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
