@@ -6,7 +6,6 @@ Every setting is documented in `config/README.md`; keep the two in step.
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
