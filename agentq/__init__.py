@@ -7,7 +7,8 @@
     @Activity.register("weatherCheck", retries=3, timeout=10)
     async def weather_check(call, tool, context): ...
 
-`import agentq` loads no Redis, Celery or Anthropic code; `Client` and `Settings` are imported on first use.
+`import agentq` loads no Redis, Celery or Anthropic code; `Client`, `AsyncClient` and `Settings` are imported on
+first use.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
+    from agentq.async_client import AsyncClient, AsyncJobHandle
     from agentq.client import Client, JobHandle
     from agentq.settings import Settings
 
@@ -43,6 +45,8 @@ __all__ = [
     "Activity",
     "ActivityRegistry",
     "AgentQError",
+    "AsyncClient",
+    "AsyncJobHandle",
     "CallValidationError",
     "Client",
     "ConfigurationError",
@@ -64,7 +68,8 @@ __all__ = [
     "__version__",
 ]
 
-_LAZY = {"Client": "agentq.client", "JobHandle": "agentq.client", "Settings": "agentq.settings"}
+_LAZY = {"AsyncClient": "agentq.async_client", "AsyncJobHandle": "agentq.async_client", "Client": "agentq.client",
+         "JobHandle": "agentq.client", "Settings": "agentq.settings"}
 
 
 def __getattr__(name: str) -> Any:

@@ -116,7 +116,7 @@ class ApiServer:
 
     def sse(self, path: str, *, token: str | None = "default", headers: dict[str, str] | None = None,
             timeout: float = 30.0, stop_after: int | None = None) -> Iterator[SseMessage]:
-        """The messages of an event stream as they arrive (comments are attached to the next message), until
+        """The messages of an event stream as they arrive (a comment alone is a message with only `comments`), until
         the server ends the stream or `stop_after` messages were read (the connection is then dropped, as a
         client that lost its network would)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -126,10 +126,8 @@ class ApiServer:
             reply = connection.getresponse()
             if reply.status != 200:
                 raise AssertionError(f"GET {path}: {reply.status} {reply.read()[:500]!r}")
-            count = 0
-            for message in parse_sse(reply):
+            for count, message in enumerate(parse_sse(reply), 1):
                 yield message
-                count += 1
                 if stop_after is not None and count >= stop_after:
                     return
         finally:
@@ -146,7 +144,8 @@ def parse_sse(stream: Any) -> Iterator[SseMessage]:
             return
         line = raw.decode("utf-8").rstrip("\r\n")
         if line == "":
-            if data or message.id is not None or message.event is not None or message.retry is not None:
+            if data or message.comments or message.id is not None or message.event is not None \
+                    or message.retry is not None:
                 message.data = "\n".join(data) if data else None
                 yield message
                 message, data = SseMessage(), []

@@ -55,7 +55,8 @@ def test_importing_agentq_and_protocol_loads_no_heavy_library():
 
 def test_public_surface_is_pinned():
     assert sorted(agentq.__all__) == sorted([
-        "Activity", "ActivityRegistry", "AgentQError", "CallValidationError", "Client", "ConfigurationError",
+        "Activity", "ActivityRegistry", "AgentQError", "AsyncClient", "AsyncJobHandle", "CallValidationError", "Client",
+        "ConfigurationError",
         "DuplicateRegistrationError", "JobHandle", "JobNotFoundError", "JobTimeoutError", "JobValidationError",
         "NonRetryableError", "ProtocolError", "ReferenceSyntaxError", "Settings", "StoreError",
         "StoreUnavailableError", "Tool", "ToolRegistry",
