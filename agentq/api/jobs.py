@@ -43,7 +43,7 @@ _LIST_SCAN_LIMIT = 5000  # how many of the newest jobs a filtered listing looks 
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": JOB_BODY_SCHEMA}}}})
 async def submit_job(request: Request, idempotency_key: Annotated[str | None, Header(
-        max_length=255, description="the same key returns the same job (for 30 days or the job's TTL)")] = None,
+        min_length=1, max_length=255, description="the same key returns the same job (for 30 days or the job's TTL)")] = None,
                      ) -> JSONResponse:
     parts = app_parts(request)
     text, job = await json_body(request)
