@@ -19,6 +19,7 @@ import functools
 import inspect
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -62,12 +63,19 @@ def _mapped(function: F) -> F:
 class AsyncStateStore:
     """Read-only async view of the state store (same keys and decoding as `StateStore`)."""
 
+    MAX_CONNECTIONS = 64
+
     def __init__(self, redis_url: str, *, namespace: str = "agentq", client: Any = None):
+        self._owns_pool = client is None  # a client passed in is closed by its owner
         if client is None:
             import redis.asyncio
 
-            client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True, socket_connect_timeout=5,
-                                                  health_check_interval=30)
+            # a bounded pool that makes a request wait for a free connection instead of failing: hundreds of
+            # streams share a few dozen connections (each holds one only for a short read)
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                redis_url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30,
+                max_connections=self.MAX_CONNECTIONS, timeout=20)
+            client = redis.asyncio.Redis(connection_pool=pool)
         self.redis = client
         self.url = redis_url
         self.namespace = namespace
@@ -91,7 +99,9 @@ class AsyncStateStore:
     async def close(self) -> None:
         if self._hub is not None:
             await self._hub.close()
-        await self.redis.aclose()
+        if self._owns_pool:
+            await self.redis.aclose()
+            await self.redis.connection_pool.disconnect()
 
     # ---------------------------------------------------------------------------------------- reads
 
@@ -156,70 +166,87 @@ class AsyncStateStore:
 
     async def follow(self, job_id: str, after: str = "0-0", *, batch: int = 500) -> AsyncIterator[tuple[str, dict]]:
         """A job's events in order from `after` until its `job.finished` event (or, for a job that ended
-        without one, until the stream has nothing more). Waiting happens on the shared `EventHub`."""
-        async with self.hub.subscribe(self.keys(job_id).events) as moved:
+        without one, until the stream has nothing more). Waiting happens on the shared `EventHub`, which
+        usually hands over the new entries it read itself."""
+        async with self.hub.subscribe(self.keys(job_id).events) as follower:
+            entries = await self.read_events(job_id, after, count=batch)
             while True:
-                entries = await self.read_events(job_id, after, count=batch)
                 for entry_id, envelope in entries:
                     after = entry_id
                     yield entry_id, envelope
                     if envelope.get("event") == "job.finished":
                         return
-                if len(entries) == batch:
+                if len(entries) >= batch:
+                    entries = await self.read_events(job_id, after, count=batch)
                     continue
                 if not entries and (await self.job_status(job_id)).is_final:
                     return  # ended before `after`, or without a final event
-                await moved.wait(after)
+                handed = await follower.wait(after)
+                entries = handed if handed else await self.read_events(job_id, after, count=batch)
 
 
-class _Moved:
-    """A follower's wake-up call: set by the hub when its stream has entries past the follower's position."""
+class Follower:
+    """One follower of a stream: waits at its position; the hub wakes it, with the entries that follow that
+    position when the hub read exactly those."""
 
     def __init__(self, hub: EventHub, key: str):
         self._hub = hub
         self.key = key
         self._event = asyncio.Event()
         self.position = "0-0"
+        self.waiting = False
+        self._handed: list[tuple[str, dict]] = []
 
-    async def wait(self, position: str, timeout_s: float = 15.0) -> None:
-        """Return when the stream may have entries after `position`, or after `timeout_s` (the caller then
-        re-checks its job: one that expired or ended without a final event has nothing more to send)."""
+    async def wait(self, position: str, timeout_s: float = 15.0) -> list[tuple[str, dict]]:
+        """Wait for entries after `position`: returns them when the hub read them, else [] (the stream moved,
+        or `timeout_s` passed: the caller reads the stream itself, and re-checks its job when it is empty)."""
         self.position = position
         self._event.clear()
-        self._hub.waiting(self)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout_s)
+        self.waiting = True
+        try:
+            self._hub.waiting(self)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+        finally:
+            self.waiting = False
+        handed, self._handed = self._handed, []
+        return handed
 
-    def wake(self) -> None:
+    def wake(self, entries: list[tuple[str, dict]] | None = None) -> None:
+        if entries:
+            self._handed = entries
         self._event.set()
 
 
 class EventHub:
     """One blocking `XREAD` for every followed stream of this process (see the module docstring).
 
-    For each stream the hub keeps the newest entry id it has seen (`_seen`) and reads from there, so one new
-    entry wakes the stream's followers once, however many there are. A follower that waits at a position
-    older than `_seen` is woken at once (it has entries to read); one that follows a new stream interrupts
-    the blocked read so the stream joins it."""
+    For each stream the hub keeps the newest entry id it has read (`_seen`) and reads on from there, so one new
+    entry is read from Redis once, however many followers the stream has: the followers waiting exactly at
+    the hub's position get the entries handed over; one waiting further back is only woken and reads for
+    itself. A follower of a stream the hub does not follow yet interrupts the blocked read (`CLIENT UNBLOCK`)
+    so the stream joins it. Reads are at least `_period()` apart, so a busy process reads many streams'
+    entries per round trip instead of one."""
 
     BLOCK_MS = 10_000
+    COUNT = 100
 
     def __init__(self, store: AsyncStateStore):
         self._store = store
-        self._followers: dict[str, set[_Moved]] = {}
+        self._followers: dict[str, set[Follower]] = {}
         self._seen: dict[str, str] = {}
         self._task: asyncio.Task | None = None
         self._reader_id: int | None = None
 
     @contextlib.asynccontextmanager
-    async def subscribe(self, key: str) -> AsyncIterator[_Moved]:
-        moved = _Moved(self, key)
+    async def subscribe(self, key: str) -> AsyncIterator[Follower]:
+        follower = Follower(self, key)
         try:
-            yield moved
+            yield follower
         finally:
             followers = self._followers.get(key)
             if followers is not None:
-                followers.discard(moved)
+                followers.discard(follower)
                 if not followers:
                     del self._followers[key]
                     self._seen.pop(key, None)
@@ -229,20 +256,24 @@ class EventHub:
         """How many streams the hub is following now."""
         return len(self._followers)
 
-    def waiting(self, moved: _Moved) -> None:
-        """`moved` waits for entries after `moved.position`."""
-        key = moved.key
-        self._followers.setdefault(key, set()).add(moved)
+    def waiting(self, follower: Follower) -> None:
+        """`follower` waits for entries after `follower.position`."""
+        key = follower.key
+        self._followers.setdefault(key, set()).add(follower)
         seen = self._seen.get(key)
         if seen is not None:
-            if _stream_id(moved.position) < _stream_id(seen):
-                moved.wake()  # the hub saw newer entries already
+            if _stream_id(follower.position) < _stream_id(seen):
+                follower.wake()  # the hub read newer entries already: the follower reads them itself
             return
-        self._seen[key] = moved.position
+        self._seen[key] = follower.position
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="agentq-event-hub")
         elif self._reader_id is not None:
             asyncio.get_running_loop().create_task(self._unblock(self._reader_id))
+
+    def _period(self) -> float:
+        """The least time between two reads: none for a few streams, up to 20 ms for thousands."""
+        return min(0.02, 0.005 * len(self._followers) / 250)
 
     async def _unblock(self, reader_id: int) -> None:
         with contextlib.suppress(Exception):
@@ -257,37 +288,49 @@ class EventHub:
         backoff = 0.1
         try:
             while self._followers:
+                started = time.monotonic()
                 try:
                     if self._reader_id is None:
                         self._reader_id = int(await reader.client_id())
                     streams: dict[Any, Any] = dict(self._seen)
-                    reply: Any = await reader.xread(streams, count=1, block=self.BLOCK_MS)
-                    if reply:
-                        await self._moved([key for key, entries in reply if entries])
+                    reply: Any = await reader.xread(streams, count=self.COUNT, block=self.BLOCK_MS)
                     backoff = 0.1
                 except _connection_errors() as error:
                     log.warning("event hub: the state store is unreachable (%s); retrying in %.1f s", error, backoff)
                     self._reader_id = None
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
+                    continue
+                for key, entries in reply or ():
+                    if entries:
+                        self._hand_over(key, streams[key], entries)
+                rest = self._period() - (time.monotonic() - started)
+                if reply and rest > 0:
+                    await asyncio.sleep(rest)
         finally:
             self._reader_id = None
             with contextlib.suppress(Exception):
                 await reader.aclose()
 
-    async def _moved(self, keys: list[str]) -> None:
-        """Streams that moved: note their newest entry and wake the followers behind it."""
-        async with self._store.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.xrevrange(key, count=1)
-            newest = await pipe.execute()
-        for key, entries in zip(keys, newest, strict=True):
-            if not entries or key not in self._followers:
+    def _hand_over(self, key: str, read_from: str, raw: list) -> None:
+        """Entries of `key` read after `read_from`: hand them to the followers waiting exactly there, wake the
+        ones waiting further back."""
+        followers = self._followers.get(key)
+        if not followers:
+            return
+        newest = raw[-1][0]
+        if self._seen.get(key) == read_from:
+            self._seen[key] = newest
+        entries: list[tuple[str, dict]] | None = None
+        for follower in list(followers):
+            if not follower.waiting or _stream_id(follower.position) >= _stream_id(newest):
                 continue
-            self._seen[key] = entries[0][0]
-            for moved in list(self._followers[key]):
-                if _stream_id(moved.position) < _stream_id(entries[0][0]):
-                    moved.wake()
+            if follower.position == read_from:
+                if entries is None:
+                    entries = [(entry_id, json.loads(fields["e"])) for entry_id, fields in raw]
+                follower.wake(entries)
+            else:
+                follower.wake()
 
     async def close(self) -> None:
         task, self._task = self._task, None
