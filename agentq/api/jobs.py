@@ -34,6 +34,9 @@ from agentq.runtime.history import history_of
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Authorized])
 
 _LIST_SCAN_LIMIT = 5000  # how many of the newest jobs a filtered listing looks through at most
+IdempotencyKey = Annotated[str | None, Header(
+    min_length=1, max_length=255, description="the same key returns the same job, as long as that job is kept "
+                                              "(its TTL)")]
 
 
 @router.post("", status_code=201, summary="Submit a job",
@@ -42,9 +45,7 @@ _LIST_SCAN_LIMIT = 5000  # how many of the newest jobs a filtered listing looks 
                         **responses(400, 401, 403, 413, 422, 503)},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": JOB_BODY_SCHEMA}}}})
-async def submit_job(request: Request, idempotency_key: Annotated[str | None, Header(
-        min_length=1, max_length=255, description="the same key returns the same job (for 30 days or the job's TTL)")] = None,
-                     ) -> JSONResponse:
+async def submit_job(request: Request, idempotency_key: IdempotencyKey = None) -> JSONResponse:
     parts = app_parts(request)
     text, job = await json_body(request)
     job_id = None if idempotency_key is None else idempotent_job_id(idempotency_key)
