@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
 from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
+
+log = logging.getLogger("agentq.store")
 
 _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
             "decide", "unlease", "relay")
@@ -123,6 +126,25 @@ class CallTable:
     dependents: dict[str, list[str]]  # call id -> the calls that wait on it (absent: none)
 
 
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A worker's entry in the fleet's set: its id, when its announcement expires (unix s), and the
+    announcement itself (None once its key expired)."""
+
+    worker_id: str
+    expires_at: float
+    announcement: dict | None
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    """What the metrics read of the jobs (`StateStore.fleet_stats`)."""
+
+    jobs_active: int
+    approvals_pending: int
+    jobs_total: dict[str, int]  # final status -> jobs that ended with it
+
+
 @map_store_errors
 class StateStore:
     """The Redis state store. Thread-safe; share one per process.
@@ -191,6 +213,7 @@ class StateStore:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zadd(self.fleet.jobs, {plan.id: time.time()})
             pipe.zremrangebyscore(self.fleet.jobs, 0, time.time() - 30 * 24 * 3600)
+            pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000})
             pipe.execute()
         return created_ok
 
@@ -417,9 +440,12 @@ class StateStore:
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         keys = self.keys(job_id)
-        return bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
-                                              args=[record.status.value, dumps(record.to_dict()),
-                                                    record.finished_at or now_iso(), dumps(event.to_dict())]))
+        ended = bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
+                                               args=[record.status.value, dumps(record.to_dict()),
+                                                     record.finished_at or now_iso(), dumps(event.to_dict())]))
+        if ended:
+            self._count_end(job_id, record.status)
+        return ended
 
     def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
         """Cancel a job: (CANCELED, ids of calls whose tasks may still be queued), or (its final status, [])
@@ -431,6 +457,7 @@ class StateStore:
             raise _not_found(job_id)
         if reply[0] == "final":
             return JobStatus(reply[1]), []
+        self._count_end(job_id, JobStatus.CANCELED)
         return JobStatus.CANCELED, list(reply[1:])
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
@@ -454,7 +481,23 @@ class StateStore:
             pipe.expire(keys.done, ttl_s)
 
         replies = self.redis.transaction(write, keys.job)
+        if replies:
+            self._count_end(job_id, JobStatus.FAILED)
         return bool(replies)
+
+    def _count_end(self, job_id: str, status: JobStatus) -> None:
+        """The metrics' bookkeeping of a job that just ended (its end is already written): it leaves the active
+        set and counts once under its final status. Separate commands after the job's script, never inside it
+        (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is logged, never
+        raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zrem(self.fleet.active_jobs, job_id)
+            pipe.hincrby(self.fleet.job_totals, status.value, 1)
+            pipe.execute()
+        except Exception:
+            log.warning("job %s ended %s, but the metrics' job counts could not be updated", job_id, status,
+                        exc_info=True)
 
     def save_record(self, job_id: str, record: JobRecord) -> None:
         self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
@@ -584,6 +627,46 @@ class StateStore:
             return []
         values = self.redis.mget([self.fleet.worker(i) for i in ids])
         return [json.loads(v) for v in values if v]
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every worker announcement the fleet's set still holds, live or expired but not yet trimmed (the
+        healthcheck tells a stale worker from a missing one)."""
+        entries = self.redis.zrange(self.fleet.workers, 0, -1, withscores=True)
+        if not entries:
+            return []
+        values = self.redis.mget([self.fleet.worker(worker_id) for worker_id, _ in entries])
+        return [WorkerBeat(worker_id, float(expires), json.loads(value) if value else None)
+                for (worker_id, expires), value in zip(entries, values, strict=True)]
+
+    def fleet_stats(self) -> FleetStats:
+        """Jobs active now, calls awaiting approval in them, and jobs ended by final status (the metrics of
+        SPEC §15), in three round trips whatever the number of jobs that ended: the active set holds only
+        active jobs (each one's `status` and `awaiting` read in one pipeline). A job that expired or whose end
+        was not taken out of the set (a process died right after finalizing it) is dropped here."""
+        key, now = self.fleet.active_jobs, time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, 0, now)
+        pipe.zrange(key, 0, -1)
+        pipe.hgetall(self.fleet.job_totals)
+        _, ids, totals = pipe.execute()
+        rows: list[Any] = []
+        if ids:
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hmget(self.keys(job_id).job, ["status", "awaiting"])
+            rows = pipe.execute()
+        active = pending = 0
+        ended = []
+        for job_id, (status, awaiting) in zip(ids, rows, strict=True):
+            if status is None or not JobStatus(status).is_active:
+                ended.append(job_id)
+                continue
+            active += 1
+            pending += max(0, int(awaiting or 0))
+        if ended:
+            self.redis.zrem(key, *ended)
+        return FleetStats(jobs_active=active, approvals_pending=pending,
+                          jobs_total={status: int(count) for status, count in totals.items()})
 
     def live_activities(self) -> dict[str, dict]:
         """Activity name -> its announcement (queue, options, and the workers serving it)."""
