@@ -58,7 +58,8 @@ def assess(beats: list[WorkerBeat], *, hostname: str, role: str, heartbeat_s: fl
         ages.append((now - (beat.expires_at - 3 * interval), interval, beat))
     age, interval, beat = min(ages, key=lambda item: item[0] / item[1])
     if age <= 2 * interval:
-        return Health(True, f"ok: {what} {beat.worker_id} announced itself {max(age, 0.0):.1f} s ago")
+        roles = " and ".join(sorted(_role_of(beat.announcement or {}))) or "worker"
+        return Health(True, f"ok: {roles} {beat.worker_id} announced itself {max(age, 0.0):.1f} s ago")
     return Health(False, f"stale: the last announcement of a {what} of host {hostname} ({beat.worker_id}) was "
                          f"{age:.0f} s ago, more than two heartbeats ({2 * interval:g} s)")
 

@@ -183,9 +183,9 @@ def test_a_redelivered_call_is_counted_by_the_worker_that_gets_it_again(worker_p
 def _ghost_is_known(client: Client) -> None:
     """Make activity `ghost` known but not live: a worker announced it, then went away."""
     store = store_of(client)
-    announcement = {"id": "gone:1:abc", "hostname": "gone", "pid": 1, "engine": False,
-                    "queues": ["agentq.activity.ghost"],
-                    "activities": [{"name": "ghost", "task": "agentq.activity.ghost", "queue": "agentq.activity.ghost"}]}
+    queue = "agentq.activity.ghost"
+    announcement = {"id": "gone:1:abc", "hostname": "gone", "pid": 1, "engine": False, "queues": [queue],
+                    "activities": [{"name": "ghost", "task": queue, "queue": queue}]}
     store.announce_worker("gone:1:abc", announcement, ttl_s=30)
     store.retire_worker("gone:1:abc")
 
