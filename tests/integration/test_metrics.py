@@ -291,3 +291,47 @@ def test_metrics_dir_default_is_per_user_temp(harness: Harness):
     assert metrics_dir(harness.settings).name == f"agentq-metrics-{os.getuid()}"
     custom = harness.settings.model_copy(update={"metrics_dir": Path("/srv/metrics")})
     assert metrics_dir(custom) == Path("/srv/metrics")
+
+
+# ----------------------------------------------------------------------------------- RabbitMQ queues
+
+
+RABBITMQ_URL = os.environ.get("AGENTQ_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def _rabbitmq_reachable() -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(RABBITMQ_URL)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def test_queue_depth_on_rabbitmq_by_a_passive_declare(redis_url: str):
+    if not _rabbitmq_reachable():
+        pytest.skip(f"no RabbitMQ reachable at {RABBITMQ_URL} (set AGENTQ_TEST_RABBITMQ_URL)")
+    from kombu import Connection, Exchange, Queue
+
+    from agentq.runtime.app import create_app
+    from agentq.runtime.metrics import queue_depths
+    from agentq.settings import Settings
+
+    name = f"agentq.test.depth.{os.getpid()}.{time.monotonic_ns()}"
+    app = create_app(Settings(redis_url=redis_url, broker_url=RABBITMQ_URL))
+    with Connection(RABBITMQ_URL) as connection:
+        queue = Queue(name, Exchange(name, type="direct"), routing_key=name, auto_delete=False)
+        producer = connection.Producer()
+        for n in range(3):
+            producer.publish({"n": n}, exchange=queue.exchange, routing_key=name, declare=[queue],
+                             serializer="json")
+        try:
+            # a queue that does not exist closes the AMQP channel: the next queue is still read
+            depths = queue_depths(app, [f"{name}.missing", name])
+        finally:
+            queue(connection.default_channel).delete()
+            queue.exchange(connection.default_channel).delete()
+            app.close()
+    assert depths == {f"{name}.missing": 0, name: 3}
