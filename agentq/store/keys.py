@@ -134,5 +134,9 @@ class FleetKeys:
         return f"{self.namespace}:jobs:active"
 
     @property
+    def approval_jobs(self) -> str:  # zset: job id -> when a step last may have held a call of it for a reviewer
+        return f"{self.namespace}:jobs:approvals"
+
+    @property
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
         return f"{self.namespace}:stats:jobs"

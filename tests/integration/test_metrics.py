@@ -100,7 +100,8 @@ def test_metrics_of_a_job_run_by_a_prefork_worker_served_by_agentq_metrics(worke
     assert record["status"] == "failed" and "metBad" in record["error"]["message"], record
 
     server = metrics_process(metrics_dir)
-    found = samples(server.scrape())
+    found = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="failed")
+                     and found, 15, "the job's end to be counted")
     # every attempt that ended, by activity and outcome; the flaky call's first attempt was retried
     assert value(found, "agentq_calls_total", activity="metOk", status="done") == 2
     assert value(found, "agentq_calls_total", activity="metFlaky", status="retry") == 1
@@ -151,7 +152,8 @@ def test_metrics_of_a_job_run_by_a_prefork_worker_served_by_agentq_metrics(worke
     with Client(redis_url) as client:  # the new worker's counts add to the archived ones
         assert client.submit({"calls": [{"_tool": "metOk", "_outputPath": "†state.x"}]}).result(timeout=30)[
             "status"] == "succeeded"
-    final = samples(server.scrape())
+    final = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="succeeded")
+                     and found, 15, "the job's end to be counted")
     assert value(final, "agentq_calls_total", activity="metOk", status="done") == 3
     assert value(final, "agentq_jobs_total", status="succeeded") == 1
 
@@ -172,7 +174,9 @@ def test_a_redelivered_call_is_counted_by_the_worker_that_gets_it_again(worker_p
         next(p for p in workers if p.pid == pid).kill()
         record = handle.result(timeout=30)
     assert record["status"] == "succeeded"
-    found = samples(metrics_process(metrics_dir).scrape())
+    server = metrics_process(metrics_dir)
+    found = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="succeeded")
+                     and found, 15, "the job's end to be counted")
     assert value(found, "agentq_call_redeliveries_total", activity="procSlow") == 1
     assert value(found, "agentq_calls_total", activity="procSlow", status="done") == 1
 
@@ -219,6 +223,41 @@ def test_fleet_gauges_count_active_jobs_pending_approvals_and_waiting_tasks(harn
     assert value(after, "agentq_jobs_active") == 0
     assert value(after, "agentq_approvals_pending") == 0
     assert value(after, "agentq_jobs_total", status="canceled") == 2
+
+
+def test_a_call_held_after_its_dependency_commits_is_pending_until_approved(harness: Harness):
+    """The commit that releases a call needing approval holds it: pending 1; the approval runs it: pending 0."""
+    harness.tool("first", output={"type": "object"})
+    harness.tool("second", params={"a": {}}, output={"type": "object"})
+    harness.activities.register("first", lambda call: {"n": 1})
+    harness.activities.register("second", lambda call: {"n": 2})
+    harness.worker()
+    client = harness.client()
+    store = store_of(client)
+    handle = client.submit({"calls": [{"_tool": "first", "_outputPath": "†state.a"},
+                                      {"_tool": "second", "a": "†state.a", "_outputPath": "†state.b"}],
+                            "options": {"approval": ["second"]}})
+    second = next(c["id"] for c in handle.calls() if c["tool"] == "second")
+    wait_for(lambda: store.call_statuses(handle.id)[second].value == "awaiting_approval", 15, "second to be held")
+    # the worker adds the job to the approvals set right after the commit that held the call
+    wait_for(lambda: store.fleet_stats().approvals_pending == 1, 15, "the held call to be counted")
+    assert store.fleet_stats().jobs_active == 1
+    handle.approve(second)
+    assert handle.result(timeout=15)["status"] == "succeeded"
+    # the end is counted right after the job's own script (a waiter may wake up in between)
+    stats = wait_for(lambda: (found := store.fleet_stats()).jobs_total and found, 15, "the job's end to be counted")
+    assert (stats.approvals_pending, stats.jobs_active, stats.jobs_total) == (0, 0, {"succeeded": 1})
+    assert store.redis.zcard(store.fleet.approval_jobs) == 0
+
+
+def test_a_job_held_again_while_the_approvals_set_is_read_stays_in_it(harness: Harness):
+    """Compare-and-delete: a job read as holding nothing is not taken out if a step added it again meanwhile."""
+    store = store_of(harness.client())
+    key = store.fleet.approval_jobs
+    store.redis.zadd(key, {"job_a": 1.0, "job_b": 1.0})
+    store.redis.zadd(key, {"job_b": 2.0})  # held again after the read that saw score 1.0
+    store._drop_settled(key, {"job_a": 1.0, "job_b": 1.0})
+    assert store.redis.zrange(key, 0, -1) == ["job_b"]
 
 
 def test_fleet_stats_drop_jobs_that_ended_or_expired_behind_the_set(harness: Harness):
