@@ -163,15 +163,15 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     """`agentq healthcheck`: 0 when a worker or dispatcher of this host announced itself within two heartbeats,
     else 1 with one line saying why (for container healthchecks)."""
     from agentq.runtime import health
-    from agentq.store.state import StateStore
+    from agentq.runtime.root import connect
 
     settings = args.settings
-    store = StateStore(settings.redis_url, namespace=settings.namespace)
+    parts = connect(settings)
     try:
-        verdict = health.check(store, hostname=args.hostname, role=args.role, heartbeat_s=settings.heartbeat_s,
-                               timeout_s=args.timeout)
+        verdict = health.check(parts.store, hostname=args.hostname, role=args.role,
+                               heartbeat_s=settings.heartbeat_s, timeout_s=args.timeout)
     finally:
-        store.close()
+        parts.close()
     if verdict.healthy:
         print(verdict.message)
         return 0

@@ -158,23 +158,28 @@ def multiprocess() -> bool:
     return bool(getattr(values.ValueClass, "_multiprocess", False))
 
 
-def enable_multiprocess(settings: Settings) -> Path:
+def enable_multiprocess(settings: Settings) -> Path | None:
     """Put this process (a worker about to fork its pool) in multiprocess mode; returns the folder its
     processes write to. Call it before any metric is counted in the process.
 
     `PROMETHEUS_MULTIPROC_DIR`, when set, is used as it is (managed by the operator). Otherwise it is set to
     this host's folder under `metrics_dir`, after folding the files of processes that are gone into its
-    archive files."""
+    archive files. A folder that cannot be written is a warning, not a worker that does not start: its
+    counts then stay in each process's memory, where no scrape reads them (None is returned)."""
     external = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if external:
-        folder = Path(external)
+    folder = Path(external) if external else host_folder(metrics_dir(settings))
+    try:
         folder.mkdir(parents=True, exist_ok=True)
-    else:
-        base = metrics_dir(settings)
-        folder = host_folder(base)
-        folder.mkdir(parents=True, exist_ok=True)
-        fold_dead_processes(folder)
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+        if not external:
+            fold_dead_processes(folder)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        log.warning("metrics: cannot write to %s (%s); this worker's counts will not be exported (see "
+                    "AGENTQ_METRICS_DIR)", folder, error.strerror or error)
+        return None
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     if not multiprocess():
         values.ValueClass = values.get_value_class()
     return folder

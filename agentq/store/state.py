@@ -494,9 +494,9 @@ class StateStore:
 
     def _count_end(self, job_id: str, status: JobStatus) -> None:
         """The metrics' bookkeeping of a job that just ended (its end is already written): it leaves the active
-        and approvals sets and counts once under its final status. Separate commands after the job's script, never inside it
-        (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is logged, never
-        raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
+        and approvals sets and counts once under its final status. Separate commands after the job's script,
+        never inside it (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is
+        logged, never raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zrem(self.fleet.active_jobs, job_id)

@@ -186,3 +186,16 @@ def test_an_expired_announcement_still_tells_its_host_and_age():
     gone = WorkerBeat("h1:10:a", now - 5, None)  # its key expired: only the id and the set's score remain
     verdict = health.assess([gone], hostname="h1", role="any", heartbeat_s=2, now=now)
     assert not verdict.healthy and "was 11 s ago" in verdict.message
+
+
+def test_a_metrics_folder_that_cannot_be_written_is_a_warning_not_a_failed_worker(tmp_path: Path, monkeypatch,
+                                                                                   caplog):
+    from agentq.settings import Settings
+
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with caplog.at_level("WARNING", logger="agentq.metrics"):
+        assert metrics.enable_multiprocess(Settings(metrics_dir=blocker)) is None
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ and not metrics.multiprocess()
+    assert "cannot write to" in caplog.text and "will not be exported" in caplog.text
