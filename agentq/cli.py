@@ -163,15 +163,15 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     """`agentq healthcheck`: 0 when a worker or dispatcher of this host announced itself within two heartbeats,
     else 1 with one line saying why (for container healthchecks)."""
     from agentq.runtime import health
-    from agentq.runtime.root import connect
+    from agentq.runtime.root import open_store
 
     settings = args.settings
-    parts = connect(settings)
+    store = open_store(settings)
     try:
-        verdict = health.check(parts.store, hostname=args.hostname, role=args.role,
-                               heartbeat_s=settings.heartbeat_s, timeout_s=args.timeout)
+        verdict = health.check(store, hostname=args.hostname, role=args.role, heartbeat_s=settings.heartbeat_s,
+                               timeout_s=args.timeout)
     finally:
-        parts.close()
+        store.close()
     if verdict.healthy:
         print(verdict.message)
         return 0
