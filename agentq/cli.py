@@ -169,6 +169,56 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    """`agentq healthcheck`: 0 when a worker or dispatcher of this host announced itself within two heartbeats,
+    else 1 with one line saying why (for container healthchecks)."""
+    from agentq.runtime import health
+    from agentq.runtime.root import open_store
+
+    settings = args.settings
+    store = open_store(settings)
+    try:
+        verdict = health.check(store, hostname=args.hostname, role=args.role, heartbeat_s=settings.heartbeat_s,
+                               timeout_s=args.timeout)
+    finally:
+        store.close()
+    if verdict.healthy:
+        print(verdict.message)
+        return 0
+    print(f"agentq healthcheck: {verdict.message}", file=sys.stderr)
+    return 1
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """`agentq metrics --port N`: serve the Prometheus metrics (SPEC §15) without the API."""
+    import secrets
+
+    from agentq.runtime.metrics import MetricsServer
+    from agentq.runtime.root import connect
+
+    settings = args.settings
+    token = None if args.no_auth else (settings.metrics_token or secrets.token_urlsafe(24))
+    parts = connect(settings)
+    try:
+        try:
+            server = MetricsServer(parts, args.host, args.port, (token,) if token else ()).start()
+        except OSError as error:
+            raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+        print(f"agentq metrics: serving http://{args.host}:{server.port}/metrics", flush=True)
+        if token and not settings.metrics_token:
+            print(f"agentq metrics: no AGENTQ_METRICS_TOKEN set; scrape with `Authorization: Bearer {token}`",
+                  flush=True)
+        elif not token:
+            print("agentq metrics: authentication is off (--no-auth)", flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.stop()
+    finally:
+        parts.close()
+    return 0
+
+
 def cmd_tools(args: argparse.Namespace) -> int:
     from agentq.protocol.compose import compose, solution_bytes
 
@@ -555,6 +605,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="a private Redis and in-process workers for the -m modules (default: workers), to try "
                           "the page on a machine with nothing running")
     modules(api)
+
+    healthcheck = command("healthcheck", cmd_healthcheck,
+                          "exit 0 when a worker or dispatcher of this host announced itself within two heartbeats "
+                          "(for container healthchecks), else 1 with the reason")
+    healthcheck.add_argument("--role", choices=["any", "worker", "dispatcher"], default="any",
+                             help="which process must be live: a worker (serves activities), a dispatcher (serves "
+                                  "the engine queue) or either (default)")
+    healthcheck.add_argument("--hostname", default=None, help="the host to check (default: this one)")
+    healthcheck.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for Redis (default: 5)")
+
+    metrics = command("metrics", cmd_metrics, "serve the Prometheus metrics at http://HOST:PORT/metrics "
+                      "(without the API)")
+    metrics.add_argument("--port", type=int, required=True, help="the port to listen on (0: any free port)")
+    metrics.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    metrics.add_argument("--no-auth", action="store_true",
+                         help="serve without a bearer token (default: AGENTQ_METRICS_TOKEN, or a random one printed "
+                              "at start)")
 
     tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
     modules(tools, " (default: workers)")

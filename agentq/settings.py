@@ -67,6 +67,11 @@ class Settings(BaseSettings):
             return [token.strip() for token in value.split(",") if token.strip()]
         return value
 
+    # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
+    # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
+    metrics_dir: Path | None = None
+    metrics_token: str | None = Field(default=None, repr=False)
+
     @property
     def redis_url_is_set(self) -> bool:
         """True when the Redis URL was given (environment or keyword), not the default."""

@@ -7,7 +7,7 @@ from importlib import resources
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from agentq.api.deps import Authorized, app_parts, app_store
@@ -74,3 +74,13 @@ def example_jobs() -> dict[str, Any]:
                 for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".json")}
     except (ModuleNotFoundError, FileNotFoundError):
         return {}
+
+
+@router.get("/metrics", dependencies=[Authorized], summary="Prometheus metrics (SPEC §15)",
+            responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
+                       **responses(401)})
+async def metrics(request: Request) -> Response:
+    from agentq.runtime.metrics import render_metrics
+
+    body, content_type = await run_in_threadpool(render_metrics, app_parts(request))
+    return Response(body, media_type=content_type)

@@ -117,6 +117,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         from agentq.llm.factory import create_llm
+        from agentq.runtime import metrics
         from agentq.runtime.executor import Executor
         from agentq.runtime.root import connect
 
@@ -124,7 +125,8 @@ class Runtime:
                              local_activities_are_live=self.local_activities_are_live)
         self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s,
                                  default_timeout_s=self.settings.default_timeout_s,
-                                 max_result_bytes=self.settings.max_result_bytes, llm=create_llm(self.settings),
+                                 max_result_bytes=self.settings.max_result_bytes,
+                                 llm=metrics.metered(create_llm(self.settings)),
                                  settings=self.settings, routing=self.routing,
                                  known_activities=self.service.known_activities,
                                  modules=self.parts.modules,
@@ -196,6 +198,8 @@ class Runtime:
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None) -> None:
+    from agentq.runtime import metrics
+
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
     def run(task: Any, *args: Any, **kwargs: Any) -> str:
@@ -204,6 +208,7 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             log.warning("task %s ignored: its arguments do not point at a call (%.200r)", name, args or kwargs)
             return "ignored"
         job_id, call_id, record = pointer
+        metrics.count_redelivery(task.request.delivery_info, name, record)
         outcome = executor.run_call(job_id, call_id, record=record)
         if outcome.retry_in is not None:
             raise task.retry(countdown=outcome.retry_in, max_retries=None)

@@ -25,6 +25,7 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, failure_messages, output_alternatives
+from agentq.runtime import metrics
 from agentq.runtime.failures import CallFailure
 from agentq.settings import Settings
 from agentq.store.state import Commit, StateStore, now_iso
@@ -143,8 +144,10 @@ class Delegation:
                                       source=self.source, locale=record.locale, display=display,
                                       technical=technical_details(record.tool, arguments, result, now, now,
                                                                   "success"))))
-            return self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
-                                     events=events)
+            commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
+                                       events=events)
+            metrics.call_ended(record, CallStatus.DONE.value, duration_ms / 1000, commit)
+            return commit
         error = outcome.error or {"type": "ModuleFailed", "message": f"module job {child.id} {outcome.status}"}
         message = f"module {module!r} (job {child.id}) {outcome.status}: {error.get('message', '')}"
         failure = failure_messages(record.call, call_id=call_id, error_type=str(error.get("type", "ModuleFailed")),
@@ -156,8 +159,10 @@ class Delegation:
                                   source=self.source, locale=record.locale, display=display,
                                   technical=technical_details(record.tool, arguments, None, now, now, "error",
                                                               message)))
-        return self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
-                                 events=[event])
+        commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
+                                   events=[event])
+        metrics.call_ended(record, CallStatus.FAILED.value, duration_ms / 1000, commit)
+        return commit
 
 
 def _text(value: Any) -> str:

@@ -37,6 +37,7 @@ from agentq.protocol.status import CallStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import absorbs_failure, check_write, failure_messages, output_messages
+from agentq.runtime import metrics
 from agentq.runtime.agent import AgentLoop
 from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
 from agentq.runtime.delegation import Delegation
@@ -238,6 +239,7 @@ class Executor:
                             duration_ms=round((finished - started) * 1000, 3), part=part)
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
                                    events=[done])
+        metrics.call_ended(record, CallStatus.DONE.value, finished - started, commit)
         self._after_commit(job_id, commit)
         return Outcome("done")
 
@@ -317,6 +319,7 @@ class Executor:
                                     error={"type": failure.type, "message": str(failure)},
                                     retry_in_s=round(delay, 3))
             if self.store.release_for_retry(job_id, call_id, token=token, event=retrying):
+                metrics.call_ended(record, "retry", time.time() - started)
                 return Outcome("retry", retry_in=delay)
             return Outcome("duplicate")
         finished = time.time()
@@ -332,6 +335,7 @@ class Executor:
                              absorbed=absorbs_failure(record.call), part=part)
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages,
                                    events=[event])
+        metrics.call_ended(record, CallStatus.FAILED.value, finished - started, commit)
         self._after_commit(job_id, commit)
         return Outcome("failed")
 

@@ -38,13 +38,19 @@ class Parts:
             self.app.close()
 
 
+def open_store(settings: Settings) -> StateStore:
+    """The state store alone, for processes that need nothing else (`agentq healthcheck`, run every few
+    seconds by container runtimes, stays light: no Celery app)."""
+    return StateStore(settings.redis_url, namespace=settings.namespace)
+
+
 def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
             local_activities_are_live: bool = False) -> Parts:
     """Wire the parts for `settings`. Nothing connects yet: Redis and the broker are reached on first use.
 
     `tools` are tool schemas this process knows besides those the fleet published (a submitter's `-m`
     modules, `--tools` folders); `activities` the ones it serves."""
-    store = StateStore(settings.redis_url, namespace=settings.namespace)
+    store = open_store(settings)
     app = create_app(settings)
     routing = Routing.from_settings(settings)
     dispatcher = Dispatcher(app, routing)

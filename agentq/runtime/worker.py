@@ -69,7 +69,7 @@ class Heartbeat:
         self.interval_s = runtime.settings.heartbeat_s
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.announcement = {
-            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(),
+            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(), "heartbeat_s": self.interval_s,
             "queues": queues, "engine": engine, "started_at": time.time(),
             "activities": [runtime.routing.announcement(spec) for spec in runtime.activities.specs()],
             "tools": sorted(runtime.tools.names),
@@ -206,6 +206,9 @@ def _shutdown_worker() -> None:
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
+    from agentq.runtime.metrics import enable_multiprocess
+
+    enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
     runtime.app.set_current()  # a worker process serves exactly one app

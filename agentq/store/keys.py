@@ -1,7 +1,8 @@
 """Every Redis key agentq uses, in one place.
 
 A job's keys share the hash tag `{<job_id>}` so the multi-key Lua steps touching one job map to one
-Redis Cluster slot. Fleet-wide keys (workers, published tools) live outside any job.
+Redis Cluster slot. Fleet-wide keys (workers, published tools, the metrics' job counts) live outside any job
+and never appear in a job's script: they are written by separate commands after it.
 """
 
 from __future__ import annotations
@@ -127,3 +128,15 @@ class FleetKeys:
     @property
     def jobs(self) -> str:  # zset: job id -> created_at (unix seconds), for listings
         return f"{self.namespace}:jobs"
+
+    @property
+    def active_jobs(self) -> str:  # zset: job id -> its expiry (unix seconds), while the job is active (metrics)
+        return f"{self.namespace}:jobs:active"
+
+    @property
+    def approval_jobs(self) -> str:  # zset: job id -> when a step last may have held a call of it for a reviewer
+        return f"{self.namespace}:jobs:approvals"
+
+    @property
+    def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
+        return f"{self.namespace}:stats:jobs"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
 from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
+
+log = logging.getLogger("agentq.store")
 
 _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
             "decide", "unlease", "relay")
@@ -123,6 +126,25 @@ class CallTable:
     dependents: dict[str, list[str]]  # call id -> the calls that wait on it (absent: none)
 
 
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A worker's entry in the fleet's set: its id, when its announcement expires (unix s), and the
+    announcement itself (None once its key expired)."""
+
+    worker_id: str
+    expires_at: float
+    announcement: dict | None
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    """What the metrics read of the jobs (`StateStore.fleet_stats`)."""
+
+    jobs_active: int
+    approvals_pending: int
+    jobs_total: dict[str, int]  # final status -> jobs that ended with it
+
+
 @map_store_errors
 class StateStore:
     """The Redis state store. Thread-safe; share one per process.
@@ -191,6 +213,10 @@ class StateStore:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zadd(self.fleet.jobs, {plan.id: time.time()})
             pipe.zremrangebyscore(self.fleet.jobs, 0, time.time() - 30 * 24 * 3600)
+            pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000})
+            pipe.zremrangebyscore(self.fleet.active_jobs, 0, time.time())  # jobs that expired without ending
+            if held:
+                pipe.zadd(self.fleet.approval_jobs, {plan.id: time.time()})
             pipe.execute()
         return created_ok
 
@@ -260,6 +286,8 @@ class StateStore:
         outcome = CommitOutcome(reply[0])
         if outcome is not CommitOutcome.COMMITTED:
             return Commit(outcome)
+        if reply[2] == JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
+            self._may_hold_approvals(job_id)
         return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]), ticking=reply[3] == "1",
                       released=[CallRecord.from_dict(json.loads(r)) for r in reply[4:]])
 
@@ -355,6 +383,8 @@ class StateStore:
             args=args)
         if reply[0] != "ok":
             return None
+        if any(plan.approval for plan in plans):
+            self._may_hold_approvals(job_id)
         return [CallRecord.from_dict(json.loads(r)) for r in reply[1:]]
 
     def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
@@ -417,9 +447,12 @@ class StateStore:
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         keys = self.keys(job_id)
-        return bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
-                                              args=[record.status.value, dumps(record.to_dict()),
-                                                    record.finished_at or now_iso(), dumps(event.to_dict())]))
+        ended = bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
+                                               args=[record.status.value, dumps(record.to_dict()),
+                                                     record.finished_at or now_iso(), dumps(event.to_dict())]))
+        if ended:
+            self._count_end(job_id, record.status)
+        return ended
 
     def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
         """Cancel a job: (CANCELED, ids of calls whose tasks may still be queued), or (its final status, [])
@@ -431,6 +464,7 @@ class StateStore:
             raise _not_found(job_id)
         if reply[0] == "final":
             return JobStatus(reply[1]), []
+        self._count_end(job_id, JobStatus.CANCELED)
         return JobStatus.CANCELED, list(reply[1:])
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
@@ -454,7 +488,24 @@ class StateStore:
             pipe.expire(keys.done, ttl_s)
 
         replies = self.redis.transaction(write, keys.job)
+        if replies:
+            self._count_end(job_id, JobStatus.FAILED)
         return bool(replies)
+
+    def _count_end(self, job_id: str, status: JobStatus) -> None:
+        """The metrics' bookkeeping of a job that just ended (its end is already written): it leaves the active
+        and approvals sets and counts once under its final status. Separate commands after the job's script,
+        never inside it (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is
+        logged, never raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zrem(self.fleet.active_jobs, job_id)
+            pipe.zrem(self.fleet.approval_jobs, job_id)
+            pipe.hincrby(self.fleet.job_totals, status.value, 1)
+            pipe.execute()
+        except Exception:
+            log.warning("job %s ended %s, but the metrics' job counts could not be updated", job_id, status,
+                        exc_info=True)
 
     def save_record(self, job_id: str, record: JobRecord) -> None:
         self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
@@ -584,6 +635,79 @@ class StateStore:
             return []
         values = self.redis.mget([self.fleet.worker(i) for i in ids])
         return [json.loads(v) for v in values if v]
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every worker announcement the fleet's set still holds, live or expired but not yet trimmed (the
+        healthcheck tells a stale worker from a missing one)."""
+        entries = self.redis.zrange(self.fleet.workers, 0, -1, withscores=True)
+        if not entries:
+            return []
+        values = self.redis.mget([self.fleet.worker(worker_id) for worker_id, _ in entries])
+        return [WorkerBeat(worker_id, float(expires), json.loads(value) if value else None)
+                for (worker_id, expires), value in zip(entries, values, strict=True)]
+
+    def fleet_stats(self, *, sample: int = 256) -> FleetStats:
+        """Jobs active now, calls awaiting approval, and jobs ended by final status (the metrics of SPEC §15), in
+        a few round trips whatever the number of jobs.
+
+        Jobs active: the size of the active set once expired jobs are trimmed. Its members are taken out by the
+        process that ends a job, right after the job's script; a process that died in between leaves an ended
+        job behind, so each read checks a random `sample` of members and drops those that ended (all of them
+        in a set no larger than the sample). Calls awaiting approval: summed over the jobs that may hold some
+        (a set added to whenever a step may hold a call for a reviewer); jobs that hold none anymore leave it."""
+        active_key, candidates_key, now = self.fleet.active_jobs, self.fleet.approval_jobs, time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(active_key, 0, now)
+        pipe.zcard(active_key)
+        pipe.zrandmember(active_key, sample)
+        pipe.zrange(candidates_key, 0, -1, withscores=True)
+        pipe.hgetall(self.fleet.job_totals)
+        _, active, sampled, candidates, totals = pipe.execute()
+        ids = list(dict.fromkeys([*(sampled or []), *(job_id for job_id, _ in candidates)]))
+        rows: dict[str, tuple[JobStatus | None, int]] = {}
+        if ids:
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hmget(self.keys(job_id).job, ["status", "awaiting"])
+            for job_id, (status, awaiting) in zip(ids, pipe.execute(), strict=True):
+                rows[job_id] = (JobStatus(status) if status else None, int(awaiting or 0))
+
+        def ended(job_id: str) -> bool:
+            status = rows[job_id][0]
+            return status is None or not status.is_active
+
+        gone = [job_id for job_id in sampled or [] if ended(job_id)]
+        if gone:
+            self.redis.zrem(active_key, *gone)
+        pending = sum(rows[job_id][1] for job_id, _ in candidates if not ended(job_id) and rows[job_id][1] > 0)
+        settled = {job_id: score for job_id, score in candidates if ended(job_id) or rows[job_id][1] <= 0}
+        if settled:
+            self._drop_settled(candidates_key, settled)
+        return FleetStats(jobs_active=int(active) - len(gone), approvals_pending=pending,
+                          jobs_total={status: int(count) for status, count in totals.items()})
+
+    def _drop_settled(self, key: str, settled: dict[str, float]) -> None:
+        """Take jobs that hold no call for a reviewer out of the approvals set, unless a step added one of them
+        again since it was read (its score changed): compare-and-delete in one watched MULTI."""
+        names = list(settled)
+
+        def drop(pipe: Any) -> None:
+            scores = pipe.zmscore(key, names)
+            pipe.multi()
+            unchanged = [n for n, score in zip(names, scores, strict=True) if score == settled[n]]
+            if unchanged:
+                pipe.zrem(key, *unchanged)
+
+        self.redis.transaction(drop, key)
+
+    def _may_hold_approvals(self, job_id: str) -> None:
+        """A step may have held a call of `job_id` for a reviewer: (re)add it to the approvals set, with a new
+        score (see `_drop_settled`). Best effort, after the job's script (never inside it)."""
+        try:
+            self.redis.zadd(self.fleet.approval_jobs, {job_id: time.time()})
+        except Exception:
+            log.warning("job %s may hold calls for a reviewer, but the metrics' approvals set could not be updated",
+                        job_id, exc_info=True)
 
     def live_activities(self) -> dict[str, dict]:
         """Activity name -> its announcement (queue, options, and the workers serving it)."""

@@ -494,3 +494,16 @@ def test_events_of_a_job_awaiting_a_reviewer_keep_the_stream_open_with_keepalive
             api.request("POST", f"/v1/jobs/{job_id}/calls/{call_id}/approve")
     assert any("ping" in c for m in seen for c in m.comments)
     assert seen[-1].event == "job.finished"
+
+
+def test_metrics_are_served_with_auth_in_prometheus_text(harness, echo, serve_api):
+    api = serve_api()
+    job_id = api.request("POST", "/v1/jobs", json_body=chain("counted")).json()["id"]
+    finished(api, job_id)
+    assert api.request("GET", "/metrics", token=None).status == 401
+    answer = api.request("GET", "/metrics")
+    assert answer.status == 200 and answer.headers["content-type"].startswith("text/plain")
+    text = answer.body.decode()
+    assert 'agentq_calls_total{activity="echo",status="done"}' in text
+    assert 'agentq_jobs_total{status="succeeded"}' in text
+    assert "agentq_call_duration_seconds_bucket" in text and job_id not in text

@@ -1,0 +1,201 @@
+"""Unit tests of the metrics' parts: folding the files of dead processes (real child processes writing in
+prometheus_client's multiprocess mode), combining families, labels, the metered LLM, and the healthcheck's
+verdict on announcements."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from agentq.errors import LLMError, LLMRetryableError
+from agentq.llm.base import LLMAnswer, LLMRequest, Usage
+from agentq.protocol.records import CallMode, CallRecord
+from agentq.runtime import health, metrics
+from agentq.store.state import WorkerBeat
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WRITER = """
+import os, sys
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+from agentq.runtime import metrics
+metrics.CALLS.labels("a", "done").inc(int(sys.argv[2]))
+metrics.CALL_DURATION.labels("a").observe(0.3)
+from prometheus_client import Gauge
+Gauge("some_gauge", "a gauge of a dead process", multiprocess_mode="all").set(1)
+print(os.getpid())
+"""
+
+
+def _write_as_dead_process(folder: Path, count: int) -> int:
+    """Run a separate process that counts into `folder` and exits; returns its pid."""
+    done = subprocess.run([sys.executable, "-c", WRITER, str(folder), str(count)], cwd=str(ROOT), check=True,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return int(done.stdout)
+
+
+def _totals(folder: Path) -> dict[tuple[str, tuple], float]:
+    merged = MultiProcessCollector.merge([str(p) for p in folder.glob("*.db")], accumulate=True)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in merged for s in m.samples}
+
+
+def test_folding_keeps_the_totals_of_dead_processes_in_one_archive_per_kind(tmp_path: Path):
+    folder = tmp_path / "host"
+    folder.mkdir()
+    first = _write_as_dead_process(folder, 2)
+    before = _totals(folder)
+    assert before[("agentq_calls_total", (("activity", "a"), ("status", "done")))] == 2
+    assert {p.name for p in folder.glob("*.db")} == {f"counter_{first}.db", f"histogram_{first}.db",
+                                                      f"gauge_all_{first}.db"}
+
+    assert metrics.fold_dead_processes(folder) == 3
+    assert {p.name for p in folder.glob("*.db")} == {"counter_archive.db", "histogram_archive.db"}
+    assert _totals(folder) == {k: v for k, v in before.items() if k[0] != "some_gauge"}  # the dead gauge is gone
+
+    second = _write_as_dead_process(folder, 5)
+    live = folder / f"counter_{os.getpid()}.db"  # a file of a live process is left alone
+    live.write_bytes((folder / f"counter_{second}.db").read_bytes())
+    assert metrics.fold_dead_processes(folder) == 3
+    totals = _totals(folder)
+    assert totals[("agentq_calls_total", (("activity", "a"), ("status", "done")))] == 2 + 5 + 5  # archive + live
+    assert totals[("agentq_call_duration_seconds_count", (("activity", "a"),))] == 2
+    assert totals[("agentq_call_duration_seconds_bucket", (("activity", "a"), ("le", "0.25")))] == 0
+    assert totals[("agentq_call_duration_seconds_bucket", (("activity", "a"), ("le", "0.5")))] == 2
+    assert live.exists() and not list(folder.glob(".*partial"))
+
+
+def test_combined_families_sum_the_same_series_and_order_buckets():
+    mine = CounterMetricFamily("agentq_calls", "calls", labels=["activity", "status"])
+    mine.add_metric(["a", "done"], 1)
+    theirs = CounterMetricFamily("agentq_calls", "calls", labels=["activity", "status"])
+    theirs.add_metric(["a", "done"], 2)
+    theirs.add_metric(["b", "failed"], 1)
+    histogram = HistogramMetricFamily("agentq_call_duration_seconds", "d", labels=["activity"])
+    histogram.add_metric(["a"], buckets=[("1.0", 1), ("+Inf", 2)], sum_value=3.0)
+    other = HistogramMetricFamily("agentq_call_duration_seconds", "d", labels=["activity"])
+    other.add_metric(["a"], buckets=[("+Inf", 1), ("1.0", 1)], sum_value=0.5)
+
+    combined = {f.name: f for f in metrics._combined([mine, histogram, theirs, other])}
+    calls = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in combined["agentq_calls"].samples}
+    assert calls == {("agentq_calls_total", (("activity", "a"), ("status", "done"))): 3,
+                     ("agentq_calls_total", (("activity", "b"), ("status", "failed"))): 1}
+    durations = [(s.name.rsplit("_", 1)[1], s.labels.get("le"), s.value)
+                 for s in combined["agentq_call_duration_seconds"].samples]
+    assert durations == [("bucket", "1.0", 2), ("bucket", "+Inf", 3), ("count", None, 3), ("sum", None, 3.5)]
+
+
+def _record(mode: CallMode, activity: str = "") -> CallRecord:
+    return CallRecord(id="call_1", index=0, call={}, tool="t", activity=activity, mode=mode, awaited=True)
+
+
+def test_activity_labels_never_carry_ids():
+    assert metrics.activity_label(_record(CallMode.EXPLICIT, "charge")) == "charge"
+    assert metrics.activity_label(_record(CallMode.LATENT)) == "(latent)"
+    assert metrics.activity_label(_record(CallMode.MODULE, "x")) == "(module)"
+
+
+def test_redeliveries_are_counted_only_when_the_broker_says_so():
+    def count(activity: str) -> float:
+        return metrics.REDELIVERIES.labels(activity)._value.get()
+
+    start = count("charge"), count(metrics.ENGINE)
+    metrics.count_redelivery({"redelivered": False}, "agentq.activity.charge", None)
+    metrics.count_redelivery(None, "agentq.activity.charge", None)
+    assert (count("charge"), count(metrics.ENGINE)) == start
+    metrics.count_redelivery({"redelivered": True}, "agentq.activity.charge", None)
+    metrics.count_redelivery({"redelivered": True}, "agentq.engine.latent", None)
+    assert (count("charge"), count(metrics.ENGINE)) == (start[0] + 1, start[1] + 1)
+
+
+class _Scripted:
+    def __init__(self, *outcomes):
+        self.outcomes = list(outcomes)
+
+    def solve(self, request, *, on_call=None):
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+
+def test_the_metered_llm_counts_requests_by_outcome_and_tokens_by_type():
+    model = "model-under-test"
+    answer = LLMAnswer(solution={}, raw="{}", tool_use_id="t", stop_reason="tool_use",
+                       usage=Usage(requests=1, input_tokens=100, output_tokens=7, cache_read_input_tokens=50))
+    llm = metrics.MeteredLLM(_Scripted(LLMRetryableError("overloaded"), LLMError("bad request"), answer))
+    request = LLMRequest(model=model, system=(), messages=(), solution_schema={}, max_tokens=10)
+    with pytest.raises(LLMRetryableError):
+        llm.solve(request)
+    with pytest.raises(LLMError):
+        llm.solve(request)
+    assert llm.solve(request) is answer
+
+    def get(counter, *labels):
+        return counter.labels(*labels)._value.get()
+
+    assert [get(metrics.LLM_REQUESTS, model, s) for s in ("retry", "error", "ok")] == [1, 1, 1]
+    assert [get(metrics.LLM_TOKENS, model, t) for t in metrics.TOKEN_TYPES] == [100, 7, 0, 50]
+    assert metrics.metered(None) is None
+
+
+# --------------------------------------------------------------------------------------- healthcheck
+
+
+def _beat(worker_id: str, *, beat_at: float, interval: float = 10.0, **announcement) -> WorkerBeat:
+    host = worker_id.split(":", 1)[0]
+    return WorkerBeat(worker_id, beat_at + 3 * interval,
+                      {"id": worker_id, "hostname": host, "heartbeat_s": interval, **announcement})
+
+
+def test_healthy_within_two_heartbeats_stale_after():
+    now = time.time()
+    fresh = _beat("h1:10:a", beat_at=now - 19, activities=[{"name": "x"}])
+    verdict = health.assess([fresh], hostname="h1", role="any", heartbeat_s=10, now=now)
+    assert verdict.healthy and verdict.message.startswith("ok: worker h1:10:a announced itself 19.0 s ago")
+
+    stale = _beat("h1:10:a", beat_at=now - 21, activities=[{"name": "x"}])
+    verdict = health.assess([stale], hostname="h1", role="any", heartbeat_s=10, now=now)
+    assert not verdict.healthy
+    assert verdict.message == ("stale: the last announcement of a worker or dispatcher of host h1 (h1:10:a) was "
+                               "21 s ago, more than two heartbeats (20 s)")
+
+
+def test_the_freshest_process_of_the_host_and_role_decides():
+    now = time.time()
+    beats = [_beat("h1:1:a", beat_at=now - 100, activities=[{"name": "x"}]),
+             _beat("h1:2:b", beat_at=now - 1, engine=True),
+             _beat("h2:3:c", beat_at=now, activities=[{"name": "x"}])]
+    assert health.assess(beats, hostname="h1", role="dispatcher", heartbeat_s=10, now=now).healthy
+    assert health.assess(beats, hostname="h1", role="any", heartbeat_s=10, now=now).message.startswith(
+        "ok: dispatcher h1:2:b")
+    worker = health.assess(beats, hostname="h1", role="worker", heartbeat_s=10, now=now)
+    assert not worker.healthy and worker.message.startswith("stale:") and "(h1:1:a) was 100 s ago" in worker.message
+    missing = health.assess(beats, hostname="h3", role="any", heartbeat_s=10, now=now)
+    assert missing.message == "no worker or dispatcher of host h3 has announced itself (announcements from: h1, h2)"
+
+
+def test_an_expired_announcement_still_tells_its_host_and_age():
+    now = time.time()
+    gone = WorkerBeat("h1:10:a", now - 5, None)  # its key expired: only the id and the set's score remain
+    verdict = health.assess([gone], hostname="h1", role="any", heartbeat_s=2, now=now)
+    assert not verdict.healthy and "was 11 s ago" in verdict.message
+
+
+def test_a_metrics_folder_that_cannot_be_written_is_a_warning_not_a_failed_worker(tmp_path: Path, monkeypatch,
+                                                                                   caplog):
+    from agentq.settings import Settings
+
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with caplog.at_level("WARNING", logger="agentq.metrics"):
+        assert metrics.enable_multiprocess(Settings(metrics_dir=blocker)) is None
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ and not metrics.multiprocess()
+    assert "cannot write to" in caplog.text and "will not be exported" in caplog.text
