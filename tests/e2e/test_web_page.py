@@ -85,6 +85,7 @@ class Page:
     def screenshot(self, name: str) -> Path:
         ARTIFACTS.mkdir(exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
+        self.tab.evaluate("window.scrollTo(0, 0)")
         self.tab.screenshot(path=str(path), full_page=True)
         print(f"screenshot of the web page: {path}")
         return path

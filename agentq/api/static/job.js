@@ -382,10 +382,18 @@ function activityBlock(id, part, envelope) {
   return block;
 }
 
+/** A text part (the agent's answer): its text, or pretty JSON when the text is JSON. */
 function textBlock(id, part, envelope) {
-  return h("div", { class: "text-part", dataset: { eventId: id, event: envelope.event || "", callId: envelope.call_id || "" } },
+  const block = h("div", { class: "text-part", dataset: { eventId: id, event: envelope.event || "", callId: envelope.call_id || "" } },
     h("div", { class: "text-head" }, h("span", { "aria-hidden": "true" }, "💬 "), "Answer"),
-    h("div", { class: "text-body" }, String(part.text ?? "")));
+    h("div", { class: "text-body" }));
+  setText(block, String(part.text ?? ""));
+  return block;
+}
+
+function setText(block, text) {
+  block.rawText = text;
+  block.querySelector(".text-body").replaceChildren(/^\s*[[{]/.test(text) ? contentView(text) : text);
 }
 
 /** A short line for an envelope that carries no part (a retry, a later attempt, a tick...). */
@@ -444,7 +452,7 @@ function renderEnvelope(id, envelope) {
   } else if (part && typeof part.text === "string") {
     const last = box.lastElementChild;
     if (part.type === "text_output_stream" && last && last.classList.contains("text-part")) {
-      last.querySelector(".text-body").append(part.text); // stream chunks grow one text
+      setText(last, (last.rawText || "") + part.text); // stream chunks grow one text
       return;
     }
     node = textBlock(id, part, envelope);
