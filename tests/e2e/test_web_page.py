@@ -155,7 +155,13 @@ def test_the_demo_job_runs_from_the_page_its_calls_and_events_show_in_order_and_
     assert [c["status"] for c in charges] == ["awaiting_approval"] * 2
     charge_row = tab.locator(f"#call-{charges[0]['id']}")
     expect(charge_row).to_contain_text("awaiting approval")
-    expect(charge_row.locator(".waits li")).to_have_text(["#1 validateOrder", "#2 quoteShipping"])
+    expect(charge_row.locator(".waits .call-ref")).to_have_text(["#1 validateOrder", "#2 quoteShipping"])
+    expect(charge_row.locator(".waits li.dep-done")).to_have_count(2)  # what it waited for has finished
+    audit_row = tab.locator(f"#call-{calls[8]['id']}")  # the audit of the payments waits for both charges
+    expect(audit_row.locator(".waits .call-ref")).to_have_text(["#1 validateOrder", "#6 chargePayment",
+                                                                "#7 chargePayment"])
+    expect(audit_row.locator(".waits li.dep-open")).to_have_count(2)
+    expect(audit_row).to_contain_text("pending")
     expect(rows.filter(has_text="reserveStock").locator(".chip.instance")).to_have_text(["line_1", "line_2", "line_3"])
 
     # approve one charge from the page, reject the other with a reason (HTML again: shown as text)

@@ -18,6 +18,7 @@ const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started"
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
   error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊" };
 const POLL_MS = 2000;
+const FINAL_CALL = new Set(["done", "failed", "skipped", "canceled"]);
 
 const view = {
   record: null,
@@ -29,6 +30,7 @@ const view = {
   lastEventId: null,
   eventCount: 0,
   absorbed: new Set(), // calls whose failure went to a `||` alternative
+  decided: new Set(), // calls approved, rejected or edited from this page (a refresh already under way may not know)
   filter: null, // call id whose events alone are shown
 };
 
@@ -164,7 +166,11 @@ function callRow(call, span) {
     status.push(h("span", { class: "note small", title: "the failure was written to the output path's || alternative; the job went on" }, "taken by ||"));
   }
   const waits = call.depends_on && call.depends_on.length
-    ? h("ul", { class: "waits" }, call.depends_on.map((id) => h("li", {}, callRef(id))))
+    ? h("ul", { class: "waits" }, call.depends_on.map((id) => {
+      const done = FINAL_CALL.has(view.callIndex.get(id)?.status);
+      return h("li", { class: done ? "dep-done" : "dep-open", title: done ? "finished" : "not finished yet" },
+        h("span", { class: "dep-mark", "aria-hidden": "true" }, done ? "✓ " : "◌ "), callRef(id));
+    }))
     : h("span", { class: "muted" }, "—");
   const error = call.error ? h("div", { class: "row-error" }, `${call.error.type}: ${call.error.message}`) : null;
   return h("tr", { id: callAnchor(call.id), class: ["call-row", `status-row-${classOf(call.status)}`, filtered && "is-filtered"],
@@ -200,7 +206,7 @@ function renderCalls(calls) {
   for (const ref of document.querySelectorAll(".call-ref[data-call-id]")) ref.textContent = callLabel(ref.dataset.callId);
   // once the job has ended nothing can be approved any more (a fire-and-forget call may still show as waiting)
   const ended = view.record && FINAL_JOB.has(view.record.status);
-  renderApprovals(ended ? [] : view.calls.filter((call) => call.status === "awaiting_approval"));
+  renderApprovals(ended ? [] : view.calls.filter((call) => call.status === "awaiting_approval" && !view.decided.has(call.id)));
 }
 
 // ------------------------------------------------------------------------------------------------ approvals
@@ -230,6 +236,7 @@ function approvalCard(call) {
     for (const b of buttons) b.disabled = true;
     try {
       await api("POST", `${jobPath}/calls/${encodeURIComponent(call.id)}/${action}`, { body });
+      view.decided.add(call.id);
       card.remove();
       if (!$("#approval-list").children.length) $("#approvals").hidden = true;
       toast(done);
@@ -374,7 +381,7 @@ function activityBlock(id, part, envelope) {
   if (envelope.event === "call.finished" && envelope.absorbed) {
     details.append(h("p", { class: "note" }, "The failure was written to the output path's || alternative; the job goes on."));
   }
-  if (envelope.event === "call.finished" && typeof envelope.duration_ms === "number") {
+  if (envelope.event === "call.finished" && typeof envelope.duration_ms === "number" && envelope.duration_ms > 0) {
     details.append(h("p", { class: "muted small" }, `Ran ${formatDuration(envelope.duration_ms)}.`));
   }
   if (!details.childNodes.length) details.append(h("p", { class: "muted small" }, "No details."));
