@@ -159,6 +159,13 @@ function timelineCell(call, span) {
   return cell;
 }
 
+function callDuration(call) {
+  const started = parseTime(call.started_at);
+  if (!started) return "—";
+  if (call.status === "running" && !call.finished_at) return `${formatDuration(Date.now() - started)} so far`;
+  return formatDuration(call.duration_ms ?? NaN);
+}
+
 function callRow(call, span) {
   const filtered = view.filter === call.id;
   const status = [statusBadge(call.status)];
@@ -185,7 +192,7 @@ function callRow(call, span) {
       error),
     h("td", {}, ...status),
     h("td", { class: "num" }, String(call.attempts ?? 0)),
-    h("td", { class: "num" }, call.started_at ? formatDuration(call.duration_ms ?? NaN) : "—"),
+    h("td", { class: "num" }, callDuration(call)),
     h("td", {}, waits),
     timelineCell(call, span),
     h("td", { class: "row-actions" }, h("button", {
