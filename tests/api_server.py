@@ -59,14 +59,14 @@ class ApiServer:
     """`create_api` over the composition root, served by uvicorn in a thread until `stop()`."""
 
     def __init__(self, settings: Settings, *, tokens: list[str] | None = None, auth_enabled: bool = True,
-                 tools: ToolRegistry | None = None):
+                 tools: ToolRegistry | None = None, port: int | None = None):
         import uvicorn
 
         self.auth = ApiAuth.configure(tokens if tokens is not None else ["test-token"], enabled=auth_enabled)
         self.token = self.auth.page_token
         self.parts: Parts = connect(settings, tools=tools)
         self.app = create_api(self.parts, auth=self.auth)
-        self.port = free_port()
+        self.port = port or free_port()  # a given port: a restart where clients reconnect
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     timeout_graceful_shutdown=2))

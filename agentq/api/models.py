@@ -61,6 +61,8 @@ class CallModel(BaseModel):
     finished_at: str | None
     duration_ms: float | None
     error: CallError | None
+    params: dict[str, Any] = Field(default_factory=dict, description="the call's parameters as planned (no meta "
+                                   "fields; references unresolved): what a call awaiting approval would do")
 
 
 class HistoryModel(BaseModel):

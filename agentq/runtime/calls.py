@@ -3,7 +3,7 @@
 One item per call, in the order of the calls' indexes:
 
     {"id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
-     "started_at", "finished_at", "duration_ms", "error"}
+     "started_at", "finished_at", "duration_ms", "error", "params"}
 
 - `depends_on`: the ids of the calls it waits on (the store keeps the other direction, `dependents`);
 - `attempts`: attempts started so far (0 before the first);
@@ -12,7 +12,10 @@ One item per call, in the order of the calls' indexes:
   (rejected, skipped, canceled) has no `started_at`;
 - `duration_ms`: what its `call.finished` event reports (the run of its last attempt); a call whose event
   reports none (a module call, timed by its child job) gets the time from `started_at` to `finished_at`;
-- `error`: `{"type", "message"}` of a failed call (a rejection included), else null.
+- `error`: `{"type", "message"}` of a failed call (a rejection included), else null;
+- `params`: the call's parameters as planned (its fields but the meta fields `_tool`, `_outputPath`, ...;
+  references unresolved, an edit's parameters once edited), so a reviewer sees what a call awaiting approval
+  would do.
 
 Read-only: built from `Store.call_table` and the job's event stream (events relayed from a module's child job
 are not the job's own calls and are skipped).
@@ -27,7 +30,7 @@ from agentq.errors import CallNotFoundError
 from agentq.store.base import Store
 
 CALL_FIELDS = ("id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
-               "started_at", "finished_at", "duration_ms", "error")
+               "started_at", "finished_at", "duration_ms", "error", "params")
 _BATCH = 1000
 
 
@@ -58,6 +61,7 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
             "depends_on": sorted(depends_on.get(record.id, ()), key=lambda c: _index(table.records, c)),
             "output_path": output_path if isinstance(output_path, str) else None,
             "started_at": _iso(started), "finished_at": _iso(finished), "duration_ms": duration, "error": error,
+            "params": {key: value for key, value in record.call.items() if not key.startswith("_")},
         })
     return items
 

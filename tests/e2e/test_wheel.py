@@ -80,12 +80,13 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_carries_every_file_the_runtime_reads(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {"agentq/py.typed", "agentq/cli.py", "workers/__init__.py"}
-    for pattern in ("agentq/store/lua/*.lua", "workers/tools/*.json", "workers/jobs/*.json", "workers/jobs/*.jsonl"):
+    for pattern in ("agentq/store/lua/*.lua", "agentq/api/static/*", "workers/tools/*.json", "workers/jobs/*.json",
+                    "workers/jobs/*.jsonl"):
         files = {path.relative_to(ROOT).as_posix() for path in ROOT.glob(pattern)}
         assert files, f"no {pattern} in the checkout"
         expected |= files
-    assert {"workers/jobs/demo_order.json", "workers/jobs/demo_agent.replay.jsonl", "agentq/store/lua/submit.lua"} \
-        <= expected
+    assert {"workers/jobs/demo_order.json", "workers/jobs/demo_agent.replay.jsonl", "agentq/store/lua/submit.lua",
+            "agentq/api/static/index.html", "agentq/api/static/job.js"} <= expected
     assert not expected - names, f"missing from {wheel.name}: {sorted(expected - names)}"
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"agentq", "workers"}, f"unexpected top-level entries in the wheel: {sorted(top_level)}"
