@@ -222,6 +222,9 @@ class JobService:
         outcome, value = self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
                                            lease_ms=int(self.settings.lease_s * 1000))
         if outcome == "conflict":
+            if value is CallStatus.AWAITING_APPROVAL:  # the call waits, but its job ended: nothing runs any more
+                ended = self.store.job_status(job_id)
+                raise ConflictError(f"job {job_id} has ended ({ended}): call {call_id} can no longer be decided")
             raise ConflictError(f"call {call_id} of job {job_id} is {value}, not awaiting approval")
         if outcome == "missing":
             raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")

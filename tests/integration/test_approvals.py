@@ -366,3 +366,17 @@ def test_calls_view_shape_attempts_and_durations(harness):
         assert (finished - started).total_seconds() * 1000 >= call["duration_ms"] - 1
     assert three["instance"] is None and three["depends_on"] == [] and one["depends_on"] == []
     assert client.calls(handle.id) == calls
+
+
+def test_a_fire_and_forget_call_still_held_when_its_job_ended_cannot_be_decided_and_says_why(harness, mail):
+    job = {"calls": [{"_tool": "send", "to": "a@example.com"},  # no output path: not awaited
+                     {"_tool": "note", "text": "first", "_outputPath": "†state.note"}],
+           "options": {"approval": ["send"]}}
+    client = harness.client()
+    handle = client.submit(job)
+    assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # it did not wait for the held call
+    send = handle.calls()[0]["id"]
+    assert call_status(client, handle.id, send) == "awaiting_approval"
+    with pytest.raises(ConflictError, match=r"has ended \(succeeded\): call .* can no longer be decided"):
+        handle.approve(send)
+    assert "send" not in mail.tools()
