@@ -146,6 +146,7 @@ def test_planning_a_job_is_linear(steps):
     for n in SIZES:
         plan = plan_job({"context": CONTEXT, "calls": chain(n)}, tools=tools)
         assert [call.waiting for call in plan.calls[:3]] == [0, 1, 1]
+        assert len(CountingIndex.built) == 1  # the graph and the unsatisfiable-reads check share one index
         counts[n] = steps()
         assert 0 < counts[n] <= 12 * n
     assert counts[10_000] <= GROWTH * counts[1_000], counts
