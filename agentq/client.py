@@ -174,8 +174,9 @@ class Client:
 
     def forget_activity(self, name: str) -> bool:
         """Retire a known activity at once, so its tools turn latent (unless a live worker announces it
-        again); False when it was not known."""
-        return self._parts.store.forget_activity(name)
+        again): for this client's next submission at once, for other submitting processes within one
+        heartbeat (`AGENTQ_HEARTBEAT_S`). False when it was not known."""
+        return self._parts.jobs.forget_activity(name)
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""
