@@ -29,6 +29,7 @@ _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew",
             "decide", "unlease", "relay")
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
+JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
 
 
 def dumps(value: Any) -> str:
@@ -185,14 +186,26 @@ class StateStore:
             "events": [dumps(e.to_dict()) for e in events],
             "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
         }
-        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
-        created_ok = bool(self._scripts["submit"](keys=list(keys.all), args=[dumps(payload), expire_at_ms]))
-        if created_ok:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zadd(self.fleet.jobs, {plan.id: time.time()})
-            pipe.zremrangebyscore(self.fleet.jobs, 0, time.time() - 30 * 24 * 3600)
-            pipe.execute()
-        return created_ok
+        from redis.exceptions import NoScriptError
+
+        now = time.time()
+        script, job_keys = self._scripts["submit"], list(keys.all)
+        args = [dumps(payload), int((now + plan.ttl_s) * 1000)]
+        # One round trip: the job's script and the fleet-wide listing in one pipeline (not in the script: a
+        # job's script touches only that job's keys, which share one Redis Cluster slot). ZADD NX leaves an
+        # existing job's entry as it was when the script refuses the id.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(job_keys), *job_keys, *args)
+        pipe.zadd(self.fleet.jobs, {plan.id: now}, nx=True)
+        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
+        created, listed, _ = pipe.execute(raise_on_error=False)
+        if isinstance(created, NoScriptError):  # a Redis that lost its scripts (restart, SCRIPT FLUSH)
+            created = script(keys=job_keys, args=args)
+        elif isinstance(created, Exception):
+            if listed == 1:  # listed by this very pipeline: take the entry back
+                self.redis.zrem(self.fleet.jobs, plan.id)
+            raise created
+        return bool(created)
 
     # ------------------------------------------------------------------------------------ execution
 
@@ -519,9 +532,15 @@ class StateStore:
         return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
 
     def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12; the saved one once the job ended, else computed from the log."""
+        """The job record of SPEC §12; the saved one once the job ended (read alone: the job hash also holds
+        the submitted job and its solution schema), else computed from the job and its log."""
+        status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
+        if status is None:
+            raise _not_found(job_id)
+        if saved and JobStatus(status).is_final:
+            return JobRecord.from_dict(json.loads(saved))
         info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final:
+        if info.record is not None and info.status.is_final:  # it ended meanwhile
             return info.record
         return build_job_record(info, self.read_log(job_id))
 
