@@ -219,29 +219,27 @@ def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Request
     """`fn()` and the requests agentq's store sent meanwhile, from `MONITOR`.
 
     A connection that ran EVALSHA or named an `agentq:` key is agentq's store (kombu's broker connections and
-    the result backend never do). Commands run by Lua scripts are not requests. A request is a command, or a
-    MULTI ... EXEC block, or commands of one connection executed within `PIPELINED_US` microseconds of each
-    other (a pipeline: a new request needs a whole round trip first). The store's pipelines are a few small
-    commands, so this holds for them; it does not for kombu's batches of large publishes, which MONITOR itself
-    slows down, so Celery's share is taken from INFO's read counter instead.
+    the result backend never do). Commands run by Lua scripts are not requests. Redis runs every command a
+    client's request holds (a pipeline) before it reads another client's, so a request is a command plus the
+    commands of the same connection that follow it directly, each within `PIPELINED_US` microseconds of the
+    previous one's end (the last command its script ran, for EVALSHA): a connection's next request needs a
+    whole round trip first. A MULTI ... EXEC block is one request.
     """
     import redis
 
     done = threading.Event()
-    seen: list[tuple[float, str, str, str]] = []
+    seen: list[tuple[float, str, str, str]] = []  # (time, client or "lua", command, first argument)
     marker = f"bench-monitor-end-{time.monotonic_ns()}"
     connection = redis.Redis.from_url(url, decode_responses=True)
 
     def listen(monitor: Any) -> None:
         while True:
             entry = monitor.next_command()
-            if entry["client_type"] == "lua":
-                continue
             words = entry["command"].split(" ", 2)
             if words[0].upper() == "ECHO" and marker in entry["command"]:
                 break
-            seen.append((entry["time"], f"{entry['client_address']}:{entry['client_port']}", words[0].upper(),
-                         words[1] if len(words) > 1 else ""))
+            client = "lua" if entry["client_type"] == "lua" else f"{entry['client_address']}:{entry['client_port']}"
+            seen.append((entry["time"], client, words[0].upper(), words[1] if len(words) > 1 else ""))
         done.set()
 
     with connection.monitor() as monitor:
@@ -261,18 +259,21 @@ def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Request
             dump.write("----\n")
     agentq = {client for _, client, name, key in seen if name == "EVALSHA" or key.startswith("agentq:")}
     requests = Requests()
-    last: dict[str, float] = {}
+    previous_client, previous_end = "", 0.0
     in_multi: set[str] = set()
     for when, client, name, _ in seen:
-        previous = last.get(client)
-        last[client] = when
+        if client == "lua":  # run by the previous command's script: that request is still running
+            previous_end = when
+            continue
+        follows = client == previous_client and (when - previous_end) * 1e6 < PIPELINED_US
+        previous_client, previous_end = client, when
         if client in in_multi:
-            if name == "EXEC" or name == "DISCARD":
+            if name in ("EXEC", "DISCARD"):
                 in_multi.discard(client)
             continue
         if name == "MULTI":
             in_multi.add(client)
-        elif previous is not None and (when - previous) * 1e6 < PIPELINED_US:
+        elif follows:
             continue
         if client in agentq:
             requests.agentq += 1
