@@ -181,7 +181,7 @@ class StateStore:
             "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
                            else CallStatus.READY).value for c, n in waiting.items()},
             "approval": {c.id: 1 for c in plan.calls if c.approval},
-            "waiting": waiting,
+            "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
             "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
             "events": [dumps(e.to_dict()) for e in events],
             "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},

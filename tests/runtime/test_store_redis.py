@@ -56,3 +56,14 @@ def test_old_listings_are_trimmed_by_the_next_submission(store: StateStore):
     store.redis.zadd(store.fleet.jobs, {"job_ancient": 1.0})
     assert create(store, "job_new")
     assert store.recent_jobs() == ["job_new"]
+
+
+def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
+    """A job of independent calls stores no waiting count per call (issue 11: bytes per call)."""
+    job = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"},
+                     {"_tool": "first", "x": "†state.a", "_outputPath": "†state.b"},
+                     {"_tool": "first", "x": 2, "_outputPath": "†state.c"}]}
+    plan = make_plan(job, TOOLS, job_id="job_waits")
+    assert store.create_job(plan, records_of(plan), submitted=job, events=[])
+    second = plan.calls[1].id
+    assert store.redis.hgetall(store.keys(plan.id).waiting) == {second: "1"}
