@@ -212,7 +212,7 @@ class Requests:
     agentq_commands: Counter[str] = field(default_factory=Counter)
 
 
-PIPELINED_US = 20  # commands of one connection this close together came in one request (a pipeline)
+PIPELINED_US = 60  # a pipeline's next command starts within this many microseconds of the previous one's end
 
 
 def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Requests]:
