@@ -62,14 +62,19 @@ class JobHandle:
         """Wait until the job ends (at most `timeout` seconds) and return its record."""
         deadline = None if timeout is None else time.monotonic() + timeout
         store = self._client._parts.store
-        # Block on the job's end signal rather than on its event stream: one wake-up per job, not per event.
-        # The status is re-read at least every second, so a job that ended without the signal is seen too.
-        while not store.job_status(self.id).is_final:
+        # Block on the job's end signal rather than on its event stream: one wake-up per job, not per event
+        # (and one round trip for a job that has ended). The status is read after each second without the
+        # signal, so a job that ended without it is seen too.
+        while True:
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {self.status()})")
-            if store.wait_finished(self.id, 1.0 if remaining is None else min(1.0, remaining)) is not None:
+            wait = 1.0 if remaining is None else max(0.0, min(1.0, remaining))
+            if store.wait_finished(self.id, wait) is not None:
                 break
+            status = store.job_status(self.id)
+            if status.is_final:
+                break
+            if deadline is not None and deadline - time.monotonic() <= 0:
+                raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {status.value})")
         return store.record(self.id).to_dict()
 
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
@@ -185,8 +190,9 @@ class Client:
 
     def forget_activity(self, name: str) -> bool:
         """Retire a known activity at once, so its tools turn latent (unless a live worker announces it
-        again); False when it was not known."""
-        return self._parts.store.forget_activity(name)
+        again): for this client's next submission at once, for other submitting processes within one
+        heartbeat (`AGENTQ_HEARTBEAT_S`). False when it was not known."""
+        return self._parts.jobs.forget_activity(name)
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""

@@ -133,9 +133,15 @@ class WriterIndex:
                     yield from trie.below  # writes the read's path or an extension of it
 
 
-def build_graph(nodes: Sequence[CallNode]) -> dict[str, set[str]]:
-    """For each call id, the ids of the calls it depends on (whose writes overlap its reads and are visible)."""
-    writers = WriterIndex(nodes)
+def index_writers(nodes: Sequence[CallNode]) -> WriterIndex:
+    """The output paths of `nodes`, indexed (build once, pass to `build_graph` and `unsatisfiable_reads`)."""
+    return WriterIndex(nodes)
+
+
+def build_graph(nodes: Sequence[CallNode], writers: WriterIndex | None = None) -> dict[str, set[str]]:
+    """For each call id, the ids of the calls it depends on (whose writes overlap its reads and are visible).
+    `writers` is `index_writers(nodes)` when the caller has it already."""
+    writers = writers if writers is not None else index_writers(nodes)
     return {node.id: writers_of(writers, node) for node in nodes}
 
 
@@ -197,12 +203,13 @@ def analyze(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode], statuses
     return analysis
 
 
-def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode]) -> list[Problem]:
+def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode],
+                        writers: WriterIndex | None = None) -> list[Problem]:
     """Submission-time check: references that no alternative can ever satisfy, since each alternative has a
     reference neither present in the initial context (instance-aware) nor written by another visible call.
-    Pointers are `/calls/<i>/<param path>`."""
+    Pointers are `/calls/<i>/<param path>`; `writers` is `index_writers(nodes)` when the caller has it."""
     index = as_index(index)
-    writers = WriterIndex(nodes)
+    writers = writers if writers is not None else index_writers(nodes)
     return [problem for i, node in enumerate(nodes) for problem in unsatisfied(index, writers, node, f"/calls/{i}")]
 
 

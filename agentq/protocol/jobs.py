@@ -13,14 +13,14 @@ from typing import Any
 
 from agentq.errors import InvalidInputError, JobValidationError, Problem, ProtocolError
 from agentq.protocol.compose import compose
-from agentq.protocol.dependencies import build_graph, find_cycle, node_for, unsatisfiable_reads
+from agentq.protocol.dependencies import build_graph, find_cycle, index_writers, node_for, unsatisfiable_reads
 from agentq.protocol.expressions import is_reference, parse_expression
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.scopes import effective_scopes
 from agentq.protocol.tools import ToolRegistry, unknown_name
-from agentq.protocol.validation import call_errors
+from agentq.protocol.validation import tool_call_errors, validator_for
 from agentq.protocol.values import METHODS
 from agentq.protocol.views import LogIndex
 
@@ -291,7 +291,7 @@ def plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[st
 def _plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict],
                 problems: _Problems, *, offset: int = 0) -> list[PlannedCall]:
     planned = []
-    solutions: dict[str, dict] = {}
+    validators: dict[str, Any] = {}  # one per tool: a job's calls are validated against few tools
     for i, call in enumerate(raw_calls, start=offset):
         pointer = f"/calls/{i}"
         if not isinstance(call, dict):
@@ -305,10 +305,11 @@ def _plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[s
         found = _meta_problems(call, pointer)
         reference_pointers = _reference_pointers(call, "", found, pointer)
         problems.items.extend(found)
-        solution = solutions.get(name)
-        if solution is None:  # one per tool: `call_errors` caches its lookups by the solution's identity
-            solution = solutions[name] = {"properties": {"calls": {"items": {"anyOf": [tool]}}}}
-        schema_problems = call_errors(call, solution, skip_pointers=reference_pointers, pointer_prefix=pointer)
+        validator = validators.get(name)
+        if validator is None:
+            validator = validators[name] = validator_for(tool)
+        schema_problems = tool_call_errors(call, tool, validator, skip_pointers=reference_pointers,
+                                           pointer_prefix=pointer)
         try:
             scopes = effective_scopes(call, tool)
         except InvalidInputError as error:
@@ -396,7 +397,8 @@ def _escape(key: str) -> str:
 def _link_dependencies(calls: list[PlannedCall], context: list[dict], problems: _Problems) -> None:
     nodes = [node_for(c.id, c.call) for c in calls]
     by_id = {c.id: c for c in calls}
-    graph = build_graph(nodes)
+    writers = index_writers(nodes)
+    graph = build_graph(nodes, writers)
     cycle = find_cycle(graph)
     if cycle:
         names = " → ".join(f"/calls/{by_id[i].index} ({by_id[i].tool})" for i in cycle)
@@ -404,7 +406,7 @@ def _link_dependencies(calls: list[PlannedCall], context: list[dict], problems: 
         return
     index = LogIndex(context)
     # Every call was planned (see plan_job), so node positions are the calls' indexes.
-    problems.items.extend(unsatisfiable_reads(index, nodes))
+    problems.items.extend(unsatisfiable_reads(index, nodes, writers))
     for node in nodes:
         call = by_id[node.id]
         call.waiting = len(graph.get(node.id, ()))

@@ -8,7 +8,8 @@ submission, where values that are still unresolved references (their pointers gi
 are not judged. ``pointer_prefix`` lets job validation report ``/calls/3/location``.
 
 A validator is built per validation: building one costs about 5 µs (jsonschema compiles lazily), less than
-any cache lookup keyed by a schema's content would.
+any cache lookup keyed by a schema's content would. Job planning validates many calls of the same tool:
+:func:`tool_call_errors` takes the tool and a validator the caller built once for it.
 
 Format assertions are off (``format`` is an annotation, as by default in Draft 2020-12).
 """
@@ -25,7 +26,7 @@ from jsonschema.exceptions import ValidationError
 from agentq.errors import CallValidationError, Problem, UnknownToolError
 from agentq.protocol.compose import composed_tools
 
-__all__ = ["call_errors", "tool_schema_for", "validate_call", "validator_for"]
+__all__ = ["call_errors", "tool_call_errors", "tool_schema_for", "validate_call", "validator_for"]
 
 _MAX_MESSAGE = 400
 
@@ -136,10 +137,10 @@ def _collect(error: ValidationError, skip: tuple[str, ...]) -> list[tuple[str, s
 
 
 def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...],
-                   prefix: str) -> list[Problem]:
+                   prefix: str, validator: Draft202012Validator | None = None) -> list[Problem]:
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
-    for error in validator_for(tool).iter_errors(call):
+    for error in (validator or validator_for(tool)).iter_errors(call):
         for pointer, message in _collect(error, skip):
             if (pointer, message) not in seen:
                 seen.add((pointer, message))
@@ -169,6 +170,19 @@ def call_errors(
         return [problem]
     assert tool is not None
     return _tool_problems(call, tool, tuple(skip_pointers), pointer_prefix)
+
+
+def tool_call_errors(
+    call: Mapping[str, Any],
+    tool: Mapping[str, Any],
+    validator: Draft202012Validator,
+    *,
+    skip_pointers: Iterable[str] = (),
+    pointer_prefix: str = "",
+) -> list[Problem]:
+    """:func:`call_errors` for a call already known to name ``tool`` (its composed schema), validated by
+    ``validator`` (``validator_for(tool)``, built once for every call of that tool)."""
+    return _tool_problems(call, tool, tuple(skip_pointers), pointer_prefix, validator)
 
 
 def validate_call(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "") -> dict:

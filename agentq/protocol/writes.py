@@ -14,8 +14,8 @@ from typing import Any
 from agentq.errors import ReferenceSyntaxError, WriteError
 from agentq.protocol.expressions import DAGGER, Ref, parse_expression, parse_ref
 from agentq.protocol.messages import TYPES, normalize_message
-from agentq.protocol.values import MISSING, apply_write, check_method, get_in, set_in
-from agentq.protocol.views import LogIndex, as_index, write_of
+from agentq.protocol.values import MISSING, check_method, get_in, set_in
+from agentq.protocol.views import LogIndex, as_index
 
 
 def output_alternatives(call: dict) -> tuple[tuple[Ref, ...], ...]:
@@ -86,13 +86,14 @@ def failure_messages(call: dict, *, call_id: str, error_type: str, message: str,
 
 
 def check_write(index: LogIndex | Sequence[Any], message: dict) -> None:
-    """Raise `WriteError` if appending `message` would push/concat onto a non-array (or concat a non-array)."""
+    """Raise `WriteError` if appending `message` would push/concat onto a non-array (or concat a non-array).
+
+    Over an index this is `LogIndex.check`: it costs the length of the message's path and hands nothing out
+    of the index's folds, so checking every write of a job as it grows stays linear in the job's size
+    (checking against a shared copy of the fold would make the next write copy the whole value)."""
     if message.get("type") != "data":
         return
-    path, method, value = write_of(message)
-    kind, instance = message["kind"], message.get("_instance")
-    where = message.get("_path") or DAGGER + kind
-    apply_write(as_index(index).fold(kind, instance), path, method, value, where=where)
+    as_index(index).check(message)
 
 
 def _data_writes(call: dict, message: dict, alternatives: tuple, method: str, call_id: str, date: str) -> list[dict]:

@@ -5,14 +5,24 @@ Submission validates the whole job before anything is written (`plan_job`, after
 checks), routes its calls, writes it in one atomic step, then sends the tasks of the calls that are ready at
 once. Tool schemas come from the store (what workers and dispatchers published) plus this process's own
 registry, so a submitter needs no tool or activity code.
+
+What the fleet published (tools) and announced (known activities) is read once per heartbeat
+(`AGENTQ_HEARTBEAT_S`, the pace at which workers announce it) and reused by the submissions meanwhile,
+which saves a submission five round trips. The cache is trusted only for what it can tell for sure: a job it
+rejects, or one with a call it would hand to the model (a latent or module call) or an agent job, is planned
+again against a fresh read. So a tool or activity announced since is seen at once; a change to one already
+known (a tool's schema, an activity's queue, an activity forgotten) within one heartbeat.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 import uuid
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentq.errors import CallNotFoundError, ConflictError, JobExistsError, JobValidationError, Problem
@@ -20,9 +30,9 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.envelopes import CallFinished, JobFinished, JobQueued
 from agentq.protocol.events import activity_part, tool_result_part
 from agentq.protocol.ids import job_id_problem
-from agentq.protocol.jobs import JobLimits, plan_job
+from agentq.protocol.jobs import JobLimits, JobPlan, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
-from agentq.protocol.records import CallRecord, JobKind, JobRecord
+from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.writes import absorbs_failure, failure_messages
@@ -46,10 +56,20 @@ class Dispatch(Protocol):
     def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
 
 
+@dataclass(frozen=True)
+class FleetView:
+    """What the fleet published and announced, as read at `read_at` (the job service's clock)."""
+
+    tools: dict[str, dict]  # published tool schemas
+    known: dict[str, dict]  # the store's known activities (SPEC §3)
+    read_at: float
+
+
 class JobService:
     def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
-                 local_activities_are_live: bool = False, module_loader: Any = None):
+                 local_activities_are_live: bool = False, module_loader: Any = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.store = store
         self.dispatcher = dispatcher
         self.settings = settings
@@ -60,10 +80,17 @@ class JobService:
         self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s)
+        self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
+        self._clock = clock
+        self._fleet: FleetView | None = None
+        self._fleet_lock = threading.Lock()
 
     def available_tools(self) -> dict[str, dict]:
-        """Published tools, overridden by this process's own registry."""
-        return {**self.store.published_tools(), **self.tools.snapshot()}
+        """Published tools, overridden by this process's own registry (read now)."""
+        return self._with_local_tools(self.store.published_tools())
+
+    def _with_local_tools(self, published: dict[str, dict]) -> dict[str, dict]:
+        return {**published, **self.tools.snapshot()}
 
     def live_activities(self) -> dict[str, dict]:
         live = self.store.live_activities()
@@ -74,8 +101,12 @@ class JobService:
 
     def known_activities(self) -> dict[str, dict]:
         """The known activities (SPEC §3): every activity announced within `AGENTQ_ACTIVITY_MEMORY_S`, live or
-        not (`StateStore.known_activities`), plus this process's own as live when they count as such."""
-        known = self.store.known_activities(self.settings.activity_memory_s)
+        not (`StateStore.known_activities`), plus this process's own as live when they count as such (read
+        now)."""
+        return self._with_local_activities(self.store.known_activities(self.settings.activity_memory_s))
+
+    def _with_local_activities(self, stored: dict[str, dict]) -> dict[str, dict]:
+        known = dict(stored)  # `stored` may be the cached view: never changed in place
         if self.local_activities_are_live:
             for spec in self.activities.specs():
                 entry = known.get(spec.name)
@@ -84,13 +115,56 @@ class JobService:
                                         **self.routing.announcement(spec), "live": True}
         return known
 
+    def forget_activity(self, name: str) -> bool:
+        """Retire a known activity at once (`Store.forget_activity`); this process's next submission reads the
+        fleet again, other submitters see it within one heartbeat. True when it was known."""
+        forgotten = self.store.forget_activity(name)
+        with self._fleet_lock:
+            self._fleet = None
+        return forgotten
+
+    def fleet(self, *, fresh: bool = False) -> tuple[FleetView, bool]:
+        """What the fleet published and announced: the view read within the last heartbeat unless `fresh`
+        (or none was read yet), else read now. Returns (view, whether it came from the cache)."""
+        now = self._clock()
+        with self._fleet_lock:
+            view = self._fleet
+        if not fresh and view is not None and 0 <= now - view.read_at < self.fleet_ttl_s:
+            return view, True
+        view = FleetView(tools=self.store.published_tools(),
+                         known=self.store.known_activities(self.settings.activity_memory_s), read_at=now)
+        with self._fleet_lock:
+            self._fleet = view
+        return view, False
+
+    def _plan(self, job: Any, size: int, job_id: str | None) -> tuple[JobPlan, dict[str, dict]]:
+        """Plan `job` against the fleet (known activities, not only live ones: a call waits on its queue for a
+        worker, SPEC §3); returns the plan and the known activities it was routed against. A cached view is
+        trusted only when every call it planned runs an activity it knows; otherwise (a rejection, a call
+        for the model, an agent job) the job is planned again against a fresh read."""
+        view, cached = self.fleet()
+        try:
+            known = self._with_local_activities(view.known)
+            plan = self._plan_against(job, size, job_id, view, known)
+            if not cached or _certain(plan):
+                return plan, known
+        except JobValidationError:
+            if not cached:
+                raise
+        view, _ = self.fleet(fresh=True)
+        known = self._with_local_activities(view.known)
+        return self._plan_against(job, size, job_id, view, known), known
+
+    def _plan_against(self, job: Any, size: int, job_id: str | None, view: FleetView,
+                      known: dict[str, dict]) -> JobPlan:
+        return plan_job(job, tools=self._with_local_tools(view.tools), live_activities=known, limits=self.limits,
+                        size=size, job_id=job_id, module_loader=self.module_loader)
+
     def submit(self, job: Any, *, job_id: str | None = None, parent: dict | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
         `parent` links a module's child job to the call it runs for (see `runtime/delegation.py`)."""
         job, size = self._decode(job, job_id)
-        known = self.known_activities()  # known, not only live: a call waits on its queue for a worker (SPEC §3)
-        plan = plan_job(job, tools=self.available_tools(), live_activities=known, limits=self.limits, size=size,
-                        job_id=job_id, module_loader=self.module_loader)
+        plan, known = self._plan(job, size, job_id)
         records = [self.routing.route(c.record(), known) for c in plan.calls]
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
@@ -250,3 +324,9 @@ class JobService:
         from agentq.runtime.calls import job_calls
 
         return job_calls(self.store, job_id)
+
+
+def _certain(plan: JobPlan) -> bool:
+    """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
+    activities (a call the view would hand to the model may only lack an activity announced since)."""
+    return plan.kind is JobKind.PLAN and all(call.mode is CallMode.EXPLICIT for call in plan.calls)

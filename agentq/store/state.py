@@ -32,6 +32,7 @@ _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew",
             "decide", "unlease", "relay")
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
+JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
 
 
 def dumps(value: Any) -> str:
@@ -202,23 +203,44 @@ class StateStore:
             "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
                            else CallStatus.READY).value for c, n in waiting.items()},
             "approval": {c.id: 1 for c in plan.calls if c.approval},
-            "waiting": waiting,
+            "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
             "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
             "events": [dumps(e.to_dict()) for e in events],
             "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
         }
-        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
-        created_ok = bool(self._scripts["submit"](keys=list(keys.all), args=[dumps(payload), expire_at_ms]))
-        if created_ok:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zadd(self.fleet.jobs, {plan.id: time.time()})
-            pipe.zremrangebyscore(self.fleet.jobs, 0, time.time() - 30 * 24 * 3600)
-            pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000})
-            pipe.zremrangebyscore(self.fleet.active_jobs, 0, time.time())  # jobs that expired without ending
-            if held:
-                pipe.zadd(self.fleet.approval_jobs, {plan.id: time.time()})
-            pipe.execute()
-        return created_ok
+        from redis.exceptions import NoScriptError
+
+        now = time.time()
+        expire_at_ms = int((now + plan.ttl_s) * 1000)
+        script, job_keys = self._scripts["submit"], list(keys.all)
+        args = [dumps(payload), expire_at_ms]
+        # One round trip: the job's script and the fleet-wide bookkeeping (the listing; the active jobs and those
+        # holding calls for a reviewer, for the metrics) in one pipeline, not in the script: a job's script
+        # touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an existing job's
+        # entries as they were when the script refuses the id; what this pipeline added for a refused or
+        # failed submission is taken back.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(job_keys), *job_keys, *args)
+        pipe.zadd(self.fleet.jobs, {plan.id: now}, nx=True)
+        pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000}, nx=True)
+        if held:
+            pipe.zadd(self.fleet.approval_jobs, {plan.id: now}, nx=True)
+        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
+        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
+        created, *added = pipe.execute(raise_on_error=False)
+        if isinstance(created, NoScriptError):  # a Redis that lost its scripts (restart, SCRIPT FLUSH)
+            created = script(keys=job_keys, args=args)
+        if isinstance(created, Exception) or not created:
+            fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
+            undo = [key for key, reply in zip(fleet_keys, added, strict=False) if reply == 1]
+            if undo:
+                with self.redis.pipeline(transaction=False) as back:
+                    for key in undo:
+                        back.zrem(key, plan.id)
+                    back.execute()
+            if isinstance(created, Exception):
+                raise created
+        return bool(created)
 
     # ------------------------------------------------------------------------------------ execution
 
@@ -570,9 +592,15 @@ class StateStore:
         return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
 
     def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12; the saved one once the job ended, else computed from the log."""
+        """The job record of SPEC §12; the saved one once the job ended (read alone: the job hash also holds
+        the submitted job and its solution schema), else computed from the job and its log."""
+        status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
+        if status is None:
+            raise _not_found(job_id)
+        if saved and JobStatus(status).is_final:
+            return JobRecord.from_dict(json.loads(saved))
         info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final:
+        if info.record is not None and info.status.is_final:  # it ended meanwhile
             return info.record
         return build_job_record(info, self.read_log(job_id))
 

@@ -92,6 +92,25 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
     assert counts["XADD"] == 5
 
 
+def test_a_single_call_job_costs_its_client_three_round_trips(harness):
+    """Submit and wait for a one-call job: the job's script with its listing (one pipeline), the wait for its
+    end signal, the saved record. What the fleet published and announced was read by an earlier submission
+    (once per heartbeat, see `JobService.fleet`), and the task goes to the broker, not the state store."""
+    from tests.redis_trips import RoundTrips
+
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    harness.activities.register("noop", lambda call: call["i"])
+    _worker(harness)
+    client = harness.client()
+    job = {"calls": [{"_tool": "noop", "i": 7, "_outputPath": "†state.r"}]}
+    assert client.submit(job).result(timeout=TIMEOUT)["state"] == {"r": 7}
+    trips = RoundTrips(client._parts.store.redis)
+    for _ in range(3):
+        record = client.submit(job).result(timeout=TIMEOUT)
+        assert record["status"] == "succeeded" and record["state"] == {"r": 7}
+        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"], ["BLMOVE"], ["HMGET"]]
+
+
 def test_a_call_is_validated_before_its_start_events_are_rendered_ahead(harness):
     """Only a call that validates has its call.started published by its claim; any other is claimed as before
     and fails after it, without a call.started."""

@@ -104,3 +104,29 @@ def test_after_forget_a_new_jobs_tool_is_latent(worker_procs, redis_url):
     again = cli(redis_url, "activities", "forget", "procA")
     assert again.returncode == 1 and again.stdout == ""
     assert again.stderr.startswith("agentq: error: ") and again.stderr.count("\n") == 1, again.stderr
+
+
+def test_a_client_sees_an_activity_announced_after_its_last_read_at_once(worker_procs, redis_url):
+    """A client reuses what the fleet announced for a heartbeat (issue 11), yet an activity announced since
+    its last read is explicit at once: a call the cached view would hand to the model is planned again."""
+    store = worker_procs.store
+    first = worker_procs.start(["procA"])
+    worker_procs.wait_live(first, ["procA"])
+    echo_job = {"calls": [{"_tool": "procEcho", "text": "hi", "_outputPath": "†state.echo"}]}
+
+    with Client(redis_url) as client:
+        assert client.submit(JOB).result(timeout=30)["status"] == "succeeded"  # the client's view: procA only
+        assert "procEcho" not in client._parts.jobs.fleet()[0].known
+
+        second = worker_procs.start(["procEcho"])  # procEcho has a queue of its own: procs.echo
+        worker_procs.wait_live(second, ["procEcho"])
+        view, cached = client._parts.jobs.fleet()
+        assert cached and "procEcho" not in view.known  # still within the heartbeat of the last read
+
+        handle = client.submit(echo_job)
+        record = _only_call(client, handle.id)
+        assert (record.mode, record.activity, record.queue) == (CallMode.EXPLICIT, "procEcho", "procs.echo")
+        result = handle.result(timeout=30)
+    assert result["status"] == "succeeded", result
+    assert result["state"]["echo"] == {"pid": second.pid, "text": "hi"}
+    assert int(store.redis.get("procs:runs:procEcho:") or 0) == 1

@@ -5,7 +5,8 @@ Each test runs a shape at N = 1,000 and N = 10,000 and checks that the operation
 
 * dependency planning: trie nodes visited plus writers listed (`WriterIndex.steps`), for chains, fan-outs,
   fan-ins, and many writers and readers under one prefix that never overlap;
-* the fold of a log: items copied by `Fold` (in place where it owns the value) and writes folded;
+* the fold of a log: items copied by `Fold` (in place where it owns the value) and writes folded, also when
+  every write is checked before it is appended;
 * scoped contexts: the messages touched, none at all without scopes.
 """
 
@@ -145,6 +146,7 @@ def test_planning_a_job_is_linear(steps):
     for n in SIZES:
         plan = plan_job({"context": CONTEXT, "calls": chain(n)}, tools=tools)
         assert [call.waiting for call in plan.calls[:3]] == [0, 1, 1]
+        assert len(CountingIndex.built) == 1  # the graph and the unsatisfiable-reads check share one index
         counts[n] = steps()
         assert 0 < counts[n] <= 12 * n
     assert counts[10_000] <= GROWTH * counts[1_000], counts
@@ -210,6 +212,21 @@ def test_appending_and_resolving_is_linear(folds):
         for i, message in enumerate(engine_writes(n)):
             index.append(message)
             assert resolve(index, f"†state.s{i}.value || †state.none") == i
+        assert folds() == (n, 0)
+
+
+def test_checking_each_write_before_appending_it_is_linear(folds):
+    """What the executor does with the writes of a call that read the log: check each one (`check_write`:
+    no push onto a non-array), append it, then a later call reads. Checking hands nothing out of the fold, so
+    no write copies what earlier writes built (a shared copy would cost the whole value per write)."""
+    from agentq.protocol.writes import check_write
+
+    for n in SIZES:
+        index = LogIndex()
+        for i, message in enumerate(engine_writes(n)):
+            check_write(index, message)
+            index.append(message)
+            assert resolve(index, f"†state.s{i}.value") == i
         assert folds() == (n, 0)
 
 

@@ -383,19 +383,25 @@ def test_threads_sharing_an_index_see_consistent_values():
     assert len(index.view("state")["items"]) == 2000
 
 
-def test_check_raises_what_check_write_raises_without_handing_out_the_fold():
+def test_check_raises_what_applying_the_write_raises_without_handing_out_the_fold():
     from agentq.errors import WriteError
+    from agentq.protocol.values import apply_write
+    from agentq.protocol.views import write_of
     from agentq.protocol.writes import check_write
 
     index = LogIndex([{"type": "state", "data": {"log": "text", "xs": [1]}}])
     bad = [engine("state", "†state.log", {"log": 1}, "push"), engine("state", "†state.xs", {"xs": 2}, "concat"),
            engine("state", "†state.xs.3", {"xs": {"3": 1}})]
     for message in bad:
-        with pytest.raises(WriteError) as expected:
-            check_write(index, message)
+        path, method, value = write_of(message)
+        with pytest.raises(WriteError) as expected:  # the copy-on-write definition, over a copy of the fold
+            apply_write(LogIndex(index.messages).fold("state"), path, method, value, where=message["_path"])
         with pytest.raises(WriteError) as caught:
             index.check(message)
         assert str(caught.value) == str(expected.value)
+        with pytest.raises(WriteError) as through_writes:
+            check_write(index, message)
+        assert str(through_writes.value) == str(expected.value)
     for message in [engine("state", "†state.xs", {"xs": 2}, "push"), {"type": "text", "text": "x"},
                     engine("state", "†state.log", {"log": 1}, "push", instance="①")]:
         index.check(message)

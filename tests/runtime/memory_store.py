@@ -167,7 +167,7 @@ class MemoryStore:
                                      else CallStatus.READY).value for c, n in waiting.items()})
             if parent is not None:
                 state.job["parent"] = dumps(parent)
-            state.waiting.update(waiting)
+            state.waiting.update({c: n for c, n in waiting.items() if n})
             state.tools.update({name: dumps(schema) for name, schema in plan.tools.items()})
             state.dependents.update({c.id: dumps(c.dependents) for c in plan.calls if c.dependents})
             self._jobs[plan.id] = state

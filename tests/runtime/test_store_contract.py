@@ -78,6 +78,16 @@ def test_submit_writes_the_whole_job_once(backend: Backend):
         JobQueued(job_id=plan.id, kind="plan", calls=1)])
     assert len(store.call_statuses(plan.id)) == 3 and events(store, plan.id) == ["job.queued"]
     assert store.job_info(plan.id).open_calls == 2
+    assert store.recent_jobs() == [plan.id]  # listed once
+
+
+def test_recent_jobs_lists_new_jobs_first(backend: Backend):
+    store = backend.store
+    first, _ = submit(store, job_id="job_first")
+    backend.advance(0.01)
+    second, _ = submit(store, job_id="job_second")
+    assert store.recent_jobs() == ["job_second", "job_first"]
+    assert store.recent_jobs(limit=1) == ["job_second"]
 
 
 def test_unknown_and_invalid_job_ids(backend: Backend):

@@ -1,7 +1,7 @@
 -- Write a whole, already validated job in one step, or nothing when the id is taken.
 -- KEYS: job, log, calls, status, waiting, attempts, tools, events, dependents, exchanges, approval  (JobKeys.all)
 -- ARGV[1]: JSON {job: {field: str}, log: [msg JSON], calls: {id: record JSON}, status: {id: str},
---               waiting: {id: int}, tools: {name: schema JSON}, events: [envelope JSON],
+--               waiting: {id: int} (calls waiting on others only), tools: {name: schema JSON}, events: [envelope JSON],
 --               dependents: {id: JSON list of call ids}, approval: {id: 1}}
 -- ARGV[2]: expiry of every key, unix milliseconds
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
