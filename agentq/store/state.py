@@ -28,8 +28,8 @@ from agentq.store.records import build_job_record
 _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
             "decide", "unlease", "relay")
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
-USAGE_PREFIX = "usage."
-_RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)  # job hash fields `usage.<counter>`, summed with HINCRBY
+USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
+_RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
 
 
 def dumps(value: Any) -> str:
