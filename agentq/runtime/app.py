@@ -12,6 +12,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentq.errors import StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
@@ -52,6 +53,10 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_enable_remote_control=True,
     )
+    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
+        from agentq.runtime.redis_transport import install
+
+        install()  # kombu's Redis transport, repaired to survive a lost broker connection
     return app
 
 

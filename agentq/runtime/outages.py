@@ -28,7 +28,7 @@ from agentq.errors import StoreUnavailableError
 log = logging.getLogger("agentq.outages")
 
 FIRST_WAIT_S = 0.1
-MAX_WAIT_S = 5.0
+MAX_WAIT_S = 2.0
 
 
 def store_backoff_s(retries: int) -> float:
@@ -46,7 +46,7 @@ def _interrupted_by_soft_time_limit(error: BaseException) -> bool:
 class PatientStore:
     """A store whose every step is retried while the store is unreachable, for up to `window_s` per step.
 
-    Waits grow from 0.1 s to 5 s (jittered); a step that still fails after `window_s` raises
+    Waits grow from 0.1 s to 2 s (jittered); a step that still fails after `window_s` raises
     `StoreUnavailableError`. Attributes that are not methods pass through. Thread-safe (no state of its own
     besides counters)."""
 
