@@ -51,8 +51,10 @@ class JobStarted(_Envelope):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobFinished(_Envelope):
     name = "job.finished"
+    optional = frozenset({"running"})
     status: str
     error: JSON | None = None
+    running: list[str] | None = None  # a cancel: the calls still running, whose outcomes come after it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -222,5 +222,7 @@ def test_a_call_running_at_the_cancel_is_recorded_and_marked_after_cancel(worker
     end = names.index(("job.finished", None, None))
     assert ("call.finished", slow_id, True) in names[end + 1:], names
     assert [n for n in names if n[0] == "call.finished"] == [("call.finished", slow_id, True)]
+    [canceled] = [e for _, e in store.read_events(handle.id) if e["event"] == "job.finished"]
+    assert (canceled["status"], canceled["running"]) == ("canceled", [slow_id])  # its outcome was announced
     statuses = store.call_statuses(handle.id)
     assert sorted(statuses.values()) == ["canceled", "done"]

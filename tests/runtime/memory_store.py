@@ -214,7 +214,8 @@ class MemoryStore:
                 return Claim(ClaimOutcome.MISSING)
             job_status = state.job.get("status")
             if job_status == JobStatus.CANCELED.value:
-                if status in _UNSTARTED:
+                lost = status == CallStatus.RUNNING.value and self._lease(state, call_id) is None
+                if status in _UNSTARTED or lost:
                     state.status[call_id] = CallStatus.CANCELED.value
                 return Claim(ClaimOutcome.CANCELED)
             if status in _FINAL:
@@ -366,13 +367,16 @@ class MemoryStore:
             if status not in _ACTIVE:
                 return JobStatus(status), []
             state.job.update({"status": JobStatus.CANCELED.value, "finished_at": now_iso()})
-            ready = []
+            ready, running = [], []
             for call_id, call_status in state.status.items():
                 if call_status in _UNSTARTED:
                     state.status[call_id] = CallStatus.CANCELED.value
                     if call_status == CallStatus.READY.value:
                         ready.append(call_id)
-            self._xadd(state, dumps(event.to_dict()))
+                elif call_status == CallStatus.RUNNING.value:
+                    running.append(call_id)
+            body = event.to_dict()
+            self._xadd(state, dumps({**body, "running": sorted(running)} if running else body))
             self._end(state, JobStatus.CANCELED.value)
             return JobStatus.CANCELED, ready
 

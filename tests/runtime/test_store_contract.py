@@ -379,6 +379,25 @@ def test_cancel_stops_unstarted_calls_and_running_ones_release_nothing(backend: 
                               event=job_finished(plan.id, JobStatus.SUCCEEDED))
     assert store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED)) == (JobStatus.CANCELED, [])
     assert events(store, plan.id) == ["job.queued", "job.finished", "call.finished"]
+    # the cancel's event named the call that was still running
+    assert [e for _, e in store.read_events(plan.id)][1] == {**job_finished(plan.id, JobStatus.CANCELED).to_dict(),
+                                                             "running": [ids["first"]]}
+
+
+def test_a_call_running_at_the_cancel_whose_attempt_was_lost_is_canceled(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="dead", lease_ms=SHORT_LEASE_MS)
+    store.claim(plan.id, ids["bg"], token="alive", lease_ms=LEASE_MS)
+    store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED))
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    # a redelivery finds the job canceled: the call whose process died is canceled, the live one keeps running
+    assert store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
+    assert store.claim(plan.id, ids["bg"], token="c", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
+    assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.CANCELED, ids["second"]: CallStatus.CANCELED,
+                                            ids["bg"]: CallStatus.RUNNING}
+    [finished_event] = [e for _, e in store.read_events(plan.id) if e["event"] == "job.finished"]
+    assert finished_event["running"] == sorted([ids["first"], ids["bg"]])
 
 
 def test_cancel_before_anything_started(backend: Backend):

@@ -21,7 +21,11 @@ local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 local job_status = redis.call('HGET', KEYS[1], 'status')
 if job_status == JOB.CANCELED then
-  if CALL_UNSTARTED[status] then redis.call('HSET', KEYS[3], call_id, CALL.CANCELED) end
+  -- a call that never started is canceled; so is one that was running at the cancel if its attempt was lost
+  -- since (its lease expired: its process died), as nothing will ever end it
+  if CALL_UNSTARTED[status] or (status == CALL.RUNNING and redis.call('PTTL', KEYS[8]) <= 0) then
+    redis.call('HSET', KEYS[3], call_id, CALL.CANCELED)
+  end
   return {'canceled'}
 end
 if CALL_FINAL[status] then
