@@ -214,8 +214,11 @@ class MemoryStore:
                 return Claim(ClaimOutcome.MISSING)
             job_status = state.job.get("status")
             if job_status == JobStatus.CANCELED.value:
-                lost = status == CallStatus.RUNNING.value and self._lease(state, call_id) is None
-                if status in _UNSTARTED or lost:
+                if status == CallStatus.RUNNING.value:
+                    lease = self._lease(state, call_id)
+                    if lease is not None and lease[1] > self.clock():
+                        return Claim(ClaimOutcome.LEASED, lease_left_ms=int((lease[1] - self.clock()) * 1000))
+                if status in _UNSTARTED or status == CallStatus.RUNNING.value:
                     state.status[call_id] = CallStatus.CANCELED.value
                 return Claim(ClaimOutcome.CANCELED)
             if status in _FINAL:

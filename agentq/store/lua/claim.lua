@@ -21,9 +21,14 @@ local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 local job_status = redis.call('HGET', KEYS[1], 'status')
 if job_status == JOB.CANCELED then
-  -- a call that never started is canceled; so is one that was running at the cancel if its attempt was lost
-  -- since (its lease expired: its process died), as nothing will ever end it
-  if CALL_UNSTARTED[status] or (status == CALL.RUNNING and redis.call('PTTL', KEYS[8]) <= 0) then
+  -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
+  -- that attempt's lease lives (this task checks back later), and canceled once it was lost (its process
+  -- died), as nothing else will ever end it
+  if status == CALL.RUNNING then
+    local pttl = redis.call('PTTL', KEYS[8])
+    if pttl > 0 then return {'leased', tostring(pttl)} end
+    redis.call('HSET', KEYS[3], call_id, CALL.CANCELED)
+  elseif CALL_UNSTARTED[status] then
     redis.call('HSET', KEYS[3], call_id, CALL.CANCELED)
   end
   return {'canceled'}
