@@ -28,6 +28,7 @@ A case that has not recovered after `--max-wait` seconds is shown as `> max-wait
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -90,10 +91,8 @@ class Fleet:
 
     def stop(self) -> None:
         for proc in self.procs:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             proc.wait(10)
 
 
