@@ -35,6 +35,15 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     prefetch_multiplier: int = Field(default=4, ge=1)
+    # Redis broker: how often live workers look for the unacknowledged tasks of dead ones (None: a quarter of
+    # the visibility timeout, between 0.5 and 60 s)
+    unacked_restore_s: float | None = Field(default=None, gt=0)
+
+    # outages and poison messages: a worker retries a store step this long while the store is unreachable (an
+    # activity's result is held meanwhile), and a call fails once the process running it died on this many
+    # deliveries (0: no limit)
+    store_retry_s: float = Field(default=120.0, ge=0)
+    max_deliveries: int = Field(default=5, ge=0)
 
     tools_dirs: list[Path] = Field(default_factory=list)
 

@@ -51,8 +51,10 @@ class JobStarted(_Envelope):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobFinished(_Envelope):
     name = "job.finished"
+    optional = frozenset({"running"})
     status: str
     error: JSON | None = None
+    running: list[str] | None = None  # a cancel: the calls still running, whose outcomes come after it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,19 +80,22 @@ class CallRetrying(_Envelope):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallFinished(_Envelope):
     name = "call.finished"
-    optional = frozenset({"error", "absorbed"})
+    optional = frozenset({"error", "absorbed", "after_cancel"})
     call_id: str
     tool: str
     status: str
     duration_ms: float
     error: JSON | None = None
     absorbed: bool | None = None
+    after_cancel: bool | None = None  # the call ended after its job was canceled (set by the store's commit)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Thought(_Envelope):
     name = "thought"
+    optional = frozenset({"after_cancel"})
     call_id: str | None = None
+    after_cancel: bool | None = None  # published by a commit that came after the job's cancel
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

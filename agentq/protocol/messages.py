@@ -2,11 +2,13 @@
 
 Canonical forms (plain JSON dicts, what the store keeps)::
 
-    {"type": "text",  "role": "system"|"user"|"assistant", "text": str, ["_call"], ["_date"]}
+    {"type": "text",  "role": "system"|"user"|"assistant", "text": str, ["_call"], ["_date"], ["_afterCancel"]}
     {"type": "data",  "kind": str, "data": any, ["schema"], ["description"], ["_instance"],
-                      ["_call"], ["_date"], ["_outputMethod"], ["_path"]}
+                      ["_call"], ["_date"], ["_outputMethod"], ["_path"], ["_afterCancel"]}
     {"type": "error", "data": {"call": {...}, "error": {"type": str, "message": str}}, ["_instance"],
-                      ["_call"], ["_date"]}
+                      ["_call"], ["_date"], ["_afterCancel"]}
+
+`_afterCancel: true` marks what a call wrote after its job was canceled (the store adds it at the commit).
 
 Input may also use the shorthands `{"type": "state", ...}` and `{"type": "input", ...}` (with `input` as an
 alias of `data` for the latter). Unknown fields are rejected so that typos surface early.
@@ -25,9 +27,10 @@ ROLES = ("system", "user", "assistant")
 SHORTHAND_KINDS = ("state", "input")
 
 _FIELDS = {
-    "text": ("type", "role", "text", "_call", "_date"),
-    "data": ("type", "kind", "data", "schema", "description", "_instance", "_call", "_date", "_outputMethod", "_path"),
-    "error": ("type", "data", "_instance", "_call", "_date"),
+    "text": ("type", "role", "text", "_call", "_date", "_afterCancel"),
+    "data": ("type", "kind", "data", "schema", "description", "_instance", "_call", "_date", "_outputMethod", "_path",
+             "_afterCancel"),
+    "error": ("type", "data", "_instance", "_call", "_date", "_afterCancel"),
 }
 
 
@@ -189,6 +192,8 @@ def _check_meta(message: dict, pointer: str, problems: list[Problem]) -> None:
         problems.append(Problem(f"{pointer}/_call", "_call must be an object"))
     if not isinstance(message.get("_date", ""), str):
         problems.append(Problem(f"{pointer}/_date", "_date must be an ISO-8601 string"))
+    if not isinstance(message.get("_afterCancel", True), bool):
+        problems.append(Problem(f"{pointer}/_afterCancel", "_afterCancel must be a boolean"))
 
 
 def _ordered(message: dict) -> dict:
@@ -207,6 +212,7 @@ class TextMessage(TypedDict):
     text: str
     _call: NotRequired[dict]
     _date: NotRequired[str]
+    _afterCancel: NotRequired[bool]
 class DataMessage(TypedDict):
     type: Literal["data"]
     kind: str
@@ -216,6 +222,7 @@ class DataMessage(TypedDict):
     _instance: NotRequired[str]
     _call: NotRequired[dict]
     _date: NotRequired[str]
+    _afterCancel: NotRequired[bool]
     _outputMethod: NotRequired[str]
     _path: NotRequired[str]
 class ErrorMessage(TypedDict):
@@ -224,4 +231,5 @@ class ErrorMessage(TypedDict):
     _instance: NotRequired[str]
     _call: NotRequired[dict]
     _date: NotRequired[str]
+    _afterCancel: NotRequired[bool]
 Message = TextMessage | DataMessage | ErrorMessage

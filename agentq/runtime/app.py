@@ -2,7 +2,8 @@
 
 This is the only module that builds a Celery app. Settings are explicit (no `current_app`, no
 `shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
-results ignored because outputs live in the state store.
+results ignored because outputs live in the state store. A task that cannot reach the state store is retried
+(`task.retry`), never acknowledged as done (see `runtime/outages.py`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from agentq.errors import StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.settings import Settings
 
@@ -43,9 +47,16 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         broker_transport_options=broker_transport_options(settings),
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # a lost broker connection (with a Redis broker on the state store's server: a store outage) must not
+        # kill running activities: they finish and their result is held until the store answers; a copy the
+        # broker redelivers meanwhile finds the call's lease and waits
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_enable_remote_control=True,
     )
+    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
+        from agentq.runtime.redis_transport import install
+
+        install()  # kombu's Redis transport, repaired to survive a lost broker connection
     return app
 
 
@@ -53,12 +64,13 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
     """Redis broker options: a killed worker's unacknowledged tasks come back after the visibility timeout.
 
     kombu's Redis transport only looks for such tasks every `unacked_restore_interval` seconds times
-    `unacked_restore_throttle` (10 x 10 by default: about 100 s whatever the visibility timeout), so sweep at
-    a quarter of the visibility timeout (between 0.5 and 60 s) on every tick of that timer instead.
+    `unacked_restore_throttle` (10 x 10 by default: about 100 s whatever the visibility timeout), so sweep every
+    `AGENTQ_UNACKED_RESTORE_S` (default: a quarter of the visibility timeout, between 0.5 and 60 s) on every
+    tick of that timer instead.
     """
     timeout = settings.visibility_timeout_s
-    return {"visibility_timeout": timeout, "unacked_restore_interval": min(60.0, max(0.5, timeout / 4)),
-            "unacked_restore_throttle": 1}
+    sweep = settings.unacked_restore_s or min(60.0, max(0.5, timeout / 4))
+    return {"visibility_timeout": timeout, "unacked_restore_interval": sweep, "unacked_restore_throttle": 1}
 
 
 class Dispatcher:
@@ -166,9 +178,12 @@ class Runtime:
         """Engine tasks: submission by task name, latent and module calls, agent ticks."""
         app, executor, service = self.app, self.executor, self.service
 
-        @app.task(name=SUBMIT_TASK, bind=True, shared=False)
+        @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
         def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
-            service.submit_by_task(job, job_id=job_id)
+            try:
+                service.submit_by_task(job, job_id=job_id)
+            except StoreUnavailableError as error:
+                raise _store_retry(task, error) from error
 
         for name in (LATENT_TASK, MODULE_TASK):
             _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
@@ -180,16 +195,21 @@ class Runtime:
                 log.warning("task %s ignored: its arguments do not name a job's request (%.200r)", TICK_TASK,
                             [job_id, n])
                 return
-            wait = executor.tick(job_id, n)
+            try:
+                wait = executor.tick(job_id, n)
+            except StoreUnavailableError as error:
+                raise _store_retry(task, error) from error
             if wait is not None:
                 raise task.retry(countdown=wait, max_retries=None)
 
         return [self.settings.engine_queue]
 
     def _register_activity_task(self, spec: ActivitySpec) -> None:
+        """The soft time limit is the activity's timeout; the hard one leaves room for holding its result
+        through a store outage (`AGENTQ_STORE_RETRY_S`)."""
         timeout = self.executor.timeout_of(spec)
         _register_call_task(self.app, self.executor, activity_task(spec.name), soft_time_limit=timeout,
-                            time_limit=timeout * 1.5 + 5, rate_limit=spec.rate_limit)
+                            time_limit=timeout * 1.5 + 5 + self.settings.store_retry_s, rate_limit=spec.rate_limit)
 
     def close(self) -> None:
         self.executor.leases.stop()
@@ -209,10 +229,22 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             return "ignored"
         job_id, call_id, record = pointer
         metrics.count_redelivery(task.request.delivery_info, name, record)
-        outcome = executor.run_call(job_id, call_id, record=record)
+        try:
+            outcome = executor.run_call(job_id, call_id, record=record)
+        except StoreUnavailableError as error:
+            raise _store_retry(task, error) from error
         if outcome.retry_in is not None:
             raise task.retry(countdown=outcome.retry_in, max_retries=None)
         return outcome.status
+
+
+def _store_retry(task: Any, error: StoreUnavailableError) -> Any:
+    """The retry of a task whose work the state store could not record: it goes back to the broker for a later
+    delivery, so the broker never takes it as done (every step it took is safe to take again)."""
+    countdown = store_backoff_s(task.request.retries or 0)
+    log.warning("task %s of %s handed back for a new delivery in %.1f s: %s", task.request.id, task.name,
+                countdown, error)
+    return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False)
 
 
 def call_pointer(args: tuple, kwargs: dict) -> tuple[str, str, CallRecord | None] | None:

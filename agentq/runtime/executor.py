@@ -18,9 +18,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError
+from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec, invoke_handler
 from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, Envelope, JobStarted, Part, Thought
 from agentq.protocol.events import (
@@ -33,7 +33,7 @@ from agentq.protocol.events import (
 )
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.scopes import ScopedContext
-from agentq.protocol.status import CallStatus
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import absorbs_failure, check_write, failure_messages, output_messages
@@ -45,6 +45,7 @@ from agentq.runtime.failures import CallFailure as _Failure
 from agentq.runtime.finalize import finalize_job
 from agentq.runtime.latent import run_latent
 from agentq.runtime.leases import LeaseKeeper
+from agentq.runtime.outages import PatientStore
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -72,7 +73,10 @@ class Executor:
                  source: str = "agentq", llm: Any = None, settings: Settings | None = None,
                  routing: Routing | None = None, known_activities: Callable[[], Mapping[str, Any]] | None = None,
                  modules: Any = None, submit_child: Callable[..., str] | None = None):
-        self.store = store
+        self.settings = settings or Settings(lease_s=lease_s)
+        # every store step is retried while the store is unreachable (see runtime/outages.py); the lease
+        # keeper has its own loop and keeps the store itself
+        self.store = cast(Store, PatientStore(store, self.settings.store_retry_s))
         self.activities = activities
         self.dispatch = dispatch
         self.lease_ms = int(lease_s * 1000)
@@ -80,17 +84,16 @@ class Executor:
         self.max_result_bytes = max_result_bytes
         self.source = source
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
-        self.settings = settings or Settings(lease_s=lease_s)
         self.logs = LogCache()
         self.tools = JobTools()
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
         self.agent = AgentLoop(
-            store, llm, dispatch, routing=routing or Routing.from_settings(self.settings),  # type: ignore[arg-type]
+            self.store, llm, dispatch, routing=routing or Routing.from_settings(self.settings),  # type: ignore[arg-type]
             settings=self.settings, known_activities=known_activities or (lambda: {}), finish=self.finish,
             leases=self.leases, source=source,
             module_loader=getattr(modules, "loader", None))
-        self.delegation = Delegation(store, self.settings, library=modules,  # type: ignore[arg-type]
+        self.delegation = Delegation(self.store, self.settings, library=modules,  # type: ignore[arg-type]
                                      submit_child=submit_child, source=source)
 
     # ------------------------------------------------------------------------------------ delivery
@@ -114,11 +117,21 @@ class Executor:
             return Outcome(claim.outcome.value)
         self.leases.hold(job_id, call_id, token)
         try:
+            if 0 < self.settings.max_deliveries <= claim.lost:
+                return self._fail(job_id, call_id, token, claim, claim.record.call if claim.record else {},
+                                  self._delivery_limit(claim), time.time(), (claim.tool or {}).get("x-display"))
             return self._run_claimed(job_id, call_id, token, claim, index, announced)
         finally:
             self.leases.release(job_id, call_id)
             if claim.record is not None and claim.record.relay:
                 self._relay(job_id)
+
+    def _delivery_limit(self, claim: Claim) -> _Failure:
+        """The failure of a poison call: the process running it died on each of its last deliveries."""
+        limit = self.settings.max_deliveries
+        return _Failure("DeliveryLimitExceeded", f"the task of this call was delivered {claim.lost} times and the "
+                        f"process running it died each time (limit: AGENTQ_MAX_DELIVERIES={limit}); it is not run "
+                        "again", retryable=False)
 
     def _claim(self, job_id: str, call_id: str, token: str,
                record: CallRecord | None) -> tuple[Claim, LogIndex | None, bool]:
@@ -223,6 +236,8 @@ class Executor:
                     check_write(index, message)
         except _Failure as failure:
             return self._fail(job_id, call_id, token, claim, resolved, failure, started, display)
+        except StoreUnavailableError:  # still unreachable after the retry window: the task is handed back
+            raise
         except ProtocolError as error:  # e.g. a push onto a non-array, a message for an unknown branch
             protocol_failure = _Failure(type(error).__name__, str(error), retryable=False)
             return self._fail(job_id, call_id, token, claim, resolved, protocol_failure, started, display)
@@ -237,10 +252,11 @@ class Executor:
             technical=technical_details(name, _arguments(resolved), result, started, finished, "success"))
         done = CallFinished(job_id=job_id, call_id=call_id, tool=name, status=CallStatus.DONE.value,
                             duration_ms=round((finished - started) * 1000, 3), part=part)
+        # the activity ran: its result is held here, and the commit sent again while the store is unreachable
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
                                    events=[done])
         metrics.call_ended(record, CallStatus.DONE.value, finished - started, commit)
-        self._after_commit(job_id, commit)
+        self._after_commit(job_id, commit, call_id)
         return Outcome("done")
 
     def _resolve(self, call: dict, record: CallRecord, tool: dict, index: LogIndex | None) -> dict:
@@ -288,6 +304,8 @@ class Executor:
             return result
         except NonRetryableError as error:
             raise _Failure(error.type, str(error), retryable=False) from None
+        except StoreUnavailableError:  # its `emit` could not reach the store within the retry window
+            raise
         except AgentQError as error:
             raise _Failure(type(error).__name__, str(error), retryable=False) from None
         except Exception as error:  # the activity raised: a runtime error of this call
@@ -336,14 +354,23 @@ class Executor:
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages,
                                    events=[event])
         metrics.call_ended(record, CallStatus.FAILED.value, finished - started, commit)
-        self._after_commit(job_id, commit)
+        self._after_commit(job_id, commit, call_id)
         return Outcome("failed")
 
     # --------------------------------------------------------------------------- after a commit
 
-    def _after_commit(self, job_id: str, commit: Commit | None) -> None:
+    def _after_commit(self, job_id: str, commit: Commit | None, call_id: str | None = None) -> None:
+        """Send the calls a commit released and take the job's next step. A commit of this attempt's own call
+        that finds it committed already (its first reply was lost to a store outage, or a takeover committed
+        it) finishes whatever that commit may have left undone, as a redelivery would."""
+        if commit is not None and commit.outcome is CommitOutcome.DUPLICATE and call_id is not None:
+            self.recover(job_id, call_id)
+            return
         if commit is None or commit.outcome is not CommitOutcome.COMMITTED:
             return
+        if commit.job_status is JobStatus.CANCELED and call_id is not None:
+            log.info("call %s of job %s ended after its job was canceled: its outcome is recorded, marked "
+                     "after_cancel", call_id, job_id)
         if commit.released:
             self.dispatch(job_id, commit.released)
         if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \

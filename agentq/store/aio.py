@@ -120,8 +120,8 @@ class AsyncStateStore:
         if not fields:
             raise _not_found(job_id)
         info = decode_job(fields)
-        if info.record is not None and info.status.is_final:
-            return info.record
+        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
+            return info.record  # (a canceled job's calls that were running may still write: read its log)
         log_entries = await self.redis.lrange(keys.log, 0, -1)
         return build_job_record(info, [json.loads(m) for m in log_entries])
 

@@ -63,6 +63,10 @@ class JobKeys:
         return f"{self._prefix}:attempts"
 
     @property
+    def lost(self) -> str:  # hash: call id -> attempts lost (their process died before they ended)
+        return f"{self._prefix}:lost"
+
+    @property
     def tools(self) -> str:  # hash: tool name -> the job's composed tool schema JSON
         return f"{self._prefix}:tools"
 
@@ -97,7 +101,7 @@ class JobKeys:
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own)."""
         return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events, self.dependents, self.exchanges, self.approval)
+                self.events, self.dependents, self.exchanges, self.approval, self.lost)
 
 
 @dataclass(frozen=True)

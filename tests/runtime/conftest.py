@@ -73,7 +73,8 @@ class Rig:
         self.service = JobService(store, self.dispatcher, settings=settings, routing=Routing.from_settings(settings),
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True)
         self.executor = Executor(store, self.activities, self.dispatcher, **{
-            "lease_s": 30.0, "default_timeout_s": 5.0, "max_result_bytes": 1_000_000, **executor})
+            "lease_s": 30.0, "default_timeout_s": 5.0, "max_result_bytes": 1_000_000, "settings": settings,
+            **executor})
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []
         self._next = 0

@@ -69,6 +69,7 @@ class _Job:
     status: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
     tools: dict[str, str] = field(default_factory=dict)
     events: list[tuple[str, str]] = field(default_factory=list)
     dependents: dict[str, str] = field(default_factory=dict)
@@ -213,21 +214,33 @@ class MemoryStore:
                 return Claim(ClaimOutcome.MISSING)
             job_status = state.job.get("status")
             if job_status == JobStatus.CANCELED.value:
-                if status in _UNSTARTED:
+                if status == CallStatus.RUNNING.value:
+                    lease = self._lease(state, call_id)
+                    if lease is not None and lease[1] > self.clock():
+                        return Claim(ClaimOutcome.LEASED, lease_left_ms=int((lease[1] - self.clock()) * 1000))
+                if status in _UNSTARTED or status == CallStatus.RUNNING.value:
                     state.status[call_id] = CallStatus.CANCELED.value
                 return Claim(ClaimOutcome.CANCELED)
             if status in _FINAL:
                 return Claim(ClaimOutcome.FINISHED, status=CallStatus(status))
+            replay = False
             if status == CallStatus.RUNNING.value:
                 lease = self._lease(state, call_id)
-                if lease is not None:
+                if lease is not None and lease[0] == token:
+                    replay = True  # the holder's own claim again (its reply was lost)
+                elif lease is not None:
                     left = int((lease[1] - self.clock()) * 1000)
                     if left > 0:
                         return Claim(ClaimOutcome.LEASED, lease_left_ms=left)
             elif status != CallStatus.READY.value:
                 return Claim(ClaimOutcome.NOT_READY, status=CallStatus(status))
 
-            attempt = state.attempts[call_id] = state.attempts.get(call_id, 0) + 1
+            if replay:
+                attempt = state.attempts[call_id]
+            else:
+                attempt = state.attempts[call_id] = state.attempts.get(call_id, 0) + 1
+                if status == CallStatus.RUNNING.value:  # a takeover: the previous attempt's process died
+                    state.lost[call_id] = state.lost.get(call_id, 0) + 1
             state.status[call_id] = CallStatus.RUNNING.value
             state.leases[call_id] = (token, self.clock() + lease_ms / 1000)
             if job_status == JobStatus.QUEUED.value:
@@ -241,7 +254,7 @@ class MemoryStore:
             tool = state.tools.get(json.loads(stored)["tool"], "")
             tool_current = tool_sha != "" and tool != "" and _sha1(tool) == tool_sha
             announced = attempt == 1 and record_current and tool_current and len(start_events) > 0
-            if announced:
+            if announced and not replay:
                 for envelope in start_events:
                     self._xadd(state, dumps(envelope.to_dict()))
             tail = [json.loads(m) for m in state.log[log_offset:]] if log_offset >= 0 else []
@@ -257,6 +270,7 @@ class MemoryStore:
                 log_tail=tail,
                 tool_sha=_sha1(sent_tool) if sent_tool else "",
                 announced=announced,
+                lost=state.lost.get(call_id, 0),
             )
 
     def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None:
@@ -279,13 +293,15 @@ class MemoryStore:
             holder = self._lease(state, call_id)
             if holder is not None and holder[0] != token:
                 return Commit(CommitOutcome.SUPERSEDED)
-            state.log.extend(dumps(m) for m in messages)
+            job_status = state.job.get("status", "")
+            late = job_status == JobStatus.CANCELED.value  # marked as arriving after the cancel
+            state.log.extend(dumps({**m, "_afterCancel": True} if late else m) for m in messages)
             state.status[call_id] = status.value
             state.leases.pop(call_id, None)
             for envelope in events:
-                self._xadd(state, dumps(envelope.to_dict()))
+                body = envelope.to_dict()
+                self._xadd(state, dumps({**body, "after_cancel": True} if late else body))
             record = json.loads(state.calls[call_id])
-            job_status = state.job.get("status", "")
             released: list[CallRecord] = []
             for dependent in json.loads(state.dependents.get(call_id) or "[]"):
                 left = state.waiting[dependent] = state.waiting.get(dependent, 0) - 1
@@ -306,13 +322,16 @@ class MemoryStore:
         """retry.lua."""
         with self._changed:
             state = self._get(job_id)
+            holder = self._lease(state, call_id) if state is not None else None
+            if state is not None and state.status.get(call_id) == CallStatus.READY.value and holder is not None \
+                    and holder[0] == token:
+                return True  # a replay of this release
             if state is None or state.status.get(call_id) != CallStatus.RUNNING.value:
                 return False
-            holder = self._lease(state, call_id)
             if holder is not None and holder[0] != token:
                 return False
             state.status[call_id] = CallStatus.READY.value
-            state.leases.pop(call_id, None)
+            state.leases[call_id] = (token, self.clock() + 60.0)  # the releasing token, as retry.lua keeps it
             if event is not None:
                 self._xadd(state, dumps(event.to_dict()))
             return True
@@ -351,13 +370,16 @@ class MemoryStore:
             if status not in _ACTIVE:
                 return JobStatus(status), []
             state.job.update({"status": JobStatus.CANCELED.value, "finished_at": now_iso()})
-            ready = []
+            ready, running = [], []
             for call_id, call_status in state.status.items():
                 if call_status in _UNSTARTED:
                     state.status[call_id] = CallStatus.CANCELED.value
                     if call_status == CallStatus.READY.value:
                         ready.append(call_id)
-            self._xadd(state, dumps(event.to_dict()))
+                elif call_status == CallStatus.RUNNING.value:
+                    running.append(call_id)
+            body = event.to_dict()
+            self._xadd(state, dumps({**body, "running": sorted(running)} if running else body))
             self._end(state, JobStatus.CANCELED.value)
             return JobStatus.CANCELED, ready
 
@@ -427,8 +449,9 @@ class MemoryStore:
 
     def record(self, job_id: str) -> JobRecord:
         info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final:
+        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
             return info.record
+        # a canceled job's calls that were running may still end: its state is what its log says now
         return build_job_record(info, self.read_log(job_id))
 
     def relay_events(self, job_id: str) -> int:

@@ -194,7 +194,7 @@ def test_an_expired_lease_is_taken_over(backend: Backend):
     store.claim(plan.id, ids["first"], token="dead", lease_ms=SHORT_LEASE_MS)
     backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
     takeover = store.claim(plan.id, ids["first"], token="alive", lease_ms=LEASE_MS)
-    assert (takeover.outcome, takeover.attempt) == (ClaimOutcome.CLAIMED, 2)
+    assert (takeover.outcome, takeover.attempt, takeover.lost) == (ClaimOutcome.CLAIMED, 2, 1)
     # the dead attempt can neither commit nor retry nor renew any more
     assert store.commit(plan.id, ids["first"], token="dead", status=CallStatus.DONE,
                         messages=[message(ids["first"], "dead")]).outcome is CommitOutcome.SUPERSEDED
@@ -204,6 +204,43 @@ def test_an_expired_lease_is_taken_over(backend: Backend):
                           messages=[message(ids["first"], "alive")])
     assert commit.outcome is CommitOutcome.COMMITTED
     assert store.read_log(plan.id)[2:] == [message(ids["first"], "alive")]
+
+
+def test_lost_attempts_are_counted_per_call_by_takeovers_only(backend: Backend):
+    """A takeover (the previous attempt's lease expired: its process died) counts one lost attempt; a claim of
+    a ready call, also after a released retry, counts none."""
+    store = backend.store
+    plan, ids = submit(store)
+    first = store.claim(plan.id, ids["first"], token="t1", lease_ms=SHORT_LEASE_MS)
+    assert (first.attempt, first.lost) == (1, 0)
+    for n in (1, 2):
+        backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+        claim = store.claim(plan.id, ids["first"], token=f"t{n + 1}", lease_ms=SHORT_LEASE_MS)
+        assert (claim.outcome, claim.attempt, claim.lost) == (ClaimOutcome.CLAIMED, n + 1, n)
+    assert store.release_for_retry(plan.id, ids["first"], token="t3")
+    again = store.claim(plan.id, ids["first"], token="t4", lease_ms=LEASE_MS)
+    assert (again.attempt, again.lost) == (4, 2)
+    other = store.claim(plan.id, ids["bg"], token="u", lease_ms=LEASE_MS)
+    assert (other.attempt, other.lost) == (1, 0)
+
+
+def test_a_claim_replayed_with_its_own_token_is_the_same_claim(backend: Backend):
+    """A claim whose reply was lost (store outage) is sent again with the same token: the same attempt, no lost
+    attempt, its start events and the job's start not published twice."""
+    store = backend.store
+    plan, _ = submit(store)
+    first = records_of(plan)[0]
+    tool_sha = hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
+    start = [CallStarted(job_id=plan.id, call_id=first.id, tool="first", attempt=1)]
+    kwargs = dict(token="a", lease_ms=LEASE_MS, job_started=JobStarted(job_id=plan.id), record=first,
+                  record_sha=record_digest(first), tool_sha=tool_sha, start_events=start, log_offset=0)
+    claim = store.claim(plan.id, first.id, **kwargs)
+    replay = store.claim(plan.id, first.id, **kwargs)
+    assert (replay.outcome, replay.attempt, replay.lost, replay.announced) == (ClaimOutcome.CLAIMED, 1, 0, True)
+    assert (replay.record, replay.log_length, replay.log_tail) == (claim.record, claim.log_length, claim.log_tail)
+    assert events(store, plan.id) == ["job.queued", "job.started", "call.started"]
+    assert store.claim(plan.id, first.id, token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
+    assert store.commit(plan.id, first.id, token="a", status=CallStatus.DONE).outcome is CommitOutcome.COMMITTED
 
 
 def test_an_attempt_whose_lease_lapsed_without_a_takeover_still_commits(backend: Backend):
@@ -281,9 +318,14 @@ def test_release_for_retry(backend: Backend):
     assert store.release_for_retry(plan.id, ids["first"], token="a", event=event)
     assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.READY
     assert events(store, plan.id)[-1] == "call.retrying"
-    assert not store.release_for_retry(plan.id, ids["first"], token="a", event=event)
+    # the same release replayed (its reply lost to a store outage) answers True again and publishes nothing
+    assert store.release_for_retry(plan.id, ids["first"], token="a", event=event)
+    assert not store.release_for_retry(plan.id, ids["first"], token="other", event=event)
     assert events(store, plan.id).count("call.retrying") == 1
-    assert store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS).attempt == 2
+    assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.READY
+    second = store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS)
+    assert (second.attempt, second.lost) == (2, 0)  # a released attempt is not a lost one
+    assert not store.release_for_retry(plan.id, ids["first"], token="a", event=event)  # b holds it now
 
 
 # --------------------------------------------------------------------------------------- finalize
@@ -333,15 +375,40 @@ def test_cancel_stops_unstarted_calls_and_running_ones_release_nothing(backend: 
     assert store.wait_finished(plan.id, 1.0) is JobStatus.CANCELED
     assert store.job_info(plan.id).finished_at
     assert store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
-    # the running call commits, but what waited on it is not released
+    # the running call commits, marked as late, but what waited on it is not released
     commit = store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE,
-                          messages=[message(ids["first"], 2)])
+                          messages=[message(ids["first"], 2)], events=[finished(plan.id, ids["first"])])
     assert (commit.outcome, commit.job_status, commit.released) == (
         CommitOutcome.COMMITTED, JobStatus.CANCELED, [])
+    assert store.read_log(plan.id)[2:] == [{**message(ids["first"], 2), "_afterCancel": True}]
+    assert [e for _, e in store.read_events(plan.id)][-1] == {**finished(plan.id, ids["first"]).to_dict(),
+                                                              "after_cancel": True}
+    record = store.record(plan.id)  # what the late call wrote is in the canceled job's state
+    assert (record.status, record.result, record.state) == (JobStatus.CANCELED, None, {"x": 1, "a": 2})
     assert not store.finalize(plan.id, record=JobRecord(id=plan.id, status=JobStatus.SUCCEEDED),
                               event=job_finished(plan.id, JobStatus.SUCCEEDED))
     assert store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED)) == (JobStatus.CANCELED, [])
-    assert events(store, plan.id) == ["job.queued", "job.finished"]
+    assert events(store, plan.id) == ["job.queued", "job.finished", "call.finished"]
+    # the cancel's event named the call that was still running
+    assert [e for _, e in store.read_events(plan.id)][1] == {**job_finished(plan.id, JobStatus.CANCELED).to_dict(),
+                                                             "running": [ids["first"]]}
+
+
+def test_a_call_running_at_the_cancel_whose_attempt_was_lost_is_canceled(backend: Backend):
+    store = backend.store
+    plan, ids = submit(store)
+    store.claim(plan.id, ids["first"], token="dead", lease_ms=SHORT_LEASE_MS)
+    store.claim(plan.id, ids["bg"], token="alive", lease_ms=LEASE_MS)
+    store.cancel(plan.id, event=job_finished(plan.id, JobStatus.CANCELED))
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    # a redelivery finds the job canceled: the call whose process died is canceled; the live one keeps running
+    # and its task is told to check back when the lease ends
+    assert store.claim(plan.id, ids["first"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CANCELED
+    assert store.claim(plan.id, ids["bg"], token="c", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
+    assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.CANCELED, ids["second"]: CallStatus.CANCELED,
+                                            ids["bg"]: CallStatus.RUNNING}
+    [finished_event] = [e for _, e in store.read_events(plan.id) if e["event"] == "job.finished"]
+    assert finished_event["running"] == sorted([ids["first"], ids["bg"]])
 
 
 def test_cancel_before_anything_started(backend: Backend):

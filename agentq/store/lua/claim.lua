@@ -1,6 +1,6 @@
 -- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
 -- whose lease expired because the process running it died.
--- KEYS: job, calls, status, attempts, tools, events, log, lease
+-- KEYS: job, calls, status, attempts, tools, events, log, lease, lost
 -- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log),
 --       [7] the SHA-1 of the call record the caller's task carried ('' for none): a record equal to the stored
 --           one is left out of the reply; any other (stale, forged) gets the stored record, which is what runs,
@@ -10,34 +10,64 @@
 --       [10..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
 --           published if this is the first attempt and both the caller's record and tool are current (it
 --           rendered them from those), so the caller's start events cost no round trip of their own
+-- A claim replayed with the token that holds the call's lease (the caller lost the reply of its own claim to
+-- a store outage) is that same claim again: the attempt is not counted twice and nothing is published again.
+-- Taking over a call whose lease expired counts one lost attempt in `lost` (its process died).
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length, '1' if the caller's start
---          events were published else '0', tail messages...}
+--          events were published else '0', lost attempts, tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 local job_status = redis.call('HGET', KEYS[1], 'status')
 if job_status == JOB.CANCELED then
-  if CALL_UNSTARTED[status] then redis.call('HSET', KEYS[3], call_id, CALL.CANCELED) end
+  -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
+  -- that attempt's lease lives (this task checks back later), and canceled once it was lost (its process
+  -- died), as nothing else will ever end it
+  if status == CALL.RUNNING then
+    local pttl = redis.call('PTTL', KEYS[8])
+    if pttl > 0 then return {'leased', tostring(pttl)} end
+    redis.call('HSET', KEYS[3], call_id, CALL.CANCELED)
+  elseif CALL_UNSTARTED[status] then
+    redis.call('HSET', KEYS[3], call_id, CALL.CANCELED)
+  end
   return {'canceled'}
 end
 if CALL_FINAL[status] then
   return {'finished', status}
 end
+local replay = false
 if status == CALL.RUNNING then
-  local pttl = redis.call('PTTL', KEYS[8])
-  if pttl > 0 then return {'leased', tostring(pttl)} end
+  if redis.call('GET', KEYS[8]) == ARGV[2] then
+    replay = true
+  else
+    local pttl = redis.call('PTTL', KEYS[8])
+    if pttl > 0 then return {'leased', tostring(pttl)} end
+  end
 elseif status ~= CALL.READY then
   return {'not_ready', status}
 end
 
-local attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
-if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
-  -- the attempts hash is created by a job's first claim, after submission set the other keys' expiry
-  redis.call('PEXPIREAT', KEYS[4], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+local attempt
+local lost = tonumber(redis.call('HGET', KEYS[9], call_id) or '0')
+if replay then
+  attempt = tonumber(redis.call('HGET', KEYS[4], call_id))
+  redis.call('PEXPIRE', KEYS[8], ARGV[3])
+else
+  attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
+  if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
+    -- the attempts hash is created by a job's first claim, after submission set the other keys' expiry
+    redis.call('PEXPIREAT', KEYS[4], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+  end
+  if status == CALL.RUNNING then
+    lost = redis.call('HINCRBY', KEYS[9], call_id, 1)
+    if lost == 1 and redis.call('PTTL', KEYS[9]) == -1 then
+      redis.call('PEXPIREAT', KEYS[9], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+    end
+  end
+  redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
+  redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
 end
-redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
-redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
 if job_status == JOB.QUEUED then redis.call('HSET', KEYS[1], 'status', JOB.RUNNING) end
 -- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
 -- its submission, the job was never `queued`): the status stays, the start is recorded and published once
@@ -51,13 +81,15 @@ local tool = redis.call('HGET', KEYS[5], name) or ''
 local tool_current = ARGV[8] ~= '' and tool ~= '' and redis.sha1hex(tool) == ARGV[8]
 local published = '0'
 if attempt == 1 and record_current and tool_current and #ARGV >= 10 then
-  for i = 10, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+  if not replay then
+    for i = 10, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+  end
   published = '1'
 end
 
 local offset = tonumber(ARGV[6])
 local result = {'claimed', record_current and '' or stored, tool_current and '' or tool, tostring(attempt),
-                tostring(redis.call('LLEN', KEYS[7])), published}
+                tostring(redis.call('LLEN', KEYS[7])), published, tostring(lost)}
 if offset >= 0 then
   for _, message in ipairs(redis.call('LRANGE', KEYS[7], offset, -1)) do table.insert(result, message) end
 end

@@ -4,6 +4,9 @@
 -- ARGV: call_id, token, final status (done|failed|skipped), number of messages n, then n message JSONs,
 --       then the event envelope JSONs
 -- A released call that needs approval goes to awaiting_approval instead of ready (and is not returned).
+-- The outcome of a call that ends after its job was canceled is still written, marked as late: each message
+-- gets `"_afterCancel": true` and each event `"after_cancel": true` (both are JSON objects: the field is
+-- inserted before their closing brace).
 -- Returns {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0',
 --          record of each released call...}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
@@ -14,17 +17,22 @@ if status ~= CALL.RUNNING then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
+local job_status = redis.call('HGET', KEYS[1], 'status')
+local late = job_status == JOB.CANCELED
+local function mark(json, field)
+  if late then return string.sub(json, 1, -2) .. ',"' .. field .. '":true}' end
+  return json
+end
 local n = tonumber(ARGV[4])
-for i = 5, 4 + n do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+for i = 5, 4 + n do redis.call('RPUSH', KEYS[2], mark(ARGV[i], '_afterCancel')) end
 if n > 0 and redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIREAT', KEYS[2], redis.call('HGET', KEYS[1], 'expire_at_ms'))
 end
 redis.call('HSET', KEYS[4], call_id, ARGV[3])
 redis.call('DEL', KEYS[7])
-for i = 5 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+for i = 5 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', mark(ARGV[i], 'after_cancel')) end
 
 local record = cjson.decode(redis.call('HGET', KEYS[3], call_id))
-local job_status = redis.call('HGET', KEYS[1], 'status')
 local released = {}
 local dependents = redis.call('HGET', KEYS[8], call_id)
 for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do

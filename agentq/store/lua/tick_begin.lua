@@ -2,12 +2,17 @@
 -- KEYS: job, tick lease, exchanges, events
 -- ARGV: the number of exchanges the tick expects to find (a stale task finds more), token, lease_ms,
 --       now (ISO), job-started envelope JSON
+-- A replay with the token that holds the tick's lease is the same claim again.
 -- Returns {'claimed', attempt of this request}
 --      or {'finished', status} | {'stale'} | {'leased', pttl} | {'busy', open calls}
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing'} end
 if not JOB_ACTIVE[status] then return {'finished', status} end
 if redis.call('LLEN', KEYS[3]) ~= tonumber(ARGV[1]) then return {'stale'} end
+-- the same tick's claim again, with its own token (its reply was lost to a store outage)
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  return {'claimed', redis.call('HGET', KEYS[1], 'tick_attempt') or '1'}
+end
 local pttl = redis.call('PTTL', KEYS[2])
 if pttl > 0 then return {'leased', tostring(pttl)} end
 -- a fresh request waits for the calls of the previous one; a retry of the same request (an attempt was made:

@@ -1,0 +1,52 @@
+"""kombu's Redis transport, repaired so a worker survives losing its Redis broker for a while.
+
+When the broker connection drops while a worker polls for tasks and holds unacknowledged ones (always, with late
+acks), Celery's consumer first collects the connection — its transport forgets the connection it belonged to —
+and then closes it again. That second close tries to put the unacknowledged tasks back through a connection
+pool the channel can no longer build (an `AttributeError` Celery does not expect), and the worker stops with
+"Unrecoverable error". Acknowledging a task that ran through the outage fails the same way, so the broker
+would deliver it again after the visibility timeout.
+
+This channel remembers the connection it was opened for and builds its pool from it when its transport has
+forgotten it: the close only fails on the unreachable server (an error Celery expects: it reconnects), and a
+task that finished after the broker came back is acknowledged. `create_app` installs it as the transport of
+`redis://` and `rediss://` URLs (`install()`: the URLs, what Flower and the logs show of them, stay as they
+are); with a Redis broker on the state store's server, that is what lets a store outage pass (see
+`runtime/outages.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kombu.transport import redis as kombu_redis
+
+TRANSPORT = "agentq.runtime.redis_transport:Transport"
+_KOMBU_REDIS = "kombu.transport.redis:Transport"
+
+
+def install() -> None:
+    """Make `redis://` and `rediss://` URLs use this transport in this process (idempotent; an alias another
+    part of the process set to something else than kombu's own transport is left alone)."""
+    import kombu.transport
+
+    for scheme in ("redis", "rediss"):
+        if kombu.transport.TRANSPORT_ALIASES.get(scheme) in (_KOMBU_REDIS, TRANSPORT):
+            kombu.transport.TRANSPORT_ALIASES[scheme] = TRANSPORT
+            # a class kombu resolved for the scheme before is cached: resolve it again
+            getattr(kombu.transport, "_transport_cache", {}).pop(scheme, None)
+
+
+class Channel(kombu_redis.Channel):  # type: ignore[misc]
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._opened_for = self.connection.client  # the kombu Connection this channel's transport served
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        if self.connection.client is None and self._opened_for is not None:
+            self.connection.client = self._opened_for  # collected after a lost connection: as it was opened
+        return super()._connparams(asynchronous)
+
+
+class Transport(kombu_redis.Transport):  # type: ignore[misc]
+    Channel = Channel
