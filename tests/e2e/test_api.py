@@ -392,6 +392,9 @@ def test_the_event_stream_sends_ids_names_and_envelopes_without_technical_detail
             assert "technical_details" not in sent["part"]
             assert {k: v for k, v in envelope["part"].items() if k != "technical_details"} == sent["part"]
     assert events[-1].event == "job.finished"
+    whole = api.request("GET", f"/v1/jobs/{job_id}/events")
+    assert whole.headers["content-type"].startswith("text/event-stream")
+    assert whole.headers["x-accel-buffering"] == "no" and whole.headers["cache-control"] == "no-cache"
 
 
 def test_a_reconnect_with_last_event_id_receives_exactly_the_missed_events(harness, echo, serve_api):
