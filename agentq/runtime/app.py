@@ -2,7 +2,12 @@
 
 This is the only module that builds a Celery app. Settings are explicit (no `current_app`, no
 `shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
-results ignored because outputs live in the state store.
+results ignored because outputs live in the state store, task events on (Flower, `celery events`).
+
+What monitoring shows of a task is true (SPEC §15): a call that failed after its retries ends its task in
+FAILURE (the task raises `CallFailedError` once the failure is committed), a retry is RETRY, anything else
+SUCCESS with the outcome as its result; a task's shown arguments (`argsrepr`) name the job, the call, the tool
+and the instance, never the call's parameters.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentq.errors import CallFailedError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
@@ -45,6 +51,8 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_enable_remote_control=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
     )
     return app
 
@@ -76,16 +84,14 @@ class Dispatcher:
             for record in records:
                 self.app.send_task(
                     record.task, args=[job_id, record.id, record.to_dict()],
-                    # what monitoring shows of the arguments: the record is left out (Celery would otherwise
-                    # render it with its slow `saferepr` for every task, only to cut it at 1024 characters)
-                    argsrepr=repr([job_id, record.id, "<record>"]), kwargsrepr="{}",
+                    argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
                     queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
                 )
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first)."""
         self.app.send_task(TICK_TASK, args=[job_id, n], queue=self.routing.engine_queue,
-                           task_id=f"{job_id}.tick.{n}")
+                           task_id=f"{job_id}.tick.{n}", argsrepr=tick_argsrepr(job_id, n), kwargsrepr="{}")
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:
@@ -101,6 +107,19 @@ def _publish_batch(producer: Any, count: int) -> Any:
 
 def task_id(job_id: str, call_id: str) -> str:
     return f"{job_id}.{call_id}"
+
+
+def call_argsrepr(job_id: str, call_id: str, record: CallRecord | None) -> str:
+    """What monitoring shows of a call task's arguments `[job_id, call_id, record]`: the record stands as the
+    call's tool and instance, never its parameters (nor its whole record, which Celery would render with its slow
+    `saferepr` only to cut it at 1024 characters)."""
+    summary = {"tool": record.tool, "instance": record.instance} if record is not None else "<no record>"
+    return repr([job_id, call_id, summary])
+
+
+def tick_argsrepr(job_id: str, n: Any) -> str:
+    """What monitoring shows of an agent tick's arguments `[job_id, n]`."""
+    return repr([job_id, n])
 
 
 @dataclass
@@ -180,7 +199,8 @@ class Runtime:
                 return
             wait = executor.tick(job_id, n)
             if wait is not None:
-                raise task.retry(countdown=wait, max_retries=None)
+                raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
+                                 kwargsrepr="{}")
 
         return [self.settings.engine_queue]
 
@@ -196,8 +216,10 @@ class Runtime:
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None) -> None:
+    # `throws`: a failed call is an expected outcome, logged as one line without a traceback
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-              soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
+              soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None,
+              throws=(CallFailedError,))
     def run(task: Any, *args: Any, **kwargs: Any) -> str:
         pointer = call_pointer(args, kwargs)
         if pointer is None:
@@ -205,9 +227,18 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             return "ignored"
         job_id, call_id, record = pointer
         outcome = executor.run_call(job_id, call_id, record=record)
-        if outcome.retry_in is not None:
-            raise task.retry(countdown=outcome.retry_in, max_retries=None)
+        if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
+            raise task.retry(countdown=outcome.retry_in, max_retries=None,
+                             argsrepr=call_argsrepr(job_id, call_id, record), kwargsrepr="{}")
+        if outcome.status == "failed":  # committed as failed: the task fails too (its message is acked)
+            raise CallFailedError(failed_call_message(job_id, call_id, outcome.error))
         return outcome.status
+
+
+def failed_call_message(job_id: str, call_id: str, error: dict | None) -> str:
+    """The message of the `CallFailedError` a failed call's task raises: the call and its (masked) error."""
+    error = error or {}
+    return f"call {call_id} of job {job_id} failed: {error.get('type', 'Error')}: {error.get('message', '')}"
 
 
 def call_pointer(args: tuple, kwargs: dict) -> tuple[str, str, CallRecord | None] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -203,18 +204,80 @@ def _shutdown_worker() -> None:
     raise WorkerShutdown(0)
 
 
+def node_name(hostname: str | None, *, engine: bool, activities: bool) -> str:
+    """The Celery node name of an `agentq worker` / `agentq dispatcher` process: `hostname` (Celery's `%h`,
+    `%n` and `%d` expanded; a bare host gets the default name), else `agentq-worker@<host>` or
+    `agentq-dispatcher@<host>` with this machine's real hostname, the same on every start."""
+    from celery.utils.nodenames import gethostname, host_format, nodename, nodesplit
+
+    name, host = nodesplit(hostname or "")
+    default = "agentq-dispatcher" if engine and not activities else "agentq-worker"
+    return host_format(nodename(name or default, host or gethostname()))
+
+
+class ShutdownGrace:
+    """Bounds a warm shutdown: once Celery's warm shutdown starts (SIGTERM, or a first SIGINT), running calls
+    have `grace_s` seconds to finish; then the process asks itself for Celery's cold shutdown (SIGQUIT), which
+    hands the calls still running back to the broker unacknowledged (a prefork child running one is
+    terminated; the redelivered task takes the call over through its lease). Tasks this worker reserved but had
+    not started go back to the broker in either case (acks late: they were never acknowledged)."""
+
+    def __init__(self, hostname: str, grace_s: float):
+        self.hostname = hostname
+        self.grace_s = grace_s
+        self._timer: threading.Timer | None = None
+
+    def install(self) -> ShutdownGrace:
+        from celery import signals
+
+        signals.worker_shutting_down.connect(self._on_shutting_down, weak=False)
+        return self
+
+    def _on_shutting_down(self, sender: Any = None, how: str = "", **_: Any) -> None:
+        if how != "Warm" or sender != self.hostname or self._timer is not None:
+            return
+        log.warning("warm shutdown: running calls have %s s to finish (AGENTQ_SHUTDOWN_GRACE_S); the rest "
+                    "go back to the broker", self.grace_s)
+        self._timer = threading.Timer(self.grace_s, self._hand_back)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _hand_back(self) -> None:
+        log.warning("shutdown grace of %s s is over: handing the calls still running back to the broker",
+                    self.grace_s)
+        os.kill(os.getpid(), signal.SIGQUIT)
+        # the cold shutdown has given the messages back once the broker connection is closed; a thread stuck in
+        # an activity (threads pool) must not keep the process alive after that
+        last_resort = threading.Timer(HAND_BACK_EXIT_S, _exit_now)
+        last_resort.daemon = True
+        last_resort.start()
+
+
+HAND_BACK_EXIT_S = 30.0
+
+
+def _exit_now() -> None:
+    log.error("the worker did not exit %s s after its cold shutdown; exiting now", HAND_BACK_EXIT_S)
+    logging.shutdown()
+    os._exit(1)
+
+
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
-    """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
+    """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
+    by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`)."""
+    from agentq.runtime.pool import AppThreadPool
+
     queues = worker_queues(runtime, activities=activities, engine=engine)
+    node = node_name(hostname, engine=engine, activities=activities)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
+    ShutdownGrace(node, runtime.settings.shutdown_grace_s).install()
     try:
         worker = runtime.app.Worker(
-            hostname=hostname or f"agentq-{'dispatcher' if engine and not activities else 'worker'}-"
-                                 f"{uuid.uuid4().hex[:6]}@%h",
-            queues=queues, pool_cls=pool, concurrency=concurrency, loglevel=loglevel,
+            hostname=node, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
+            concurrency=concurrency, loglevel=loglevel,
             without_mingle=True, without_gossip=True,
         )
         worker.start()
