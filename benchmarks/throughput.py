@@ -22,8 +22,10 @@ hits bare Celery and agentq alike; the table shows medians):
 The worker is the same for every case: a Celery ``WorkController`` in a thread of this process
 (``agentq.runtime.worker.InProcessWorker`` for agentq; the same controller, pool class (the app-bound threads
 pool), concurrency, prefetch and broker settings for bare Celery, which uses an app built by the same
-``create_app`` factory: JSON, acks late, prefetch multiplier 4). Both workers run side by side, each on its
-own queues and kombu event loop. Producers, the workers and the client share one Python process (and its
+``create_app`` factory: JSON, acks late, prefetch multiplier 1, task events on; settings come from the
+environment as for any agentq process, so ``AGENTQ_TASK_EVENTS=false`` measures both without the four event
+messages of each task and ``AGENTQ_PREFETCH_MULTIPLIER=4`` with more prefetch). Both workers run side by side,
+each on its own queues and kombu event loop. Producers, the workers and the client share one Python process (and its
 GIL), exactly like agentq's embedded mode, so throughput follows CPU per task: the table also shows the
 process's CPU time per task/call, which is less sensitive to other load on the machine than wall time.
 In this setting every blocking Redis round trip a task makes costs far more CPU than it does alone (the GIL
@@ -316,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         runtime = Runtime(settings=settings, activities=activities, tools=tools)
         worker = InProcessWorker(runtime, engine=True, concurrency=args.concurrency, pool=args.pool).start()
         client = Client(settings=settings)
-        worker_trips, client_trips = count_store(runtime.store), count_store(client.store)
+        worker_trips, client_trips = count_store(runtime.store), count_store(client._parts.store)
         stats_a: Counter[str] = Counter()
         stats_c: Counter[str] = Counter()
         a, b, c, d_celery, d_agentq = [], [], [], [], []
