@@ -29,7 +29,8 @@ def redis_client() -> Any:
     if _redis is None:
         import redis
 
-        _redis = redis.Redis.from_url(os.environ["AGENTQ_REDIS_URL"], decode_responses=True)
+        # no socket timeout: the gate's BLPOP may wait longer than redis-py's default of 5 s
+        _redis = redis.Redis.from_url(os.environ["AGENTQ_REDIS_URL"], decode_responses=True, socket_timeout=None)
     return _redis
 
 

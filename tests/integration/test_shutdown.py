@@ -10,8 +10,11 @@ the test to open its gate, so every step is awaited, never slept through.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import redis as redis_py
 
 from agentq.client import Client
 from tests.integration.procs import wait_for, worker_procs  # noqa: F401  (fixture)
@@ -20,6 +23,16 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 OPS = "tests.integration.ops_activities"
 QUEUE = "agentq.activity.opsGate"
+
+
+@pytest.fixture
+def redis(redis_url: str) -> Iterator[Any]:
+    """A client for the activities' traces; no socket timeout, since its BLPOPs may wait longer than 5 s."""
+    client = redis_py.Redis.from_url(redis_url, decode_responses=True, socket_timeout=None)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _gate(tag: str, path: str) -> dict:
@@ -38,8 +51,7 @@ def _shutdown_began(proc) -> bool:
     return "warm shutdown: running calls have" in proc.output()
 
 
-def test_sigterm_lets_the_running_call_finish_and_hands_back_what_did_not_start(worker_procs, redis_url):
-    redis = worker_procs.store.redis
+def test_sigterm_lets_the_running_call_finish_and_hands_back_what_did_not_start(worker_procs, redis_url, redis):
     first = worker_procs.start(module=OPS, pool="prefork", concurrency=1, AGENTQ_SHUTDOWN_GRACE_S="60")
     worker_procs.wait_live(first, ["opsGate"])
     with Client(redis_url) as client:
@@ -69,8 +81,7 @@ def test_sigterm_lets_the_running_call_finish_and_hands_back_what_did_not_start(
     assert [int(p) for p in redis.lrange("ops:finished:running", 0, -1)] == [running_pid]
 
 
-def test_a_call_still_running_when_the_grace_ends_is_handed_back_and_finished_once(worker_procs, redis_url):
-    redis = worker_procs.store.redis
+def test_a_call_still_running_when_the_grace_ends_is_handed_back_and_finished_once(worker_procs, redis_url, redis):
     first = worker_procs.start(module=OPS, pool="prefork", concurrency=1, AGENTQ_SHUTDOWN_GRACE_S="1")
     worker_procs.wait_live(first, ["opsGate"])
     with Client(redis_url) as client:
