@@ -176,7 +176,8 @@ class Executor:
         events: list[Envelope] = []
         if first and call.get("_reasoningForCall"):
             events.append(Thought(job_id=job_id, call_id=call_id,
-                                  part=thought_part(call["_reasoningForCall"], source=self.source, locale=locale)))
+                                  part=thought_part(redactor_for(resolved, tool).redact(call["_reasoningForCall"]),
+                                                    source=self.source, locale=locale)))
         # the tool_request part comes once per call (its first attempt), so the history pairs it with the
         # call's one tool_result into one tool_call; later attempts are told by `attempt` and call.retrying
         request = None if not first else tool_request_part(

@@ -122,3 +122,13 @@ def test_submission_errors_do_not_quote_the_number(rig: Rig):
     assert [(p.pointer, p.message) for p in caught.value.problems] == [
         ("/calls/0/card/number", f"{REDACTED} does not match '^[0-9 ]{{12,23}}$'")]
     assert "4111-1111" not in str(caught.value)
+
+
+def test_the_reasoning_for_a_call_does_not_repeat_the_number(rig: Rig):
+    job = _job(GOOD)
+    job["calls"][0]["_reasoningForCall"] = f"Charging card {GOOD} for order o1."
+    job_id = rig.submit(job)
+    assert rig.drain() == ["done"]
+    (thought,) = rig.named(job_id, "thought")
+    assert thought["part"]["content"] == f"Charging card {REDACTED} for order o1."
+    assert GOOD not in _shown(rig, job_id)
