@@ -151,7 +151,7 @@ def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bo
     modules = args.module or (list(DEFAULT_MODULES) if activities else [])
     runtime = build_runtime(args.settings, modules=modules, tool_dirs=args.tools)
     serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
-          loglevel=args.loglevel)
+          loglevel=args.loglevel, hostname=args.hostname)
     return 0
 
 
@@ -594,6 +594,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--concurrency", type=int, default=None, help="worker processes/threads (default: CPUs)")
         p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
         p.add_argument("--loglevel", default="INFO")
+        p.add_argument("--hostname", default=None, metavar="NAME@HOST",
+                       help=f"Celery node name (default: agentq-{name}@<this host's name>); expands %%h (hostname), "
+                            "%%n (its first label) and %%d (its domain), e.g. worker-2@%%h")
 
     api = command("api", cmd_api, "serve the HTTP API and the web page")
     api.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

@@ -32,6 +32,8 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     ├── ConflictError                  a request that the call's or job's state forbids (e.g. approving a
     │                                  call that is not awaiting approval)
     ├── JobTimeoutError                waiting for a job took longer than asked
+    ├── CallFailedError                raised by a call's Celery task once the call's failure is committed, so
+    │                                  monitoring (Flower) shows the task as FAILURE
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
     │   └── LLMRetryableError          rate limit, overload, 5xx, an error mid-stream: ask again later
@@ -184,6 +186,12 @@ class JobTimeoutError(AgentQError):
     """A wait for a job's result took longer than the caller allowed."""
 
 
+class CallFailedError(AgentQError):
+    """A call failed after its retries. Its failure is already recorded in the job; a call's Celery task raises
+    this afterwards so the task's state is FAILURE. Its one argument is a string (the message, with sensitive
+    parameters masked): safe to serialize as JSON and to pickle across a prefork pool."""
+
+
 class LLMError(AgentQError):
     """The model provider failed in a way retrying will not fix (bad request, auth, invalid answer)."""
 
@@ -241,6 +249,7 @@ class ModuleUnavailable(ModuleError):
 
 __all__ = [
     "AgentQError",
+    "CallFailedError",
     "CallValidationError",
     "ConfigurationError",
     "DuplicateRegistrationError",

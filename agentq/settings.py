@@ -34,7 +34,10 @@ class Settings(BaseSettings):
     visibility_timeout_s: float = Field(default=3600.0, gt=0)
     lease_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
-    prefetch_multiplier: int = Field(default=4, ge=1)
+    prefetch_multiplier: int = Field(default=1, ge=1)  # with late acks: a worker holds only what it runs
+    # a warm shutdown (SIGTERM) lets running calls finish this long, then hands the rest back to the broker
+    shutdown_grace_s: float = Field(default=900.0, ge=0)
+    task_events: bool = True  # Celery task events (Flower, `celery events`): sent by workers and producers
     # Redis broker: how often live workers look for the unacknowledged tasks of dead ones (None: a quarter of
     # the visibility timeout, between 0.5 and 60 s)
     unacked_restore_s: float | None = Field(default=None, gt=0)

@@ -38,6 +38,7 @@ from agentq.errors import (
     UnknownToolError,
 )
 from agentq.protocol.cache import LRU
+from agentq.protocol.sensitive import check_sensitive
 
 __all__ = [
     "KNOWN_META_FIELDS",
@@ -297,6 +298,7 @@ def check_tool_schema(name: str, schema: Any) -> dict:
         if activity and not is_valid_name(activity):
             raise _schema_error(name, "const", "/properties/_activity/const",
                                 f"_activity {activity!r} is not a valid activity name")
+    check_sensitive(name, copy)
     return copy
 
 

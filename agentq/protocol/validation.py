@@ -12,11 +12,16 @@ any cache lookup keyed by a schema's content would. Job planning validates many 
 :func:`tool_call_errors` takes the tool and a validator the caller built once for it.
 
 Format assertions are off (``format`` is an annotation, as by default in Draft 2020-12).
+
+Messages never quote a sensitive parameter (``x-sensitive``, see ``sensitive.py``): jsonschema quotes the
+offending value, so an error at or under a sensitive path names it ``[redacted]``, and every message is passed
+through the call's :class:`~agentq.protocol.sensitive.Redactor` before it is shortened.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,6 +30,7 @@ from jsonschema.exceptions import ValidationError
 
 from agentq.errors import CallValidationError, Problem, UnknownToolError
 from agentq.protocol.compose import composed_tools
+from agentq.protocol.sensitive import REDACTED, Redactor, redactor_for, sensitive_paths
 
 __all__ = ["call_errors", "tool_call_errors", "tool_schema_for", "validate_call", "validator_for"]
 
@@ -100,8 +106,14 @@ def _shorten(message: str) -> str:
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
 
 
-def _message(error: ValidationError) -> str:
+def _message(error: ValidationError, hidden: _Hidden | None = None) -> str:
     path = list(error.absolute_path)
+    if hidden is not None:
+        return _shorten(hidden.redact(error, _raw_message(error, path)))
+    return _shorten(_raw_message(error, path))
+
+
+def _raw_message(error: ValidationError, path: list[Any]) -> str:
     if error.validator == "required":
         required: Any = error.validator_value
         names = [n for n in required if isinstance(error.instance, dict) and n not in error.instance]
@@ -112,11 +124,39 @@ def _message(error: ValidationError) -> str:
             f"_activity must be {error.validator_value!r} (resolved at composition), got {error.instance!r}"
         )
     if error.validator == "additionalProperties" and error.validator_value is False:
-        return _shorten(error.message.replace("Additional properties are not allowed", "unexpected property"))
-    return _shorten(error.message)
+        return error.message.replace("Additional properties are not allowed", "unexpected property")
+    return error.message
 
 
-def _collect(error: ValidationError, skip: tuple[str, ...]) -> list[tuple[str, str]]:
+class _Hidden:
+    """The sensitive paths of a call's tool and the call's sensitive values: what messages must not quote."""
+
+    def __init__(self, paths: tuple[tuple[str, ...], ...], redactor: Redactor):
+        self.paths = paths
+        self.redactor = redactor
+
+    @classmethod
+    def of(cls, call: Mapping[str, Any], tool: Mapping[str, Any]) -> _Hidden | None:
+        paths = sensitive_paths(tool)
+        return cls(paths, redactor_for(call, tool)) if paths else None
+
+    def redact(self, error: ValidationError, message: str) -> str:
+        at = tuple(str(p) for p in error.absolute_path)
+        if any(at[:len(path)] == path for path in self.paths):  # the offending value is (inside) a secret
+            for form in {repr(error.instance), _json(error.instance)}:
+                if form:
+                    message = message.replace(form, REDACTED)
+        return self.redactor.redact(message)
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return ""
+
+
+def _collect(error: ValidationError, skip: tuple[str, ...], hidden: _Hidden | None = None) -> list[tuple[str, str]]:
     at = list(error.absolute_path)
     pointer = _pointer(at)
     if skip and _skipped(pointer, skip):
@@ -131,17 +171,18 @@ def _collect(error: ValidationError, skip: tuple[str, ...]) -> list[tuple[str, s
         if len(plausible) == 1:
             out: list[tuple[str, str]] = []
             for sub in plausible[0]:
-                out.extend(_collect(sub, skip))
+                out.extend(_collect(sub, skip, hidden))
             return out
-    return [(pointer, _message(error))]
+    return [(pointer, _message(error, hidden))]
 
 
 def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...],
                    prefix: str, validator: Draft202012Validator | None = None) -> list[Problem]:
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
+    hidden = _Hidden.of(call, tool)
     for error in (validator or validator_for(tool)).iter_errors(call):
-        for pointer, message in _collect(error, skip):
+        for pointer, message in _collect(error, skip, hidden):
             if (pointer, message) not in seen:
                 seen.add((pointer, message))
                 problems.append(Problem(prefix + pointer, message))

@@ -2,8 +2,13 @@
 
 This is the only module that builds a Celery app. Settings are explicit (no `current_app`, no
 `shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
-results ignored because outputs live in the state store. A task that cannot reach the state store is retried
-(`task.retry`), never acknowledged as done (see `runtime/outages.py`).
+results ignored because outputs live in the state store, task events on (Flower, `celery events`). A task
+that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`runtime/outages.py`).
+
+What monitoring shows of a task is true (SPEC §15): a call that failed after its retries ends its task in
+FAILURE (the task raises `CallFailedError` once the failure is committed), a retry is RETRY, anything else
+SUCCESS with the outcome as its result; a task's shown arguments (`argsrepr`) name the job, the call, the tool
+and the instance, never the call's parameters.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentq.errors import StoreUnavailableError
+from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
@@ -52,6 +57,8 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         # broker redelivers meanwhile finds the call's lease and waits
         worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_enable_remote_control=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
     )
     if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
         from agentq.runtime.redis_transport import install
@@ -88,16 +95,14 @@ class Dispatcher:
             for record in records:
                 self.app.send_task(
                     record.task, args=[job_id, record.id, record.to_dict()],
-                    # what monitoring shows of the arguments: the record is left out (Celery would otherwise
-                    # render it with its slow `saferepr` for every task, only to cut it at 1024 characters)
-                    argsrepr=repr([job_id, record.id, "<record>"]), kwargsrepr="{}",
+                    argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
                     queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
                 )
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first)."""
         self.app.send_task(TICK_TASK, args=[job_id, n], queue=self.routing.engine_queue,
-                           task_id=f"{job_id}.tick.{n}")
+                           task_id=f"{job_id}.tick.{n}", argsrepr=tick_argsrepr(job_id, n), kwargsrepr="{}")
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:
@@ -113,6 +118,19 @@ def _publish_batch(producer: Any, count: int) -> Any:
 
 def task_id(job_id: str, call_id: str) -> str:
     return f"{job_id}.{call_id}"
+
+
+def call_argsrepr(job_id: str, call_id: str, record: CallRecord | None) -> str:
+    """What monitoring shows of a call task's arguments `[job_id, call_id, record]`: the record stands as the
+    call's tool and instance, never its parameters (nor its whole record, which Celery would render with its slow
+    `saferepr` only to cut it at 1024 characters)."""
+    summary = {"tool": record.tool, "instance": record.instance} if record is not None else "<no record>"
+    return repr([job_id, call_id, summary])
+
+
+def tick_argsrepr(job_id: str, n: Any) -> str:
+    """What monitoring shows of an agent tick's arguments `[job_id, n]`."""
+    return repr([job_id, n])
 
 
 @dataclass
@@ -200,7 +218,8 @@ class Runtime:
             except StoreUnavailableError as error:
                 raise _store_retry(task, error) from error
             if wait is not None:
-                raise task.retry(countdown=wait, max_retries=None)
+                raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
+                                 kwargsrepr="{}")
 
         return [self.settings.engine_queue]
 
@@ -220,8 +239,10 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
                         time_limit: float | None, rate_limit: str | None) -> None:
     from agentq.runtime import metrics
 
+    # `throws`: a failed call is an expected outcome, logged as one line without a traceback
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-              soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None)
+              soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None,
+              throws=(CallFailedError,))
     def run(task: Any, *args: Any, **kwargs: Any) -> str:
         pointer = call_pointer(args, kwargs)
         if pointer is None:
@@ -229,22 +250,32 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             return "ignored"
         job_id, call_id, record = pointer
         metrics.count_redelivery(task.request.delivery_info, name, record)
+        shown = {"argsrepr": call_argsrepr(job_id, call_id, record), "kwargsrepr": "{}"}
         try:
             outcome = executor.run_call(job_id, call_id, record=record)
         except StoreUnavailableError as error:
-            raise _store_retry(task, error) from error
-        if outcome.retry_in is not None:
-            raise task.retry(countdown=outcome.retry_in, max_retries=None)
+            raise _store_retry(task, error, **shown) from error
+        if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
+            raise task.retry(countdown=outcome.retry_in, max_retries=None, **shown)
+        if outcome.status == "failed":  # committed as failed: the task fails too (its message is acked)
+            raise CallFailedError(failed_call_message(job_id, call_id, outcome.error))
         return outcome.status
 
 
-def _store_retry(task: Any, error: StoreUnavailableError) -> Any:
+def failed_call_message(job_id: str, call_id: str, error: dict | None) -> str:
+    """The message of the `CallFailedError` a failed call's task raises: the call and its (masked) error."""
+    error = error or {}
+    return f"call {call_id} of job {job_id} failed: {error.get('type', 'Error')}: {error.get('message', '')}"
+
+
+def _store_retry(task: Any, error: StoreUnavailableError, **shown: Any) -> Any:
     """The retry of a task whose work the state store could not record: it goes back to the broker for a later
-    delivery, so the broker never takes it as done (every step it took is safe to take again)."""
+    delivery, so the broker never takes it as done (every step it took is safe to take again). `shown` keeps
+    what monitoring shows of its arguments."""
     countdown = store_backoff_s(task.request.retries or 0)
     log.warning("task %s of %s handed back for a new delivery in %.1f s: %s", task.request.id, task.name,
                 countdown, error)
-    return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False)
+    return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False, **shown)
 
 
 def call_pointer(args: tuple, kwargs: dict) -> tuple[str, str, CallRecord | None] | None:

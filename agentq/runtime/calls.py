@@ -15,7 +15,7 @@ One item per call, in the order of the calls' indexes:
 - `error`: `{"type", "message"}` of a failed call (a rejection included), else null;
 - `params`: the call's parameters as planned (its fields but the meta fields `_tool`, `_outputPath`, ...;
   references unresolved, an edit's parameters once edited), so a reviewer sees what a call awaiting approval
-  would do.
+  would do; parameters its tool marks `x-sensitive` are masked, as everywhere agentq shows a call.
 
 Read-only: built from `Store.call_table` and the job's event stream (events relayed from a module's child job
 are not the job's own calls and are skipped).
@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentq.errors import CallNotFoundError
+from agentq.protocol.sensitive import mask, sensitive_paths
 from agentq.store.base import Store
 
 CALL_FIELDS = ("id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
@@ -43,6 +44,8 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
         for dependent in waiting:
             depends_on.setdefault(dependent, []).append(call_id)
     times = _call_times(store, job_id, set(table.records))
+    tools = store.job_tools(job_id)
+    hidden = {name: sensitive_paths(schema) for name, schema in tools.items()}
     items = []
     for record in sorted(table.records.values(), key=lambda r: (r.index, r.id)):
         started, finished = times.get(record.id, (None, None))
@@ -61,7 +64,8 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
             "depends_on": sorted(depends_on.get(record.id, ()), key=lambda c: _index(table.records, c)),
             "output_path": output_path if isinstance(output_path, str) else None,
             "started_at": _iso(started), "finished_at": _iso(finished), "duration_ms": duration, "error": error,
-            "params": {key: value for key, value in record.call.items() if not key.startswith("_")},
+            "params": mask({key: value for key, value in record.call.items() if not key.startswith("_")},
+                           hidden.get(record.tool, ())),
         })
     return items
 

@@ -21,6 +21,7 @@ from agentq.protocol.envelopes import CallFinished, Part, Thought
 from agentq.protocol.events import skill_loading_part, technical_details, thought_part, tool_result_part
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.scopes import effective_imports
+from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
@@ -126,7 +127,8 @@ class Delegation:
         now, display = time.time(), None
         duration_ms = _elapsed_ms(outcome.created_at, outcome.finished_at)
         module = str(link.get("module") or "module")
-        arguments = call_parameters(record.call)
+        tool = self.store.job_tools(job_id).get(record.tool)
+        arguments = mask(call_parameters(record.call), sensitive_paths(tool))
         if outcome.status is JobStatus.SUCCEEDED:
             result = outcome.result
             alternatives = output_alternatives(record.call)
@@ -149,7 +151,8 @@ class Delegation:
             metrics.call_ended(record, CallStatus.DONE.value, duration_ms / 1000, commit)
             return commit
         error = outcome.error or {"type": "ModuleFailed", "message": f"module job {child.id} {outcome.status}"}
-        message = f"module {module!r} (job {child.id}) {outcome.status}: {error.get('message', '')}"
+        message = redactor_for(record.call, tool).redact(
+            f"module {module!r} (job {child.id}) {outcome.status}: {error.get('message', '')}")
         failure = failure_messages(record.call, call_id=call_id, error_type=str(error.get("type", "ModuleFailed")),
                                    message=message, date=now_iso())
         event = CallFinished(

@@ -33,6 +33,7 @@ from agentq.protocol.events import (
 )
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.scopes import ScopedContext
+from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
@@ -63,6 +64,7 @@ class Outcome:
 
     status: str  # done | failed | retry | leased | duplicate | finished | canceled | skipped
     retry_in: float | None = None
+    error: dict | None = None  # a failed call's error, as recorded (sensitive values masked)
 
 
 class Executor:
@@ -188,11 +190,12 @@ class Executor:
         events: list[Envelope] = []
         if first and call.get("_reasoningForCall"):
             events.append(Thought(job_id=job_id, call_id=call_id,
-                                  part=thought_part(call["_reasoningForCall"], source=self.source, locale=locale)))
+                                  part=thought_part(redactor_for(resolved, tool).redact(call["_reasoningForCall"]),
+                                                    source=self.source, locale=locale)))
         # the tool_request part comes once per call (its first attempt), so the history pairs it with the
         # call's one tool_result into one tool_call; later attempts are told by `attempt` and call.retrying
         request = None if not first else tool_request_part(
-            call_id=call_id, name=name, arguments=_arguments(resolved), source=self.source, locale=locale,
+            call_id=call_id, name=name, arguments=_arguments(resolved, tool), source=self.source, locale=locale,
             display=tool.get("x-display"))
         events.append(CallStarted(job_id=job_id, call_id=call_id, tool=name, attempt=attempt,
                                   instance=record.instance or None, part=request))
@@ -249,7 +252,7 @@ class Executor:
         part = tool_result_part(
             call_id=call_id, name=name, content=result, is_error=False, source=self.source, locale=locale,
             display=display,
-            technical=technical_details(name, _arguments(resolved), result, started, finished, "success"))
+            technical=technical_details(name, _arguments(resolved, tool), result, started, finished, "success"))
         done = CallFinished(job_id=job_id, call_id=call_id, tool=name, status=CallStatus.DONE.value,
                             duration_ms=round((finished - started) * 1000, 3), part=part)
         # the activity ran: its result is held here, and the commit sent again while the store is unreachable
@@ -325,6 +328,7 @@ class Executor:
         assert claim.record is not None
         record = claim.record
         name = record.tool
+        failure = _masked(failure, call, claim.tool)
         spec = self.activities.get(record.activity) if record.activity in self.activities else None
         engine_call = record.mode is not CallMode.EXPLICIT  # its retries are model requests
         retries = self.settings.llm_max_attempts - 1 if engine_call else spec.retries if spec else 0
@@ -346,7 +350,8 @@ class Executor:
         part = tool_result_part(
             call_id=call_id, name=name, content=f"{failure.type}: {failure}", is_error=True, source=self.source,
             locale=record.locale, display=display,
-            technical=technical_details(name, _arguments(call), None, started, finished, "error", str(failure)))
+            technical=technical_details(name, _arguments(call, claim.tool), None, started, finished, "error",
+                                        str(failure)))
         event = CallFinished(job_id=job_id, call_id=call_id, tool=name, status=CallStatus.FAILED.value,
                              duration_ms=round((finished - started) * 1000, 3),
                              error={"type": failure.type, "message": str(failure)},
@@ -355,7 +360,7 @@ class Executor:
                                    events=[event])
         metrics.call_ended(record, CallStatus.FAILED.value, finished - started, commit)
         self._after_commit(job_id, commit, call_id)
-        return Outcome("failed")
+        return Outcome("failed", error=event.error)
 
     # --------------------------------------------------------------------------- after a commit
 
@@ -437,6 +442,15 @@ class Executor:
     finalize = finish
 
 
-def _arguments(call: dict) -> dict:
-    """A call's parameters as a front end shows them: without meta fields."""
-    return {k: v for k, v in call.items() if not k.startswith("_")}
+def _arguments(call: dict, tool: dict | None) -> dict:
+    """A call's parameters as a front end shows them: without meta fields, sensitive values masked."""
+    return mask({k: v for k, v in call.items() if not k.startswith("_")}, sensitive_paths(tool))
+
+
+def _masked(failure: _Failure, call: dict, tool: dict | None) -> _Failure:
+    """The failure with the call's sensitive values masked in its message (an exception's text may quote them)."""
+    redactor = redactor_for(call, tool)
+    message = redactor.redact(str(failure)) if redactor else str(failure)
+    if message == str(failure):
+        return failure
+    return _Failure(failure.type, message, retryable=failure.retryable, retry_in=failure.retry_in)

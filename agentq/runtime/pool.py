@@ -4,6 +4,10 @@ Celery runs a task through the *current* app, which in a pool thread is the proc
 never sets a process-wide app (no hidden globals), so the threads of this pool make their worker's app
 current for themselves. That lets several runtimes run in-process workers side by side (embedded mode,
 tests) without their tasks reaching each other's executors.
+
+A thread cannot be stopped from outside: when a cold shutdown cancels the calls still running (the end of the
+shutdown grace, see `worker.ShutdownGrace`), their messages go back to the broker and their threads end with the
+process; `terminate_job` is a no-op instead of Celery's NotImplementedError.
 """
 
 from __future__ import annotations
@@ -22,3 +26,6 @@ class AppThreadPool(TaskPool):
         self.executor.shutdown(wait=False)
         self.executor = ThreadPoolExecutor(max_workers=self.limit, initializer=self.app.set_current,
                                            thread_name_prefix="agentq-task")
+
+    def terminate_job(self, pid: Any, signal: Any = None) -> None:
+        """Nothing to do: a running thread cannot be terminated (its call is handed back, see above)."""

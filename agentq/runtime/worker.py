@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -64,7 +65,8 @@ def build_runtime(settings: Settings, *, modules: Iterable[str] = (), tool_dirs:
 class Heartbeat:
     """Announces this worker (its activities, queues and tools) every `interval_s` until stopped."""
 
-    def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None):
+    def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None,
+                 node: str | None = None):
         self.runtime = runtime
         self.interval_s = runtime.settings.heartbeat_s
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -72,7 +74,7 @@ class Heartbeat:
             "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(), "heartbeat_s": self.interval_s,
             "queues": queues, "engine": engine, "started_at": time.time(),
             "activities": [runtime.routing.announcement(spec) for spec in runtime.activities.specs()],
-            "tools": sorted(runtime.tools.names),
+            "tools": sorted(runtime.tools.names), "node": node,
         }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,21 +205,104 @@ def _shutdown_worker() -> None:
     raise WorkerShutdown(0)
 
 
+def node_name(hostname: str | None, *, engine: bool, activities: bool) -> str:
+    """The Celery node name of an `agentq worker` / `agentq dispatcher` process: `hostname` (Celery's `%h`,
+    `%n` and `%d` expanded; a bare host gets the default name), else `agentq-worker@<host>` or
+    `agentq-dispatcher@<host>` with this machine's real hostname, the same on every start."""
+    from celery.utils.nodenames import gethostname, host_format, nodename, nodesplit
+
+    name, host = nodesplit(hostname or "")
+    default = "agentq-dispatcher" if engine and not activities else "agentq-worker"
+    return host_format(nodename(name or default, host or gethostname()))
+
+
+class ShutdownGrace:
+    """Bounds a warm shutdown: once Celery's warm shutdown starts (SIGTERM, or a first SIGINT), running calls
+    have `grace_s` seconds to finish; then the process asks itself for Celery's cold shutdown (SIGQUIT), which
+    hands the calls still running back to the broker unacknowledged (a prefork child running one is
+    terminated; the redelivered task takes the call over through its lease). Tasks this worker reserved but had
+    not started go back to the broker in either case (acks late: they were never acknowledged)."""
+
+    def __init__(self, hostname: str, grace_s: float):
+        self.hostname = hostname
+        self.grace_s = grace_s
+        self._timer: threading.Timer | None = None
+
+    def install(self) -> ShutdownGrace:
+        from celery import signals
+
+        signals.worker_shutting_down.connect(self._on_shutting_down, weak=False)
+        return self
+
+    def _on_shutting_down(self, sender: Any = None, how: str = "", **_: Any) -> None:
+        if how != "Warm" or sender != self.hostname or self._timer is not None:
+            return
+        log.warning("warm shutdown: running calls have %s s to finish (AGENTQ_SHUTDOWN_GRACE_S); the rest "
+                    "go back to the broker", self.grace_s)
+        self._timer = threading.Timer(self.grace_s, self._hand_back)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _hand_back(self) -> None:
+        log.warning("shutdown grace of %s s is over: handing the calls still running back to the broker",
+                    self.grace_s)
+        os.kill(os.getpid(), signal.SIGQUIT)
+        # the cold shutdown has given the messages back once the broker connection is closed; a thread stuck in
+        # an activity (threads pool) must not keep the process alive after that
+        last_resort = threading.Timer(HAND_BACK_EXIT_S, _exit_now)
+        last_resort.daemon = True
+        last_resort.start()
+
+
+HAND_BACK_EXIT_S = 30.0
+
+
+def _exit_now() -> None:
+    log.error("the worker did not exit %s s after its cold shutdown; exiting now", HAND_BACK_EXIT_S)
+    logging.shutdown()
+    os._exit(1)
+
+
+def refuse_duplicate_node(runtime: Runtime, node: str) -> None:
+    """Celery tells workers apart by node name (a RabbitMQ broker even refuses a second one); two workers on one
+    host need two names. Refuse to start beside a live worker of this host with the same name, saying how."""
+    here = socket.gethostname()
+    for other in runtime.store.live_workers():
+        pid = other.get("pid")
+        if other.get("node") == node and other.get("hostname") == here and isinstance(pid, int) and _alive(pid):
+            raise ConfigurationError(f"a worker named {node} runs on this host already (pid {pid}); give this one "
+                                     f"its own name, e.g. --hostname {node.split('@')[0]}-2@%h")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
-    """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
+    """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
+    by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`)."""
     from agentq.runtime.metrics import enable_multiprocess
+    from agentq.runtime.pool import AppThreadPool
 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
-    heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
+    node = node_name(hostname, engine=engine, activities=activities)
+    refuse_duplicate_node(runtime, node)
+    heartbeat = Heartbeat(runtime, queues=queues, engine=engine, node=node).start()
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
+    ShutdownGrace(node, runtime.settings.shutdown_grace_s).install()
     try:
         worker = runtime.app.Worker(
-            hostname=hostname or f"agentq-{'dispatcher' if engine and not activities else 'worker'}-"
-                                 f"{uuid.uuid4().hex[:6]}@%h",
-            queues=queues, pool_cls=pool, concurrency=concurrency, loglevel=loglevel,
+            hostname=node, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
+            concurrency=concurrency, loglevel=loglevel,
             without_mingle=True, without_gossip=True,
         )
         worker.start()

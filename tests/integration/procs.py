@@ -116,11 +116,15 @@ class WorkerProcs:
         self.procs: list[WorkerProc] = []
 
     def start(self, serve: Iterable[str] | None = None, *, pool: str = "threads", concurrency: int = 2,
-              args: Iterable[str] = (), **env: str) -> WorkerProc:
-        """Start `agentq worker` serving the activities `serve` of procs_activities (default: all of them)."""
+              args: Iterable[str] = (), module: str = MODULE, **env: str) -> WorkerProc:
+        """Start `agentq worker` serving the activities `serve` of procs_activities (default: all of them), or
+        those of another `module`."""
         serve = list(serve or [])
         log_path = self.tmp_path / f"worker-{len(self.procs)}-{'_'.join(serve) or 'all'}.log"
-        command = [sys.executable, "-m", "agentq.cli", "worker", "-m", MODULE, "--pool", pool,
+        args = list(args)
+        if self.procs and not any(a == "--hostname" or a.startswith("--hostname=") for a in args):
+            args += ["--hostname", f"procs-{len(self.procs)}@%h"]  # two workers on one host need two node names
+        command = [sys.executable, "-m", "agentq.cli", "worker", "-m", module, "--pool", pool,
                    "--concurrency", str(concurrency), "--loglevel", "WARNING", *args]
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(command, env=base_env(self.redis_url, PROCS_ACTIVITIES=",".join(serve), **env),

@@ -209,3 +209,15 @@ def test_cli_errors_are_one_line_on_stderr_and_a_nonzero_exit(redis_url, args):
     assert done.returncode != 0 and done.stdout == "", done
     assert done.stderr.startswith("agentq: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert args[1] in done.stderr
+
+
+def test_a_second_worker_with_the_same_node_name_on_one_host_is_refused_with_how_to_name_it(worker_procs):
+    first = worker_procs.start(["procA"], args=["--hostname", "twin@%h"])
+    worker_procs.wait_live(first, ["procA"])
+    second = worker_procs.start(["procA"], args=["--hostname", "twin@%h"])
+    assert second.popen.wait(30) != 0
+    import socket
+
+    assert f"a worker named twin@{socket.gethostname()} runs on this host already" in second.output()
+    assert "--hostname twin-2@%h" in second.output() and "Traceback" not in second.output()
+    assert first.alive()

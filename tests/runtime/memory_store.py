@@ -441,6 +441,12 @@ class MemoryStore:
             value = state.dependents.get(call_id) if state is not None else None
         return json.loads(value) if value else []
 
+    def job_tools(self, job_id: str) -> dict[str, dict]:
+        with self._changed:
+            state = self._get(job_id)
+            tools = dict(state.tools) if state is not None else {}
+        return {k: json.loads(v) for k, v in tools.items()}
+
     def call_statuses(self, job_id: str) -> dict[str, CallStatus]:
         with self._changed:
             state = self._get(job_id)

@@ -1,0 +1,52 @@
+"""What monitoring shows, unit by unit: the Celery app's settings, a task's shown arguments, worker node names and
+the FAILURE message (the real Flower and worker processes are in tests/integration/test_flower.py)."""
+
+from __future__ import annotations
+
+import socket
+
+from agentq.protocol.records import CallMode, CallRecord
+from agentq.runtime.app import call_argsrepr, create_app, failed_call_message, tick_argsrepr
+from agentq.runtime.worker import node_name
+from agentq.settings import Settings
+
+HOST = socket.gethostname()
+
+
+def test_the_app_sends_task_events_prefetches_one_and_acks_late():
+    conf = create_app(Settings(redis_url="redis://127.0.0.1:1/0")).conf
+    assert (conf.worker_send_task_events, conf.task_send_sent_event) == (True, True)
+    assert (conf.worker_prefetch_multiplier, conf.task_acks_late, conf.task_reject_on_worker_lost) == (1, True, True)
+    quiet = create_app(Settings(redis_url="redis://127.0.0.1:1/0", task_events=False)).conf
+    assert (quiet.worker_send_task_events, quiet.task_send_sent_event) == (False, False)
+
+
+def test_the_shown_arguments_name_job_call_tool_and_instance_never_parameters():
+    record = CallRecord(id="call_1", index=0, call={"_tool": "charge", "card": {"number": "4111 1111 1111 1111"}},
+                        tool="charge", activity="charge", mode=CallMode.EXPLICIT, awaited=True, instance="line_2")
+    shown = call_argsrepr("job_1", "call_1", record)
+    assert shown == "['job_1', 'call_1', {'tool': 'charge', 'instance': 'line_2'}]"
+    assert "4111" not in shown
+    assert call_argsrepr("job_1", "call_1", None) == "['job_1', 'call_1', '<no record>']"
+    assert tick_argsrepr("job_1", 3) == "['job_1', 3]"
+
+
+def test_worker_names_carry_the_real_hostname_and_are_stable():
+    assert node_name(None, engine=False, activities=True) == f"agentq-worker@{HOST}"
+    assert node_name(None, engine=True, activities=False) == f"agentq-dispatcher@{HOST}"
+    assert node_name(None, engine=True, activities=True) == f"agentq-worker@{HOST}"  # a dispatcher with -m
+    assert node_name(None, engine=False, activities=True) == node_name(None, engine=False, activities=True)
+
+
+def test_hostname_overrides_with_celery_expansions():
+    first_label, _, domain = HOST.partition(".")
+    assert node_name("orders-2@%h", engine=False, activities=True) == f"orders-2@{HOST}"
+    assert node_name("%n-w@%d", engine=False, activities=True) == f"{first_label}-w@{domain}"
+    assert node_name("box.example", engine=False, activities=True) == "agentq-worker@box.example"  # a bare host
+    assert node_name("w@box", engine=True, activities=False) == "w@box"
+
+
+def test_the_failure_message_names_call_job_and_error():
+    message = failed_call_message("job_1", "call_2", {"type": "RuntimeError", "message": "card [redacted] declined"})
+    assert message == "call call_2 of job job_1 failed: RuntimeError: card [redacted] declined"
+    assert failed_call_message("job_1", "call_2", None) == "call call_2 of job job_1 failed: Error: "
