@@ -16,6 +16,7 @@ from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.broker import broker_of
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.settings import Settings
 
@@ -26,7 +27,8 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     """A Celery app configured for agentq; producers (clients) and workers both use it."""
     from celery import Celery
 
-    app = Celery(name, broker=settings.effective_broker_url, set_as_current=False)
+    broker = broker_of(settings, redis_options=broker_transport_options(settings))  # Redis, Sentinel or RabbitMQ
+    app = Celery(name, broker=broker.url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -40,7 +42,7 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         task_default_queue=settings.engine_queue,
         task_create_missing_queues=True,
         worker_prefetch_multiplier=settings.prefetch_multiplier,
-        broker_transport_options=broker_transport_options(settings),
+        broker_transport_options=broker.transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,

@@ -191,8 +191,11 @@ class RedisServer:
     """A private `redis-server` on a free 127.0.0.1 port; a context manager.
 
     `executable` defaults to `find_redis_executable()`; `extra_args` are appended to the command line (e.g.
-    `("--maxmemory", "64mb")`). `start()` raises `ConfigurationError` (with the tail of the server's log) when
-    the server cannot be started or does not answer PING within `startup_timeout` seconds.
+    `("--maxmemory", "64mb")`, or `("--cluster-enabled", "yes")`); `config` is the text of a configuration file
+    written to the server's directory and named first on the command line (a sentinel, started with
+    `extra_args=("--sentinel",)`, needs one it can rewrite). `start()` raises `ConfigurationError` (with the
+    tail of the server's log) when the server cannot be started or does not answer PING within `startup_timeout`
+    seconds.
     """
 
     def __init__(
@@ -200,11 +203,13 @@ class RedisServer:
         *,
         executable: str | os.PathLike[str] | None = None,
         extra_args: Sequence[str] = (),
+        config: str | None = None,
         startup_timeout: float = 10.0,
         stop_timeout: float = 5.0,
     ):
         self._executable = os.fspath(executable) if executable is not None else None
         self._extra_args = tuple(str(arg) for arg in extra_args)
+        self._config = config
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._lock = threading.RLock()
@@ -292,8 +297,15 @@ class RedisServer:
     # --- internals ----------------------------------------------------------------------------------------
 
     def _command_line(self, executable: str, port: int, directory: str) -> list[str]:
+        config: list[str] = []
+        if self._config is not None:
+            path = os.path.join(directory, "redis.conf")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(self._config)
+            config = [path]
         return [
             executable,
+            *config,
             "--port", str(port),
             "--bind", HOST,
             "--save", "",

@@ -44,7 +44,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
 
     `tools` are tool schemas this process knows besides those the fleet published (a submitter's `-m`
     modules, `--tools` folders); `activities` the ones it serves."""
-    store = StateStore(settings.redis_url, namespace=settings.namespace)
+    store = StateStore(settings.redis_url, cluster=settings.redis_cluster, namespace=settings.namespace)
     app = create_app(settings)
     routing = Routing.from_settings(settings)
     dispatcher = Dispatcher(app, routing)

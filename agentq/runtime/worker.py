@@ -22,6 +22,7 @@ from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.app import Runtime
+from agentq.runtime.broker import refuse_cluster_broker
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -136,6 +137,8 @@ class InProcessWorker:
 
     def start(self, timeout: float = 30.0) -> InProcessWorker:
         from celery.worker import WorkController
+
+        refuse_cluster_broker(self.runtime.settings)
         from kombu.asynchronous import get_event_loop, set_event_loop
 
         from agentq.runtime.pool import AppThreadPool
@@ -206,6 +209,7 @@ def _shutdown_worker() -> None:
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT)."""
+    refuse_cluster_broker(runtime.settings)
     queues = worker_queues(runtime, activities=activities, engine=engine)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine).start()
     runtime.app.set_current()  # a worker process serves exactly one app

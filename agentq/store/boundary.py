@@ -23,21 +23,20 @@ def _unavailable(error: Exception, url: str | None) -> StoreUnavailableError:
 
 
 def redact_url(url: str) -> str:
-    """A Redis URL without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
+    """A Redis URL without its password, for messages (any form, Sentinel's list of hosts included)."""
+    from agentq.store.connect import redact_password
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return redact_password(url)
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What "the store cannot be reached" looks like from redis-py: connection and timeout errors (Sentinel's
+    `MasterNotFoundError` is one), and a cluster that is down or has a slot nobody serves."""
     import redis
+    from redis.exceptions import ClusterError, SlotNotCoveredError
 
-    return (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
+    return (redis.ConnectionError, redis.TimeoutError, ClusterError, SlotNotCoveredError, ConnectionError,
+            TimeoutError)
 
 
 def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from agentq.client import Client
+from agentq.errors import ConfigurationError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore
+from tests.integration.cluster import LocalCluster
 
 
 def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,
@@ -37,8 +39,9 @@ def store_of(client: Client) -> StateStore:
 
 
 class Harness:
-    def __init__(self, redis_url: str):
-        self.settings = Settings(redis_url=redis_url, heartbeat_s=1.0, lease_s=3.0)
+    def __init__(self, redis_url: str, **settings: Any):
+        """`settings` override the harness's own (e.g. a cluster store with `redis_cluster`, another broker)."""
+        self.settings = Settings(**{"redis_url": redis_url, "heartbeat_s": 1.0, "lease_s": 3.0, **settings})
         self.tools = ToolRegistry()
         self.activities = ActivityRegistry()
         self._workers: list[InProcessWorker] = []
@@ -94,6 +97,31 @@ class Harness:
 @pytest.fixture
 def harness(redis_url: str) -> Iterator[Harness]:
     h = Harness(redis_url)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    """A three-master Redis Cluster on loopback, started once for the session (tests/integration/cluster.py)."""
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+    except (ConfigurationError, RuntimeError) as error:
+        pytest.fail(f"cannot start the three-node Redis Cluster the tests need: {error}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster_harness(local_cluster: LocalCluster, redis_url: str) -> Iterator[Harness]:
+    """A harness whose state store is the (flushed) cluster, with the session's plain Redis as the broker."""
+    local_cluster.flush()
+    h = Harness(local_cluster.url, redis_cluster=True, broker_url=redis_url)
     try:
         yield h
     finally:

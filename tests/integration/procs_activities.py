@@ -6,8 +6,9 @@ imports this module (a submitter needs no activity code).
 
 `PROCS_ACTIVITIES` (comma-separated names, default: all) selects which activities this process serves, so two
 processes can serve different activity sets. Every handler counts its runs in the private Redis the worker uses
-(`AGENTQ_REDIS_URL`): `procs:runs:<activity>:<tag>` (INCR) and `procs:pids:<activity>:<tag>` (RPUSH of the pid that
-ran it), so a test can tell how many times a handler started and in which process.
+(`AGENTQ_REDIS_URL`, or `PROCS_REDIS_URL` when set): `procs:runs:<activity>:<tag>` (INCR) and
+`procs:pids:<activity>:<tag>` (RPUSH of the pid that ran it), so a test can tell how many times a handler started
+and in which process.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def _client() -> Any:
     if _redis is None:
         import redis
 
-        _redis = redis.Redis.from_url(os.environ["AGENTQ_REDIS_URL"], decode_responses=True)
+        # PROCS_REDIS_URL: where to count when the state store is no plain Redis (a cluster, a Sentinel group)
+        url = os.environ.get("PROCS_REDIS_URL") or os.environ["AGENTQ_REDIS_URL"]
+        _redis = redis.Redis.from_url(url, decode_responses=True)
     return _redis
 
 
