@@ -20,6 +20,7 @@ from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore
 from tests.integration.cluster import LocalCluster
+from tests.integration.rabbitmq import AmqpNames, rabbitmq_required, rabbitmq_url, unreachable_reason
 
 
 def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,
@@ -97,6 +98,39 @@ class Harness:
 @pytest.fixture
 def harness(redis_url: str) -> Iterator[Harness]:
     h = Harness(redis_url)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> str:
+    """The URL of the RabbitMQ the tests reach; its tests skip with the reason when none answers (they fail
+    instead under TEST_REQUIRE_RABBITMQ=1, as in CI)."""
+    url = rabbitmq_url()
+    reason = unreachable_reason(url)
+    if reason is not None:
+        if rabbitmq_required():
+            pytest.fail(f"TEST_REQUIRE_RABBITMQ is set but {reason}", pytrace=False)
+        pytest.skip(f"{reason}; set TEST_RABBITMQ_URL to run the RabbitMQ tests")
+    return url
+
+
+@pytest.fixture
+def amqp_names(rabbitmq: str) -> Iterator[AmqpNames]:
+    """Queue names of this test's own on the RabbitMQ, deleted when it ends."""
+    names = AmqpNames(rabbitmq)
+    try:
+        yield names
+    finally:
+        names.cleanup()
+
+
+@pytest.fixture
+def rabbit_harness(redis_url: str, amqp_names: AmqpNames) -> Iterator[Harness]:
+    """A harness whose broker is the RabbitMQ (this test's own engine queue), the state store the private Redis."""
+    h = Harness(redis_url, broker_url=amqp_names.url, engine_queue=amqp_names.queue("engine"))
     try:
         yield h
     finally:

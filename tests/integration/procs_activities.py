@@ -87,5 +87,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 _selected = [n.strip() for n in os.environ.get("PROCS_ACTIVITIES", "").split(",") if n.strip()] or list(HANDLERS)
+_queue_prefix = os.environ.get("PROCS_QUEUE_PREFIX", "")  # each activity on `<prefix>.<name>` (a shared broker)
 for _name in _selected:
-    Activity.register(_name, HANDLERS[_name], **OPTIONS.get(_name, {}))
+    _options = {**OPTIONS.get(_name, {}), **({"queue": f"{_queue_prefix}.{_name}"} if _queue_prefix else {})}
+    Activity.register(_name, HANDLERS[_name], **_options)
