@@ -48,6 +48,10 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_enable_remote_control=True,
     )
+    if broker.kind == "sentinel":
+        from agentq.runtime.sentinel_transport import install
+
+        install()  # kombu's Sentinel transport, repaired to survive a failover with tasks in flight
     return app
 
 

@@ -1,4 +1,5 @@
-"""The store's error boundary: redis-py's connection and timeout errors become `StoreUnavailableError`.
+"""The store's error boundary: redis-py's connection and timeout errors become `StoreUnavailableError` (and a
+Redis Cluster node answered as if it were one server, a `ConfigurationError` saying so).
 
 Like httpx mapping httpcore's exceptions, the mapping happens once, here, for every public method of the
 store (generators included), so callers above the store only ever see agentq's own hierarchy.
@@ -11,7 +12,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from agentq.errors import StoreUnavailableError
+from agentq.errors import ConfigurationError, StoreUnavailableError
 
 C = TypeVar("C", bound=type)
 
@@ -39,6 +40,18 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
             TimeoutError)
 
 
+def _moved() -> type[BaseException]:
+    """A plain client's answer from a Redis Cluster node for a key another node serves."""
+    from redis.exceptions import MovedError
+
+    return MovedError
+
+
+def _a_cluster_node(url: str | None) -> ConfigurationError:
+    where = f" {redact_url(url)}" if url else ""
+    return ConfigurationError(f"the state store{where} is a Redis Cluster node: set AGENTQ_REDIS_CLUSTER=true")
+
+
 def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.isgeneratorfunction(function):
         @functools.wraps(function)
@@ -47,6 +60,8 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
                 yield from function(self, *args, **kwargs)
             except _connection_errors() as error:
                 raise _unavailable(error, getattr(self, "url", None)) from error  # type: ignore[arg-type]
+            except _moved() as error:
+                raise _a_cluster_node(getattr(self, "url", None)) from error
 
         return generator
 
@@ -56,6 +71,8 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
             return function(self, *args, **kwargs)
         except _connection_errors() as error:
             raise _unavailable(error, getattr(self, "url", None)) from error  # type: ignore[arg-type]
+        except _moved() as error:
+            raise _a_cluster_node(getattr(self, "url", None)) from error
 
     return method
 

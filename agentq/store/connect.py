@@ -61,12 +61,11 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     problems: list[str] = []
     sentinels: list[tuple[str, int]] = []
     for item in filter(None, (h.strip() for h in hosts.split(","))):
-        host, _, port = item.rpartition(":") if re.search(r":\d*$", item) else (item, "", "")
-        host = host.strip("[]")
-        if not host or (port and not port.isdigit()) or (port and not 0 < int(port) < 65536):
+        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d{1,5}))?", item)
+        if match is None or not 0 < int(match.group(2) or DEFAULT_SENTINEL_PORT) < 65536:
             problems.append(f"{item!r} is not host:port")
         else:
-            sentinels.append((host, int(port) if port else DEFAULT_SENTINEL_PORT))
+            sentinels.append((match.group(1).strip("[]"), int(match.group(2) or DEFAULT_SENTINEL_PORT)))
     if not hosts.strip():
         problems.append("it names no sentinel (host:port)")
     segments = [s for s in path.split("/") if s]
@@ -101,7 +100,8 @@ def redact_password(url: str) -> str:
 def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False, **options: Any) -> Any:
     """A redis-py client for the state store at `url` (see the module docstring), with `decode_responses` and
     the store's connection options; `options` add to them. `asynchronous` gives the `redis.asyncio` client
-    of the same kind. Nothing connects yet."""
+    of the same kind. Nothing connects yet, except that a synchronous cluster client reads the slot map from
+    the node at once (`StoreUnavailableError` when it cannot; `ConfigurationError` when it is no cluster node)."""
     options = {"decode_responses": True, **CONNECTION_OPTIONS, **options}
     if is_sentinel_url(url):
         if cluster:
@@ -149,5 +149,14 @@ def _cluster(url: str, *, asynchronous: bool, **options: Any) -> Any:
 
         return AsyncRedisCluster.from_url(url, **options)
     from redis.cluster import RedisCluster
+    from redis.exceptions import RedisClusterException
 
-    return RedisCluster.from_url(url, **options)
+    try:
+        return RedisCluster.from_url(url, **options)  # reads the cluster's slot map at once
+    except RedisClusterException as error:
+        if "cluster mode is not enabled" in str(error).lower():
+            raise ConfigurationError(f"AGENTQ_REDIS_CLUSTER=true, but {redact_password(url)!r} is no Redis Cluster "
+                                     f"node (cluster mode is not enabled on it)") from error
+        from agentq.errors import StoreUnavailableError
+
+        raise StoreUnavailableError(f"cannot reach the state store at {redact_password(url)!r}: {error}") from error

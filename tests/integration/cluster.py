@@ -210,8 +210,22 @@ class SentinelGroup:
         return new.port
 
     def await_master(self, port: int, timeout: float = 30.0) -> None:
-        _wait(lambda: self.master_port() == port and self._replication(port).get("role") == "master", timeout,
-              f"the sentinel to name {port} the master")
+        """Wait until the sentinel names `port` as a healthy master (what clients check before using it: the
+        address alone changes a moment before the sentinel's own record of the master does) and that server
+        says it is one."""
+        def named() -> bool:
+            with _client(self._sentinel_port) as client:
+                master = _fields(client.execute_command("SENTINEL", "MASTER", MASTER_NAME))
+            flags = set(master.get("flags", "").split(","))
+            return (int(master.get("port", 0)) == port and "master" in flags and not flags & {"s_down", "o_down"}
+                    and self._replication(port).get("role") == "master")
+
+        _wait(named, timeout, f"the sentinel to name {port} the master")
+
+    @property
+    def _sentinel_port(self) -> int:
+        assert self.sentinel is not None, "start() the group first"
+        return self.sentinel.port
 
     def flush(self) -> None:
         with _client(self.master_port()) as client:

@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from agentq.client import Client
-from agentq.errors import ConfigurationError
+from agentq.errors import ConfigurationError, StoreUnavailableError
 from agentq.runtime.agent import call_ids
 from agentq.runtime.delegation import child_job_id
 from agentq.runtime.worker import InProcessWorker
@@ -331,6 +331,25 @@ def test_a_cluster_store_refuses_a_cluster_broker(local_cluster: LocalCluster, r
     with pytest.raises(ConfigurationError, match="database 0 only"):
         Client(settings=Settings(redis_url=f"redis://127.0.0.1:{local_cluster.ports[0]}/3", redis_cluster=True,
                                  broker_url=redis_url))
+
+
+def test_a_store_that_does_not_match_its_setting_is_one_clear_error(local_cluster: LocalCluster, redis_url: str):
+    from agentq.store.state import StateStore
+
+    # a cluster node used as one server: the first key another node serves says what to set
+    plain = StateStore(local_cluster.url)
+    try:
+        other = next(f"job-{n}" for n in range(1000)
+                     if local_cluster.node_of(job_key(f"job-{n}")) != local_cluster.ports[0])
+        with pytest.raises(ConfigurationError, match="is a Redis Cluster node: set AGENTQ_REDIS_CLUSTER=true"):
+            plain.job_status(other)
+    finally:
+        plain.close()
+    # AGENTQ_REDIS_CLUSTER=true with a plain Redis, or with nothing listening
+    with pytest.raises(ConfigurationError, match="is no Redis Cluster node"):
+        Client(settings=Settings(redis_url=redis_url, redis_cluster=True, broker_url=redis_url.replace("/0", "/1")))
+    with pytest.raises(StoreUnavailableError, match="cannot reach the state store at 'redis://127.0.0.1:1/0'"):
+        Client(settings=Settings(redis_url="redis://127.0.0.1:1/0", redis_cluster=True, broker_url=redis_url))
 
 
 def test_the_cluster_rejects_a_script_that_spans_two_slots(local_cluster: LocalCluster):
