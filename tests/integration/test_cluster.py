@@ -352,6 +352,28 @@ def test_a_store_that_does_not_match_its_setting_is_one_clear_error(local_cluste
         Client(settings=Settings(redis_url="redis://127.0.0.1:1/0", redis_cluster=True, broker_url=redis_url))
 
 
+def test_the_async_client_of_the_factory_reaches_every_node(local_cluster: LocalCluster):
+    """`connect_redis(..., asynchronous=True)` (for asyncio services such as the HTTP API) follows the slots."""
+    import asyncio
+
+    from agentq.store.connect import connect_redis
+
+    local_cluster.flush()
+    ids = ids_on_nodes(local_cluster, "async", local_cluster.ports)
+
+    async def roundtrip() -> list[str]:
+        client = connect_redis(local_cluster.url, cluster=True, asynchronous=True)
+        try:
+            for job_id in ids:
+                await client.set(job_key(job_id), job_id)
+            return [await client.get(job_key(job_id)) for job_id in ids]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(roundtrip()) == ids
+    assert [list(keys_of(local_cluster, job_id)) for job_id in ids] == [[port] for port in local_cluster.ports]
+
+
 def test_the_cluster_rejects_a_script_that_spans_two_slots(local_cluster: LocalCluster):
     """The cluster really enforces the rule the store is built on (control for the tests above)."""
     local_cluster.flush()

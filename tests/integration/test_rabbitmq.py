@@ -36,6 +36,20 @@ def outputs_per_call(store, job_id: str) -> Counter:
     return Counter(m["_call"]["id"] for m in store.read_log(job_id) if m.get("_call"))
 
 
+class Counting:
+    """A dispatcher that counts the calls of each dispatch, then sends them."""
+
+    def __init__(self, inner):
+        self.inner, self.batches = inner, []
+
+    def __call__(self, job_id: str, records: list) -> None:
+        self.batches.append(len(records))
+        self.inner(job_id, records)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
 def test_the_app_speaks_amqp_with_publisher_confirms(rabbit_harness: Harness):
     app = rabbit_harness.runtime().app
     assert app.conf.broker_url.startswith("amqp://")
@@ -63,12 +77,15 @@ def test_plan_jobs_over_rabbitmq(rabbit_harness: Harness, amqp_names: AmqpNames)
     h.activities.register("flaky", flaky, retries=2, retry_backoff=0.2, queue=amqp_names.activity("flaky"))
     h.worker(concurrency=4)
     client = h.client()
+    dispatched = Counting(client._parts.jobs.dispatcher)
+    client._parts.jobs.dispatcher = dispatched
     squares = [{"_tool": "square", "n": n, "_outputPath": f"†state.squares.n{n}"} for n in range(12)]
     handle = client.submit({"calls": [
         *squares,  # twelve ready calls: dispatched at submission in one go
         {"_tool": "total", "values": "†state.squares", "_outputPath": "†state.total"},  # released by the last one
         {"_tool": "flaky", "_outputPath": "†state.flaky"}]})
     record = handle.result(timeout=TIMEOUT)
+    assert dispatched.batches == [13]  # the squares and flaky: one dispatch, one producer batch
     assert record["status"] == "succeeded", record
     assert record["state"]["squares"] == {f"n{n}": n * n for n in range(12)}
     assert record["state"]["total"] == sum(n * n for n in range(12))

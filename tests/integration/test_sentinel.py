@@ -96,6 +96,27 @@ def test_an_agentq_worker_process_through_the_sentinel(group: SentinelGroup, tmp
         procs.close()
 
 
+def test_the_async_client_of_the_factory_finds_the_master(group: SentinelGroup):
+    """`connect_redis(..., asynchronous=True)` (for asyncio services such as the HTTP API) asks the sentinel."""
+    import asyncio
+
+    from agentq.store.connect import connect_redis
+
+    group.flush()
+
+    async def roundtrip() -> str:
+        client = connect_redis(group.url_for(0), asynchronous=True)
+        try:
+            await client.set("agentq:async-check", "found")
+            return await client.get("agentq:async-check")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(roundtrip()) == "found"
+    with redis.Redis(port=group.master_port(), decode_responses=True) as master:
+        assert master.get("agentq:async-check") == "found"
+
+
 def test_a_bad_sentinel_url_is_one_clear_error():
     from agentq.errors import ConfigurationError
 
