@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentq.client import Client  # noqa: E402
-from agentq.protocol.tools import ToolRegistry  # noqa: E402
-from agentq.runtime.redis_server import RedisServer  # noqa: E402
-from agentq.settings import Settings  # noqa: E402
-from tests.integration.conftest import tool_schema  # noqa: E402
-from tests.integration.rabbitmq import AmqpNames, rabbitmq_url, unreachable_reason  # noqa: E402
+from agentq.client import Client
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.redis_server import RedisServer
+from agentq.settings import Settings
+from tests.integration.conftest import tool_schema
+from tests.integration.rabbitmq import AmqpNames, rabbitmq_url, unreachable_reason
 
 
 def measure(settings: Settings, *, n: int, repeat: int, confirm: bool | None = None) -> tuple[float, float]:

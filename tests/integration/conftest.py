@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from agentq.client import Client
-from agentq.errors import ConfigurationError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Runtime
@@ -135,20 +134,6 @@ def rabbit_harness(redis_url: str, amqp_names: AmqpNames) -> Iterator[Harness]:
         yield h
     finally:
         h.close()
-
-
-@pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
-    """A three-master Redis Cluster on loopback, started once for the session (tests/integration/cluster.py)."""
-    cluster = LocalCluster()
-    try:
-        cluster.start()
-    except (ConfigurationError, RuntimeError) as error:
-        pytest.fail(f"cannot start the three-node Redis Cluster the tests need: {error}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -348,7 +348,7 @@ def test_a_store_that_does_not_match_its_setting_is_one_clear_error(local_cluste
     # AGENTQ_REDIS_CLUSTER=true with a plain Redis, or with nothing listening
     with pytest.raises(ConfigurationError, match="is no Redis Cluster node"):
         Client(settings=Settings(redis_url=redis_url, redis_cluster=True, broker_url=redis_url.replace("/0", "/1")))
-    with pytest.raises(StoreUnavailableError, match="cannot reach the state store at 'redis://127.0.0.1:1/0'"):
+    with pytest.raises(StoreUnavailableError, match=r"cannot reach the state store at 'redis://127\.0\.0\.1:1/0'"):
         Client(settings=Settings(redis_url="redis://127.0.0.1:1/0", redis_cluster=True, broker_url=redis_url))
 
 

@@ -10,6 +10,7 @@ queue; a killed `agentq worker` process whose unacknowledged task RabbitMQ hands
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -23,7 +24,7 @@ from agentq.runtime.app import task_id
 from agentq.runtime.broker import broker_of
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of
-from tests.integration.procs import wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import WorkerProcs, wait_for
 from tests.integration.rabbitmq import AmqpNames
 from tests.integration.test_plan_jobs import engine_messages
 
@@ -97,7 +98,7 @@ def test_plan_jobs_over_rabbitmq(rabbit_harness: Harness, amqp_names: AmqpNames)
     retrying = [e for e in events if e["event"] == "call.retrying"]
     assert [e["attempt"] for e in retrying] == [1, 2] and all(e["retry_in_s"] > 0 for e in retrying)
     # the retries were countdown tasks: each attempt started no earlier than its announced wait (less jitter)
-    gaps = [b - a for a, b in zip(flaky_runs, flaky_runs[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(flaky_runs)]
     assert all(gap >= 0.05 for gap in gaps), gaps
     for queue in ("square", "total", "flaky"):
         assert amqp_names.depth(f"{amqp_names.prefix}.{queue}") == 0  # nothing left behind on the broker
@@ -169,33 +170,37 @@ def test_cancel_revokes_a_queued_call_through_the_broadcast(rabbit_harness: Harn
     assert store.call_statuses(handle.id)[later_id] == "canceled"
 
 
-def test_a_killed_worker_process_hands_its_call_to_another_at_once(amqp_names: AmqpNames, worker_procs, redis_url,
-                                                                    record_property):
+def test_a_killed_worker_process_hands_its_call_to_another_at_once(amqp_names: AmqpNames, redis_url: str,
+                                                                    tmp_path, record_property):
     """With RabbitMQ, a dead consumer's unacknowledged tasks go back to their queue as soon as its connection
     closes (no visibility timeout to wait for): the other worker takes the call over once the dead attempt's
     lease (2 s here) expired, and the result is committed once."""
     env = {"AGENTQ_BROKER_URL": amqp_names.url, "AGENTQ_ENGINE_QUEUE": amqp_names.queue("engine"),
            "PROCS_QUEUE_PREFIX": amqp_names.prefix, "AGENTQ_VISIBILITY_TIMEOUT_S": "3600"}
     amqp_names.activity("procSlow")
-    workers = [worker_procs.start(["procSlow"], pool="prefork", concurrency=1, **env) for _ in range(2)]
-    for proc in workers:
-        worker_procs.wait_live(proc, ["procSlow"])
-    store = worker_procs.store
-    with Client(redis_url, broker_url=amqp_names.url) as client:
-        handle = client.submit({"calls": [{"_tool": "procSlow", "seconds": 2.0, "tag": "amqp",
-                                           "_outputPath": "†state.slow"}]})
-        first = int(wait_for(lambda: store.redis.lindex("procs:pids:procSlow:amqp", 0), 20, "procSlow to start"))
-        victim = next(p for p in workers if _is_child_of(first, p.pid))  # the handler runs in a pool child
-        killed_at = time.monotonic()
-        os.killpg(victim.pid, signal.SIGKILL)  # the whole worker (main process and pool child), no goodbye
-        record = handle.result(timeout=40)
-        recovered_in = time.monotonic() - killed_at
-    record_property("amqp_kill_to_job_end_s", round(recovered_in, 2))
-    assert record["status"] == "succeeded", record
-    assert store.redis.get("procs:runs:procSlow:amqp") == "2"  # started twice ...
-    assert set(outputs_per_call(store, handle.id).values()) == {1}  # ... committed once
-    assert record["state"]["slow"]["start"] == 2
-    assert recovered_in < 20, f"recovery took {recovered_in:.1f} s"
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        workers = [procs.start(["procSlow"], pool="prefork", concurrency=1, **env) for _ in range(2)]
+        for proc in workers:
+            procs.wait_live(proc, ["procSlow"])
+        store = procs.store
+        with Client(redis_url, broker_url=amqp_names.url) as client:
+            handle = client.submit({"calls": [{"_tool": "procSlow", "seconds": 2.0, "tag": "amqp",
+                                               "_outputPath": "†state.slow"}]})
+            first = int(wait_for(lambda: store.redis.lindex("procs:pids:procSlow:amqp", 0), 20, "procSlow to start"))
+            victim = next(p for p in workers if _is_child_of(first, p.pid))  # the handler runs in a pool child
+            killed_at = time.monotonic()
+            os.killpg(victim.pid, signal.SIGKILL)  # the whole worker (main process and pool child), no goodbye
+            record = handle.result(timeout=40)
+            recovered_in = time.monotonic() - killed_at
+        record_property("amqp_kill_to_job_end_s", round(recovered_in, 2))
+        assert record["status"] == "succeeded", record
+        assert store.redis.get("procs:runs:procSlow:amqp") == "2"  # started twice ...
+        assert set(outputs_per_call(store, handle.id).values()) == {1}  # ... committed once
+        assert record["state"]["slow"]["start"] == 2
+        assert recovered_in < 20, f"recovery took {recovered_in:.1f} s"
+    finally:
+        procs.close()  # before the test's queues are deleted
 
 
 def _is_child_of(pid: int, parent: int) -> bool:
