@@ -137,11 +137,11 @@ class InProcessWorker:
 
     def start(self, timeout: float = 30.0) -> InProcessWorker:
         from celery.worker import WorkController
-
-        refuse_cluster_broker(self.runtime.settings)
         from kombu.asynchronous import get_event_loop, set_event_loop
 
         from agentq.runtime.pool import AppThreadPool
+
+        refuse_cluster_broker(self.runtime.settings)
 
         app = self.runtime.app
         app.finalize()
