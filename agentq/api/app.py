@@ -32,7 +32,7 @@ Errors are `{"error": {"type", "message", "problems": [{"pointer", "message"}]}}
 def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = None) -> FastAPI:
     """The API over `parts` (closed by the caller); `store` defaults to an async view of `parts`' store."""
     settings = parts.settings
-    reads = store or AsyncStateStore(settings.redis_url, namespace=settings.namespace)
+    reads = store or AsyncStateStore(settings.redis_url, namespace=settings.namespace, cluster=settings.redis_cluster)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -17,13 +17,13 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.broker import broker_of
 from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.settings import Settings
@@ -35,7 +35,8 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     """A Celery app configured for agentq; producers (clients) and workers both use it."""
     from celery import Celery
 
-    app = Celery(name, broker=settings.effective_broker_url, set_as_current=False)
+    broker = broker_of(settings, redis_options=broker_transport_options(settings))  # Redis, Sentinel or RabbitMQ
+    app = Celery(name, broker=broker.url, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -49,7 +50,7 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         task_default_queue=settings.engine_queue,
         task_create_missing_queues=True,
         worker_prefetch_multiplier=settings.prefetch_multiplier,
-        broker_transport_options=broker_transport_options(settings),
+        broker_transport_options=broker.transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         # a lost broker connection (with a Redis broker on the state store's server: a store outage) must not
@@ -60,10 +61,14 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         worker_send_task_events=settings.task_events,
         task_send_sent_event=settings.task_events,
     )
-    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
+    if broker.kind == "redis":
         from agentq.runtime.redis_transport import install
 
         install()  # kombu's Redis transport, repaired to survive a lost broker connection
+    if broker.kind == "sentinel":
+        from agentq.runtime.sentinel_transport import install
+
+        install()  # kombu's Sentinel transport, repaired to survive a failover with tasks in flight
     return app
 
 

@@ -37,7 +37,8 @@ class Embedded:
     def __enter__(self) -> Embedded:
         self.server = RedisServer().start()
         try:
-            settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None})
+            settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None,
+                                                              "redis_cluster": False})
             self.runtime = build_runtime(settings, modules=self.modules, tool_dirs=self.tool_dirs,
                                          activities=self._activities, tools=self._tools)
             self.worker = InProcessWorker(self.runtime, concurrency=self.concurrency).start()

@@ -198,10 +198,12 @@ class RedisServer:
     """A private `redis-server` on a free 127.0.0.1 port; a context manager.
 
     `executable` defaults to `find_redis_executable()`; `extra_args` are appended to the command line (e.g.
-    `("--maxmemory", "64mb")`). `port` fixes the port (default: a free one); `appendonly` turns the append-only
-    file on (`appendfsync always`: every write is on disk before its reply). `start()` raises
-    `ConfigurationError` (with the tail of the server's log) when the server cannot be started or does not
-    answer PING within `startup_timeout` seconds.
+    `("--maxmemory", "64mb")`, or `("--cluster-enabled", "yes")`); `config` is the text of a configuration file
+    written to the server's directory and named first on the command line (a sentinel, started with
+    `extra_args=("--sentinel",)`, needs one it can rewrite). `port` fixes the port (default: a free one);
+    `appendonly` turns the append-only file on (`appendfsync always`: every write is on disk before its reply).
+    `start()` raises `ConfigurationError` (with the tail of the server's log) when the server cannot be started or
+    does not answer PING within `startup_timeout` seconds.
     """
 
     def __init__(
@@ -209,6 +211,7 @@ class RedisServer:
         *,
         executable: str | os.PathLike[str] | None = None,
         extra_args: Sequence[str] = (),
+        config: str | None = None,
         startup_timeout: float = 10.0,
         stop_timeout: float = 5.0,
         port: int | None = None,
@@ -221,6 +224,7 @@ class RedisServer:
         self._fixed_port = port
         self._appendonly = appendonly
         self._halted = False  # halt() stopped the process but kept the port and the folder
+        self._config = config
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._lock = threading.RLock()
@@ -336,8 +340,15 @@ class RedisServer:
 
     def _command_line(self, executable: str, port: int, directory: str) -> list[str]:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self._appendonly else ["--appendonly", "no"]
+        config: list[str] = []
+        if self._config is not None:
+            path = os.path.join(directory, "redis.conf")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(self._config)
+            config = [path]
         return [
             executable,
+            *config,
             "--port", str(port),
             "--bind", HOST,
             "--save", "",

@@ -41,7 +41,7 @@ class Parts:
 def open_store(settings: Settings) -> StateStore:
     """The state store alone, for processes that need nothing else (`agentq healthcheck`, run every few
     seconds by container runtimes, stays light: no Celery app)."""
-    return StateStore(settings.redis_url, namespace=settings.namespace)
+    return StateStore(settings.redis_url, cluster=settings.redis_cluster, namespace=settings.namespace)
 
 
 def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,

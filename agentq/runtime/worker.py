@@ -23,6 +23,7 @@ from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.app import Runtime
+from agentq.runtime.broker import refuse_cluster_broker
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -141,6 +142,8 @@ class InProcessWorker:
         from kombu.asynchronous import get_event_loop, set_event_loop
 
         from agentq.runtime.pool import AppThreadPool
+
+        refuse_cluster_broker(self.runtime.settings)
 
         app = self.runtime.app
         app.finalize()
@@ -290,6 +293,8 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`)."""
     from agentq.runtime.metrics import enable_multiprocess
     from agentq.runtime.pool import AppThreadPool
+
+    refuse_cluster_broker(runtime.settings)
 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)

@@ -65,19 +65,13 @@ class AsyncStateStore:
 
     MAX_CONNECTIONS = 64
 
-    def __init__(self, redis_url: str, *, namespace: str = "agentq", client: Any = None):
+    def __init__(self, redis_url: str, *, namespace: str = "agentq", cluster: bool = False, client: Any = None):
         self._owns_pool = client is None  # a client passed in is closed by its owner
         if client is None:
-            import redis.asyncio
-
-            # a bounded pool that makes a request wait for a free connection instead of failing: hundreds of
-            # streams share a few dozen connections (each holds one only for a short read)
-            pool = redis.asyncio.BlockingConnectionPool.from_url(
-                redis_url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30,
-                max_connections=self.MAX_CONNECTIONS, timeout=20)
-            client = redis.asyncio.Redis(connection_pool=pool)
+            client = _connect(redis_url, cluster=cluster, max_connections=self.MAX_CONNECTIONS)
         self.redis = client
         self.url = redis_url
+        self.cluster = cluster
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
         self._hub: EventHub | None = None
@@ -101,7 +95,9 @@ class AsyncStateStore:
             await self._hub.close()
         if self._owns_pool:
             await self.redis.aclose()
-            await self.redis.connection_pool.disconnect()
+            pool = getattr(self.redis, "connection_pool", None)  # a cluster client has one per node, closed above
+            if pool is not None:
+                await pool.disconnect()
 
     # ---------------------------------------------------------------------------------------- reads
 
@@ -168,6 +164,10 @@ class AsyncStateStore:
         """A job's events in order from `after` until its `job.finished` event (or, for a job that ended
         without one, until the stream has nothing more). Waiting happens on the shared `EventHub`, which
         usually hands over the new entries it read itself."""
+        if self.cluster:  # one stream per hash slot: no read can span the followed streams
+            async for entry in self._follow_alone(job_id, after, batch):
+                yield entry
+            return
         async with self.hub.subscribe(self.keys(job_id).events) as follower:
             entries = await self.read_events(job_id, after, count=batch)
             while True:
@@ -183,6 +183,34 @@ class AsyncStateStore:
                     return  # ended before `after`, or without a final event
                 handed = await follower.wait(after)
                 entries = handed if handed else await self.read_events(job_id, after, count=batch)
+
+
+    async def _follow_alone(self, job_id: str, after: str, batch: int) -> AsyncIterator[tuple[str, dict]]:
+        """`follow` on a Redis Cluster: this follower's own blocking reads (a connection each while it waits)."""
+        while True:
+            entries = await self.read_events(job_id, after, count=batch, block_ms=2000)
+            for entry_id, envelope in entries:
+                after = entry_id
+                yield entry_id, envelope
+                if envelope.get("event") == "job.finished":
+                    return
+            if not entries and (await self.job_status(job_id)).is_final:
+                return
+
+
+def _connect(url: str, *, cluster: bool, max_connections: int, **options: Any) -> Any:
+    """The async client of the store at `url`: on one server, a bounded pool that makes a request wait for a free
+    connection instead of failing (hundreds of streams share a few dozen connections, each held only for a
+    short read); a Sentinel group or a cluster through `store/connect.py`."""
+    from agentq.store.connect import CONNECTION_OPTIONS, connect_redis, is_sentinel_url
+
+    if cluster or is_sentinel_url(url):
+        return connect_redis(url, cluster=cluster, asynchronous=True, **options)
+    import redis.asyncio
+
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, decode_responses=True, **{**CONNECTION_OPTIONS, **options}, max_connections=max_connections, timeout=20)
+    return redis.asyncio.Redis(connection_pool=pool)
 
 
 class Follower:
@@ -280,11 +308,11 @@ class EventHub:
             await self._store.redis.client_unblock(reader_id)
 
     async def _run(self) -> None:
-        import redis.asyncio
+        from agentq.store.connect import connect_redis
 
         # its own connection, whose read timeout outlasts the blocked read (the shared pool's is redis-py's 5 s)
-        reader = redis.asyncio.Redis.from_url(self._store.url, decode_responses=True, single_connection_client=True,
-                                              socket_connect_timeout=5, socket_timeout=self.BLOCK_MS / 1000 + 10)
+        reader = connect_redis(self._store.url, asynchronous=True, single_connection_client=True,
+                               socket_timeout=self.BLOCK_MS / 1000 + 10)
         backoff = 0.1
         try:
             while self._followers:

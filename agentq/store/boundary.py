@@ -1,4 +1,5 @@
-"""The store's error boundary: redis-py's connection and timeout errors become `StoreUnavailableError`.
+"""The store's error boundary: redis-py's connection and timeout errors become `StoreUnavailableError` (and a
+Redis Cluster node answered as if it were one server, a `ConfigurationError` saying so).
 
 Like httpx mapping httpcore's exceptions, the mapping happens once, here, for every public method of the
 store (generators included), so callers above the store only ever see agentq's own hierarchy.
@@ -11,7 +12,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from agentq.errors import StoreUnavailableError
+from agentq.errors import ConfigurationError, StoreUnavailableError
 
 C = TypeVar("C", bound=type)
 
@@ -23,21 +24,32 @@ def _unavailable(error: Exception, url: str | None) -> StoreUnavailableError:
 
 
 def redact_url(url: str) -> str:
-    """A Redis URL without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
+    """A Redis URL without its password, for messages (any form, Sentinel's list of hosts included)."""
+    from agentq.store.connect import redact_password
 
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return redact_password(url)
 
 
 def _connection_errors() -> tuple[type[Exception], ...]:
+    """What "the store cannot be reached" looks like from redis-py: connection and timeout errors (Sentinel's
+    `MasterNotFoundError` is one), and a cluster that is down or has a slot nobody serves."""
     import redis
+    from redis.exceptions import ClusterError, SlotNotCoveredError
 
-    return (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
+    return (redis.ConnectionError, redis.TimeoutError, ClusterError, SlotNotCoveredError, ConnectionError,
+            TimeoutError)
+
+
+def _moved() -> type[BaseException]:
+    """A plain client's answer from a Redis Cluster node for a key another node serves."""
+    from redis.exceptions import MovedError
+
+    return MovedError
+
+
+def _a_cluster_node(url: str | None) -> ConfigurationError:
+    where = f" {redact_url(url)}" if url else ""
+    return ConfigurationError(f"the state store{where} is a Redis Cluster node: set AGENTQ_REDIS_CLUSTER=true")
 
 
 def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,6 +60,8 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
                 yield from function(self, *args, **kwargs)
             except _connection_errors() as error:
                 raise _unavailable(error, getattr(self, "url", None)) from error
+            except _moved() as error:
+                raise _a_cluster_node(getattr(self, "url", None)) from error
 
         return generator
 
@@ -57,6 +71,8 @@ def _wrap(function: Callable[..., Any]) -> Callable[..., Any]:
             return function(self, *args, **kwargs)
         except _connection_errors() as error:
             raise _unavailable(error, getattr(self, "url", None)) from error
+        except _moved() as error:
+            raise _a_cluster_node(getattr(self, "url", None)) from error
 
     return method
 

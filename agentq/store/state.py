@@ -23,6 +23,7 @@ from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
 from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
 from agentq.store.boundary import map_store_errors
+from agentq.store.connect import connect_redis
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
 
@@ -156,17 +157,14 @@ class StateStore:
     `store/boundary.py`), so nothing above the store handles redis-py's exceptions.
     """
 
-    def __init__(self, redis_url: str, *, client: Any = None, namespace: str = "agentq"):
-        if client is None:
-            import redis
-
-            client = redis.Redis.from_url(redis_url, decode_responses=True, socket_connect_timeout=5,
-                                          health_check_interval=30)
-        self.redis = client
+    def __init__(self, redis_url: str, *, cluster: bool = False, client: Any = None, namespace: str = "agentq"):
+        """The store at `redis_url`: one server, a Sentinel group (`redis+sentinel://`), or with `cluster` a
+        Redis Cluster through any of its nodes (`store/connect.py` makes the connection)."""
+        self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster)
         self.url = redis_url
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
-        self._scripts = {name: client.register_script(_lua(name)) for name in _SCRIPTS}
+        self._scripts = {name: self.redis.register_script(_lua(name)) for name in _SCRIPTS}
 
     def keys(self, job_id: str) -> JobKeys:
         return JobKeys(self.namespace, job_id)
@@ -672,8 +670,10 @@ class StateStore:
         ids = self.redis.zrangebyscore(self.fleet.workers, now, "+inf")
         if not ids:
             return []
-        values = self.redis.mget([self.fleet.worker(i) for i in ids])
-        return [json.loads(v) for v in values if v]
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots
+        for worker_id in ids:
+            pipe.get(self.fleet.worker(worker_id))
+        return [json.loads(v) for v in pipe.execute() if v]
 
     def worker_beats(self) -> list[WorkerBeat]:
         """Every worker announcement the fleet's set still holds, live or expired but not yet trimmed (the
@@ -681,7 +681,10 @@ class StateStore:
         entries = self.redis.zrange(self.fleet.workers, 0, -1, withscores=True)
         if not entries:
             return []
-        values = self.redis.mget([self.fleet.worker(worker_id) for worker_id, _ in entries])
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots
+        for worker_id, _ in entries:
+            pipe.get(self.fleet.worker(worker_id))
+        values = pipe.execute()
         return [WorkerBeat(worker_id, float(expires), json.loads(value) if value else None)
                 for (worker_id, expires), value in zip(entries, values, strict=True)]
 

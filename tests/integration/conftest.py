@@ -18,6 +18,8 @@ from agentq.runtime.app import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore
+from tests.integration.cluster import LocalCluster
+from tests.integration.rabbitmq import AmqpNames, rabbitmq_required, rabbitmq_url, unreachable_reason
 
 
 def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,
@@ -37,8 +39,9 @@ def store_of(client: Client) -> StateStore:
 
 
 class Harness:
-    def __init__(self, redis_url: str):
-        self.settings = Settings(redis_url=redis_url, heartbeat_s=1.0, lease_s=3.0)
+    def __init__(self, redis_url: str, **settings: Any):
+        """`settings` override the harness's own (e.g. a cluster store with `redis_cluster`, another broker)."""
+        self.settings = Settings(**{"redis_url": redis_url, "heartbeat_s": 1.0, "lease_s": 3.0, **settings})
         self.tools = ToolRegistry()
         self.activities = ActivityRegistry()
         self._workers: list[InProcessWorker] = []
@@ -94,6 +97,50 @@ class Harness:
 @pytest.fixture
 def harness(redis_url: str) -> Iterator[Harness]:
     h = Harness(redis_url)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> str:
+    """The URL of the RabbitMQ the tests reach; its tests skip with the reason when none answers (they fail
+    instead under TEST_REQUIRE_RABBITMQ=1, as in CI)."""
+    url = rabbitmq_url()
+    reason = unreachable_reason(url)
+    if reason is not None:
+        if rabbitmq_required():
+            pytest.fail(f"TEST_REQUIRE_RABBITMQ is set but {reason}", pytrace=False)
+        pytest.skip(f"{reason}; set TEST_RABBITMQ_URL to run the RabbitMQ tests")
+    return url
+
+
+@pytest.fixture
+def amqp_names(rabbitmq: str) -> Iterator[AmqpNames]:
+    """Queue names of this test's own on the RabbitMQ, deleted when it ends."""
+    names = AmqpNames(rabbitmq)
+    try:
+        yield names
+    finally:
+        names.cleanup()
+
+
+@pytest.fixture
+def rabbit_harness(redis_url: str, amqp_names: AmqpNames) -> Iterator[Harness]:
+    """A harness whose broker is the RabbitMQ (this test's own engine queue), the state store the private Redis."""
+    h = Harness(redis_url, broker_url=amqp_names.url, engine_queue=amqp_names.queue("engine"))
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture
+def cluster_harness(local_cluster: LocalCluster, redis_url: str) -> Iterator[Harness]:
+    """A harness whose state store is the (flushed) cluster, with the session's plain Redis as the broker."""
+    local_cluster.flush()
+    h = Harness(local_cluster.url, redis_cluster=True, broker_url=redis_url)
     try:
         yield h
     finally:

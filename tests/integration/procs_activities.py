@@ -6,9 +6,10 @@ imports this module (a submitter needs no activity code).
 
 `PROCS_ACTIVITIES` (comma-separated names, default: all) selects which activities this process serves, so two
 processes can serve different activity sets. Every handler counts its runs in the private Redis the worker uses
-(`AGENTQ_REDIS_URL`): `procs:runs:<activity>:<tag>` (INCR) and `procs:pids:<activity>:<tag>` (RPUSH of the pid that
-ran it), so a test can tell how many times a handler started and in which process — except procCharge, which
-runs while the state store may be down and so writes its `start`/`end` lines to the file `PROCS_LEDGER`.
+(`AGENTQ_REDIS_URL`, or `PROCS_REDIS_URL` when set): `procs:runs:<activity>:<tag>` (INCR) and
+`procs:pids:<activity>:<tag>` (RPUSH of the pid that ran it), so a test can tell how many times a handler started
+and in which process — except procCharge, which runs while the state store may be down and so writes its
+`start`/`end` lines to the file `PROCS_LEDGER`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ def _client() -> Any:
     if _redis is None:
         import redis
 
-        _redis = redis.Redis.from_url(os.environ["AGENTQ_REDIS_URL"], decode_responses=True)
+        # PROCS_REDIS_URL: where to count when the state store is no plain Redis (a cluster, a Sentinel group)
+        url = os.environ.get("PROCS_REDIS_URL") or os.environ["AGENTQ_REDIS_URL"]
+        _redis = redis.Redis.from_url(url, decode_responses=True)
     return _redis
 
 
@@ -107,5 +110,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 _selected = [n.strip() for n in os.environ.get("PROCS_ACTIVITIES", "").split(",") if n.strip()] or list(HANDLERS)
+_queue_prefix = os.environ.get("PROCS_QUEUE_PREFIX", "")  # each activity on `<prefix>.<name>` (a shared broker)
 for _name in _selected:
-    Activity.register(_name, HANDLERS[_name], **OPTIONS.get(_name, {}))
+    _options = {**OPTIONS.get(_name, {}), **({"queue": f"{_queue_prefix}.{_name}"} if _queue_prefix else {})}
+    Activity.register(_name, HANDLERS[_name], **_options)

@@ -140,7 +140,7 @@ def memory_store(clock: ManualClock) -> MemoryStore:
     return MemoryStore(clock=clock)
 
 
-@pytest.fixture(params=["redis", "memory"])
+@pytest.fixture(params=["redis", "memory", "cluster"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if request.param == "memory":
         clock = ManualClock()
@@ -148,8 +148,13 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         return
     from agentq.store.state import StateStore
 
-    store = StateStore(request.getfixturevalue("redis_url"))
+    if request.param == "cluster":  # the same contract on a three-node Redis Cluster
+        cluster = request.getfixturevalue("local_cluster")
+        cluster.flush()
+        store = StateStore(cluster.url, cluster=True)
+    else:
+        store = StateStore(request.getfixturevalue("redis_url"))
     try:
-        yield Backend("redis", store, time.sleep)
+        yield Backend(request.param, store, time.sleep)
     finally:
         store.close()

@@ -1,0 +1,162 @@
+"""Connections to the state store's Redis, made in one place: one server, Sentinel, or Redis Cluster.
+
+`connect_redis(url, cluster=...)` is the only code that creates a redis-py client for the store (the
+`StateStore` of every client, worker, dispatcher and embedded run goes through it):
+
+- `redis://` / `rediss://` / `unix://`: one server (`redis.Redis`);
+- `redis+sentinel://[[user]:password@]host:port[,host:port...]/<master>[/<db>]`: the master of the Sentinel
+  group `<master>`, found through the sentinels listed, and found again after a failover. The URL's password
+  is the master's; `?sentinel_password=...` authenticates to the sentinels;
+- `cluster=True` (`AGENTQ_REDIS_CLUSTER`): a Redis Cluster reached through any node the URL names
+  (`redis.cluster.RedisCluster`); a job's keys share one hash slot (`store/keys.py`), so every Lua step runs
+  on one node.
+
+The Celery broker is kombu's business (`runtime/broker.py`); it reads the same Sentinel URL form through
+`parse_sentinel_url`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from agentq.errors import ConfigurationError
+
+SENTINEL_SCHEMES = ("redis+sentinel",)
+DEFAULT_SENTINEL_PORT = 26379
+# what every store connection gets: a bounded connect, and a PING before reusing a connection idle this long
+CONNECTION_OPTIONS: dict[str, Any] = {"socket_connect_timeout": 5, "health_check_interval": 30}
+SENTINEL_FORM = "redis+sentinel://[[user]:password@]host:port[,host:port...]/<master name>[/<db>]"
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """A parsed `redis+sentinel://` URL."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+
+
+def scheme_of(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def is_sentinel_url(url: str) -> bool:
+    return scheme_of(url) in SENTINEL_SCHEMES
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """The sentinels, master name, db and credentials of a `redis+sentinel://` URL; a `ConfigurationError`
+    naming every problem (and the form) otherwise."""
+    _, _, rest = url.partition("://")
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
+    problems: list[str] = []
+    sentinels: list[tuple[str, int]] = []
+    for item in filter(None, (h.strip() for h in hosts.split(","))):
+        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d{1,5}))?", item)
+        if match is None or not 0 < int(match.group(2) or DEFAULT_SENTINEL_PORT) < 65536:
+            problems.append(f"{item!r} is not host:port")
+        else:
+            sentinels.append((match.group(1).strip("[]"), int(match.group(2) or DEFAULT_SENTINEL_PORT)))
+    if not hosts.strip():
+        problems.append("it names no sentinel (host:port)")
+    segments = [s for s in path.split("/") if s]
+    master = unquote(segments[0]) if segments else ""
+    if not master:
+        problems.append("it names no master (the path's first segment)")
+    db = 0
+    if len(segments) > 1:
+        if segments[1].isdigit() and len(segments) == 2:
+            db = int(segments[1])
+        else:
+            problems.append(f"{'/'.join(segments[1:])!r} is not a database number")
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - {"sentinel_password"})
+    if unknown:
+        problems.append(f"unknown parameter(s) {', '.join(unknown)} (only sentinel_password)")
+    if problems:
+        raise ConfigurationError(f"invalid Sentinel URL {redact_password(url)!r}: {'; '.join(problems)} "
+                                 f"(form: {SENTINEL_FORM})")
+    username, has_password, password = userinfo.partition(":")
+    return SentinelUrl(sentinels=tuple(sentinels), master=master, db=db, username=unquote(username) or None,
+                       password=unquote(password) if has_password and password else None,
+                       sentinel_password=options.get("sentinel_password") or None)
+
+
+def redact_password(url: str) -> str:
+    """A URL without its password (and without a `sentinel_password` parameter), for messages."""
+    url = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    return re.sub(r"(sentinel_password=)[^&]*", r"\1***", url)
+
+
+def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False, **options: Any) -> Any:
+    """A redis-py client for the state store at `url` (see the module docstring), with `decode_responses` and
+    the store's connection options; `options` add to them. `asynchronous` gives the `redis.asyncio` client
+    of the same kind. Nothing connects yet, except that a synchronous cluster client reads the slot map from
+    the node at once (`StoreUnavailableError` when it cannot; `ConfigurationError` when it is no cluster node)."""
+    options = {"decode_responses": True, **CONNECTION_OPTIONS, **options}
+    if is_sentinel_url(url):
+        if cluster:
+            raise ConfigurationError("AGENTQ_REDIS_CLUSTER=true needs a cluster node's URL (redis://host:port), "
+                                     "not a Sentinel URL: a Redis Cluster fails over on its own")
+        return _sentinel_master(parse_sentinel_url(url), asynchronous=asynchronous, **options)
+    if cluster:
+        return _cluster(url, asynchronous=asynchronous, **options)
+    if asynchronous:
+        import redis.asyncio
+
+        return redis.asyncio.Redis.from_url(url, **options)
+    import redis
+
+    return redis.Redis.from_url(url, **options)
+
+
+def _sentinel_master(parsed: SentinelUrl, *, asynchronous: bool, **options: Any) -> Any:
+    if asynchronous:
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        sentinel_class: Any = AsyncSentinel
+    else:
+        from redis.sentinel import Sentinel
+
+        sentinel_class = Sentinel
+    sentinel_options = {key: options[key] for key in ("socket_connect_timeout",) if key in options}
+    if parsed.sentinel_password:
+        sentinel_options["password"] = parsed.sentinel_password
+    sentinel = sentinel_class(list(parsed.sentinels), sentinel_kwargs=sentinel_options)
+    return sentinel.master_for(parsed.master, db=parsed.db, username=parsed.username, password=parsed.password,
+                               **options)
+
+
+def _cluster(url: str, *, asynchronous: bool, **options: Any) -> Any:
+    if scheme_of(url) not in ("redis", "rediss"):
+        raise ConfigurationError(f"AGENTQ_REDIS_CLUSTER=true needs a cluster node's URL (redis://host:port), "
+                                 f"not {redact_password(url)!r}")
+    match = re.search(r"/(\d+)/?(?:\?|$)", url.split("://", 1)[1])
+    if match and int(match.group(1)) != 0:
+        raise ConfigurationError(f"a Redis Cluster has database 0 only; {redact_password(url)!r} names "
+                                 f"database {match.group(1)}")
+    if asynchronous:
+        from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+        return AsyncRedisCluster.from_url(url, **options)
+    from redis.cluster import RedisCluster
+    from redis.exceptions import RedisClusterException
+
+    try:
+        return RedisCluster.from_url(url, **options)  # reads the cluster's slot map at once
+    except RedisClusterException as error:
+        if "cluster mode is not enabled" in str(error).lower():
+            raise ConfigurationError(f"AGENTQ_REDIS_CLUSTER=true, but {redact_password(url)!r} is no Redis Cluster "
+                                     f"node (cluster mode is not enabled on it)") from error
+        from agentq.errors import StoreUnavailableError
+
+        raise StoreUnavailableError(f"cannot reach the state store at {redact_password(url)!r}: {error}") from error
