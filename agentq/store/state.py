@@ -161,6 +161,7 @@ class StateStore:
         """The store at `redis_url`: one server, a Sentinel group (`redis+sentinel://`), or with `cluster` a
         Redis Cluster through any of its nodes (`store/connect.py` makes the connection)."""
         self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster)
+        self.cluster = cluster
         self.url = redis_url
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
@@ -214,23 +215,29 @@ class StateStore:
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         script, job_keys = self._scripts["submit"], list(keys.all)
         args = [dumps(payload), expire_at_ms]
-        # One round trip: the job's script and the fleet-wide bookkeeping (the listing; the active jobs and those
+        # One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the active jobs and those
         # holding calls for a reviewer, for the metrics) in one pipeline, not in the script: a job's script
         # touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an existing job's
         # entries as they were when the script refuses the id; what this pipeline added for a refused or
         # failed submission is taken back.
         pipe = self.redis.pipeline(transaction=False)
-        pipe.evalsha(script.sha, len(job_keys), *job_keys, *args)
+        if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
+            if not script(keys=job_keys, args=args):
+                return False
+        else:
+            pipe.evalsha(script.sha, len(job_keys), *job_keys, *args)
         pipe.zadd(self.fleet.jobs, {plan.id: now}, nx=True)
         pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000}, nx=True)
         if held:
             pipe.zadd(self.fleet.approval_jobs, {plan.id: now}, nx=True)
         pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
         pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
-        created, *added = pipe.execute(raise_on_error=False)
-        if isinstance(created, NoScriptError):  # a Redis that lost its scripts (restart, SCRIPT FLUSH)
-            created = script(keys=job_keys, args=args)
-        if isinstance(created, Exception) or not created:
+        replies = pipe.execute(raise_on_error=False)
+        written: Any = True if self.cluster else replies[0]
+        added = replies if self.cluster else replies[1:]
+        if isinstance(written, NoScriptError):  # a Redis that lost its scripts (restart, SCRIPT FLUSH)
+            written = script(keys=job_keys, args=args)
+        if isinstance(written, Exception) or not written:
             fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
             undo = [key for key, reply in zip(fleet_keys, added, strict=False) if reply == 1]
             if undo:
@@ -238,9 +245,9 @@ class StateStore:
                     for key in undo:
                         back.zrem(key, plan.id)
                     back.execute()
-            if isinstance(created, Exception):
-                raise created
-        return bool(created)
+            if isinstance(written, Exception):
+                raise written
+        return bool(written)
 
     # ------------------------------------------------------------------------------------ execution
 

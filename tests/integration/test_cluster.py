@@ -388,3 +388,43 @@ def test_the_cluster_rejects_a_script_that_spans_two_slots(local_cluster: LocalC
                            job_key(a), f"agentq:{{{a}}}:log") is None
     finally:
         client.close()
+
+
+# ------------------------------------------------------------------------------------- the API and AsyncClient
+
+
+def test_the_api_and_the_async_client_follow_jobs_on_every_node(cluster_harness: Harness, local_cluster: LocalCluster):
+    import asyncio
+
+    from agentq import AsyncClient
+    from tests.api_server import ApiServer
+
+    h = cluster_harness
+    h.tool("double", params={"n": {"type": "integer"}})
+    h.activities.register("double", lambda call: call["n"] * 2)
+    start_worker(h)
+    ids = ids_on_nodes(local_cluster, "api", local_cluster.ports)
+    with ApiServer(h.settings, tools=h.tools) as api:
+        for n, job_id in enumerate(ids):
+            job = {"calls": [{"_tool": "double", "n": n, "_outputPath": "†state.a"},
+                             {"_tool": "double", "n": "†state.a", "_outputPath": "†state.b"}]}
+            h.client().submit(job, job_id=job_id)
+        for n, job_id in enumerate(ids):  # each stream lives on its own node: followers read for themselves
+            events = [m.event for m in api.sse(f"/v1/jobs/{job_id}/events") if m.event]
+            assert events[0] == "job.queued" and events[-1] == "job.finished"
+            assert api.request("GET", f"/v1/jobs/{job_id}").json()["state"] == {"a": 2 * n, "b": 4 * n}
+            history = api.request("GET", f"/v1/jobs/{job_id}/history").json()
+            assert [p["activity_type"] for p in history["parts"]].count("tool_call") == 2
+
+    async def follow_all() -> list[list[str]]:
+        async with AsyncClient(settings=h.settings) as client:
+            handles = [await client.submit({"calls": [{"_tool": "double", "n": 1, "_outputPath": "†state.a"}]},
+                                           job_id=f"{job_id}-again") for job_id in ids]
+
+            async def names(handle) -> list[str]:
+                return [event.event async for event in handle.events()]
+
+            return await asyncio.gather(*(names(handle) for handle in handles))
+
+    for names in asyncio.run(follow_all()):
+        assert names[0] == "job.queued" and names[-1] == "job.finished"
