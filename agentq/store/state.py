@@ -215,11 +215,11 @@ class StateStore:
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         script, job_keys = self._scripts["submit"], list(keys.all)
         args = [dumps(payload), expire_at_ms]
-        # One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the active jobs and those
-        # holding calls for a reviewer, for the metrics) in one pipeline, not in the script: a job's script
-        # touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an existing job's
-        # entries as they were when the script refuses the id; what this pipeline added for a refused or
-        # failed submission is taken back.
+        # One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
+        # active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
+        # a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
+        # existing job's entries as they were when the script refuses the id; what this pipeline added for a
+        # refused or failed submission is taken back.
         pipe = self.redis.pipeline(transaction=False)
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
             if not script(keys=job_keys, args=args):
