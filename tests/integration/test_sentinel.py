@@ -190,3 +190,18 @@ def _replicated(master_port: int, replica_port: int, timeout: float = 10.0) -> N
             return int(replica.info("replication").get("slave_repl_offset", -1)) >= offset
 
         wait_for(caught_up, timeout, "the replica to catch up")
+
+
+def test_the_api_streams_a_job_through_the_sentinel(sentinel_harness: Harness):
+    from tests.api_server import ApiServer
+
+    h = sentinel_harness
+    h.tool("double", params={"n": {"type": "integer"}})
+    h.activities.register("double", lambda call: call["n"] * 2)
+    start_worker(h)
+    with ApiServer(h.settings, tools=h.tools) as api:
+        job_id = api.request("POST", "/v1/jobs", json_body=chain_job(5)).json()["id"]
+        events = [m.event for m in api.sse(f"/v1/jobs/{job_id}/events") if m.event]  # the hub's reader too
+        assert events[0] == "job.queued" and events[-1] == "job.finished"
+        assert api.request("GET", f"/v1/jobs/{job_id}").json()["state"] == {"a": 10, "b": 20}
+        assert api.request("GET", "/v1/ready").status == 200
