@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec, invoke_handler
+from agentq.protocol.cache import LRU
 from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, Envelope, JobStarted, Part, Thought
 from agentq.protocol.events import (
     activity_part,
@@ -88,6 +89,7 @@ class Executor:
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
         self.logs = LogCache()
         self.tools = JobTools()
+        self._started_jobs: LRU[str, bool] = LRU(4096)  # jobs a claim of this process found started
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
         self.agent = AgentLoop(
@@ -147,14 +149,20 @@ class Executor:
         needs_log = record is None or record.needs_log
         ahead = self._start_ahead(job_id, call_id, record, cached[0]) if record and cached and not needs_log else []
         offset = self.logs.offset(job_id) if needs_log else -1
-        locale = record.locale if record is not None else "en"
-        started = JobStarted(job_id=job_id, part=activity_part("Job started", source=self.source, locale=locale))
-        claim = self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
-                                 job_started=started, record=record,
-                                 record_sha=record_digest(record) if record is not None else "",
-                                 tool_sha=cached[1] if cached else "", start_events=ahead)
+        def claim_once() -> Claim:
+            started = self._job_started(job_id, record)
+            return self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
+                                    job_started=started, expect_started=started is None, record=record,
+                                    record_sha=record_digest(record) if record is not None else "",
+                                    tool_sha=cached[1] if cached else "", start_events=ahead)
+
+        claim = claim_once()
+        if claim.outcome is ClaimOutcome.UNSTARTED:  # a job id used again: this process's memory was stale
+            self._started_jobs.pop(job_id)
+            claim = claim_once()
         if claim.outcome is not ClaimOutcome.CLAIMED:
             return claim, None, False
+        self._started_jobs.put(job_id, True)
         assert claim.record is not None
         if claim.record_replaced:
             log.warning("call %s of job %s: the task's record differs from the stored one; running the stored "
@@ -175,12 +183,19 @@ class Executor:
 
     def _start_ahead(self, job_id: str, call_id: str, record: CallRecord, tool: dict) -> list[Envelope]:
         """The first attempt's start events of a call that reads nothing, rendered before its claim for the
-        claim to publish; none when the call does not validate (the failure is handled after the claim)."""
-        try:
-            validate_call(record.call, solution_for(tool))
-        except InvalidInputError:
-            return []
+        claim to publish. Not validated again: the claim publishes them only when the task's record and this
+        process's tool are the stored ones, and every stored record was validated against its job's tool when
+        it was written (submission, an agent's solution, a reviewer's edit); a record that reads nothing has no
+        reference left to resolve. Any other record is validated after the claim (`_resolve`)."""
         return self._start_events(job_id, call_id, record, tool, record.call, attempt=1)
+
+    def _job_started(self, job_id: str, record: CallRecord | None) -> JobStarted | None:
+        """The `job.started` event a claim publishes if it is the job's first; None once a claim of this process
+        found the job started (it stays started), so the event is rendered about once per process and job."""
+        if self._started_jobs.get(job_id):
+            return None
+        locale = record.locale if record is not None else "en"
+        return JobStarted(job_id=job_id, part=activity_part("Job started", source=self.source, locale=locale))
 
     def _start_events(self, job_id: str, call_id: str, record: CallRecord, tool: dict, resolved: dict,
                       attempt: int) -> list[Envelope]:
@@ -380,7 +395,10 @@ class Executor:
             self.dispatch(job_id, commit.released)
         if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
                 and not commit.ticking:
-            self.advance(job_id)
+            if commit.kind is JobKind.PLAN:
+                self.finish(job_id)
+            else:
+                self.advance(job_id)
 
     def advance(self, job_id: str) -> None:
         """The job has no open awaited call: a plan job ends; an agent job ends or asks for its next solution."""

@@ -57,6 +57,7 @@ class ClaimOutcome(StrEnum):
     CANCELED = "canceled"  # its job was canceled
     NOT_READY = "not_ready"  # it still waits on other calls or on approval (`status`)
     MISSING = "missing"  # no such call
+    UNSTARTED = "unstarted"  # the caller passed no job-started event but the job has not started: claim again
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Commit:
     job_status: JobStatus | None = None
     released: list[CallRecord] = field(default_factory=list)
     ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
+    kind: JobKind | None = None  # the job's kind (COMMITTED)
 
 
 class TickOutcome(StrEnum):
@@ -253,7 +255,7 @@ class StateStore:
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = ()) -> Claim:
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim:
         """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
         A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
@@ -264,6 +266,9 @@ class StateStore:
         leaves it out (`Claim.tool` is None). On the call's first attempt, with both current, the claim
         publishes the caller's `start_events` (`Claim.announced`).
 
+        A caller that takes the job for started already passes `expect_started` (and no `job_started`): if the
+        job has not started (a job id used again), nothing is written and the outcome is `UNSTARTED`.
+
         Replaying a claim with the `token` that holds the call (its reply was lost to a store outage) returns
         that claim again. Taking over a call whose lease expired counts a lost attempt (`Claim.lost`).
         """
@@ -271,7 +276,8 @@ class StateStore:
         reply = self._scripts["claim"](
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id), keys.lost],
-            args=[call_id, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else "",
+            args=[call_id, token, lease_ms, now_iso(),
+                  dumps(job_started.to_dict()) if job_started else "!" if expect_started else "",
                   log_offset, record_sha if record is not None else "", tool_sha,
                   record.tool if record is not None else "", *(dumps(e.to_dict()) for e in start_events)],
         )
@@ -322,7 +328,7 @@ class StateStore:
         if reply[2] == JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
             self._may_hold_approvals(job_id)
         return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]), ticking=reply[3] == "1",
-                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[4:]])
+                      kind=JobKind(reply[4]), released=[CallRecord.from_dict(json.loads(r)) for r in reply[5:]])
 
     # ------------------------------------------------------------------------------------ agent jobs
 

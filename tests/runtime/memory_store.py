@@ -204,7 +204,7 @@ class MemoryStore:
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = ()) -> Claim:
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim:
         """claim.lua."""
         record_sha = record_sha if record is not None else ""
         with self._changed:
@@ -223,6 +223,8 @@ class MemoryStore:
                 return Claim(ClaimOutcome.CANCELED)
             if status in _FINAL:
                 return Claim(ClaimOutcome.FINISHED, status=CallStatus(status))
+            if expect_started and job_started is None and "started_at" not in state.job:
+                return Claim(ClaimOutcome.UNSTARTED)
             replay = False
             if status == CallStatus.RUNNING.value:
                 lease = self._lease(state, call_id)
@@ -316,7 +318,7 @@ class MemoryStore:
                 open_calls -= 1
                 state.job["open"] = str(open_calls)
             return Commit(CommitOutcome.COMMITTED, open_calls=open_calls, job_status=JobStatus(job_status),
-                          released=released)
+                          kind=JobKind(state.job["kind"]), released=released)
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         """retry.lua."""

@@ -57,6 +57,23 @@ def test_a_chain_runs_call_after_call_and_the_job_succeeds(rig: Rig):
     assert [e["status"] for e in rig.named(job_id, "job.finished")] == ["succeeded"]
 
 
+def test_job_started_is_published_for_a_job_id_used_again(rig: Rig):
+    """A worker remembers which jobs it found started and renders no job.started for their later calls; a job
+    id used again after the first job's keys are gone still gets its job.started."""
+    rig.activity("first", lambda call: call["x"] + 1, {"x": {"type": "number"}})
+    job = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"},
+                     {"_tool": "first", "x": 2, "_outputPath": "†state.b"}]}
+    job_id = rig.service.submit(job, job_id="job_used_twice")
+    assert rig.drain() == ["done", "done"]
+    assert [e["event"] for e in rig.events(job_id)].count("job.started") == 1
+    rig.store._jobs.pop(job_id)  # the first job expired
+    assert rig.service.submit(job, job_id=job_id) == job_id
+    assert rig.drain() == ["done", "done"]
+    assert [e["event"] for e in rig.events(job_id)] == [
+        "job.queued", "job.started", "call.started", "call.finished", "call.started", "call.finished",
+        "job.finished"]
+
+
 def test_retries_back_off_exponentially_then_succeed(rig: Rig):
     failures = iter([RuntimeError("flaky 1"), RuntimeError("flaky 2")])
 

@@ -134,6 +134,22 @@ def test_claim_outcomes_attempts_and_job_start(backend: Backend):
     assert events(store, plan.id) == ["job.queued", "job.started"]
 
 
+def test_a_claim_that_takes_the_job_for_started_writes_nothing_when_it_is_not(backend: Backend):
+    """A worker renders job.started about once per job: later claims say they take the job for started. If it
+    is not (a job id used again), the claim writes nothing and says so; claimed again with the event, it runs."""
+    store = backend.store
+    plan, ids = submit(store)
+    refused = store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS, expect_started=True)
+    assert refused.outcome is ClaimOutcome.UNSTARTED
+    assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.READY
+    assert store.job_status(plan.id) is JobStatus.QUEUED and events(store, plan.id) == ["job.queued"]
+    claim = store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS, job_started=JobStarted(job_id=plan.id))
+    assert (claim.outcome, claim.attempt) == (ClaimOutcome.CLAIMED, 1)
+    later = store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS, expect_started=True)
+    assert (later.outcome, later.attempt) == (ClaimOutcome.CLAIMED, 1)
+    assert events(store, plan.id) == ["job.queued", "job.started"]
+
+
 def test_claim_sends_the_log_tail_from_the_offset(backend: Backend):
     store = backend.store
     plan, ids = submit(store)

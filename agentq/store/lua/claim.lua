@@ -1,7 +1,8 @@
 -- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
 -- whose lease expired because the process running it died.
 -- KEYS: job, calls, status, attempts, tools, events, log, lease, lost
--- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON, log offset (-1: no log),
+-- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON ('': none; '!': none, the caller takes
+--       the job for started), log offset (-1: no log),
 --       [7] the SHA-1 of the call record the caller's task carried ('' for none): a record equal to the stored
 --           one is left out of the reply; any other (stale, forged) gets the stored record, which is what runs,
 --       [8] the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the stored
@@ -16,6 +17,7 @@
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length, '1' if the caller's start
 --          events were published else '0', lost attempts, tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
+--      or {'unstarted'}: the caller passed '!', but the job has not started
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
@@ -35,6 +37,13 @@ if job_status == JOB.CANCELED then
 end
 if CALL_FINAL[status] then
   return {'finished', status}
+end
+if ARGV[5] == '!' then
+  -- the caller takes the job for started and rendered no job.started event
+  if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 then
+    return {'unstarted'}  -- it is not (a job id used again): nothing is written, the caller claims again
+  end
+  ARGV[5] = ''
 end
 local replay = false
 if status == CALL.RUNNING then

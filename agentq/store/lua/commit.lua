@@ -7,7 +7,7 @@
 -- The outcome of a call that ends after its job was canceled is still written, marked as late: each message
 -- gets `"_afterCancel": true` and each event `"after_cancel": true` (both are JSON objects: the field is
 -- inserted before their closing brace).
--- Returns {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0',
+-- Returns {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
 --          record of each released call...}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
@@ -57,6 +57,7 @@ if record.awaited then
 else
   open = tonumber(redis.call('HGET', KEYS[1], 'open'))
 end
-local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0'}
+local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0',
+                redis.call('HGET', KEYS[1], 'kind')}
 for _, r in ipairs(released) do table.insert(result, r) end
 return result
