@@ -137,11 +137,14 @@ class ActivitySpec:
     timeout: float | None = None
     queue: str | None = None
     rate_limit: str | None = None
+    idempotent: bool = False  # running it twice for one call is harmless: see `ActivityRegistry.register`
     is_async: bool = field(init=False)
     _invocation: tuple[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_options(self.name, self.retries, self.retry_backoff, self.timeout, self.queue, self.rate_limit)
+        if not isinstance(self.idempotent, bool):
+            raise _fail(self.name, "idempotent", f"must be True or False, got {self.idempotent!r}")
         object.__setattr__(self, "_invocation", _plan_invocation(self.name, self.handler))
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
@@ -161,6 +164,7 @@ class ActivitySpec:
             "timeout": None if self.timeout is None else float(self.timeout),
             "rate_limit": self.rate_limit,
             "is_async": self.is_async,
+            "idempotent": self.idempotent,
         }
 
 
@@ -194,9 +198,18 @@ class ActivityRegistry:
         timeout: float | None = None,
         queue: str | None = None,
         rate_limit: str | None = None,
+        idempotent: bool = False,
         replace: bool = False,
     ) -> Any:
         """Register an activity.
+
+        ``idempotent=True`` says that running the handler twice for one call is harmless (it reads, or its
+        writes are keyed by the call). A worker then runs such a call as soon as its task arrives and records
+        the claim and the outcome in one store step afterwards, instead of claiming it first (one round trip
+        less per call). The price: two deliveries of the same task (a redelivery while the first still runs,
+        a duplicate) may both run the handler; exactly one outcome is still recorded, and a call whose job was
+        canceled while it ran is canceled, its outcome dropped. Only tasks signed by agentq's dispatcher take
+        that path (see `StateStore.task_signing_key`), and only for calls that read nothing from the log.
 
         Direct form ``register("x", fn, ...)`` returns ``fn``; decorator form ``@register("x", ...)`` returns
         the decorated function unchanged. Options are checked immediately (in the decorator form, before the
@@ -210,7 +223,7 @@ class ActivityRegistry:
             )
         _check_options(name, retries, retry_backoff, timeout, queue, rate_limit)
         options = dict(retries=retries, retry_backoff=retry_backoff, timeout=timeout, queue=queue,
-                       rate_limit=rate_limit)
+                       rate_limit=rate_limit, idempotent=idempotent)
 
         def attach(fn: F) -> F:
             spec = ActivitySpec(name, fn, **options)  # type: ignore[arg-type]

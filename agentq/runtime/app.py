@@ -26,7 +26,9 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.broker import broker_of
 from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
+from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
+from agentq.store.state import record_digest
 
 log = logging.getLogger("agentq.runtime")
 
@@ -88,18 +90,23 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
 class Dispatcher:
     """Sends the task of each ready call to its queue; task ids are `<job>.<call>` (used to revoke).
 
-    A call's task is `[job_id, call_id, record]`: a pointer to the call, plus its record so the worker needs
-    not read it back (the claim checks it against the stored one, which is what runs)."""
+    A call's task is `[job_id, call_id, record, signature]`: a pointer to the call, plus its record so the
+    worker needs not read it back (the claim checks it against the stored one, which is what runs), signed so
+    that a worker may run an idempotent activity's record before its claim (`runtime/signing.py`)."""
 
-    def __init__(self, app: Any, routing: Routing):
+    def __init__(self, app: Any, routing: Routing, signer: TaskSigner | None = None):
         self.app = app
         self.routing = routing
+        self.signer = signer
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         with self.app.producer_or_acquire() as producer, _publish_batch(producer, len(records)):
             for record in records:
+                args: list[Any] = [job_id, record.id, record.to_dict()]
+                if self.signer is not None:
+                    args.append(self.signer.sign(job_id, record.id, record_digest(record)))
                 self.app.send_task(
-                    record.task, args=[job_id, record.id, record.to_dict()],
+                    record.task, args=args,
                     argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
                     queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
                 )
@@ -165,7 +172,7 @@ class Runtime:
                                  settings=self.settings, routing=self.routing,
                                  known_activities=self.service.known_activities,
                                  modules=self.parts.modules,
-                                 submit_child=self.service.submit_child)
+                                 submit_child=self.service.submit_child, signer=self.dispatcher.signer)
 
     @property
     def app(self) -> Any:
@@ -253,11 +260,11 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
         if pointer is None:
             log.warning("task %s ignored: its arguments do not point at a call (%.200r)", name, args or kwargs)
             return "ignored"
-        job_id, call_id, record = pointer
+        job_id, call_id, record = pointer.job_id, pointer.call_id, pointer.record
         metrics.count_redelivery(task.request.delivery_info, name, record)
         shown = {"argsrepr": call_argsrepr(job_id, call_id, record), "kwargsrepr": "{}"}
         try:
-            outcome = executor.run_call(job_id, call_id, record=record)
+            outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
         except StoreUnavailableError as error:
             raise _store_retry(task, error, **shown) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
@@ -283,17 +290,28 @@ def _store_retry(task: Any, error: StoreUnavailableError, **shown: Any) -> Any:
     return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False, **shown)
 
 
-def call_pointer(args: tuple, kwargs: dict) -> tuple[str, str, CallRecord | None] | None:
-    """(job id, call id, the record the task carries) from a call task's arguments, or None when they are not
+@dataclass(frozen=True)
+class CallPointer:
+    """What a call task's arguments say: the call, plus the record it carries and that record's signature."""
+
+    job_id: str
+    call_id: str
+    record: CallRecord | None = None
+    signature: str | None = None
+
+
+def call_pointer(args: tuple, kwargs: dict) -> CallPointer | None:
+    """The call a task's arguments `[job_id, call_id, record?, signature?]` point at, or None when they are not
     a call's task (garbage on the broker: one warning line, no traceback). A record that cannot be read is
-    dropped: the claim reads the stored one."""
+    dropped (the claim reads the stored one), and so is its signature."""
     values = [*args, *kwargs.values()] if kwargs else list(args)
     if len(values) < 2 or job_id_problem(values[0]) is not None or not isinstance(values[1], str):
         return None
     record = None
-    if len(values) > 2 and isinstance(values[-1], dict):
+    if len(values) > 2 and isinstance(values[2], dict):
         try:
-            record = CallRecord.from_dict(values[-1])
+            record = CallRecord.from_dict(values[2])
         except (KeyError, TypeError, ValueError):
             record = None
-    return values[0], values[1], record
+    signature = values[3] if record is not None and len(values) > 3 and isinstance(values[3], str) else None
+    return CallPointer(values[0], values[1], record, signature)

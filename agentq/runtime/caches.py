@@ -53,16 +53,25 @@ class JobTools:
 
     def __init__(self, capacity: int = 1024):
         self._tools: LRU[tuple[str, str], tuple[dict, str]] = LRU(capacity)
+        self._latest: LRU[str, tuple[dict, str]] = LRU(capacity)
 
     def get(self, job_id: str, name: str) -> tuple[dict, str] | None:
         """(schema, SHA-1) of the tool, or None."""
         return self._tools.get((job_id, name))
 
+    def latest(self, name: str) -> tuple[dict, str] | None:
+        """(schema, SHA-1) of the last copy of a tool of that name this process received, for any job: most
+        jobs compose a tool the same way, so a call of a new job can be run before the store confirms it (the
+        settle step checks the SHA-1 against the job's own copy)."""
+        return self._latest.get(name)
+
     def keep(self, job_id: str, name: str, tool: dict, sha: str) -> dict:
         """Cache the schema the store sent; returns the cached object when it is the same schema."""
         entry = self._tools.get((job_id, name))
         if entry is None or entry[1] != sha:
-            entry = self._tools.replace((job_id, name), (tool, sha))
+            latest = self._latest.get(name)
+            entry = self._tools.replace((job_id, name), latest if latest and latest[1] == sha else (tool, sha))
+            self._latest.replace(name, entry)
         return entry[0]
 
 

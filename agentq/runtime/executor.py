@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError, StoreUnavailableError
@@ -49,9 +49,10 @@ from agentq.runtime.latent import run_latent
 from agentq.runtime.leases import LeaseKeeper
 from agentq.runtime.outages import PatientStore
 from agentq.runtime.routing import Routing
+from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, now_iso, record_digest
+from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, SettleOutcome, now_iso, record_digest
 
 log = logging.getLogger("agentq.executor")
 
@@ -68,6 +69,17 @@ class Outcome:
     error: dict | None = None  # a failed call's error, as recorded (sensitive values masked)
 
 
+@dataclass
+class Ran:
+    """A handler's run before its call was claimed (an idempotent activity's signed task, see `_run_ahead`),
+    carried into the usual claim-first path when the settle step could not record it, so it is not run again."""
+
+    started: float
+    result: Any = None
+    error: Exception | None = None  # what the run raised, classified as in `_run_claimed`
+    parts: list[Envelope] = field(default_factory=list)  # parts the activity emitted meanwhile, not published
+
+
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
@@ -75,7 +87,8 @@ class Executor:
                  lease_s: float = 30.0, default_timeout_s: float = 900.0, max_result_bytes: int = 1_000_000,
                  source: str = "agentq", llm: Any = None, settings: Settings | None = None,
                  routing: Routing | None = None, known_activities: Callable[[], Mapping[str, Any]] | None = None,
-                 modules: Any = None, submit_child: Callable[..., str] | None = None):
+                 modules: Any = None, submit_child: Callable[..., str] | None = None,
+                 signer: TaskSigner | None = None):
         self.settings = settings or Settings(lease_s=lease_s)
         # every store step is retried while the store is unreachable (see runtime/outages.py); the lease
         # keeper has its own loop and keeps the store itself
@@ -89,6 +102,7 @@ class Executor:
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
         self.logs = LogCache()
         self.tools = JobTools()
+        self.signer = signer  # checks the signature of tasks whose record may run before its claim
         self._started_jobs: LRU[str, bool] = LRU(4096)  # jobs a claim of this process found started
         self.leases = LeaseKeeper(store, lease_s)
         self._loops = threading.local()
@@ -106,11 +120,22 @@ class Executor:
         """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S` (SPEC §10)."""
         return spec.timeout if spec.timeout is not None else self.default_timeout_s
 
-    def run_call(self, job_id: str, call_id: str, *, record: CallRecord | None = None) -> Outcome:
+    def run_call(self, job_id: str, call_id: str, *, record: CallRecord | None = None,
+                 signature: str | None = None) -> Outcome:
         """Run one delivery of a call's task. `record` is the call's record as the task carries it; the claim
-        checks it against the stored one and the stored one is what runs (a task may carry none)."""
+        checks it against the stored one and the stored one is what runs (a task may carry none). A signed
+        record of an idempotent activity runs before anything is claimed (`_run_ahead`)."""
+        record_sha = record_digest(record) if record is not None else ""
+        ran = None
+        if record is not None and signature is not None and self._may_run_ahead(job_id, record, record_sha,
+                                                                                signature):
+            settled, ran = self._run_ahead(job_id, call_id, record, record_sha)
+            if settled is not None:
+                return settled
         token = uuid.uuid4().hex
-        claim, index, announced = self._claim(job_id, call_id, token, record)
+        claim, index, announced = self._claim(job_id, call_id, token, record, record_sha)
+        if claim.record_replaced:
+            ran = None  # it ran a record that is not the stored one: the stored one runs
         if claim.outcome is ClaimOutcome.LEASED:
             return Outcome("leased", retry_in=max(claim.lease_left_ms, 100) / 1000)
         if claim.outcome is ClaimOutcome.FINISHED:
@@ -124,7 +149,7 @@ class Executor:
             if 0 < self.settings.max_deliveries <= claim.lost:
                 return self._fail(job_id, call_id, token, claim, claim.record.call if claim.record else {},
                                   self._delivery_limit(claim), time.time(), (claim.tool or {}).get("x-display"))
-            return self._run_claimed(job_id, call_id, token, claim, index, announced)
+            return self._run_claimed(job_id, call_id, token, claim, index, announced, ran)
         finally:
             self.leases.release(job_id, call_id)
             if claim.record is not None and claim.record.relay:
@@ -137,15 +162,15 @@ class Executor:
                         f"process running it died each time (limit: AGENTQ_MAX_DELIVERIES={limit}); it is not run "
                         "again", retryable=False)
 
-    def _claim(self, job_id: str, call_id: str, token: str,
-               record: CallRecord | None) -> tuple[Claim, LogIndex | None, bool]:
+    def _claim(self, job_id: str, call_id: str, token: str, record: CallRecord | None,
+               record_sha: str) -> tuple[Claim, LogIndex | None, bool]:
         """Claim the call; when it needs the log, bring this process's copy of the log up to date.
 
         When the task carries the call's record, the call reads nothing from the log and this process has
         the job's tool already, the call is validated now and its start events (thought, call.started) are
         published by the claim itself: one round trip instead of two (the claim publishes them only if the
         record is the stored one). Returns (claim, index, whether the start events were published)."""
-        cached = self.tools.get(job_id, record.tool) if record is not None else None
+        cached = self._tool_copy(job_id, record.tool) if record is not None else None
         needs_log = record is None or record.needs_log
         ahead = self._start_ahead(job_id, call_id, record, cached[0]) if record and cached and not needs_log else []
         offset = self.logs.offset(job_id) if needs_log else -1
@@ -153,8 +178,8 @@ class Executor:
             started = self._job_started(job_id, record)
             return self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
                                     job_started=started, expect_started=started is None, record=record,
-                                    record_sha=record_digest(record) if record is not None else "",
-                                    tool_sha=cached[1] if cached else "", start_events=ahead)
+                                    record_sha=record_sha, tool_sha=cached[1] if cached else "",
+                                    start_events=ahead)
 
         claim = claim_once()
         if claim.outcome is ClaimOutcome.UNSTARTED:  # a job id used again: this process's memory was stale
@@ -170,7 +195,7 @@ class Executor:
         if claim.tool is not None:  # the store sent the tool: this process had no current copy
             claim.tool = self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha)
         elif cached is not None:
-            claim.tool = cached[0]
+            claim.tool = self.tools.keep(job_id, claim.record.tool, cached[0], cached[1])
         if not claim.record.needs_log:
             return claim, None, claim.announced  # a later attempt publishes its own start events
         if not needs_log:  # the stored record reads the log although the task's did not: read all of it
@@ -188,6 +213,73 @@ class Executor:
         it was written (submission, an agent's solution, a reviewer's edit); a record that reads nothing has no
         reference left to resolve. Any other record is validated after the claim (`_resolve`)."""
         return self._start_events(job_id, call_id, record, tool, record.call, attempt=1)
+
+    def _tool_copy(self, job_id: str, name: str) -> tuple[dict, str] | None:
+        """(schema, SHA-1) of this process's copy of a job's tool: the job's own, else the last one received of
+        that name (the store confirms it is the job's before anything rendered from it is written)."""
+        return self.tools.get(job_id, name) or self.tools.latest(name)
+
+    # ------------------------------------------------------------------- running before the claim
+
+    def _may_run_ahead(self, job_id: str, record: CallRecord, record_sha: str, signature: str) -> bool:
+        """Whether a task's record may run before its claim: an explicit call of an activity registered
+        idempotent, reading nothing from the log, not a module's child's call, signed by agentq."""
+        if record.mode is not CallMode.EXPLICIT or record.needs_log or record.relay or self.signer is None:
+            return False
+        spec = self.activities.get(record.activity) if record.activity in self.activities else None
+        if spec is None or not spec.idempotent:
+            return False
+        if not self.signer.verify(job_id, record.id, record_sha, signature):
+            log.warning("call %s of job %s: its task's signature does not hold; claiming it first", record.id,
+                        job_id)
+            return False
+        return True
+
+    def _run_ahead(self, job_id: str, call_id: str, record: CallRecord,
+                   record_sha: str) -> tuple[Outcome | None, Ran | None]:
+        """Run an idempotent activity's call, then claim and commit its first attempt in one store step (see
+        settle.lua): one round trip instead of two. Returns (its outcome, None) when that step recorded it,
+        else (None, the run) for the usual path to claim the call and record that run (a failed run, a retry,
+        a duplicate delivery, a canceled job, a write that needs the log), or (None, None) when this process has
+        no copy of the call's tool yet (nothing ran)."""
+        copy = self._tool_copy(job_id, record.tool)
+        if copy is None:
+            return None, None
+        tool, tool_sha = copy
+        parts: list[Envelope] = []
+        started = time.time()
+        try:
+            result = self._invoke(record, record.call, tool, None, job_id, call_id, emitted=parts)
+            self._check_result(result)
+            messages = output_messages(record.call, result, call_id=call_id, date=now_iso())
+        except StoreUnavailableError:
+            raise
+        except Exception as error:
+            return None, Ran(started, error=error, parts=parts)
+        ran = Ran(started, result=result, parts=parts)
+        if any(m.get("_outputMethod") in ("push", "concat") for m in messages):
+            return None, ran  # checking the target is an array needs the log: the usual path reads it
+        finished = time.time()
+        for _ in range(3):
+            events = [*self._start_events(job_id, call_id, record, tool, record.call, 1), *parts,
+                      self._done_event(job_id, call_id, record, tool, record.call, result, started, finished)]
+            settle = self.store.settle(job_id, call_id, record_sha=record_sha, tool=record.tool, tool_sha=tool_sha,
+                                       job_started=self._job_started(job_id, record), status=CallStatus.DONE,
+                                       messages=messages, events=events)
+            if settle.outcome is SettleOutcome.STALE_TOOL and settle.tool is not None:
+                tool = self.tools.keep(job_id, record.tool, settle.tool, settle.tool_sha)
+                tool_sha = settle.tool_sha
+            elif settle.outcome is SettleOutcome.UNSTARTED:
+                self._started_jobs.pop(job_id)
+            else:
+                break
+        if settle.outcome is not SettleOutcome.COMMITTED or settle.commit is None:
+            return None, ran
+        self._started_jobs.put(job_id, True)
+        self.tools.keep(job_id, record.tool, tool, tool_sha)
+        metrics.call_ended(record, CallStatus.DONE.value, finished - started, settle.commit)
+        self._after_commit(job_id, settle.commit, call_id)
+        return Outcome("done"), None
 
     def _job_started(self, job_id: str, record: CallRecord | None) -> JobStarted | None:
         """The `job.started` event a claim publishes if it is the job's first; None once a claim of this process
@@ -217,18 +309,25 @@ class Executor:
         return events
 
     def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claim, index: LogIndex | None,
-                     announced: bool = False) -> Outcome:
+                     announced: bool = False, ran: Ran | None = None) -> Outcome:
+        """Run a claimed attempt and commit its outcome; `ran` is the handler's run before the claim, if any
+        (its outcome is recorded instead of running the handler again)."""
         assert claim.record is not None
         record, tool = claim.record, claim.tool or {}
-        call, name, locale = record.call, record.tool, record.locale
+        call, locale = record.call, record.locale
         display = tool.get("x-display")
-        started = time.time()
+        started = ran.started if ran is not None else time.time()
         resolved = call
         try:
             if not announced:  # else the call was validated and its start events published by the claim
                 resolved = self._resolve(call, record, tool, index)
                 self.store.add_events(job_id, self._start_events(job_id, call_id, record, tool, resolved,
                                                                  claim.attempt))
+            if ran is not None:
+                if ran.parts:
+                    self.store.add_events(job_id, ran.parts)
+                if ran.error is not None:
+                    raise ran.error
             if record.mode is CallMode.MODULE:
                 self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
                 return Outcome("delegated")
@@ -242,7 +341,8 @@ class Executor:
                         result if isinstance(result, str) else json.dumps(result, ensure_ascii=False),
                         source=self.source, locale=locale))])
             else:
-                result = self._invoke(record, resolved, tool, index, job_id, call_id)
+                result = ran.result if ran is not None else self._invoke(record, resolved, tool, index, job_id,
+                                                                         call_id)
                 self._check_result(result)
                 messages = output_messages(call, result, call_id=call_id, date=now_iso())
             if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
@@ -264,18 +364,24 @@ class Executor:
             defect = _Failure(type(error).__name__, f"internal error: {error}", retryable=False)
             return self._fail(job_id, call_id, token, claim, resolved, defect, started, display)
         finished = time.time()
-        part = tool_result_part(
-            call_id=call_id, name=name, content=result, is_error=False, source=self.source, locale=locale,
-            display=display,
-            technical=technical_details(name, _arguments(resolved, tool), result, started, finished, "success"))
-        done = CallFinished(job_id=job_id, call_id=call_id, tool=name, status=CallStatus.DONE.value,
-                            duration_ms=round((finished - started) * 1000, 3), part=part)
+        done = self._done_event(job_id, call_id, record, tool, resolved, result, started, finished)
         # the activity ran: its result is held here, and the commit sent again while the store is unreachable
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
                                    events=[done])
         metrics.call_ended(record, CallStatus.DONE.value, finished - started, commit)
         self._after_commit(job_id, commit, call_id)
         return Outcome("done")
+
+    def _done_event(self, job_id: str, call_id: str, record: CallRecord, tool: dict, resolved: dict, result: Any,
+                    started: float, finished: float) -> CallFinished:
+        """The `call.finished` event of an attempt that succeeded."""
+        name = record.tool
+        part = tool_result_part(
+            call_id=call_id, name=name, content=result, is_error=False, source=self.source, locale=record.locale,
+            display=tool.get("x-display"),
+            technical=technical_details(name, _arguments(resolved, tool), result, started, finished, "success"))
+        return CallFinished(job_id=job_id, call_id=call_id, tool=name, status=CallStatus.DONE.value,
+                            duration_ms=round((finished - started) * 1000, 3), part=part)
 
     def _resolve(self, call: dict, record: CallRecord, tool: dict, index: LogIndex | None) -> dict:
         """The call with its references replaced by values, validated against its composed tool."""
@@ -298,18 +404,24 @@ class Executor:
         return str(model) if model else None
 
     def _invoke(self, record: CallRecord, call: dict, tool: dict, index: LogIndex | None, job_id: str,
-                call_id: str) -> Any:
+                call_id: str, emitted: list[Envelope] | None = None) -> Any:
+        """Run the activity's handler. The parts it emits are published at once, or kept in `emitted` (a call
+        run before its claim: its start events are not published yet)."""
         activity = record.activity
         if activity not in self.activities:
             raise _Failure("ActivityNotServed", f"this worker does not serve activity {activity!r}", retryable=True)
         spec = self.activities.get(activity)
         timeout = self.timeout_of(spec)
-        context = ScopedContext.build(
-            index if index is not None else [], list(record.scopes), record.instance,
-            emit=lambda part: self.store.add_events(job_id, [Part(
-                job_id=job_id, call_id=call_id, part=complete_part(part, source=self.source,
-                                                                   locale=record.locale))]),
-        )
+        def emit(part: Any) -> None:
+            envelope = Part(job_id=job_id, call_id=call_id,
+                            part=complete_part(part, source=self.source, locale=record.locale))
+            if emitted is not None:
+                emitted.append(envelope)
+            else:
+                self.store.add_events(job_id, [envelope])
+
+        context = ScopedContext.build(index if index is not None else [], list(record.scopes), record.instance,
+                                      emit=emit)
         try:
             begun = time.monotonic()
             result = invoke_handler(spec, call, tool, context)

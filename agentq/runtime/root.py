@@ -15,6 +15,7 @@ from agentq.runtime.app import Dispatcher, create_app
 from agentq.runtime.modules import ModuleLibrary
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
+from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.state import StateStore
 
@@ -53,7 +54,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     store = open_store(settings)
     app = create_app(settings)
     routing = Routing.from_settings(settings)
-    dispatcher = Dispatcher(app, routing)
+    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
     modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader)

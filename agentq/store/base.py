@@ -18,9 +18,9 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.state import CallTable, Claim, ClaimOutcome, Commit, CommitOutcome
+from agentq.store.state import CallTable, Claim, ClaimOutcome, Commit, CommitOutcome, Settle, SettleOutcome
 
-__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Store"]
+__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Settle", "SettleOutcome", "Store"]
 
 
 class Store(Protocol):
@@ -46,6 +46,12 @@ class Store(Protocol):
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = ()) -> Commit: ...
+
+    def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
+               job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Settle: ...
+
+    def task_signing_key(self) -> bytes: ...
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str,
                           event: Envelope | None = None) -> bool: ...

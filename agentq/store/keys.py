@@ -142,5 +142,9 @@ class FleetKeys:
         return f"{self.namespace}:jobs:approvals"
 
     @property
+    def task_key(self) -> str:  # string: the secret that signs call tasks (see `StateStore.task_signing_key`)
+        return f"{self.namespace}:taskkey"
+
+    @property
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
         return f"{self.namespace}:stats:jobs"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from agentq.store.records import build_job_record
 log = logging.getLogger("agentq.store")
 
 _SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
-            "decide", "unlease", "relay")
+            "decide", "unlease", "relay", "settle")
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
@@ -94,6 +95,23 @@ class Commit:
     released: list[CallRecord] = field(default_factory=list)
     ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
     kind: JobKind | None = None  # the job's kind (COMMITTED)
+
+
+class SettleOutcome(StrEnum):
+    COMMITTED = "committed"  # claimed and committed: `Settle.commit` tells what the commit released
+    OTHER = "other"  # not a ready call's first attempt, or not the stored record: claim and commit as usual
+    STALE_TOOL = "stale_tool"  # the caller's tool is not the job's (`Settle.tool`, `Settle.tool_sha`)
+    UNSTARTED = "unstarted"  # the caller took the job for started, it is not: settle again with job.started
+
+
+@dataclass
+class Settle:
+    """Outcome of `StateStore.settle`."""
+
+    outcome: SettleOutcome
+    commit: Commit | None = None
+    tool: dict | None = None
+    tool_sha: str = ""
 
 
 class TickOutcome(StrEnum):
@@ -325,10 +343,49 @@ class StateStore:
         outcome = CommitOutcome(reply[0])
         if outcome is not CommitOutcome.COMMITTED:
             return Commit(outcome)
+        return self._committed(job_id, reply)
+
+    def _committed(self, job_id: str, reply: list) -> Commit:
+        """The `Commit` of a commit.lua / settle.lua reply `{'committed', open, job status, ticking, kind,
+        released records...}`."""
         if reply[2] == JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
             self._may_hold_approvals(job_id)
-        return Commit(outcome, open_calls=int(reply[1]), job_status=JobStatus(reply[2]), ticking=reply[3] == "1",
-                      kind=JobKind(reply[4]), released=[CallRecord.from_dict(json.loads(r)) for r in reply[5:]])
+        return Commit(CommitOutcome.COMMITTED, open_calls=int(reply[1]), job_status=JobStatus(reply[2]),
+                      ticking=reply[3] == "1", kind=JobKind(reply[4]),
+                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[5:]])
+
+    def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
+               job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Settle:
+        """Claim and commit a call's first attempt in one step, after its handler ran (see settle.lua): only
+        if the call is ready and was never attempted, its job is active, `record_sha` is its stored record's
+        SHA-1 and `tool_sha` that of the job's `tool`. `job_started` is published if this starts the job; None
+        means the caller takes the job for started (`UNSTARTED` if it is not). Writes nothing unless
+        `COMMITTED`."""
+        keys = self.keys(job_id)
+        reply = self._scripts["settle"](
+            keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
+                  keys.waiting, keys.dependents, keys.approval],
+            args=[call_id, record_sha, tool, tool_sha, now_iso(),
+                  dumps(job_started.to_dict()) if job_started is not None else "!", status.value, len(messages),
+                  *(dumps(m) for m in messages), *(dumps(e.to_dict()) for e in events)],
+        )
+        outcome = SettleOutcome(reply[0])
+        if outcome is SettleOutcome.COMMITTED:
+            return Settle(outcome, commit=self._committed(job_id, reply))
+        if outcome is SettleOutcome.STALE_TOOL:
+            return Settle(outcome, tool=json.loads(reply[1]), tool_sha=hashlib.sha1(reply[1].encode()).hexdigest())
+        return Settle(outcome)
+
+    def task_signing_key(self) -> bytes:
+        """The fleet's secret for signing call tasks (created by the first process that asks): a worker runs
+        a signed task's record before its claim (an `idempotent` activity), so a task that did not come from
+        agentq must not be able to name what runs. Anyone who can read the store can sign; anyone who can only
+        write to the broker cannot."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.fleet.task_key, secrets.token_hex(32), nx=True)
+        pipe.get(self.fleet.task_key)
+        return str(pipe.execute()[1]).encode()
 
     # ------------------------------------------------------------------------------------ agent jobs
 

@@ -111,23 +111,51 @@ def test_a_single_call_job_costs_its_client_three_round_trips(harness):
         assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"], ["BLMOVE"], ["HMGET"]]
 
 
-def test_a_call_is_validated_before_its_start_events_are_rendered_ahead(harness):
-    """Only a call that validates has its call.started published by its claim; any other is claimed as before
-    and fails after it, without a call.started."""
+def test_start_events_rendered_ahead_from_a_record_that_is_not_the_stored_one_are_not_published(harness):
+    """A call that reads nothing is not validated again before its claim (it was when it was written); the
+    claim publishes the start events rendered ahead only when the task's record is the stored one. A forged
+    record's are dropped, and the stored call runs, validated after the claim."""
     harness.tool("strict", params={"n": {"type": "integer", "minimum": 0}})
-    harness.activities.register("strict", lambda call: call["n"])
+    seen: list[int] = []
+    harness.activities.register("strict", lambda call: seen.append(call["n"]) or call["n"])
     worker = _worker(harness)
     client = harness.client()
     handle = client.submit({"calls": [{"_tool": "strict", "n": 1, "_outputPath": "†state.a"}]})
-    assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # the worker knows the job's tool now
+    assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # the worker knows the tool now
     executor, store = worker.runtime.executor, worker.runtime.store
-    call_id, record = next(iter(store.call_records(handle.id).items()))
-    tool, _ = executor.tools.get(handle.id, "strict")
-    events = executor._start_ahead(handle.id, call_id, record, tool)
-    assert [(e.name, e.attempt) for e in events] == [("call.started", 1)]
-    assert events[0].part["activity_type"] == "tool_request"
-    bad = dataclasses.replace(record, call={**record.call, "n": -5})
-    assert executor._start_ahead(handle.id, call_id, bad, tool) == []
+    held = client.submit({"calls": [{"_tool": "strict", "n": 2, "_outputPath": "†state.a"}]}, job_id="job_forged")
+    held.result(timeout=TIMEOUT)
+    call_id, record = next(iter(store.call_records(held.id).items()))
+    store.redis.hset(store.keys(held.id).status, call_id, "ready")  # as if its task had not run yet
+    store.redis.hdel(store.keys(held.id).attempts, call_id)
+    store.redis.hset(store.keys(held.id).job, "status", "running")
+    forged = dataclasses.replace(record, call={**record.call, "n": -5})
+    assert executor.run_call(held.id, call_id, record=forged).status == "done"
+    assert seen == [1, 2, 2]
+    started = [e for _, e in store.read_events(held.id) if e["event"] == "call.started"]
+    assert [e["part"]["tools"][0]["arguments"] for e in started] == [{"n": 2}, {"n": 2}]
+
+
+def test_an_idempotent_activitys_signed_task_costs_one_round_trip_through_celery(harness):
+    """Tasks sent through Celery carry the dispatcher's signature; a worker settles an idempotent activity's
+    call in one store step (its claim and commit together)."""
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    harness.activities.register("noop", lambda call: call["i"], idempotent=True)
+    worker = _worker(harness)
+    commands = StoreCommands(worker.runtime.store)
+    client = harness.client()
+    calls = [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(20)]
+    for _ in range(2):
+        handle = client.submit({"calls": calls})
+        record = handle.result(timeout=TIMEOUT)
+        assert record["status"] == "succeeded" and record["state"] == {f"r{i}": i for i in range(20)}
+    counts = commands.take()
+    # the first call of the first job was claimed and committed (the worker had no copy of the tool yet)
+    assert counts["EVALSHA settle"] == 39 and counts["EVALSHA claim"] == 1 and counts["EVALSHA commit"] == 1
+    assert counts["XADD"] == 1
+    events = _events(handle)
+    for call_id in {e["call_id"] for e in events if "call_id" in e}:
+        assert [e["event"] for e in events if e.get("call_id") == call_id] == ["call.started", "call.finished"]
 
 
 def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):

@@ -139,6 +139,7 @@ def test_announcement_carries_the_options_and_the_declared_queue(registry: Activ
         "timeout": 3.0,
         "rate_limit": "5/s",
         "is_async": False,
+        "idempotent": False,
     }
     assert json.loads(json.dumps(announcement)) == announcement
     assert "handler" not in registry.get("a").to_announcement()

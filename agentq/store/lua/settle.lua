@@ -1,0 +1,74 @@
+-- Claim and commit, in one step, the first attempt of a ready call whose handler already ran: the path of an
+-- activity registered `idempotent` (its task's record is signed by the dispatcher, it reads nothing from the
+-- log). The caller ran the handler with the record its task carried and rendered the attempt's events and
+-- messages from that record and its copy of the call's tool; both are checked here before anything is written.
+-- KEYS: job, calls, status, attempts, tools, events, log, waiting, dependents, approval
+-- ARGV: call_id, SHA-1 of the caller's record, tool name, SHA-1 of the caller's tool, now (ISO), job-started
+--       envelope JSON ('!': none, the caller takes the job for started), final status, number of messages n,
+--       then n message JSONs, then the event envelope JSONs (start events, then the finish event)
+-- Returns what commit.lua returns ({'committed', open awaited calls, job status, ticking, job kind, record of
+-- each released call...}), or, writing nothing:
+--      {'other'}: not the first attempt of a ready call of an active job, or not the stored record (the caller
+--                 takes the usual path: claim, then commit),
+--      {'stale_tool', stored tool JSON}: the caller's tool is not the job's (it renders its events again),
+--      {'unstarted'}: the caller passed '!' but the job has not started.
+local call_id = ARGV[1]
+if redis.call('HGET', KEYS[3], call_id) ~= CALL.READY then return {'other'} end
+local job_status = redis.call('HGET', KEYS[1], 'status')
+if not JOB_ACTIVE[job_status] then return {'other'} end
+if redis.call('HEXISTS', KEYS[4], call_id) == 1 then return {'other'} end  -- an attempt ran before
+local stored = redis.call('HGET', KEYS[2], call_id)
+if redis.sha1hex(stored) ~= ARGV[2] then return {'other'} end
+local tool = redis.call('HGET', KEYS[5], ARGV[3])
+if not tool then return {'other'} end
+if redis.sha1hex(tool) ~= ARGV[4] then return {'stale_tool', tool} end
+local started = redis.call('HEXISTS', KEYS[1], 'started_at') == 1
+if ARGV[6] == '!' and not started then return {'unstarted'} end
+
+-- the claim: attempt 1, the job running and started
+local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
+redis.call('HSET', KEYS[4], call_id, 1)
+if redis.call('PTTL', KEYS[4]) == -1 then redis.call('PEXPIREAT', KEYS[4], expire_at) end
+if job_status == JOB.QUEUED then
+  redis.call('HSET', KEYS[1], 'status', JOB.RUNNING)
+  job_status = JOB.RUNNING
+end
+if not started then
+  redis.call('HSET', KEYS[1], 'started_at', ARGV[5])
+  if ARGV[6] ~= '!' and ARGV[6] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[6]) end
+end
+
+-- the commit
+local n = tonumber(ARGV[8])
+for i = 9, 8 + n do redis.call('RPUSH', KEYS[7], ARGV[i]) end
+if n > 0 and redis.call('PTTL', KEYS[7]) == -1 then redis.call('PEXPIREAT', KEYS[7], expire_at) end
+redis.call('HSET', KEYS[3], call_id, ARGV[7])
+for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+
+local record = cjson.decode(stored)
+local released = {}
+local dependents = redis.call('HGET', KEYS[9], call_id)
+for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
+  local left = redis.call('HINCRBY', KEYS[8], dependent, -1)
+  if left <= 0 and redis.call('HGET', KEYS[3], dependent) == CALL.PENDING then
+    if redis.call('HEXISTS', KEYS[10], dependent) == 1 then
+      redis.call('HSET', KEYS[3], dependent, CALL.AWAITING_APPROVAL)
+      redis.call('HINCRBY', KEYS[1], 'awaiting', 1)
+      redis.call('HSET', KEYS[1], 'status', JOB.AWAITING_APPROVAL)
+      job_status = JOB.AWAITING_APPROVAL
+    else
+      redis.call('HSET', KEYS[3], dependent, CALL.READY)
+      table.insert(released, redis.call('HGET', KEYS[2], dependent))
+    end
+  end
+end
+local open
+if record.awaited then
+  open = redis.call('HINCRBY', KEYS[1], 'open', -1)
+else
+  open = tonumber(redis.call('HGET', KEYS[1], 'open'))
+end
+local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0',
+                redis.call('HGET', KEYS[1], 'kind')}
+for _, r in ipairs(released) do table.insert(result, r) end
+return result
