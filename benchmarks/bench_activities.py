@@ -24,10 +24,16 @@ PARK_TOOL = {
     "properties": {"_tool": {"type": "string", "const": "park"}, "x": {}, "_output": {}},
 }
 
+# the same no-op, registered idempotent: its calls run before their claim and settle in one store step
+NOOP_IDEMPOTENT_TOOL = {**NOOP_TOOL, "properties": {**NOOP_TOOL["properties"],
+                                                    "_tool": {"type": "string", "const": "noop_i"}}}
+
 if "noop" not in Tool:
     Tool.register("noop", NOOP_TOOL)
+    Tool.register("noop_i", NOOP_IDEMPOTENT_TOOL)
     Tool.register("inc", INC_TOOL)
     Activity.register("noop", lambda call: call["i"])
+    Activity.register("noop_i", lambda call: call["i"], idempotent=True)
     Activity.register("inc", lambda call: call["x"] + 1)
 
 

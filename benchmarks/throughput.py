@@ -18,8 +18,11 @@ only the producer and client of both. Each row is printed as a ratio next to its
 (c) agentq plan job of N independent no-op calls, ``Client.submit(job).result()``. Every call has its own
     output path (``†state.r<i>``), so each one appends to the log, publishes its events and counts towards
     the job's end. Ratios: (c)/(a) (target >= 0.9) and (c)/(b) (target >= 1.1), as throughput.
+(c') the same job of calls of `noop_i`, the no-op registered ``idempotent=True`` (run before their claim, one
+    settle step each): ratios against (a) and (b) as for (c).
 (d) single-call latency, p50 of interleaved samples: a one-call agentq job submit -> record, against
-    ``task.delay().get()`` with the Redis result backend (target: ratio <= 1.5).
+    ``task.delay().get()`` with the Redis result backend (target: ratio <= 1.5); (d') the same for a call of
+    the idempotent no-op.
 (e) submission alone, ``Client.submit`` of a chain (call k reads what call k-1 writes), a fan-out (one
     writer, N-1 readers of parts of its output) and N independent calls (all sent at submission), at two
     sizes 10x apart (target: time ratio <= 15, i.e. linear). Their calls go to an activity that is known but
@@ -357,8 +360,8 @@ class Bare:
         return elapsed
 
 
-def independent_job(n: int) -> dict:
-    return {"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(n)]}
+def independent_job(n: int, tool: str = "noop") -> dict:
+    return {"calls": [{"_tool": tool, "i": i, "_outputPath": f"†state.r{i}"} for i in range(n)]}
 
 
 def chain_job(length: int, tool: str = "inc") -> dict:
@@ -404,8 +407,8 @@ class AgentQ:
             raise RuntimeError(f"agentq job failed: {record.get('error')}")
         return elapsed, submitted - start, record
 
-    def one(self) -> float:
-        elapsed, _, record = self.run(independent_job(1))
+    def one(self, tool: str = "noop") -> float:
+        elapsed, _, record = self.run(independent_job(1, tool))
         assert record["state"] == {"r0": 0}
         return elapsed
 
@@ -520,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq_worker: WorkerProcess,
               bare_worker: WorkerProcess) -> dict[str, Any]:
     n = sizes.n
-    r: dict[str, Any] = {"a": [], "b": [], "c": [], "stats_a": ServerCounters(), "stats_b": ServerCounters(),
+    r: dict[str, Any] = {"a": [], "b": [], "c": [], "c_i": [], "stats_a": ServerCounters(), "stats_b": ServerCounters(),
                          "stats_c": ServerCounters(), "client_c": (0, Counter())}
 
     # warm up both sides (imports, connections, scripts, caches)
@@ -531,6 +534,8 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
     aq.run(independent_job(min(n, 200)))
     aq.run(chain_job(5))
     aq.one()
+    aq.run(independent_job(min(n, 200), "noop_i"))
+    aq.one("noop_i")
 
     for round_ in range(sizes.repeat):
         elapsed, cpu, stats = measured(admin, [bare_worker], lambda: bare.fire_and_drain(n))
@@ -546,8 +551,12 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
         r["c"].append((elapsed, cpu, submit))
         r["stats_c"] += stats
         r["client_c"] = (r["client_c"][0] + k1 - k0, r["client_c"][1] + (kc1 - kc0))
+        (elapsed, submit, record), cpu, _ = measured(admin, [agentq_worker],
+                                                     lambda: aq.run(independent_job(n, "noop_i")))
+        assert len(record["state"]) == n, "agentq wrote the wrong number of results"
+        r["c_i"].append((elapsed, cpu, submit))
         print(f"  round {round_ + 1}: (a) {r['a'][-1][0]:.2f} s  (b) {r['b'][-1][0]:.2f} s  "
-              f"(c) {r['c'][-1][0]:.2f} s", flush=True)
+              f"(c) {r['c'][-1][0]:.2f} s  (c') {r['c_i'][-1][0]:.2f} s", flush=True)
 
     # (h) requests by client kind, from MONITOR (slows Redis down: not during the timed rounds)
     m = min(n, 400)
@@ -559,15 +568,18 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
     r["h_size"] = m
 
     # (d) single-call latency, interleaved
-    r["d_bare"], r["d_agentq"] = [], []
+    r["d_bare"], r["d_agentq"], r["d_agentq_i"] = [], [], []
     k0, kc0 = aq.trips.snapshot()
     for i in range(sizes.samples):
         r["d_bare"].append(bare.one(i))
         r["d_agentq"].append(aq.one())
     k1, kc1 = aq.trips.snapshot()
+    for i in range(sizes.samples):
+        r["d_bare"].append(bare.one(i))
+        r["d_agentq_i"].append(aq.one("noop_i"))
     r["client_d"] = ((k1 - k0) / sizes.samples, Counter({k: v / sizes.samples for k, v in (kc1 - kc0).items()}))
-    print(f"  single call: p50 bare {median(r['d_bare']) * 1000:.2f} ms, agentq {median(r['d_agentq']) * 1000:.2f} ms",
-          flush=True)
+    print(f"  single call: p50 bare {median(r['d_bare']) * 1000:.2f} ms, agentq {median(r['d_agentq']) * 1000:.2f} ms, "
+          f"idempotent {median(r['d_agentq_i']) * 1000:.2f} ms", flush=True)
 
     # (e) submission alone, at two sizes
     small, large = sizes.scale
@@ -632,6 +644,14 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
         rc / ra >= 0.9)
     row("    (c)/(b) throughput", f"{rc / rb:.2f}x   worker cpu per call {cpu_b / cpu_c:.2f}x", ">= 1.10x",
         rc / rb >= 1.1)
+    ti, cpu_i, submit_i = (median([x[i] for x in r["c_i"]]) for i in range(3))
+    ri = n / ti
+    row(f"(c') agentq plan job, {n} calls of an idempotent activity", f"{ti:.3f} s  {ri:,.0f}/s  {cpu(cpu_i, n)}",
+        f"(submit {submit_i * 1000:.0f} ms)")
+    row("    (c')/(a) throughput", f"{ri / ra:.2f}x   worker cpu per call {cpu_a / cpu_i:.2f}x", ">= 0.90x",
+        ri / ra >= 0.9)
+    row("    (c')/(b) throughput", f"{ri / rb:.2f}x   worker cpu per call {cpu_b / cpu_i:.2f}x", ">= 1.10x",
+        ri / rb >= 1.1)
 
     pb, pa = median(r["d_bare"]), median(r["d_agentq"])
     row("(d) single call p50: delay().get(), results in Redis",
@@ -639,6 +659,10 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
     row("(d) single call p50: one-call agentq job, submit -> record",
         f"{pa * 1000:.2f} ms  (p90 {percentile(r['d_agentq'], 0.9) * 1000:.2f} ms)")
     row("    (d) agentq / Celery p50", f"{pa / pb:.2f}x", "<= 1.50x", pa / pb <= 1.5)
+    pi = median(r["d_agentq_i"])
+    row("(d') single call p50: one-call job of an idempotent activity",
+        f"{pi * 1000:.2f} ms  (p90 {percentile(r['d_agentq_i'], 0.9) * 1000:.2f} ms)")
+    row("    (d') agentq / Celery p50", f"{pi / pb:.2f}x", "<= 1.50x", pi / pb <= 1.5)
 
     small, large = sizes.scale
     for name, times in r["e"].items():

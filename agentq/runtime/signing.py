@@ -34,6 +34,11 @@ class TaskSigner:
                 key = self._key
         return key
 
+    def prime(self) -> None:
+        """Fetch the secret now: a worker does it at start (before its pool forks), so no step that follows a
+        commit has to reach the store for it first."""
+        self._secret()
+
     def sign(self, job_id: str, call_id: str, record_sha: str) -> str:
         message = f"{job_id}\n{call_id}\n{record_sha}".encode()
         return hmac.new(self._secret(), message, hashlib.sha256).hexdigest()

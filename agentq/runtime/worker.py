@@ -82,6 +82,8 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
+        if self.runtime.dispatcher.signer is not None:
+            self.runtime.dispatcher.signer.prime()
         conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
         for name in conflicts:
             log.warning("tool %r was published with a different schema by another process; see `agentq tools`", name)

@@ -114,6 +114,23 @@ def test_an_idempotent_activitys_calls_are_settled_in_one_step_each(rig: SignedR
     assert rig.store.record(second).state == {f"r{i}": i for i in range(3)}
 
 
+def test_idempotent_calls_settle_on_a_redis_cluster(local_cluster: Any):
+    """settle.lua touches only the job's keys (one hash slot); the signing secret is one fleet key."""
+    local_cluster.flush()
+    store = StateStore(local_cluster.url, cluster=True)
+    rig = SignedRig(store)
+    try:
+        rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}}, idempotent=True)
+        for _ in range(2):
+            job_id = rig.submit({"calls": calls(4)})
+            assert rig.drain() == ["done"] * 4
+            assert rig.store.record(job_id).state == {f"r{i}": i for i in range(4)}
+        assert rig.steps == {"claim": 1, "commit": 1, "settle": 7}
+    finally:
+        rig.executor.leases.stop()
+        store.close()
+
+
 def test_a_task_not_signed_by_agentq_is_claimed_first_and_runs_the_stored_call(rig: SignedRig):
     seen: list[Any] = []
     rig.activity("noop", lambda call: seen.append(call["i"]) or call["i"], {"i": {"type": "integer"}},
