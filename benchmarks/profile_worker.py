@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cprofile", action="store_true", help="CPU time per call by function (cProfile)")
+    parser.add_argument("--tool", default="noop", choices=["noop", "noop_i"],
+                        help="the no-op, or the same registered idempotent (independent shape)")
     args = parser.parse_args(argv)
     if args.cprofile:
         return cprofile(args)
@@ -175,7 +177,7 @@ def cprofile(args: argparse.Namespace) -> int:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the worker did not announce itself")
                 time.sleep(0.1)
-            job = independent_job(args.calls) if args.shape == "independent" else chain_job(args.calls)
+            job = independent_job(args.calls, args.tool) if args.shape == "independent" else chain_job(args.calls)
             elapsed, submit, _ = aq.run(job)
         finally:
             worker.stop()

@@ -107,7 +107,16 @@ def parse_ref(text: str) -> Ref:
 
 @lru_cache(maxsize=32768)  # planning parses each text of a job several times; jobs have up to 10,000 calls
 def _parse(text: str) -> Expression:
+    simple = _SIMPLE_REF.fullmatch(text)
+    if simple is not None:  # the common case, one reference with no operator nor space: what the parser returns
+        path = simple.group(2)
+        return Expression(((Ref(simple.group(1), tuple(path[1:].split(".")) if path else ()),),), text)
     return _Parser(text).expression()
+
+
+# every character `str.isspace` accepts lies below U+3001
+_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+_SIMPLE_REF = re.compile(DAGGER + r"([A-Za-z_][A-Za-z0-9_-]*)((?:\.[^" + re.escape(_SPACES + ".|&" + DAGGER) + r"]+)*)")
 
 
 class _Parser:

@@ -141,3 +141,29 @@ def test_find_references_skips_top_level_meta_fields():
         ("/nested/a~1b", "†state.d"),
     ]
     assert list(find_references("†state")) == [("", "†state")]
+
+
+def test_the_fast_path_for_a_single_reference_parses_exactly_as_the_parser():
+    """`_parse` reads a lone reference (no operator, no space) with one regular expression; for every text it
+    must answer what the full parser answers, errors included."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from agentq.protocol.expressions import _parse, _Parser
+
+    alphabet = st.sampled_from(list("†ab_-9.|& \t\u00a0\u3000é") + ["†state.", ".x"])
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(alphabet, max_size=12).map("".join))
+    def same(text: str) -> None:
+        def outcome(parse):
+            try:
+                result = parse()
+                return result, result.text
+            except ReferenceSyntaxError as error:
+                return "error", str(error)
+
+        _parse.cache_clear()
+        assert outcome(lambda: _parse(text)) == outcome(lambda: _Parser(text).expression())
+
+    same()
