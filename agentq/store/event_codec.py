@@ -117,7 +117,10 @@ def _pack_part(part: Any, envelope: dict, code: str) -> dict | None:
     packed["m"] = timestamp if moment is None else moment
     if part["tools"] is not None:
         arguments = _single_call_arguments(part["tools"], envelope)
-        packed.update({"T": part["tools"]} if arguments is _NOTHING else {"A": arguments})
+        if arguments is _NOTHING:
+            packed["T"] = part["tools"]
+        else:
+            packed["A"] = arguments
     content = _NOTHING
     if part["results"] is not None:
         result = _single_result(part["results"], envelope)
@@ -130,11 +133,17 @@ def _pack_part(part: Any, envelope: dict, code: str) -> dict | None:
     display = part["display_info"]
     if display is not None:
         marker = _display_marker(display, activity_type)
-        packed.update({"D": display} if marker is None else {"d": marker})
+        if marker is None:
+            packed["D"] = display
+        else:
+            packed["d"] = marker
     technical = part["technical_details"]
     if technical is not None:
         compact = _pack_technical(technical, envelope, moment, content)
-        packed.update({"X": technical} if compact is None else {"x": compact})
+        if compact is None:
+            packed["X"] = technical
+        else:
+            packed["x"] = compact
     return packed
 
 
@@ -206,8 +215,8 @@ def _raw_derivation(raw: Any, content: str) -> str | None:
     if type(raw) is str:
         return "text" if raw == content else None
     try:
-        text = _result_text(raw)
-    except (TypeError, ValueError):
+        text = int.__repr__(raw) if type(raw) is int else _result_text(raw)  # an int's JSON is its repr
+    except (TypeError, ValueError):  # not JSON; an int too long to write
         return None
     return "json" if text == content else None
 

@@ -294,3 +294,12 @@ def test_any_change_to_a_call_event_reads_back_exactly(result: Any, changes: lis
         target[path[-1]] = value
     assert_round_trip(envelope)
     assert_round_trip(started(locale, arguments={"x": result}))
+
+
+def test_an_int_too_long_to_write_as_text_is_stored_as_it_is():
+    envelope = finished(5)
+    envelope["part"]["technical_details"]["raw_result"] = 10**5000  # Python refuses to write it in decimal
+    with pytest.raises(ValueError):
+        pack(envelope, JOB)  # as the whole envelope's JSON would be refused
+    envelope["part"]["technical_details"]["raw_result"] = 10**40
+    assert_round_trip(envelope)
