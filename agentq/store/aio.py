@@ -27,6 +27,7 @@ from agentq.errors import JobNotFoundError
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.store.boundary import _connection_errors, _unavailable
+from agentq.store.event_codec import unpack
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
 from agentq.store.state import decode_job
@@ -144,13 +145,13 @@ class AsyncStateStore:
         reply = await self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
         if not reply:
             return []
-        return [(entry_id, json.loads(fields["e"])) for entry_id, fields in reply[0][1]]
+        return [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in reply[0][1]]
 
     @_mapped
     async def event(self, job_id: str, entry_id: str) -> dict | None:
         """One event by its stream id, or None."""
         reply = await self.redis.xrange(self.keys(job_id).events, entry_id, entry_id, count=1)
-        return json.loads(reply[0][1]["e"]) if reply else None
+        return unpack(reply[0][1]["e"], job_id) if reply else None
 
     @_mapped
     async def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
@@ -355,7 +356,8 @@ class EventHub:
                 continue
             if follower.position == read_from:
                 if entries is None:
-                    entries = [(entry_id, json.loads(fields["e"])) for entry_id, fields in raw]
+                    job_id = JobKeys.job_of(key)
+                    entries = [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in raw]
                 follower.wake(entries)
             else:
                 follower.wake()

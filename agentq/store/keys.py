@@ -97,6 +97,11 @@ class JobKeys:
     def tick_lease(self) -> str:  # string: the token of the agent tick in flight
         return self.lease(TICK)
 
+    @staticmethod
+    def job_of(key: str) -> str:
+        """The job id of one of a job's keys (inside its hash tag: a job id has no braces)."""
+        return key[key.rindex("{") + 1:key.rindex("}")]
+
     @property
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own)."""

@@ -25,6 +25,7 @@ from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, emp
 from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
 from agentq.store.boundary import map_store_errors
 from agentq.store.connect import connect_redis
+from agentq.store.event_codec import pack, unpack
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
 
@@ -40,6 +41,11 @@ _RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the rele
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def entry(envelope: Envelope, job_id: str) -> str:
+    """The stored (packed) form of an envelope in the event stream of job `job_id` (see `store/event_codec.py`)."""
+    return pack(envelope.to_dict(), job_id)
 
 
 def record_digest(record: CallRecord) -> str:
@@ -226,7 +232,7 @@ class StateStore:
             "approval": {c.id: 1 for c in plan.calls if c.approval},
             "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
             "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
-            "events": [dumps(e.to_dict()) for e in events],
+            "events": [entry(e, plan.id) for e in events],
             "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
         }
         from redis.exceptions import NoScriptError
@@ -295,9 +301,9 @@ class StateStore:
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.lease(call_id), keys.lost],
             args=[call_id, token, lease_ms, now_iso(),
-                  dumps(job_started.to_dict()) if job_started else "!" if expect_started else "",
+                  entry(job_started, job_id) if job_started else "!" if expect_started else "",
                   log_offset, record_sha if record is not None else "", tool_sha,
-                  record.tool if record is not None else "", *(dumps(e.to_dict()) for e in start_events)],
+                  record.tool if record is not None else "", *(entry(e, job_id) for e in start_events)],
         )
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.LEASED:
@@ -324,11 +330,11 @@ class StateStore:
             return
         stream = self.keys(job_id).events
         if len(envelopes) == 1:
-            self.redis.xadd(stream, {"e": dumps(envelopes[0].to_dict())})
+            self.redis.xadd(stream, {"e": entry(envelopes[0], job_id)})
             return
         pipe = self.redis.pipeline(transaction=False)
         for envelope in envelopes:
-            pipe.xadd(stream, {"e": dumps(envelope.to_dict())})
+            pipe.xadd(stream, {"e": entry(envelope, job_id)})
         pipe.execute()
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
@@ -338,7 +344,7 @@ class StateStore:
             keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
                   keys.dependents, keys.approval],
             args=[call_id, token, status.value, len(messages),
-                  *(dumps(m) for m in messages), *(dumps(e.to_dict()) for e in events)],
+                  *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)],
         )
         outcome = CommitOutcome(reply[0])
         if outcome is not CommitOutcome.COMMITTED:
@@ -367,8 +373,8 @@ class StateStore:
             keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
                   keys.waiting, keys.dependents, keys.approval],
             args=[call_id, record_sha, tool, tool_sha, now_iso(),
-                  dumps(job_started.to_dict()) if job_started is not None else "!", status.value, len(messages),
-                  *(dumps(m) for m in messages), *(dumps(e.to_dict()) for e in events)],
+                  entry(job_started, job_id) if job_started is not None else "!", status.value, len(messages),
+                  *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)],
         )
         outcome = SettleOutcome(reply[0])
         if outcome is SettleOutcome.COMMITTED:
@@ -396,7 +402,7 @@ class StateStore:
         keys = self.keys(job_id)
         reply = self._scripts["tick_begin"](
             keys=[keys.job, keys.tick_lease, keys.exchanges, keys.events],
-            args=[exchanges, token, lease_ms, now_iso(), dumps(job_started.to_dict()) if job_started else ""])
+            args=[exchanges, token, lease_ms, now_iso(), entry(job_started, job_id) if job_started else ""])
         outcome = TickOutcome(reply[0])
         if outcome is TickOutcome.CLAIMED:
             return TickClaim(outcome, attempt=int(reply[1]))
@@ -414,7 +420,8 @@ class StateStore:
         if not link:
             return 0
         parent = json.loads(link)
-        to_events, source = self.keys(str(parent["job"])).events, str(parent.get("module") or "module")
+        parent_id = str(parent["job"])
+        to_events, source = self.keys(parent_id).events, str(parent.get("module") or "module")
         copied = 0
         while True:
             cursor = cursor or "0-0"
@@ -429,7 +436,7 @@ class StateStore:
                     if isinstance(envelope.get("part"), dict):
                         envelope["part"] = {**envelope["part"], "source": source}
                     envelope = {**envelope, "relayed_from": job_id}
-                pipe.xadd(to_events, {"e": dumps(envelope)})
+                pipe.xadd(to_events, {"e": pack(envelope, parent_id)})
                 copied += 1
             pipe.execute()
             if len(entries) < 500:
@@ -492,7 +499,7 @@ class StateStore:
             keys=[keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events],
             args=[token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "",
                   dumps(usage or {}), len(messages), *(dumps(m) for m in messages),
-                  *(dumps(e.to_dict()) for e in events)])
+                  *(entry(e, job_id) for e in events)])
         if reply[0] != "ended":
             return None
         return int(reply[1]), int(reply[2])
@@ -522,7 +529,7 @@ class StateStore:
         reply = self._scripts["decide"](
             keys=[keys.job, keys.calls, keys.status, keys.approval, keys.lease(call_id), keys.events],
             args=[call_id, decision, dumps(record.to_dict()) if record else "", token, lease_ms,
-                  dumps(event.to_dict()) if event else ""])
+                  entry(event, job_id) if event else ""])
         if reply[0] == "decided":
             return "decided", CallRecord.from_dict(json.loads(reply[1]))
         if reply[0] == "conflict":
@@ -534,7 +541,7 @@ class StateStore:
         release whose reply was lost)."""
         keys = self.keys(job_id)
         return bool(self._scripts["retry"](keys=[keys.status, keys.lease(call_id), keys.events],
-                                           args=[call_id, token, dumps(event.to_dict()) if event else "",
+                                           args=[call_id, token, entry(event, job_id) if event else "",
                                                  _RELEASE_MARK_MS]))
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
@@ -548,7 +555,7 @@ class StateStore:
         keys = self.keys(job_id)
         ended = bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
                                                args=[record.status.value, dumps(record.to_dict()),
-                                                     record.finished_at or now_iso(), dumps(event.to_dict())]))
+                                                     record.finished_at or now_iso(), entry(event, job_id)]))
         if ended:
             self._count_end(job_id, record.status)
         return ended
@@ -558,7 +565,7 @@ class StateStore:
         when it had ended already."""
         keys = self.keys(job_id)
         reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events, keys.done],
-                                        args=[now_iso(), dumps(event.to_dict())])
+                                        args=[now_iso(), entry(event, job_id)])
         if reply[0] == "missing":
             raise _not_found(job_id)
         if reply[0] == "final":
@@ -685,12 +692,12 @@ class StateStore:
 
     def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
                     count: int | None = None) -> list[tuple[str, dict]]:
-        """Events after the stream id `after` as (id, stored JSON form); with `block_ms`, wait up to that long
-        for the first one. `parse_envelope` gives the typed envelope of an entry."""
+        """Events after the stream id `after` as (id, envelope JSON form: stored entries are unpacked); with
+        `block_ms`, wait up to that long for the first one. `parse_envelope` gives the typed envelope of an entry."""
         reply = self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
         if not reply:
             return []
-        return [(entry_id, json.loads(fields["e"])) for entry_id, fields in reply[0][1]]
+        return [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in reply[0][1]]
 
     def recent_jobs(self, limit: int = 50) -> list[str]:
         return list(self.redis.zrevrange(self.fleet.jobs, 0, limit - 1))

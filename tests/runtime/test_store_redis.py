@@ -1,16 +1,22 @@
-"""What only the Redis store can show: how many round trips its steps take, and how it recovers from a Redis
-that lost its scripts. (The behaviour both stores share is in `test_store_contract.py`.)"""
+"""What only the Redis store can show: how many round trips its steps take, how it recovers from a Redis that
+lost its scripts, how its event stream is stored and how many bytes a job keeps. (The behaviour both stores
+share is in `test_store_contract.py`.)"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from agentq.protocol.envelopes import JobQueued
+from agentq.protocol.envelopes import Envelope, JobQueued
+from agentq.protocol.events import activity_part, text_part
+from agentq.protocol.status import JobStatus
+from agentq.store import state
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
-from tests.runtime.conftest import make_plan, records_of, tool_schema
+from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
 
 TOOLS = {"first": tool_schema("first", {"x": {"type": "number"}})}
 JOB = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]}
@@ -69,3 +75,105 @@ def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
     assert store.create_job(plan, records_of(plan), submitted=job, events=[])
     second = plan.calls[1].id
     assert store.redis.hgetall(store.keys(plan.id).waiting) == {second: "1"}
+
+
+# ------------------------------------------------------------------------------------------- event stream
+
+
+def test_the_events_read_are_the_envelopes_the_workers_built(store: StateStore, monkeypatch: pytest.MonkeyPatch):
+    """Entries are stored packed (`store/event_codec.py`); every reader gets the envelopes exactly as built."""
+    built: list[dict] = []
+    original = state.entry
+
+    def recording(envelope: Envelope, job_id: str) -> str:
+        built.append(envelope.to_dict())
+        return original(envelope, job_id)
+
+    monkeypatch.setattr(state, "entry", recording)
+    rig = Rig(store)
+    flaky_runs: list[int] = []
+
+    def flaky(call: dict) -> str:
+        flaky_runs.append(1)
+        if len(flaky_runs) == 1:
+            raise RuntimeError("not yet")
+        return "ok at last"
+
+    def chatty(call: dict, tool: dict, context: Any) -> list:
+        context.emit(text_part("Here is the chart."))
+        context.emit({"activity_type": "chart_generation", "content": "bars",
+                      "display_info": {"friendly_name": "Graphique barres"}})
+        return [1, "deux", {"trois": 3.0}]
+
+    def broken(call: dict) -> None:
+        raise ValueError(f"cannot read card {call['card']}")
+
+    rig.tools.register("weather", {**tool_schema("weather", {"city": {"type": "string"}}),
+                                   "x-display": {"friendly_name": "Météo", "icon": "🌦️"}})
+    rig.activities.register("weather", lambda call: {"city": call["city"], "temp": 18, "sky": "nuageux ☁️"})
+    rig.tools.register("card", {**tool_schema("card", {"card": {"type": "string"}}), "x-sensitive": ["/card"]})
+    rig.activities.register("card", broken)
+    rig.activity("flaky", flaky, retries=1, retry_backoff=0.001)
+    rig.tools.register("chatty", tool_schema("chatty"))
+    rig.activities.register("chatty", chatty)
+    job_id = rig.submit({"options": {"locale": "fr"}, "calls": [
+        {"_tool": "weather", "city": "Zürich", "_reasoningForCall": "Il me faut la météo.", "_outputPath": "†state.w"},
+        {"_tool": "flaky", "_outputPath": "†state.f"},
+        {"_tool": "chatty", "_outputPath": "†state.c"},
+        {"_tool": "card", "card": "4111 1111 1111 1111", "_outputPath": "†state.x || †state.failed"}]})
+    assert sorted(rig.drain()) == ["done", "done", "done", "failed", "retry"]
+    rig.executor.leases.stop()
+    read = [json.dumps(envelope, ensure_ascii=False) for _, envelope in store.read_events(job_id)]
+    # each one exactly as built (values, JSON types, key order), in order; some built were not published (a claim
+    # publishes `job.started` only if it starts the job)
+    published = iter(json.dumps(envelope, ensure_ascii=False) for envelope in built)
+    assert all(any(envelope == candidate for candidate in published) for envelope in read)
+    events = [json.loads(envelope)["event"] for envelope in read]
+    assert (events[0], events[-1], events.count("call.finished"), events.count("part")) == (
+        "job.queued", "job.finished", 4, 2)
+    assert {"call.retrying", "thought", "job.started"} <= set(events)
+    assert "4111" not in json.dumps(read)
+    stream = store.redis.xrange(store.keys(job_id).events)
+    assert all(fields["e"].startswith('{"~":') for _, fields in stream)  # every one of them stored packed
+
+
+def test_a_child_jobs_events_are_relayed_packed_and_read_back_whole(store: StateStore):
+    rig = Rig(store)
+    rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}})
+    parent = rig.submit({"calls": [{"_tool": "noop", "i": 0, "_outputPath": "†state.r"}]})
+    child = rig.submit({"calls": [{"_tool": "noop", "i": 1, "_outputPath": "†state.r"}]})
+    rig.drain()
+    rig.executor.leases.stop()
+    store.redis.hset(store.keys(child).job, "parent", json.dumps({"job": parent, "module": "maps"}))
+    child_calls = [e for _, e in store.read_events(child) if e["event"].startswith("call.")]
+    assert store.relay_events(child) == len(child_calls) == 2
+    relayed = [e for _, e in store.read_events(parent) if e.get("relayed_from")]
+    assert relayed == [{**e, "part": {**e["part"], "source": "maps"}, "relayed_from": child} for e in child_calls]
+
+
+def test_an_event_stored_whole_by_an_older_agentq_reads_as_it_is(store: StateStore):
+    """Jobs live across upgrades: entries written before entries were packed are full envelopes."""
+    plan = make_plan(JOB, TOOLS, job_id="job_old")
+    assert store.create_job(plan, records_of(plan), submitted=JOB, events=[])
+    old = JobQueued(job_id="job_old", kind="plan", calls=1, part=activity_part("Job queued", source="agentq"))
+    store.redis.xadd(store.keys("job_old").events, {"e": state.dumps(old.to_dict())})
+    store.add_events("job_old", [old])
+    (_, whole), (_, packed) = store.read_events("job_old")
+    assert whole == packed == old.to_dict()
+
+
+def test_a_plan_job_stores_at_most_1600_bytes_per_call(store: StateStore):
+    """Issue 11 ("lean in Redis"): a 400-call plan job (no-op activity, each call writing its own output path, as
+    `benchmarks/throughput.py`'s (g)) keeps at most 1,600 bytes per call in Redis (`MEMORY USAGE key SAMPLES 0`
+    over every key of the job), its event stream (two events per call) at most 750."""
+    calls = 400
+    rig = Rig(store)
+    rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}})
+    job_id = rig.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(calls)]})
+    assert rig.drain(limit=2 * calls) == ["done"] * calls
+    rig.executor.leases.stop()
+    assert store.job_status(job_id) is JobStatus.SUCCEEDED
+    sizes = {key.rsplit(":", 1)[-1]: int(store.redis.memory_usage(key, samples=0) or 0)
+             for key in store.redis.scan_iter(match=f"agentq:{{{job_id}}}:*")}
+    assert sizes["events"] / calls <= 750, sizes
+    assert sum(sizes.values()) / calls <= 1600, sizes
