@@ -45,7 +45,7 @@ from agentq.runtime.app import call_pointer  # noqa: E402
 from agentq.runtime.caches import solution_for  # noqa: E402
 from agentq.runtime.redis_server import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
-from agentq.store.state import dumps, now_iso, record_digest  # noqa: E402
+from agentq.store.state import dumps, entry, now_iso, record_digest  # noqa: E402
 
 
 class Clock:
@@ -74,8 +74,8 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
         task_args = (job_id, record.id, record.to_dict())  # what the task carries, decoded from JSON
         with clock("task's record read back (call_pointer)"):
             pointer = call_pointer(task_args, {})
-        assert pointer is not None and pointer[2] is not None
-        _, call_id, carried = pointer
+        assert pointer is not None and pointer.record is not None
+        call_id, carried = pointer.call_id, pointer.record
         with clock("record digest (SHA-1 of its JSON)"):
             digest = record_digest(carried)
         with clock("validate_call (second validation)"):
@@ -86,7 +86,7 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
                                         source="agentq", locale="en", display=None)
             ahead = [CallStarted(job_id=job_id, call_id=call_id, tool="noop", attempt=1, part=request)]
         with clock("  (their JSON, in the claim's arguments)"):
-            [dumps(started.to_dict()), *(dumps(e.to_dict()) for e in ahead)]
+            [entry(started, job_id), *(entry(e, job_id) for e in ahead)]
         token = uuid.uuid4().hex
         with clock("claim: one EVALSHA round trip"):
             claim = store.claim(job_id, call_id, token=token, lease_ms=30_000, job_started=started, record=carried,
@@ -104,7 +104,7 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
             done = CallFinished(job_id=job_id, call_id=call_id, tool="noop", status="done", duration_ms=0.1,
                                 part=part)
         with clock("  (its JSON and the messages', in the commit's arguments)"):
-            [dumps(done.to_dict()), *(dumps(m) for m in messages)]
+            [entry(done, job_id), *(dumps(m) for m in messages)]
         with clock("commit: one EVALSHA round trip"):
             commit = store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
                                   events=[done])
