@@ -51,7 +51,7 @@ from agentq.runtime.outages import PatientStore
 from agentq.runtime.routing import Routing
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
-from agentq.store.base import Store
+from agentq.store.base import FinishInputs, Store
 from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, SettleOutcome, now_iso, record_digest
 
 log = logging.getLogger("agentq.executor")
@@ -508,7 +508,7 @@ class Executor:
         if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
                 and not commit.ticking:
             if commit.kind is JobKind.PLAN:
-                self.finish(job_id)
+                self.finish(job_id, inputs=commit.finish_inputs)
             else:
                 self.advance(job_id)
 
@@ -559,10 +559,10 @@ class Executor:
             raise _Failure("ResultTooLarge", f"the activity's result is {size} bytes of JSON; the limit is "
                            f"{self.max_result_bytes} (AGENTQ_MAX_RESULT_BYTES)", retryable=False)
 
-    def finish(self, job_id: str, *, error: dict | None = None) -> bool:
+    def finish(self, job_id: str, *, error: dict | None = None, inputs: FinishInputs | None = None) -> bool:
         """Give a job its final status and record (idempotent); a module's child job then resumes the call
-        it ran for."""
-        finalized = finalize_job(self.store, job_id, source=self.source, error=error)
+        it ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
+        finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
         parent = finalized.info.parent
         if finalized.ended and parent:
             self._relay(job_id)

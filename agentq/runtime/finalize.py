@@ -9,7 +9,7 @@ from agentq.protocol.events import activity_part, error_part
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
-from agentq.store.base import Store
+from agentq.store.base import FinishInputs, Store
 from agentq.store.records import build_job_record
 from agentq.store.state import now_iso
 
@@ -23,14 +23,16 @@ class Finalized:
     record: JobRecord
 
 
-def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None) -> Finalized:
+def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None,
+                 inputs: FinishInputs | None = None) -> Finalized:
     """Give a job whose awaited calls all finished its final status and record (idempotent).
 
     Used after the commit of a job's last awaited call, when an agent job's model gave its final output (or
     ran out of ticks), and at submission for a plan job that awaits no call at all (no calls, or only
     fire-and-forget ones), which no commit would ever finalize. A plan job fails when an awaited call failed
-    and no `||` branch took the failure; an agent job's failed calls were its model's to handle."""
-    info, log_messages, statuses = store.finish_inputs(job_id)
+    and no `||` branch took the failure; an agent job's failed calls were its model's to handle. `inputs` is
+    what finalizing reads when the caller has it already (the reply of the commit of the job's last call)."""
+    info, log_messages, statuses = inputs if inputs is not None else store.finish_inputs(job_id)
     failed: list[str] = []
     if info.kind is JobKind.PLAN:
         failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]

@@ -18,9 +18,19 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.state import CallTable, Claim, ClaimOutcome, Commit, CommitOutcome, Settle, SettleOutcome
+from agentq.store.state import (
+    CallTable,
+    Claim,
+    ClaimOutcome,
+    Commit,
+    CommitOutcome,
+    FinishInputs,
+    Settle,
+    SettleOutcome,
+)
 
-__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Settle", "SettleOutcome", "Store"]
+__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "FinishInputs", "Settle", "SettleOutcome",
+           "Store"]
 
 
 class Store(Protocol):
@@ -79,7 +89,7 @@ class Store(Protocol):
 
     def call_records(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallRecord]: ...
 
-    def finish_inputs(self, job_id: str) -> tuple[JobInfo, list[dict], dict[str, CallStatus]]: ...
+    def finish_inputs(self, job_id: str) -> FinishInputs: ...
 
     def dependents(self, job_id: str, call_id: str) -> list[str]: ...
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentq.errors import JobNotFoundError
 from agentq.protocol.envelopes import Envelope
@@ -85,6 +85,14 @@ class Claim:
     lost: int = 0  # attempts of this call lost so far: their process died before they ended (see claim.lua)
 
 
+class FinishInputs(NamedTuple):
+    """What finalizing a job reads (`StateStore.finish_inputs`), in one round trip or in a commit's reply."""
+
+    info: JobInfo
+    log: list[dict]
+    statuses: dict[str, CallStatus]
+
+
 class CommitOutcome(StrEnum):
     COMMITTED = "committed"
     DUPLICATE = "duplicate"  # the call was committed already (a redelivered task)
@@ -101,6 +109,7 @@ class Commit:
     released: list[CallRecord] = field(default_factory=list)
     ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
     kind: JobKind | None = None  # the job's kind (COMMITTED)
+    finish_inputs: FinishInputs | None = None  # the last awaited call of a plan job: what finalizing it reads
 
 
 class SettleOutcome(StrEnum):
@@ -352,13 +361,24 @@ class StateStore:
         return self._committed(job_id, reply)
 
     def _committed(self, job_id: str, reply: list) -> Commit:
-        """The `Commit` of a commit.lua / settle.lua reply `{'committed', open, job status, ticking, kind,
-        released records...}`."""
+        """The `Commit` of a commit.lua / settle.lua reply: `{'committed', open, job status, ticking, kind, n,
+        n released records, [what finalizing a plan job reads: m, m job fields and values, k, k log messages,
+        call statuses' fields and values]}`."""
         if reply[2] == JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
             self._may_hold_approvals(job_id)
+        released_end = 6 + int(reply[5])
+        inputs = None
+        if len(reply) > released_end:
+            job_end = released_end + 1 + int(reply[released_end])
+            log_end = job_end + 1 + int(reply[job_end])
+            fields, statuses = reply[released_end + 1:job_end], reply[log_end:]
+            inputs = FinishInputs(decode_job(dict(zip(fields[::2], fields[1::2], strict=True))),
+                                  [json.loads(m) for m in reply[job_end + 1:log_end]],
+                                  {k: CallStatus(v) for k, v in zip(statuses[::2], statuses[1::2], strict=True)})
         return Commit(CommitOutcome.COMMITTED, open_calls=int(reply[1]), job_status=JobStatus(reply[2]),
                       ticking=reply[3] == "1", kind=JobKind(reply[4]),
-                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[5:]])
+                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[6:released_end]],
+                      finish_inputs=inputs)
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
@@ -654,7 +674,7 @@ class StateStore:
         values = self.redis.hmget(calls, list(call_ids))
         return {k: CallRecord.from_dict(json.loads(v)) for k, v in zip(call_ids, values, strict=True) if v is not None}
 
-    def finish_inputs(self, job_id: str) -> tuple[JobInfo, list[dict], dict[str, CallStatus]]:
+    def finish_inputs(self, job_id: str) -> FinishInputs:
         """(job, log, call statuses) in one round trip: what finalizing a job reads."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)
@@ -664,8 +684,8 @@ class StateStore:
         fields, log, statuses = pipe.execute()
         if not fields:
             raise _not_found(job_id)
-        return (decode_job(fields), [json.loads(m) for m in log],
-                {k: CallStatus(v) for k, v in statuses.items()})
+        return FinishInputs(decode_job(fields), [json.loads(m) for m in log],
+                            {k: CallStatus(v) for k, v in statuses.items()})
 
     def dependents(self, job_id: str, call_id: str) -> list[str]:
         """The calls that wait on `call_id`."""

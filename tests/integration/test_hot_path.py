@@ -111,6 +111,30 @@ def test_a_single_call_job_costs_its_client_three_round_trips(harness):
         assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"], ["BLMOVE"], ["HMGET"]]
 
 
+def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempotent(harness):
+    """Claim, commit, finalize: the commit of a plan job's last awaited call brings back what finalizing reads
+    (no read of the job, its log or its statuses of their own). An idempotent activity's call settles in one
+    step: settle, finalize."""
+    from tests.redis_trips import RoundTrips
+
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    harness.tool("noop_i", params={"i": {"type": "integer"}})
+    harness.activities.register("noop", lambda call: call["i"])
+    harness.activities.register("noop_i", lambda call: call["i"], idempotent=True)
+    worker = _worker(harness)
+    client = harness.client()
+    for tool, scripts in (("noop", ["claim", "commit", "finalize"]), ("noop_i", ["settle", "finalize"])):
+        job = {"calls": [{"_tool": tool, "i": 7, "_outputPath": "†state.r"}]}
+        assert client.submit(job).result(timeout=TIMEOUT)["state"] == {"r": 7}  # the worker has the tool now
+        commands = StoreCommands(worker.runtime.store)
+        trips = RoundTrips(worker.runtime.store.redis)
+        assert client.submit(job).result(timeout=TIMEOUT)["state"] == {"r": 7}
+        requests = trips.take()
+        assert not [r for r in requests if "HGETALL" in r or "LRANGE" in r], requests
+        ran = [name.removeprefix("EVALSHA ") for name in commands.take().elements() if name.startswith("EVALSHA")]
+        assert sorted(ran) == sorted(scripts)
+
+
 def test_start_events_rendered_ahead_from_a_record_that_is_not_the_stored_one_are_not_published(harness):
     """A call that reads nothing is not validated again before its claim (it was when it was written); the
     claim publishes the start events rendered ahead only when the task's record is the stored one. A forged

@@ -31,6 +31,7 @@ from agentq.store.state import (
     ClaimOutcome,
     Commit,
     CommitOutcome,
+    FinishInputs,
     decode_job,
     dumps,
     known_view,
@@ -317,8 +318,11 @@ class MemoryStore:
             if record["awaited"]:
                 open_calls -= 1
                 state.job["open"] = str(open_calls)
+            kind, ticking = JobKind(state.job["kind"]), state.job.get("ticking") == "1"
+            last = open_calls <= 0 and kind is JobKind.PLAN and JobStatus(job_status).is_active and not ticking
             return Commit(CommitOutcome.COMMITTED, open_calls=open_calls, job_status=JobStatus(job_status),
-                          kind=JobKind(state.job["kind"]), released=released)
+                          kind=kind, released=released, ticking=ticking,
+                          finish_inputs=self.finish_inputs(job_id) if last else None)
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         """retry.lua."""
@@ -429,13 +433,14 @@ class MemoryStore:
         wanted = list(calls) if call_ids is None else [c for c in call_ids if c in calls]
         return {c: CallRecord.from_dict(json.loads(calls[c])) for c in wanted}
 
-    def finish_inputs(self, job_id: str) -> tuple[JobInfo, list[dict], dict[str, CallStatus]]:
+    def finish_inputs(self, job_id: str) -> FinishInputs:
         with self._changed:
             state = self._get(job_id)
             if state is None or not state.job:
                 raise _not_found(job_id)
             fields, log, statuses = dict(state.job), list(state.log), dict(state.status)
-        return decode_job(fields), [json.loads(m) for m in log], {k: CallStatus(v) for k, v in statuses.items()}
+        return FinishInputs(decode_job(fields), [json.loads(m) for m in log],
+                            {k: CallStatus(v) for k, v in statuses.items()})
 
     def dependents(self, job_id: str, call_id: str) -> list[str]:
         with self._changed:

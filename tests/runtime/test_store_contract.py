@@ -309,6 +309,11 @@ def test_commit_appends_releases_dependents_and_counts_open_calls(backend: Backe
     last = store.commit(plan.id, ids["second"], token="s", status=CallStatus.FAILED)
     assert (last.open_calls, last.job_status, last.released) == (0, JobStatus.RUNNING, [])
     assert store.job_info(plan.id).open_calls == 0
+    # only the last awaited call's commit brings what finalizing the plan job reads, as finish_inputs reads it
+    assert (bg.finish_inputs, commit.finish_inputs) == (None, None)
+    assert last.finish_inputs == store.finish_inputs(plan.id)
+    assert last.finish_inputs is not None and last.finish_inputs.statuses[ids["second"]] is CallStatus.FAILED
+    assert len(last.finish_inputs.log) == 3
 
 
 def test_commit_of_a_call_that_is_not_running_is_a_duplicate(backend: Backend):

@@ -8,7 +8,9 @@
 -- gets `"_afterCancel": true` and each event `"after_cancel": true` (both are JSON objects: the field is
 -- inserted before their closing brace).
 -- Returns {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
---          record of each released call...}
+--          number of released calls n, record of each released call..., then, when this was the last awaited
+--          call of an active plan job with no tick in flight: the job hash's field count m, its m fields and
+--          values, the log's length k, its k messages, the call statuses' fields and values}
 --      or {'duplicate', status} when this call was already committed (a redelivered task)
 --      or {'superseded'} when another attempt took the call over after this one's lease expired
 local call_id = ARGV[1]
@@ -57,7 +59,19 @@ if record.awaited then
 else
   open = tonumber(redis.call('HGET', KEYS[1], 'open'))
 end
-local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0',
-                redis.call('HGET', KEYS[1], 'kind')}
+local kind = redis.call('HGET', KEYS[1], 'kind')
+local ticking = redis.call('HGET', KEYS[1], 'ticking') or '0'
+local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
 for _, r in ipairs(released) do table.insert(result, r) end
+if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
+  -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
+  -- call statuses) sent in this reply instead of a round trip of its own
+  local job = redis.call('HGETALL', KEYS[1])
+  table.insert(result, tostring(#job))
+  for _, v in ipairs(job) do table.insert(result, v) end
+  local log = redis.call('LRANGE', KEYS[2], 0, -1)
+  table.insert(result, tostring(#log))
+  for _, v in ipairs(log) do table.insert(result, v) end
+  for _, v in ipairs(redis.call('HGETALL', KEYS[4])) do table.insert(result, v) end
+end
 return result

@@ -6,8 +6,8 @@
 -- ARGV: call_id, SHA-1 of the caller's record, tool name, SHA-1 of the caller's tool, now (ISO), job-started
 --       envelope JSON ('!': none, the caller takes the job for started), final status, number of messages n,
 --       then n message JSONs, then the event envelope JSONs (start events, then the finish event)
--- Returns what commit.lua returns ({'committed', open awaited calls, job status, ticking, job kind, record of
--- each released call...}), or, writing nothing:
+-- Returns what commit.lua returns ({'committed', open awaited calls, job status, ticking, job kind, released
+-- calls..., and what finalizing a plan job reads when this was its last awaited call}), or, writing nothing:
 --      {'other'}: not the first attempt of a ready call of an active job, or not the stored record (the caller
 --                 takes the usual path: claim, then commit),
 --      {'stale_tool', stored tool JSON}: the caller's tool is not the job's (it renders its events again),
@@ -68,7 +68,19 @@ if record.awaited then
 else
   open = tonumber(redis.call('HGET', KEYS[1], 'open'))
 end
-local result = {'committed', tostring(open), job_status, redis.call('HGET', KEYS[1], 'ticking') or '0',
-                redis.call('HGET', KEYS[1], 'kind')}
+local kind = redis.call('HGET', KEYS[1], 'kind')
+local ticking = redis.call('HGET', KEYS[1], 'ticking') or '0'
+local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
 for _, r in ipairs(released) do table.insert(result, r) end
+if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
+  -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
+  -- call statuses) sent in this reply instead of a round trip of its own
+  local job = redis.call('HGETALL', KEYS[1])
+  table.insert(result, tostring(#job))
+  for _, v in ipairs(job) do table.insert(result, v) end
+  local log = redis.call('LRANGE', KEYS[7], 0, -1)
+  table.insert(result, tostring(#log))
+  for _, v in ipairs(log) do table.insert(result, v) end
+  for _, v in ipairs(redis.call('HGETALL', KEYS[3])) do table.insert(result, v) end
+end
 return result
