@@ -68,14 +68,14 @@ class JobHandle:
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             wait = 1.0 if remaining is None else max(0.0, min(1.0, remaining))
-            if store.wait_finished(self.id, wait) is not None:
-                break
+            record = store.wait_record(self.id, wait)
+            if record is not None:
+                return record.to_dict()
             status = store.job_status(self.id)
             if status.is_final:
-                break
+                return store.record(self.id).to_dict()
             if deadline is not None and deadline - time.monotonic() <= 0:
                 raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {status.value})")
-        return store.record(self.id).to_dict()
 
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
         """Events in order from `after`; with `follow`, until the job's final event. Parts are stripped of

@@ -121,11 +121,20 @@ class Dispatcher:
             self.app.control.revoke([task_id(job_id, c) for c in call_ids])
 
 
+PUBLISH_BATCH_OPERATIONS = 64
+"""Transport operations per publish batch: with a Redis broker a task is two (its LPUSH, and the PUBLISH of
+its `task-sent` event), so a batch is about 32 tasks. Small enough that workers start on the first tasks of a
+large submission while the rest are still being built; large enough that the round trips do not count."""
+
+
 def _publish_batch(producer: Any, count: int) -> Any:
-    """Several tasks go out as one batch where the transport batches publishes (Redis: one pipeline, one
-    round trip); kombu publishes them one by one elsewhere, and so do kombu versions without batches."""
+    """Several tasks go out in batches where the transport batches publishes (Redis: a pipeline, one round
+    trip, per `PUBLISH_BATCH_OPERATIONS`); kombu publishes them one by one elsewhere, and so do kombu versions
+    without batches."""
     batch = getattr(producer, "batch", None)
-    return batch() if count > 1 and batch is not None else contextlib.nullcontext()
+    if count > 1 and batch is not None:
+        return batch(max_size=PUBLISH_BATCH_OPERATIONS)
+    return contextlib.nullcontext()
 
 
 def task_id(job_id: str, call_id: str) -> str:

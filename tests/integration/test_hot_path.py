@@ -92,9 +92,9 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
     assert counts["XADD"] == 5
 
 
-def test_a_single_call_job_costs_its_client_three_round_trips(harness):
+def test_a_single_call_job_costs_its_client_two_round_trips(harness):
     """Submit and wait for a one-call job: the job's script with its listing (one pipeline), the wait for its
-    end signal, the saved record. What the fleet published and announced was read by an earlier submission
+    end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait returns). What the fleet published and announced was read by an earlier submission
     (once per heartbeat, see `JobService.fleet`), and the task goes to the broker, not the state store."""
     from tests.redis_trips import RoundTrips
 
@@ -108,7 +108,8 @@ def test_a_single_call_job_costs_its_client_three_round_trips(harness):
     for _ in range(3):
         record = client.submit(job).result(timeout=TIMEOUT)
         assert record["status"] == "succeeded" and record["state"] == {"r": 7}
-        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"], ["BLMOVE"], ["HMGET"]]
+        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"],
+                                ["BLMOVE", "HMGET"]]
 
 
 def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempotent(harness):
@@ -244,8 +245,9 @@ def test_a_job_id_used_again_gets_its_own_tool_not_a_copy_cached_for_the_old_job
         assert [e["part"]["display_info"]["friendly_name"] for e in started] == [name] * 3
 
 
-def test_the_ready_calls_of_a_submission_are_published_in_one_pipeline(harness, monkeypatch):
-    """Celery publishes a task per round trip; agentq sends a job's ready calls as one kombu publish batch."""
+def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harness, monkeypatch):
+    """Celery publishes a task per round trip; agentq sends a job's ready calls in kombu publish batches of
+    about 32 tasks (workers start on the first while the rest are built)."""
     import redis.client
 
     batches: list[list[str]] = []
@@ -258,8 +260,9 @@ def test_the_ready_calls_of_a_submission_are_published_in_one_pipeline(harness, 
     monkeypatch.setattr(redis.client.Pipeline, "execute", counting_execute)
     harness.tool("noop", params={"i": {"type": "integer"}})
     client = harness.client(tools=harness.tools)  # no worker: the tasks stay queued; the client knows the tool
-    client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(20)]})
+    client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(100)]})
     publishes = [batch for batch in batches if "LPUSH" in batch]
-    assert [batch.count("LPUSH") for batch in publishes] == [20]
-    # the tasks' `task-sent` events (AGENTQ_TASK_EVENTS) travel in the same round trip
-    assert publishes[0].count("PUBLISH") == 20 and set(publishes[0]) == {"LPUSH", "PUBLISH"}
+    assert [batch.count("LPUSH") for batch in publishes] == [32, 32, 32, 4]
+    # the tasks' `task-sent` events (AGENTQ_TASK_EVENTS) travel in the same round trips
+    assert [batch.count("PUBLISH") for batch in publishes] == [32, 32, 32, 4]
+    assert all(set(batch) == {"LPUSH", "PUBLISH"} for batch in publishes)
