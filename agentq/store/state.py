@@ -980,9 +980,19 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
 
 
 def _lua(name: str) -> str:
-    """A store script with the status preamble (`agentq.protocol.status.lua_preamble`) in front."""
-    body = resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
-    return lua_preamble() + body
+    """A store script with the status preamble (`agentq.protocol.status.lua_preamble`) in front, and each line
+    `--#include <fragment>` replaced by `lua/<fragment>.lua` (functions several scripts share)."""
+    body = _lua_file(name)
+    lines = [_lua_file(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
+             for line in body.splitlines(keepends=True)]
+    return lua_preamble() + "".join(lines)
+
+
+_INCLUDE = "--#include "
+
+
+def _lua_file(name: str) -> str:
+    return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
 def _not_found(job_id: str) -> JobNotFoundError:

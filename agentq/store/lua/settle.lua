@@ -12,6 +12,7 @@
 --                 takes the usual path: claim, then commit),
 --      {'stale_tool', stored tool JSON}: the caller's tool is not the job's (it renders its events again),
 --      {'unstarted'}: the caller passed '!' but the job has not started.
+--#include _committed
 local call_id = ARGV[1]
 if redis.call('HGET', KEYS[3], call_id) ~= CALL.READY then return {'other'} end
 local job_status = redis.call('HGET', KEYS[1], 'status')
@@ -45,42 +46,8 @@ if n > 0 and redis.call('PTTL', KEYS[7]) == -1 then redis.call('PEXPIREAT', KEYS
 redis.call('HSET', KEYS[3], call_id, ARGV[7])
 for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
-local record = cjson.decode(stored)
-local released = {}
-local dependents = redis.call('HGET', KEYS[9], call_id)
-for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
-  local left = redis.call('HINCRBY', KEYS[8], dependent, -1)
-  if left <= 0 and redis.call('HGET', KEYS[3], dependent) == CALL.PENDING then
-    if redis.call('HEXISTS', KEYS[10], dependent) == 1 then
-      redis.call('HSET', KEYS[3], dependent, CALL.AWAITING_APPROVAL)
-      redis.call('HINCRBY', KEYS[1], 'awaiting', 1)
-      redis.call('HSET', KEYS[1], 'status', JOB.AWAITING_APPROVAL)
-      job_status = JOB.AWAITING_APPROVAL
-    else
-      redis.call('HSET', KEYS[3], dependent, CALL.READY)
-      table.insert(released, redis.call('HGET', KEYS[2], dependent))
-    end
-  end
-end
-local open
-if record.awaited then
-  open = redis.call('HINCRBY', KEYS[1], 'open', -1)
-else
-  open = tonumber(redis.call('HGET', KEYS[1], 'open'))
-end
-local kind = redis.call('HGET', KEYS[1], 'kind')
-local ticking = redis.call('HGET', KEYS[1], 'ticking') or '0'
-local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
-for _, r in ipairs(released) do table.insert(result, r) end
-if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
-  -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
-  -- call statuses) sent in this reply instead of a round trip of its own
-  local job = redis.call('HGETALL', KEYS[1])
-  table.insert(result, tostring(#job))
-  for _, v in ipairs(job) do table.insert(result, v) end
-  local log = redis.call('LRANGE', KEYS[7], 0, -1)
-  table.insert(result, tostring(#log))
-  for _, v in ipairs(log) do table.insert(result, v) end
-  for _, v in ipairs(redis.call('HGETALL', KEYS[3])) do table.insert(result, v) end
-end
-return result
+local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
+           dependents = KEYS[9], approval = KEYS[10]}
+local released
+released, job_status = release_dependents(k, call_id, job_status)
+return committed_reply(k, cjson.decode(stored), job_status, released)

@@ -1,0 +1,57 @@
+-- What follows the write of a call's outcome, shared by commit.lua and settle.lua (included by `--#include
+-- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval.
+
+-- Decrement the waiting counts of the call's dependents; each that waits on nothing more becomes ready (its
+-- record returned), awaiting_approval when it needs a reviewer (the job too), or canceled in a canceled job.
+-- Returns the released records and the job's status after it.
+local function release_dependents(k, call_id, job_status)
+  local released = {}
+  local dependents = redis.call('HGET', k.dependents, call_id)
+  for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
+    local left = redis.call('HINCRBY', k.waiting, dependent, -1)
+    if left <= 0 and redis.call('HGET', k.status, dependent) == CALL.PENDING then
+      if job_status == JOB.CANCELED then
+        redis.call('HSET', k.status, dependent, CALL.CANCELED)
+      elseif redis.call('HEXISTS', k.approval, dependent) == 1 then
+        redis.call('HSET', k.status, dependent, CALL.AWAITING_APPROVAL)
+        redis.call('HINCRBY', k.job, 'awaiting', 1)
+        redis.call('HSET', k.job, 'status', JOB.AWAITING_APPROVAL)
+        job_status = JOB.AWAITING_APPROVAL
+      else
+        redis.call('HSET', k.status, dependent, CALL.READY)
+        table.insert(released, redis.call('HGET', k.calls, dependent))
+      end
+    end
+  end
+  return released, job_status
+end
+
+-- Count the call out of the job's open awaited calls (if it was awaited) and build the reply:
+-- {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
+--  number of released calls n, record of each released call..., then, when this was the last awaited call of an
+--  active plan job with no tick in flight: the job hash's field count m, its m fields and values, the log's
+--  length k, its k messages, the call statuses' fields and values}
+local function committed_reply(k, record, job_status, released)
+  local open
+  if record.awaited then
+    open = redis.call('HINCRBY', k.job, 'open', -1)
+  else
+    open = tonumber(redis.call('HGET', k.job, 'open'))
+  end
+  local kind = redis.call('HGET', k.job, 'kind')
+  local ticking = redis.call('HGET', k.job, 'ticking') or '0'
+  local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
+  for _, r in ipairs(released) do table.insert(result, r) end
+  if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
+    -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
+    -- call statuses) sent in this reply instead of a round trip of its own
+    local job = redis.call('HGETALL', k.job)
+    table.insert(result, tostring(#job))
+    for _, v in ipairs(job) do table.insert(result, v) end
+    local log = redis.call('LRANGE', k.log, 0, -1)
+    table.insert(result, tostring(#log))
+    for _, v in ipairs(log) do table.insert(result, v) end
+    for _, v in ipairs(redis.call('HGETALL', k.status)) do table.insert(result, v) end
+  end
+  return result
+end
