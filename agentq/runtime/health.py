@@ -8,6 +8,7 @@ expires. The heartbeat runs in the worker's main process, so a hung or dead main
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -18,6 +19,17 @@ from agentq.store.boundary import redact_url
 from agentq.store.state import WorkerBeat
 
 ROLES = ("any", "worker", "dispatcher")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with that pid runs (one we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from agentq.errors import AgentQError
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.status import JOB_FINAL
+from agentq.runtime.health import pid_alive
 from agentq.runtime.routing import ACTIVITY_TASK_PREFIX
 from agentq.settings import Settings
 
@@ -191,16 +192,6 @@ def _pid_of(path: Path) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def _folder_lock(base: Path, *, exclusive: bool) -> Iterator[None]:
     """Readers of the metrics folders (shared) against folding (exclusive): a scrape never sees a file both
@@ -227,7 +218,7 @@ def fold_dead_processes(folder: Path) -> int:
     kind (`counter_archive.db`, ...), so their counts stay in the totals; gauge files of dead processes are
     removed. Returns how many files were folded or removed."""
     with _folder_lock(folder.parent, exclusive=True):
-        dead = [path for path in folder.glob("*.db") if (pid := _pid_of(path)) is not None and not _alive(pid)]
+        dead = [path for path in folder.glob("*.db") if (pid := _pid_of(path)) is not None and not pid_alive(pid)]
         by_kind: dict[str, list[Path]] = {}
         for path in dead:
             kind = path.name.split("_", 1)[0]

@@ -28,24 +28,41 @@ _KOMBU_REDIS = "kombu.transport.redis:Transport"
 def install() -> None:
     """Make `redis://` and `rediss://` URLs use this transport in this process (idempotent; an alias another
     part of the process set to something else than kombu's own transport is left alone)."""
+    for scheme in ("redis", "rediss"):
+        use_transport(scheme, kombu_default=_KOMBU_REDIS, ours=TRANSPORT)
+
+
+def use_transport(scheme: str, *, kombu_default: str, ours: str) -> None:
+    """Alias `scheme` to the transport `ours`, unless something other than kombu's `kombu_default` holds it."""
     import kombu.transport
 
-    for scheme in ("redis", "rediss"):
-        if kombu.transport.TRANSPORT_ALIASES.get(scheme) in (_KOMBU_REDIS, TRANSPORT):
-            kombu.transport.TRANSPORT_ALIASES[scheme] = TRANSPORT
-            # a class kombu resolved for the scheme before is cached: resolve it again
-            getattr(kombu.transport, "_transport_cache", {}).pop(scheme, None)
+    if kombu.transport.TRANSPORT_ALIASES.get(scheme) in (kombu_default, ours):
+        kombu.transport.TRANSPORT_ALIASES[scheme] = ours
+        # a class kombu resolved for the scheme before is cached: resolve it again
+        getattr(kombu.transport, "_transport_cache", {}).pop(scheme, None)
 
 
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class RemembersConnection:
+    """A kombu Redis channel that remembers the kombu Connection it was opened for and gives it back to its
+    transport when a lost connection made the transport forget it (see the module's docstring)."""
+
+    connection: Any
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._opened_for = self.connection.client  # the kombu Connection this channel's transport served
 
-    def _connparams(self, asynchronous: bool = False) -> Any:
+    def _restore_connection(self) -> None:
         if self.connection.client is None and self._opened_for is not None:
             self.connection.client = self._opened_for  # collected after a lost connection: as it was opened
-        return super()._connparams(asynchronous)
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        self._restore_connection()
+        return super()._connparams(asynchronous)  # type: ignore[misc]
+
+
+class Channel(RemembersConnection, kombu_redis.Channel):  # type: ignore[misc]
+    pass
 
 
 class Transport(kombu_redis.Transport):  # type: ignore[misc]

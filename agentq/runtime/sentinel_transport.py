@@ -20,6 +20,8 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
+from agentq.runtime.redis_transport import RemembersConnection, use_transport
+
 TRANSPORT = "agentq.runtime.sentinel_transport:SentinelTransport"
 _KOMBU_SENTINEL = "kombu.transport.redis:SentinelTransport"
 
@@ -27,27 +29,12 @@ _KOMBU_SENTINEL = "kombu.transport.redis:SentinelTransport"
 def install() -> None:
     """Make `sentinel://` URLs use this transport in this process (idempotent; an alias another part of the
     process set to something else than kombu's own transport is left alone)."""
-    import kombu.transport
-
-    if kombu.transport.TRANSPORT_ALIASES.get("sentinel") in (_KOMBU_SENTINEL, TRANSPORT):
-        kombu.transport.TRANSPORT_ALIASES["sentinel"] = TRANSPORT
-        # a class kombu resolved for the scheme before is cached: resolve it again
-        getattr(kombu.transport, "_transport_cache", {}).pop("sentinel", None)
+    use_transport("sentinel", kombu_default=_KOMBU_SENTINEL, ours=TRANSPORT)
 
 
-class SentinelChannel(kombu_redis.SentinelChannel):  # type: ignore[misc]
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._opened_for = self.connection.client  # the kombu Connection this channel's transport served
-
-    def _connparams(self, asynchronous: bool = False) -> Any:
-        if self.connection.client is None and self._opened_for is not None:
-            self.connection.client = self._opened_for  # collected after a lost connection: as it was opened
-        return super()._connparams(asynchronous)
-
+class SentinelChannel(RemembersConnection, kombu_redis.SentinelChannel):  # type: ignore[misc]
     def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
-        if self.connection.client is None and self._opened_for is not None:
-            self.connection.client = self._opened_for  # the sentinels are read from the connection's URLs
+        self._restore_connection()  # the sentinels are read from the connection's URLs
         return super()._sentinel_managed_pool(asynchronous)
 
 

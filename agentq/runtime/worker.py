@@ -24,6 +24,7 @@ from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.app import Runtime
 from agentq.runtime.broker import refuse_cluster_broker
+from agentq.runtime.health import pid_alive
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -274,19 +275,9 @@ def refuse_duplicate_node(runtime: Runtime, node: str) -> None:
     here = socket.gethostname()
     for other in runtime.store.live_workers():
         pid = other.get("pid")
-        if other.get("node") == node and other.get("hostname") == here and isinstance(pid, int) and _alive(pid):
+        if other.get("node") == node and other.get("hostname") == here and isinstance(pid, int) and pid_alive(pid):
             raise ConfigurationError(f"a worker named {node} runs on this host already (pid {pid}); give this one "
                                      f"its own name, e.g. --hostname {node.split('@')[0]}-2@%h")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
