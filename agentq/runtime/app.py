@@ -102,9 +102,10 @@ class Dispatcher:
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         with self.app.producer_or_acquire() as producer, _publish_batch(producer, len(records)):
             for record in records:
-                args: list[Any] = [job_id, record.id, record.to_dict()]
+                body = record.to_dict()
+                args: list[Any] = [job_id, record.id, body]
                 if self.signer is not None:
-                    args.append(self.signer.sign(job_id, record.id, record_digest(record)))
+                    args.append(self.signer.sign(job_id, record.id, record_digest(body)))
                 self.app.send_task(
                     record.task, args=args,
                     argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",

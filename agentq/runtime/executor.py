@@ -167,12 +167,17 @@ class Executor:
         """Claim the call; when it needs the log, bring this process's copy of the log up to date.
 
         When the task carries the call's record, the call reads nothing from the log and this process has
-        the job's tool already, the call is validated now and its start events (thought, call.started) are
-        published by the claim itself: one round trip instead of two (the claim publishes them only if the
-        record is the stored one). Returns (claim, index, whether the start events were published)."""
+        a copy of its tool, the first attempt's start events (thought, call.started) are rendered now and
+        published by the claim itself: one round trip instead of two. The claim publishes them only when the
+        task's record and the tool are the stored ones, so they are not validated again: every stored record
+        was validated against its job's tool when it was written (submission, an agent's solution, a
+        reviewer's edit), and a record that reads nothing has no reference left to resolve. Any other record
+        is validated after the claim (`_resolve`). Returns (claim, index, whether the start events were
+        published)."""
         cached = self._tool_copy(job_id, record.tool) if record is not None else None
         needs_log = record is None or record.needs_log
-        ahead = self._start_ahead(job_id, call_id, record, cached[0]) if record and cached and not needs_log else []
+        ahead = (self._start_events(job_id, call_id, record, cached[0], record.call, attempt=1)
+                 if record and cached and not needs_log else [])
         offset = self.logs.offset(job_id) if needs_log else -1
         def claim_once() -> Claim:
             started = self._job_started(job_id, record)
@@ -205,14 +210,6 @@ class Executor:
         except StaleCache:  # another thread evicted or rebuilt the job's index meanwhile
             self.logs.forget(job_id)
             return claim, self.logs.extend(job_id, 0, self.store.read_log(job_id)), False
-
-    def _start_ahead(self, job_id: str, call_id: str, record: CallRecord, tool: dict) -> list[Envelope]:
-        """The first attempt's start events of a call that reads nothing, rendered before its claim for the
-        claim to publish. Not validated again: the claim publishes them only when the task's record and this
-        process's tool are the stored ones, and every stored record was validated against its job's tool when
-        it was written (submission, an agent's solution, a reviewer's edit); a record that reads nothing has no
-        reference left to resolve. Any other record is validated after the claim (`_resolve`)."""
-        return self._start_events(job_id, call_id, record, tool, record.call, attempt=1)
 
     def _tool_copy(self, job_id: str, name: str) -> tuple[dict, str] | None:
         """(schema, SHA-1) of this process's copy of a job's tool: the job's own, else the last one received of

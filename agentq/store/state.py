@@ -48,9 +48,11 @@ def entry(envelope: Envelope, job_id: str) -> str:
     return pack(envelope.to_dict(), job_id)
 
 
-def record_digest(record: CallRecord) -> str:
-    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with)."""
-    return hashlib.sha1(dumps(record.to_dict()).encode()).hexdigest()
+def record_digest(record: CallRecord | dict) -> str:
+    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with); `record` may be
+    the record's `to_dict()` already."""
+    body = record if isinstance(record, dict) else record.to_dict()
+    return hashlib.sha1(dumps(body).encode()).hexdigest()
 
 
 def now_iso() -> str:
@@ -674,9 +676,7 @@ class StateStore:
         ended, (status, saved) = pipe.execute()
         if ended is None:
             return None
-        if saved and status is not None and JobStatus(status).is_final and status != JobStatus.CANCELED:
-            return JobRecord.from_dict(json.loads(saved))
-        return self.record(job_id)
+        return _saved_record(status, saved) or self.record(job_id)
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
@@ -719,8 +719,9 @@ class StateStore:
         status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
         if status is None:
             raise _not_found(job_id)
-        if saved and JobStatus(status).is_final and status != JobStatus.CANCELED:
-            return JobRecord.from_dict(json.loads(saved))
+        record = _saved_record(status, saved)
+        if record is not None:
+            return record
         info = self.job_info(job_id)
         if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
             return info.record
@@ -993,6 +994,14 @@ _INCLUDE = "--#include "
 
 def _lua_file(name: str) -> str:
     return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _saved_record(status: str | None, saved: str | None) -> JobRecord | None:
+    """The record saved when the job ended, if it stands: a canceled job's is computed anew (a call that was
+    running at the cancel may still write its outcome)."""
+    if saved and status is not None and JobStatus(status).is_final and status != JobStatus.CANCELED:
+        return JobRecord.from_dict(json.loads(saved))
+    return None
 
 
 def _not_found(job_id: str) -> JobNotFoundError:
