@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -77,6 +79,35 @@ def parse_raw(path: Path) -> list[tuple[list[str], int]]:
     return stacks
 
 
+@contextmanager
+def bench_worker(server: RedisServer, calls: int, out: Path, **env: str) -> Iterator[tuple[WorkerProcess, AgentQ]]:
+    """An `agentq worker -m bench_activities --pool prefork --concurrency 2` on the private Redis (its log in
+    `out`, `env` added to its environment) once it announced itself, and a client of it; stops the worker."""
+    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    worker_env.update({"AGENTQ_REDIS_URL": server.url, "AGENTQ_MAX_CALLS": str(max(10_000, calls)),
+                       "PYTHONPATH": os.pathsep.join([str(BENCH), str(ROOT)]), "PYTHONUNBUFFERED": "1", **env})
+    os.environ["AGENTQ_REDIS_URL"] = server.url
+    worker = WorkerProcess("agentq-worker", [sys.executable, "-m", "agentq.cli", "worker", "-m",
+                                             "bench_activities", "--pool", "prefork", "--concurrency", "2",
+                                             "--loglevel", "WARNING"], worker_env, out)
+    try:
+        aq = AgentQ(Settings(max_job_bytes=50_000_000, max_calls=max(10_000, calls)))
+        deadline = time.monotonic() + 60
+        while "noop" not in aq.store.live_activities():
+            worker.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the worker did not announce itself")
+            time.sleep(0.1)
+        yield worker, aq
+    finally:
+        worker.stop()
+
+
+def the_job(args: argparse.Namespace) -> dict:
+    """The job profiled: `--calls` independent calls of `--tool`, or a chain of `--calls` calls."""
+    return independent_job(args.calls, args.tool) if args.shape == "independent" else chain_job(args.calls)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=3000)
@@ -91,37 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         return cprofile(args)
     spy = py_spy()
     out = Path(tempfile.mkdtemp(prefix="agentq-profile-"))
-    with RedisServer() as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
-        env.update({"AGENTQ_REDIS_URL": server.url, "AGENTQ_MAX_CALLS": str(max(10_000, args.calls)),
-                    "PYTHONPATH": os.pathsep.join([str(BENCH), str(ROOT)]), "PYTHONUNBUFFERED": "1"})
-        os.environ["AGENTQ_REDIS_URL"] = server.url
-        worker = WorkerProcess("agentq-worker", [sys.executable, "-m", "agentq.cli", "worker", "-m",
-                                                 "bench_activities", "--pool", "prefork", "--concurrency", "2",
-                                                 "--loglevel", "WARNING"], env, out)
-        try:
-            aq = AgentQ(Settings(max_job_bytes=50_000_000, max_calls=max(10_000, args.calls)))
-            deadline = time.monotonic() + 60
-            while "noop" not in aq.store.live_activities():
-                worker.check()
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the worker did not announce itself")
-                time.sleep(0.1)
-            aq.run(independent_job(200))  # warm up
-            aq.run(chain_job(5))
-            children = worker.children()
-            spies = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(args.rate), "--format", "raw",
-                                       "--output", str(out / f"child-{pid}.txt")],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in children]
-            time.sleep(1.0)
-            job = independent_job(args.calls) if args.shape == "independent" else chain_job(args.calls)
-            elapsed, submit, _ = aq.run(job)
-            for spy_process in spies:
-                spy_process.send_signal(2)  # SIGINT: py-spy writes its output and exits
-            for spy_process in spies:
-                spy_process.wait(30)
-        finally:
-            worker.stop()
+    with RedisServer() as server, bench_worker(server, args.calls, out) as (worker, aq):
+        aq.run(independent_job(200))  # warm up
+        aq.run(chain_job(5))
+        children = worker.children()
+        spies = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(args.rate), "--format", "raw",
+                                   "--output", str(out / f"child-{pid}.txt")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in children]
+        time.sleep(1.0)
+        elapsed, submit, _ = aq.run(the_job(args))
+        for spy_process in spies:
+            spy_process.send_signal(2)  # SIGINT: py-spy writes its output and exits
+        for spy_process in spies:
+            spy_process.wait(30)
     stacks = [entry for path in out.glob("child-*.txt") for entry in parse_raw(path)]
     busy = [(frames, count) for frames, count in stacks if any("fast_trace_task" in f for f in frames)]
     total = sum(count for _, count in stacks)
@@ -160,27 +173,8 @@ def cprofile(args: argparse.Namespace) -> int:
     import pstats
 
     out = Path(tempfile.mkdtemp(prefix="agentq-cprofile-"))
-    with RedisServer() as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
-        env.update({"AGENTQ_REDIS_URL": server.url, "AGENTQ_MAX_CALLS": str(max(10_000, args.calls)),
-                    "PYTHONPATH": os.pathsep.join([str(BENCH), str(ROOT)]), "PYTHONUNBUFFERED": "1",
-                    "BENCH_CPROFILE": str(out)})
-        os.environ["AGENTQ_REDIS_URL"] = server.url
-        worker = WorkerProcess("agentq-worker", [sys.executable, "-m", "agentq.cli", "worker", "-m",
-                                                 "bench_activities", "--pool", "prefork", "--concurrency", "2",
-                                                 "--loglevel", "WARNING"], env, out)
-        try:
-            aq = AgentQ(Settings(max_job_bytes=50_000_000, max_calls=max(10_000, args.calls)))
-            deadline = time.monotonic() + 60
-            while "noop" not in aq.store.live_activities():
-                worker.check()
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the worker did not announce itself")
-                time.sleep(0.1)
-            job = independent_job(args.calls, args.tool) if args.shape == "independent" else chain_job(args.calls)
-            elapsed, submit, _ = aq.run(job)
-        finally:
-            worker.stop()
+    with RedisServer() as server, bench_worker(server, args.calls, out, BENCH_CPROFILE=str(out)) as (_, aq):
+        elapsed, submit, _ = aq.run(the_job(args))
     files = [str(path) for path in out.glob("*.prof")]
     if not files:
         raise SystemExit(f"no profile was written; see {out}/agentq-worker.log")

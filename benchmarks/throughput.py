@@ -630,28 +630,22 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
 
     ta, cpu_a = median([x[0] for x in r["a"]]), median([x[1] for x in r["a"]])
     tb, cpu_b = median([x[0] for x in r["b"]]), median([x[1] for x in r["b"]])
-    tc, cpu_c, submit_c = (median([x[i] for x in r["c"]]) for i in range(3))
-    ra, rb, rc = n / ta, n / tb, n / tc
+    ra, rb = n / ta, n / tb
 
     def cpu(seconds: float, count: int) -> str:
         return f"worker cpu {seconds / count * 1e6:,.0f} us each"
 
     row(f"(a) bare Celery, {n} no-op tasks, ignore_result", f"{ta:.3f} s  {ra:,.0f}/s  {cpu(cpu_a, n)}")
     row(f"(b) bare Celery group of {n}, results, .get()", f"{tb:.3f} s  {rb:,.0f}/s  {cpu(cpu_b, n)}")
-    row(f"(c) agentq plan job, {n} independent calls", f"{tc:.3f} s  {rc:,.0f}/s  {cpu(cpu_c, n)}",
-        f"(submit {submit_c * 1000:.0f} ms)")
-    row("    (c)/(a) throughput", f"{rc / ra:.2f}x   worker cpu per call {cpu_a / cpu_c:.2f}x", ">= 0.90x",
-        rc / ra >= 0.9)
-    row("    (c)/(b) throughput", f"{rc / rb:.2f}x   worker cpu per call {cpu_b / cpu_c:.2f}x", ">= 1.10x",
-        rc / rb >= 1.1)
-    ti, cpu_i, submit_i = (median([x[i] for x in r["c_i"]]) for i in range(3))
-    ri = n / ti
-    row(f"(c') agentq plan job, {n} calls of an idempotent activity", f"{ti:.3f} s  {ri:,.0f}/s  {cpu(cpu_i, n)}",
-        f"(submit {submit_i * 1000:.0f} ms)")
-    row("    (c')/(a) throughput", f"{ri / ra:.2f}x   worker cpu per call {cpu_a / cpu_i:.2f}x", ">= 0.90x",
-        ri / ra >= 0.9)
-    row("    (c')/(b) throughput", f"{ri / rb:.2f}x   worker cpu per call {cpu_b / cpu_i:.2f}x", ">= 1.10x",
-        ri / rb >= 1.1)
+    for case, label, what in (("c", "(c)", "independent calls"), ("c_i", "(c')", "calls of an idempotent activity")):
+        tc, cpu_c, submit_c = (median([x[i] for x in r[case]]) for i in range(3))
+        rc = n / tc
+        row(f"{label} agentq plan job, {n} {what}", f"{tc:.3f} s  {rc:,.0f}/s  {cpu(cpu_c, n)}",
+            f"(submit {submit_c * 1000:.0f} ms)")
+        row(f"    {label}/(a) throughput", f"{rc / ra:.2f}x   worker cpu per call {cpu_a / cpu_c:.2f}x", ">= 0.90x",
+            rc / ra >= 0.9)
+        row(f"    {label}/(b) throughput", f"{rc / rb:.2f}x   worker cpu per call {cpu_b / cpu_c:.2f}x", ">= 1.10x",
+            rc / rb >= 1.1)
 
     pb, pa = median(r["d_bare"]), median(r["d_agentq"])
     row("(d) single call p50: delay().get(), results in Redis",
