@@ -7,41 +7,32 @@ what the store holds afterwards: the job record, the context log and the event s
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import store_of
 from agentq.errors import JobValidationError, NonRetryableError
 from agentq.protocol import MISSING, resolve
 from agentq.protocol.expressions import parse_ref
 from agentq.protocol.messages import is_engine_written
 from agentq.protocol.values import get_in
 from agentq.runtime.worker import InProcessWorker
+from tests.conformance_vectors import load_vectors
+from tests.integration.conftest import store_of
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-VECTORS_FILE = SHARED / "conformance" / "references.json"
 TIMEOUT = 15.0
 
 
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def _vectors() -> list[dict]:
-    if not VECTORS_FILE.is_file():
-        return []
-    return json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
-
-
 def _vector_params(with_engine_writes: bool) -> list:
-    vectors = [v for v in _vectors() if any("_path" in m for m in v["log"]) == with_engine_writes]
-    if not vectors:
-        reason = f"../shared is absent ({VECTORS_FILE} not found): no conformance vectors to replay"
-        return [pytest.param(None, id="no-vectors", marks=pytest.mark.skip(reason=reason))]
-    return [pytest.param(v, id=v["id"]) for v in vectors]
+    """The conformance vectors (shipped in tests/data/conformance, see tests/conformance_vectors.py) whose log
+    has engine writes, or has none."""
+    vectors = [v for v in load_vectors() if any("_path" in m for m in v.data["log"]) == with_engine_writes]
+    assert vectors, "the shipped conformance vectors have both kinds"
+    return [pytest.param(v.data, id=v.name) for v in vectors]
 
 
 def start_worker(harness, *, concurrency: int = 4, **settings) -> InProcessWorker:
