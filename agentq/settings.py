@@ -5,19 +5,53 @@ Every setting is documented in `config/README.md`; keep the two in step.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, get_origin
 
-from pydantic import Field, field_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from agentq.errors import ConfigurationError
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+ENV_PREFIX = "AGENTQ_"
+
+_Item = TypeVar("_Item")
+# A list setting: its environment value is read by `parse_list` (a JSON array or comma-separated), never
+# decoded as JSON by pydantic-settings on its own.
+EnvList = Annotated[list[_Item], NoDecode]
+
+
+def parse_list(variable: str, raw: str) -> list[str]:
+    """The items of a list setting's environment value: a JSON array of strings (`["a", "b"]`) or
+    comma-separated (`a,b`). Items are stripped and empty ones dropped, in both forms.
+
+    A value that starts with `[` is always read as JSON: one that is not a JSON array of strings raises
+    `ConfigurationError` naming `variable` and the accepted forms (never the value: it may hold a token).
+    """
+    text = raw.strip()
+    items = _json_strings(text, variable) if text.startswith("[") else text.split(",")
+    return [item.strip() for item in items if item.strip()]
+
+
+def _json_strings(text: str, variable: str) -> list[str]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = f"is not valid JSON ({error.msg} at column {error.colno})"
+    else:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return value
+        problem = "is not a JSON array of strings"
+    raise ConfigurationError(f"{variable} starts with '[' but {problem}; give a JSON array of strings "
+                             f"({variable}='[\"a\", \"b\"]') or comma-separated values ({variable}=a,b)")
 
 
 class Settings(BaseSettings):
     """agentq's settings. Construct with keywords to override the environment (tests do)."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     # the state store: `redis://`, a Sentinel group `redis+sentinel://h1:26379,h2:26379/<master>/<db>`, or with
     # `redis_cluster` any node of a Redis Cluster; the broker: Redis (also through Sentinel) or RabbitMQ `amqp://`
@@ -51,7 +85,8 @@ class Settings(BaseSettings):
     store_retry_s: float = Field(default=120.0, ge=0)
     max_deliveries: int = Field(default=5, ge=0)
 
-    tools_dirs: list[Path] = Field(default_factory=list)
+    # list settings (`EnvList`): a JSON array or comma-separated in the environment, see `parse_list`
+    tools_dirs: EnvList[Path] = Field(default_factory=list)
 
     # the LLM (SPEC §13): the provider is `anthropic` (the default when ANTHROPIC_API_KEY is set) or
     # `replay:<file>`; `llm_record` writes a replay file from real runs
@@ -67,25 +102,40 @@ class Settings(BaseSettings):
 
     # modules (SPEC §8): saved requests by name under these folders (the packaged examples come last);
     # http(s) module URLs only for these hosts; nesting depth of module calls
-    module_dirs: list[Path] = Field(default_factory=lambda: [Path("config/modules")])
-    module_url_allowlist: list[str] = Field(default_factory=list)
+    module_dirs: EnvList[Path] = Field(default_factory=lambda: [Path("config/modules")])
+    module_url_allowlist: EnvList[str] = Field(default_factory=list)
     max_module_depth: int = Field(default=4, ge=1, le=32)
 
-    # the HTTP API (SPEC §14): bearer tokens, comma-separated in AGENTQ_API_TOKENS (none: `agentq api` makes one)
-    api_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list, repr=False)
+    # the HTTP API (SPEC §14): bearer tokens in AGENTQ_API_TOKENS (none: `agentq api` makes one)
+    api_tokens: EnvList[str] = Field(default_factory=list, repr=False)
     api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises
-
-    @field_validator("api_tokens", mode="before")
-    @classmethod
-    def _split_tokens(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [token.strip() for token in value.split(",") if token.strip()]
-        return value
 
     # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
     # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
     metrics_dir: Path | None = None
     metrics_token: str | None = Field(default=None, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_lists(cls, values: Any) -> Any:
+        """Every list setting given as a string goes through `parse_list`; all broken ones are named at once."""
+        if not isinstance(values, dict):
+            return values
+        parsed, problems = dict(values), []
+        for name in cls._list_settings():
+            raw = values.get(name)
+            if isinstance(raw, str):
+                try:
+                    parsed[name] = parse_list(f"{ENV_PREFIX}{name.upper()}", raw)
+                except ConfigurationError as error:
+                    problems.append(str(error))
+        if problems:
+            raise ConfigurationError("invalid settings: " + "; ".join(problems))
+        return parsed
+
+    @classmethod
+    def _list_settings(cls) -> list[str]:
+        return [name for name, field in cls.model_fields.items() if get_origin(field.annotation) is list]
 
     @property
     def redis_url_is_set(self) -> bool:

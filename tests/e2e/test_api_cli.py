@@ -103,6 +103,14 @@ def test_configured_tokens_and_no_auth(api_process):
     assert open_api.request("GET", "/v1/jobs", token=None).status == 200
 
 
+def test_tokens_given_as_a_json_array_authenticate(api_process):
+    process, api = api_process(AGENTQ_API_TOKENS='["one", "two"]')
+    process.line_matching(r"bearer tokens from AGENTQ_API_TOKENS")
+    wait_healthy(api)
+    statuses = [api.request("GET", "/v1/jobs", token=t).status for t in ("one", "two", '["one", "two"]')]
+    assert statuses == [200, 200, 401]  # two tokens, neither of them the JSON text itself
+
+
 def test_help_lists_the_options():
     result = subprocess.run([sys.executable, "-m", "agentq.cli", "api", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
