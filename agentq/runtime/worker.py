@@ -24,7 +24,7 @@ from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.app import Runtime
 from agentq.runtime.broker import refuse_cluster_broker
-from agentq.runtime.health import pid_alive
+from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -65,18 +65,20 @@ def build_runtime(settings: Settings, *, modules: Iterable[str] = (), tool_dirs:
 
 
 class Heartbeat:
-    """Announces this worker (its activities, queues and tools) every `interval_s` until stopped."""
+    """Announces this worker (its activities, queues and tools) every `interval_s` until stopped, and renews
+    the claim of its node name (`nodes.py`), which it drops when stopped."""
 
     def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None,
-                 node: str | None = None):
+                 node: NodeClaim | None = None):
         self.runtime = runtime
         self.interval_s = runtime.settings.heartbeat_s
-        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or new_worker_id()
+        self.node = node
         self.announcement = {
             "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(), "heartbeat_s": self.interval_s,
             "queues": queues, "engine": engine, "started_at": time.time(),
             "activities": [runtime.routing.announcement(spec) for spec in runtime.activities.specs()],
-            "tools": sorted(runtime.tools.names), "node": node,
+            "tools": sorted(runtime.tools.names), "node": node.name if node is not None else None,
         }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,6 +97,8 @@ class Heartbeat:
 
     def beat(self) -> None:
         self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
+        if self.node is not None:
+            self.node.renew()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -109,8 +113,14 @@ class Heartbeat:
             self._thread.join(timeout=5)
         try:
             self.runtime.store.retire_worker(self.worker_id)
+            if self.node is not None:
+                self.node.release()
         except Exception:
             log.debug("could not retire worker %s", self.worker_id, exc_info=True)
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 def worker_queues(runtime: Runtime, *, activities: bool, engine: bool) -> list[str]:
@@ -211,17 +221,6 @@ def _shutdown_worker() -> None:
     raise WorkerShutdown(0)
 
 
-def node_name(hostname: str | None, *, engine: bool, activities: bool) -> str:
-    """The Celery node name of an `agentq worker` / `agentq dispatcher` process: `hostname` (Celery's `%h`,
-    `%n` and `%d` expanded; a bare host gets the default name), else `agentq-worker@<host>` or
-    `agentq-dispatcher@<host>` with this machine's real hostname, the same on every start."""
-    from celery.utils.nodenames import gethostname, host_format, nodename, nodesplit
-
-    name, host = nodesplit(hostname or "")
-    default = "agentq-dispatcher" if engine and not activities else "agentq-worker"
-    return host_format(nodename(name or default, host or gethostname()))
-
-
 class ShutdownGrace:
     """Bounds a warm shutdown: once Celery's warm shutdown starts (SIGTERM, or a first SIGINT), running calls
     have `grace_s` seconds to finish; then the process asks itself for Celery's cold shutdown (SIGQUIT), which
@@ -269,17 +268,6 @@ def _exit_now() -> None:
     os._exit(1)
 
 
-def refuse_duplicate_node(runtime: Runtime, node: str) -> None:
-    """Celery tells workers apart by node name (a RabbitMQ broker even refuses a second one); two workers on one
-    host need two names. Refuse to start beside a live worker of this host with the same name, saying how."""
-    here = socket.gethostname()
-    for other in runtime.store.live_workers():
-        pid = other.get("pid")
-        if other.get("node") == node and other.get("hostname") == here and isinstance(pid, int) and pid_alive(pid):
-            raise ConfigurationError(f"a worker named {node} runs on this host already (pid {pid}); give this one "
-                                     f"its own name, e.g. --hostname {node.split('@')[0]}-2@%h")
-
-
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
@@ -291,15 +279,17 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
-    node = node_name(hostname, engine=engine, activities=activities)
-    refuse_duplicate_node(runtime, node)
-    heartbeat = Heartbeat(runtime, queues=queues, engine=engine, node=node).start()
+    worker_id = new_worker_id()
+    node = claim_node(runtime.store, hostname, engine=engine, worker_id=worker_id,
+                      ttl_s=runtime.settings.heartbeat_s * 3)
+    heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node)
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
-    ShutdownGrace(node, runtime.settings.shutdown_grace_s).install()
+    ShutdownGrace(node.name, runtime.settings.shutdown_grace_s).install()
     try:
+        heartbeat.start()
         worker = runtime.app.Worker(
-            hostname=node, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
+            hostname=node.name, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
             concurrency=concurrency, loglevel=loglevel,
             without_mingle=True, without_gossip=True,
         )

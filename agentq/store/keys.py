@@ -122,6 +122,9 @@ class FleetKeys:
     def worker(self, worker_id: str) -> str:  # string: the worker's announcement JSON, with a TTL
         return f"{self.namespace}:worker:{worker_id}"
 
+    def node(self, name: str) -> str:  # string: the process holding Celery node name `name`, with a TTL (nodes.py)
+        return f"{self.namespace}:node:{name}"
+
     @property
     def activities(self) -> str:  # hash: activity name -> its last announcement JSON plus `last_seen` (unix s)
         return f"{self.namespace}:activities"

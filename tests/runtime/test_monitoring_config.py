@@ -7,7 +7,7 @@ import socket
 
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime.app import call_argsrepr, create_app, failed_call_message, tick_argsrepr
-from agentq.runtime.worker import node_name
+from agentq.runtime.nodes import node_name
 from agentq.settings import Settings
 
 HOST = socket.gethostname()
@@ -32,18 +32,17 @@ def test_the_shown_arguments_name_job_call_tool_and_instance_never_parameters():
 
 
 def test_worker_names_carry_the_real_hostname_and_are_stable():
-    assert node_name(None, engine=False, activities=True) == f"agentq-worker@{HOST}"
-    assert node_name(None, engine=True, activities=False) == f"agentq-dispatcher@{HOST}"
-    assert node_name(None, engine=True, activities=True) == f"agentq-worker@{HOST}"  # a dispatcher with -m
-    assert node_name(None, engine=False, activities=True) == node_name(None, engine=False, activities=True)
+    assert node_name(None, engine=False) == f"agentq-worker@{HOST}"
+    assert node_name(None, engine=True) == f"agentq-dispatcher@{HOST}"  # with -m too: a dispatcher is one
+    assert node_name(None, engine=False) == node_name(None, engine=False)
 
 
 def test_hostname_overrides_with_celery_expansions():
     first_label, _, domain = HOST.partition(".")
-    assert node_name("orders-2@%h", engine=False, activities=True) == f"orders-2@{HOST}"
-    assert node_name("%n-w@%d", engine=False, activities=True) == f"{first_label}-w@{domain}"
-    assert node_name("box.example", engine=False, activities=True) == "agentq-worker@box.example"  # a bare host
-    assert node_name("w@box", engine=True, activities=False) == "w@box"
+    assert node_name("orders-2@%h", engine=False) == f"orders-2@{HOST}"
+    assert node_name("%n-w@%d", engine=False) == f"{first_label}-w@{domain}"
+    assert node_name("box.example", engine=False) == "agentq-worker@box.example"  # a bare host
+    assert node_name("w@box", engine=True) == "w@box"
 
 
 def test_the_failure_message_names_call_job_and_error():
