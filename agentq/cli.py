@@ -595,8 +595,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
         p.add_argument("--loglevel", default="INFO")
         p.add_argument("--hostname", default=None, metavar="NAME@HOST",
-                       help=f"Celery node name (default: agentq-{name}@<this host's name>); expands %%h (hostname), "
-                            "%%n (its first label) and %%d (its domain), e.g. worker-2@%%h")
+                       help=f"Celery node name (default: agentq-{name}@<this host's name>, or the lowest free "
+                            f"agentq-{name}-N@<host> while a live process holds it); expands %%h (hostname), "
+                            "%%n (its first label) and %%d (its domain), e.g. orders-2@%%h")
 
     api = command("api", cmd_api, "serve the HTTP API and the web page")
     api.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
