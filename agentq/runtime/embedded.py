@@ -2,11 +2,16 @@
 
 `agentq run` and `agentq demo` use it when `AGENTQ_REDIS_URL` is not set (or with `--embedded`), so a job
 runs on a fresh machine without touching any Redis the user did not name.
+
+The private Redis listens on 127.0.0.1, where any local user could reach it, so it requires a random password
+made for this run. Only the in-process parts get it (inside the Redis URL of the settings they are built with);
+what is shown names the server by its address alone.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,7 +40,7 @@ class Embedded:
         self.worker: InProcessWorker | None = None
 
     def __enter__(self) -> Embedded:
-        self.server = RedisServer().start()
+        self.server = RedisServer(password=secrets.token_urlsafe(32)).start()
         try:
             settings = self.base_settings.model_copy(update={"redis_url": self.server.url, "broker_url": None,
                                                               "redis_cluster": False})
@@ -45,7 +50,7 @@ class Embedded:
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        log.info("embedded runtime on %s", self.server.url)
+        log.info("embedded runtime on the private Redis at %s", self.server.address)
         return self
 
     def __exit__(self, *exc: object) -> None:

