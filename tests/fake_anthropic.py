@@ -25,12 +25,19 @@ no answer was scripted, so a test that asks more than it scripted fails loudly. 
 true``) gets server-sent events exactly like the real API's (message_start, content_block_start tool_use,
 input_json_delta chunks, content_block_stop, message_delta with usage, message_stop); any other request gets a
 plain JSON Message.
+
+Before any answer, the request is checked the way the real API checks it (:func:`request_refusal`): a request
+the real API refuses gets the same 400 ``invalid_request_error`` here, with the real error body ``{"type":
+"error", "error": {"type": "invalid_request_error", "message": ...}, "request_id": ...}``, and uses no scripted
+answer. The refusals are listed in :attr:`FakeAnthropic.refusals`; ``FakeAnthropic(check_requests=False)``
+turns the checks off.
 """
 
 from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,8 +46,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
-__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "fake_anthropic"]
+__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "fake_anthropic",
+           "input_schema_refusal", "request_refusal"]
 
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
@@ -168,9 +178,11 @@ class Exchange:
 class FakeAnthropic:
     """The fake server. ``start()``/``stop()`` or use it as a context manager."""
 
-    def __init__(self, *, host: str = "127.0.0.1", model: str = "claude-fake") -> None:
+    def __init__(self, *, host: str = "127.0.0.1", model: str = "claude-fake", check_requests: bool = True) -> None:
         self.host = host
         self.model = model
+        self.check_requests = check_requests
+        self.refusals: list[tuple[RecordedRequest, str]] = []
         self.responder: Callable[[RecordedRequest], Answer] | None = None
         self.exchanges: list[Exchange] = []
         self._script: queue.SimpleQueue[Answer | Callable[[RecordedRequest], Answer]] = queue.SimpleQueue()
@@ -252,9 +264,211 @@ class FakeAnthropic:
             self._counter += 1
         return exchange
 
+    def _refuse(self, request: RecordedRequest, message: str) -> None:
+        self._record(request, Answer.http_error(400, message=message))
+        with self._lock:
+            self.refusals.append((request, message))
+
     def _next_id(self, prefix: str) -> str:
         with self._lock:
             return f"{prefix}_fake{self._counter:04d}"
+
+
+# ------------------------------------------------------------------------------- what the real API refuses
+#
+# Each rule below is one the real Messages API enforces, with the message it answers (the API's own wording,
+# as its 400 bodies show it; "messages.3" is the index of the offending turn):
+#
+# * a custom tool's ``input_schema`` must be ``type: "object"``, have no ``anyOf``/``oneOf``/``allOf`` at the
+#   top level ("input_schema does not support oneOf, allOf, or anyOf at the top level"), and be a valid JSON
+#   Schema draft 2020-12 ("JSON schema is invalid. It must match JSON Schema draft 2020-12 ..."; an empty
+#   ``anyOf`` is invalid there: the metaschema wants a non-empty array); its property keys match
+#   ``^[a-zA-Z0-9_.-]{1,64}$``;
+# * text blocks must be non-empty ("text content blocks must be non-empty"), and a turn whose only text is
+#   whitespace is refused ("text content blocks must contain non-whitespace text");
+# * every turn but an optional final assistant turn has content; a final assistant turn may not end with
+#   whitespace; the first turn is the user's; roles are "user" or "assistant" (consecutive turns of one role
+#   are accepted: the API combines them into one turn, as its reference for ``messages`` says);
+# * every ``tool_use`` of an assistant turn is answered by a ``tool_result`` with its id in the next turn, the
+#   ``tool_result`` blocks first; a ``tool_result`` answers a ``tool_use`` of the turn just before it;
+#   ``tool_use`` ids match ``^[a-zA-Z0-9_-]+$``;
+# * at most 4 blocks carry ``cache_control`` (tools, system and messages together);
+# * ``thinking`` may not be enabled with a ``tool_choice`` that forces tool use ("any" or "tool").
+#
+# The fake adds, after the real message of an invalid JSON Schema, what jsonschema found (the real API does
+# not say): it is what a developer needs to fix the schema.
+
+_SCHEMA_INVALID = ("JSON schema is invalid. It must match JSON Schema draft 2020-12 "
+                   "(https://json-schema.org/draft/2020-12). Learn more about tool use at "
+                   "https://docs.anthropic.com/en/docs/tool-use.")
+_PROPERTY_KEY = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
+_TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_MAX_CACHE_BREAKPOINTS = 4
+
+
+def input_schema_refusal(schema: Any, where: str = "tools.0.custom.input_schema") -> str | None:
+    """Why the real API refuses ``schema`` as a tool's ``input_schema`` (the 400 message), or None."""
+    if not isinstance(schema, dict):
+        return f"{where}: Input should be a valid dictionary"
+    if schema.get("type") != "object":
+        return f"{where}.type: Input should be 'object'"
+    if any(key in schema for key in ("anyOf", "oneOf", "allOf")):
+        return f"{where}: input_schema does not support oneOf, allOf, or anyOf at the top level"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        pointer = "".join(f"/{part}" for part in error.absolute_path) or "/"
+        return f"{where}: {_SCHEMA_INVALID} (fake: {error.message} at {pointer})"
+    for key in schema.get("properties") or {}:
+        if not _PROPERTY_KEY.match(key):
+            return f"{where}.properties: Property keys should match pattern '{_PROPERTY_KEY.pattern}'"
+    return None
+
+
+def request_refusal(body: Any) -> str | None:
+    """The message of the 400 ``invalid_request_error`` the real Messages API answers ``body`` with, or None
+    when it would accept it (as far as the rules above go)."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    for check in (_tools_refusal, _system_refusal, _messages_refusal, _cache_refusal, _thinking_refusal):
+        refusal = check(body)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+def _tools_refusal(body: dict) -> str | None:
+    for i, tool in enumerate(body.get("tools") or []):
+        if isinstance(tool, dict) and tool.get("type", "custom") == "custom":
+            refusal = input_schema_refusal(tool.get("input_schema"), f"tools.{i}.custom.input_schema")
+            if refusal is not None:
+                return refusal
+    return None
+
+
+def _system_refusal(body: dict) -> str | None:
+    system = body.get("system")
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) and system == "" else system
+    if isinstance(blocks, list) and any(_is_text(b) and b.get("text") == "" for b in blocks):
+        return "system: text content blocks must be non-empty"
+    return None
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "text"
+
+
+def _blocks(content: Any) -> list[dict]:
+    """A turn's content as blocks (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _all_texts(blocks: list[dict]) -> Iterator[str]:
+    """Every text of the blocks, the texts inside tool_result blocks included."""
+    for block in blocks:
+        if _is_text(block):
+            yield str(block.get("text"))
+        elif block.get("type") == "tool_result":
+            yield from _all_texts(_blocks(block.get("content")))
+
+
+def _turn_refusal(i: int, turn: Any, final: bool) -> str | None:
+    """The rules of one turn on its own: role, content, text blocks, the final assistant turn."""
+    if not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant"):
+        return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+    blocks = _blocks(turn.get("content"))
+    final_assistant = final and turn["role"] == "assistant"
+    if not blocks and not final_assistant:
+        return (f"messages.{i}: all messages must have non-empty content except for the optional final "
+                f"assistant message")
+    if any(text == "" for text in _all_texts(blocks)):
+        return "messages: text content blocks must be non-empty"
+    texts = [str(b.get("text")) for b in blocks if _is_text(b)]
+    if texts and len(texts) == len(blocks) and not any(t.strip() for t in texts):
+        return "messages: text content blocks must contain non-whitespace text"
+    if final_assistant and texts and _is_text(blocks[-1]) and texts[-1] != texts[-1].rstrip():
+        return "messages: final assistant content cannot end with trailing whitespace"
+    return None
+
+
+def _tool_use_ids(turn: dict) -> list[str]:
+    if turn.get("role") != "assistant":
+        return []
+    return [str(b.get("id")) for b in _blocks(turn.get("content")) if b.get("type") == "tool_use"]
+
+
+def _pairing_refusal(i: int, messages: list) -> str | None:
+    """The tool_use / tool_result rules of turn ``i``."""
+    turn = messages[i]
+    blocks = _blocks(turn.get("content"))
+    if turn["role"] == "assistant":
+        for j, block in enumerate(blocks):
+            if block.get("type") == "tool_use" and not _TOOL_USE_ID.match(str(block.get("id") or "")):
+                return f"messages.{i}.content.{j}.tool_use.id: String should match pattern '{_TOOL_USE_ID.pattern}'"
+        ids = _tool_use_ids(turn)
+        if ids and i + 1 < len(messages):
+            answered = set()
+            for block in _blocks(messages[i + 1].get("content")) if messages[i + 1].get("role") == "user" else []:
+                if block.get("type") != "tool_result":
+                    break  # the tool_result blocks come first: one after a text answers nothing
+                answered.add(str(block.get("tool_use_id")))
+            missing = [x for x in ids if x not in answered]
+            if missing:
+                return (f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                        f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` "
+                        f"block in the next message.")
+        return None
+    asked = set(_tool_use_ids(messages[i - 1])) if i > 0 else set()
+    for j, block in enumerate(blocks):
+        if block.get("type") == "tool_result" and str(block.get("tool_use_id")) not in asked:
+            return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` "
+                    f"block in the previous message.")
+    return None
+
+
+def _messages_refusal(body: dict) -> str | None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    for i, turn in enumerate(messages):
+        refusal = _turn_refusal(i, turn, final=i == len(messages) - 1)
+        if refusal is not None:
+            return refusal
+    if messages[0]["role"] != "user":
+        return 'messages: first message must use the "user" role'
+    for i in range(len(messages)):
+        refusal = _pairing_refusal(i, messages)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+def _cache_breakpoints(value: Any) -> int:
+    """How many blocks of a request part carry ``cache_control`` (nested blocks included)."""
+    if isinstance(value, list):
+        return sum(_cache_breakpoints(v) for v in value)
+    if not isinstance(value, dict):
+        return 0
+    own = 1 if value.get("cache_control") else 0
+    return own + _cache_breakpoints(value.get("content")) if "content" in value else own
+
+
+def _cache_refusal(body: dict) -> str | None:
+    found = sum(_cache_breakpoints(body.get(part)) for part in ("tools", "system", "messages"))
+    if found > _MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    return None
+
+
+def _thinking_refusal(body: dict) -> str | None:
+    thinking, choice = body.get("thinking"), body.get("tool_choice")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled" and isinstance(choice, dict) \
+            and choice.get("type") in ("any", "tool"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    return None
 
 
 def _sse(event: str, data: dict) -> bytes:
@@ -286,6 +500,12 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                                       time.monotonic())
             if self.path.split("?")[0] != "/v1/messages":
                 self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                return
+            refusal = request_refusal(body) if fake.check_requests else None
+            if refusal is not None:
+                fake._refuse(request, refusal)
+                self._json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": refusal},
+                                 "request_id": fake._next_id("req")})
                 return
             answer = fake._next_answer(request)
             exchange = fake._record(request, answer)

@@ -10,6 +10,10 @@ wraps them into the solution schema::
       "output": {"anyOf": [<output>, {"type": "null"}]}},
      "required": ["calls", "output"]}
 
+With no tools (an anonymous module, a job that lists none) ``calls`` is ``{"type": "array", "maxItems": 0}``:
+an empty ``anyOf`` is not a valid JSON Schema (Draft 2020-12 wants a non-empty array), and the Messages API
+refuses a tool whose ``input_schema`` is invalid. Every solution schema is a valid Draft 2020-12 schema.
+
 Determinism: the same tools and live activities give identical :func:`solution_bytes` whatever the order of
 registration or of the input list (key order *inside* a tool schema is kept: it is meaningful to the LLM).
 
@@ -213,12 +217,20 @@ def _tool_list(
 
 
 def composed_tools(solution_schema: Mapping[str, Any]) -> list[dict]:
-    """The composed tool schemas inside a solution schema (``properties.calls.items.anyOf``)."""
+    """The composed tool schemas inside a solution schema (``properties.calls.items.anyOf``; none when
+    ``calls`` has no ``items``, as for a job without tools)."""
     try:
         tools = solution_schema["properties"]["calls"]["items"]["anyOf"]
     except (KeyError, TypeError):
         return []
     return list(tools) if isinstance(tools, list) else []
+
+
+def _calls_schema(composed: list[dict]) -> dict:
+    """``calls``: an array of the composed tools; with none, an array that must stay empty."""
+    if not composed:
+        return {"type": "array", "maxItems": 0}
+    return {"type": "array", "items": {"anyOf": composed}}
 
 
 def compose(
@@ -271,7 +283,7 @@ def compose(
     solution = {
         "type": "object",
         "properties": {
-            "calls": {"type": "array", "items": {"anyOf": composed}},
+            "calls": _calls_schema(composed),
             "output": output_schema,
         },
         "required": ["calls", "output"],

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.errors import InvalidInputError, JobValidationError, Problem, ProtocolError
-from agentq.protocol.compose import compose
+from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.dependencies import build_graph, find_cycle, index_writers, node_for, unsatisfiable_reads
 from agentq.protocol.expressions import is_reference, parse_expression
 from agentq.protocol.ids import new_id
@@ -150,7 +150,7 @@ def plan_job(
     except InvalidInputError as error:  # an upfront module that cannot be loaded
         problems.extend_from(error, "/tools")
         solution = compose(job_tools, tuple(live_activities), output, plan=is_plan)
-    composed = {t["properties"]["_tool"]["const"]: t for t in solution["properties"]["calls"]["items"]["anyOf"]}
+    composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution)}
     calls = _plan_calls(raw_calls or [], composed, tools, problems)
     raw_context = job.get("context", [])
     if len(calls) == len(raw_calls or []) and isinstance(raw_context, list) and len(context) == len(raw_context):

@@ -37,6 +37,8 @@ def research(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> H
     harness.tool("lookup", params={"topic": {"type": "string"}}, output={"type": "array"}, required=["topic"])
     harness.tool("research", params={"question": {"type": "string"}}, output={"type": "object"},
                  _module={"const": "researcher"}, _imports={"const": ["brief"]})
+    harness.tool("askAnyone", params={"question": {"type": "string"}}, output={"type": "string"},
+                 _module={"const": "anonymous"}, _imports={"const": ["brief"]})
     for name, reference in ESCAPES.items():
         harness.tool(name, params={}, output={}, _module={"const": reference})
     seen: list[dict] = []
@@ -104,3 +106,31 @@ def test_module_paths_that_leave_the_module_folders_are_refused(
     assert record["status"] == "succeeded"
     second = json.dumps(anthropic_env.requests[1].body["messages"][-1])
     assert "ModuleRefused" in second
+
+
+def is_anonymous_child(request: RecordedRequest) -> bool:
+    """The anonymous module's requests: a solution schema whose `calls` offers no tool."""
+    calls = (request.solution_schema or {}).get("properties", {}).get("calls", {})
+    return "items" not in calls
+
+
+def test_an_anonymous_module_call_succeeds_through_the_messages_api(
+        research: Harness, anthropic_env: FakeAnthropic):
+    """The empty module has no tools: its request must still be one the Messages API accepts (no empty anyOf)."""
+    parent = [Answer.solution({"calls": [{"_tool": "askAnyone", "question": "how tall is the lighthouse?",
+                                          "_outputPath": "†state.answer"}], "output": None}),
+              Answer.solution({"calls": [], "output": "done"})]
+    child = [Answer.solution({"calls": [], "output": "about 50 metres"})]
+    anthropic_env.responder = lambda request: (child if is_anonymous_child(request) else parent).pop(0)
+    record = research.run({"context": [
+        {"type": "data", "kind": "brief", "data": {"topic": "lighthouses"}},
+        {"type": "data", "kind": "secret", "data": {"pin": SECRET}},
+        {"type": "text", "text": "Ask about the lighthouse."}], "tools": ["askAnyone"]}, timeout=40)
+    assert anthropic_env.refusals == []
+    assert record["status"] == "succeeded", record
+    assert record["state"] == {"answer": "about 50 metres"}
+    assert record["usage"]["requests"] == 3
+    [request] = [r for r in anthropic_env.requests if is_anonymous_child(r)]
+    assert request.solution_schema["properties"]["calls"] == {"type": "array", "maxItems": 0}
+    text = json.dumps(request.body)  # clean room: the imported brief and the input, nothing else of the parent
+    assert "lighthouses" in text and "how tall is the lighthouse?" in text and SECRET not in text

@@ -169,7 +169,9 @@ def test_solution_output_forms() -> None:
 
 def test_empty_tools() -> None:
     solution = compose([], ())
-    assert solution["properties"]["calls"] == {"type": "array", "items": {"anyOf": []}}
+    # no empty anyOf (not a valid Draft 2020-12 schema, refused by the Messages API): an array that stays empty
+    assert solution["properties"]["calls"] == {"type": "array", "maxItems": 0}
+    assert composed_tools(solution) == []
 
 
 def test_registry_list_and_mapping_compose_identically() -> None:

@@ -1,0 +1,195 @@
+"""The fake Messages API refuses what the real one refuses: each rule, asked through the real `anthropic` SDK,
+raises `anthropic.BadRequestError` (400 `invalid_request_error`) with the real API's message; the same request
+made valid is answered. agentq's own request (`request_params`) passes every rule."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import anthropic
+import pytest
+
+from agentq.llm.anthropic import request_params
+from agentq.llm.base import LLMRequest
+from agentq.protocol.compose import compose
+from agentq.protocol.conversation import Exchange, system_blocks, tick_messages
+from tests.fake_anthropic import Answer, FakeAnthropic, input_schema_refusal, request_refusal
+
+SCHEMA = {"type": "object", "properties": {"calls": {"type": "array", "maxItems": 0}, "output": {}},
+          "required": ["calls", "output"]}
+CACHE = {"type": "ephemeral"}
+
+
+def user(*blocks: dict) -> dict:
+    return {"role": "user", "content": list(blocks)}
+
+
+def assistant(*blocks: dict) -> dict:
+    return {"role": "assistant", "content": list(blocks)}
+
+
+def text(value: str, **kw: Any) -> dict:
+    return {"type": "text", "text": value, **kw}
+
+
+def tool_use(tool_id: str) -> dict:
+    return {"type": "tool_use", "id": tool_id, "name": "solution", "input": {"calls": [], "output": None}}
+
+
+def tool_result(tool_id: str) -> dict:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": [text("Your calls ran.")]}
+
+
+def body(**changes: Any) -> dict:
+    """A request agentq could send (one forced tool, a two-tick conversation), with `changes` applied."""
+    base: dict[str, Any] = {
+        "model": "claude-test", "max_tokens": 256, "stream": True,
+        "tools": [{"name": "solution", "description": "Your answer.", "input_schema": copy.deepcopy(SCHEMA),
+                   "cache_control": CACHE}],
+        "tool_choice": {"type": "tool", "name": "solution"},
+        "system": [text("instructions", cache_control=CACHE)],
+        "messages": [user(text("the context")), assistant(tool_use("toolu_01")),
+                     user(tool_result("toolu_01"), text("what changed", cache_control=CACHE))],
+    }
+    base.update(changes)
+    return base
+
+
+def with_schema(schema: Any) -> dict:
+    request = body()
+    request["tools"][0]["input_schema"] = schema
+    return request
+
+
+REFUSED: dict[str, tuple[dict, str]] = {
+    "empty anyOf (a module with no tools)": (
+        with_schema({"type": "object", "properties": {"calls": {"type": "array", "items": {"anyOf": []}}}}),
+        "tools.0.custom.input_schema: JSON schema is invalid. It must match JSON Schema draft 2020-12"),
+    "empty oneOf": (with_schema({"type": "object", "properties": {"x": {"oneOf": []}}}),
+                    "JSON schema is invalid"),
+    "empty allOf": (with_schema({"type": "object", "properties": {"x": {"allOf": []}}}),
+                    "JSON schema is invalid"),
+    "not a 2020-12 schema": (with_schema({"type": "object", "properties": {"x": {"type": "text"}}}),
+                             "JSON schema is invalid"),
+    "top-level type not object": (with_schema({"type": "array"}),
+                                  "tools.0.custom.input_schema.type: Input should be 'object'"),
+    "top-level anyOf": (with_schema({"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+                        "input_schema does not support oneOf, allOf, or anyOf at the top level"),
+    "property key the API refuses": (with_schema({"type": "object", "properties": {"a b": {}}}),
+                                     "Property keys should match pattern"),
+    "empty text block": (body(messages=[user(text("context"), text(""))]),
+                         "messages: text content blocks must be non-empty"),
+    "empty text in a tool_result": (
+        body(messages=[user(text("c")), assistant(tool_use("toolu_01")),
+                       user({"type": "tool_result", "tool_use_id": "toolu_01", "content": [text("")]})]),
+        "messages: text content blocks must be non-empty"),
+    "whitespace-only turn": (body(messages=[user(text("  \n"))]),
+                             "messages: text content blocks must contain non-whitespace text"),
+    "empty system text": (body(system=[text("")]), "system: text content blocks must be non-empty"),
+    "no messages": (body(messages=[]), "messages: at least one message is required"),
+    "a turn without content": (body(messages=[user(), assistant(text("ok"))]),
+                               "messages.0: all messages must have non-empty content"),
+    "first turn is the assistant's": (body(messages=[assistant(text("hello")), user(text("hi"))]),
+                                      'messages: first message must use the "user" role'),
+    "unknown role": (body(messages=[{"role": "system", "content": "be brief"}]),
+                     "messages.0.role: Input should be 'user' or 'assistant'"),
+    "final assistant turn ends with whitespace": (body(messages=[user(text("q")), assistant(text("The answer is "))]),
+                                                  "messages: final assistant content cannot end with trailing "
+                                                  "whitespace"),
+    "tool_use not answered": (body(messages=[user(text("c")), assistant(tool_use("toolu_01")), user(text("next"))]),
+                              "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                              "toolu_01"),
+    "tool_result answers another id": (
+        body(messages=[user(text("c")), assistant(tool_use("toolu_01")), user(tool_result("toolu_02"))]),
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01"),
+    "tool_result after a text": (
+        body(messages=[user(text("c")), assistant(tool_use("toolu_01")), user(text("first"), tool_result("toolu_01"))]),
+        "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_01"),
+    "tool_result without a tool_use": (
+        body(messages=[user(text("c")), assistant(text("no tool")), user(tool_result("toolu_09"))]),
+        "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_09"),
+    "tool_use id the API refuses": (
+        body(messages=[user(text("c")), assistant(tool_use("call:1")), user(tool_result("call:1"))]),
+        "messages.1.content.0.tool_use.id: String should match pattern"),
+    "five cache breakpoints": (
+        body(system=[text("a", cache_control=CACHE), text("b", cache_control=CACHE), text("c", cache_control=CACHE)]),
+        "A maximum of 4 blocks with cache_control may be provided. Found 5."),
+    "thinking with a forced tool": (body(thinking={"type": "enabled", "budget_tokens": 1024}),
+                                    "Thinking may not be enabled when tool_choice forces tool use."),
+    "thinking with tool_choice any": (body(thinking={"type": "enabled", "budget_tokens": 1024},
+                                           tool_choice={"type": "any"}),
+                                      "Thinking may not be enabled when tool_choice forces tool use."),
+}
+
+
+@pytest.fixture
+def client(fake_anthropic: FakeAnthropic):
+    sdk = anthropic.Anthropic(api_key="sk-ant-fake-key", base_url=fake_anthropic.base_url, max_retries=0)
+    yield sdk
+    sdk.close()
+
+
+def send(client: anthropic.Anthropic, request: dict) -> Any:
+    """`messages.create` with the request's fields, the stream read to its end."""
+    answer = client.messages.create(**request)
+    if request.get("stream"):
+        for _ in answer:
+            pass
+    return answer
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_the_fake_refuses_what_the_real_api_refuses(client, fake_anthropic: FakeAnthropic, case: str):
+    request, message = REFUSED[case]
+    fake_anthropic.script(Answer.solution({"calls": [], "output": None}))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        send(client, request)
+    error = caught.value
+    assert error.status_code == 400
+    assert isinstance(error.body, dict) and error.body["type"] == "error"
+    detail = error.body["error"]
+    assert detail["type"] == "invalid_request_error" and message in detail["message"]
+    assert message in str(error)
+    assert error.request_id and error.body["request_id"]  # as the real API's 400s carry one
+    assert [m for _, m in fake_anthropic.refusals] == [detail["message"]]
+    assert fake_anthropic.pending == 1  # a refused request uses no scripted answer
+
+
+def test_the_valid_request_they_start_from_is_answered(client, fake_anthropic: FakeAnthropic):
+    fake_anthropic.script(Answer.solution({"calls": [], "output": None}))
+    send(client, body())
+    assert fake_anthropic.refusals == [] and fake_anthropic.pending == 0
+
+
+@pytest.mark.parametrize("changes", [
+    {"messages": [user(text("a")), user(text("b"))]},  # consecutive turns of one role are combined, not refused
+    {"messages": [user(text("q")), assistant(text("A prefill"))]},  # a final assistant turn (prefill)
+    {"messages": [user(text("  "), text("real text"))]},  # whitespace next to real text
+    {"thinking": {"type": "enabled", "budget_tokens": 1024}, "tool_choice": {"type": "auto"}},
+    {"system": "a plain string system"},
+], ids=["consecutive-user-turns", "prefill", "whitespace-next-to-text", "thinking-auto", "string-system"])
+def test_what_the_real_api_accepts_is_answered(client, fake_anthropic: FakeAnthropic, changes: dict):
+    fake_anthropic.script(Answer.solution({"calls": [], "output": None}))
+    send(client, body(**changes))
+    assert fake_anthropic.refusals == []
+
+
+def test_the_checks_can_be_turned_off():
+    request, _ = REFUSED["empty anyOf (a module with no tools)"]
+    with FakeAnthropic(check_requests=False) as fake:
+        fake.script(Answer.solution({"calls": [], "output": None}))
+        sdk = anthropic.Anthropic(api_key="k", base_url=fake.base_url, max_retries=0)
+        send(sdk, request)
+        sdk.close()
+        assert fake.refusals == [] and fake.pending == 0
+
+
+def test_agentqs_requests_pass_every_rule():
+    """A second tick of an agent job with no tools, as `request_params` sends it."""
+    log = [{"type": "text", "role": "user", "text": "What is 2+2?"}]
+    exchanges = [Exchange(1, "toolu_01abc", {"calls": [], "output": None})]
+    request = LLMRequest(model="claude-test", system=system_blocks(()), messages=tick_messages(log, exchanges),
+                         solution_schema=compose([]), max_tokens=256)
+    assert request_refusal(request_params(request)) is None
+    assert input_schema_refusal(compose([])) is None
