@@ -434,12 +434,14 @@ class LiveView:
     """A readable live view of a job's events: one line per call start/finish, thoughts, job end."""
 
     ICONS: ClassVar[dict[str, str]] = {"done": "✓", "failed": "✗", "canceled": "⊘", "skipped": "-"}
+    TEXT_PARTS = frozenset({"text_output_stream", "text_output"})
 
     def __init__(self, out: Callable[[str], None] | None = None):
         self.out = out or (lambda line: print(line, flush=True))
         self.job_id = ""
         self.started = time.monotonic()
         self.names: dict[str, str] = {}
+        self.final_output_due = False  # an agent's final output comes as a text part after its tick.finished
 
     def show(self, envelope: dict) -> None:
         event = envelope.get("event")
@@ -463,6 +465,7 @@ class LiveView:
                 said.append(f"{len(envelope['problems'])} problem(s)")
             if envelope.get("output"):
                 said.append("the final output")
+                self.final_output_due = True
             self.out(f"  ◆ tick {envelope.get('tick')}: the model answered: {', '.join(said)}")
         elif event == "call.started":
             attempt = envelope.get("attempt", 1)
@@ -483,27 +486,52 @@ class LiveView:
         elif event == "thought":
             self.out(f"  💭 {(envelope.get('part') or {}).get('content')}")
         elif event == "part":
-            part = envelope.get("part") or {}
-            self.out(f"  · {part.get('activity_type', part.get('type'))}: {part.get('content') or part.get('text')}")
+            self.show_part(envelope.get("part") or {})
+
+    def show_part(self, part: dict) -> None:
+        if part.get("type") in self.TEXT_PARTS:
+            if self.final_output_due:  # the agent's final output: the summary shows it as the job's result
+                self.final_output_due = False
+                return
+            self.out(f"  💬 {part.get('text')}")
+            return
+        self.out(f"  · {part.get('activity_type', part.get('type'))}: {part.get('content') or part.get('text')}")
 
     def summary(self, record: dict) -> None:
         elapsed = time.monotonic() - self.started
         self.out(f"job {record['id']} {record['status']} in {elapsed:.2f} s")
         if record.get("error"):
             self.out(f"error: {record['error'].get('type')}: {record['error'].get('message')}")
-        self.out("state:")
-        self.out(json.dumps(record.get("state"), indent=2, ensure_ascii=False))
+        state = record.get("state")
+        if state in (None, {}):
+            self.out("no state")
+        else:
+            self.out("state:")
+            self.out(json.dumps(state, indent=2, ensure_ascii=False))
         if record.get("instances"):
             self.out("instances:")
             self.out(json.dumps(record["instances"], indent=2, ensure_ascii=False))
-        if record.get("result") is not None and record.get("result") != record.get("state"):  # an agent's output
+        if record.get("result") is not None and record.get("result") != state:  # an agent's final output
             self.out("result:")
             self.out(json.dumps(record["result"], indent=2, ensure_ascii=False))
-        usage = record.get("usage") or {}
-        if usage.get("requests"):
-            self.out(f"usage: {usage['requests']} model request(s), {usage.get('input_tokens', 0)} input tokens "
-                     f"({usage.get('cache_read_input_tokens', 0)} read from the cache), "
-                     f"{usage.get('output_tokens', 0)} output tokens")
+        line = usage_line(record.get("usage") or {})
+        if line:
+            self.out(line)
+
+
+def usage_line(usage: dict) -> str | None:
+    """What the job's model requests used, or None when it made none: the input tokens counted whole (those the
+    prompt cache wrote and read included), then the output tokens."""
+    requests = int(usage.get("requests") or 0)
+    if not requests:
+        return None
+    written, read = int(usage.get("cache_creation_input_tokens") or 0), int(usage.get("cache_read_input_tokens") or 0)
+    total_in, out = int(usage.get("input_tokens") or 0) + written + read, int(usage.get("output_tokens") or 0)
+    head = f"usage: {requests} model request{'' if requests == 1 else 's'}"
+    if not total_in and not out:
+        return f"{head} (no token counts were reported)"
+    cache = f" ({written:,} written to the prompt cache, {read:,} read from it)" if written or read else ""
+    return f"{head}, {total_in:,} input tokens{cache}, {out:,} output tokens"
 
 
 def _client(args: argparse.Namespace, *, tools: Any = None) -> Any:

@@ -13,7 +13,8 @@ of the same objects. Each answer::
      "solution": {"calls": [...], "output": null},   # the solution tool's input; or instead:
      "raw": "{\\"calls\\": [",                   #   the raw JSON text, e.g. to replay an invalid answer
      "tool_use_id": "toolu_01…",                 # optional (default: derived from the fingerprint)
-     "usage": {"input_tokens": 812, "output_tokens": 95, ...},   # optional (default: zeros)
+     "usage": {"input_tokens": 812, "output_tokens": 95, ...},   # optional (default: zeros): what the
+                                                 #   request cost, reported as the replayed request's usage
      "stop_reason": "tool_use",                  # optional
      "note": "the weather in Paris"}             # optional, ignored (the recorder writes the last turn here)
 

@@ -71,7 +71,79 @@ def test_demo_agent_live_view_names_the_provider_and_shows_ticks_calls_and_the_r
     assert "queued (agent job)" in out
     assert "◆ tick 1: asking the model" in out and "◆ tick 3: the model answered: 0 call(s), the final output" in out
     assert "✓ validateOrder" in out and "✓ draftReply" in out and "✓ recordAudit" in out
-    assert " succeeded in " in out and "\nresult:\n" in out and "usage: 4 model request(s)" in out
+    assert " succeeded in " in out and "\nstate:\n{" in out
+    # the final output is shown once, as the job's result, after the state: not as a raw text part
+    assert "text_output_stream" not in out and out.count('"recommended": "express"') == 1
+    assert out.index("\nstate:\n") < out.index("\nresult:\n{") < out.index('"recommended": "express"')
+    # the usage the replay file records, summed: not zeros
+    usage = [a["usage"] for a in replay_answers()]
+    written, read = (sum(u[k] for u in usage) for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))
+    total_in = sum(u["input_tokens"] for u in usage) + written + read
+    assert out.rstrip().splitlines()[-1] == (
+        f"usage: 4 model requests, {total_in:,} input tokens ({written:,} written to the prompt cache, "
+        f"{read:,} read from it), {sum(u['output_tokens'] for u in usage):,} output tokens")
+    assert total_in > 10_000  # the solution schema alone is thousands of tokens
+
+
+def test_every_answer_of_the_replay_file_carries_the_usage_the_demo_reports() -> None:
+    for answer in replay_answers():
+        usage = answer["usage"]
+        assert usage["output_tokens"] > 0 and usage["input_tokens"] + usage["cache_creation_input_tokens"] > 0
+    result = agentq("demo", "--agent", "--json")
+    assert result.returncode == 0, result.stderr
+    reported = json.loads(result.stdout)["usage"]
+    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        assert reported[key] == sum(a["usage"][key] for a in replay_answers()), key
+
+
+AGENT_WITHOUT_TOOLS = {"context": [{"type": "text", "role": "system", "text": "Greet the user."}], "tools": [],
+                       "output": {"type": "string"}}
+
+
+def test_an_agent_job_without_state_says_so_and_an_old_replay_file_without_usage_still_works(tmp_path) -> None:
+    job, replay = tmp_path / "greet.json", tmp_path / "old.jsonl"
+    job.write_text(json.dumps(AGENT_WITHOUT_TOOLS))
+    replay.write_text(json.dumps({"solution": {"calls": [], "output": "Hello, Ada!"}}) + "\n")  # no usage
+    result = agentq("run", str(job), env={"AGENTQ_LLM": f"replay:{replay}"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith('no state\nresult:\n"Hello, Ada!"\n'
+                                  "usage: 1 model request (no token counts were reported)\n"), result.stdout
+    assert "Hello, Ada!" not in result.stdout.split(" succeeded in ")[0]  # not also shown as a text part
+
+
+def test_a_recorded_run_replays_with_the_usage_it_recorded(tmp_path) -> None:
+    """AGENTQ_LLM_RECORD keeps each answer's usage; the recorded file, replayed, reports what the run cost."""
+    answers = replay_answers()
+    costs = iter(range(1, 100))
+    lock = threading.Lock()
+
+    def usage() -> dict:
+        n = next(costs)
+        return {"input_tokens": 7 * n, "output_tokens": 11 * n, "cache_creation_input_tokens": 1000 + n,
+                "cache_read_input_tokens": 300 * n}
+
+    ticks = [a["solution"] for a in answers if a.get("purpose", "tick") == "tick"]
+    (latent,) = [a["solution"] for a in answers if a.get("purpose") == "latent"]
+
+    def respond(request: RecordedRequest) -> Answer:
+        with lock:
+            return Answer.solution(latent if request.is_latent else ticks.pop(0), usage=usage())
+
+    recorded = tmp_path / "run.jsonl"
+    with FakeAnthropic() as fake:
+        fake.responder = respond
+        live = agentq("demo", "--agent", "--json", env={
+            "ANTHROPIC_API_KEY": "sk-ant-fake-key", "ANTHROPIC_BASE_URL": fake.base_url,
+            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "AGENTQ_LLM_RECORD": str(recorded)})
+    assert live.returncode == 0, live.stderr
+    cost = json.loads(live.stdout)["usage"]
+    assert cost["requests"] == 4 and cost["cache_read_input_tokens"] == 300 * (1 + 2 + 3 + 4)
+
+    replayed = agentq("demo", "--agent", "--json", env={"AGENTQ_LLM": f"replay:{recorded}"})
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stderr.startswith(f"LLM: AGENTQ_LLM=replay:{recorded}")
+    check_record(json.loads(replayed.stdout))
+    assert json.loads(replayed.stdout)["usage"] == cost
 
 
 def test_demo_agent_uses_the_anthropic_api_when_a_key_is_set() -> None:

@@ -85,6 +85,22 @@ def test_hand_written_file_in_order_with_match_for_parallel_latent_calls(tmp_pat
         replay.solve(request("one more"))
 
 
+def test_a_recording_keeps_the_usage_so_its_replay_reports_what_the_run_cost(tmp_path):
+    spent = {"input_tokens": 4, "output_tokens": 209, "cache_creation_input_tokens": 3845,
+             "cache_read_input_tokens": 120}
+    source, recorded = tmp_path / "source.jsonl", tmp_path / "again.jsonl"
+    source.write_text(json.dumps({"solution": {"calls": [], "output": "x"}, "usage": spent}) + "\n"
+                      + json.dumps({"solution": {"calls": [], "output": "y"}}) + "\n")  # a line without usage
+    recorder = RecordingLLM(ReplayLLM.from_file(source), recorded)
+    assert recorder.solve(request("first")).usage == Usage(requests=1, **spent)
+    assert recorder.solve(request("second")).usage == Usage(requests=1)
+
+    lines = [json.loads(line) for line in recorded.read_text(encoding="utf-8").splitlines()]
+    assert [line["usage"] for line in lines] == [{"requests": 1, **spent}, Usage(requests=1).to_dict()]
+    again = ReplayLLM.from_file(recorded)
+    assert again.solve(request("first")).usage + again.solve(request("second")).usage == Usage(requests=2, **spent)
+
+
 def test_the_same_request_again_gets_the_same_recorded_answer(tmp_path):
     req = request("same")
     path = tmp_path / "r.jsonl"
