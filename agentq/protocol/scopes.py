@@ -8,6 +8,7 @@ messages; any other name selects the data messages of that kind.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -63,41 +64,80 @@ def scoped_messages(
     return as_index(index_or_log).scoped(kinds, instance)
 
 
+class Emitter:
+    """`context.emit` of one running call: it hands a part to the call's event sink while the call runs.
+
+    It holds the job and call ids and a key, nothing from which the job's data can be reached: the sink (which
+    reaches the runtime and its store) stays in this module's registry, looked up by key on each emit and
+    dropped by `close()` when the call ends; an emit after that raises `ConfigurationError`.
+    """
+
+    __slots__ = ("_key", "call_id", "job_id")
+
+    def __init__(self, job_id: str, call_id: str, sink: Callable[[Any], Any]):
+        self.job_id, self.call_id = job_id, call_id
+        self._key = next(_emitter_keys)
+        _sinks[self._key] = sink
+
+    def __call__(self, part: Any) -> Any:
+        sink = _sinks.get(self._key)
+        if sink is None:
+            raise ConfigurationError(f"call {self.call_id} has ended: its context can no longer emit")
+        return sink(part)
+
+    def close(self) -> None:
+        _sinks.pop(self._key, None)
+
+    def __repr__(self) -> str:
+        return f"Emitter(job_id={self.job_id!r}, call_id={self.call_id!r})"
+
+
+_sinks: dict[int, Callable[[Any], Any]] = {}  # Emitter key → the sink of a running call
+_emitter_keys = itertools.count()
+
+
 class ScopedContext:
     """The `context` an activity receives: its scoped messages and, per kind in scope, the merged view.
 
     `context["state"]` and `context.state` give the view of `state` for the call's instance (`MISSING` if
     nothing was written); a kind outside the scope raises `KeyError` / `AttributeError`.
+
+    Least privilege holds for everything reachable from the object: it keeps its own copies of the scoped
+    messages and views (built when it is made) and its `emit` callable, never the job's log, index or store.
+    An activity runs in the worker's process, so this is no sandbox against code that imports the runtime.
     """
+
+    __slots__ = ("_emit", "_views", "instance", "kinds", "messages")
 
     def __init__(self, messages: list[dict], index_for_views: LogIndex, emit: Callable[[Any], Any] | None = None,
                  *, kinds: Iterable[str] | None = None, instance: str | None = None):
+        """`messages` as given (`build` copies them); the views of `kinds` are copied out of
+        `index_for_views` now, and the index is not kept."""
         self.messages = messages
         self.kinds = tuple(kinds) if kinds is not None else tuple(
             dict.fromkeys(m["kind"] if m["type"] == "data" else m["type"] for m in messages))
         self.instance = instance
-        self._index = index_for_views
+        self._views = _copied_views(index_for_views, self.kinds, instance) if self.kinds else {}
         self._emit = emit
-        self._views: dict[str, Any] = {}
 
     @classmethod
     def build(cls, index_or_log: LogIndex | Sequence[Any], kinds: Iterable[str], instance: str | None = None,
               emit: Callable[[Any], Any] | None = None) -> ScopedContext:
-        """The context for `kinds` and `instance`, with copies of the messages (the activity may mutate them).
+        """The context for `kinds` and `instance`, with copies of the messages and views (the activity may
+        mutate them). `emit` should hold nothing of the job either (see `Emitter`).
 
-        Over an index this costs O(1) with no kinds and O(scoped messages) otherwise, whatever the log's size;
-        each view in scope is copied once, on first access.
+        Over an index this costs O(1) with no kinds and O(scoped messages + views in scope) otherwise, whatever
+        the log's size.
         """
         index = as_index(index_or_log)
         kinds = tuple(kinds)
-        messages = copy.deepcopy(index.scoped(kinds, instance)) if kinds else []
-        return cls(messages, index, emit, kinds=kinds, instance=instance)
+        if not kinds:
+            return cls([], index, emit, kinds=kinds, instance=instance)
+        return cls(_copied(index.scoped(kinds, instance)), index, emit, kinds=kinds, instance=instance)
 
     def __getitem__(self, kind: str) -> Any:
         if kind not in self.kinds:
             raise KeyError(f"{kind!r} is not in this call's scope {list(self.kinds)}")
-        if kind not in self._views:
-            self._views[kind] = copy.deepcopy(self._index.view(kind, self.instance))  # MISSING stays MISSING
         return self._views[kind]
 
     def __getattr__(self, kind: str) -> Any:
@@ -122,3 +162,23 @@ class ScopedContext:
 
     def __repr__(self) -> str:
         return f"ScopedContext(kinds={list(self.kinds)}, instance={self.instance!r}, messages={len(self.messages)})"
+
+
+def _copied_views(index: LogIndex, kinds: tuple[str, ...], instance: str | None) -> dict[str, Any]:
+    """A copy of the view of each kind (`MISSING` for a kind with no data, a text or error kind)."""
+    return {kind: _copied(index.view(kind, instance)) for kind in kinds}
+
+
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a JSON value, a few times faster than `copy.deepcopy`, which copies anything else."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)  # MISSING stays MISSING

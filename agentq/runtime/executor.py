@@ -33,7 +33,7 @@ from agentq.protocol.events import (
     tool_result_part,
 )
 from agentq.protocol.records import CallMode, CallRecord, JobKind
-from agentq.protocol.scopes import ScopedContext
+from agentq.protocol.scopes import Emitter, ScopedContext
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.validation import validate_call
@@ -417,8 +417,9 @@ class Executor:
             else:
                 self.store.add_events(job_id, [envelope])
 
+        emitter = Emitter(job_id, call_id, emit)  # the context reaches `emit` (and so the store) only by key
         context = ScopedContext.build(index if index is not None else [], list(record.scopes), record.instance,
-                                      emit=emit)
+                                      emit=emitter)
         try:
             begun = time.monotonic()
             result = invoke_handler(spec, call, tool, context)
@@ -440,6 +441,8 @@ class Executor:
             if isinstance(error, asyncio.TimeoutError) or type(error).__name__ == "SoftTimeLimitExceeded":
                 message = f"timed out after {timeout} s"
             raise _Failure(type(error).__name__, message, retryable=True) from None
+        finally:
+            emitter.close()
 
     def _await(self, awaitable: Any, timeout: float) -> Any:
         loop = getattr(self._loops, "loop", None)
