@@ -567,11 +567,12 @@ class StateStore:
                                                  _RELEASE_MARK_MS]))
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
-        """Extend the leases (call id -> token) this process holds for one job."""
+        """Extend the leases (call id -> token) this process holds for one job; a lease that lapsed is made again
+        while its call runs and no other attempt took it over (see renew.lua)."""
         keys = self.keys(job_id)
         ids = list(leases)
-        return int(self._scripts["renew"](keys=[keys.lease(i) for i in ids],
-                                          args=[lease_ms, *(leases[i] for i in ids)]))
+        return int(self._scripts["renew"](keys=[keys.status, *(keys.lease(i) for i in ids)],
+                                          args=[lease_ms, *(leases[i] for i in ids), *ids]))
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         keys = self.keys(job_id)

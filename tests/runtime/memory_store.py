@@ -346,10 +346,13 @@ class MemoryStore:
         """renew.lua."""
         with self._changed:
             state = self._get(job_id)
+            if state is None:
+                return 0
             renewed = 0
             for call_id, token in leases.items():
-                held = self._lease(state, call_id) if state is not None else None
-                if state is not None and held is not None and held[0] == token:
+                held = self._lease(state, call_id)
+                lapsed = held is None and state.status.get(call_id) == CallStatus.RUNNING.value  # nobody took it
+                if lapsed or (held is not None and held[0] == token):
                     state.leases[call_id] = (token, self.clock() + lease_ms / 1000)
                     renewed += 1
             return renewed

@@ -13,11 +13,29 @@
 --           rendered them from those), so the caller's start events cost no round trip of their own
 -- A claim replayed with the token that holds the call's lease (the caller lost the reply of its own claim to
 -- a store outage) is that same claim again: the attempt is not counted twice and nothing is published again.
--- Taking over a call whose lease expired counts one lost attempt in `lost` (its process died).
+-- Taking over a call whose lease expired counts one lost attempt in `lost` (its process died). Not in the first
+-- lease (plus 2 s) after a restart of the store, for a job claimed before it: a lease that lapsed while the
+-- store was down says nothing about its holder, which may hold a result it could not commit; it gets that long
+-- to renew its lease or commit (the store retries of runtime/outages.py wait at most 2 s between tries).
+-- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length, '1' if the caller's start
 --          events were published else '0', lost attempts, tail messages...}
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 --      or {'unstarted'}: the caller passed '!', but the job has not started
+-- The store's run id and how long it has served (ms, counted in whole seconds), from INFO server.
+local function store_run()
+  local info = redis.call('INFO', 'server')
+  return string.match(info, 'run_id:(%w+)'), 1000 * tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+end
+
+-- How long a takeover of a running call whose lease lapsed must still wait (0: none): while the store has served
+-- for less than a lease plus 2 s since a restart that came after the job's first claim.
+local function restart_grace_ms(lease_ms)
+  local run, uptime_ms = store_run()
+  if redis.call('HGET', KEYS[1], 'store_run') == run then return 0 end
+  return math.max(0, lease_ms + 2000 - uptime_ms)
+end
+
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
@@ -52,6 +70,8 @@ if status == CALL.RUNNING then
   else
     local pttl = redis.call('PTTL', KEYS[8])
     if pttl > 0 then return {'leased', tostring(pttl)} end
+    local grace = restart_grace_ms(tonumber(ARGV[3]))
+    if grace > 0 then return {'leased', tostring(grace)} end
   end
 elseif status ~= CALL.READY then
   return {'not_ready', status}
@@ -80,8 +100,9 @@ end
 if job_status == JOB.QUEUED then redis.call('HSET', KEYS[1], 'status', JOB.RUNNING) end
 -- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
 -- its submission, the job was never `queued`): the status stays, the start is recorded and published once
-if redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4]) == 1 and ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[6], '*', 'e', ARGV[5])
+if redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4]) == 1 then
+  if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
+  redis.call('HSET', KEYS[1], 'store_run', (store_run()))
 end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]
