@@ -27,6 +27,7 @@ from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.runtime.health import pid_alive
+from agentq.store.boundary import map_store_errors
 
 log = logging.getLogger("agentq.worker")
 
@@ -120,29 +121,55 @@ class Holder:
         return self.started is not None and process_started(self.pid) not in (None, self.started)
 
 
+@map_store_errors
+class NodeNames:
+    """The claims in the state store (`agentq:node:<name>`), behind the store's error boundary: an unreachable
+    store is a `StoreUnavailableError`, as for every other store step."""
+
+    def __init__(self, store: Any):
+        self.redis, self.url, self.fleet = store.redis, store.url, store.fleet
+
+    def claim(self, name: str, value: str, ttl_ms: int) -> str | None:
+        """`SET NX` the claim: None when it is now `value`'s, else the value that holds it."""
+        while True:
+            if self.redis.set(self.fleet.node(name), value, nx=True, px=ttl_ms):
+                return None
+            held = self.redis.get(self.fleet.node(name))
+            if held is not None:
+                return str(held)
+            # it expired or was released between the two commands: try again
+
+    def swap(self, name: str, expected: str, value: str, ttl_ms: int, *, or_absent: bool = False) -> bool:
+        """Replace the claim with `value` if it still holds `expected` (or nothing, with `or_absent`)."""
+        return bool(self.redis.eval(_SWAP, 1, self.fleet.node(name), expected, value, ttl_ms, int(or_absent)))
+
+    def release(self, name: str, value: str) -> None:
+        self.redis.eval(_RELEASE, 1, self.fleet.node(name), value)
+
+    def holder(self, name: str) -> str | None:
+        held = self.redis.get(self.fleet.node(name))
+        return None if held is None else str(held)
+
+
 class NodeClaim:
     """This process's claim of its node name: renewed by `renew` (each heartbeat), dropped by `release`."""
 
-    def __init__(self, store: Any, name: str, holder: Holder, ttl_s: float):
-        self.store, self.name, self.holder = store, name, holder
+    def __init__(self, names: NodeNames, name: str, holder: Holder, ttl_s: float):
+        self.names, self.name, self.holder = names, name, holder
         self.ttl_ms = max(1, int(ttl_s * 1000))
-        self.key = store.fleet.node(name)
         self._lost = False
 
     def take(self) -> Holder | None:
         """Claim the name; None when it is now ours, else the live process that holds it."""
         mine = self.holder.dumps()
-        redis = self.store.redis
         while True:
-            if redis.set(self.key, mine, nx=True, px=self.ttl_ms):
-                return None
-            held = redis.get(self.key)
+            held = self.names.claim(self.name, mine, self.ttl_ms)
             if held is None:
-                continue  # it expired or was released between the two commands
+                return None
             other = Holder.parse(held)
             if other is not None and not other.gone():
                 return other
-            if self._swap(held, mine):
+            if self.names.swap(self.name, held, mine, self.ttl_ms):
                 log.info("node name %s: took over the claim of a process that no longer runs (%s)", self.name, held)
                 return None
 
@@ -150,28 +177,24 @@ class NodeClaim:
         """Extend the claim (or make it again if it expired, e.g. during a Redis outage); warn once when another
         process holds the name now."""
         mine = self.holder.dumps()
-        if self._swap(mine, mine, or_absent=True):
+        if self.names.swap(self.name, mine, mine, self.ttl_ms, or_absent=True):
             self._lost = False
         elif not self._lost:
             self._lost = True
             log.warning("node name %s is claimed by another process now (%s): this worker's claim expired",
-                        self.name, self.store.redis.get(self.key))
+                        self.name, self.names.holder(self.name))
 
     def release(self) -> None:
-        self.store.redis.eval(_RELEASE, 1, self.key, self.holder.dumps())
-
-    def _swap(self, expected: str, value: str, *, or_absent: bool = False) -> bool:
-        replaced = self.store.redis.eval(_SWAP, 1, self.key, expected, value, self.ttl_ms, "1" if or_absent else "0")
-        return bool(replaced)
+        self.names.release(self.name, self.holder.dumps())
 
 
 def claim_node(store: Any, hostname: str | None, *, engine: bool, worker_id: str, ttl_s: float) -> NodeClaim:
     """Claim this process's node name (see the module docstring): `--hostname NAME@HOST` as given, refused
     while a live process holds it; else the default name, or the lowest free numbered one."""
-    holder = Holder.this_process(worker_id)
+    holder, names = Holder.this_process(worker_id), NodeNames(store)
     wanted = node_name(hostname, engine=engine)
     if is_explicit(hostname):
-        claim = NodeClaim(store, wanted, holder, ttl_s)
+        claim = NodeClaim(names, wanted, holder, ttl_s)
         other = claim.take()
         if other is not None:
             where = "this host" if other.hostname == holder.hostname else f"host {other.hostname}"
@@ -179,7 +202,7 @@ def claim_node(store: Any, hostname: str | None, *, engine: bool, worker_id: str
                                      f"one its own name, e.g. --hostname {numbered(wanted, 2).split('@')[0]}@%h")
         return claim
     for n in itertools.count(1):  # every name passed over is held by a live process: this ends
-        claim = NodeClaim(store, numbered(wanted, n), holder, ttl_s)
+        claim = NodeClaim(names, numbered(wanted, n), holder, ttl_s)
         if claim.take() is None:
             return claim
     raise AssertionError("unreachable")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.errors import ConfigurationError
+from agentq.errors import ConfigurationError, StoreUnavailableError
 from agentq.runtime.nodes import Holder, claim_node, process_started
 from agentq.store.state import StateStore
 from tests.integration.procs import ROOT, WorkerProc, base_env, wait_for
@@ -119,6 +119,12 @@ def test_a_renewal_remakes_an_expired_claim_and_never_steals_one(store, caplog):
         f"({store.redis.get(store.fleet.node(claim.name))}): this worker's claim expired") == 1  # warned once
     claim.release()
     assert holder_of(store, claim.name)["id"] == "other"  # a release drops only this process's own claim
+
+
+def test_an_unreachable_store_is_one_clear_error_at_start():
+    unreachable = StateStore("redis://127.0.0.1:1/0")
+    with pytest.raises(StoreUnavailableError, match=r"cannot reach the state store at redis://127\.0\.0\.1:1/0"):
+        claim_node(unreachable, None, engine=False, worker_id="w", ttl_s=30)
 
 
 # ------------------------------------------------------------------------------------ real processes
