@@ -29,7 +29,8 @@ plain JSON Message.
 Before any answer, the request is checked the way the real API checks it (:func:`request_refusal`): a request
 the real API refuses gets the same 400 ``invalid_request_error`` here, with the real error body ``{"type":
 "error", "error": {"type": "invalid_request_error", "message": ...}, "request_id": ...}``, and uses no scripted
-answer. The refusals are listed in :attr:`FakeAnthropic.refusals`; ``FakeAnthropic(check_requests=False)``
+answer. The refusals are listed in :attr:`FakeAnthropic.refusals` (the ``fake_anthropic`` fixture fails a test
+whose requests were refused, unless it set ``refusals_expected``); ``FakeAnthropic(check_requests=False)``
 turns the checks off.
 """
 
@@ -183,6 +184,7 @@ class FakeAnthropic:
         self.model = model
         self.check_requests = check_requests
         self.refusals: list[tuple[RecordedRequest, str]] = []
+        self.refusals_expected = False
         self.responder: Callable[[RecordedRequest], Answer] | None = None
         self.exchanges: list[Exchange] = []
         self._script: queue.SimpleQueue[Answer | Callable[[RecordedRequest], Answer]] = queue.SimpleQueue()
@@ -366,12 +368,13 @@ def _blocks(content: Any) -> list[dict]:
 
 
 def _all_texts(blocks: list[dict]) -> Iterator[str]:
-    """Every text of the blocks, the texts inside tool_result blocks included."""
+    """Every text block's text, those of a tool_result's content blocks included (a tool_result's plain string
+    content is not a text block)."""
     for block in blocks:
         if _is_text(block):
             yield str(block.get("text"))
-        elif block.get("type") == "tool_result":
-            yield from _all_texts(_blocks(block.get("content")))
+        elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+            yield from _all_texts(_blocks(block["content"]))
 
 
 def _turn_refusal(i: int, turn: Any, final: bool) -> str | None:
@@ -611,9 +614,12 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def fake_anthropic() -> Iterator[FakeAnthropic]:
-    """A started :class:`FakeAnthropic`, stopped after the test."""
+    """A started :class:`FakeAnthropic`, stopped after the test. A request it refused fails the test (at its
+    teardown) unless the test set ``refusals_expected``: agentq must never send what the real API refuses."""
     with FakeAnthropic() as fake:
         yield fake
+    if fake.refusals and not fake.refusals_expected:
+        pytest.fail("the fake Messages API refused what agentq sent: " + "; ".join(m for _, m in fake.refusals))
 
 
 @pytest.fixture

@@ -142,6 +142,7 @@ def send(client: anthropic.Anthropic, request: dict) -> Any:
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_the_fake_refuses_what_the_real_api_refuses(client, fake_anthropic: FakeAnthropic, case: str):
     request, message = REFUSED[case]
+    fake_anthropic.refusals_expected = True
     fake_anthropic.script(Answer.solution({"calls": [], "output": None}))
     with pytest.raises(anthropic.BadRequestError) as caught:
         send(client, request)
