@@ -51,8 +51,9 @@ def free_port() -> int:
 
 def start_api(redis_url: str, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTQ_")} | {"AGENTQ_REDIS_URL": redis_url}
+    stderr = None if os.environ.get("SSE_DEBUG") else subprocess.DEVNULL
     process = subprocess.Popen([sys.executable, "-m", "agentq.cli", "api", "--no-auth", "--port", str(port)],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=None if os.environ.get("SSE_DEBUG") else subprocess.DEVNULL)
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -116,8 +117,8 @@ class Stream:
 async def measure(port: int, redis_url: str, api_pid: int, clients: int, rounds: int, interval: float) -> dict:
     jobs = []
     for start in range(0, clients, 50):
-        batch = [http_post(port, "/v1/jobs", {"tools": [TOOL], "calls": [{"_tool": "parked", "_outputPath": "†state.x"}]})
-                 for _ in range(start, min(clients, start + 50))]
+        job = {"tools": [TOOL], "calls": [{"_tool": "parked", "_outputPath": "†state.x"}]}
+        batch = [http_post(port, "/v1/jobs", job) for _ in range(start, min(clients, start + 50))]
         jobs += [record["id"] for record in await asyncio.gather(*batch)]
     latencies: list[float] = []
     streams = [Stream(port, job_id, latencies) for job_id in jobs]

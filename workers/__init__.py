@@ -5,7 +5,7 @@ schemas are the JSON files in `TOOLS_DIR` (`workers/tools/`). `workers/jobs/` ho
 (`demo_order.json` is what `agentq demo` runs). Both folders are package data: they ship in the wheel.
 """
 
-from workers import documents, orders  # noqa: F401  (importing registers the activities)
+from workers import documents, orders  # importing them registers their activities
 from workers.orders import TOOLS_DIR
 
 __all__ = ["TOOLS_DIR", "documents", "orders"]

@@ -24,7 +24,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentq.errors import NonRetryableError
 from agentq.protocol.activities import Activity
@@ -109,6 +109,20 @@ def _sku(value: Any) -> str:
     return str(value or "").strip().upper()
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else {} (the activities read optional parts of a call this way)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_amount(value: Any) -> TypeGuard[int]:
+    """A non-negative whole number of cents (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _state_view(context: Any) -> dict:
     """`context["state"]` when the call was given the state scope, else {} (also for plain-dict contexts)."""
     if context is None:
@@ -133,7 +147,7 @@ def validate_order(call: dict) -> dict:
     order_id = str(order.get("id") or "").strip()
     if not order_id:
         problems.append("order.id is missing")
-    customer = order.get("customer") if isinstance(order.get("customer"), dict) else {}
+    customer = _object(order.get("customer"))
     email = str(customer.get("email") or "").strip().lower()
     if not _EMAIL.match(email):
         problems.append(f"customer.email {customer.get('email')!r} is not an e-mail address")
@@ -204,18 +218,18 @@ def reserve_stock(call: dict) -> dict:
 def quote_shipping(call: dict) -> dict:
     """`quoteShipping`: price a parcel by destination zone and catalog weight."""
     _demo_delay()
-    destination = call.get("destination") if isinstance(call.get("destination"), dict) else {}
+    destination = _object(call.get("destination"))
     country = str(destination.get("country") or "").strip().upper()
     if not re.fullmatch(r"[A-Z]{2}", country):
         raise NonRetryableError(f"destination.country {destination.get('country')!r} is not a 2-letter code",
                                 type="InvalidAddressError")
-    items = call.get("items") if isinstance(call.get("items"), list) else []
+    items = _array(call.get("items"))
     weight = 0
     for item in items:
         if isinstance(item, dict):
             product = CATALOG.get(_sku(item.get("sku")), {"weight_g": 500})  # unknown SKUs count as 500 g
-            quantity = item.get("quantity") if isinstance(item.get("quantity"), int) else 1
-            weight += product["weight_g"] * max(quantity, 0)
+            quantity = item.get("quantity")
+            weight += product["weight_g"] * max(quantity if isinstance(quantity, int) else 1, 0)
     zone = "domestic" if country == "FR" else "eu" if country in _EU else "world"
     carrier, express_carrier, base, per_half_kg, days = _SHIPPING[zone]
     price = base + per_half_kg * max(1, -(-weight // 500))
@@ -248,12 +262,12 @@ def _card_brand(number: str) -> str:
 def charge_payment(call: dict) -> dict:
     """`chargePayment`: capture amount + shipping on a card; cards ending in 0000 are declined."""
     _demo_delay()
-    card = call.get("card") if isinstance(call.get("card"), dict) else {}
+    card = _object(call.get("card"))
     number = re.sub(r"[\s-]", "", str(card.get("number") or ""))
     if not number.isdigit() or not 12 <= len(number) <= 19:
         raise NonRetryableError("card.number must be 12 to 19 digits", type="InvalidCardError")
     amount, shipping = call.get("amount_cents"), call.get("shipping_cents") or 0
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (amount, shipping)):
+    if not (_is_amount(amount) and _is_amount(shipping)):
         raise NonRetryableError("amount_cents and shipping_cents must be non-negative integers",
                                 type="InvalidAmountError")
     total = amount + shipping
@@ -290,16 +304,16 @@ def send_confirmation(call: dict, tool: dict, context: Any) -> dict:
         raise NonRetryableError(f"unknown template {template!r}; the tool allows {allowed}",
                                 type="InvalidTemplateError")
     state = _state_view(context)
-    order = state.get("order") if isinstance(state.get("order"), dict) else {}
-    shipping = state.get("shipping") if isinstance(state.get("shipping"), dict) else {}
-    name = call.get("customerName") or (order.get("customer") or {}).get("name") or "customer"
+    order = _object(state.get("order"))
+    shipping = _object(state.get("shipping"))
+    name = call.get("customerName") or _object(order.get("customer")).get("name") or "customer"
     subjects = {
         "order_confirmation": f"Your order {order_id} is confirmed",
         "payment_failed": f"Payment problem with order {order_id}",
         "shipping_update": f"Order {order_id} is on its way",
     }
     body = [f"Hello {name},", "", subjects.get(template, f"Order {order_id}") + "."]
-    for line in order.get("lines") or []:
+    for line in _array(order.get("lines")):
         body.append(f"  {line.get('quantity')} x {line.get('name') or line.get('sku')}")
     if shipping.get("estimated_days") is not None:
         body.append(f"Estimated delivery: {shipping['estimated_days']} day(s) with {shipping.get('carrier')}.")
@@ -320,7 +334,7 @@ def record_audit(call: dict) -> dict:
     event = str(call.get("event") or "").strip()
     if not event:
         raise NonRetryableError("an audit entry needs an event name", type="InvalidAuditEntryError")
-    details = call.get("details") if isinstance(call.get("details"), dict) else {}
+    details = _object(call.get("details"))
     order_id = call.get("orderId")
     return {
         "entryId": "aud_" + _digest(event, order_id, details, length=12),

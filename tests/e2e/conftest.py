@@ -10,7 +10,7 @@ import pytest
 
 from tests.api_server import ApiServer
 from tests.fake_anthropic import anthropic_env, fake_anthropic  # noqa: F401  (fixtures)
-from tests.integration.conftest import Harness, harness  # noqa: F401  (fixtures)
+from tests.integration.conftest import Harness, harness, worker_procs  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def check_activity(part: dict) -> None:
     assert part["content"] is None or isinstance(part["content"], str)
     assert TIMESTAMP.match(part["timestamp"]), part["timestamp"]
     display = part["display_info"]
-    assert DISPLAY_KEYS <= set(display) and isinstance(display["friendly_name"], str) and display["id"]
+    assert set(display) >= DISPLAY_KEYS and isinstance(display["friendly_name"], str) and display["id"]
     for item in part["tools"] or []:
         assert set(item) == {"name", "arguments", "id"}
         assert isinstance(item["arguments"], dict) and item["id"].startswith("call_")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from agentq.settings import Settings
-from tests.integration.procs import cli, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import cli
 
 pytestmark = pytest.mark.timeout(300)
 

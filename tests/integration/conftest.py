@@ -19,6 +19,7 @@ from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore
 from tests.integration.cluster import LocalCluster
+from tests.integration.procs import worker_procs  # noqa: F401  (fixture: separate worker processes)
 from tests.integration.rabbitmq import AmqpNames, rabbitmq_required, rabbitmq_url, unreachable_reason
 
 

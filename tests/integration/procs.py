@@ -5,22 +5,24 @@
         worker_procs.wait_live(a, ["procA"])              # until its heartbeat announces the activities
         ...
 
-The fixture `worker_procs` (import it into a test module) gives each test a `WorkerProcs` bound to the
-session's private Redis (`redis_url`, flushed before the test). Every process is started in its own session
-(process group); teardown sends SIGTERM (Celery's warm shutdown), waits, then SIGKILLs the group so no prefork
-child outlives the test. Worker output goes to a log file in `tmp_path`, shown when a wait times out.
+The fixture `worker_procs` (tests/integration/conftest.py and tests/e2e/conftest.py provide it) gives each
+test a `WorkerProcs` bound to the session's private Redis (`redis_url`, flushed before the test). Every process
+is started in its own session (process group); teardown sends SIGTERM (Celery's warm shutdown), waits, then
+SIGKILLs the group so no prefork child outlives the test. Worker output goes to a log file in `tmp_path`, shown
+when a wait times out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -96,14 +98,10 @@ class WorkerProc:
         """SIGTERM (warm shutdown), then SIGKILL the whole process group this worker leads."""
         if self.alive():
             self.popen.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # the group of the session this worker started
-        except (ProcessLookupError, PermissionError):
-            pass
         if self.alive():
             self.popen.wait(5)
 

@@ -48,8 +48,9 @@ def test_submit_follow_events_and_result(harness, worked):
 def test_many_jobs_followed_at_once_on_one_event_loop(harness, worked):
     async def scenario() -> list[list[str]]:
         async with AsyncClient(settings=harness.settings) as client:
-            handles = [await client.submit({"calls": [{"_tool": "gate", "_outputPath": "†state.g"},
-                                                      {"_tool": "echo", "text": f"job {n}", "_outputPath": "†state.e"}]})
+            handles = [await client.submit({"calls": [
+                           {"_tool": "gate", "_outputPath": "†state.g"},
+                           {"_tool": "echo", "text": f"job {n}", "_outputPath": "†state.e"}]})
                        for n in range(20)]
 
             async def follow(handle) -> list[str]:

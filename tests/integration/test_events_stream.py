@@ -120,7 +120,7 @@ def test_failed_call_parts_and_technical_details(harness):
 
     harness.activities.register("break_it", break_it)
     start_worker(harness)
-    handle, record, events = finished_job(harness, {"calls": [{"_tool": "break_it", "_outputPath": "†state.x"}]})
+    _handle, record, events = finished_job(harness, {"calls": [{"_tool": "break_it", "_outputPath": "†state.x"}]})
     assert record["status"] == "failed"
     [finished] = [e for e in events if e.event == "call.finished"]
     assert finished.data["status"] == "failed"
@@ -193,8 +193,8 @@ def test_parts_emitted_by_an_activity_appear_in_the_stream(harness):
 
     harness.activities.register("chart", chart)
     start_worker(harness)
-    handle, record, events = finished_job(harness, {"calls": [{"_tool": "chart", "kind": "bar",
-                                                               "_outputPath": "†state.chart"}]})
+    _handle, record, events = finished_job(harness, {"calls": [{"_tool": "chart", "kind": "bar",
+                                                                "_outputPath": "†state.chart"}]})
     assert record["status"] == "succeeded", record
     names = [e.event for e in events]
     assert names == ["job.queued", "job.started", "call.started", "part", "part", "call.finished", "job.finished"]
@@ -269,7 +269,7 @@ def test_history_has_one_consolidated_tool_call_per_call(harness):
     harness.activities.register("flaky", flaky, retries=2, retry_backoff=0.05)
     job = pipeline(harness)
     job["calls"].append({"_tool": "flaky", "_outputPath": "†state.flaky"})
-    handle, record, events = finished_job(harness, job)
+    _handle, record, events = finished_job(harness, job)
     assert record["status"] == "succeeded", record
     assert len(attempts) == 2
     call_ids = {e.data["call_id"]: e.data["tool"] for e in events if e.event == "call.finished"}

@@ -23,7 +23,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.sensitive import REDACTED
-from tests.integration.procs import ROOT, base_env, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import ROOT, base_env, wait_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentq.runtime import health
 from agentq.store.state import StateStore
-from tests.integration.procs import ROOT, base_env, cli, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import ROOT, base_env, cli, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

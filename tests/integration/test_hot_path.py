@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 import time
 from collections import Counter
@@ -94,8 +93,9 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
 
 def test_a_single_call_job_costs_its_client_two_round_trips(harness):
     """Submit and wait for a one-call job: the job's script with its listing (one pipeline), the wait for its
-    end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait returns). What the fleet published and announced was read by an earlier submission
-    (once per heartbeat, see `JobService.fleet`), and the task goes to the broker, not the state store."""
+    end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait returns).
+    What the fleet published and announced was read by an earlier submission (once per heartbeat, see
+    `JobService.fleet`), and the task goes to the broker, not the state store."""
     from tests.redis_trips import RoundTrips
 
     harness.tool("noop", params={"i": {"type": "integer"}})

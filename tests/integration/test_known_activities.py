@@ -17,7 +17,7 @@ from agentq.client import Client
 from agentq.protocol.records import CallMode
 from agentq.protocol.status import CallStatus, JobStatus
 from tests.integration.conftest import store_of
-from tests.integration.procs import cli, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import cli, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

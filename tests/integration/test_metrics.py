@@ -22,7 +22,7 @@ from agentq.runtime.metrics import render_metrics
 from agentq.runtime.root import connect
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of, tool_schema
-from tests.integration.procs import ROOT, base_env, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import ROOT, base_env, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,7 +25,7 @@ import pytest
 from agentq.client import Client
 from agentq.errors import JobTimeoutError
 from agentq.runtime.redis_server import RedisServer
-from tests.integration.procs import WorkerProcs, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import WorkerProcs, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,7 +171,7 @@ def test_a_state_store_outage_loses_nothing_and_runs_nothing_twice(
 # ----------------------------------------------------------------------------------------- poison calls
 
 
-def test_a_poison_call_stops_after_the_delivery_limit_and_fails_saying_so(worker_procs, redis_url):  # noqa: F811
+def test_a_poison_call_stops_after_the_delivery_limit_and_fails_saying_so(worker_procs, redis_url):
     """procCrash ends its prefork child every time; the task comes back each time (reject on worker lost),
     the next delivery takes the call over once the dead attempt's lease expired, and after 3 lost
     deliveries the call fails without running again."""
@@ -199,7 +199,7 @@ def test_a_poison_call_stops_after_the_delivery_limit_and_fails_saying_so(worker
 # ------------------------------------------------------------------------------------ cancel, late outcome
 
 
-def test_a_call_running_at_the_cancel_is_recorded_and_marked_after_cancel(worker_procs, redis_url):  # noqa: F811
+def test_a_call_running_at_the_cancel_is_recorded_and_marked_after_cancel(worker_procs, redis_url):
     proc = worker_procs.start(["procSlow", "procA"])
     worker_procs.wait_live(proc, ["procSlow", "procA"])
     store = worker_procs.store

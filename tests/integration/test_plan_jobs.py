@@ -256,7 +256,7 @@ def test_push_onto_a_non_array_fails_that_call_with_a_clear_error(harness):
     harness.tool("give", params={"value": {}})
     harness.activities.register("give", lambda call: call["value"])
     start_worker(harness)
-    record, log, events = run(harness, {
+    record, log, _events = run(harness, {
         "context": [{"type": "state", "data": {"title": "not a list"}}],
         "calls": [
             {"_tool": "give", "value": "x", "_outputPath": "†state.title", "_outputMethod": "push"},
@@ -523,8 +523,8 @@ def test_job_of_only_fire_and_forget_calls_completes_without_waiting_for_them(ha
     harness.activities.register("ping", ping)
     start_worker(harness)
     try:
-        client, handle = submit(harness, {"context": [{"type": "state", "data": {"a": 1}}],
-                                          "calls": [{"_tool": "ping"}]})
+        _client, handle = submit(harness, {"context": [{"type": "state", "data": {"a": 1}}],
+                                           "calls": [{"_tool": "ping"}]})
         record = handle.result(timeout=5)
         assert record["status"] == "succeeded", record
         assert record["state"] == {"a": 1}

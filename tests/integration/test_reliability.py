@@ -16,7 +16,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
-from tests.integration.procs import cli, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import cli, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -247,8 +247,8 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
     _chain_tools(harness, runs, sleep_s=0.3)
     store = StateStore(redis_url)
     recorder = _Recorder()
-    service = JobService(store, recorder, settings=harness.settings, routing=Routing.from_settings(harness.settings), tools=harness.tools,
-                         activities=harness.activities, local_activities_are_live=True)
+    service = JobService(store, recorder, settings=harness.settings, routing=Routing.from_settings(harness.settings),
+                         tools=harness.tools, activities=harness.activities, local_activities_are_live=True)
     executors = [Executor(store, harness.activities, recorder, lease_s=3) for _ in range(2)]
     try:
         job_id = service.submit(CHAIN)
@@ -302,7 +302,8 @@ def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url)
     harness.tool("first", params={"x": {"type": "number"}})
     harness.activities.register("first", lambda call: call["x"])
     store = StateStore(redis_url)
-    service = JobService(store, _Recorder(), settings=harness.settings, routing=Routing.from_settings(harness.settings), tools=harness.tools,
+    service = JobService(store, _Recorder(), settings=harness.settings,
+                         routing=Routing.from_settings(harness.settings), tools=harness.tools,
                          activities=harness.activities, local_activities_are_live=True)
     try:
         job_id = service.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]})
@@ -317,9 +318,12 @@ def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url)
         def output(value: int) -> list[dict]:
             return [{"type": "data", "kind": "state", "data": {"a": value}, "_path": "†state.a"}]
 
-        assert store.commit(job_id, call_id, token="t1", status=CallStatus.DONE, messages=output(1)).outcome == "superseded"
-        assert store.commit(job_id, call_id, token="t2", status=CallStatus.DONE, messages=output(2)).outcome == "committed"
-        assert store.commit(job_id, call_id, token="t1", status=CallStatus.DONE, messages=output(1)).outcome == "duplicate"
+        def commit(token: str, value: int) -> str:
+            return store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=output(value)).outcome
+
+        assert commit("t1", 1) == "superseded"
+        assert commit("t2", 2) == "committed"
+        assert commit("t1", 1) == "duplicate"
         assert store.read_log(job_id) == output(2)
     finally:
         store.redis.close()

@@ -13,7 +13,6 @@ import pytest
 from agentq.client import Client
 from agentq.protocol.history import build_history_message
 from agentq.protocol.sensitive import REDACTED
-from tests.integration.procs import worker_procs  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 

@@ -17,7 +17,7 @@ import pytest
 import redis as redis_py
 
 from agentq.client import Client
-from tests.integration.procs import wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.procs import wait_for
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from tests.integration.conftest import store_of
 from agentq.client import Client
 from agentq.errors import JobValidationError
-from tests.integration.procs import TOOLS_DIR, cli, wait_for, worker_procs  # noqa: F401  (fixture)
+from tests.integration.conftest import store_of
+from tests.integration.procs import TOOLS_DIR, cli, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agentq.errors import UnknownToolError, DuplicateRegistrationError, RegistrationError
+from agentq.errors import DuplicateRegistrationError, RegistrationError, UnknownToolError
 from agentq.protocol.activities import Activity, ActivityRegistry, ActivitySpec, invoke_handler
 
 

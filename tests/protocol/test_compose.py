@@ -18,7 +18,6 @@ from agentq.protocol.compose import (
     solution_bytes,
 )
 from agentq.protocol.tools import ToolRegistry
-
 from tests.protocol.test_tools import sentiment_analysis, tool, weather_check
 
 
@@ -98,7 +97,8 @@ def test_activity_resolution() -> None:
     # (1) explicit non-empty _activity wins, live or not
     explicit = weather_check()
     explicit["properties"]["_activity"] = {"type": "string", "const": "weatherApi"}
-    assert compose_tool(explicit, {"weatherCheck"})["properties"]["_activity"] == {"type": "string", "const": "weatherApi"}
+    composed = compose_tool(explicit, {"weatherCheck"})
+    assert composed["properties"]["_activity"] == {"type": "string", "const": "weatherApi"}
     assert compose_tool(explicit, ())["properties"]["_activity"]["const"] == "weatherApi"
     # an explicit empty _activity is not "non-empty": the usual rules apply
     explicit["properties"]["_activity"] = {"const": ""}
@@ -263,7 +263,7 @@ def test_list_errors() -> None:
     with pytest.raises(DuplicateRegistrationError, match="weatherCheck"):
         compose([weather_check(), other], ())
     assert composed_tools(compose([weather_check(), weather_check()], ())) == [compose_tool(weather_check())]
-    with pytest.raises(ToolSchemaError, match="'weather'.*'weatherCheck'"):
+    with pytest.raises(ToolSchemaError, match=r"'weather'.*'weatherCheck'"):
         compose({"weather": weather_check()}, ())
 
 

@@ -4,7 +4,14 @@ import pytest
 
 from agentq.errors import ReferenceSyntaxError
 from agentq.protocol.expressions import (
-    Expression, Ref, find_references, format_ref, is_reference, parse_expression, parse_ref, paths_overlap,
+    Expression,
+    Ref,
+    find_references,
+    format_ref,
+    is_reference,
+    parse_expression,
+    parse_ref,
+    paths_overlap,
 )
 
 
@@ -151,7 +158,7 @@ def test_the_fast_path_for_a_single_reference_parses_exactly_as_the_parser():
 
     from agentq.protocol.expressions import _parse, _Parser
 
-    alphabet = st.sampled_from(list("†ab_-9.|& \t\u00a0\u3000é") + ["†state.", ".x"])
+    alphabet = st.sampled_from([*"†ab_-9.|& \t\u00a0\u3000é", "†state.", ".x"])
 
     @settings(max_examples=400, deadline=None)
     @given(st.lists(alphabet, max_size=12).map("".join))

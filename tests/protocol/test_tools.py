@@ -249,13 +249,15 @@ def test_output_method_forms(registry: ToolRegistry) -> None:
     err = _rejects(registry, "c", tool("c", _outputMethod={"enum": ["set", "append"]}), UnknownMethodError,
                    "'c'", "'append'", "'enum'")
     assert not isinstance(err, ToolSchemaError)
-    _rejects(registry, "c", tool("c", _outputMethod={"type": "string"}), ToolSchemaError, "'c'", "'_outputMethod'", "enum")
+    _rejects(registry, "c", tool("c", _outputMethod={"type": "string"}), ToolSchemaError,
+             "'c'", "'_outputMethod'", "enum")
 
 
 @pytest.mark.parametrize("field", ["_scopes", "_imports"])
 def test_scope_forms(registry: ToolRegistry, field: str) -> None:
     registry.register("a", tool("a", **{field: {"const": ["state", "input"]}}))
-    registry.register("b", tool("b", **{field: {"type": "array", "items": {"enum": ["state", "notes"]}, "uniqueItems": True}}))
+    registry.register("b", tool("b", **{field: {"type": "array", "items": {"enum": ["state", "notes"]},
+                                                "uniqueItems": True}}))
     _rejects(registry, "c", tool("c", **{field: {"type": "array", "items": {"type": "string"}}}), ToolSchemaError,
              "'c'", repr(field))
     _rejects(registry, "c", tool("c", **{field: {"const": "state"}}), ToolSchemaError, "'c'", "'const'")
@@ -381,7 +383,7 @@ def test_load_file(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "weatherCheck", weather_check())
     assert registry.load_file(tmp_path / "weatherCheck.json") == "weatherCheck"
     assert registry.get("weatherCheck") == weather_check()
-    with pytest.raises(ToolSchemaError, match="missing.json"):
+    with pytest.raises(ToolSchemaError, match=r"missing\.json"):
         registry.load_file(tmp_path / "missing.json")
 
 

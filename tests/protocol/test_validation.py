@@ -7,7 +7,6 @@ import pytest
 from agentq.errors import CallValidationError, InvalidInputError, Problem, UnknownToolError
 from agentq.protocol.compose import compose
 from agentq.protocol.validation import call_errors, tool_schema_for, validate_call, validator_for
-
 from tests.protocol.test_tools import sentiment_analysis, weather_check
 
 
@@ -235,7 +234,9 @@ def test_schemas_built_by_hand_work_too() -> None:
         "properties": {
             "calls": {
                 "type": "array",
-                "items": {"anyOf": [{"type": "object", "properties": {"_tool": {"const": "t"}, "n": {"type": "integer"}}}]},
+                "items": {"anyOf": [
+                    {"type": "object", "properties": {"_tool": {"const": "t"}, "n": {"type": "integer"}}},
+                ]},
             }
         },
     }

@@ -139,7 +139,7 @@ def test_charge_payment_declines_cards_ending_in_0000_with_a_retryable_error() -
 
 
 def test_charge_payment_rejects_nonsense_at_once() -> None:
-    with pytest.raises(NonRetryableError, match="card.number"):
+    with pytest.raises(NonRetryableError, match=r"card\.number"):
         orders.charge_payment({"orderId": "o", "amount_cents": 1, "currency": "EUR", "card": {"number": "12ab"}})
     with pytest.raises(NonRetryableError, match="nothing to charge"):
         orders.charge_payment({"orderId": "o", "amount_cents": 0, "currency": "EUR", "card": GOOD_CARD})
@@ -398,7 +398,7 @@ def run_plan_in_process(path: Path) -> tuple[dict, dict, list[str]]:
                     result = asyncio.run(result)
                 check_output(call.tool, result)
                 messages = output_messages(params, result, call_id=call.id, date="2024-01-01T00:00:00Z")
-            except Exception as error:  # noqa: BLE001 - recorded like the engine does
+            except Exception as error:
                 failed.append(f"{call.index}:{call.tool}")
                 messages = failure_messages(params, call_id=call.id, error_type=getattr(error, "type", None)
                                             or type(error).__name__, message=str(error), date="2024-01-01T00:00:00Z")

@@ -200,7 +200,7 @@ class TestCheckWrite:
     def test_push_onto_non_array_is_refused(self):
         index = LogIndex([{"type": "state", "data": {"log": "text"}}])
         [message] = out({"_outputPath": "†state.log", "_outputMethod": "push"}, "x")
-        with pytest.raises(WriteError, match="cannot push onto †state.log"):
+        with pytest.raises(WriteError, match=r"cannot push onto †state\.log"):
             check_write(index, message)
 
     def test_concat_needs_array(self):

@@ -83,9 +83,9 @@ def test_submit_writes_the_whole_job_once(backend: Backend):
 
 def test_recent_jobs_lists_new_jobs_first(backend: Backend):
     store = backend.store
-    first, _ = submit(store, job_id="job_first")
+    submit(store, job_id="job_first")
     backend.advance(0.01)
-    second, _ = submit(store, job_id="job_second")
+    submit(store, job_id="job_second")
     assert store.recent_jobs() == ["job_second", "job_first"]
     assert store.recent_jobs(limit=1) == ["job_second"]
 
