@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # a warm shutdown (SIGTERM) lets running calls finish this long, then hands the rest back to the broker
     shutdown_grace_s: float = Field(default=900.0, ge=0)
     task_events: bool = True  # Celery task events (Flower, `celery events`): sent by workers and producers
+    # Celery remote control obeyed by workers: `read` (inspection, Flower, revoke), `all` (also shutdown, pools,
+    # consumers, limits; see runtime/remote_control.py)
+    remote_control: str = Field(default="read", pattern=r"^(read|all)$")
     # Redis broker: how often live workers look for the unacknowledged tasks of dead ones (None: a quarter of
     # the visibility timeout, between 0.5 and 60 s)
     unacked_restore_s: float | None = Field(default=None, gt=0)

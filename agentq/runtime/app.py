@@ -63,6 +63,9 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
         worker_send_task_events=settings.task_events,
         task_send_sent_event=settings.task_events,
     )
+    from agentq.runtime import remote_control
+
+    remote_control.install(app, settings.remote_control)  # what a broadcast on the broker may make workers do
     if broker.kind == "redis":
         from agentq.runtime.redis_transport import install
 
