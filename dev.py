@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One-command set-up: `python3 dev.py demo` runs the demo job, `python3 dev.py test` runs the test suite
-(`python3 dev.py lint` runs ruff and mypy, as CI does before the tests).
+(`python3 dev.py lint` runs ruff and mypy, as CI does before the tests; `python3 dev.py floors` runs the LLM
+tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them).
 
 Creates `.venv` next to this file on first use, installs agentq with its test extras into it (again only
 when pyproject.toml changes), then runs the command inside it. Needs nothing but Python 3.11+. Before the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,16 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".install-stamp"
 
+# `dev.py floors`: every dependency at the floor pyproject.toml declares, in a venv of its own
+FLOORS_VENV = ROOT / ".venv-floors"
+FLOORS_BIN = FLOORS_VENV / ("Scripts" if os.name == "nt" else "bin")
+FLOORS_PYTHON = FLOORS_BIN / ("python.exe" if os.name == "nt" else "python")
+FLOORS_STAMP = FLOORS_VENV / ".install-stamp"
+FLOORS_TESTS = ("tests/llm", "tests/integration/test_agent_jobs.py", "tests/integration/test_smoke.py",
+                "tests/e2e/test_api.py")
+FLOORS_TEST_TOOLS = ("pytest", "pytest-timeout")  # installed as the dev extra lists them
+_FLOOR = re.compile(r"^\s*([A-Za-z0-9._-]+(?:\[[^\]]*\])?)\s*>=\s*([0-9][^,;\s]*)")
+
 
 def _wanted_stamp() -> str:
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
@@ -31,8 +43,6 @@ def _wanted_stamp() -> str:
 
 
 def ensure_environment() -> None:
-    if sys.version_info < (3, 11):
-        sys.exit(f"agentq needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
         print(f"[dev] creating virtual environment in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
@@ -43,6 +53,46 @@ def ensure_environment() -> None:
     subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
     STAMP.write_text(_wanted_stamp())
+
+
+def floor_pins() -> list[str]:
+    """`name==floor` for every dependency of pyproject.toml (each must declare a `>=` floor), then the test
+    tools as the dev extra lists them."""
+    import tomllib  # Python 3.11+, which main() checks first
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins, missing = [], []
+    for requirement in project["dependencies"]:
+        match = _FLOOR.match(requirement)
+        if match is None:
+            missing.append(requirement)
+        else:
+            pins.append(f"{match[1]}=={match[2]}")
+    if missing:
+        sys.exit(f"[dev] pyproject.toml: these dependencies declare no >= floor: {', '.join(missing)}")
+    tools = [r for r in project["optional-dependencies"]["dev"] if re.split(r"[<>=\[ ]", r)[0] in FLOORS_TEST_TOOLS]
+    return pins + tools
+
+
+def ensure_floors_environment(pins: list[str]) -> None:
+    """The floors venv: built on first use and again only when pyproject.toml changes; agentq itself is
+    installed editable without dependencies, so the venv always runs the working tree's code."""
+    wanted = _wanted_stamp()
+    if FLOORS_STAMP.exists() and FLOORS_STAMP.read_text() == wanted:
+        return
+    print(f"[dev] creating {FLOORS_VENV} with every dependency at its floor: {' '.join(pins)}", flush=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(FLOORS_VENV)
+    pip = [str(FLOORS_PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", *pins], check=True)
+    subprocess.run([*pip, "install", "--no-deps", "-e", str(ROOT)], check=True)
+    FLOORS_STAMP.write_text(wanted)
+
+
+def run_floors(pytest_args: list[str], env: dict[str, str]) -> int:
+    """The LLM tests and a representative set, against the lowest versions pyproject.toml allows."""
+    ensure_floors_environment(floor_pins())
+    cmd = [str(FLOORS_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *FLOORS_TESTS, *pytest_args]
+    return subprocess.call(cmd, cwd=ROOT, env=env)
 
 
 def chromium_path() -> str | None:
@@ -82,17 +132,22 @@ def ensure_chromium() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"demo", "test", "lint", "agentq"}:
-        print("usage: python3 dev.py demo | test [pytest args] | lint | agentq [args]", file=sys.stderr)
+    if sys.version_info < (3, 11):  # noqa: UP036  (dev.py runs under whatever python3 there is)
+        sys.exit(f"agentq needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not argv or argv[0] not in {"demo", "test", "lint", "floors", "agentq"}:
+        print("usage: python3 dev.py demo | test [pytest args] | lint | floors [pytest args] | agentq [args]",
+              file=sys.stderr)
         return 2
-    ensure_environment()
     command, rest = argv[0], argv[1:]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if command == "floors":
+        return run_floors(rest, env)
+    ensure_environment()
     if command == "test":
         ensure_chromium()
         cmd = [str(PYTHON), "-m", "pytest", *rest]
-    elif command == "lint":  # ruff and mypy, configured in pyproject.toml
-        status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "agentq"], cwd=ROOT, env=env)
+    elif command == "lint":  # ruff over the whole repository, mypy over agentq and workers (pyproject.toml)
+        status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
         return status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)
     elif command == "demo":
         cmd = [str(BIN / "agentq"), "demo", *rest]
