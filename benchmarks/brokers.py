@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentq.client import Client
+from agentq.embedded import RedisServer
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.redis_server import RedisServer
 from agentq.settings import Settings
 from tests.integration.conftest import tool_schema
 from tests.integration.rabbitmq import AmqpNames, rabbitmq_url, unreachable_reason

@@ -55,10 +55,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentq.client import Client
+from agentq.embedded import RedisServer
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Runtime
-from agentq.runtime.redis_server import RedisServer
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest

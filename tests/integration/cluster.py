@@ -1,6 +1,6 @@
 """Private Redis topologies on loopback for tests: a three-master Redis Cluster and a Sentinel group.
 
-Both are built from `agentq.runtime.redis_server.RedisServer` (free ports, files in temporary folders, never
+Both are built from `agentq.embedded.RedisServer` (free ports, files in temporary folders, never
 6379) and stopped by `stop()`; the fixtures in `tests/integration/conftest.py` start each one once per session
 and clean it between tests (`flush()`), so a module of tests pays the start-up once.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from agentq.runtime.redis_server import HOST, RedisServer
+from agentq.embedded import HOST, RedisServer
 
 SLOTS = 16384
 _REPLICATION = ("--repl-diskless-sync-delay", "0")  # a replica syncs at once (the default waits 5 s)

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from agentq.client import Client
+from agentq.embedded import RedisServer
 from agentq.protocol.status import CallStatus
-from agentq.runtime.redis_server import RedisServer
 from agentq.store.state import ClaimOutcome, CommitOutcome, StateStore
 from tests.integration.procs import WorkerProcs, wait_for
 from tests.runtime.test_store_contract import submit

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from agentq.client import Client
+from agentq.embedded import RedisServer
 from agentq.errors import JobTimeoutError
-from agentq.runtime.redis_server import RedisServer
 from tests.integration.procs import WorkerProcs, wait_for
 
 pytestmark = pytest.mark.timeout(120)

