@@ -40,8 +40,10 @@ from agentq.runtime.leases import LeaseKeeper
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import Dispatch
 from agentq.settings import Settings
+from agentq.store.codecs import now_iso
 from agentq.store.keys import TICK
-from agentq.store.state import StateStore, TickOutcome, now_iso
+from agentq.store.replies import TickClaimed, TickLeased
+from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.agent")
 
@@ -91,11 +93,14 @@ class AgentLoop:
         started = JobStarted(job_id=job_id, part=activity_part("Job started", source=self.source))
         claim = self.store.begin_tick(job_id, exchanges=n, token=token, lease_ms=self.lease_ms,
                                       job_started=started)
-        if claim.outcome is TickOutcome.LEASED:
-            return max(claim.lease_left_ms, 100) / 1000
-        if claim.outcome is not TickOutcome.CLAIMED:
-            log.info("tick %d of job %s not run: %s", n, job_id, claim.outcome)
-            return None
+        match claim:
+            case TickLeased(lease_left_ms=left):
+                return max(left, 100) / 1000
+            case TickClaimed():
+                pass
+            case _:
+                log.info("tick %d of job %s not run: %s", n, job_id, claim.outcome)
+                return None
         self.leases.hold(job_id, TICK, token)
         try:
             return self._tick(job_id, n, token, claim.attempt)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agentq import metrics
 from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
 from agentq.protocol.conversation import call_parameters
 from agentq.protocol.envelopes import CallFinished, Part, Thought
@@ -26,10 +27,11 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, failure_messages, output_alternatives
-from agentq.runtime import metrics
 from agentq.runtime.failures import CallFailure
 from agentq.settings import Settings
-from agentq.store.state import Commit, StateStore, now_iso
+from agentq.store.codecs import now_iso
+from agentq.store.replies import Commit
+from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.modules")
 

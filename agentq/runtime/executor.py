@@ -17,9 +17,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from agentq import metrics
 from agentq.errors import AgentQError, InvalidInputError, NonRetryableError, ProtocolError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec, invoke_handler
 from agentq.protocol.cache import LRU
@@ -39,7 +40,6 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import absorbs_failure, check_write, failure_messages, output_messages
-from agentq.runtime import metrics
 from agentq.runtime.agent import AgentLoop
 from agentq.runtime.caches import JobTools, LogCache, StaleCache, solution_for
 from agentq.runtime.delegation import Delegation
@@ -52,7 +52,21 @@ from agentq.runtime.routing import Routing
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import FinishInputs, Store
-from agentq.store.state import Claim, ClaimOutcome, Commit, CommitOutcome, SettleOutcome, now_iso, record_digest
+from agentq.store.codecs import now_iso, record_digest
+from agentq.store.replies import (
+    Claim,
+    Claimed,
+    ClaimFinished,
+    ClaimLeased,
+    ClaimNotReady,
+    ClaimUnstarted,
+    Commit,
+    CommitDuplicate,
+    Committed,
+    Settled,
+    SettleStaleTool,
+    SettleUnstarted,
+)
 
 log = logging.getLogger("agentq.executor")
 
@@ -134,28 +148,37 @@ class Executor:
                 return settled
         token = uuid.uuid4().hex
         claim, index, announced = self._claim(job_id, call_id, token, record, record_sha)
-        if claim.record_replaced:
-            ran = None  # it ran a record that is not the stored one: the stored one runs
-        if claim.outcome is ClaimOutcome.LEASED:
-            return Outcome("leased", retry_in=max(claim.lease_left_ms, 100) / 1000)
-        if claim.outcome is ClaimOutcome.FINISHED:
-            self.recover(job_id, call_id)
-            return Outcome("finished")
-        if claim.outcome is not ClaimOutcome.CLAIMED:
-            log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, claim.status or "")
-            return Outcome(claim.outcome.value)
+        match claim:
+            case Claimed():
+                if claim.record_replaced:
+                    ran = None  # it ran a record that is not the stored one: the stored one runs
+                return self._run_held(job_id, call_id, token, claim, index, announced, ran)
+            case ClaimLeased(lease_left_ms=left):
+                return Outcome("leased", retry_in=max(left, 100) / 1000)
+            case ClaimFinished():
+                self.recover(job_id, call_id)
+                return Outcome("finished")
+            case ClaimNotReady(status=status):
+                log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, status)
+            case _:
+                log.info("call %s of job %s not run: %s", call_id, job_id, claim.outcome)
+        return Outcome(claim.outcome.value)
+
+    def _run_held(self, job_id: str, call_id: str, token: str, claim: Claimed, index: LogIndex | None,
+                  announced: bool, ran: Ran | None) -> Outcome:
+        """Run a claimed attempt while this process keeps its lease renewed."""
         self.leases.hold(job_id, call_id, token)
         try:
             if 0 < self.settings.max_deliveries <= claim.lost:
-                return self._fail(job_id, call_id, token, claim, claim.record.call if claim.record else {},
-                                  self._delivery_limit(claim), time.time(), (claim.tool or {}).get("x-display"))
+                return self._fail(job_id, call_id, token, claim, claim.record.call, self._delivery_limit(claim),
+                                  time.time(), (claim.tool or {}).get("x-display"))
             return self._run_claimed(job_id, call_id, token, claim, index, announced, ran)
         finally:
             self.leases.release(job_id, call_id)
-            if claim.record is not None and claim.record.relay:
+            if claim.record.relay:
                 self._relay(job_id)
 
-    def _delivery_limit(self, claim: Claim) -> _Failure:
+    def _delivery_limit(self, claim: Claimed) -> _Failure:
         """The failure of a poison call: the process running it died on each of its last deliveries."""
         limit = self.settings.max_deliveries
         return _Failure("DeliveryLimitExceeded", f"the task of this call was delivered {claim.lost} times and the "
@@ -187,20 +210,19 @@ class Executor:
                                     start_events=ahead)
 
         claim = claim_once()
-        if claim.outcome is ClaimOutcome.UNSTARTED:  # a job id used again: this process's memory was stale
+        if isinstance(claim, ClaimUnstarted):  # a job id used again: this process's memory was stale
             self._started_jobs.pop(job_id)
             claim = claim_once()
-        if claim.outcome is not ClaimOutcome.CLAIMED:
+        if not isinstance(claim, Claimed):
             return claim, None, False
         self._started_jobs.put(job_id, True)
-        assert claim.record is not None
         if claim.record_replaced:
             log.warning("call %s of job %s: the task's record differs from the stored one; running the stored "
                         "call", call_id, job_id)
         if claim.tool is not None:  # the store sent the tool: this process had no current copy
-            claim.tool = self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha)
+            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha))
         elif cached is not None:
-            claim.tool = self.tools.keep(job_id, claim.record.tool, cached[0], cached[1])
+            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1]))
         if not claim.record.needs_log:
             return claim, None, claim.announced  # a later attempt publishes its own start events
         if not needs_log:  # the stored record reads the log although the task's did not: read all of it
@@ -263,14 +285,14 @@ class Executor:
             settle = self.store.settle(job_id, call_id, record_sha=record_sha, tool=record.tool, tool_sha=tool_sha,
                                        job_started=self._job_started(job_id, record), status=CallStatus.DONE,
                                        messages=messages, events=events)
-            if settle.outcome is SettleOutcome.STALE_TOOL and settle.tool is not None:
-                tool = self.tools.keep(job_id, record.tool, settle.tool, settle.tool_sha)
-                tool_sha = settle.tool_sha
-            elif settle.outcome is SettleOutcome.UNSTARTED:
-                self._started_jobs.pop(job_id)
-            else:
-                break
-        if settle.outcome is not SettleOutcome.COMMITTED or settle.commit is None:
+            match settle:
+                case SettleStaleTool(tool=stored, tool_sha=stored_sha):
+                    tool, tool_sha = self.tools.keep(job_id, record.tool, stored, stored_sha), stored_sha
+                case SettleUnstarted():
+                    self._started_jobs.pop(job_id)
+                case _:
+                    break
+        if not isinstance(settle, Settled):
             return None, ran
         self._started_jobs.put(job_id, True)
         self.tools.keep(job_id, record.tool, tool, tool_sha)
@@ -305,11 +327,10 @@ class Executor:
                                   instance=record.instance or None, part=request))
         return events
 
-    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claim, index: LogIndex | None,
+    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claimed, index: LogIndex | None,
                      announced: bool = False, ran: Ran | None = None) -> Outcome:
         """Run a claimed attempt and commit its outcome; `ran` is the handler's run before the claim, if any
         (its outcome is recorded instead of running the handler again)."""
-        assert claim.record is not None
         record, tool = claim.record, claim.tool or {}
         call, locale = record.call, record.locale
         display = tool.get("x-display")
@@ -450,9 +471,8 @@ class Executor:
             loop = self._loops.loop = asyncio.new_event_loop()
         return loop.run_until_complete(asyncio.wait_for(awaitable, timeout))
 
-    def _fail(self, job_id: str, call_id: str, token: str, claim: Claim, call: dict, failure: _Failure,
+    def _fail(self, job_id: str, call_id: str, token: str, claim: Claimed, call: dict, failure: _Failure,
               started: float, display: dict | None) -> Outcome:
-        assert claim.record is not None
         record = claim.record
         name = record.tool
         failure = _masked(failure, call, claim.tool)
@@ -495,18 +515,17 @@ class Executor:
         """Send the calls a commit released and take the job's next step. A commit of this attempt's own call
         that finds it committed already (its first reply was lost to a store outage, or a takeover committed
         it) finishes whatever that commit may have left undone, as a redelivery would."""
-        if commit is not None and commit.outcome is CommitOutcome.DUPLICATE and call_id is not None:
+        if isinstance(commit, CommitDuplicate) and call_id is not None:
             self.recover(job_id, call_id)
             return
-        if commit is None or commit.outcome is not CommitOutcome.COMMITTED:
+        if not isinstance(commit, Committed):
             return
         if commit.job_status is JobStatus.CANCELED and call_id is not None:
             log.info("call %s of job %s ended after its job was canceled: its outcome is recorded, marked "
                      "after_cancel", call_id, job_id)
         if commit.released:
             self.dispatch(job_id, commit.released)
-        if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
-                and not commit.ticking:
+        if commit.open_calls <= 0 and commit.job_status.is_active and not commit.ticking:
             if commit.kind is JobKind.PLAN:
                 self.finish(job_id, inputs=commit.finish_inputs)
             else:

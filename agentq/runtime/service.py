@@ -40,8 +40,9 @@ from agentq.runtime.finalize import finalize_job
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.codecs import now_iso
 from agentq.store.records import build_job_record
-from agentq.store.state import now_iso
+from agentq.store.replies import Committed, Decided, DecisionConflict, DecisionMissing
 
 log = logging.getLogger("agentq.service")
 
@@ -272,10 +273,11 @@ class JobService:
                              absorbed=absorbs_failure(record.call), part=part)
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
                                    events=[event])
+        if not isinstance(commit, Committed):
+            return record
         if commit.released:
             self.dispatcher(job_id, commit.released)
-        if commit.open_calls <= 0 and commit.job_status is not None and commit.job_status.is_active \
-                and not commit.ticking:
+        if commit.open_calls <= 0 and commit.job_status.is_active and not commit.ticking:
             info = self.store.job_info(job_id)
             if info.kind is JobKind.AGENT:
                 self.dispatcher.tick(job_id, info.exchanges)  # the tick ends the job or asks the model again
@@ -293,16 +295,17 @@ class JobService:
     def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
                 token: str = "") -> CallRecord:
         self._awaiting(job_id, call_id)
-        outcome, value = self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
-                                           lease_ms=int(self.settings.lease_s * 1000))
-        if outcome == "conflict":
-            if value is CallStatus.AWAITING_APPROVAL:  # the call waits, but its job ended: nothing runs any more
+        match self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
+                                lease_ms=int(self.settings.lease_s * 1000)):
+            case Decided(record=decided):
+                return decided
+            case DecisionConflict(status=CallStatus.AWAITING_APPROVAL):  # the call waits, but its job ended
                 ended = self.store.job_status(job_id)
                 raise ConflictError(f"job {job_id} has ended ({ended}): call {call_id} can no longer be decided")
-            raise ConflictError(f"call {call_id} of job {job_id} is {value}, not awaiting approval")
-        if outcome == "missing":
-            raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
-        return value
+            case DecisionConflict(status=status):
+                raise ConflictError(f"call {call_id} of job {job_id} is {status}, not awaiting approval")
+            case DecisionMissing():
+                raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
 
     def cancel(self, job_id: str) -> JobStatus:
         """Cancel a job: no call starts after this; queued tasks are revoked. Returns the job's status."""

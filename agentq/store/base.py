@@ -5,8 +5,9 @@ an in-memory stand-in (`tests/runtime/memory_store.py`) that keeps the same cont
 store by `tests/runtime/test_store_contract.py`. Only the methods used outside the store are listed: those of
 the executor, finalization, the job service, the lease keeper, the worker's announcements and the client.
 
-The outcomes of the atomic steps (`Claim`, `Commit` and their outcome enums) live in `state.py` and are
-re-exported here, so code written against `Store` needs no import from the Redis implementation.
+The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`: unions of frozen records) live in
+`replies.py`, which both stores return, so code written against `Store` needs no import from the Redis
+implementation.
 """
 
 from __future__ import annotations
@@ -18,19 +19,20 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.state import (
-    CallTable,
+from agentq.store.replies import (
     Claim,
     ClaimOutcome,
     Commit,
     CommitOutcome,
+    Decision,
     FinishInputs,
     Settle,
     SettleOutcome,
 )
+from agentq.store.state import CallTable
 
-__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "FinishInputs", "Settle", "SettleOutcome",
-           "Store"]
+__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "FinishInputs", "Settle",
+           "SettleOutcome", "Store"]
 
 
 class Store(Protocol):
@@ -43,7 +45,7 @@ class Store(Protocol):
     def job_tools(self, job_id: str) -> dict[str, dict]: ...
 
     def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
-               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> tuple[str, Any]: ...
+               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision: ...
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool: ...
 

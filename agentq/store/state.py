@@ -1,150 +1,64 @@
 """`StateStore`: every read and atomic write agentq makes to Redis.
 
 Each state transition is one Lua script (see `lua/`), so it is atomic and costs one round trip; each
-is idempotent so a redelivered task cannot write twice. Values are JSON.
+is idempotent so a redelivered task cannot write twice. Values are JSON. `store/scripts.py` lays out each
+script's keys and arguments and reads its reply into a record of `store/replies.py`; this class adds what
+goes around a step (the fleet-wide bookkeeping, pipelines of plain reads).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
-from importlib import resources
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from agentq.errors import JobNotFoundError
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
-from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.boundary import map_store_errors
+from agentq.store.codecs import USAGE_PREFIX as USAGE_PREFIX
+from agentq.store.codecs import decode_job as decode_job
+from agentq.store.codecs import dumps as dumps
+from agentq.store.codecs import entry as entry
+from agentq.store.codecs import iso_utc as iso_utc
+from agentq.store.codecs import now_iso as now_iso
+from agentq.store.codecs import record_digest as record_digest
+from agentq.store.codecs import saved_record
 from agentq.store.connect import connect_redis
 from agentq.store.event_codec import pack, unpack
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.records import build_job_record
+from agentq.store.replies import (
+    AlreadyEnded,
+    CallsAdded,
+    CancelMissing,
+    Claim,
+    Commit,
+    Committed,
+    Decision,
+    FinishInputs,
+    Settle,
+    Settled,
+    TickClaim,
+    TickEnded,
+)
+from agentq.store.replies import ClaimOutcome as ClaimOutcome
+from agentq.store.replies import CommitOutcome as CommitOutcome
+from agentq.store.replies import SettleOutcome as SettleOutcome
+from agentq.store.scripts import Scripts
+from agentq.store.submission import held_calls, submission_payload
 
 log = logging.getLogger("agentq.store")
 
-_SCRIPTS = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls", "tick_end",
-            "decide", "unlease", "relay", "settle")
 _NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
-USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
 _RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def entry(envelope: Envelope, job_id: str) -> str:
-    """The stored (packed) form of an envelope in the event stream of job `job_id` (see `store/event_codec.py`)."""
-    return pack(envelope.to_dict(), job_id)
-
-
-def record_digest(record: CallRecord | dict) -> str:
-    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with); `record` may be
-    the record's `to_dict()` already."""
-    body = record if isinstance(record, dict) else record.to_dict()
-    return hashlib.sha1(dumps(body).encode()).hexdigest()
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-class ClaimOutcome(StrEnum):
-    CLAIMED = "claimed"  # this attempt owns the call
-    FINISHED = "finished"  # the call already ended (`status`)
-    LEASED = "leased"  # another attempt is running it (`lease_left_ms`)
-    CANCELED = "canceled"  # its job was canceled
-    NOT_READY = "not_ready"  # it still waits on other calls or on approval (`status`)
-    MISSING = "missing"  # no such call
-    UNSTARTED = "unstarted"  # the caller passed no job-started event but the job has not started: claim again
-
-
-@dataclass
-class Claim:
-    """Outcome of `StateStore.claim`."""
-
-    outcome: ClaimOutcome
-    record: CallRecord | None = None
-    tool: dict | None = None
-    attempt: int = 0
-    log_length: int = 0
-    log_tail: list[dict] = field(default_factory=list)
-    status: CallStatus | None = None  # FINISHED, NOT_READY: the call's status
-    lease_left_ms: int = 0  # LEASED: how long the other attempt's lease still runs
-    tool_sha: str = ""  # SHA-1 of the stored schema `tool` was decoded from (when the reply carried it)
-    announced: bool = False  # the claim published the caller's start events
-    record_replaced: bool = False  # the record the task carried was not the stored one: the stored one runs
-    lost: int = 0  # attempts of this call lost so far: their process died before they ended (see claim.lua)
-
-
-class FinishInputs(NamedTuple):
-    """What finalizing a job reads (`StateStore.finish_inputs`), in one round trip or in a commit's reply."""
-
-    info: JobInfo
-    log: list[dict]
-    statuses: dict[str, CallStatus]
-
-
-class CommitOutcome(StrEnum):
-    COMMITTED = "committed"
-    DUPLICATE = "duplicate"  # the call was committed already (a redelivered task)
-    SUPERSEDED = "superseded"  # another attempt took the call over after this one's lease expired
-
-
-@dataclass
-class Commit:
-    """Outcome of `StateStore.commit`; `released` are the records of calls that became ready."""
-
-    outcome: CommitOutcome
-    open_calls: int = 0
-    job_status: JobStatus | None = None
-    released: list[CallRecord] = field(default_factory=list)
-    ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
-    kind: JobKind | None = None  # the job's kind (COMMITTED)
-    finish_inputs: FinishInputs | None = None  # the last awaited call of a plan job: what finalizing it reads
-
-
-class SettleOutcome(StrEnum):
-    COMMITTED = "committed"  # claimed and committed: `Settle.commit` tells what the commit released
-    OTHER = "other"  # not a ready call's first attempt, or not the stored record: claim and commit as usual
-    STALE_TOOL = "stale_tool"  # the caller's tool is not the job's (`Settle.tool`, `Settle.tool_sha`)
-    UNSTARTED = "unstarted"  # the caller took the job for started, it is not: settle again with job.started
-
-
-@dataclass
-class Settle:
-    """Outcome of `StateStore.settle`."""
-
-    outcome: SettleOutcome
-    commit: Commit | None = None
-    tool: dict | None = None
-    tool_sha: str = ""
-
-
-class TickOutcome(StrEnum):
-    CLAIMED = "claimed"  # this task makes the job's next model request
-    FINISHED = "finished"  # the job ended
-    STALE = "stale"  # the request this task was sent for was made already
-    LEASED = "leased"  # another task is making it (`lease_left_ms`)
-    BUSY = "busy"  # calls are still open: the last one's commit takes the next step
-    MISSING = "missing"
-
-
-@dataclass
-class TickClaim:
-    outcome: TickOutcome
-    attempt: int = 0
-    lease_left_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -202,7 +116,7 @@ class StateStore:
         self.url = redis_url
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
-        self._scripts = {name: self.redis.register_script(_lua(name)) for name in _SCRIPTS}
+        self.scripts = Scripts(self.redis)
 
     def keys(self, job_id: str) -> JobKeys:
         return JobKeys(self.namespace, job_id)
@@ -218,73 +132,54 @@ class StateStore:
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
-        exists already. `parent` links a module's child job to the call it runs for."""
-        keys = self.keys(plan.id)
-        created = now_iso()
-        waiting = {c.id: c.waiting for c in plan.calls}
-        held = {c.id for c in plan.calls if c.approval and c.waiting == 0}
-        job = {
-            "id": plan.id, "kind": plan.kind.value, "created_at": created,
-            "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
-            "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": len(held),
-            "options": dumps(plan.options), "output": dumps(plan.output),
-            "solution": dumps(plan.solution), "submitted": dumps(submitted),
-        }
-        if plan.kind is JobKind.AGENT:
-            job["registered"] = dumps(plan.registered)
-        if parent is not None:
-            job["parent"] = dumps(parent)
-        payload = {
-            "job": job,
-            "log": [dumps(m) for m in plan.context],
-            "calls": {r.id: dumps(r.to_dict()) for r in records},
-            "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
-                           else CallStatus.READY).value for c, n in waiting.items()},
-            "approval": {c.id: 1 for c in plan.calls if c.approval},
-            "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
-            "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
-            "events": [entry(e, plan.id) for e in events],
-            "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
-        }
-        from redis.exceptions import NoScriptError
+        exists already. `parent` links a module's child job to the call it runs for.
 
+        One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
+        active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
+        a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
+        existing job's entries as they were when the script refuses the id; what this pipeline added for a
+        refused or failed submission is taken back."""
+        keys, held = self.keys(plan.id), bool(held_calls(plan))
+        payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent))
         now = time.time()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
-        script, job_keys = self._scripts["submit"], list(keys.all)
-        args = [dumps(payload), expire_at_ms]
-        # One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
-        # active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
-        # a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
-        # existing job's entries as they were when the script refuses the id; what this pipeline added for a
-        # refused or failed submission is taken back.
         pipe = self.redis.pipeline(transaction=False)
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
-            if not script(keys=job_keys, args=args):
+            if not self.scripts.submit(keys, payload, expire_at_ms):
                 return False
         else:
-            pipe.evalsha(script.sha, len(job_keys), *job_keys, *args)
-        pipe.zadd(self.fleet.jobs, {plan.id: now}, nx=True)
-        pipe.zadd(self.fleet.active_jobs, {plan.id: expire_at_ms / 1000}, nx=True)
-        if held:
-            pipe.zadd(self.fleet.approval_jobs, {plan.id: now}, nx=True)
-        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
-        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
+            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
+        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held)
         replies = pipe.execute(raise_on_error=False)
-        written: Any = True if self.cluster else replies[0]
-        added = replies if self.cluster else replies[1:]
-        if isinstance(written, NoScriptError):  # a Redis that lost its scripts (restart, SCRIPT FLUSH)
-            written = script(keys=job_keys, args=args)
+        if self.cluster:
+            written: bool | Exception = True
+        else:
+            written, replies = self.scripts.submitted(replies[0], keys, payload, expire_at_ms), replies[1:]
         if isinstance(written, Exception) or not written:
-            fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
-            undo = [key for key, reply in zip(fleet_keys, added, strict=False) if reply == 1]
-            if undo:
-                with self.redis.pipeline(transaction=False) as back:
-                    for key in undo:
-                        back.zrem(key, plan.id)
-                    back.execute()
+            self._unlist(plan.id, [key for key, reply in zip(fleet_keys, replies, strict=False) if reply == 1])
             if isinstance(written, Exception):
                 raise written
         return bool(written)
+
+    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool) -> list[str]:
+        """Queue a new job's fleet-wide entries (listing, active, approvals) and the trimming of expired ones;
+        returns the keys added to, in the order of their replies."""
+        fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
+        pipe.zadd(self.fleet.jobs, {job_id: now}, nx=True)
+        pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
+        if held:
+            pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
+        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
+        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
+        return fleet_keys
+
+    def _unlist(self, job_id: str, undo: list[str]) -> None:
+        """Take back the fleet-wide entries a refused or failed submission added."""
+        if undo:
+            with self.redis.pipeline(transaction=False) as back:
+                for key in undo:
+                    back.zrem(key, job_id)
+                back.execute()
 
     # ------------------------------------------------------------------------------------ execution
 
@@ -307,34 +202,9 @@ class StateStore:
         Replaying a claim with the `token` that holds the call (its reply was lost to a store outage) returns
         that claim again. Taking over a call whose lease expired counts a lost attempt (`Claim.lost`).
         """
-        keys = self.keys(job_id)
-        reply = self._scripts["claim"](
-            keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-                  keys.lease(call_id), keys.lost],
-            args=[call_id, token, lease_ms, now_iso(),
-                  entry(job_started, job_id) if job_started else "!" if expect_started else "",
-                  log_offset, record_sha if record is not None else "", tool_sha,
-                  record.tool if record is not None else "", *(entry(e, job_id) for e in start_events)],
-        )
-        outcome = ClaimOutcome(reply[0])
-        if outcome is ClaimOutcome.LEASED:
-            return Claim(outcome, lease_left_ms=int(reply[1]))
-        if outcome in (ClaimOutcome.FINISHED, ClaimOutcome.NOT_READY):
-            return Claim(outcome, status=CallStatus(reply[1]))
-        if outcome is not ClaimOutcome.CLAIMED:
-            return Claim(outcome)
-        return Claim(
-            outcome,
-            record=CallRecord.from_dict(json.loads(reply[1])) if reply[1] else record,
-            record_replaced=bool(reply[1]) and record is not None,
-            tool=json.loads(reply[2]) if reply[2] else None,
-            attempt=int(reply[3]),
-            log_length=int(reply[4]),
-            log_tail=[json.loads(m) for m in reply[7:]],
-            tool_sha=hashlib.sha1(reply[2].encode()).hexdigest() if reply[2] else "",
-            announced=reply[5] == "1",
-            lost=int(reply[6]),
-        )
+        return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
+                                  job_started=job_started, expect_started=expect_started, record=record,
+                                  record_sha=record_sha, tool_sha=tool_sha, start_events=start_events)
 
     def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None:
         if not envelopes:
@@ -350,37 +220,15 @@ class StateStore:
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = ()) -> Commit:
-        keys = self.keys(job_id)
-        reply = self._scripts["commit"](
-            keys=[keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
-                  keys.dependents, keys.approval],
-            args=[call_id, token, status.value, len(messages),
-                  *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)],
-        )
-        outcome = CommitOutcome(reply[0])
-        if outcome is not CommitOutcome.COMMITTED:
-            return Commit(outcome)
-        return self._committed(job_id, reply)
+        commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
+                                     events=events)
+        if isinstance(commit, Committed):
+            self._after_committed(job_id, commit)
+        return commit
 
-    def _committed(self, job_id: str, reply: list) -> Commit:
-        """The `Commit` of a commit.lua / settle.lua reply: `{'committed', open, job status, ticking, kind, n,
-        n released records, [what finalizing a plan job reads: m, m job fields and values, k, k log messages,
-        call statuses' fields and values]}`."""
-        if reply[2] == JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
+    def _after_committed(self, job_id: str, commit: Committed) -> None:
+        if commit.job_status is JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
             self._may_hold_approvals(job_id)
-        released_end = 6 + int(reply[5])
-        inputs = None
-        if len(reply) > released_end:
-            job_end = released_end + 1 + int(reply[released_end])
-            log_end = job_end + 1 + int(reply[job_end])
-            fields, statuses = reply[released_end + 1:job_end], reply[log_end:]
-            inputs = FinishInputs(decode_job(dict(zip(fields[::2], fields[1::2], strict=True))),
-                                  [json.loads(m) for m in reply[job_end + 1:log_end]],
-                                  {k: CallStatus(v) for k, v in zip(statuses[::2], statuses[1::2], strict=True)})
-        return Commit(CommitOutcome.COMMITTED, open_calls=int(reply[1]), job_status=JobStatus(reply[2]),
-                      ticking=reply[3] == "1", kind=JobKind(reply[4]),
-                      released=[CallRecord.from_dict(json.loads(r)) for r in reply[6:released_end]],
-                      finish_inputs=inputs)
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
@@ -388,22 +236,13 @@ class StateStore:
         """Claim and commit a call's first attempt in one step, after its handler ran (see settle.lua): only
         if the call is ready and was never attempted, its job is active, `record_sha` is its stored record's
         SHA-1 and `tool_sha` that of the job's `tool`. `job_started` is published if this starts the job; None
-        means the caller takes the job for started (`UNSTARTED` if it is not). Writes nothing unless
-        `COMMITTED`."""
-        keys = self.keys(job_id)
-        reply = self._scripts["settle"](
-            keys=[keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-                  keys.waiting, keys.dependents, keys.approval],
-            args=[call_id, record_sha, tool, tool_sha, now_iso(),
-                  entry(job_started, job_id) if job_started is not None else "!", status.value, len(messages),
-                  *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)],
-        )
-        outcome = SettleOutcome(reply[0])
-        if outcome is SettleOutcome.COMMITTED:
-            return Settle(outcome, commit=self._committed(job_id, reply))
-        if outcome is SettleOutcome.STALE_TOOL:
-            return Settle(outcome, tool=json.loads(reply[1]), tool_sha=hashlib.sha1(reply[1].encode()).hexdigest())
-        return Settle(outcome)
+        means the caller takes the job for started (`SettleUnstarted` if it is not). Writes nothing unless
+        `Settled`."""
+        settle = self.scripts.settle(self.keys(job_id), call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha,
+                                     job_started=job_started, status=status, messages=messages, events=events)
+        if isinstance(settle, Settled):
+            self._after_committed(job_id, settle.commit)
+        return settle
 
     def task_signing_key(self) -> bytes:
         """The fleet's secret for signing call tasks (created by the first process that asks): a worker runs
@@ -421,16 +260,8 @@ class StateStore:
                    job_started: Envelope | None = None) -> TickClaim:
         """Take the job's next model request (at most one in flight): it must still be the request number
         `exchanges`, no awaited call may be open, and no other task may hold the tick's lease."""
-        keys = self.keys(job_id)
-        reply = self._scripts["tick_begin"](
-            keys=[keys.job, keys.tick_lease, keys.exchanges, keys.events],
-            args=[exchanges, token, lease_ms, now_iso(), entry(job_started, job_id) if job_started else ""])
-        outcome = TickOutcome(reply[0])
-        if outcome is TickOutcome.CLAIMED:
-            return TickClaim(outcome, attempt=int(reply[1]))
-        if outcome is TickOutcome.LEASED:
-            return TickClaim(outcome, lease_left_ms=int(reply[1]))
-        return TickClaim(outcome)
+        return self.scripts.begin_tick(self.keys(job_id), exchanges=exchanges, token=token, lease_ms=lease_ms,
+                                       job_started=job_started)
 
     def relay_events(self, job_id: str) -> int:
         """Copy a module's child job's new events to its parent's stream (the job's `parent` link names it),
@@ -448,7 +279,7 @@ class StateStore:
         while True:
             cursor = cursor or "0-0"
             entries = self.read_events(job_id, cursor, count=500)
-            if not entries or not self._scripts["relay"](keys=[keys.job], args=[cursor, entries[-1][0]]):
+            if not entries or not self.scripts.relay(keys, cursor=cursor, to=entries[-1][0]):
                 return copied
             pipe = self.redis.pipeline(transaction=False)
             for _, envelope in entries:
@@ -471,7 +302,7 @@ class StateStore:
 
     def release_tick(self, job_id: str, *, token: str) -> None:
         """Give up the tick's lease (its request waits for another attempt); `ticking` stays set meanwhile."""
-        self._scripts["unlease"](keys=[self.keys(job_id).tick_lease], args=[token])
+        self.scripts.unlease(self.keys(job_id).tick_lease, token=token)
 
     def agent_inputs(self, job_id: str) -> AgentInputs:
         keys = self.keys(job_id)
@@ -498,33 +329,20 @@ class StateStore:
                   plans: Sequence[Any]) -> list[CallRecord] | None:
         """Write calls of a tick's solution (each once, whatever the retries); the records of those ready
         now, or None when the tick's lease is no longer `token`'s or the job ended."""
-        keys = self.keys(job_id)
-        args: list[Any] = [token]
-        for record, plan in zip(records, plans, strict=True):
-            flags = ("a" if plan.approval else "") + ("w" if record.awaited else "")
-            args += [record.id, dumps(record.to_dict()), dumps(plan.depends_on), flags or "-"]
-        reply = self._scripts["add_calls"](
-            keys=[keys.job, keys.calls, keys.status, keys.waiting, keys.dependents, keys.approval, keys.tick_lease],
-            args=args)
-        if reply[0] != "ok":
+        added = self.scripts.add_calls(self.keys(job_id), token=token, records=records, plans=plans)
+        if not isinstance(added, CallsAdded):
             return None
         if any(plan.approval for plan in plans):
             self._may_hold_approvals(job_id)
-        return [CallRecord.from_dict(json.loads(r)) for r in reply[1:]]
+        return added.ready
 
     def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
                  has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
-                 events: Sequence[Envelope] = ()) -> tuple[int, int] | None:
+                 events: Sequence[Envelope] = ()) -> TickEnded | None:
         """End the tick: (open awaited calls, ticks so far), or None when its lease is not `token`'s."""
-        keys = self.keys(job_id)
-        reply = self._scripts["tick_end"](
-            keys=[keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events],
-            args=[token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "",
-                  dumps(usage or {}), len(messages), *(dumps(m) for m in messages),
-                  *(entry(e, job_id) for e in events)])
-        if reply[0] != "ended":
-            return None
-        return int(reply[1]), int(reply[2])
+        ended = self.scripts.end_tick(self.keys(job_id), token=token, exchange=exchange, counts=counts, output=output,
+                                      has_output=has_output, usage=usage or {}, messages=messages, events=events)
+        return ended if isinstance(ended, TickEnded) else None
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None:
         """Add one request's (or a child job's) token usage to the job's counters."""
@@ -544,41 +362,24 @@ class StateStore:
         self.redis.set(keys.lease(call_id), token, pxat=int(expire_at_ms))
 
     def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
-               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> tuple[str, Any]:
-        """A reviewer's decision on a call awaiting approval: ('decided', its record), ('conflict', status)
-        or ('missing', None)."""
-        keys = self.keys(job_id)
-        reply = self._scripts["decide"](
-            keys=[keys.job, keys.calls, keys.status, keys.approval, keys.lease(call_id), keys.events],
-            args=[call_id, decision, dumps(record.to_dict()) if record else "", token, lease_ms,
-                  entry(event, job_id) if event else ""])
-        if reply[0] == "decided":
-            return "decided", CallRecord.from_dict(json.loads(reply[1]))
-        if reply[0] == "conflict":
-            return "conflict", CallStatus(reply[1])
-        return "missing", None
+               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision:
+        """A reviewer's decision on a call awaiting approval: `Decided` (its record after the decision),
+        `DecisionConflict` (the call's status) or `DecisionMissing`."""
+        return self.scripts.decide(self.keys(job_id), call_id, decision=decision, record=record, token=token,
+                                   lease_ms=lease_ms, event=event)
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         """Running -> ready for the call's next attempt, if `token` holds it (True also for a replay of the same
         release whose reply was lost)."""
-        keys = self.keys(job_id)
-        return bool(self._scripts["retry"](keys=[keys.status, keys.lease(call_id), keys.events],
-                                           args=[call_id, token, entry(event, job_id) if event else "",
-                                                 _RELEASE_MARK_MS]))
+        return self.scripts.retry(self.keys(job_id), call_id, token=token, event=event, mark_ms=_RELEASE_MARK_MS)
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
         """Extend the leases (call id -> token) this process holds for one job; a lease that lapsed is made again
         while its call runs and no other attempt took it over (see renew.lua)."""
-        keys = self.keys(job_id)
-        ids = list(leases)
-        return int(self._scripts["renew"](keys=[keys.status, *(keys.lease(i) for i in ids)],
-                                          args=[lease_ms, *(leases[i] for i in ids), *ids]))
+        return self.scripts.renew(self.keys(job_id), leases, lease_ms)
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
-        keys = self.keys(job_id)
-        ended = bool(self._scripts["finalize"](keys=[keys.job, keys.events, keys.done],
-                                               args=[record.status.value, dumps(record.to_dict()),
-                                                     record.finished_at or now_iso(), entry(event, job_id)]))
+        ended = self.scripts.finalize(self.keys(job_id), record=record, event=event)
         if ended:
             self._count_end(job_id, record.status)
         return ended
@@ -586,15 +387,14 @@ class StateStore:
     def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
         """Cancel a job: (CANCELED, ids of calls whose tasks may still be queued), or (its final status, [])
         when it had ended already."""
-        keys = self.keys(job_id)
-        reply = self._scripts["cancel"](keys=[keys.job, keys.status, keys.events, keys.done],
-                                        args=[now_iso(), entry(event, job_id)])
-        if reply[0] == "missing":
-            raise _not_found(job_id)
-        if reply[0] == "final":
-            return JobStatus(reply[1]), []
-        self._count_end(job_id, JobStatus.CANCELED)
-        return JobStatus.CANCELED, list(reply[1:])
+        match self.scripts.cancel(self.keys(job_id), event=event):
+            case CancelMissing():
+                raise _not_found(job_id)
+            case AlreadyEnded(status=status):
+                return status, []
+            case canceled:
+                self._count_end(job_id, JobStatus.CANCELED)
+                return JobStatus.CANCELED, canceled.ready
 
     def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why. The job hash,
@@ -677,7 +477,7 @@ class StateStore:
         ended, (status, saved) = pipe.execute()
         if ended is None:
             return None
-        return _saved_record(status, saved) or self.record(job_id)
+        return saved_record(status, saved) or self.record(job_id)
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
@@ -720,7 +520,7 @@ class StateStore:
         status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
         if status is None:
             raise _not_found(job_id)
-        record = _saved_record(status, saved)
+        record = saved_record(status, saved)
         if record is not None:
             return record
         info = self.job_info(job_id)
@@ -953,56 +753,6 @@ def known_view(stored: dict[str, dict], live: dict[str, dict], *, memory_s: floa
                        "workers": list(current["workers"]) if current is not None else [],
                        "last_seen": iso_utc(last_seen)}
     return known
-
-
-def iso_utc(unix_s: float) -> str:
-    """ISO-8601 UTC of unix seconds, in `now_iso`'s form."""
-    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def decode_job(fields: dict[str, str]) -> JobInfo:
-    """The typed job of its stored hash fields."""
-
-    def loads(name: str, default: Any = None) -> Any:
-        value = fields.get(name)
-        return json.loads(value) if value else default
-
-    record = loads("record")
-    return JobInfo(
-        id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
-        created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
-        finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
-        options=loads("options", {}), output=loads("output"), error=loads("error"),
-        usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
-        record=JobRecord.from_dict(record) if record else None,
-        ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),
-        has_final_output="final_output" in fields, parent=loads("parent"), ticking=fields.get("ticking") == "1",
-        exchanges=int(fields.get("exchanges") or 0),
-    )
-
-
-def _lua(name: str) -> str:
-    """A store script with the status preamble (`agentq.protocol.status.lua_preamble`) in front, and each line
-    `--#include <fragment>` replaced by `lua/<fragment>.lua` (functions several scripts share)."""
-    body = _lua_file(name)
-    lines = [_lua_file(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
-             for line in body.splitlines(keepends=True)]
-    return lua_preamble() + "".join(lines)
-
-
-_INCLUDE = "--#include "
-
-
-def _lua_file(name: str) -> str:
-    return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
-
-
-def _saved_record(status: str | None, saved: str | None) -> JobRecord | None:
-    """The record saved when the job ended, if it stands: a canceled job's is computed anew (a call that was
-    running at the cancel may still write its outcome)."""
-    if saved and status is not None and JobStatus(status).is_final and status != JobStatus.CANCELED:
-        return JobRecord.from_dict(json.loads(saved))
-    return None
 
 
 def _not_found(job_id: str) -> JobNotFoundError:

@@ -19,8 +19,8 @@ class StoreCommands:
     def __init__(self, store):
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
-        names = {script.sha: name for name, script in store._scripts.items()}
-        for script in store._scripts.values():  # loaded now: no NOSCRIPT retry counts twice later
+        names = {script.sha: name for name, script in store.scripts.registered.items()}
+        for script in store.scripts.registered.values():  # loaded now: no NOSCRIPT retry counts twice later
             store.redis.script_load(script.script)
         client, execute = store.redis, store.redis.execute_command
 

@@ -16,6 +16,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
+from agentq.store.replies import CommitDuplicate
 from tests.integration.procs import cli, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -284,7 +285,7 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
         log_length = store.redis.llen(store.keys(job_id).log)
         again = store.commit(job_id, ids["first"], token="another-attempt", status=CallStatus.DONE,
                              messages=[{"type": "data", "kind": "state", "data": {"a": 99}}])
-        assert again.outcome == "duplicate" and again.released == []
+        assert again.outcome == "duplicate" and isinstance(again, CommitDuplicate)  # a duplicate releases nothing
         assert store.redis.llen(store.keys(job_id).log) == log_length
     finally:
         for executor in executors:

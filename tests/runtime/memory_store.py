@@ -23,21 +23,25 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
 from agentq.protocol.status import CALL_FINAL, CALL_UNSTARTED, JOB_ACTIVE, CallStatus, JobStatus
+from agentq.store.codecs import decode_job, dumps, now_iso
 from agentq.store.keys import JobKeys
 from agentq.store.records import build_job_record
-from agentq.store.state import (
-    CallTable,
+from agentq.store.replies import (
     Claim,
-    ClaimOutcome,
+    ClaimCanceled,
+    Claimed,
+    ClaimFinished,
+    ClaimLeased,
+    ClaimMissing,
+    ClaimNotReady,
+    ClaimUnstarted,
     Commit,
-    CommitOutcome,
+    CommitDuplicate,
+    CommitSuperseded,
+    Committed,
     FinishInputs,
-    decode_job,
-    dumps,
-    known_view,
-    now_iso,
-    seen_activities,
 )
+from agentq.store.state import CallTable, known_view, seen_activities
 
 _FINAL = {s.value for s in CALL_FINAL}
 _UNSTARTED = {s.value for s in CALL_UNSTARTED}
@@ -81,6 +85,12 @@ class _Job:
 
 def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _carried(record: CallRecord | None) -> CallRecord:
+    """The record a caller carried, when claim.lua leaves the stored one out of its reply (it is the same)."""
+    assert record is not None, "only a record the caller carried is left out"
+    return record
 
 
 def _stream_id(entry_id: str) -> tuple[int, int]:
@@ -212,20 +222,20 @@ class MemoryStore:
             state = self._get(job_id)
             status = state.status.get(call_id) if state is not None else None
             if state is None or status is None:
-                return Claim(ClaimOutcome.MISSING)
+                return ClaimMissing()
             job_status = state.job.get("status")
             if job_status == JobStatus.CANCELED.value:
                 if status == CallStatus.RUNNING.value:
                     lease = self._lease(state, call_id)
                     if lease is not None and lease[1] > self.clock():
-                        return Claim(ClaimOutcome.LEASED, lease_left_ms=int((lease[1] - self.clock()) * 1000))
+                        return ClaimLeased(lease_left_ms=int((lease[1] - self.clock()) * 1000))
                 if status in _UNSTARTED or status == CallStatus.RUNNING.value:
                     state.status[call_id] = CallStatus.CANCELED.value
-                return Claim(ClaimOutcome.CANCELED)
+                return ClaimCanceled()
             if status in _FINAL:
-                return Claim(ClaimOutcome.FINISHED, status=CallStatus(status))
+                return ClaimFinished(status=CallStatus(status))
             if expect_started and job_started is None and "started_at" not in state.job:
-                return Claim(ClaimOutcome.UNSTARTED)
+                return ClaimUnstarted()
             replay = False
             if status == CallStatus.RUNNING.value:
                 lease = self._lease(state, call_id)
@@ -234,9 +244,9 @@ class MemoryStore:
                 elif lease is not None:
                     left = int((lease[1] - self.clock()) * 1000)
                     if left > 0:
-                        return Claim(ClaimOutcome.LEASED, lease_left_ms=left)
+                        return ClaimLeased(lease_left_ms=left)
             elif status != CallStatus.READY.value:
-                return Claim(ClaimOutcome.NOT_READY, status=CallStatus(status))
+                return ClaimNotReady(status=CallStatus(status))
 
             if replay:
                 attempt = state.attempts[call_id]
@@ -263,9 +273,8 @@ class MemoryStore:
             tail = [json.loads(m) for m in state.log[log_offset:]] if log_offset >= 0 else []
             sent_record = "" if record_current else stored
             sent_tool = "" if tool_current else tool
-            return Claim(
-                ClaimOutcome.CLAIMED,
-                record=CallRecord.from_dict(json.loads(sent_record)) if sent_record else record,
+            return Claimed(
+                record=CallRecord.from_dict(json.loads(sent_record)) if sent_record else _carried(record),
                 record_replaced=bool(sent_record) and record is not None,
                 tool=json.loads(sent_tool) if sent_tool else None,
                 attempt=attempt,
@@ -292,10 +301,10 @@ class MemoryStore:
         with self._changed:
             state = self._get(job_id)
             if state is None or state.status.get(call_id) != CallStatus.RUNNING.value:
-                return Commit(CommitOutcome.DUPLICATE)
+                return CommitDuplicate()
             holder = self._lease(state, call_id)
             if holder is not None and holder[0] != token:
-                return Commit(CommitOutcome.SUPERSEDED)
+                return CommitSuperseded()
             job_status = state.job.get("status", "")
             late = job_status == JobStatus.CANCELED.value  # marked as arriving after the cancel
             state.log.extend(dumps({**m, "_afterCancel": True} if late else m) for m in messages)
@@ -320,7 +329,7 @@ class MemoryStore:
                 state.job["open"] = str(open_calls)
             kind, ticking = JobKind(state.job["kind"]), state.job.get("ticking") == "1"
             last = open_calls <= 0 and kind is JobKind.PLAN and JobStatus(job_status).is_active and not ticking
-            return Commit(CommitOutcome.COMMITTED, open_calls=open_calls, job_status=JobStatus(job_status),
+            return Committed(open_calls=open_calls, job_status=JobStatus(job_status),
                           kind=kind, released=released, ticking=ticking,
                           finish_inputs=self.finish_inputs(job_id) if last else None)
 

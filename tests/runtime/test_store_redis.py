@@ -13,7 +13,7 @@ import pytest
 from agentq.protocol.envelopes import Envelope, JobQueued
 from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
-from agentq.store import state
+from agentq.store import scripts, state, submission
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
 from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
@@ -83,13 +83,14 @@ def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
 def test_the_events_read_are_the_envelopes_the_workers_built(store: StateStore, monkeypatch: pytest.MonkeyPatch):
     """Entries are stored packed (`store/event_codec.py`); every reader gets the envelopes exactly as built."""
     built: list[dict] = []
-    original = state.entry
+    original = scripts.entry
 
     def recording(envelope: Envelope, job_id: str) -> str:
         built.append(envelope.to_dict())
         return original(envelope, job_id)
 
-    monkeypatch.setattr(state, "entry", recording)
+    for encoder in (scripts, state, submission):  # every module that packs an envelope for the stream
+        monkeypatch.setattr(encoder, "entry", recording)
     rig = Rig(store)
     flaky_runs: list[int] = []
 

@@ -1,0 +1,75 @@
+"""The store's value codecs, independent of any key: JSON as stored, packed envelopes, timestamps, digests,
+and the typed job of its stored hash fields."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
+from agentq.protocol.status import JobStatus
+from agentq.store.event_codec import pack
+
+USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def entry(envelope: Envelope, job_id: str) -> str:
+    """The stored (packed) form of an envelope in the event stream of job `job_id` (see `store/event_codec.py`)."""
+    return pack(envelope.to_dict(), job_id)
+
+
+def record_digest(record: CallRecord | dict) -> str:
+    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with); `record` may be
+    the record's `to_dict()` already."""
+    body = record if isinstance(record, dict) else record.to_dict()
+    return sha1(dumps(body))
+
+
+def sha1(text: str) -> str:
+    """SHA-1 of a stored value, as Lua's `redis.sha1hex` computes it."""
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def iso_utc(unix_s: float) -> str:
+    """ISO-8601 UTC of unix seconds, in `now_iso`'s form."""
+    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def decode_job(fields: dict[str, str]) -> JobInfo:
+    """The typed job of its stored hash fields."""
+
+    def loads(name: str, default: Any = None) -> Any:
+        value = fields.get(name)
+        return json.loads(value) if value else default
+
+    record = loads("record")
+    return JobInfo(
+        id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
+        created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
+        finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
+        options=loads("options", {}), output=loads("output"), error=loads("error"),
+        usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
+        record=JobRecord.from_dict(record) if record else None,
+        ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),
+        has_final_output="final_output" in fields, parent=loads("parent"), ticking=fields.get("ticking") == "1",
+        exchanges=int(fields.get("exchanges") or 0),
+    )
+
+
+def saved_record(status: str | None, saved: str | None) -> JobRecord | None:
+    """The record saved when the job ended, if it stands: a canceled job's is computed anew (a call that was
+    running at the cancel may still write its outcome)."""
+    if saved and status is not None and JobStatus(status).is_final and status != JobStatus.CANCELED:
+        return JobRecord.from_dict(json.loads(saved))
+    return None

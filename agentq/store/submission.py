@@ -1,0 +1,52 @@
+"""What submit.lua writes for a planned job: the payload of its ARGV[1], built without touching Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.jobs import JobPlan
+from agentq.protocol.records import CallRecord, JobKind
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.codecs import dumps, entry, now_iso
+
+
+def held_calls(plan: JobPlan) -> set[str]:
+    """The calls a reviewer must approve before they run, and that wait on nothing else."""
+    return {c.id for c in plan.calls if c.approval and c.waiting == 0}
+
+
+def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
+                       events: Sequence[Envelope], parent: dict | None) -> dict:
+    """submit.lua's payload: the job hash's fields, its log, its calls (as routed `records`) with their statuses,
+    waiting counts, approvals and dependents, its tools and its first events."""
+    waiting = {c.id: c.waiting for c in plan.calls}
+    held = held_calls(plan)
+    return {
+        "job": _job_fields(plan, submitted=submitted, parent=parent, held=len(held)),
+        "log": [dumps(m) for m in plan.context],
+        "calls": {r.id: dumps(r.to_dict()) for r in records},
+        "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
+                       else CallStatus.READY).value for c, n in waiting.items()},
+        "approval": {c.id: 1 for c in plan.calls if c.approval},
+        "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
+        "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
+        "events": [entry(e, plan.id) for e in events],
+        "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
+    }
+
+
+def _job_fields(plan: JobPlan, *, submitted: Any, parent: dict | None, held: int) -> dict[str, Any]:
+    job = {
+        "id": plan.id, "kind": plan.kind.value, "created_at": now_iso(),
+        "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
+        "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": held,
+        "options": dumps(plan.options), "output": dumps(plan.output),
+        "solution": dumps(plan.solution), "submitted": dumps(submitted),
+    }
+    if plan.kind is JobKind.AGENT:
+        job["registered"] = dumps(plan.registered)
+    if parent is not None:
+        job["parent"] = dumps(parent)
+    return job
