@@ -79,7 +79,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_carries_every_file_the_runtime_reads(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {"agentq/py.typed", "agentq/cli.py", "workers/__init__.py"}
+    expected = {"agentq/py.typed", "agentq/cli/__init__.py", "agentq/cli/__main__.py", "workers/__init__.py"}
     for pattern in ("agentq/store/lua/*.lua", "agentq/api/static/*", "workers/tools/*.json", "workers/jobs/*.json",
                     "workers/jobs/*.jsonl"):
         files = {path.relative_to(ROOT).as_posix() for path in ROOT.glob(pattern)}

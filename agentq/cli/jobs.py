@@ -1,0 +1,82 @@
+"""The job commands: `run`, `submit`, `status`, `result`, `events`, `cancel` (SPEC §12)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from agentq.cli.common import client, local_tools, print_json, read_job
+from agentq.cli.render import LiveView
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    job = read_job(args.file)
+    return run_job(args.settings, job, modules=args.module, tool_dirs=args.tools, as_json=args.json,
+                   embedded=args.embedded or not args.settings.redis_url_is_set)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    with client(args) as jobs:
+        print(jobs.submit(read_job(args.file)).id)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with client(args) as jobs:
+        print(jobs.job(args.id).status())
+    return 0
+
+
+def cmd_result(args: argparse.Namespace) -> int:
+    with client(args) as jobs:
+        handle = jobs.job(args.id)
+        record = handle.result(timeout=args.timeout) if args.wait else handle.record()
+    print_json(record)
+    return 0 if record["status"] != "failed" else 1
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    with client(args) as jobs:
+        for event in jobs.job(args.id).events(after=args.after, follow=args.follow):
+            print(json.dumps({"id": event.id, **event.data}, ensure_ascii=False), flush=True)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with client(args) as jobs:
+        print(jobs.job(args.id).cancel())
+    return 0
+
+
+def run_job(settings: Any, job: Any, *, modules: list[str], tool_dirs: list[str], as_json: bool,
+            embedded: bool) -> int:
+    """Submit `job`, show its events live (or nothing with `as_json`), then its record; 0 when it succeeded.
+    `embedded`: on a private Redis with in-process workers for `modules` (default: workers)."""
+    from agentq.client import Client
+
+    view = None if as_json else LiveView()
+    if embedded:
+        from agentq.runtime.embedded import Embedded
+
+        with Embedded(modules=modules or ["workers"], tool_dirs=tool_dirs, settings=settings) as runtime, \
+                Client(settings=runtime.settings) as jobs:
+            record = _follow(jobs, job, view)
+    else:
+        tools = local_tools(modules, tool_dirs) if modules or tool_dirs else None
+        with Client(settings=settings, tools=tools) as jobs:
+            record = _follow(jobs, job, view)
+    if view is None:
+        print_json(record)
+    else:
+        view.summary(record)
+    return 0 if record["status"] == "succeeded" else 1
+
+
+def _follow(jobs: Any, job: Any, view: LiveView | None) -> dict:
+    handle = jobs.submit(job)
+    if view is not None:
+        view.job_id = handle.id
+        for event in handle.events(technical=True):
+            view.show(event.data)
+    return handle.result()

@@ -1,0 +1,155 @@
+"""The `agentq` argument parser: every command, its arguments and help, and the handler it runs."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
+from agentq.cli.demo import cmd_demo
+from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
+from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
+from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
+
+REDIS_RULE = (
+    "Which Redis: AGENTQ_REDIS_URL names the state store (and the broker, unless AGENTQ_BROKER_URL is set). "
+    "When it is unset, `run` and `demo` start a private embedded Redis with in-process workers and stop it "
+    "afterwards; every other command uses redis://127.0.0.1:6379/0."
+)
+
+Commands = Callable[[str, Callable[..., int], str], argparse.ArgumentParser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentq", description="A distributed task-queue backend for LLM agents.",
+                                     epilog=REDIS_RULE)
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def command(name: str, handler: Callable[..., int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=REDIS_RULE)
+        p.set_defaults(handler=handler)
+        return p
+
+    _job_commands(command)
+    _process_commands(command)
+    _fleet_commands(command)
+    _call_commands(command)
+    return parser
+
+
+def _modules(p: argparse.ArgumentParser, default_note: str = "") -> None:
+    p.add_argument("-m", "--module", action="append", default=[], metavar="MODULE",
+                   help=f"import a module that registers tools and activities (repeatable){default_note}")
+    p.add_argument("--tools", action="append", default=[], metavar="DIR", help="load tool JSON files from DIR")
+
+
+def _job_commands(command: Commands) -> None:
+    run = command("run", cmd_run, "submit a job, stream its events, wait, print the result")
+    run.add_argument("file", help="job JSON file ('-' for stdin)")
+    _modules(run)
+    run.add_argument("--json", action="store_true", help="print only the final job record")
+    run.add_argument("--embedded", action="store_true",
+                     help="private Redis and in-process workers (the default when AGENTQ_REDIS_URL is unset)")
+
+    demo = command("demo", cmd_demo, "run the example order pipeline in embedded mode")
+    demo.add_argument("--json", action="store_true", help="print only the final job record")
+    demo.add_argument("--agent", action="store_true",
+                      help="run the example agent job instead: the Anthropic API when ANTHROPIC_API_KEY is set, "
+                           "else its packaged replay file")
+
+    submit = command("submit", cmd_submit, "submit a job and print its id")
+    submit.add_argument("file", help="job JSON file ('-' for stdin)")
+
+    status = command("status", cmd_status, "print a job's status")
+    status.add_argument("id")
+
+    result = command("result", cmd_result, "print a job's record")
+    result.add_argument("id")
+    result.add_argument("--wait", action="store_true", help="wait until the job ends")
+    result.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
+
+    events = command("events", cmd_events, "print a job's events as JSON lines")
+    events.add_argument("id")
+    events.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    events.add_argument("--after", default="0-0", help="resume after this event id")
+
+    cancel = command("cancel", cmd_cancel, "cancel a job")
+    cancel.add_argument("id")
+
+
+def _process_commands(command: Commands) -> None:
+    for name, handler, text, note in (
+        ("worker", cmd_worker, "serve the activities registered by modules", " (default: workers)"),
+        ("dispatcher", cmd_dispatcher, "serve the engine queues (latent calls, modules, agent ticks)", ""),
+    ):
+        p = command(name, handler, text)
+        _modules(p, note)
+        p.add_argument("--concurrency", type=int, default=None, help="worker processes/threads (default: CPUs)")
+        p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
+        p.add_argument("--loglevel", default="INFO")
+        p.add_argument("--hostname", default=None, metavar="NAME@HOST",
+                       help=f"Celery node name (default: agentq-{name}@<this host's name>, or the lowest free "
+                            f"agentq-{name}-N@<host> while a live process holds it); expands %%h (hostname), "
+                            "%%n (its first label) and %%d (its domain), e.g. orders-2@%%h")
+
+    api = command("api", cmd_api, "serve the HTTP API and the web page")
+    api.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    api.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    api.add_argument("--no-auth", action="store_true",
+                     help="turn authentication off (by default every path but /v1/health needs a bearer token: "
+                          "AGENTQ_API_TOKENS, else one made at start and printed with the page's URL)")
+    api.add_argument("--embedded", action="store_true",
+                     help="a private Redis and in-process workers for the -m modules (default: workers), to try "
+                          "the page on a machine with nothing running")
+    _modules(api)
+
+    healthcheck = command("healthcheck", cmd_healthcheck,
+                          "exit 0 when a worker or dispatcher of this host announced itself within two heartbeats "
+                          "(for container healthchecks), else 1 with the reason")
+    healthcheck.add_argument("--role", choices=["any", "worker", "dispatcher"], default="any",
+                             help="which process must be live: a worker (serves activities), a dispatcher (serves "
+                                  "the engine queue) or either (default)")
+    healthcheck.add_argument("--hostname", default=None, help="the host to check (default: this one)")
+    healthcheck.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for Redis (default: 5)")
+
+    metrics = command("metrics", cmd_metrics, "serve the Prometheus metrics at http://HOST:PORT/metrics "
+                      "(without the API)")
+    metrics.add_argument("--port", type=int, required=True, help="the port to listen on (0: any free port)")
+    metrics.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    metrics.add_argument("--no-auth", action="store_true",
+                         help="serve without a bearer token (default: AGENTQ_METRICS_TOKEN, or a random one printed "
+                              "at start)")
+
+
+def _fleet_commands(command: Commands) -> None:
+    tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
+    _modules(tools, " (default: workers)")
+
+    activities = command("activities", cmd_activities,
+                         "list the known activities: live or not, their workers, queue and last announcement")
+    activities.add_argument("--json", action="store_true", help="print them as one JSON object by name")
+    activities.usage = "%(prog)s [-h] [--json] [forget NAME]"  # the action is optional
+    actions = activities.add_subparsers(title="actions", metavar="ACTION")
+    forget_help = "retire a known activity at once, so its tools turn latent"
+    forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
+    forget.add_argument("name", metavar="NAME", help="the activity to forget")
+    forget.set_defaults(handler=cmd_activities_forget)
+
+
+def _call_commands(command: Commands) -> None:
+    calls = command("calls", cmd_calls, "list a job's calls: status, attempts, duration, what each waits on")
+    calls.add_argument("id")
+    calls.add_argument("--json", action="store_true", help="print them as a JSON array (SPEC §14 /calls)")
+
+    approve = command("approve", cmd_approve, "let a call awaiting approval run")
+    reject = command("reject", cmd_reject, "fail a call awaiting approval (\"rejected by reviewer\")")
+    edit = command("edit", cmd_edit, "replace the parameters of a call awaiting approval and let it run")
+    for p in (approve, reject, edit):
+        p.add_argument("id", help="the job's id")
+        p.add_argument("call", metavar="CALL", help="the call's id (see `agentq calls ID`)")
+    reject.add_argument("--reason", metavar="TEXT", help="why, added to the call's error")
+    edit.add_argument("params", metavar="PARAMS_JSON",
+                      help="the new parameters: a JSON object, @FILE to read it from FILE, or '-' for stdin "
+                           "(meta fields such as _outputPath stay as they were)")
+    for p in (approve, reject, edit):
+        p.add_argument("--json", action="store_true", help="print the call as in `agentq calls --json`")

@@ -1,0 +1,84 @@
+"""The long-running commands: `worker`, `dispatcher`, `api` and `metrics` start a process's part of the fleet
+from the composition root and serve until stopped; `healthcheck` tells whether this host's workers are live."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agentq.cli.common import local_tools
+from agentq.errors import ConfigurationError
+
+
+def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bool = True) -> int:
+    from agentq.runtime.worker import DEFAULT_MODULES, build_runtime, serve
+
+    modules = args.module or (list(DEFAULT_MODULES) if activities else [])
+    runtime = build_runtime(args.settings, modules=modules, tool_dirs=args.tools)
+    serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
+          loglevel=args.loglevel, hostname=args.hostname)
+    return 0
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    return cmd_worker(args, engine=True, activities=bool(args.module))
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    """`agentq api`: the HTTP API and the web page (SPEC §14)."""
+    from agentq.api.server import serve
+
+    tools = local_tools(args.module, args.tools) if (args.module or args.tools) and not args.embedded else None
+    serve(args.settings, host=args.host, port=args.port, auth_enabled=not args.no_auth, embedded=args.embedded,
+          modules=args.module, tool_dirs=args.tools, tools=tools)
+    return 0
+
+
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    """`agentq healthcheck`: 0 when a worker or dispatcher of this host announced itself within two heartbeats,
+    else 1 with one line saying why (for container healthchecks)."""
+    from agentq.runtime import health
+    from agentq.runtime.root import open_store
+
+    settings = args.settings
+    store = open_store(settings)
+    try:
+        verdict = health.check(store, hostname=args.hostname, role=args.role, heartbeat_s=settings.heartbeat_s,
+                               timeout_s=args.timeout)
+    finally:
+        store.close()
+    if verdict.healthy:
+        print(verdict.message)
+        return 0
+    print(f"agentq healthcheck: {verdict.message}", file=sys.stderr)
+    return 1
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    """`agentq metrics --port N`: serve the Prometheus metrics (SPEC §15) without the API."""
+    import secrets
+
+    from agentq.runtime.metrics import MetricsServer
+    from agentq.runtime.root import connect
+
+    settings = args.settings
+    token = None if args.no_auth else (settings.metrics_token or secrets.token_urlsafe(24))
+    parts = connect(settings)
+    try:
+        try:
+            server = MetricsServer(parts, args.host, args.port, (token,) if token else ()).start()
+        except OSError as error:
+            raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+        print(f"agentq metrics: serving http://{args.host}:{server.port}/metrics", flush=True)
+        if token and not settings.metrics_token:
+            print(f"agentq metrics: no AGENTQ_METRICS_TOKEN set; scrape with `Authorization: Bearer {token}`",
+                  flush=True)
+        elif not token:
+            print("agentq metrics: authentication is off (--no-auth)", flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            server.stop()
+    finally:
+        parts.close()
+    return 0
