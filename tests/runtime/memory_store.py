@@ -93,6 +93,20 @@ def _carried(record: CallRecord | None) -> CallRecord:
     return record
 
 
+def _release_dependents(state: _Job, call_id: str, job_status: str) -> list[CallRecord]:
+    """`release_dependents` of _committed.lua: the records of the dependents that became ready."""
+    released: list[CallRecord] = []
+    for dependent in json.loads(state.dependents.get(call_id) or "[]"):
+        left = state.waiting[dependent] = state.waiting.get(dependent, 0) - 1
+        if left <= 0 and state.status.get(dependent) == CallStatus.PENDING.value:
+            if job_status == JobStatus.CANCELED.value:
+                state.status[dependent] = CallStatus.CANCELED.value
+            else:
+                state.status[dependent] = CallStatus.READY.value
+                released.append(CallRecord.from_dict(json.loads(state.calls[dependent])))
+    return released
+
+
 def _stream_id(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
@@ -314,15 +328,7 @@ class MemoryStore:
                 body = envelope.to_dict()
                 self._xadd(state, dumps({**body, "after_cancel": True} if late else body))
             record = json.loads(state.calls[call_id])
-            released: list[CallRecord] = []
-            for dependent in json.loads(state.dependents.get(call_id) or "[]"):
-                left = state.waiting[dependent] = state.waiting.get(dependent, 0) - 1
-                if left <= 0 and state.status.get(dependent) == CallStatus.PENDING.value:
-                    if job_status == JobStatus.CANCELED.value:
-                        state.status[dependent] = CallStatus.CANCELED.value
-                    else:
-                        state.status[dependent] = CallStatus.READY.value
-                        released.append(CallRecord.from_dict(json.loads(state.calls[dependent])))
+            released = _release_dependents(state, call_id, job_status)
             open_calls = int(state.job.get("open") or 0)
             if record["awaited"]:
                 open_calls -= 1
