@@ -80,7 +80,7 @@ def example_jobs() -> dict[str, Any]:
             responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
                        **responses(401)})
 async def metrics(request: Request) -> Response:
-    from agentq.runtime.metrics import render_metrics
+    from agentq.metrics import render_metrics
 
     body, content_type = await run_in_threadpool(render_metrics, app_parts(request))
     return Response(body, media_type=content_type)

@@ -58,7 +58,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """`agentq metrics --port N`: serve the Prometheus metrics (SPEC §15) without the API."""
     import secrets
 
-    from agentq.runtime.metrics import MetricsServer
+    from agentq.metrics import MetricsServer
     from agentq.runtime.root import connect
 
     settings = args.settings

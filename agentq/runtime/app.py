@@ -171,8 +171,8 @@ class Runtime:
     executor: Any = field(init=False)
 
     def __post_init__(self) -> None:
+        from agentq import metrics
         from agentq.llm.factory import create_llm
-        from agentq.runtime import metrics
         from agentq.runtime.executor import Executor
         from agentq.runtime.root import connect
 
@@ -262,7 +262,7 @@ class Runtime:
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None) -> None:
-    from agentq.runtime import metrics
+    from agentq import metrics
 
     # `throws`: a failed call is an expected outcome, logged as one line without a traceback
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,

@@ -272,12 +272,12 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
           pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
     by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`)."""
-    from agentq.runtime.metrics import enable_multiprocess
+    from agentq.metrics import enable_multiprocess
     from agentq.runtime.pool import AppThreadPool
 
     refuse_cluster_broker(runtime.settings)
 
-    enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics.py)
+    enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics/files.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
     worker_id = new_worker_id()
     node = claim_node(runtime.store, hostname, engine=engine, worker_id=worker_id,

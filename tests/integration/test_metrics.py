@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.client import Client
-from agentq.runtime.metrics import render_metrics
+from agentq.metrics import render_metrics
 from agentq.runtime.root import connect
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of, tool_schema
@@ -325,7 +325,7 @@ def test_model_requests_and_tokens_are_counted_by_model_and_outcome(harness: Har
 
 
 def test_metrics_dir_default_is_per_user_temp(harness: Harness):
-    from agentq.runtime.metrics import metrics_dir
+    from agentq.metrics import metrics_dir
 
     assert metrics_dir(harness.settings).name == f"agentq-metrics-{os.getuid()}"
     custom = harness.settings.model_copy(update={"metrics_dir": Path("/srv/metrics")})
@@ -354,8 +354,8 @@ def test_queue_depth_on_rabbitmq_by_a_passive_declare(redis_url: str):
         pytest.skip(f"no RabbitMQ reachable at {RABBITMQ_URL} (set AGENTQ_TEST_RABBITMQ_URL)")
     from kombu import Connection, Exchange, Queue
 
+    from agentq.metrics import queue_depths
     from agentq.runtime.app import create_app
-    from agentq.runtime.metrics import queue_depths
     from agentq.settings import Settings
 
     name = f"agentq.test.depth.{os.getpid()}.{time.monotonic_ns()}"

@@ -14,10 +14,12 @@ import pytest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from agentq import metrics
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
+from agentq.metrics import render
 from agentq.protocol.records import CallMode, CallRecord
-from agentq.runtime import health, metrics
+from agentq.runtime import health
 from agentq.store.state import WorkerBeat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import os, sys
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
-from agentq.runtime import metrics
+from agentq import metrics
 metrics.CALLS.labels("a", "done").inc(int(sys.argv[2]))
 metrics.CALL_DURATION.labels("a").observe(0.3)
 from prometheus_client import Gauge
@@ -82,7 +84,7 @@ def test_combined_families_sum_the_same_series_and_order_buckets():
     other = HistogramMetricFamily("agentq_call_duration_seconds", "d", labels=["activity"])
     other.add_metric(["a"], buckets=[("+Inf", 1), ("1.0", 1)], sum_value=0.5)
 
-    combined = {f.name: f for f in metrics._combined([mine, histogram, theirs, other])}
+    combined = {f.name: f for f in render.combined([mine, histogram, theirs, other])}
     calls = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in combined["agentq_calls"].samples}
     assert calls == {("agentq_calls_total", (("activity", "a"), ("status", "done"))): 3,
                      ("agentq_calls_total", (("activity", "b"), ("status", "failed"))): 1}

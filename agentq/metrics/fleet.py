@@ -1,0 +1,99 @@
+"""The fleet's state, read when scraped: jobs, approvals and live workers from the state store, queue depths
+from the broker. Either being down is a gauge at 0 (`agentq_store_up`, `agentq_broker_up`), never a failed scrape."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agentq.errors import AgentQError
+from agentq.metrics.counters import ENGINE
+from agentq.protocol.status import JOB_FINAL
+from agentq.settings import Settings
+
+log = logging.getLogger("agentq.metrics")
+
+
+def fleet_families(parts: Any) -> list[Metric]:
+    """Jobs, approvals, workers (Redis) and queue depths (the broker), read now."""
+    settings: Settings = parts.settings
+    store = parts.store
+    try:
+        stats = store.fleet_stats()
+        live_workers = store.live_workers()
+        known = store.known_activities(settings.activity_memory_s)
+    except AgentQError as error:
+        log.warning("metrics: the state store did not answer: %s", error)
+        return [GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=0)]
+    families: list[Metric] = [
+        GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=1),
+        _jobs_ended(stats.jobs_total),
+        GaugeMetricFamily("agentq_jobs_active", "Jobs queued, running or awaiting approval", value=stats.jobs_active),
+        GaugeMetricFamily("agentq_approvals_pending", "Calls awaiting a reviewer's approval",
+                          value=stats.approvals_pending),
+        _workers_live(known, live_workers),
+    ]
+    queues = {settings.engine_queue, *(str(e["queue"]) for e in known.values() if e.get("queue")),
+              *(str(q) for w in live_workers for q in w.get("queues") or [])}
+    return families + _broker_families(parts.app, sorted(queues))
+
+
+def _jobs_ended(jobs_total: dict[str, int]) -> CounterMetricFamily:
+    """`agentq_jobs`: every final status (0 when none ended with it), then any other status counted."""
+    family = CounterMetricFamily("agentq_jobs", "Jobs that ended, by final status", labels=["status"])
+    for final in sorted(JOB_FINAL):
+        family.add_metric([final.value], jobs_total.get(final.value, 0))
+    for status, count in sorted(jobs_total.items()):
+        if status not in {s.value for s in JOB_FINAL}:
+            family.add_metric([status], count)
+    return family
+
+
+def _workers_live(known: dict[str, Any], live_workers: list[dict[str, Any]]) -> GaugeMetricFamily:
+    """`agentq_workers_live`: live workers per known activity, dispatchers under `ENGINE`."""
+    family = GaugeMetricFamily("agentq_workers_live", "Live workers serving each known activity; dispatchers "
+                               f"under activity=\"{ENGINE}\"", labels=["activity"])
+    for name, entry in known.items():
+        family.add_metric([name], len(entry.get("workers") or []))
+    family.add_metric([ENGINE], sum(1 for w in live_workers if w.get("engine")))
+    return family
+
+
+def _broker_families(app: Any, queues: list[str]) -> list[Metric]:
+    """`agentq_broker_up` and, when the broker answered, `agentq_queue_depth` per queue."""
+    try:
+        depths = queue_depths(app, queues)
+    except Exception as error:  # the broker is down or refuses: the rest of the scrape still counts
+        log.warning("metrics: the broker did not answer: %s", error)
+        return [GaugeMetricFamily("agentq_broker_up", "1 when the broker answered this scrape", value=0)]
+    depth = GaugeMetricFamily("agentq_queue_depth", "Tasks waiting on each queue (not yet delivered to a "
+                              "worker)", labels=["queue"])
+    for queue, count in depths.items():
+        depth.add_metric([queue], count)
+    return [GaugeMetricFamily("agentq_broker_up", "1 when the broker answered this scrape", value=1), depth]
+
+
+def queue_depths(app: Any, queues: Iterable[str]) -> dict[str, int]:
+    """Messages waiting on each queue, by a passive declare (Redis: the queue's lists, all priorities;
+    RabbitMQ: the queue's ready messages). A queue that does not exist yet holds nothing."""
+    depths: dict[str, int] = {}
+    with app.connection_for_read() as connection:
+        connection.ensure_connection(max_retries=1)
+        channel = connection.channel()
+        try:
+            for queue in queues:
+                try:
+                    depths[queue] = int(channel.queue_declare(queue=queue, passive=True).message_count)
+                except connection.channel_errors:
+                    depths[queue] = 0
+                    with contextlib.suppress(Exception):  # AMQP closes a channel on a missing queue
+                        channel.close()
+                    channel = connection.channel()
+        finally:
+            with contextlib.suppress(Exception):
+                channel.close()
+    return depths
