@@ -1,7 +1,9 @@
-"""The store contract: the same assertions against `StateStore` (the session's private Redis) and `MemoryStore`.
+"""The store contract: the same assertions against `StateStore` (the session's private Redis), `StateStore` on a
+Redis Cluster, and `MemoryStore`.
 
-This keeps the in-memory stand-in the executor and service unit tests run on honest: every edge of the atomic
-steps (submit, claim, commit, retry, renew, finalize, cancel, rejection) behaves the same on both.
+This keeps the in-memory stand-in the executor, agent loop and service unit tests run on honest: every edge of the
+atomic steps (submit, claim, commit, retry, renew, finalize, cancel, rejection here; approvals, settle, agent ticks
+and module links in test_store_contract_steps.py) behaves the same on all three.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""Fleet-wide state of the memory store: worker announcements, known activities, published tools."""
+
+from __future__ import annotations
+
+import json
+
+from agentq.store.codecs import dumps, now_iso
+from agentq.store.state import WorkerBeat, known_view, seen_activities
+from tests.runtime.memory_store.core import MemoryCore
+
+
+class Fleet(MemoryCore):
+    _workers: dict[str, tuple[str, float]]  # id -> (announcement JSON, expiry)
+    _activities: dict[str, str]  # name -> last announcement JSON with `last_seen` (FleetKeys.activities)
+    _tools: dict[str, str]
+    _tool_conflicts: dict[str, str]
+
+    def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
+        with self._changed:
+            now = self.clock()
+            self._workers[worker_id] = (dumps(announcement), now + ttl_s)
+            self._activities.update(seen_activities(announcement, now))
+
+    def retire_worker(self, worker_id: str) -> None:
+        with self._changed:
+            self._workers.pop(worker_id, None)
+
+    def live_workers(self) -> list[dict]:
+        now = self.clock()
+        with self._changed:
+            for worker_id in [w for w, (_, expiry) in self._workers.items() if expiry <= now]:
+                del self._workers[worker_id]
+            live = sorted(self._workers.items(), key=lambda item: (item[1][1], item[0]))
+        return [json.loads(value) for _, (value, _) in live]
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every announcement kept, live or expired (its announcement None then), as the healthcheck reads them."""
+        now = self.clock()
+        with self._changed:
+            entries = sorted(self._workers.items(), key=lambda item: (item[1][1], item[0]))
+        return [WorkerBeat(worker_id, expiry, json.loads(value) if expiry > now else None)
+                for worker_id, (value, expiry) in entries]
+
+    def live_activities(self) -> dict[str, dict]:
+        activities: dict[str, dict] = {}
+        for worker in self.live_workers():
+            for activity in worker.get("activities", []):
+                entry = activities.setdefault(activity["name"], {**activity, "workers": []})
+                entry["workers"].append(worker.get("id"))
+        return activities
+
+    def known_activities(self, memory_s: float) -> dict[str, dict]:
+        live = self.live_activities()
+        now = self.clock()
+        with self._changed:
+            stored = {name: json.loads(value) for name, value in self._activities.items()}
+            for name in [n for n, entry in stored.items() if float(entry.get("last_seen", 0)) < now - memory_s]:
+                del self._activities[name]
+        return known_view(stored, live, memory_s=memory_s, now=now)
+
+    def forget_activity(self, name: str) -> bool:
+        with self._changed:
+            return self._activities.pop(name, None) is not None
+
+    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]:
+        conflicts = []
+        with self._changed:
+            for name, schema in schemas.items():
+                current = self._tools.get(name)
+                if current is not None and json.loads(current) != schema:
+                    conflicts.append(name)
+                    self._tool_conflicts[name] = dumps({"publisher": publisher, "at": now_iso(), "schema": schema})
+                self._tools[name] = dumps(schema)
+        return conflicts
+
+    def published_tools(self) -> dict[str, dict]:
+        with self._changed:
+            return {k: json.loads(v) for k, v in self._tools.items()}
+
+    def tool_conflicts(self) -> dict[str, dict]:
+        with self._changed:
+            return {k: json.loads(v) for k, v in self._tool_conflicts.items()}
