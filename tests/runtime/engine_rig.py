@@ -1,0 +1,173 @@
+"""A whole engine on `MemoryStore`, without Celery or Redis: the job service, the executor (with its agent loop and
+delegation) and a dispatcher that queues what it is asked to send; `Engine.run` delivers the queue in order, as
+the Celery tasks would, calling the same entry points (`Executor.run_call`, `Executor.tick`).
+
+`ScriptedModel` stands in for the LLM provider (`agentq.llm.base.LLM`), as pydantic-ai's `FunctionModel` does: a
+function of the request gives each answer's solution (or raises the provider's error), whose calls are reported
+through `on_call` as a streamed answer reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
+from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.records import CallRecord
+from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.executor import Executor, Outcome
+from agentq.runtime.routing import Routing
+from agentq.runtime.service import JobService
+from agentq.runtime.signing import TaskSigner
+from agentq.settings import Settings
+from agentq.store.codecs import record_digest
+from tests.runtime.conftest import tool_schema
+from tests.runtime.memory_store import MemoryStore
+
+ANSWER_USAGE = Usage(requests=1, input_tokens=100, output_tokens=20)
+
+
+class ScriptedModel:
+    """An LLM whose answers a function of the request gives: a solution (any JSON), or an exception to raise."""
+
+    def __init__(self, answer: Callable[[LLMRequest], Any]):
+        self.answer = answer
+        self.requests: list[LLMRequest] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def replies(cls, *solutions: Any) -> ScriptedModel:
+        """Answers the requests in order with `solutions`."""
+        queue = deque(solutions)
+        return cls(lambda request: queue.popleft())
+
+    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
+        with self._lock:
+            self.requests.append(request)
+            n = len(self.requests)
+        solution = self.answer(request)
+        if isinstance(solution, BaseException):
+            raise solution
+        calls = solution.get("calls") if isinstance(solution, dict) else None
+        if on_call is not None and isinstance(calls, list):
+            for i, call in enumerate(calls):
+                if isinstance(call, dict):
+                    on_call(i, call)
+        return LLMAnswer(solution=solution, raw=json.dumps(solution), tool_use_id=f"toolu_{n:04d}",
+                         usage=ANSWER_USAGE, stop_reason="tool_use")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One queued task: a call's delivery, or an agent tick (`n`: the job's request number)."""
+
+    job_id: str
+    record: CallRecord | None = None
+    n: int = 0
+
+
+class QueueDispatcher:
+    """The dispatcher: what it is asked to send goes on one queue, in order (revocations are kept)."""
+
+    def __init__(self) -> None:
+        self.queue: deque[Task] = deque()
+        self.sent: list[Task] = []
+        self.revoked: list[tuple[str, list[str]]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None:
+        with self._lock:
+            for record in records:
+                self._put(Task(job_id, record))
+
+    def tick(self, job_id: str, n: int = 0) -> None:
+        with self._lock:
+            self._put(Task(job_id, n=n))
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+        self.revoked.append((job_id, list(call_ids)))
+
+    def _put(self, task: Task) -> None:
+        self.queue.append(task)
+        self.sent.append(task)
+
+
+class Engine:
+    """The service and the executor of one process on one `MemoryStore`, fed by a queue."""
+
+    def __init__(self, store: MemoryStore | None = None, *, llm: Any = None, modules: Any = None,
+                 settings: Settings | None = None, signed: bool = False):
+        self.store = store if store is not None else MemoryStore()
+        self.settings = settings if settings is not None else Settings()
+        self.dispatcher = QueueDispatcher()
+        self.tools, self.activities = ToolRegistry(), ActivityRegistry()
+        routing = Routing.from_settings(self.settings)
+        self.service = JobService(self.store, self.dispatcher, settings=self.settings, routing=routing,
+                                  tools=self.tools, activities=self.activities, local_activities_are_live=True,
+                                  module_loader=getattr(modules, "loader", None))
+        self.signer = TaskSigner(self.store.task_signing_key) if signed else None
+        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=30.0, default_timeout_s=5.0,
+                                 settings=self.settings, llm=llm, routing=routing,
+                                 known_activities=self.service.known_activities, modules=modules,
+                                 submit_child=self.service.submit_child, signer=self.signer)
+        self.runs: Counter[str] = Counter()
+        self.outcomes: list[tuple[str, Outcome]] = []
+        self.waits: list[float] = []  # what tick tasks asked to wait before their next attempt
+
+    def activity(self, name: str, fn: Callable[..., Any], params: dict | None = None, *,
+                 required: tuple[str, ...] = (), **options: Any) -> None:
+        """Register a tool (its `required` parameters) and the activity that serves it (its runs counted; `fn`
+        takes the call)."""
+        schema = tool_schema(name, params if params is not None else {})
+        self.tools.register(name, {**schema, "required": ["_tool", *required]} if required else schema)
+
+        def counted(call: dict) -> Any:
+            self.runs[name] += 1
+            return fn(call)
+
+        self.activities.register(name, counted, **options)
+
+    def tool(self, name: str, params: dict | None = None, **meta: Any) -> None:
+        self.tools.register(name, tool_schema(name, params, **meta))
+
+    def run(self, limit: int = 200) -> list[str]:
+        """Deliver the queued tasks in order until none is left (a retry goes to the back at once); the calls'
+        outcomes."""
+        statuses = []
+        while self.dispatcher.queue and limit:
+            limit -= 1
+            task = self.dispatcher.queue.popleft()
+            if task.record is None:
+                wait = self.executor.tick(task.job_id, task.n)
+                if wait is not None:
+                    self.waits.append(wait)
+                    self.dispatcher.queue.append(task)
+                continue
+            statuses.append(self._deliver(task).status)
+            if statuses[-1] == "retry":
+                self.dispatcher.queue.append(task)
+        return statuses
+
+    def _deliver(self, task: Task) -> Outcome:
+        record = task.record
+        assert record is not None
+        signature = (self.signer.sign(task.job_id, record.id, record_digest(record))
+                     if self.signer is not None else None)
+        outcome = self.executor.run_call(task.job_id, record.id, record=record, signature=signature)
+        self.outcomes.append((record.tool, outcome))
+        return outcome
+
+    def events(self, job_id: str) -> list[dict]:
+        return [e for _, e in self.store.read_events(job_id)]
+
+    def names(self, job_id: str, among: Iterable[str] | None = None) -> list[str]:
+        wanted = set(among) if among is not None else None
+        return [e["event"] for e in self.events(job_id) if wanted is None or e["event"] in wanted]
+
+    def close(self) -> None:
+        self.executor.leases.stop()

@@ -1,0 +1,267 @@
+"""The engine on `MemoryStore`: the executor's paths (claim → run → commit, retries, a committed failure, running
+ahead and settling), the agent loop's ticks against a scripted model, and module calls delegated to child jobs,
+through the entry points the Celery tasks call (`JobService.submit`, `Executor.run_call`, `Executor.tick`).
+Milliseconds each: no Redis, no Celery (the same paths on real parts live in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentq.errors import LLMError, LLMRetryableError
+from agentq.llm.base import LLMRequest
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.runtime.modules import ModuleLibrary
+from agentq.settings import Settings
+from tests.runtime.engine_rig import Engine, ScriptedModel
+
+pytestmark = pytest.mark.timeout(20)
+
+OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+@pytest.fixture
+def engines() -> Iterator[list[Engine]]:
+    made: list[Engine] = []
+    yield made
+    for engine in made:
+        engine.close()
+
+
+def engine(engines: list[Engine], **options) -> Engine:
+    made = Engine(**options)
+    engines.append(made)
+    made.activity("weather", lambda call: {"city": call["city"], "temp_c": 21}, {"city": {"type": "string"}},
+                  required=("city",))
+    return made
+
+
+# ------------------------------------------------------------------------------------------ executor
+
+
+def test_a_call_is_claimed_run_and_committed_and_its_job_finalized(engines: list[Engine]):
+    rig = engine(engines)
+    job_id = rig.service.submit({"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.w"}]})
+    assert rig.run() == ["done"]
+    record = rig.store.record(job_id)
+    assert (record.status, record.state) == (JobStatus.SUCCEEDED, {"w": {"city": "Oslo", "temp_c": 21}})
+    assert rig.names(job_id) == ["job.queued", "job.started", "call.started", "call.finished", "job.finished"]
+    assert rig.store.call_table(job_id).attempts == {rig.dispatcher.sent[0].record.id: 1}  # type: ignore[union-attr]
+    assert rig.run() == []  # nothing left
+
+
+def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines: list[Engine]):
+    rig = engine(engines)
+
+    def down(call: dict) -> None:
+        raise ConnectionError("still down")
+
+    rig.activity("flaky", down, retries=2, retry_backoff=0.5)
+    job_id = rig.service.submit({"calls": [{"_tool": "flaky", "_outputPath": "†state.r"}]})
+    assert rig.run() == ["retry", "retry", "failed"]
+    delays = [o.retry_in for _, o in rig.outcomes if o.status == "retry"]
+    assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0  # backoff * 2**(attempt-1), jittered
+    events = rig.events(job_id)
+    assert [e["attempt"] for e in events if e["event"] == "call.retrying"] == [1, 2]
+    [failed] = [e for e in events if e["event"] == "call.finished"]
+    assert failed["status"] == "failed" and failed["error"] == {"type": "ConnectionError", "message": "still down"}
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and "still down" in record.error["message"]  # type: ignore[index]
+    assert set(rig.store.call_statuses(job_id).values()) == {CallStatus.FAILED}
+
+
+def test_an_idempotent_activity_runs_ahead_and_settles_in_one_step(engines: list[Engine]):
+    rig = engine(engines, signed=True)
+    rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}}, idempotent=True)
+    steps: list[str] = []
+    for name in ("claim", "settle"):
+        step = getattr(rig.store, name)
+        setattr(rig.store, name, lambda *a, _step=step, _name=name, **k: steps.append(_name) or _step(*a, **k))
+    job_id = rig.service.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"}
+                                           for i in range(3)]})
+    assert rig.run() == ["done"] * 3
+    assert steps == ["claim", "settle", "settle"]  # the first delivery had no copy of the tool yet
+    assert rig.store.record(job_id).state == {"r0": 0, "r1": 1, "r2": 2}
+    assert rig.runs["noop"] == 3
+    assert set(rig.store.call_table(job_id).attempts.values()) == {1}
+    assert rig.names(job_id).count("job.started") == 1
+
+
+# ---------------------------------------------------------------------------------------- agent loop
+
+
+def agent_job(*, tools: list[str] = ["weather"], **options) -> dict:  # noqa: B006 - never changed
+    return {"context": [{"type": "text", "role": "system", "text": "Be brief."},
+                        {"type": "text", "text": "How is the weather in Paris?"}],
+            "tools": tools, "output": OUTPUT, "options": options}
+
+
+def test_an_agent_job_ticks_runs_its_calls_and_ends_with_the_models_output(engines: list[Engine]):
+    model = ScriptedModel.replies(
+        {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather"}], "output": None},
+        {"calls": [], "output": {"answer": "mild"}})
+    rig = engine(engines, llm=model)
+    job_id = rig.service.submit(agent_job())
+    assert rig.run() == ["done"]
+    record = rig.store.record(job_id)
+    assert (record.status, record.result) == (JobStatus.SUCCEEDED, {"answer": "mild"})
+    assert record.state == {"weather": {"city": "Paris", "temp_c": 21}}
+    assert record.usage["requests"] == 2 and record.usage["input_tokens"] == 200
+    assert [(t.job_id, t.n) for t in rig.dispatcher.sent if t.record is None] == [(job_id, 0), (job_id, 1)]
+    first, second = model.requests
+    assert first.system[-1] == "Be brief." and first.purpose == "tick"
+    assert second.messages[: len(first.messages)] == first.messages  # append-only
+    assert "temp_c" in json.dumps(second.messages[len(first.messages):])
+    info = rig.store.job_info(job_id)
+    assert (info.ticks, info.exchanges, info.ticking) == (2, 2, False)
+    assert rig.names(job_id, {"tick.started", "tick.finished", "call.finished", "job.finished"}) == [
+        "tick.started", "tick.finished", "call.finished", "tick.started", "tick.finished", "job.finished"]
+
+
+def test_an_invalid_solution_is_sent_back_once_then_corrected(engines: list[Engine]):
+    model = ScriptedModel.replies(
+        {"calls": [{"_tool": "weather", "_outputPath": "†state.w"}], "output": None},  # no city
+        {"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.w"}], "output": None},
+        {"calls": [], "output": {"answer": "cold"}})
+    rig = engine(engines, llm=model)
+    job_id = rig.service.submit(agent_job())
+    rig.run()
+    record = rig.store.record(job_id)
+    assert (record.status, record.state) == (JobStatus.SUCCEEDED, {"w": {"city": "Oslo", "temp_c": 21}})
+    corrective = model.requests[1].messages[-1]["content"][0]
+    assert corrective["type"] == "tool_result" and corrective["is_error"] is True
+    assert "/calls/0" in json.dumps(corrective["content"])
+    assert rig.store.job_info(job_id).ticks == 2  # the answer sent back does not count as a tick
+    assert rig.runs["weather"] == 1
+
+
+def test_an_agent_out_of_ticks_fails(engines: list[Engine]):
+    model = ScriptedModel(lambda request: {"calls": [], "output": None})
+    rig = engine(engines, llm=model)
+    job_id = rig.service.submit(agent_job(max_ticks=2))
+    rig.run()
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and record.error["type"] == "max_ticks_exceeded"  # type: ignore[index]
+    assert len(model.requests) == 2
+
+
+def test_a_transient_model_failure_is_retried_and_a_terminal_one_fails_the_job(engines: list[Engine]):
+    model = ScriptedModel.replies(LLMRetryableError("overloaded", retry_after_s=0.5),
+                                  {"calls": [], "output": {"answer": "ok"}}, LLMError("bad request"))
+    rig = engine(engines, llm=model)
+    retried = rig.service.submit(agent_job())
+    rig.run()
+    assert rig.waits == [0.5]  # the tick task asked to come back after the provider's retry-after
+    assert rig.store.record(retried).result == {"answer": "ok"}
+    failed = rig.service.submit(agent_job())
+    rig.run()
+    record = rig.store.record(failed)
+    assert (record.status, record.error) == (JobStatus.FAILED, {"type": "LLMError", "message": "bad request"})
+
+
+def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
+    rig = engine(engines)
+    job_id = rig.service.submit(agent_job())
+    rig.run()
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and record.error["type"] == "LLMNotConfigured"  # type: ignore[index]
+
+
+def test_an_agents_call_held_for_approval_runs_once_approved(engines: list[Engine]):
+    model = ScriptedModel.replies(
+        {"calls": [{"_tool": "weather", "city": "Rome", "_outputPath": "†state.w"}], "output": None},
+        {"calls": [], "output": {"answer": "warm"}})
+    rig = engine(engines, llm=model)
+    job_id = rig.service.submit(agent_job(approval=["weather"]))
+    assert rig.run() == []
+    [call_id] = rig.store.call_records(job_id)
+    assert rig.store.job_status(job_id) is JobStatus.AWAITING_APPROVAL
+    rig.service.approve(job_id, call_id)
+    assert rig.run() == ["done"]
+    assert rig.store.record(job_id).result == {"answer": "warm"}
+
+
+# ---------------------------------------------------------------------------------------- delegation
+
+RESEARCHER = {"context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],
+              "tools": ["weather"],
+              "output": {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}}
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> ModuleLibrary:
+    (tmp_path / "researcher.json").write_text(json.dumps(RESEARCHER), encoding="utf-8")
+    return ModuleLibrary([tmp_path])
+
+
+def researcher(*child_answers: object) -> ScriptedModel:
+    """The model of the researcher's child jobs (a plan parent asks the model nothing itself)."""
+    answers = list(child_answers)
+
+    def answer(request: LLMRequest) -> object:
+        assert "You are the Researcher." in request.system and request.purpose == "module"
+        return answers.pop(0)
+
+    return ScriptedModel(answer)
+
+
+def delegating(engines: list[Engine], library: ModuleLibrary, model: ScriptedModel, **settings) -> Engine:
+    rig = engine(engines, llm=model, modules=library, settings=Settings(**settings))
+    rig.tool("research", {"question": {"type": "string"}}, _module={"const": "researcher"})
+    return rig
+
+
+PARENT = {"context": [{"type": "data", "kind": "brief", "data": {"topic": "lighthouses"}}],
+          "calls": [{"_tool": "research", "question": "the lighthouse", "_outputPath": "†state.research"}]}
+
+
+def test_a_module_call_runs_a_child_job_and_resumes_its_parent(engines: list[Engine], library: ModuleLibrary):
+    model = researcher(
+        {"calls": [{"_tool": "weather", "city": "Brest", "_outputPath": "†state.w"}], "output": None},
+        {"calls": [], "output": {"facts": ["windy"]}})
+    rig = delegating(engines, library, model)
+    job_id = rig.service.submit(PARENT)
+    assert rig.run(limit=1) == ["delegated"]  # the parent's module call submitted its child job
+    [call_id] = rig.store.call_records(job_id)
+    assert rig.store.call_statuses(job_id) == {call_id: CallStatus.RUNNING}
+    # a redelivery of the module call finds it held by its child job: nothing runs or is submitted twice
+    assert rig.executor.run_call(job_id, call_id).status == "leased"
+    assert rig.run() == ["done"]  # the child's call
+    record = rig.store.record(job_id)
+    assert (record.status, record.state) == (JobStatus.SUCCEEDED, {"research": {"facts": ["windy"]}})
+    assert record.usage["requests"] == 2  # the child's requests are counted on the parent
+    child = rig.store.job_info(f"{call_id}.module")
+    assert child.status is JobStatus.SUCCEEDED
+    assert (child.parent["job"], child.parent["call"], child.parent["module"]) == (  # type: ignore[index]
+        job_id, call_id, "researcher")
+    assert "the lighthouse" in json.dumps(model.requests[0].messages)  # the call's parameters are the input
+    relayed = [e for e in rig.events(job_id) if e.get("relayed_from")]
+    assert relayed and {e["relayed_from"] for e in relayed} == {child.id}
+    assert all(e["part"]["source"] == "researcher" for e in relayed if e.get("part"))
+    assert not {"job.queued", "job.started", "job.finished"} & {e["event"] for e in relayed}
+    assert rig.names(job_id)[-2:] == ["call.finished", "job.finished"]
+    assert [t.job_id for t in rig.dispatcher.sent if t.record is None] == [child.id, child.id]  # its two ticks
+
+
+def test_a_failed_child_job_fails_its_parents_call(engines: list[Engine], library: ModuleLibrary):
+    rig = delegating(engines, library, researcher(LLMError("refused")))
+    job_id = rig.service.submit(PARENT)
+    assert rig.run() == ["delegated"]
+    [call_id] = rig.store.call_records(job_id)
+    assert rig.store.job_status(f"{call_id}.module") is JobStatus.FAILED
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and "refused" in record.error["message"]  # type: ignore[index]
+    [finished] = [e for e in rig.events(job_id) if e["event"] == "call.finished" and not e.get("relayed_from")]
+    assert finished["status"] == "failed" and finished["error"]["type"] == "LLMError"
+
+
+def test_a_module_call_in_a_process_without_modules_fails(engines: list[Engine], library: ModuleLibrary):
+    rig = engine(engines, llm=researcher())
+    rig.tool("research", {"question": {"type": "string"}}, _module={"const": "researcher"})
+    job_id = rig.service.submit(PARENT)
+    assert rig.run() == ["failed"]
+    record = rig.store.record(job_id)
+    assert record.status is JobStatus.FAILED and "ModulesNotConfigured" in record.error["message"]  # type: ignore[index]
