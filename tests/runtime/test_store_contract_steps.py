@@ -334,8 +334,7 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
     assert store.relay_events(child.id) == 0
     relayed = [e for _, e in store.read_events(parent.id)][1:]
     assert [e["event"] for e in relayed] == ["thought", "call.finished"]
-    assert relayed[0]["part"]["source"] == "m" and relayed[0]["relayed_from"] == child.id
-    assert relayed[0]["job_id"] == child.id
+    assert (relayed[0]["part"]["source"], relayed[0]["relayed_from"], relayed[0]["job_id"]) == ("m", child.id, child.id)
     assert relayed[1] == {**finished(child.id, "call_x").to_dict(), "relayed_from": child.id}
     store.add_events(child.id, [finished(child.id, "call_z")])
     assert store.relay_events(child.id) == 1
