@@ -12,17 +12,15 @@ Job records are returned as plain dicts in the shape of SPEC §12 (`{"id", "stat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentq.errors import JobTimeoutError
 from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
-from agentq.store.base import iter_events
+from agentq.store.sync_reads import SyncReads
 
 
 @dataclass(frozen=True)
@@ -43,6 +41,64 @@ class Event:
         return parse_envelope(self.data)
 
 
+class BaseClient:
+    """What `Client` and `AsyncClient` share (as httpx's clients share theirs): the settings, the parts the
+    composition root builds from them (the job service that validates, writes and publishes), the job service's
+    operations (synchronous: `AsyncClient` runs them in a worker thread), and how an event is handed out. Their
+    reads are the same steps of `store/core.py`, each client sending them with its own I/O."""
+
+    def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
+                 settings: Settings | None = None, tools: ToolRegistry | None = None):
+        from agentq.runtime.root import connect
+
+        settings = settings or Settings()
+        updates = {k: v for k, v in (("redis_url", redis_url), ("broker_url", broker_url)) if v}
+        self.settings = settings.model_copy(update=updates) if updates else settings
+        self._parts = connect(self.settings, tools=tools)
+
+    def _submitted(self, job: Any, job_id: str | None) -> str:
+        return self._parts.jobs.submit(job, job_id=job_id)
+
+    def _canceled(self, job_id: str) -> str:
+        return self._parts.jobs.cancel(job_id).value
+
+    def _calls(self, job_id: str) -> list[dict]:
+        return self._parts.jobs.calls(job_id)
+
+    def _approved(self, job_id: str, call_id: str) -> dict:
+        self._parts.jobs.approve(job_id, call_id)
+        return self._call(job_id, call_id)
+
+    def _rejected(self, job_id: str, call_id: str, reason: str | None) -> dict:
+        self._parts.jobs.reject(job_id, call_id, reason)
+        return self._call(job_id, call_id)
+
+    def _edited(self, job_id: str, call_id: str, params: dict) -> dict:
+        self._parts.jobs.edit(job_id, call_id, params)
+        return self._call(job_id, call_id)
+
+    def _call(self, job_id: str, call_id: str) -> dict:
+        from agentq.runtime.calls import job_call
+
+        return job_call(self._parts.store, job_id, call_id)
+
+    def _tools(self) -> dict[str, dict]:
+        return self._parts.jobs.available_tools()
+
+    def _activities(self) -> dict[str, dict]:
+        return self._parts.jobs.known_activities()
+
+    def _forget_activity(self, name: str) -> bool:
+        return self._parts.jobs.forget_activity(name)
+
+
+def event_of(entry_id: str, data: dict, *, technical: bool) -> Event:
+    """The `Event` of a stream entry; its part without technical details unless `technical`."""
+    if not technical and "part" in data:
+        data = {**data, "part": strip_technical_details(data["part"])}
+    return Event(entry_id, data.get("event", ""), data)
+
+
 class JobHandle:
     def __init__(self, client: Client, job_id: str):
         self._client = client
@@ -52,41 +108,25 @@ class JobHandle:
         return f"JobHandle({self.id!r})"
 
     def status(self) -> str:
-        return self._client._parts.store.job_status(self.id).value
+        return self._client._reads.job_status(self.id).value
 
     def record(self) -> dict:
         """The job record as it stands now (final once the job ended)."""
-        return self._client._parts.store.record(self.id).to_dict()
+        return self._client.record(self.id)
 
     def result(self, timeout: float | None = None) -> dict:
-        """Wait until the job ends (at most `timeout` seconds) and return its record."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        store = self._client._parts.store
-        # Block on the job's end signal rather than on its event stream: one wake-up per job, not per event
-        # (and one round trip for a job that has ended). The status is read after each second without the
-        # signal, so a job that ended without it is seen too.
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            wait = 1.0 if remaining is None else max(0.0, min(1.0, remaining))
-            record = store.wait_record(self.id, wait)
-            if record is not None:
-                return record.to_dict()
-            status = store.job_status(self.id)
-            if status.is_final:
-                return store.record(self.id).to_dict()
-            if deadline is not None and deadline - time.monotonic() <= 0:
-                raise JobTimeoutError(f"job {self.id} did not finish within {timeout} s (status: {status.value})")
+        """Wait until the job ends (at most `timeout` seconds) and return its record: one round trip for a job
+        that has ended (the wait for its end signal and the read of its saved record go in one pipeline)."""
+        return self._client._reads.result(self.id, timeout).to_dict()
 
     def events(self, *, after: str = "0-0", follow: bool = True, technical: bool = False) -> Iterator[Event]:
         """Events in order from `after`; with `follow`, until the job's final event. Parts are stripped of
         technical details unless `technical=True`."""
-        for entry_id, data in iter_events(self._client._parts.store, self.id, after, follow=follow):
-            if not technical and "part" in data:
-                data = {**data, "part": strip_technical_details(data["part"])}
-            yield Event(entry_id, data.get("event", ""), data)
+        for entry_id, data in self._client._reads.events(self.id, after, follow=follow):
+            yield event_of(entry_id, data, technical=technical)
 
     def cancel(self) -> str:
-        return self._client._parts.jobs.cancel(self.id).value
+        return self._client._canceled(self.id)
 
     def calls(self) -> list[dict]:
         """The job's calls (SPEC §14 `/calls`): id, tool, activity, mode, instance, status, attempts,
@@ -112,7 +152,7 @@ class JobHandle:
         return self._client.edit(self.id, call_id, params)
 
 
-class Client:
+class Client(BaseClient):
     """A connection to agentq's state store and broker for submitting and following jobs.
 
     `tools` adds tool schemas this process knows to those the fleet published (a submitter that carries its
@@ -120,63 +160,53 @@ class Client:
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
                  settings: Settings | None = None, tools: ToolRegistry | None = None):
-        from agentq.runtime.root import connect
-
-        settings = settings or Settings()
-        updates = {k: v for k, v in (("redis_url", redis_url), ("broker_url", broker_url)) if v}
-        self.settings = settings.model_copy(update=updates) if updates else settings
-        self._parts = connect(self.settings, tools=tools)
+        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools)
+        store = self._parts.store
+        self._reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
 
     def submit(self, job: Any, *, job_id: str | None = None) -> JobHandle:
         """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then."""
-        return JobHandle(self, self._parts.jobs.submit(job, job_id=job_id))
+        return JobHandle(self, self._submitted(job, job_id))
 
     def job(self, job_id: str) -> JobHandle:
-        self._parts.store.job_status(job_id)  # raises JobNotFoundError early
+        self._reads.job_status(job_id)  # raises JobNotFoundError early
         return JobHandle(self, job_id)
 
     def record(self, job_id: str) -> dict:
         """The record of a job, as `JobHandle.record`."""
-        return self._parts.store.record(job_id).to_dict()
+        return self._reads.record(job_id).to_dict()
 
     def calls(self, job_id: str) -> list[dict]:
         """The calls of a job, as `JobHandle.calls`."""
-        return self._parts.jobs.calls(job_id)
+        return self._calls(job_id)
 
     def history(self, job_id: str) -> dict:
         """The history message of a job, as `JobHandle.history`."""
-        from agentq.runtime.history import job_history
+        from agentq.runtime.history import history_of
 
-        return job_history(self._parts.store, job_id)
+        self._reads.job_status(job_id)  # raises JobNotFoundError
+        return history_of(self._reads.events(job_id, follow=False))
 
     # Approvals (SPEC §9): each raises `ConflictError` when the call is not awaiting approval, and
     # `JobNotFoundError` / `CallNotFoundError` for an unknown job or call.
 
     def approve(self, job_id: str, call_id: str) -> dict:
         """Let a call awaiting approval run; returns the call as in `calls()`."""
-        self._parts.jobs.approve(job_id, call_id)
-        return self._call(job_id, call_id)
+        return self._approved(job_id, call_id)
 
     def reject(self, job_id: str, call_id: str, reason: str | None = None) -> dict:
         """Fail a call awaiting approval with "rejected by reviewer[: reason]" (its job goes on as after any
         failed call); returns the call."""
-        self._parts.jobs.reject(job_id, call_id, reason)
-        return self._call(job_id, call_id)
+        return self._rejected(job_id, call_id, reason)
 
     def edit(self, job_id: str, call_id: str, params: dict) -> dict:
         """Replace the parameters of a call awaiting approval and let it run; returns the call. Raises
         `JobValidationError` (nothing changes) when the edited call is invalid, each problem at `/params/...`."""
-        self._parts.jobs.edit(job_id, call_id, params)
-        return self._call(job_id, call_id)
-
-    def _call(self, job_id: str, call_id: str) -> dict:
-        from agentq.runtime.calls import job_call
-
-        return job_call(self._parts.store, job_id, call_id)
+        return self._edited(job_id, call_id, params)
 
     def tools(self) -> dict[str, dict]:
         """The tool schemas a submission through this client can name (published, then its own)."""
-        return self._parts.jobs.available_tools()
+        return self._tools()
 
     def live_activities(self) -> dict[str, dict]:
         """Activity name → its announcement, for the activities a live worker serves."""
@@ -186,13 +216,13 @@ class Client:
         """The known activities (SPEC §3), by name: each one's announcement (`queue`, `task`, options), `live`,
         the ids of the live `workers` serving it and `last_seen` (ISO-8601 UTC). A submission composes against
         these: a known activity with no live worker keeps its tools explicit, and their calls wait on its queue."""
-        return self._parts.jobs.known_activities()
+        return self._activities()
 
     def forget_activity(self, name: str) -> bool:
         """Retire a known activity at once, so its tools turn latent (unless a live worker announces it
         again): for this client's next submission at once, for other submitting processes within one
         heartbeat (`AGENTQ_HEARTBEAT_S`). False when it was not known."""
-        return self._parts.jobs.forget_activity(name)
+        return self._forget_activity(name)
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""

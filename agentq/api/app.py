@@ -22,7 +22,7 @@ from agentq.api.auth import ApiAuth
 from agentq.api.errors import error_body, install_error_handlers
 from agentq.errors import Problem
 from agentq.runtime.root import Parts
-from agentq.store.aio import AsyncStateStore
+from agentq.store.aio import AsyncStateStore, open_async_store
 
 DESCRIPTION = """agentq's HTTP API: submit agent and plan jobs, follow their events, read their calls and
 history, approve calls. Authenticate with `Authorization: Bearer <token>` (every path but `GET /v1/health`).
@@ -32,7 +32,7 @@ Errors are `{"error": {"type", "message", "problems": [{"pointer", "message"}]}}
 def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = None) -> FastAPI:
     """The API over `parts` (closed by the caller); `store` defaults to an async view of `parts`' store."""
     settings = parts.settings
-    reads = store or AsyncStateStore(settings.redis_url, namespace=settings.namespace, cluster=settings.redis_cluster)
+    reads = store or open_async_store(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

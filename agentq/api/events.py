@@ -88,7 +88,7 @@ async def job_events(request: Request, resume: Annotated[Resume, Depends(_resume
             envelope = await store.event(resume.job_id, resume.marker_of)
             if envelope is not None and _is_activity(envelope.get("part")):
                 yield ServerSentEvent(raw_data=_json(stream_marker(envelope["part"])), id=resume.marker_of)
-        async for entry_id, envelope in store.follow(resume.job_id, resume.after):
+        async for entry_id, envelope in store.events(resume.job_id, resume.after):
             for message in _messages(entry_id, envelope, resume):
                 yield message
     except AgentQError as error:  # the store went away mid-stream: end it; the client resumes from its last id

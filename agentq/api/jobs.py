@@ -199,9 +199,4 @@ def _field(body: Any, name: str, kind: type, *, required: bool) -> Any:
 async def history(request: Request, job_id: str) -> JSONResponse:
     store = app_store(request)
     await store.job_status(job_id)
-    events: list[tuple[str, dict]] = []
-    after = "0-0"
-    while batch := await store.read_events(job_id, after, count=1000):
-        events += batch
-        after = batch[-1][0]
-    return JSONResponse(history_of(events))
+    return JSONResponse(history_of([entry async for entry in store.events(job_id, follow=False, batch=1000)]))

@@ -1,68 +1,62 @@
 """Async reads of the state store, for asyncio services: the HTTP API and `agentq.AsyncClient`.
 
-Writes go through the synchronous `StateStore` (its Lua steps are short, and the job service that drives them
-is shared by every shell); what an async process must never do is hold a thread per follower, so everything
-that waits (a job's events, its end) is read here with `redis.asyncio`.
-
-`EventHub` follows many event streams on one connection: it runs one blocking `XREAD` over every stream that
-has a waiting follower and wakes the followers whose streams moved. A follower that joins interrupts the
-hub's read (`CLIENT UNBLOCK`), so it is included at once; the hub never holds data back, it only tells a
-follower that its stream moved, and each follower reads from its own position, so nothing is lost or sent
-twice whatever the timing.
+The async I/O shell of `store/core.py`: the same steps as the synchronous shell (`store/sync_reads.py`), sent
+with `redis.asyncio` (`arun`), and the same `Follow` state machine, whose waits go to the process's one
+`EventHub` (`store/hub.py`). Writes go through the synchronous `StateStore` (its Lua steps are short, and the
+job service that drives them is shared by every shell); what an async process must never do is hold a thread
+per follower, so everything that waits (a job's events, its end) is read here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
-import inspect
-import json
-import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentq.errors import JobNotFoundError
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
-from agentq.store.boundary import _connection_errors, _unavailable
-from agentq.store.event_codec import unpack
+from agentq.settings import Settings
+from agentq.store import core
+from agentq.store.boundary import map_store_errors
+from agentq.store.core import CheckStatus, Entry, Follow, Read, Step, Wait
+from agentq.store.hub import EventHub
 from agentq.store.keys import FleetKeys, JobKeys
-from agentq.store.records import build_job_record
-from agentq.store.state import decode_job
 
-log = logging.getLogger("agentq.store")
+T = TypeVar("T")
 
-F = TypeVar("F", bound=Callable[..., Any])
+_CLUSTER_BLOCK_MS = 2000  # a follower's own blocking read on a Redis Cluster
 
 
-def _mapped(function: F) -> F:
-    """Map redis-py's connection and timeout errors to `StoreUnavailableError` (as `store/boundary.py` does
-    for the synchronous store), for coroutines and async generators."""
-    if inspect.isasyncgenfunction(function):
-        @functools.wraps(function)
-        async def generator(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            try:
-                async for item in function(self, *args, **kwargs):
-                    yield item
-            except _connection_errors() as error:
-                raise _unavailable(error, self.url) from error
-
-        return generator  # type: ignore[return-value]
-
-    @functools.wraps(function)
-    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await function(self, *args, **kwargs)
-        except _connection_errors() as error:
-            raise _unavailable(error, self.url) from error
-
-    return method  # type: ignore[return-value]
+async def arun(redis: Any, step: Step[T]) -> T:
+    """Drive `step` on the `redis.asyncio` client `redis`: each batch is one round trip."""
+    try:
+        batch = next(step)
+        while True:
+            batch = step.send(await _send(redis, batch))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
+async def _send(redis: Any, batch: core.Batch) -> list[Any]:
+    if len(batch) == 1:
+        (one,) = batch
+        return [await getattr(redis, one.name)(*one.args, **one.kwargs)]
+    pipe = redis.pipeline(transaction=False)
+    for each in batch:
+        getattr(pipe, each.name)(*each.args, **each.kwargs)
+    return list(await pipe.execute())
+
+
+def open_async_store(settings: Settings) -> AsyncStateStore:
+    """The async view of the store `settings` name (the API's and `AsyncClient`'s)."""
+    return AsyncStateStore(settings.redis_url, namespace=settings.namespace, cluster=settings.redis_cluster)
+
+
+@map_store_errors
 class AsyncStateStore:
-    """Read-only async view of the state store (same keys and decoding as `StateStore`)."""
+    """Read-only async view of the state store (the keys, commands and decoding of `store/core.py`). Every public
+    method maps Redis errors through `store/boundary.py`, as the synchronous store does."""
 
     MAX_CONNECTIONS = 64
 
@@ -84,10 +78,9 @@ class AsyncStateStore:
     def hub(self) -> EventHub:
         """The process's one follower of event streams (created on first use)."""
         if self._hub is None:
-            self._hub = EventHub(self)
+            self._hub = EventHub(self.redis, self.url)
         return self._hub
 
-    @_mapped
     async def ping(self) -> None:
         await self.redis.ping()
 
@@ -102,27 +95,13 @@ class AsyncStateStore:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    @_mapped
     async def job_status(self, job_id: str) -> JobStatus:
-        status = await self.redis.hget(self.keys(job_id).job, "status")
-        if status is None:
-            raise _not_found(job_id)
-        return JobStatus(status)
+        return await arun(self.redis, core.job_status(self.keys(job_id)))
 
-    @_mapped
     async def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12 (as `StateStore.record`)."""
-        keys = self.keys(job_id)
-        fields = await self.redis.hgetall(keys.job)
-        if not fields:
-            raise _not_found(job_id)
-        info = decode_job(fields)
-        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
-            return info.record  # (a canceled job's calls that were running may still write: read its log)
-        log_entries = await self.redis.lrange(keys.log, 0, -1)
-        return build_job_record(info, [json.loads(m) for m in log_entries])
+        """The job record of SPEC §12 (see `core.record`)."""
+        return await arun(self.redis, core.record(self.keys(job_id)))
 
-    @_mapped
     async def records(self, job_ids: list[str]) -> list[JobRecord]:
         """The records of several jobs (those that still exist), in the given order."""
         found = []
@@ -133,70 +112,62 @@ class AsyncStateStore:
                 continue  # expired since it was listed
         return found
 
-    @_mapped
     async def recent_jobs(self, limit: int, *, offset: int = 0) -> list[str]:
         """Job ids, newest first."""
         return list(await self.redis.zrevrange(self.fleet.jobs, offset, offset + limit - 1))
 
-    @_mapped
     async def read_events(self, job_id: str, after: str = "0-0", *, count: int | None = None,
-                          block_ms: int | None = None) -> list[tuple[str, dict]]:
-        """Events after the stream id `after` as (id, stored JSON form), as `StateStore.read_events`."""
-        reply = await self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
-        if not reply:
-            return []
-        return [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in reply[0][1]]
+                          block_ms: int | None = None) -> list[Entry]:
+        """Events after the stream id `after` as (id, envelope JSON form), as `StateStore.read_events`."""
+        return await arun(self.redis, core.read_events(self.keys(job_id), after, count=count, block_ms=block_ms))
 
-    @_mapped
     async def event(self, job_id: str, entry_id: str) -> dict | None:
         """One event by its stream id, or None."""
-        reply = await self.redis.xrange(self.keys(job_id).events, entry_id, entry_id, count=1)
-        return unpack(reply[0][1]["e"], job_id) if reply else None
+        return await arun(self.redis, core.event(self.keys(job_id), entry_id))
 
-    @_mapped
     async def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
-        """Wait until the job ends (at most `timeout_s`, capped at 2 s: the connection's read timeout is
-        longer): its final status, or None (see `StateStore.wait_finished`)."""
-        done = self.keys(job_id).done
-        status = await self.redis.blmove(done, done, min(2.0, max(0.01, timeout_s)), "RIGHT", "LEFT")
-        return None if status is None else JobStatus(status)
+        """Wait until the job ends (at most `timeout_s`, capped at 2 s: a shared connection is held meanwhile):
+        its final status, or None."""
+        return await arun(self.redis, core.wait_finished(self.keys(job_id), min(2.0, timeout_s)))
 
-    async def follow(self, job_id: str, after: str = "0-0", *, batch: int = 500) -> AsyncIterator[tuple[str, dict]]:
-        """A job's events in order from `after` until its `job.finished` event (or, for a job that ended
-        without one, until the stream has nothing more). Waiting happens on the shared `EventHub`, which
-        usually hands over the new entries it read itself."""
-        if self.cluster:  # one stream per hash slot: no read can span the followed streams
-            async for entry in self._follow_alone(job_id, after, batch):
-                yield entry
+    async def result(self, job_id: str, timeout: float | None) -> JobRecord:
+        """Wait until the job ends (at most `timeout` s): its record (see `core.result`: one pipeline per
+        second of waiting, and one for a job that has ended)."""
+        return await arun(self.redis, core.result(self.keys(job_id), timeout, cluster=self.cluster))
+
+    async def events(self, job_id: str, after: str = "0-0", *, follow: bool = True,
+                     batch: int = 500) -> AsyncIterator[Entry]:
+        """A job's events in order from `after`; with `follow`, until its `job.finished` event (or, for a job
+        that ended without one, until the stream has nothing more). `core.Follow` decides what to read; waiting
+        happens on the shared `EventHub`, which usually hands over the new entries it read itself (on a Redis
+        Cluster, whose streams no one read can span, in this follower's own blocking reads)."""
+        machine = Follow(after, follow=follow, batch=batch)
+        async with self._waiter(job_id) as wait:
+            while (need := machine.need()) is not None:
+                if isinstance(need, CheckStatus):
+                    machine.status(await self.job_status(job_id))
+                    continue
+                entries = await (self.read_events(job_id, need.after, count=need.count) if isinstance(need, Read)
+                                 else wait(need))
+                for entry in machine.entries(entries):
+                    yield entry
+
+    @contextlib.asynccontextmanager
+    async def _waiter(self, job_id: str) -> AsyncIterator[Callable[[Wait], Awaitable[list[Entry]]]]:
+        """How this process waits for a stream's next entries: the hub's wake-up (with the entries it read,
+        or a read of this follower's own), or on a cluster a blocking read."""
+        if self.cluster:
+            async def read_blocking(need: Wait) -> list[Entry]:
+                return await self.read_events(job_id, need.after, count=need.count, block_ms=_CLUSTER_BLOCK_MS)
+
+            yield read_blocking
             return
         async with self.hub.subscribe(self.keys(job_id).events) as follower:
-            entries = await self.read_events(job_id, after, count=batch)
-            while True:
-                for entry_id, envelope in entries:
-                    after = entry_id
-                    yield entry_id, envelope
-                    if envelope.get("event") == "job.finished":
-                        return
-                if len(entries) >= batch:
-                    entries = await self.read_events(job_id, after, count=batch)
-                    continue
-                if not entries and (await self.job_status(job_id)).is_final:
-                    return  # ended before `after`, or without a final event
-                handed = await follower.wait(after)
-                entries = handed if handed else await self.read_events(job_id, after, count=batch)
+            async def woken(need: Wait) -> list[Entry]:
+                handed = await follower.wait(need.after)
+                return handed or await self.read_events(job_id, need.after, count=need.count)
 
-
-    async def _follow_alone(self, job_id: str, after: str, batch: int) -> AsyncIterator[tuple[str, dict]]:
-        """`follow` on a Redis Cluster: this follower's own blocking reads (a connection each while it waits)."""
-        while True:
-            entries = await self.read_events(job_id, after, count=batch, block_ms=2000)
-            for entry_id, envelope in entries:
-                after = entry_id
-                yield entry_id, envelope
-                if envelope.get("event") == "job.finished":
-                    return
-            if not entries and (await self.job_status(job_id)).is_final:
-                return
+            yield woken
 
 
 def _connect(url: str, *, cluster: bool, max_connections: int, **options: Any) -> Any:
@@ -212,168 +183,3 @@ def _connect(url: str, *, cluster: bool, max_connections: int, **options: Any) -
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url, decode_responses=True, **{**CONNECTION_OPTIONS, **options}, max_connections=max_connections, timeout=20)
     return redis.asyncio.Redis(connection_pool=pool)
-
-
-class Follower:
-    """One follower of a stream: waits at its position; the hub wakes it, with the entries that follow that
-    position when the hub read exactly those."""
-
-    def __init__(self, hub: EventHub, key: str):
-        self._hub = hub
-        self.key = key
-        self._event = asyncio.Event()
-        self.position = "0-0"
-        self.waiting = False
-        self._handed: list[tuple[str, dict]] = []
-
-    async def wait(self, position: str, timeout_s: float = 15.0) -> list[tuple[str, dict]]:
-        """Wait for entries after `position`: returns them when the hub read them, else [] (the stream moved,
-        or `timeout_s` passed: the caller reads the stream itself, and re-checks its job when it is empty)."""
-        self.position = position
-        self._event.clear()
-        self.waiting = True
-        try:
-            self._hub.waiting(self)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout_s)
-        finally:
-            self.waiting = False
-        handed, self._handed = self._handed, []
-        return handed
-
-    def wake(self, entries: list[tuple[str, dict]] | None = None) -> None:
-        if entries:
-            self._handed = entries
-        self._event.set()
-
-
-class EventHub:
-    """One blocking `XREAD` for every followed stream of this process (see the module docstring).
-
-    For each stream the hub keeps the newest entry id it has read (`_seen`) and reads on from there, so one new
-    entry is read from Redis once, however many followers the stream has: the followers waiting exactly at
-    the hub's position get the entries handed over; one waiting further back is only woken and reads for
-    itself. A follower of a stream the hub does not follow yet interrupts the blocked read (`CLIENT UNBLOCK`)
-    so the stream joins it. Reads are at least `_period()` apart, so a busy process reads many streams'
-    entries per round trip instead of one."""
-
-    BLOCK_MS = 10_000
-    COUNT = 100
-
-    def __init__(self, store: AsyncStateStore):
-        self._store = store
-        self._followers: dict[str, set[Follower]] = {}
-        self._seen: dict[str, str] = {}
-        self._task: asyncio.Task | None = None
-        self._reader_id: int | None = None
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, key: str) -> AsyncIterator[Follower]:
-        follower = Follower(self, key)
-        try:
-            yield follower
-        finally:
-            followers = self._followers.get(key)
-            if followers is not None:
-                followers.discard(follower)
-                if not followers:
-                    del self._followers[key]
-                    self._seen.pop(key, None)
-
-    @property
-    def followed(self) -> int:
-        """How many streams the hub is following now."""
-        return len(self._followers)
-
-    def waiting(self, follower: Follower) -> None:
-        """`follower` waits for entries after `follower.position`."""
-        key = follower.key
-        self._followers.setdefault(key, set()).add(follower)
-        seen = self._seen.get(key)
-        if seen is not None:
-            if _stream_id(follower.position) < _stream_id(seen):
-                follower.wake()  # the hub read newer entries already: the follower reads them itself
-            return
-        self._seen[key] = follower.position
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="agentq-event-hub")
-        elif self._reader_id is not None:
-            asyncio.get_running_loop().create_task(self._unblock(self._reader_id))
-
-    def _period(self) -> float:
-        """The least time between two reads: none for a few streams, up to 20 ms for thousands."""
-        return min(0.02, 0.005 * len(self._followers) / 250)
-
-    async def _unblock(self, reader_id: int) -> None:
-        with contextlib.suppress(Exception):
-            await self._store.redis.client_unblock(reader_id)
-
-    async def _run(self) -> None:
-        from agentq.store.connect import connect_redis
-
-        # its own connection, whose read timeout outlasts the blocked read (the shared pool's is redis-py's 5 s)
-        reader = connect_redis(self._store.url, asynchronous=True, single_connection_client=True,
-                               socket_timeout=self.BLOCK_MS / 1000 + 10)
-        backoff = 0.1
-        try:
-            while self._followers:
-                started = time.monotonic()
-                try:
-                    if self._reader_id is None:
-                        self._reader_id = int(await reader.client_id())
-                    streams: dict[Any, Any] = dict(self._seen)
-                    reply: Any = await reader.xread(streams, count=self.COUNT, block=self.BLOCK_MS)
-                    backoff = 0.1
-                except _connection_errors() as error:
-                    log.warning("event hub: the state store is unreachable (%s); retrying in %.1f s", error, backoff)
-                    self._reader_id = None
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                for key, entries in reply or ():
-                    if entries:
-                        self._hand_over(key, streams[key], entries)
-                rest = self._period() - (time.monotonic() - started)
-                if reply and rest > 0:
-                    await asyncio.sleep(rest)
-        finally:
-            self._reader_id = None
-            with contextlib.suppress(Exception):
-                await reader.aclose()
-
-    def _hand_over(self, key: str, read_from: str, raw: list) -> None:
-        """Entries of `key` read after `read_from`: hand them to the followers waiting exactly there, wake the
-        ones waiting further back."""
-        followers = self._followers.get(key)
-        if not followers:
-            return
-        newest = raw[-1][0]
-        if self._seen.get(key) == read_from:
-            self._seen[key] = newest
-        entries: list[tuple[str, dict]] | None = None
-        for follower in list(followers):
-            if not follower.waiting or _stream_id(follower.position) >= _stream_id(newest):
-                continue
-            if follower.position == read_from:
-                if entries is None:
-                    job_id = JobKeys.job_of(key)
-                    entries = [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in raw]
-                follower.wake(entries)
-            else:
-                follower.wake()
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
-def _stream_id(entry_id: str) -> tuple[int, int]:
-    milliseconds, _, sequence = entry_id.partition("-")
-    return int(milliseconds or 0), int(sequence or 0)
-
-
-def _not_found(job_id: str) -> JobNotFoundError:
-    return JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")

@@ -12,7 +12,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.envelopes import Envelope
@@ -125,24 +125,3 @@ class Store(Protocol):
     def ping(self) -> None: ...
 
     def close(self) -> None: ...
-
-
-def iter_events(store: Store, job_id: str, after: str = "0-0", *, follow: bool = True,
-                block_ms: int = 1000) -> Iterator[tuple[str, dict]]:
-    """A job's events in order from `after`; with `follow`, keep waiting until the job's final event.
-
-    Written once over `read_events` and `job_status`, so every store follows a stream the same way."""
-    if follow and store.job_status(job_id).is_final:
-        follow = False  # an ended job's stream is complete: read it without blocking for more
-    while True:
-        batch = store.read_events(job_id, after, block_ms=block_ms if follow else None, count=500)
-        for entry_id, envelope in batch:
-            after = entry_id
-            yield entry_id, envelope
-            if envelope.get("event") == "job.finished":
-                return
-        if not follow and not batch:
-            return
-        if not batch and store.job_status(job_id).is_final:
-            # the final event was read before `after`, or the job ended without one
-            return

@@ -90,3 +90,41 @@ def test_errors_and_approvals(harness, worked):
             assert [e.event async for e in later.events(follow=False)][-1] == "job.finished"
 
     asyncio.run(scenario())
+
+
+def test_result_and_events_of_an_ended_job_cost_the_same_round_trips_on_both_clients(harness, worked):
+    """Both handles run the same steps of `store/core.py`: `result` of an ended job is one pipeline (the wait on
+    its end signal and the read of its saved record), following its stream one read; a wait that times out
+    reads the status once after its pipeline."""
+    from tests.redis_trips import RoundTrips
+
+    job = {"calls": [{"_tool": "echo", "text": "hi", "_outputPath": "†state.a"}]}
+
+    async def scenario() -> tuple[str, dict, list[list[list[str]]]]:
+        async with AsyncClient(settings=harness.settings) as client:
+            handle = await client.submit(job)
+            record = await handle.result(timeout=20)
+            trips = RoundTrips(client._reads.redis)
+            assert await handle.result(timeout=20) == record
+            ended = trips.take()
+            names = [event.event async for event in handle.events()]
+            assert names[0] == "job.queued" and names[-1] == "job.finished"
+            followed = trips.take()
+            waiting = await client.submit({"calls": [{"_tool": "gate", "_outputPath": "†state.g"}]})
+            trips.take()
+            with pytest.raises(JobTimeoutError):
+                await waiting.result(timeout=0.3)
+            timed_out = trips.take()
+            worked.set()
+            return handle.id, record, [ended, followed, timed_out]
+
+    job_id, record, async_trips = asyncio.run(scenario())
+    assert async_trips == [[["BLMOVE", "HMGET"]], [["XREAD"]], [["BLMOVE", "HMGET"], ["HGET"]]]
+
+    client = harness.client()
+    handle = client.job(job_id)
+    trips = RoundTrips(client._parts.store.redis)
+    assert handle.result(timeout=20) == record
+    ended = trips.take()
+    assert [event.event for event in handle.events()][-1] == "job.finished"
+    assert [ended, trips.take()] == async_trips[:2]

@@ -345,6 +345,20 @@ def test_a_store_that_does_not_match_its_setting_is_one_clear_error(local_cluste
             plain.job_status(other)
     finally:
         plain.close()
+    # the async store maps the same errors through the same boundary
+    import asyncio
+
+    from agentq.store.aio import AsyncStateStore
+
+    async def async_status() -> None:
+        reads = AsyncStateStore(local_cluster.url)
+        try:
+            await reads.job_status(other)
+        finally:
+            await reads.close()
+
+    with pytest.raises(ConfigurationError, match="is a Redis Cluster node: set AGENTQ_REDIS_CLUSTER=true"):
+        asyncio.run(async_status())
     # AGENTQ_REDIS_CLUSTER=true with a plain Redis, or with nothing listening
     with pytest.raises(ConfigurationError, match="is no Redis Cluster node"):
         Client(settings=Settings(redis_url=redis_url, redis_cluster=True, broker_url=redis_url.replace("/0", "/1")))

@@ -18,9 +18,9 @@ from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, J
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.base import iter_events
 from agentq.store.codecs import dumps, record_digest
 from agentq.store.replies import ClaimOutcome, CommitOutcome
+from agentq.store.sync_reads import iter_events
 from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema
 
 LEASE_MS = 60_000

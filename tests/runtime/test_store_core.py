@@ -1,0 +1,84 @@
+"""The store's sans-I/O core (`store/core.py`): the `Follow` state machine and the steps' batches, driven by
+hand (the Redis shells drive them in tests/integration/test_async_client.py and test_hot_path.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentq.errors import JobNotFoundError, JobTimeoutError
+from agentq.protocol.status import JobStatus
+from agentq.store import core
+from agentq.store.core import CheckStatus, Follow, Read, Wait
+from agentq.store.keys import JobKeys
+
+KEYS = JobKeys("agentq", "job1")
+
+
+def entries(*names: str, start: int = 1) -> list[tuple[str, dict]]:
+    return [(f"{start + n}-0", {"event": name}) for n, name in enumerate(names)]
+
+
+def test_follow_reads_until_the_final_event_and_hands_on_nothing_after_it():
+    machine = Follow(batch=3)
+    assert machine.need() == Read("0-0", 3)
+    assert machine.entries(entries("job.queued", "job.started", "call.started")) == entries(
+        "job.queued", "job.started", "call.started")
+    assert machine.need() == Read("3-0", 3)  # a full batch: more may be stored
+    assert machine.entries(entries("call.finished", start=4)) == entries("call.finished", start=4)
+    assert machine.need() == Wait("4-0", 3)
+    assert machine.entries([]) == []
+    assert machine.need() == CheckStatus()
+    machine.status(JobStatus.RUNNING)
+    assert machine.need() == Wait("4-0", 3)
+    assert machine.entries(entries("job.finished", "late", start=5)) == entries("job.finished", start=5)
+    assert machine.need() is None and machine.after == "5-0"
+
+
+def test_follow_ends_on_an_ended_job_whose_final_event_came_before_the_position():
+    machine = Follow("9-0")
+    assert machine.entries([]) == [] and machine.need() == CheckStatus()
+    machine.status(JobStatus.CANCELED)
+    assert machine.need() is None
+
+
+def test_without_following_the_stored_events_are_read_until_a_short_batch():
+    machine = Follow(follow=False, batch=2)
+    machine.entries(entries("job.queued", "job.started"))
+    assert machine.need() == Read("2-0", 2)
+    machine.entries(entries("call.started", start=3))
+    assert machine.need() is None
+
+
+def drive(step, *replies):
+    """Run `step` against canned replies: the batches it sent (as command names) and what it returned."""
+    sent = []
+    try:
+        batch = next(step)
+        for reply in replies:
+            sent.append([command.name for command in batch])
+            batch = step.send(reply)
+        raise AssertionError(f"the step wants more: {batch}")
+    except StopIteration as done:
+        return sent, done.value
+
+
+def test_an_ended_jobs_record_is_one_round_trip_and_a_running_jobs_two():
+    saved = '{"id": "job1", "status": "succeeded", "state": {"a": 1}}'
+    sent, record = drive(core.record(KEYS), [["succeeded", saved]])
+    assert sent == [["hmget"]] and record.state == {"a": 1}
+    fields = {"id": "job1", "status": "running", "created_at": "2030-01-01T00:00:00Z"}
+    sent, record = drive(core.record(KEYS), [["running", None]], [fields, []])
+    assert sent == [["hmget"], ["hgetall", "lrange"]] and record.status is JobStatus.RUNNING
+    with pytest.raises(JobNotFoundError):
+        drive(core.record(KEYS), [[None, None]])
+
+
+def test_result_waits_in_one_pipeline_and_reads_the_status_when_the_signal_does_not_come():
+    saved = '{"id": "job1", "status": "failed"}'
+    sent, record = drive(core.result(KEYS, 5, cluster=False), ["failed", ["failed", saved]])
+    assert sent == [["blmove", "hmget"]] and record.status is JobStatus.FAILED
+    sent, record = drive(core.result(KEYS, 5, cluster=True), ["failed"], [["failed", saved]])
+    assert sent == [["blmove"], ["hmget"]]  # a cluster pipeline carries no blocking command
+    now = iter([0.0, 0.0, 10.0])
+    with pytest.raises(JobTimeoutError, match="status: running"):
+        drive(core.result(KEYS, 1, cluster=False, clock=lambda: next(now)), [None, ["running", None]], ["running"])
