@@ -73,10 +73,10 @@ def idempotent_job_id(key: str) -> str:
 async def _replay(request: Request, job_id: str, job: Any) -> JSONResponse | None:
     """The answer to a request whose Idempotency-Key named an existing job; None when there is none."""
     store = app_store(request)
-    submitted = await store.redis.hget(store.keys(job_id).job, "submitted")
+    submitted = await store.submitted(job_id)
     if submitted is None:
         return None
-    if json.loads(submitted) != job:
+    if submitted != job:
         raise ApiError(422, "IdempotencyKeyReused", "this Idempotency-Key was used for a different job",
                        [Problem("", f"the key names job {job_id}, submitted with another body")])
     record = await store.record(job_id)

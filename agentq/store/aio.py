@@ -13,7 +13,6 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from agentq.errors import JobNotFoundError
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.settings import Settings
@@ -103,14 +102,12 @@ class AsyncStateStore:
         return await arun(self.redis, core.record(self.keys(job_id)))
 
     async def records(self, job_ids: list[str]) -> list[JobRecord]:
-        """The records of several jobs (those that still exist), in the given order."""
-        found = []
-        for job_id in job_ids:
-            try:
-                found.append(await self.record(job_id))
-            except JobNotFoundError:
-                continue  # expired since it was listed
-        return found
+        """The records of several jobs (those that still exist), in the given order (see `core.records`)."""
+        return await arun(self.redis, core.records([self.keys(job_id) for job_id in job_ids]))
+
+    async def submitted(self, job_id: str) -> Any:
+        """The job as it was submitted, or None for no such job."""
+        return await arun(self.redis, core.submitted(self.keys(job_id)))
 
     async def recent_jobs(self, limit: int, *, offset: int = 0) -> list[str]:
         """Job ids, newest first."""

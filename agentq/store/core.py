@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,6 +100,35 @@ def record(keys: JobKeys) -> Step[JobRecord]:
     if not fields:
         raise not_found(keys.job_id)
     return record_of(fields, log)
+
+
+def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
+    """The records of several jobs (those that still exist), in the given order, as `record` reads one: the saved
+    records in one pipeline, the fields and logs of the jobs still running in a second."""
+    if not jobs:
+        return []
+    heads = yield tuple(command("hmget", keys.job, ["status", "record"]) for keys in jobs)
+    found: dict[int, JobRecord] = {}
+    running: list[int] = []
+    for n, (status, saved) in enumerate(heads):
+        stood = saved_record(status, saved)
+        if stood is not None:
+            found[n] = stood
+        elif status is not None:  # (None: expired since it was listed)
+            running.append(n)
+    if running:
+        replies = yield tuple(each for n in running
+                              for each in (command("hgetall", jobs[n].job), command("lrange", jobs[n].log, 0, -1)))
+        for n, fields, log in zip(running, replies[::2], replies[1::2], strict=True):
+            if fields:
+                found[n] = record_of(fields, log)
+    return [found[n] for n in sorted(found)]
+
+
+def submitted(keys: JobKeys) -> Step[Any]:
+    """The job as it was submitted (its decoded JSON), or None for no such job."""
+    (value,) = yield (command("hget", keys.job, "submitted"),)
+    return None if value is None else json.loads(value)
 
 
 def record_of(fields: dict[str, str], log: list[str]) -> JobRecord:

@@ -429,6 +429,10 @@ def test_the_api_and_the_async_client_follow_jobs_on_every_node(cluster_harness:
             assert api.request("GET", f"/v1/jobs/{job_id}").json()["state"] == {"a": 2 * n, "b": 4 * n}
             history = api.request("GET", f"/v1/jobs/{job_id}/history").json()
             assert [p["activity_type"] for p in history["parts"]].count("tool_call") == 2
+        # the listing reads the records of jobs on every node in one pipeline (split by node)
+        listed = api.request("GET", f"/v1/jobs?limit={len(ids)}").json()
+        assert sorted(r["id"] for r in listed) == sorted(ids)
+        assert all(r["status"] == "succeeded" and r["state"]["b"] == 4 * ids.index(r["id"]) for r in listed)
 
     async def follow_all() -> list[list[str]]:
         async with AsyncClient(settings=h.settings) as client:

@@ -82,3 +82,15 @@ def test_result_waits_in_one_pipeline_and_reads_the_status_when_the_signal_does_
     now = iter([0.0, 0.0, 10.0])
     with pytest.raises(JobTimeoutError, match="status: running"):
         drive(core.result(KEYS, 1, cluster=False, clock=lambda: next(now)), [None, ["running", None]], ["running"])
+
+
+def test_the_records_of_a_job_listing_are_two_round_trips_whatever_its_length():
+    jobs = [JobKeys("agentq", name) for name in ("ended", "gone", "running", "expiring")]
+    saved = '{"id": "ended", "status": "succeeded"}'
+    running = {"id": "running", "status": "running", "created_at": "2030-01-01T00:00:00Z"}
+    sent, records = drive(core.records(jobs),
+                          [["succeeded", saved], [None, None], ["running", None], ["queued", None]],
+                          [running, [], {}, []])
+    assert sent == [["hmget"] * 4, ["hgetall", "lrange"] * 2]
+    assert [(r.id, r.status) for r in records] == [("ended", JobStatus.SUCCEEDED), ("running", JobStatus.RUNNING)]
+    assert drive(core.records([]), ) == ([], [])
