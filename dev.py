@@ -32,7 +32,9 @@ FLOORS_BIN = FLOORS_VENV / ("Scripts" if os.name == "nt" else "bin")
 FLOORS_PYTHON = FLOORS_BIN / ("python.exe" if os.name == "nt" else "python")
 FLOORS_STAMP = FLOORS_VENV / ".install-stamp"
 FLOORS_TESTS = ("tests/llm", "tests/integration/test_agent_jobs.py", "tests/integration/test_smoke.py",
-                "tests/e2e/test_api.py")
+                "tests/e2e/test_api.py", "tests/integration/test_sentinel.py",
+                # a killed worker's task restored by the broker: what the celery, kombu and redis floors are for
+                "tests/integration/test_metrics.py::test_a_redelivered_call_is_counted_by_the_worker_that_gets_it_again")
 FLOORS_TEST_TOOLS = ("pytest", "pytest-timeout")  # installed as the dev extra lists them
 _FLOOR = re.compile(r"^\s*([A-Za-z0-9._-]+(?:\[[^\]]*\])?)\s*>=\s*([0-9][^,;\s]*)")
 
