@@ -133,7 +133,7 @@ class AsyncClient(BaseClient):
         try:
             await self._reads.close()
         finally:
-            await self._thread(self._parts.close)
+            await self._thread(self._close_parts)
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
 from agentq.protocol.tools import ToolRegistry
-from agentq.settings import Settings
+from agentq.settings import Settings, load_settings
 from agentq.store.sync_reads import SyncReads
+
+if TYPE_CHECKING:
+    from agentq.runtime.root import Parts
 
 
 @dataclass(frozen=True)
@@ -48,13 +51,23 @@ class BaseClient:
     reads are the same steps of `store/core.py`, each client sending them with its own I/O."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None, tools: ToolRegistry | None = None):
+                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None):
+        """`parts`: the composition root's parts of a runtime this process already built (embedded mode), used
+        instead of building new ones; the client then leaves closing them to their owner."""
         from agentq.runtime.root import connect
 
-        settings = settings or Settings()
+        self._owns_parts = parts is None
+        if parts is not None:
+            self.settings, self._parts = parts.settings, parts
+            return
+        settings = settings or load_settings()
         updates = {k: v for k, v in (("redis_url", redis_url), ("broker_url", broker_url)) if v}
         self.settings = settings.model_copy(update=updates) if updates else settings
         self._parts = connect(self.settings, tools=tools)
+
+    def _close_parts(self) -> None:
+        if self._owns_parts:
+            self._parts.close()
 
     def _submitted(self, job: Any, job_id: str | None) -> str:
         return self._parts.jobs.submit(job, job_id=job_id)
@@ -159,8 +172,8 @@ class Client(BaseClient):
     own tool files); the client never needs activity code."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None, tools: ToolRegistry | None = None):
-        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools)
+                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None):
+        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, parts=parts)
         store = self._parts.store
         self._reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
 
@@ -233,7 +246,7 @@ class Client(BaseClient):
         self._parts.store.ping()
 
     def close(self) -> None:
-        self._parts.close()
+        self._close_parts()
 
     def __enter__(self) -> Client:
         return self

@@ -1,5 +1,8 @@
 """Typed settings, read once from `AGENTQ_*` environment variables by the shells and passed down.
 
+This module is the one place agentq reads its environment: `load_settings()` for a process that was given no
+settings, `Settings(...)` with keywords to override it (tests do).
+
 Every setting is documented in `config/README.md`; keep the two in step.
 """
 
@@ -9,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agentq.errors import ConfigurationError
@@ -94,6 +97,8 @@ class Settings(BaseSettings):
     # the LLM (SPEC §13): the provider is `anthropic` (the default when ANTHROPIC_API_KEY is set) or
     # `replay:<file>`; `llm_record` writes a replay file from real runs
     llm: str | None = None
+    # the Anthropic API key, read from ANTHROPIC_API_KEY (the SDK's own variable, no AGENTQ_ prefix)
+    anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="anthropic_api_key", repr=False)
     llm_record: Path | None = None
     llm_timeout_s: float = Field(default=600.0, gt=0)
     model: str = "claude-sonnet-4-6"  # a job's `options.model` overrides it
@@ -148,3 +153,18 @@ class Settings(BaseSettings):
     @property
     def effective_broker_url(self) -> str:
         return self.broker_url or self.redis_url
+
+
+def load_settings() -> Settings:
+    """This process's settings, read from the environment; a `ConfigurationError` names each invalid variable
+    (never its value: it may hold a token)."""
+    try:
+        return Settings()
+    except ValidationError as error:
+        problems = "; ".join(_variable(e["loc"]) + f": {e['msg']}" for e in error.errors())
+        raise ConfigurationError(f"invalid settings: {problems}") from None
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    name = "_".join(str(part) for part in loc)
+    return name.upper() if name == "anthropic_api_key" else f"{ENV_PREFIX}{name.upper()}"

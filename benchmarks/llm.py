@@ -58,7 +58,7 @@ from agentq.client import Client
 from agentq.embedded import RedisServer
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.app import Runtime
+from agentq.runtime.root import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest

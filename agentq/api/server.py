@@ -13,11 +13,14 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.api.app import create_api
 from agentq.api.auth import ApiAuth
 from agentq.settings import Settings
+
+if TYPE_CHECKING:
+    from agentq.runtime.root import Parts
 
 log = logging.getLogger("agentq.api")
 
@@ -28,21 +31,15 @@ def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, auth
     """Run the API until interrupted."""
     import uvicorn
 
-    from agentq.runtime.root import connect
-
     say = out or (lambda line: print(line, file=sys.stderr, flush=True))
     auth = ApiAuth.configure(settings.api_tokens, enabled=auth_enabled)
-    with _deployment(settings, embedded=embedded, modules=modules, tool_dirs=tool_dirs) as settings:
-        parts = connect(settings, tools=tools)
-        try:
-            app = create_api(parts, auth=auth)
-            for line in banner(auth, host, port, embedded=embedded):
-                say(line)
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                    timeout_graceful_shutdown=5, server_header=False)
-            uvicorn.Server(config).run()
-        finally:
-            parts.close()
+    with _deployment(settings, embedded=embedded, modules=modules, tool_dirs=tool_dirs, tools=tools) as parts:
+        app = create_api(parts, auth=auth)
+        for line in banner(auth, host, port, embedded=embedded):
+            say(line)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=5, server_header=False)
+        uvicorn.Server(config).run()
 
 
 def banner(auth: ApiAuth, host: str, port: int, *, embedded: bool = False) -> list[str]:
@@ -74,13 +71,20 @@ def _is_loopback(host: str) -> bool:
 
 
 @contextlib.contextmanager
-def _deployment(settings: Settings, *, embedded: bool, modules: Iterable[str],
-                tool_dirs: Iterable[Path | str]) -> Iterator[Settings]:
-    """The settings to serve with: as given, or those of a private embedded deployment."""
+def _deployment(settings: Settings, *, embedded: bool, modules: Iterable[str], tool_dirs: Iterable[Path | str],
+                tools: Any) -> Iterator[Parts]:
+    """The parts to serve with: the composition root's for `settings`, or those of a private embedded
+    deployment (built once, shared with its in-process workers)."""
     if not embedded:
-        yield settings
+        from agentq.runtime.root import connect
+
+        parts = connect(settings, tools=tools)
+        try:
+            yield parts
+        finally:
+            parts.close()
         return
     from agentq.runtime.embedded import Embedded
 
     with Embedded(modules=list(modules) or ["workers"], tool_dirs=tool_dirs, settings=settings) as runtime:
-        yield runtime.settings
+        yield runtime.parts

@@ -1,6 +1,6 @@
 """The `agentq` command line (SPEC §12). Errors are one clear line on stderr and a non-zero exit.
 
-Settings are read once (`Settings()`, from `AGENTQ_*`) in `main` and handed to each command, which gets its
+Settings are read once (`load_settings()`, from the environment) in `main` and handed to each command, which gets its
 parts from the composition root through `agentq.Client` or `agentq.runtime`. The rooms:
 
 - `parser`: every command, its arguments and the handler it runs;
@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from agentq.cli.common import fail
 from agentq.cli.parser import build_parser
-from agentq.errors import AgentQError, ConfigurationError, StoreUnavailableError
-
-if TYPE_CHECKING:
-    from agentq.settings import Settings
+from agentq.errors import AgentQError, StoreUnavailableError
 
 __all__ = ["main"]
 
@@ -32,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    from agentq.settings import load_settings
+
     try:
-        args.settings = _settings()
+        args.settings = load_settings()
         return args.handler(args) or 0
     except StoreUnavailableError as error:
         hint = "" if args.settings.redis_url_is_set else " (AGENTQ_REDIS_URL is not set)"
@@ -46,16 +44,3 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except KeyboardInterrupt:
         return 130
-
-
-def _settings() -> Settings:
-    from pydantic import ValidationError
-
-    from agentq.settings import Settings
-
-    try:
-        return Settings()
-    except ValidationError as error:
-        problems = "; ".join(f"AGENTQ_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                             for e in error.errors())
-        raise ConfigurationError(f"invalid settings: {problems}") from None

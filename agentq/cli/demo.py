@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from importlib import resources
 
@@ -28,11 +27,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_agent(args: argparse.Namespace) -> int:
     """`agentq demo --agent`: the example agent job, with the real API when ANTHROPIC_API_KEY (or AGENTQ_LLM)
     is set, else with its packaged replay file. One line says which provider answers (on stderr with --json)."""
+    from agentq.llm.factory import api_key
+
     settings = args.settings
     with resources.as_file(resources.files(DEMO_AGENT_REPLAY[0]).joinpath(DEMO_AGENT_REPLAY[1])) as replay:
         if settings.llm:
             provider = f"AGENTQ_LLM={settings.llm}"
-        elif os.environ.get("ANTHROPIC_API_KEY"):
+        elif api_key(settings):
             provider = f"the Anthropic API (ANTHROPIC_API_KEY is set), model {settings.model}"
         else:
             settings = settings.model_copy(update={"llm": f"replay:{replay}"})

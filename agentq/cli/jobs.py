@@ -60,7 +60,7 @@ def run_job(settings: Any, job: Any, *, modules: list[str], tool_dirs: list[str]
         from agentq.runtime.embedded import Embedded
 
         with Embedded(modules=modules or ["workers"], tool_dirs=tool_dirs, settings=settings) as runtime, \
-                Client(settings=runtime.settings) as jobs:
+                Client(parts=runtime.parts) as jobs:
             record = _follow(jobs, job, view)
     else:
         tools = local_tools(modules, tool_dirs) if modules or tool_dirs else None

@@ -11,10 +11,12 @@ from agentq.errors import ConfigurationError
 
 
 def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bool = True) -> int:
-    from agentq.runtime.worker import DEFAULT_MODULES, build_runtime, serve
+    from agentq.runtime.root import Runtime
+    from agentq.runtime.worker import DEFAULT_MODULES, load_modules, serve
 
     modules = args.module or (list(DEFAULT_MODULES) if activities else [])
-    runtime = build_runtime(args.settings, modules=modules, tool_dirs=args.tools)
+    registries = load_modules(args.settings, modules=modules, tool_dirs=args.tools)  # what the modules filled
+    runtime = Runtime(settings=args.settings, activities=registries.activities, tools=registries.tools)
     serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
           loglevel=args.loglevel, hostname=args.hostname)
     return 0

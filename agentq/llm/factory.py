@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from agentq.errors import ConfigurationError
@@ -22,7 +21,7 @@ def create_llm(settings: Any) -> LLM | None:
     choice = (getattr(settings, "llm", None) or "").strip()
     provider: LLM | None
     if not choice:
-        provider = _anthropic(settings) if os.environ.get("ANTHROPIC_API_KEY") else None
+        provider = _anthropic(settings) if api_key(settings) else None
     elif choice.lower() == "anthropic":
         provider = _anthropic(settings)
     elif choice.startswith(REPLAY_PREFIX):
@@ -42,10 +41,16 @@ def create_llm(settings: Any) -> LLM | None:
     return provider
 
 
+def api_key(settings: Any) -> str | None:
+    """The Anthropic API key of `settings` (`ANTHROPIC_API_KEY`), None when unset or empty."""
+    secret = getattr(settings, "anthropic_api_key", None)
+    return (secret.get_secret_value() if secret is not None else None) or None
+
+
 def _anthropic(settings: Any) -> LLM:
     from agentq.llm.anthropic import AnthropicLLM
 
-    return AnthropicLLM(timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)))
+    return AnthropicLLM(api_key=api_key(settings), timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)))
 
 
-__all__ = ["create_llm"]
+__all__ = ["api_key", "create_llm"]

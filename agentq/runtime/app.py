@@ -1,6 +1,7 @@
-"""The Celery app factory and the tasks agentq registers on it.
+"""The Celery app factory, the dispatcher, and the tasks agentq registers on an app.
 
-This is the only module that builds a Celery app. Settings are explicit (no `current_app`, no
+This is the only module that builds a Celery app (the composition root, `runtime/root.py`, calls it and
+registers the tasks a worker serves; this module never imports the root). Settings are explicit (no `current_app`, no
 `shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
 results ignored because outputs live in the state store, task events on (Flower, `celery events`). A task
 that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`runtime/outages.py`).
@@ -15,14 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentq.errors import CallFailedError, StoreUnavailableError
-from agentq.protocol.activities import ActivityRegistry, ActivitySpec
+from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord
-from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.broker import broker_of
 from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
@@ -66,6 +66,8 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     from agentq.runtime import remote_control
 
     remote_control.install(app, settings.remote_control)  # what a broadcast on the broker may make workers do
+    # the repaired transports are kombu aliases of the URL schemes, installed for the whole process (kombu has
+    # no per-app way that survives what monitoring shows and a failover: see redis_transport.py)
     if broker.kind == "redis":
         from agentq.runtime.redis_transport import install
 
@@ -158,106 +160,53 @@ def tick_argsrepr(job_id: str, n: Any) -> str:
     return repr([job_id, n])
 
 
-@dataclass
-class Runtime:
-    """One process's agentq runtime: the composition root's parts (settings, store, Celery app, dispatcher,
-    job service) plus the executor, and the registration of the tasks this process serves."""
+def register_activity_tasks(app: Any, executor: Any, activities: ActivityRegistry, routing: Routing, *,
+                            store_retry_s: float) -> list[str]:
+    """One task per activity, named `agentq.activity.<name>`, run by `executor`; returns the queues to consume.
 
-    settings: Settings
-    activities: ActivityRegistry
-    tools: ToolRegistry
-    local_activities_are_live: bool = False  # embedded mode: this process's activities count as live
-    parts: Any = field(init=False)
-    executor: Any = field(init=False)
+    The soft time limit is the activity's timeout; the hard one leaves room for holding its result through a
+    store outage (`store_retry_s`, AGENTQ_STORE_RETRY_S)."""
+    queues: list[str] = []
+    for spec in activities.specs():
+        timeout = executor.timeout_of(spec)
+        _register_call_task(app, executor, activity_task(spec.name), soft_time_limit=timeout,
+                            time_limit=timeout * 1.5 + 5 + store_retry_s, rate_limit=spec.rate_limit)
+        for queue in (routing.activity_queue(spec), activity_task(spec.name)):
+            if queue not in queues:
+                queues.append(queue)
+    return queues
 
-    def __post_init__(self) -> None:
-        from agentq import metrics
-        from agentq.llm.factory import create_llm
-        from agentq.runtime.executor import Executor
-        from agentq.runtime.root import connect
 
-        self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
-                             local_activities_are_live=self.local_activities_are_live)
-        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=self.settings.lease_s,
-                                 default_timeout_s=self.settings.default_timeout_s,
-                                 max_result_bytes=self.settings.max_result_bytes,
-                                 llm=metrics.metered(create_llm(self.settings)),
-                                 settings=self.settings, routing=self.routing,
-                                 known_activities=self.service.known_activities,
-                                 modules=self.parts.modules,
-                                 submit_child=self.service.submit_child, signer=self.dispatcher.signer)
+def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routing) -> list[str]:
+    """Engine tasks: submission by task name (`service`), latent and module calls, agent ticks (`executor`);
+    returns the engine queue."""
 
-    @property
-    def app(self) -> Any:
-        return self.parts.app
+    @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
+    def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
+        try:
+            service.submit_by_task(job, job_id=job_id)
+        except StoreUnavailableError as error:
+            raise _store_retry(task, error) from error
 
-    @property
-    def store(self) -> Any:
-        return self.parts.store
+    for name in (LATENT_TASK, MODULE_TASK):
+        _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
 
-    @property
-    def dispatcher(self) -> Dispatcher:
-        return self.parts.dispatcher
+    @app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
+              max_retries=None)
+    def tick(task: Any, job_id: Any = None, n: Any = 0, *args: Any, **kwargs: Any) -> None:
+        if job_id_problem(job_id) is not None or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            log.warning("task %s ignored: its arguments do not name a job's request (%.200r)", TICK_TASK,
+                        [job_id, n])
+            return
+        try:
+            wait = executor.tick(job_id, n)
+        except StoreUnavailableError as error:
+            raise _store_retry(task, error) from error
+        if wait is not None:
+            raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
+                             kwargsrepr="{}")
 
-    @property
-    def service(self) -> Any:
-        return self.parts.jobs
-
-    @property
-    def routing(self) -> Routing:
-        return self.parts.routing
-
-    def register_activity_tasks(self) -> list[str]:
-        """One task per activity, named `agentq.activity.<name>`; returns the queues to consume."""
-        queues: list[str] = []
-        for spec in self.activities.specs():
-            self._register_activity_task(spec)
-            for queue in (self.routing.activity_queue(spec), activity_task(spec.name)):
-                if queue not in queues:
-                    queues.append(queue)
-        return queues
-
-    def register_engine_tasks(self) -> list[str]:
-        """Engine tasks: submission by task name, latent and module calls, agent ticks."""
-        app, executor, service = self.app, self.executor, self.service
-
-        @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
-        def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
-            try:
-                service.submit_by_task(job, job_id=job_id)
-            except StoreUnavailableError as error:
-                raise _store_retry(task, error) from error
-
-        for name in (LATENT_TASK, MODULE_TASK):
-            _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
-
-        @app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
-                  max_retries=None)
-        def tick(task: Any, job_id: Any = None, n: Any = 0, *args: Any, **kwargs: Any) -> None:
-            if job_id_problem(job_id) is not None or not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                log.warning("task %s ignored: its arguments do not name a job's request (%.200r)", TICK_TASK,
-                            [job_id, n])
-                return
-            try:
-                wait = executor.tick(job_id, n)
-            except StoreUnavailableError as error:
-                raise _store_retry(task, error) from error
-            if wait is not None:
-                raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
-                                 kwargsrepr="{}")
-
-        return [self.settings.engine_queue]
-
-    def _register_activity_task(self, spec: ActivitySpec) -> None:
-        """The soft time limit is the activity's timeout; the hard one leaves room for holding its result
-        through a store outage (`AGENTQ_STORE_RETRY_S`)."""
-        timeout = self.executor.timeout_of(spec)
-        _register_call_task(self.app, self.executor, activity_task(spec.name), soft_time_limit=timeout,
-                            time_limit=timeout * 1.5 + 5 + self.settings.store_retry_s, rate_limit=spec.rate_limit)
-
-    def close(self) -> None:
-        self.executor.leases.stop()
-        self.parts.close()
+    return [routing.engine_queue]
 
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,

@@ -13,6 +13,14 @@ task that finished after the broker came back is acknowledged. `create_app` inst
 `redis://` and `rediss://` URLs (`install()`: the URLs, what Flower and the logs show of them, stay as they
 are); with a Redis broker on the state store's server, that is what lets a store outage pass (see
 `runtime/outages.py`).
+
+It is installed as a kombu transport alias, the one process-wide change agentq makes, because kombu offers no
+per-app way that keeps working: with Celery's `broker_transport` set to this class's path, kombu renders the
+broker URL with that path as its scheme (`Connection.as_uri`: the worker's banner, and Flower, which picks its
+broker client by the scheme, could no longer show queue lengths), and a connection that fails over to its next
+URL (`Connection.switch`, the Sentinel transport's `;`-separated sentinels) takes its transport from that URL's
+scheme again, dropping the repair. The alias only replaces kombu's own transport for the scheme (never one a
+host program set) and changes nothing else kombu does.
 """
 
 from __future__ import annotations

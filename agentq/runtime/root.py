@@ -1,23 +1,39 @@
-"""The composition root: settings → store, Celery app, dispatcher, job service.
+"""The composition root: Settings → stores, Celery app, routing, dispatcher, job service, module library, and for
+a process that runs calls the LLM, the executor and its tasks.
 
-`connect()` is the one place these parts are wired; `Client`, the CLI, embedded mode, workers (through
-`Runtime`) and the HTTP API all start from it, and none of them wires the parts itself.
+This is the one place parts are built and wired, each once per process from the settings it is given; the
+shells (`Client`, `AsyncClient`, the CLI, the HTTP API, embedded mode, workers) start here and none builds a part
+itself. Registries come in explicitly: a worker gets the activities and tools it serves from its caller (`agentq
+worker -m` passes the ones its modules filled), never from a module-level default.
+
+    connect(settings)                 Parts: what a process needs to submit and follow jobs
+    Runtime(settings=..., activities=..., tools=...)
+                                      Parts plus the LLM and the executor, and the tasks a worker serves
+    open_store                        the state store alone (`store.aio.open_async_store`: its asyncio view)
+
+It sits above the engine and the Celery glue (`runtime/app.py`), which never import it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from agentq.llm.factory import create_llm
+from agentq.metrics import metered
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.app import Dispatcher, create_app
+from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
+from agentq.runtime.executor import Executor
 from agentq.runtime.modules import ModuleLibrary
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.state import StateStore
+
+if TYPE_CHECKING:
+    from agentq.llm.base import LLM
 
 
 @dataclass
@@ -60,3 +76,72 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader)
     return Parts(settings=settings, store=store, app=app, routing=routing, dispatcher=dispatcher, jobs=jobs,
                  modules=modules)
+
+
+def open_llm(settings: Settings) -> LLM | None:
+    """The LLM `settings` ask for (None: none configured), counted into this process's metrics."""
+    return metered(create_llm(settings))
+
+
+def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None) -> Executor:
+    """The executor running calls of `activities` over `parts`."""
+    settings = parts.settings
+    return Executor(parts.store, activities, parts.dispatcher, lease_s=settings.lease_s,
+                    default_timeout_s=settings.default_timeout_s, max_result_bytes=settings.max_result_bytes,
+                    llm=llm, settings=settings, routing=parts.routing, known_activities=parts.jobs.known_activities,
+                    modules=parts.modules, submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer)
+
+
+@dataclass
+class Runtime:
+    """One process's agentq runtime: the parts (`connect`), the LLM and the executor for the activities it
+    serves, and the registration of the tasks this process serves."""
+
+    settings: Settings
+    activities: ActivityRegistry
+    tools: ToolRegistry
+    local_activities_are_live: bool = False  # embedded mode: this process's activities count as live
+    parts: Parts = field(init=False)
+    executor: Executor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
+                             local_activities_are_live=self.local_activities_are_live)
+        try:
+            self.executor = create_executor(self.parts, self.activities, llm=open_llm(self.settings))
+        except BaseException:
+            self.parts.close()
+            raise
+
+    @property
+    def app(self) -> Any:
+        return self.parts.app
+
+    @property
+    def store(self) -> StateStore:
+        return self.parts.store
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self.parts.dispatcher
+
+    @property
+    def service(self) -> JobService:
+        return self.parts.jobs
+
+    @property
+    def routing(self) -> Routing:
+        return self.parts.routing
+
+    def register_activity_tasks(self) -> list[str]:
+        """One task per activity, named `agentq.activity.<name>`; returns the queues to consume."""
+        return register_activity_tasks(self.app, self.executor, self.activities, self.routing,
+                                       store_retry_s=self.settings.store_retry_s)
+
+    def register_engine_tasks(self) -> list[str]:
+        """Engine tasks: submission by task name, latent and module calls, agent ticks."""
+        return register_engine_tasks(self.app, self.executor, self.service, self.routing)
+
+    def close(self) -> None:
+        self.executor.leases.stop()
+        self.parts.close()

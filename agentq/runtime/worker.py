@@ -1,5 +1,8 @@
 """Worker bootstrap: import activity modules, announce them, consume exactly their queues.
 
+`load_modules()` imports the activity modules and returns the registries they filled; the caller hands those
+to its `Runtime` (the worker never reads a module-level registry itself).
+
 `serve()` runs a Celery worker in the foreground (the `agentq worker` / `agentq dispatcher` commands);
 `InProcessWorker` runs one in a thread (embedded mode and tests). Both keep a heartbeat announcement in
 the store so submitters know which activities are live and on which queues.
@@ -16,15 +19,16 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.tools import Tool, ToolRegistry
-from agentq.runtime.app import Runtime
 from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.nodes import NodeClaim, claim_node
+from agentq.runtime.root import Runtime
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -33,7 +37,7 @@ DEFAULT_MODULES = ("workers",)
 
 
 def import_modules(modules: Iterable[str]) -> list[Path]:
-    """Import modules that register activities (on the default registry) and return the tool folders
+    """Import modules that register activities (on the default registries) and return the tool folders
     they declare: a module may set `TOOLS_DIR` to a folder of tool JSON files (one tool per file)."""
     tool_dirs: list[Path] = []
     for name in modules:
@@ -54,14 +58,24 @@ def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
             log.debug("loaded tool %s from %s", name, directory)
 
 
-def build_runtime(settings: Settings, *, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
-                  activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None) -> Runtime:
-    """A runtime over the given registries (default: the global `Tool`/`Activity` after importing modules)."""
+@dataclass(frozen=True)
+class Registries:
+    """The activities a worker serves and the tools it knows, handed to its `Runtime`."""
+
+    activities: ActivityRegistry
+    tools: ToolRegistry
+
+
+def load_modules(settings: Settings, *, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
+                 activities: ActivityRegistry | None = None, tools: ToolRegistry | None = None) -> Registries:
+    """Import `modules` and load the tool folders they declare, `AGENTQ_TOOLS_DIRS` and `tool_dirs`; returns
+    the registries they filled. Modules register on the default `Activity` and `Tool` (what scripts and the
+    examples use), so those are the registries returned unless others are given."""
     module_tool_dirs = import_modules(modules)
-    tools = tools if tools is not None else Tool
-    activities = activities if activities is not None else Activity
-    load_tool_dirs(tools, [*module_tool_dirs, *settings.tools_dirs, *tool_dirs])
-    return Runtime(settings=settings, activities=activities, tools=tools)
+    registries = Registries(activities=activities if activities is not None else Activity,
+                            tools=tools if tools is not None else Tool)
+    load_tool_dirs(registries.tools, [*module_tool_dirs, *settings.tools_dirs, *tool_dirs])
+    return registries
 
 
 class Heartbeat:

@@ -19,8 +19,8 @@ import pytest
 
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.app import Runtime
 from agentq.runtime.calls import CALL_FIELDS
+from agentq.runtime.root import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore

@@ -14,7 +14,7 @@ import pytest
 from agentq.client import Client
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.app import Runtime
+from agentq.runtime.root import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.state import StateStore

@@ -302,7 +302,7 @@ def test_an_agentq_worker_process_configured_for_the_cluster(local_cluster: Loca
 def test_a_cluster_store_refuses_a_cluster_broker(local_cluster: LocalCluster, redis_url: str):
     from agentq.protocol.activities import ActivityRegistry
     from agentq.protocol.tools import ToolRegistry
-    from agentq.runtime.app import Runtime
+    from agentq.runtime.root import Runtime
 
     with pytest.raises(ConfigurationError, match="no Redis Cluster transport") as unset:
         Client(settings=Settings(redis_url=local_cluster.url, redis_cluster=True))
