@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agentq.errors import ConfigurationError
@@ -121,7 +121,16 @@ class Settings(BaseSettings):
     # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
     # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
     metrics_dir: Path | None = None
+    # prometheus_client's own variable PROMETHEUS_MULTIPROC_DIR (no AGENTQ_ prefix): set by the operator, the
+    # folder worker processes count into, used as it is (see metrics/files.py)
+    prometheus_multiproc_dir: Path | None = Field(default=None, validation_alias="prometheus_multiproc_dir")
     metrics_token: str | None = Field(default=None, repr=False)
+
+    @field_validator("prometheus_multiproc_dir", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: Any) -> Any:
+        """An empty variable is an unset one (prometheus_client reads it so)."""
+        return None if value == "" else value
 
     @model_validator(mode="before")
     @classmethod
@@ -167,4 +176,7 @@ def load_settings() -> Settings:
 
 def _variable(loc: tuple[int | str, ...]) -> str:
     name = "_".join(str(part) for part in loc)
-    return name.upper() if name == "anthropic_api_key" else f"{ENV_PREFIX}{name.upper()}"
+    return name.upper() if name in _UNPREFIXED else f"{ENV_PREFIX}{name.upper()}"
+
+
+_UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir"})  # other tools' own variables

@@ -56,8 +56,8 @@ def enable_multiprocess(settings: Settings) -> Path | None:
     this host's folder under `metrics_dir`, after folding the files of processes that are gone into its
     archive files. A folder that cannot be written is a warning, not a worker that does not start: its
     counts then stay in each process's memory, where no scrape reads them (None is returned)."""
-    external = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    folder = Path(external) if external else host_folder(metrics_dir(settings))
+    external = settings.prometheus_multiproc_dir
+    folder = external if external else host_folder(metrics_dir(settings))
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not external:
@@ -69,6 +69,7 @@ def enable_multiprocess(settings: Settings) -> Path | None:
         log.warning("metrics: cannot write to %s (%s); this worker's counts will not be exported (see "
                     "AGENTQ_METRICS_DIR)", folder, error.strerror or error)
         return None
+    # prometheus_client takes its folder from its own variable, in this process and in the pool's forked children
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     if not multiprocess():
         values.ValueClass = values.get_value_class()
@@ -141,19 +142,18 @@ def _fold_into_archive(folder: Path, kind: str, files: list[Path]) -> None:
         path.unlink(missing_ok=True)
 
 
-def _counter_folders(base: Path) -> list[Path]:
+def _counter_folders(base: Path, external: Path | None) -> list[Path]:
     """Every host folder under `base`, and `PROMETHEUS_MULTIPROC_DIR` when it is another folder."""
     folders = [p for p in base.glob("*") if p.is_dir()] if base.is_dir() else []
-    external = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if external and Path(external).is_dir() and Path(external).resolve() not in {f.resolve() for f in folders}:
-        folders.append(Path(external))
+    if external and external.is_dir() and external.resolve() not in {f.resolve() for f in folders}:
+        folders.append(external)
     return folders
 
 
 def file_families(settings: Settings) -> list[Metric]:
     """The counters every agentq process of every host folder wrote (and `PROMETHEUS_MULTIPROC_DIR`'s)."""
     base = metrics_dir(settings)
-    folders = _counter_folders(base)
+    folders = _counter_folders(base, settings.prometheus_multiproc_dir)
     if not folders:
         return []
     lock = _folder_lock(base, exclusive=False) if base.is_dir() else contextlib.nullcontext()

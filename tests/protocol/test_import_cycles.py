@@ -118,8 +118,8 @@ ENVIRONMENT = re.compile(r"\bos\.environ\b|\bos\.getenv\b|\bgetenv\(|\bSettings\
 
 ENVIRONMENT_ALLOWED = {
     "agentq.settings",
-    # prometheus_client's multiprocess mode is configured through its own variable, which agentq sets for the
-    # processes a worker forks and reads back when it renders
+    # sets prometheus_client's own variable (its multiprocess mode) for a worker and the processes it forks;
+    # agentq reads it through Settings
     "agentq.metrics.files",
     # its fallback `Settings(lease_s=...)` when built without settings (the composition root always passes them)
     "agentq.runtime.executor",
