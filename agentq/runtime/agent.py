@@ -40,10 +40,10 @@ from agentq.runtime.leases import LeaseKeeper
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import Dispatch
 from agentq.settings import Settings
+from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
-from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.agent")
 
@@ -69,7 +69,7 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
 class AgentLoop:
     """Runs agent ticks for one process (any number of threads)."""
 
-    def __init__(self, store: StateStore, llm: LLM | None, dispatch: Dispatch, *, routing: Routing,
+    def __init__(self, store: Store, llm: LLM | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
                  finish: Finish, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None):

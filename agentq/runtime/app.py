@@ -28,7 +28,7 @@ from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
-from agentq.store.state import record_digest
+from agentq.store.codecs import record_digest
 
 log = logging.getLogger("agentq.runtime")
 

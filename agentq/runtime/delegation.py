@@ -29,9 +29,9 @@ from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, failure_messages, output_alternatives
 from agentq.runtime.failures import CallFailure
 from agentq.settings import Settings
+from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.store.replies import Commit
-from agentq.store.state import StateStore
 
 log = logging.getLogger("agentq.modules")
 
@@ -65,7 +65,7 @@ def imported_messages(index: LogIndex, kinds: list[str], instance: str | None) -
 class Delegation:
     """Starts module calls as child jobs and brings their results back."""
 
-    def __init__(self, store: StateStore, settings: Settings, *, library: Any, submit_child: SubmitChild | None,
+    def __init__(self, store: Store, settings: Settings, *, library: Any, submit_child: SubmitChild | None,
                  source: str = "agentq"):
         self.store = store
         self.settings = settings

@@ -125,7 +125,7 @@ class Executor:
             settings=self.settings, known_activities=known_activities or (lambda: {}), finish=self.finish,
             leases=self.leases, source=source,
             module_loader=getattr(modules, "loader", None))
-        self.delegation = Delegation(self.store, self.settings, library=modules,  # type: ignore[arg-type]
+        self.delegation = Delegation(self.store, self.settings, library=modules,
                                      submit_child=submit_child, source=source)
 
     # ------------------------------------------------------------------------------------ delivery

@@ -10,8 +10,8 @@ from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
 from agentq.store.base import FinishInputs, Store
+from agentq.store.codecs import now_iso
 from agentq.store.records import build_job_record
-from agentq.store.state import now_iso
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.store.base import WorkerBeat
 from agentq.store.boundary import redact_url
-from agentq.store.state import WorkerBeat
 
 ROLES = ("any", "worker", "dispatcher")
 

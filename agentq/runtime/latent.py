@@ -29,7 +29,7 @@ from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.runtime.failures import CallFailure
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.state import now_iso
+from agentq.store.codecs import now_iso
 
 
 @dataclass(frozen=True)

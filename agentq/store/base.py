@@ -1,12 +1,15 @@
 """`Store`: what the runtime and the client need of the state store, as a protocol.
 
-`StateStore` (Redis, `state.py`) is the implementation; the unit tests run the executor and the job service on
-an in-memory stand-in (`tests/runtime/memory_store.py`) that keeps the same contract, checked against the real
-store by `tests/runtime/test_store_contract.py`. Only the methods used outside the store are listed: those of
-the executor, finalization, the job service, the lease keeper, the worker's announcements and the client.
+`StateStore` (Redis, `state.py`) is the implementation, constructed only by the composition root
+(`runtime/root.py`); the runtime, the API, the CLI and the metrics are written against this protocol. The unit
+tests run the engine on an in-memory stand-in (`tests/runtime/memory_store.py`) that keeps the same contract,
+checked against the real store by `tests/runtime/test_store_contract.py`. Every method used outside the store
+is listed: those of the executor, the agent loop, delegation, finalization, the job service, the lease keeper,
+the worker's announcements, the health check, the metrics and the client.
 
-The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`: unions of frozen records) live in
-`replies.py`, which both stores return, so code written against `Store` needs no import from the Redis
+The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen records) live in
+`replies.py` and the records of plain reads (`CallTable`, `AgentInputs`, `WorkerBeat`, `FleetStats`) in
+`views.py`; both stores return them, so code written against `Store` needs no import from the Redis
 implementation.
 """
 
@@ -28,11 +31,13 @@ from agentq.store.replies import (
     FinishInputs,
     Settle,
     SettleOutcome,
+    TickClaim,
+    TickEnded,
 )
-from agentq.store.state import CallTable
+from agentq.store.views import AgentInputs, CallTable, FleetStats, WorkerBeat
 
-__all__ = ["CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "FinishInputs", "Settle",
-           "SettleOutcome", "Store"]
+__all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "FinishInputs",
+           "FleetStats", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded", "WorkerBeat"]
 
 
 class Store(Protocol):
@@ -70,9 +75,30 @@ class Store(Protocol):
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int: ...
 
+    def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
+
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
 
     def relay_events(self, job_id: str) -> int: ...
+
+    # ----------------------------------------------------------------------------- agent ticks
+    def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
+                   job_started: Envelope | None = None) -> TickClaim: ...
+
+    def end_ticking(self, job_id: str) -> None: ...
+
+    def release_tick(self, job_id: str, *, token: str) -> None: ...
+
+    def agent_inputs(self, job_id: str) -> AgentInputs: ...
+
+    def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None: ...
+
+    def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
+                  plans: Sequence[Any]) -> list[CallRecord] | None: ...
+
+    def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
+                 has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
+                 events: Sequence[Envelope] = ()) -> TickEnded | None: ...
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool: ...
 
@@ -86,6 +112,8 @@ class Store(Protocol):
     def job_status(self, job_id: str) -> JobStatus: ...
 
     def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None: ...
+
+    def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None: ...
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]: ...
 
@@ -104,10 +132,16 @@ class Store(Protocol):
 
     def call_table(self, job_id: str) -> CallTable: ...
 
+    def recent_jobs(self, limit: int = 50) -> list[str]: ...
+
     # --------------------------------------------------------------------------------- fleet
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None: ...
 
     def retire_worker(self, worker_id: str) -> None: ...
+
+    def live_workers(self) -> list[dict]: ...
+
+    def worker_beats(self) -> list[WorkerBeat]: ...
 
     def live_activities(self) -> dict[str, dict]: ...
 
@@ -120,6 +154,9 @@ class Store(Protocol):
     def published_tools(self) -> dict[str, dict]: ...
 
     def tool_conflicts(self) -> dict[str, dict]: ...
+
+    # ------------------------------------------------------------------------------- metrics
+    def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
 
     # ---------------------------------------------------------------------------- connection
     def ping(self) -> None: ...

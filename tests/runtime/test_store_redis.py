@@ -13,7 +13,9 @@ import pytest
 from agentq.protocol.envelopes import Envelope, JobQueued
 from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
-from agentq.store import scripts, state, submission
+from agentq.store import events as event_steps
+from agentq.store import scripts, submission
+from agentq.store.codecs import dumps
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
 from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
@@ -89,7 +91,7 @@ def test_the_events_read_are_the_envelopes_the_workers_built(store: StateStore, 
         built.append(envelope.to_dict())
         return original(envelope, job_id)
 
-    for encoder in (scripts, state, submission):  # every module that packs an envelope for the stream
+    for encoder in (scripts, event_steps, submission):  # every module that packs an envelope for the stream
         monkeypatch.setattr(encoder, "entry", recording)
     rig = Rig(store)
     flaky_runs: list[int] = []
@@ -157,7 +159,7 @@ def test_an_event_stored_whole_by_an_older_agentq_reads_as_it_is(store: StateSto
     plan = make_plan(JOB, TOOLS, job_id="job_old")
     assert store.create_job(plan, records_of(plan), submitted=JOB, events=[])
     old = JobQueued(job_id="job_old", kind="plan", calls=1, part=activity_part("Job queued", source="agentq"))
-    store.redis.xadd(store.keys("job_old").events, {"e": state.dumps(old.to_dict())})
+    store.redis.xadd(store.keys("job_old").events, {"e": dumps(old.to_dict())})
     store.add_events("job_old", [old])
     (_, whole), (_, packed) = store.read_events("job_old")
     assert whole == packed == old.to_dict()

@@ -1,0 +1,141 @@
+"""A call's steps in the store: claim, commit, settle (claim and commit in one), release for a retry, lease
+renewal and holding, a reviewer's decision; and the reads of a job's calls (records, statuses, dependents,
+the calls view's table).
+
+Each step is one Lua script (`scripts.py` lays out its keys and arguments and parses its reply into a record
+of `replies.py`), so it is atomic, costs one round trip, and is idempotent under redelivery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.records import CallRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.boundary import map_store_errors
+from agentq.store.core import not_found
+from agentq.store.replies import Claim, Commit, Committed, Decision, Settle, Settled
+from agentq.store.stats import StatsSteps
+from agentq.store.views import CallTable
+
+RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
+
+
+@map_store_errors
+class CallSteps(StatsSteps):
+    """Running a job's calls (a mixin of `StateStore`)."""
+
+    def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
+              job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim:
+        """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
+
+        A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
+        form, `record_digest`): if the stored record is the same, the reply leaves it out; otherwise the
+        claim returns the stored record and that is what runs (`Claim.record_replaced`), so a forged or stale
+        task cannot change what runs or where it writes. One that has a copy of the call's tool passes its
+        `tool_sha` (`Claim.tool_sha` of the claim it came from): if the stored schema is the same, the reply
+        leaves it out (`Claim.tool` is None). On the call's first attempt, with both current, the claim
+        publishes the caller's `start_events` (`Claim.announced`).
+
+        A caller that takes the job for started already passes `expect_started` (and no `job_started`): if the
+        job has not started (a job id used again), nothing is written and the outcome is `UNSTARTED`.
+
+        Replaying a claim with the `token` that holds the call (its reply was lost to a store outage) returns
+        that claim again. Taking over a call whose lease expired counts a lost attempt (`Claim.lost`).
+        """
+        return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
+                                  job_started=job_started, expect_started=expect_started, record=record,
+                                  record_sha=record_sha, tool_sha=tool_sha, start_events=start_events)
+
+    def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Commit:
+        commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
+                                     events=events)
+        if isinstance(commit, Committed):
+            self._after_committed(job_id, commit)
+        return commit
+
+    def _after_committed(self, job_id: str, commit: Committed) -> None:
+        if commit.job_status is JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
+            self._may_hold_approvals(job_id)
+
+    def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
+               job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Settle:
+        """Claim and commit a call's first attempt in one step, after its handler ran (see settle.lua): only
+        if the call is ready and was never attempted, its job is active, `record_sha` is its stored record's
+        SHA-1 and `tool_sha` that of the job's `tool`. `job_started` is published if this starts the job; None
+        means the caller takes the job for started (`SettleUnstarted` if it is not). Writes nothing unless
+        `Settled`."""
+        settle = self.scripts.settle(self.keys(job_id), call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha,
+                                     job_started=job_started, status=status, messages=messages, events=events)
+        if isinstance(settle, Settled):
+            self._after_committed(job_id, settle.commit)
+        return settle
+
+    def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
+        """Running -> ready for the call's next attempt, if `token` holds it (True also for a replay of the same
+        release whose reply was lost)."""
+        return self.scripts.retry(self.keys(job_id), call_id, token=token, event=event, mark_ms=RELEASE_MARK_MS)
+
+    def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
+        """Extend the leases (call id -> token) this process holds for one job; a lease that lapsed is made again
+        while its call runs and no other attempt took it over (see renew.lua)."""
+        return self.scripts.renew(self.keys(job_id), leases, lease_ms)
+
+    def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None:
+        """Keep a running call's lease, without renewals, until its job expires (a module call waiting on its
+        child job)."""
+        keys = self.keys(job_id)
+        expire_at_ms = self.redis.hget(keys.job, "expire_at_ms")
+        if expire_at_ms is None:
+            raise not_found(job_id)
+        self.redis.set(keys.lease(call_id), token, pxat=int(expire_at_ms))
+
+    def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
+               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision:
+        """A reviewer's decision on a call awaiting approval: `Decided` (its record after the decision),
+        `DecisionConflict` (the call's status) or `DecisionMissing`."""
+        return self.scripts.decide(self.keys(job_id), call_id, decision=decision, record=record, token=token,
+                                   lease_ms=lease_ms, event=event)
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def call_records(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallRecord]:
+        """Call id -> record: of every call, or of `call_ids` only (those that exist)."""
+        calls = self.keys(job_id).calls
+        if call_ids is None:
+            return {k: CallRecord.from_dict(json.loads(v)) for k, v in self.redis.hgetall(calls).items()}
+        if not call_ids:
+            return {}
+        values = self.redis.hmget(calls, list(call_ids))
+        return {k: CallRecord.from_dict(json.loads(v)) for k, v in zip(call_ids, values, strict=True) if v is not None}
+
+    def call_statuses(self, job_id: str) -> dict[str, CallStatus]:
+        return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
+
+    def dependents(self, job_id: str, call_id: str) -> list[str]:
+        """The calls that wait on `call_id`."""
+        value = self.redis.hget(self.keys(job_id).dependents, call_id)
+        return json.loads(value) if value else []
+
+    def call_table(self, job_id: str) -> CallTable:
+        """Every call's record, status, attempts and dependents, read in one round trip (`runtime/calls.py`
+        builds SPEC §14's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.exists(keys.job)
+        pipe.hgetall(keys.calls)
+        pipe.hgetall(keys.status)
+        pipe.hgetall(keys.attempts)
+        pipe.hgetall(keys.dependents)
+        exists, calls, statuses, attempts, dependents = pipe.execute()
+        if not exists:
+            raise not_found(job_id)
+        return CallTable(records={k: CallRecord.from_dict(json.loads(v)) for k, v in calls.items()},
+                         statuses={k: CallStatus(v) for k, v in statuses.items()},
+                         attempts={k: int(v) for k, v in attempts.items()},
+                         dependents={k: json.loads(v) for k, v in dependents.items()})

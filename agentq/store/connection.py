@@ -1,0 +1,41 @@
+"""`StoreConnection`: what every concern of the Redis store shares — the connection, the key layout and the Lua
+steps.
+
+The store's concerns (`jobs`, `calls`, `ticks`, `events`, `fleet`, `stats`) are mixins over this class, and
+`state.StateStore` is the one class composed of them that callers construct. A mixin that needs another
+concern's helper inherits from that mixin, so each module type-checks on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.store.boundary import map_store_errors
+from agentq.store.connect import connect_redis
+from agentq.store.keys import FleetKeys, JobKeys
+from agentq.store.scripts import Scripts
+
+
+@map_store_errors
+class StoreConnection:
+    """The connection and key layout of the Redis state store (see `state.StateStore`)."""
+
+    def __init__(self, redis_url: str, *, cluster: bool = False, client: Any = None, namespace: str = "agentq"):
+        """The store at `redis_url`: one server, a Sentinel group (`redis+sentinel://`), or with `cluster` a
+        Redis Cluster through any of its nodes (`store/connect.py` makes the connection)."""
+        self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster)
+        self.cluster = cluster
+        self.url = redis_url
+        self.namespace = namespace
+        self.fleet = FleetKeys(namespace)
+        self.scripts = Scripts(self.redis)
+
+    def keys(self, job_id: str) -> JobKeys:
+        return JobKeys(self.namespace, job_id)
+
+    def ping(self) -> None:
+        self.redis.ping()
+
+    def close(self) -> None:
+        self.redis.close()
+

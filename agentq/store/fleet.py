@@ -1,0 +1,173 @@
+"""The fleet in the store: live workers and their announcements, the activities they serve and the *known*
+policy (SPEC §3: an activity stays known for a while after its last announcement), the published tool schemas,
+and the fleet's secret for signing call tasks.
+
+All of these are fleet-wide keys (`keys.FleetKeys`), outside any job's hash slot: on a Redis Cluster they live
+on many nodes, so reads of several keys go through a pipeline, never MGET.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from agentq.store.boundary import map_store_errors
+from agentq.store.codecs import dumps, iso_utc, now_iso
+from agentq.store.connection import StoreConnection
+from agentq.store.views import WorkerBeat
+
+
+@map_store_errors
+class FleetSteps(StoreConnection):
+    """Workers, activities, published tools and the signing secret (a mixin of `StateStore`)."""
+
+    # -------------------------------------------------------------------------------------------- workers
+
+    def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
+        """Announce a live worker (expires after `ttl_s`); each activity it serves is also remembered as
+        *known* (SPEC §3) with the time it was last announced."""
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.fleet.worker(worker_id), dumps(announcement), px=int(ttl_s * 1000))
+        pipe.zadd(self.fleet.workers, {worker_id: now + ttl_s})
+        if seen := seen_activities(announcement, now):
+            pipe.hset(self.fleet.activities, mapping=seen)
+        pipe.execute()
+
+    def retire_worker(self, worker_id: str) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.delete(self.fleet.worker(worker_id))
+        pipe.zrem(self.fleet.workers, worker_id)
+        pipe.execute()
+
+    def live_workers(self) -> list[dict]:
+        now = time.time()
+        self.redis.zremrangebyscore(self.fleet.workers, 0, now)
+        ids = self.redis.zrangebyscore(self.fleet.workers, now, "+inf")
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots
+        for worker_id in ids:
+            pipe.get(self.fleet.worker(worker_id))
+        return [json.loads(v) for v in pipe.execute() if v]
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every worker announcement the fleet's set still holds, live or expired but not yet trimmed (the
+        healthcheck tells a stale worker from a missing one)."""
+        entries = self.redis.zrange(self.fleet.workers, 0, -1, withscores=True)
+        if not entries:
+            return []
+        pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots
+        for worker_id, _ in entries:
+            pipe.get(self.fleet.worker(worker_id))
+        values = pipe.execute()
+        return [WorkerBeat(worker_id, float(expires), json.loads(value) if value else None)
+                for (worker_id, expires), value in zip(entries, values, strict=True)]
+
+    # ----------------------------------------------------------------------------------------- activities
+
+    def live_activities(self) -> dict[str, dict]:
+        """Activity name -> its announcement (queue, options, and the workers serving it)."""
+        activities: dict[str, dict] = {}
+        for worker in self.live_workers():
+            for activity in worker.get("activities", []):
+                entry = activities.setdefault(activity["name"], {**activity, "workers": []})
+                entry["workers"].append(worker.get("id"))
+        return activities
+
+    def known_activities(self, memory_s: float) -> dict[str, dict]:
+        """Every activity announced within the last `memory_s` seconds (SPEC §3 "live and known"), see
+        `known_view`; older ones are dropped from the store."""
+        now = time.time()
+        stored = {name: json.loads(value) for name, value in self.redis.hgetall(self.fleet.activities).items()}
+        stale = [name for name, entry in stored.items() if float(entry.get("last_seen", 0)) < now - memory_s]
+        if stale:
+            self._drop_stale_activities(stale, now - memory_s)
+        return known_view(stored, self.live_activities(), memory_s=memory_s, now=now)
+
+    def _drop_stale_activities(self, names: list[str], cutoff: float) -> None:
+        """HDEL the activities still last announced before `cutoff`, in one MULTI watched against a heartbeat
+        that announces one of them again meanwhile."""
+        key = self.fleet.activities
+
+        def drop(pipe: Any) -> None:
+            current = pipe.hmget(key, names)
+            gone = [name for name, value in zip(names, current, strict=True)
+                    if value is not None and float(json.loads(value).get("last_seen", 0)) < cutoff]
+            pipe.multi()
+            if gone:
+                pipe.hdel(key, *gone)
+
+        self.redis.transaction(drop, key)
+
+    def forget_activity(self, name: str) -> bool:
+        """Retire a known activity at once (its tools turn latent unless a live worker announces it again);
+        True when it was known."""
+        return bool(self.redis.hdel(self.fleet.activities, name))
+
+    # ---------------------------------------------------------------------------------------------- tools
+
+    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]:
+        """Publish tool schemas for submitters; returns names another process published differently."""
+        if not schemas:
+            return []
+        existing = self.redis.hmget(self.fleet.tools, list(schemas))
+        conflicts = []
+        pipe = self.redis.pipeline(transaction=False)
+        for (name, schema), current in zip(schemas.items(), existing, strict=True):
+            encoded = dumps(schema)
+            if current is not None and json.loads(current) != schema:
+                conflicts.append(name)
+                pipe.hset(self.fleet.tool_conflicts, name,
+                          dumps({"publisher": publisher, "at": now_iso(), "schema": schema}))
+            pipe.hset(self.fleet.tools, name, encoded)
+        pipe.execute()
+        return conflicts
+
+    def published_tools(self) -> dict[str, dict]:
+        return {k: json.loads(v) for k, v in self.redis.hgetall(self.fleet.tools).items()}
+
+    def tool_conflicts(self) -> dict[str, dict]:
+        return {k: json.loads(v) for k, v in self.redis.hgetall(self.fleet.tool_conflicts).items()}
+
+    # ------------------------------------------------------------------------------------------- signing
+
+    def task_signing_key(self) -> bytes:
+        """The fleet's secret for signing call tasks (created by the first process that asks): a worker runs
+        a signed task's record before its claim (an `idempotent` activity), so a task that did not come from
+        agentq must not be able to name what runs. Anyone who can read the store can sign; anyone who can only
+        write to the broker cannot."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.fleet.task_key, secrets.token_hex(32), nx=True)
+        pipe.get(self.fleet.task_key)
+        return str(pipe.execute()[1]).encode()
+
+
+# ---------------------------------------------------------------------------------- the known policy (pure)
+
+
+def seen_activities(announcement: dict, now: float) -> dict[str, str]:
+    """The remembered form of a worker's activities: name -> its announcement JSON plus `last_seen` (unix s)."""
+    return {activity["name"]: dumps({**activity, "last_seen": now})
+            for activity in announcement.get("activities", []) if activity.get("name")}
+
+
+def known_view(stored: dict[str, dict], live: dict[str, dict], *, memory_s: float, now: float) -> dict[str, dict]:
+    """The known activities by name (sorted): each one's announcement (name, task, queue, options), `live`,
+    the ids of the live `workers` serving it ([] when none) and `last_seen` (ISO-8601 UTC).
+
+    `stored` are the remembered announcements (`last_seen` in unix seconds), `live` those of `live_activities`:
+    an activity a live worker serves is always known, with what its live workers announced (their queue is
+    the one consumed)."""
+    known: dict[str, dict] = {}
+    for name in sorted({*stored, *live}):
+        entry, current = stored.get(name), live.get(name)
+        last_seen = float(entry.get("last_seen", 0)) if entry is not None else now
+        if current is None and last_seen < now - memory_s:
+            continue
+        known[name] = {**(entry or {}), **(current or {}), "live": current is not None,
+                       "workers": list(current["workers"]) if current is not None else [],
+                       "last_seen": iso_utc(last_seen)}
+    return known

@@ -1,0 +1,217 @@
+"""A job's life in the store: submission (with the fleet-wide listing and its undo), a rejection recorded at
+submission, cancel, finalize, and the reads of a job (its info, status, log, record, and waiting for its end).
+
+Each write is one Lua step (`scripts.py`) or one MULTI, so it is atomic; the fleet-wide entries a job adds or
+leaves (`stats.py`) are written around the step, never inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.jobs import JobPlan
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.boundary import map_store_errors
+from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso, saved_record
+from agentq.store.core import not_found
+from agentq.store.records import build_job_record
+from agentq.store.replies import AlreadyEnded, CancelMissing, FinishInputs
+from agentq.store.stats import StatsSteps
+from agentq.store.submission import held_calls, submission_payload
+
+JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
+
+
+@map_store_errors
+class JobSteps(StatsSteps):
+    """Submitting, ending and reading jobs (a mixin of `StateStore`)."""
+
+    # ------------------------------------------------------------------------------------------ submission
+
+    def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
+                   events: Sequence[Envelope], parent: dict | None = None) -> bool:
+        """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
+        exists already. `parent` links a module's child job to the call it runs for.
+
+        One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
+        active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
+        a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
+        existing job's entries as they were when the script refuses the id; what this pipeline added for a
+        refused or failed submission is taken back."""
+        keys, held = self.keys(plan.id), bool(held_calls(plan))
+        payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent))
+        now = time.time()
+        expire_at_ms = int((now + plan.ttl_s) * 1000)
+        pipe = self.redis.pipeline(transaction=False)
+        if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
+            if not self.scripts.submit(keys, payload, expire_at_ms):
+                return False
+        else:
+            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
+        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held)
+        replies = pipe.execute(raise_on_error=False)
+        if self.cluster:
+            written: bool | Exception = True
+        else:
+            written, replies = self.scripts.submitted(replies[0], keys, payload, expire_at_ms), replies[1:]
+        if isinstance(written, Exception) or not written:
+            self._unlist(plan.id, [key for key, reply in zip(fleet_keys, replies, strict=False) if reply == 1])
+            if isinstance(written, Exception):
+                raise written
+        return bool(written)
+
+    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool) -> list[str]:
+        """Queue a new job's fleet-wide entries (listing, active, approvals) and the trimming of expired ones;
+        returns the keys added to, in the order of their replies."""
+        fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
+        pipe.zadd(self.fleet.jobs, {job_id: now}, nx=True)
+        pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
+        if held:
+            pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
+        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
+        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
+        return fleet_keys
+
+    def _unlist(self, job_id: str, undo: list[str]) -> None:
+        """Take back the fleet-wide entries a refused or failed submission added."""
+        if undo:
+            with self.redis.pipeline(transaction=False) as back:
+                for key in undo:
+                    back.zrem(key, job_id)
+                back.execute()
+
+    def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
+        """Record a job rejected at submission by task name, so its submitter can read why. The job hash,
+        its TTL and the end signal are written in one MULTI; nothing when the id is taken."""
+        keys, now = self.keys(job_id), now_iso()
+        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
+        fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "created_at": now,
+                  "finished_at": now, "error": dumps(error), "record": dumps(record.to_dict()),
+                  "expire_at_ms": int((time.time() + ttl_s) * 1000)}
+
+        def write(pipe: Any) -> None:
+            if pipe.exists(keys.job):
+                pipe.multi()  # nothing to write: an empty transaction
+                return
+            pipe.multi()
+            pipe.hset(keys.job, mapping=fields)
+            pipe.expire(keys.job, ttl_s)
+            pipe.delete(keys.done)
+            pipe.rpush(keys.done, JobStatus.FAILED.value)
+            pipe.expire(keys.done, ttl_s)
+
+        replies = self.redis.transaction(write, keys.job)
+        if replies:
+            self._count_end(job_id, JobStatus.FAILED)
+        return bool(replies)
+
+    # ------------------------------------------------------------------------------------------- its end
+
+    def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
+        ended = self.scripts.finalize(self.keys(job_id), record=record, event=event)
+        if ended:
+            self._count_end(job_id, record.status)
+        return ended
+
+    def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
+        """Cancel a job: (CANCELED, ids of calls whose tasks may still be queued), or (its final status, [])
+        when it had ended already."""
+        match self.scripts.cancel(self.keys(job_id), event=event):
+            case CancelMissing():
+                raise not_found(job_id)
+            case AlreadyEnded(status=status):
+                return status, []
+            case canceled:
+                self._count_end(job_id, JobStatus.CANCELED)
+                return JobStatus.CANCELED, canceled.ready
+
+    def save_record(self, job_id: str, record: JobRecord) -> None:
+        self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
+
+    def add_usage(self, job_id: str, usage: dict[str, int]) -> None:
+        """Add one request's (or a child job's) token usage to the job's counters."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name, count in usage.items():
+            if count:
+                pipe.hincrby(self.keys(job_id).job, USAGE_PREFIX + name, count)
+        pipe.execute()
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def job_info(self, job_id: str) -> JobInfo:
+        fields = self.redis.hgetall(self.keys(job_id).job)
+        if not fields:
+            raise not_found(job_id)
+        return decode_job(fields)
+
+    def job_status(self, job_id: str) -> JobStatus:
+        status = self.redis.hget(self.keys(job_id).job, "status")
+        if status is None:
+            raise not_found(job_id)
+        return JobStatus(status)
+
+    def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
+        """Block until the job ends (at most `timeout_s`); its final status, or None on timeout.
+
+        Every step that ends a job (finalize, cancel, a recorded rejection) pushes the final status onto the
+        job's `done` list; waiters move that one entry onto the same list, so any number of them wake up
+        and it stays there for later ones. One round trip, however many events the job publishes meanwhile.
+        """
+        done = self.keys(job_id).done
+        status = self.redis.blmove(done, done, max(0.01, timeout_s), "RIGHT", "LEFT")
+        return None if status is None else JobStatus(status)
+
+    def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None:
+        """`wait_finished`, then the job's record: None on timeout. The wait and the read of the saved record go
+        in one pipeline (Redis runs the read as soon as the wait returns), so a waiter learns how its job ended
+        in one round trip; on a Redis Cluster, in two."""
+        if self.cluster:
+            return self.record(job_id) if self.wait_finished(job_id, timeout_s) is not None else None
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.blmove(keys.done, keys.done, max(0.01, timeout_s), "RIGHT", "LEFT")
+        pipe.hmget(keys.job, ["status", "record"])
+        ended, (status, saved) = pipe.execute()
+        if ended is None:
+            return None
+        return saved_record(status, saved) or self.record(job_id)
+
+    def read_log(self, job_id: str, start: int = 0) -> list[dict]:
+        return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
+
+    def record(self, job_id: str) -> JobRecord:
+        """The job record of SPEC §12: the saved one once the job ended (read alone: the job hash also holds the
+        submitted job and its solution schema), else computed from the job and its log. A canceled job's is always
+        computed: a call that was running at the cancel may still write its outcome."""
+        status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
+        if status is None:
+            raise not_found(job_id)
+        record = saved_record(status, saved)
+        if record is not None:
+            return record
+        info = self.job_info(job_id)
+        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
+            return info.record
+        # a canceled job's calls that were running may still end: its state is what its log says now
+        return build_job_record(info, self.read_log(job_id))
+
+    def finish_inputs(self, job_id: str) -> FinishInputs:
+        """(job, log, call statuses) in one round trip: what finalizing a job reads."""
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(keys.job)
+        pipe.lrange(keys.log, 0, -1)
+        pipe.hgetall(keys.status)
+        fields, log, statuses = pipe.execute()
+        if not fields:
+            raise not_found(job_id)
+        return FinishInputs(decode_job(fields), [json.loads(m) for m in log],
+                            {k: CallStatus(v) for k, v in statuses.items()})
+
+    def recent_jobs(self, limit: int = 50) -> list[str]:
+        return list(self.redis.zrevrange(self.fleet.jobs, 0, limit - 1))

@@ -1,0 +1,128 @@
+"""An agent job's tick steps (take the next model request, write the calls of its solution, end it), the
+job's composed tools, and module relay (a child job's events copied to its parent's stream).
+
+The tick steps are Lua scripts like the call steps (`scripts.py`), so each is atomic and idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.records import CallRecord
+from agentq.store.boundary import map_store_errors
+from agentq.store.codecs import decode_job, dumps
+from agentq.store.core import not_found
+from agentq.store.event_codec import pack
+from agentq.store.events import EventSteps
+from agentq.store.replies import CallsAdded, TickClaim, TickEnded
+from agentq.store.stats import StatsSteps
+from agentq.store.views import AgentInputs
+
+RELAY_BATCH = 500  # events copied per relay step
+_NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
+
+
+def relayed(envelope: dict, *, child_id: str, source: str) -> dict | None:
+    """A child job's envelope as its module's parent shows it: parts marked with the module's name as their
+    `source` and `relayed_from` naming the child; a grandchild's keep theirs. None for the job-level events,
+    which the parent's own call events tell."""
+    if envelope.get("event") in _NOT_RELAYED:
+        return None
+    if envelope.get("relayed_from"):
+        return envelope
+    if isinstance(envelope.get("part"), dict):
+        envelope = {**envelope, "part": {**envelope["part"], "source": source}}
+    return {**envelope, "relayed_from": child_id}
+
+
+@map_store_errors
+class TickSteps(StatsSteps, EventSteps):
+    """Agent ticks and module relay (a mixin of `StateStore`)."""
+
+    def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
+                   job_started: Envelope | None = None) -> TickClaim:
+        """Take the job's next model request (at most one in flight): it must still be the request number
+        `exchanges`, no awaited call may be open, and no other task may hold the tick's lease."""
+        return self.scripts.begin_tick(self.keys(job_id), exchanges=exchanges, token=token, lease_ms=lease_ms,
+                                       job_started=job_started)
+
+    def end_ticking(self, job_id: str) -> None:
+        """Clear the in-flight mark of a tick that asked nothing (its job is about to end)."""
+        self.redis.hset(self.keys(job_id).job, mapping={"ticking": "0", "tick_attempt": "0"})
+
+    def release_tick(self, job_id: str, *, token: str) -> None:
+        """Give up the tick's lease (its request waits for another attempt); `ticking` stays set meanwhile."""
+        self.scripts.unlease(self.keys(job_id).tick_lease, token=token)
+
+    def agent_inputs(self, job_id: str) -> AgentInputs:
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(keys.job)
+        pipe.lrange(keys.log, 0, -1)
+        pipe.lrange(keys.exchanges, 0, -1)
+        fields, log, exchanges = pipe.execute()
+        if not fields:
+            raise not_found(job_id)
+        return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
+                           json.loads(fields.get("registered") or "{}"))
+
+    def job_tools(self, job_id: str) -> dict[str, dict]:
+        """The job's composed tool schemas, by name."""
+        return {k: json.loads(v) for k, v in self.redis.hgetall(self.keys(job_id).tools).items()}
+
+    def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None:
+        """The job's composed tool schemas as of this tick (what its calls' claims read)."""
+        if composed:
+            self.redis.hset(self.keys(job_id).tools, mapping={k: dumps(v) for k, v in composed.items()})
+
+    def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
+                  plans: Sequence[Any]) -> list[CallRecord] | None:
+        """Write calls of a tick's solution (each once, whatever the retries); the records of those ready
+        now, or None when the tick's lease is no longer `token`'s or the job ended."""
+        added = self.scripts.add_calls(self.keys(job_id), token=token, records=records, plans=plans)
+        if not isinstance(added, CallsAdded):
+            return None
+        if any(plan.approval for plan in plans):
+            self._may_hold_approvals(job_id)
+        return added.ready
+
+    def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
+                 has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
+                 events: Sequence[Envelope] = ()) -> TickEnded | None:
+        """End the tick: (open awaited calls, ticks so far), or None when its lease is not `token`'s."""
+        ended = self.scripts.end_tick(self.keys(job_id), token=token, exchange=exchange, counts=counts, output=output,
+                                      has_output=has_output, usage=usage or {}, messages=messages, events=events)
+        return ended if isinstance(ended, TickEnded) else None
+
+    # --------------------------------------------------------------------------------------- module relay
+
+    def relay_events(self, job_id: str) -> int:
+        """Copy a module's child job's new events to its parent's stream (the job's `parent` link names it), as
+        `relayed` shows them. A cursor moved by compare-and-set makes each batch go once, whichever process
+        relays it. Returns how many were copied (0 for a job that is no module's child)."""
+        keys = self.keys(job_id)
+        cursor, link = self.redis.hmget(keys.job, ["relayed", "parent"])
+        if not link:
+            return 0
+        parent = json.loads(link)
+        parent_id = str(parent["job"])
+        to_events, source = self.keys(parent_id).events, str(parent.get("module") or "module")
+        copied = 0
+        while True:
+            cursor = cursor or "0-0"
+            entries = self.read_events(job_id, cursor, count=RELAY_BATCH)
+            if not entries or not self.scripts.relay(keys, cursor=cursor, to=entries[-1][0]):
+                return copied
+            pipe = self.redis.pipeline(transaction=False)
+            for _, envelope in entries:
+                shown = relayed(envelope, child_id=job_id, source=source)
+                if shown is not None:
+                    pipe.xadd(to_events, {"e": pack(shown, parent_id)})
+                    copied += 1
+            pipe.execute()
+            if len(entries) < RELAY_BATCH:
+                return copied
+            cursor = entries[-1][0]

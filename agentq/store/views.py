@@ -1,0 +1,51 @@
+"""The frozen records the store's plain reads return (pipelines of reads, no Lua step).
+
+No I/O here: both stores (Redis and the tests' in-memory one) return these, and the `Store` protocol names
+them, so code written against the protocol imports nothing from the Redis implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentq.protocol.records import CallRecord, JobInfo
+from agentq.protocol.status import CallStatus
+
+
+@dataclass(frozen=True)
+class AgentInputs:
+    """What an agent tick reads, in one round trip."""
+
+    info: JobInfo
+    log: list[dict]
+    exchanges: list[dict]
+    registered: dict[str, dict]
+
+
+@dataclass(frozen=True)
+class CallTable:
+    """What the calls view (SPEC §14 `/calls`) reads of a job besides its events, in one round trip."""
+
+    records: dict[str, CallRecord]  # call id -> record
+    statuses: dict[str, CallStatus]  # call id -> status
+    attempts: dict[str, int]  # call id -> attempts started (absent: none yet)
+    dependents: dict[str, list[str]]  # call id -> the calls that wait on it (absent: none)
+
+
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A worker's entry in the fleet's set: its id, when its announcement expires (unix s), and the
+    announcement itself (None once its key expired)."""
+
+    worker_id: str
+    expires_at: float
+    announcement: dict | None
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    """What the metrics read of the jobs (`Store.fleet_stats`)."""
+
+    jobs_active: int
+    approvals_pending: int
+    jobs_total: dict[str, int]  # final status -> jobs that ended with it
