@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentq.protocol.envelopes import Envelope
+from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
 from agentq.store.connection import StoreConnection
-from agentq.store.event_codec import unpack
+from agentq.store.sync_reads import run
 
 
 @map_store_errors
@@ -36,7 +37,4 @@ class EventSteps(StoreConnection):
                     count: int | None = None) -> list[tuple[str, dict]]:
         """Events after the stream id `after` as (id, envelope JSON form: stored entries are unpacked); with
         `block_ms`, wait up to that long for the first one. `parse_envelope` gives the typed envelope of an entry."""
-        reply = self.redis.xread({self.keys(job_id).events: after}, count=count, block=block_ms)
-        if not reply:
-            return []
-        return [(entry_id, unpack(fields["e"], job_id)) for entry_id, fields in reply[0][1]]
+        return run(self.redis, core.read_events(self.keys(job_id), after, count=count, block_ms=block_ms))

@@ -16,13 +16,14 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store import core
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso, saved_record
+from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso
 from agentq.store.core import not_found
-from agentq.store.records import build_job_record
 from agentq.store.replies import AlreadyEnded, CancelMissing, FinishInputs
 from agentq.store.stats import StatsSteps
 from agentq.store.submission import held_calls, submission_payload
+from agentq.store.sync_reads import run
 
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
 
@@ -150,55 +151,25 @@ class JobSteps(StatsSteps):
         return decode_job(fields)
 
     def job_status(self, job_id: str) -> JobStatus:
-        status = self.redis.hget(self.keys(job_id).job, "status")
-        if status is None:
-            raise not_found(job_id)
-        return JobStatus(status)
+        return run(self.redis, core.job_status(self.keys(job_id)))
 
     def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None:
-        """Block until the job ends (at most `timeout_s`); its final status, or None on timeout.
-
-        Every step that ends a job (finalize, cancel, a recorded rejection) pushes the final status onto the
-        job's `done` list; waiters move that one entry onto the same list, so any number of them wake up
-        and it stays there for later ones. One round trip, however many events the job publishes meanwhile.
-        """
-        done = self.keys(job_id).done
-        status = self.redis.blmove(done, done, max(0.01, timeout_s), "RIGHT", "LEFT")
-        return None if status is None else JobStatus(status)
+        """Block until the job ends (at most `timeout_s`); its final status, or None on timeout. One round trip,
+        however many events the job publishes meanwhile (see `core.wait_finished`)."""
+        return run(self.redis, core.wait_finished(self.keys(job_id), timeout_s))
 
     def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None:
-        """`wait_finished`, then the job's record: None on timeout. The wait and the read of the saved record go
-        in one pipeline (Redis runs the read as soon as the wait returns), so a waiter learns how its job ended
-        in one round trip; on a Redis Cluster, in two."""
-        if self.cluster:
-            return self.record(job_id) if self.wait_finished(job_id, timeout_s) is not None else None
-        keys = self.keys(job_id)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.blmove(keys.done, keys.done, max(0.01, timeout_s), "RIGHT", "LEFT")
-        pipe.hmget(keys.job, ["status", "record"])
-        ended, (status, saved) = pipe.execute()
-        if ended is None:
-            return None
-        return saved_record(status, saved) or self.record(job_id)
+        """`wait_finished`, then the job's record: None on timeout. One round trip; on a Redis Cluster, two (see
+        `core.wait_record`)."""
+        return run(self.redis, core.wait_record(self.keys(job_id), timeout_s, cluster=self.cluster))
 
     def read_log(self, job_id: str, start: int = 0) -> list[dict]:
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
 
     def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12: the saved one once the job ended (read alone: the job hash also holds the
-        submitted job and its solution schema), else computed from the job and its log. A canceled job's is always
-        computed: a call that was running at the cancel may still write its outcome."""
-        status, saved = self.redis.hmget(self.keys(job_id).job, ["status", "record"])
-        if status is None:
-            raise not_found(job_id)
-        record = saved_record(status, saved)
-        if record is not None:
-            return record
-        info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
-            return info.record
-        # a canceled job's calls that were running may still end: its state is what its log says now
-        return build_job_record(info, self.read_log(job_id))
+        """The job record of SPEC §12: the saved one once the job ended, else computed from the job and its log
+        (see `core.record`; the sync and async stores share it)."""
+        return run(self.redis, core.record(self.keys(job_id)))
 
     def finish_inputs(self, job_id: str) -> FinishInputs:
         """(job, log, call statuses) in one round trip: what finalizing a job reads."""
