@@ -36,6 +36,7 @@ from bench_activities import NOOP_TOOL  # noqa: E402
 
 from agentq.client import Client  # noqa: E402
 from agentq.embedded import RedisServer  # noqa: E402
+from agentq.engine.caches import solution_for  # noqa: E402
 from agentq.protocol.envelopes import CallFinished, CallStarted, JobStarted  # noqa: E402
 from agentq.protocol.events import activity_part, technical_details, tool_request_part, tool_result_part  # noqa: E402
 from agentq.protocol.status import CallStatus  # noqa: E402
@@ -43,7 +44,6 @@ from agentq.protocol.tools import ToolRegistry  # noqa: E402
 from agentq.protocol.validation import validate_call  # noqa: E402
 from agentq.protocol.writes import output_messages  # noqa: E402
 from agentq.runtime.app import call_pointer  # noqa: E402
-from agentq.runtime.caches import solution_for  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 from agentq.store.state import dumps, entry, now_iso, record_digest  # noqa: E402
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentq.engine.executor import Executor
+from agentq.engine.hooks import CallMetrics, Hooks
+from agentq.engine.modules import ModuleLibrary
 from agentq.llm.factory import create_llm
 from agentq.metrics import metered
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
-from agentq.runtime.executor import Executor
-from agentq.runtime.modules import ModuleLibrary
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
@@ -86,10 +87,10 @@ def open_llm(settings: Settings) -> LLM | None:
 def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None) -> Executor:
     """The executor running calls of `activities` over `parts`."""
     settings = parts.settings
-    return Executor(parts.store, activities, parts.dispatcher, lease_s=settings.lease_s,
-                    default_timeout_s=settings.default_timeout_s, max_result_bytes=settings.max_result_bytes,
-                    llm=llm, settings=settings, routing=parts.routing, known_activities=parts.jobs.known_activities,
-                    modules=parts.modules, submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer)
+    return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
+                    known_activities=parts.jobs.known_activities, modules=parts.modules,
+                    submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
+                    hooks=Hooks([CallMetrics()]))
 
 
 @dataclass

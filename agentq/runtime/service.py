@@ -25,34 +25,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from agentq.engine.commits import commit_failure
+from agentq.engine.hooks import Hook
+from agentq.engine.progress import Dispatch as EngineDispatch
+from agentq.engine.progress import JobProgress
 from agentq.errors import CallNotFoundError, ConflictError, JobExistsError, JobValidationError, Problem
 from agentq.protocol.activities import ActivityRegistry
-from agentq.protocol.envelopes import CallFinished, JobFinished, JobQueued
-from agentq.protocol.events import activity_part, tool_result_part
+from agentq.protocol.envelopes import JobFinished, JobQueued
+from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tools import ToolRegistry
-from agentq.protocol.writes import absorbs_failure, failure_messages
-from agentq.runtime.finalize import finalize_job
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
-from agentq.store.records import build_job_record
-from agentq.store.replies import Committed, Decided, DecisionConflict, DecisionMissing
+from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
 
 log = logging.getLogger("agentq.service")
 
 
-class Dispatch(Protocol):
+class Dispatch(EngineDispatch, Protocol):
     """What the service needs of the dispatcher (the runtime's Celery adapter, or a stand-in in unit tests)."""
-
-    def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
-
-    def tick(self, job_id: str, n: int = 0) -> None: ...
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
 
@@ -70,9 +67,11 @@ class JobService:
     def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
                  local_activities_are_live: bool = False, module_loader: Any = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None):
         self.store = store
         self.dispatcher = dispatcher
+        # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
+        self.progress = JobProgress(store, dispatcher, hooks=hooks)
         self.settings = settings
         self.routing = routing
         self.tools = tools if tools is not None else ToolRegistry()
@@ -163,7 +162,7 @@ class JobService:
 
     def submit(self, job: Any, *, job_id: str | None = None, parent: dict | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
-        `parent` links a module's child job to the call it runs for (see `runtime/delegation.py`)."""
+        `parent` links a module's child job to the call it runs for (see `engine/delegation.py`)."""
         job, size = self._decode(job, job_id)
         plan, known = self._plan(job, size, job_id)
         records = [self.routing.route(c.record(), known) for c in plan.calls]
@@ -183,7 +182,7 @@ class JobService:
             if not any(c.awaited for c in plan.calls):
                 # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
                 # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
-                finalize_job(self.store, plan.id)
+                self.progress.finish(plan.id)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         return plan.id
 
@@ -264,25 +263,9 @@ class JobService:
         token = uuid.uuid4().hex
         record = self._decide(job_id, call_id, "reject", token=token)
         message = "rejected by reviewer" + (f": {reason}" if reason else "")
-        failure = failure_messages(record.call, call_id=call_id, error_type="Rejected", message=message,
-                                   date=now_iso())
-        part = tool_result_part(call_id=call_id, name=record.tool, content=message, is_error=True,
-                                source="agentq", locale=record.locale, display=None)
-        event = CallFinished(job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value,
-                             duration_ms=0.0, error={"type": "Rejected", "message": message},
-                             absorbed=absorbs_failure(record.call), part=part)
-        commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=failure,
-                                   events=[event])
-        if not isinstance(commit, Committed):
-            return record
-        if commit.released:
-            self.dispatcher(job_id, commit.released)
-        if commit.open_calls <= 0 and commit.job_status.is_active and not commit.ticking:
-            info = self.store.job_info(job_id)
-            if info.kind is JobKind.AGENT:
-                self.dispatcher.tick(job_id, info.exchanges)  # the tick ends the job or asks the model again
-            else:
-                finalize_job(self.store, job_id)
+        commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record, error_type="Rejected",
+                                   message=message, source="agentq")
+        self.progress.committed(job_id, commit)
         return record
 
     def _awaiting(self, job_id: str, call_id: str) -> CallRecord:
@@ -308,15 +291,15 @@ class JobService:
                 raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
 
     def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a job: no call starts after this; queued tasks are revoked. Returns the job's status."""
+        """Cancel a job: no call starts after this; queued tasks are revoked; a module's child job fails the call it
+        ran for, and its parent goes on. Returns the job's status."""
         event = JobFinished(job_id=job_id, status=JobStatus.CANCELED.value, error=None,
                             part=activity_part("Job canceled", source="agentq"))
         status, ready = self.store.cancel(job_id, event=event)
         if status is not JobStatus.CANCELED:
             return status
         self.dispatcher.revoke(job_id, ready)
-        info = self.store.job_info(job_id)
-        self.store.save_record(job_id, build_job_record(info, self.store.read_log(job_id)))
+        self.progress.canceled(job_id)
         return status
 
     def record(self, job_id: str) -> JobRecord:

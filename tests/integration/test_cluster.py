@@ -24,9 +24,9 @@ import pytest
 import redis
 
 from agentq.client import Client
+from agentq.engine.agent import call_ids
+from agentq.engine.delegation import child_job_id
 from agentq.errors import ConfigurationError, StoreUnavailableError
-from agentq.runtime.agent import call_ids
-from agentq.runtime.delegation import child_job_id
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
-from tests.integration.conftest import Harness, store_of
+from tests.integration.conftest import Harness, store_of, tool_schema
 
 SECRET = "pin-4417-never-shown"
 ESCAPES = {"escapeUp": "../outside", "escapeAbsolute": "/etc/passwd"}
@@ -134,3 +134,61 @@ def test_an_anonymous_module_call_succeeds_through_the_messages_api(
     assert request.solution_schema["properties"]["calls"] == {"type": "array", "maxItems": 0}
     text = json.dumps(request.body)  # clean room: the imported brief and the input, nothing else of the parent
     assert "lighthouses" in text and "how tall is the lighthouse?" in text and SECRET not in text
+
+
+@pytest.fixture
+def guarded(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> Harness:
+    """A module `checker` whose one tool, `confirm`, waits for a reviewer's approval; `check` calls it."""
+    write_module(modules, "checker", {
+        "context": [{"type": "text", "role": "system", "text": "You are the Checker."}], "tools": ["confirm"]})
+    confirm = tool_schema("confirm", params={"what": {"type": "string"}}, output={"type": "string"})
+    confirm["x-approval"] = "required"
+    harness.tools.register("confirm", confirm)
+    harness.tool("check", params={"question": {"type": "string"}}, output={}, _module={"const": "checker"})
+    harness.activities.register("confirm", lambda call, tool, context: "confirmed")
+    harness.worker(llm="anthropic", module_dirs=[modules])
+    return harness
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("decision", ["cancel", "reject"])
+def test_a_module_job_canceled_or_its_call_rejected_resumes_the_parent_at_once(
+        guarded: Harness, anthropic_env: FakeAnthropic, decision: str):
+    """The parent's module call holds its lease until its child job ends: a child job canceled (or ended by a
+    reviewer's rejection) resumes that call at once, so the parent goes on instead of waiting out the lease."""
+    child_answers = [Answer.solution({"calls": [{"_tool": "confirm", "what": "launch", "_outputPath": "†state.ok"}],
+                                      "output": None})]
+    if decision == "reject":
+        child_answers.append(Answer.solution({"calls": [], "output": "not confirmed"}))
+    parent = [Answer.solution({"calls": [{"_tool": "check", "question": "may we launch?",
+                                          "_outputPath": "†state.check"}], "output": None}),
+              Answer.solution({"calls": [], "output": "stopped"})]
+
+    def answer(request: RecordedRequest) -> Answer:
+        child = "You are the Checker." in json.dumps(request.body.get("system"))
+        return (child_answers if child else parent).pop(0)
+
+    anthropic_env.responder = answer
+    client = guarded.client()
+    handle = client.submit({"context": [{"type": "text", "text": "Check, then launch."}], "tools": ["check"]})
+    events = handle.events()
+    # the child's first tick ended (relayed to the parent's stream): its `confirm` call awaits approval
+    child_id = next(e.data["relayed_from"] for e in events
+                    if e.event == "tick.finished" and e.data.get("relayed_from"))
+    child = client.job(child_id)
+    if decision == "cancel":
+        assert child.cancel() == "canceled"
+    else:
+        [held] = [c for c in child.calls() if c["status"] == "awaiting_approval"]
+        child.reject(held["id"], reason="not today")
+    finished = next(e for e in events if e.event == "call.finished" and e.data.get("tool") == "check")
+    if decision == "cancel":
+        assert finished.data["status"] == "failed"
+        assert "canceled" in finished.data["error"]["message"] and child_id in finished.data["error"]["message"]
+    else:
+        assert finished.data["status"] == "done"
+    record = handle.result(timeout=20)
+    assert record["status"] == "succeeded" and record["result"] == "stopped", record
+    expected = {"check": "not confirmed"} if decision == "reject" else {}
+    assert record["state"] == expected
+    assert child.record()["status"] == ("canceled" if decision == "cancel" else "succeeded")

@@ -178,13 +178,13 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
     worker = harness.worker()
     runtime, store = worker.runtime, worker.runtime.store
     dispatched: list[str] = []
-    real_dispatch = runtime.executor.dispatch
+    real_dispatch = runtime.executor.progress.dispatch
 
     def counting_dispatch(job_id: str, records: list) -> None:
         dispatched.extend(r.id for r in records)
         real_dispatch(job_id, records)
 
-    runtime.executor.dispatch = counting_dispatch
+    runtime.executor.progress.dispatch = counting_dispatch
     finished: dict[str, list[tuple[str, object]]] = {}
 
     def on_postrun(task_id=None, retval=None, state=None, **_):
@@ -239,7 +239,7 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
 
 def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once(harness, redis_url):
     """No Celery: two executors (two processes' worth) race for one ready call; finished calls run again."""
-    from agentq.runtime.executor import Executor
+    from agentq.engine.executor import Executor
     from agentq.runtime.routing import Routing
     from agentq.runtime.service import JobService
     from agentq.store.state import StateStore
@@ -250,7 +250,8 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
     recorder = _Recorder()
     service = JobService(store, recorder, settings=harness.settings, routing=Routing.from_settings(harness.settings),
                          tools=harness.tools, activities=harness.activities, local_activities_are_live=True)
-    executors = [Executor(store, harness.activities, recorder, lease_s=3) for _ in range(2)]
+    settings = harness.settings.model_copy(update={"lease_s": 3})
+    executors = [Executor(store, harness.activities, recorder, settings=settings) for _ in range(2)]
     try:
         job_id = service.submit(CHAIN)
         ids = _call_ids(store, job_id)
@@ -371,8 +372,8 @@ def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
     worker = harness.worker()
     store = worker.runtime.store
     dispatched: list[str] = []
-    real_dispatch = worker.runtime.executor.dispatch
-    worker.runtime.executor.dispatch = lambda job_id, records: (dispatched.extend(r.id for r in records),
+    real_dispatch = worker.runtime.executor.progress.dispatch
+    worker.runtime.executor.progress.dispatch = lambda job_id, records: (dispatched.extend(r.id for r in records),
                                                                  real_dispatch(job_id, records))
     client = harness.client()
     handle = client.submit(CANCEL_JOB)

@@ -121,8 +121,6 @@ ENVIRONMENT_ALLOWED = {
     # sets prometheus_client's own variable (its multiprocess mode) for a worker and the processes it forks;
     # agentq reads it through Settings
     "agentq.metrics.files",
-    # its fallback `Settings(lease_s=...)` when built without settings (the composition root always passes them)
-    "agentq.runtime.executor",
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from agentq.engine.modules import ANONYMOUS, ModuleLibrary, packaged_modules_dir
 from agentq.llm.anthropic import request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.compose import compose, composed_tools
@@ -24,7 +25,6 @@ from agentq.protocol.conversation import (
     tick_messages,
 )
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.modules import ANONYMOUS, ModuleLibrary, packaged_modules_dir
 from tests.fake_anthropic import input_schema_refusal, request_refusal
 from tests.protocol.test_tools import sentiment_analysis, tool, weather_check
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from agentq.engine.executor import Executor, Outcome
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.jobs import JobPlan, plan_job
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.executor import Executor, Outcome
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
@@ -51,7 +51,7 @@ class Recorder:
         with self._lock:
             self.sent += [(job_id, r) for r in records]
 
-    def tick(self, job_id: str) -> None:
+    def tick(self, job_id: str, n: int = 0) -> None:
         self.ticks.append(job_id)
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
@@ -72,9 +72,11 @@ class Rig:
         settings = settings if settings is not None else Settings()
         self.service = JobService(store, self.dispatcher, settings=settings, routing=Routing.from_settings(settings),
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True)
-        self.executor = Executor(store, self.activities, self.dispatcher, **{
-            "lease_s": 30.0, "default_timeout_s": 5.0, "max_result_bytes": 1_000_000, "settings": settings,
-            **executor})
+        # executor options that are settings (lease_s, default_timeout_s, ...) go into its settings
+        overrides = {k: executor.pop(k) for k in list(executor) if k in Settings.model_fields}
+        executor_settings = settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0,
+                                                        "max_result_bytes": 1_000_000, **overrides})
+        self.executor = Executor(store, self.activities, self.dispatcher, settings=executor_settings, **executor)
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []
         self._next = 0

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.engine.executor import Executor, Outcome
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.executor import Executor, Outcome
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
@@ -111,8 +111,8 @@ class Engine:
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True,
                                   module_loader=getattr(modules, "loader", None))
         self.signer = TaskSigner(self.store.task_signing_key) if signed else None
-        self.executor = Executor(self.store, self.activities, self.dispatcher, lease_s=30.0, default_timeout_s=5.0,
-                                 settings=self.settings, llm=llm, routing=routing,
+        self.executor = Executor(self.store, self.activities, self.dispatcher, llm=llm, routing=routing,
+                                 settings=self.settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0}),
                                  known_activities=self.service.known_activities, modules=modules,
                                  submit_child=self.service.submit_child, signer=self.signer)
         self.runs: Counter[str] = Counter()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMRequest
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.runtime.modules import ModuleLibrary
 from agentq.settings import Settings
 from tests.runtime.engine_rig import Engine, ScriptedModel
 

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentq.engine.executor import Executor, Outcome
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.runtime.executor import Executor, Outcome
+from agentq.settings import Settings
 from tests.runtime.conftest import Rig
 from tests.runtime.memory_store import MemoryStore
 
@@ -148,7 +149,7 @@ def test_a_redelivery_finalizes_a_job_whose_finalization_was_lost(rig: Rig, monk
     job_id = rig.submit({"calls": [{"_tool": "only", "_outputPath": "†state.r"}]})
     call_id = rig.call_id(job_id, "only")
     with monkeypatch.context() as patch:  # the process dies between the commit and the finalization
-        patch.setattr(rig.executor, "finish", lambda job_id, **_: False)
+        patch.setattr(rig.executor.progress, "finish", lambda job_id, **_: False)
         assert rig.executor.run_call(job_id, call_id).status == "done"
     assert rig.store.job_status(job_id) is JobStatus.RUNNING
     assert rig.executor.run_call(job_id, call_id).status == "finished"
@@ -305,7 +306,7 @@ def test_an_activity_this_worker_does_not_serve_is_retried_then_fails(memory_sto
     rig = Rig(memory_store)
     rig.activity("elsewhere", lambda call: 1)
     job_id = rig.submit({"calls": [{"_tool": "elsewhere", "_outputPath": "†state.r"}]})
-    other = Executor(memory_store, ActivityRegistry(), rig.dispatcher, lease_s=30.0)
+    other = Executor(memory_store, ActivityRegistry(), rig.dispatcher, settings=Settings(lease_s=30.0))
     record = rig.dispatcher.sent[0][1]
     assert other.run_call(job_id, record.id, record=record).status == "failed"  # no spec: no retries
     assert rig.named(job_id, "call.finished")[0]["error"]["type"] == "ActivityNotServed"

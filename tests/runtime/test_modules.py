@@ -1,5 +1,5 @@
 """Saved modules (SPEC §8): finding, loading, validating and confining module files and URLs
-(`agentq.runtime.modules`), and the seed 003 example (Producer / Composer / Sound-Designer) in `workers/`.
+(`agentq.engine.modules`), and the seed 003 example (Producer / Composer / Sound-Designer) in `workers/`.
 
 Pure file-system tests on `tmp_path`; URL modules are fetched from a real HTTP server on 127.0.0.1."""
 
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import pytest
 from jsonschema import Draft202012Validator
 
+from agentq.engine.modules import ModuleLibrary, SavedModule, packaged_modules_dir, parse_module
 from agentq.errors import (
     AgentQError,
     InvalidInputError,
@@ -30,7 +31,6 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.compose import compose
 from agentq.protocol.jobs import plan_job
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.modules import ModuleLibrary, SavedModule, packaged_modules_dir, parse_module
 from agentq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

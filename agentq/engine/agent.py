@@ -8,7 +8,7 @@ solution as it arrives (`add_calls`), sending the ready ones to their queues at 
 it validates the whole solution: an invalid one is sent back once (the next request carries the problems in
 an error tool_result); a second invalid answer becomes structural errors in the log. `end_tick` keeps the
 exchange and its usage; whoever sees the job with no open call and no tick in flight takes the next step
-(`AgentLoop.advance`): the last commit, or the tick itself. Nothing ever waits on another task.
+(`JobProgress.advance`): the last commit, or the tick itself. Nothing ever waits on another task.
 
 Transient model failures (429, overload, an `error` event mid-stream) are retried as Celery countdowns that
 honour `retry-after`, up to `AGENTQ_LLM_MAX_ATTEMPTS`; calls already dispatched from the broken stream keep
@@ -26,19 +26,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from agentq.engine.leases import LeaseKeeper
+from agentq.engine.progress import Dispatch, JobProgress, max_ticks
 from agentq.errors import LLMError, LLMRetryableError, Problem
-from agentq.llm.base import LLM, LLMRequest, Usage
+from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
 from agentq.protocol.envelopes import JobStarted, Part, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part, text_part
 from agentq.protocol.jobs import PlannedCall
-from agentq.protocol.records import JobInfo, JobKind
+from agentq.protocol.records import JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
 from agentq.protocol.views import LogIndex
-from agentq.runtime.leases import LeaseKeeper
 from agentq.runtime.routing import Routing
-from agentq.runtime.service import Dispatch
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
@@ -46,10 +46,6 @@ from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
 
 log = logging.getLogger("agentq.agent")
-
-
-Finish = Callable[..., Any]
-"""`finish(job_id, error=None)`: finalize a job (and resume its parent when it is a module's child job)."""
 
 
 def backoff_s(attempt: int, retry_after_s: float | None) -> float:
@@ -71,7 +67,7 @@ class AgentLoop:
 
     def __init__(self, store: Store, llm: LLM | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
-                 finish: Finish, leases: LeaseKeeper, source: str = "agentq",
+                 progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None):
         self.store = store
         self.llm = llm
@@ -79,7 +75,7 @@ class AgentLoop:
         self.routing = routing
         self.settings = settings
         self.known_activities = known_activities
-        self.finish = finish
+        self.progress = progress  # ends the job, or sends its next tick (and resumes a module's parent)
         self.leases = leases
         self.source = source
         self.module_loader = module_loader
@@ -110,10 +106,10 @@ class AgentLoop:
     def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
         inputs = self.store.agent_inputs(job_id)
         info = inputs.info
-        if info.has_final_output or info.ticks >= int(info.options.get("max_ticks") or 8):
+        if info.has_final_output or info.ticks >= max_ticks(info):
             self.store.release_tick(job_id, token=token)  # nothing to ask: the job ends (see `advance`)
             self.store.end_ticking(job_id)
-            self.advance(job_id)
+            self.progress.advance(job_id)
             return None
         if self.llm is None:
             self._give_up(job_id, token, n, "LLMNotConfigured", "agent jobs (no `calls`) need an LLM: set "
@@ -148,31 +144,45 @@ class AgentLoop:
 
         try:
             answer = self.llm.solve(request, on_call=on_call)
-        except LLMRetryableError as error:
-            if attempt < self.settings.llm_max_attempts:
-                wait = backoff_s(attempt, error.retry_after_s)
-                log.warning("tick %d of job %s: attempt %d failed (%s); next in %.1f s", n, job_id, attempt,
-                            error, wait)
-                self.store.release_tick(job_id, token=token)
-                return wait
-            self._give_up(job_id, token, n, type(error).__name__, f"{error} (after {attempt} attempts)")
-            return None
         except LLMError as error:
-            self._give_up(job_id, token, n, type(error).__name__, str(error))
-            return None
-        solution = answer.solution
-        calls = solution.get("calls") if isinstance(solution, dict) else None
+            return self._failed_request(job_id, token, n, attempt, error)
+        calls = answer.solution.get("calls") if isinstance(answer.solution, dict) else None
         written += self._write(job_id, token, info, plan.finish(calls))
         problems = list(plan.problems)
-        if solution is None:
+        if answer.solution is None:
             problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
         else:
-            problems += output_problems(solution, solution_schema["properties"]["output"])
+            problems += output_problems(answer.solution, solution_schema["properties"]["output"])
         problems.sort(key=lambda p: p.pointer)
-        has_output = not problems and isinstance(solution, dict) and solution.get("output") is not None
+        self._end(job_id, token, info, answer, problems, corrective=corrective, log_length=len(inputs.log),
+                  tick_no=tick_no, written=written)
+        return None
+
+    def _failed_request(self, job_id: str, token: str, n: int, attempt: int, error: LLMError) -> float | None:
+        """The model request failed: a transient failure is tried again after a backoff (returned) while
+        attempts remain; any other failure, or the last attempt's, fails the job."""
+        if not isinstance(error, LLMRetryableError):
+            self._give_up(job_id, token, n, type(error).__name__, str(error))
+            return None
+        if attempt < self.settings.llm_max_attempts:
+            wait = backoff_s(attempt, error.retry_after_s)
+            log.warning("tick %d of job %s: attempt %d failed (%s); next in %.1f s", n, job_id, attempt, error, wait)
+            self.store.release_tick(job_id, token=token)
+            return wait
+        self._give_up(job_id, token, n, type(error).__name__, f"{error} (after {attempt} attempts)")
+        return None
+
+    def _end(self, job_id: str, token: str, info: JobInfo, answer: LLMAnswer, problems: list[Problem], *,
+             corrective: bool, log_length: int, tick_no: int, written: int) -> None:
+        """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
+        becomes structural errors in the log); the job's next step follows when no call is open."""
+        solution = answer.solution
+        calls = solution.get("calls") if isinstance(solution, dict) else None
+        output = solution.get("output") if isinstance(solution, dict) and not problems else None
+        has_output = output is not None
         resend = bool(problems) and not corrective  # an invalid answer is sent back once
         structural = [] if resend else [_structural_error(p, calls, info) for p in problems]
-        exchange = Exchange(len(inputs.log), answer.tool_use_id, solution, tuple(problems) if resend else ())
+        exchange = Exchange(log_length, answer.tool_use_id, solution, tuple(problems) if resend else ())
         events: list[Any] = [TickFinished(
             job_id=job_id, tick=tick_no, calls=written, problems=[p.to_dict() for p in problems],
             usage=answer.usage.to_dict(), output=has_output,
@@ -180,14 +190,12 @@ class AgentLoop:
                 f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
                 source=self.source, locale=info.locale))]
         if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
-            events.append(Part(job_id=job_id, part=text_part(_answer_text(solution["output"]))))  # type: ignore[index]
+            events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
-                                    output=solution.get("output") if has_output else None,  # type: ignore[union-attr]
-                                    has_output=has_output, usage=answer.usage.to_dict(), messages=structural,
-                                    events=events)
+                                    output=output, has_output=has_output, usage=answer.usage.to_dict(),
+                                    messages=structural, events=events)
         if ended is not None and ended[0] <= 0:
-            self.advance(job_id)
-        return None
+            self.progress.advance(job_id)
 
     def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall]) -> int:
         """Write planned calls of the tick and send the ready ones; returns how many were written."""
@@ -208,24 +216,7 @@ class AgentLoop:
         """The tick cannot be made: the job fails with the provider's (or the configuration's) error."""
         log.warning("job %s fails at request %d: %s: %s", job_id, n, error_type, message)
         self.store.release_tick(job_id, token=token)
-        self.finish(job_id, error={"type": error_type, "message": message})
-
-    # ----------------------------------------------------------------------------------- next step
-
-    def advance(self, job_id: str) -> None:
-        """The job has no open call and no tick in flight: end it, or ask for its next solution."""
-        info = self.store.job_info(job_id)
-        if not info.status.is_active or info.kind is not JobKind.AGENT or info.ticking:
-            return
-        if info.has_final_output:
-            self.finish(job_id)
-            return
-        max_ticks = int(info.options.get("max_ticks") or 8)
-        if info.ticks >= max_ticks:
-            self.finish(job_id, error={"type": "max_ticks_exceeded", "message":
-                                       f"no final output after {info.ticks} ticks (options.max_ticks {max_ticks})"})
-            return
-        self.dispatch.tick(job_id, info.exchanges)
+        self.progress.finish(job_id, error={"type": error_type, "message": message})
 
 
 def _answer_text(output: Any) -> str:

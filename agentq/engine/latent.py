@@ -13,6 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from agentq.engine.failures import CallFailure
 from agentq.errors import LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest
 from agentq.protocol.conversation import (
@@ -26,7 +27,6 @@ from agentq.protocol.conversation import (
 from agentq.protocol.records import CallRecord
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
-from agentq.runtime.failures import CallFailure
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso

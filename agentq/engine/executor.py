@@ -1,0 +1,325 @@
+"""Running one call's task: intake (claim, or settle a run made before the claim) → resolve → validate → the
+call runner (or the model, or a module's child job) → commit → the job-progress step.
+
+This module knows the store and the protocol but not Celery: the Celery task in `runtime/app.py` is a thin
+adapter that turns an `Outcome` with `retry_in` into `task.retry(...)`. Every step is safe to repeat: a
+redelivered task finds its call already claimed or committed and only finishes what a crash may have left undone
+(dispatching released calls, finalizing the job).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from agentq.engine.agent import AgentLoop
+from agentq.engine.caches import solution_for
+from agentq.engine.commits import Shown, commit_failure
+from agentq.engine.delegation import Delegation, SubmitChild
+from agentq.engine.failures import CallFailure, classify, masked, retry_in
+from agentq.engine.hooks import CallEnded, Hook, Hooks
+from agentq.engine.intake import CallIntake
+from agentq.engine.latent import run_latent
+from agentq.engine.leases import LeaseKeeper
+from agentq.engine.progress import Dispatch, JobProgress
+from agentq.engine.render import arguments, done_event, start_events
+from agentq.engine.runner import CallRunner
+from agentq.errors import InvalidInputError, StoreUnavailableError
+from agentq.protocol.activities import ActivityRegistry, ActivitySpec
+from agentq.protocol.envelopes import CallRetrying, Envelope, Thought
+from agentq.protocol.events import technical_details, thought_part
+from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.status import CallStatus
+from agentq.protocol.validation import validate_call
+from agentq.protocol.views import LogIndex, resolve_params
+from agentq.protocol.writes import check_write, output_messages
+from agentq.runtime.outages import PatientStore
+from agentq.runtime.routing import Routing
+from agentq.runtime.signing import TaskSigner
+from agentq.settings import Settings
+from agentq.store.base import Store
+from agentq.store.codecs import now_iso, record_digest
+from agentq.store.replies import Claimed, ClaimFinished, ClaimLeased, ClaimNotReady, Committed
+
+log = logging.getLogger("agentq.executor")
+
+
+@dataclass
+class Outcome:
+    """What happened to one delivery of a call's task."""
+
+    status: str  # done | failed | retry | leased | duplicate | finished | canceled | skipped | delegated
+    retry_in: float | None = None
+    error: dict | None = None  # a failed call's error, as recorded (sensitive values masked)
+
+
+@dataclass
+class Ran:
+    """A handler's run before its call was claimed (an idempotent activity's signed task, see `_run_ahead`),
+    carried into the usual claim-first path when the settle step could not record it, so it is not run again."""
+
+    started: float
+    result: Any = None
+    error: Exception | None = None  # what the run raised, classified as in `_run_claimed`
+    parts: list[Envelope] = field(default_factory=list)  # parts the activity emitted meanwhile, not published
+
+
+class Executor:
+    """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
+
+    def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *, settings: Settings,
+                 source: str = "agentq", llm: Any = None, routing: Routing | None = None,
+                 known_activities: Callable[[], Mapping[str, Any]] | None = None, modules: Any = None,
+                 submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
+                 hooks: Hook | None = None):
+        self.settings = settings
+        # every store step is retried while the store is unreachable (see runtime/outages.py); the lease
+        # keeper has its own loop and keeps the store itself
+        self.store = cast(Store, PatientStore(store, settings.store_retry_s))
+        self.source = source
+        self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
+        self.hooks = hooks if hooks is not None else Hooks()
+        self.leases = LeaseKeeper(store, settings.lease_s)
+        self.intake = CallIntake(self.store, activities, lease_ms=int(settings.lease_s * 1000), signer=signer,
+                                 source=source)
+        self.runner = CallRunner(activities, default_timeout_s=settings.default_timeout_s,
+                                 max_result_bytes=settings.max_result_bytes, source=source)
+        self.progress = JobProgress(self.store, dispatch, source=source, hooks=self.hooks)
+        self.agent = AgentLoop(
+            self.store, llm, dispatch, routing=routing or Routing.from_settings(settings),
+            settings=settings, known_activities=known_activities or (lambda: {}), progress=self.progress,
+            leases=self.leases, source=source, module_loader=getattr(modules, "loader", None))
+        self.delegation = Delegation(self.store, settings, library=modules,
+                                     submit_child=submit_child, source=source)
+
+    def timeout_of(self, spec: ActivitySpec) -> float:
+        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S` (SPEC §10)."""
+        return self.runner.timeout_of(spec)
+
+    def tick(self, job_id: str, n: int = 0) -> float | None:
+        """Make an agent job's model request number `n` (see `engine/agent.py`); returns seconds to wait
+        before the task tries again, or None."""
+        try:
+            return self.agent.tick(job_id, n)
+        finally:
+            self.progress.relay(job_id)  # a module's child job: its tick's events reach the parent's stream
+            self.hooks.after_tick(job_id, n)
+
+    # ------------------------------------------------------------------------------------ delivery
+
+    def run_call(self, job_id: str, call_id: str, *, record: CallRecord | None = None,
+                 signature: str | None = None) -> Outcome:
+        """Run one delivery of a call's task. `record` is the call's record as the task carries it; the claim
+        checks it against the stored one and the stored one is what runs (a task may carry none). A signed
+        record of an idempotent activity runs before anything is claimed (`_run_ahead`)."""
+        record_sha = record_digest(record) if record is not None else ""
+        ran = None
+        if record is not None and self.intake.may_run_ahead(job_id, record, record_sha, signature):
+            settled, ran = self._run_ahead(job_id, call_id, record, record_sha)
+            if settled is not None:
+                return settled
+        token = uuid.uuid4().hex
+        intake = self.intake.claim(job_id, call_id, token, record, record_sha)
+        claim = intake.claim
+        match claim:
+            case Claimed():
+                if claim.record_replaced:
+                    ran = None  # it ran a record that is not the stored one: the stored one runs
+                return self._run_held(job_id, call_id, token, claim, intake.index, intake.announced, ran)
+            case ClaimLeased(lease_left_ms=left):
+                return Outcome("leased", retry_in=max(left, 100) / 1000)
+            case ClaimFinished():
+                self.progress.recover(job_id, call_id)
+                return Outcome("finished")
+            case ClaimNotReady(status=status):
+                log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, status)
+            case _:
+                log.info("call %s of job %s not run: %s", call_id, job_id, claim.outcome)
+        return Outcome(claim.outcome.value)
+
+    def _run_ahead(self, job_id: str, call_id: str, record: CallRecord,
+                   record_sha: str) -> tuple[Outcome | None, Ran | None]:
+        """Run an idempotent activity's call, then claim and commit its first attempt in one store step (see
+        settle.lua): one round trip instead of two. Returns (its outcome, None) when that step recorded it,
+        else (None, the run) for the usual path to claim the call and record that run (a failed run, a retry,
+        a duplicate delivery, a canceled job, a write that needs the log), or (None, None) when this process has
+        no copy of the call's tool yet (nothing ran)."""
+        copy = self.intake.tool_copy(job_id, record.tool)
+        if copy is None:
+            return None, None
+        parts: list[Envelope] = []
+        started = time.time()
+        try:
+            result = self.runner.invoke(record, record.call, copy[0], None, job_id, call_id, parts.append)
+            messages = output_messages(record.call, result, call_id=call_id, date=now_iso())
+        except StoreUnavailableError:
+            raise
+        except Exception as error:
+            return None, Ran(started, error=error, parts=parts)
+        ran = Ran(started, result=result, parts=parts)
+        if any(m.get("_outputMethod") in ("push", "concat") for m in messages):
+            return None, ran  # checking the target is an array needs the log: the usual path reads it
+        finished = time.time()
+
+        def events(tool: dict) -> list[Envelope]:
+            return [*start_events(job_id, call_id, record, tool, record.call, 1, source=self.source), *parts,
+                    done_event(job_id, call_id, record, tool, record.call, result, started, finished,
+                               source=self.source)]
+
+        settled = self.intake.settle(job_id, call_id, record, record_sha, copy, messages=messages, events=events)
+        if settled is None:
+            return None, ran
+        self._ended(job_id, record, CallStatus.DONE.value, finished - started, settled.commit)
+        self.progress.committed(job_id, settled.commit, call_id)
+        return Outcome("done"), None
+
+    def _run_held(self, job_id: str, call_id: str, token: str, claim: Claimed, index: LogIndex | None,
+                  announced: bool, ran: Ran | None) -> Outcome:
+        """Run a claimed attempt while this process keeps its lease renewed."""
+        self.leases.hold(job_id, call_id, token)
+        try:
+            self.hooks.before_call(job_id, claim.record, claim.attempt)
+            if 0 < self.settings.max_deliveries <= claim.lost:
+                return self._fail(job_id, call_id, token, claim, claim.record.call, self._delivery_limit(claim),
+                                  time.time())
+            return self._run_claimed(job_id, call_id, token, claim, index, announced, ran)
+        finally:
+            self.leases.release(job_id, call_id)
+            if claim.record.relay:
+                self.progress.relay(job_id)
+
+    def _delivery_limit(self, claim: Claimed) -> CallFailure:
+        """The failure of a poison call: the process running it died on each of its last deliveries."""
+        limit = self.settings.max_deliveries
+        return CallFailure("DeliveryLimitExceeded", f"the task of this call was delivered {claim.lost} times and "
+                           f"the process running it died each time (limit: AGENTQ_MAX_DELIVERIES={limit}); it is "
+                           "not run again", retryable=False)
+
+    def _run_claimed(self, job_id: str, call_id: str, token: str, claim: Claimed, index: LogIndex | None,
+                     announced: bool = False, ran: Ran | None = None) -> Outcome:
+        """Run a claimed attempt and commit its outcome; `ran` is the handler's run before the claim, if any
+        (its outcome is recorded instead of running the handler again)."""
+        record, tool = claim.record, claim.tool or {}
+        started = ran.started if ran is not None else time.time()
+        resolved = record.call
+        try:
+            if not announced:  # else the call was validated and its start events published by the claim
+                resolved = self._resolve(record, tool, index)
+                self.store.add_events(job_id, start_events(job_id, call_id, record, tool, resolved, claim.attempt,
+                                                           source=self.source))
+            if ran is not None:
+                self._publish_ran(job_id, ran)
+            if record.mode is CallMode.MODULE:
+                self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
+                return Outcome("delegated")
+            result, messages = self._answer(job_id, call_id, record, resolved, tool, index, ran)
+            if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
+                # a call that reads nothing was claimed without the log; push/concat still need it to check
+                # that the target is an array (SPEC §5: otherwise a runtime error of this call)
+                index = LogIndex(self.store.read_log(job_id))
+            if index is not None:
+                for message in messages:
+                    check_write(index, message)
+        except StoreUnavailableError:  # still unreachable after the retry window: the task is handed back
+            raise
+        except Exception as error:
+            failure = classify(error, where=f"call {call_id} of job {job_id}")
+            return self._fail(job_id, call_id, token, claim, resolved, failure, started)
+        finished = time.time()
+        done = done_event(job_id, call_id, record, tool, resolved, result, started, finished, source=self.source)
+        # the activity ran: its result is held here, and the commit sent again while the store is unreachable
+        commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
+                                   events=[done])
+        self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
+        self.progress.committed(job_id, commit, call_id)
+        return Outcome("done")
+
+    def _publish_ran(self, job_id: str, ran: Ran) -> None:
+        """Publish what a run before the claim emitted, after the attempt's start events; raise what it raised."""
+        if ran.parts:
+            self.store.add_events(job_id, ran.parts)
+        if ran.error is not None:
+            raise ran.error
+
+    def _answer(self, job_id: str, call_id: str, record: CallRecord, resolved: dict, tool: dict,
+                index: LogIndex | None, ran: Ran | None) -> tuple[Any, list[dict]]:
+        """The attempt's result and the messages it writes: the model's for a latent call, else the handler's
+        (or its run before the claim)."""
+        if record.mode is CallMode.LATENT:
+            answer = run_latent(self.store, self.llm, self.settings, job_id=job_id, call_id=call_id, record=record,
+                                call=resolved, tool=tool, index=index or LogIndex(), model=self._model(job_id))
+            if answer.thought:
+                value = answer.value
+                self.store.add_events(job_id, [Thought(job_id=job_id, call_id=call_id, part=thought_part(
+                    value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+                    source=self.source, locale=record.locale))])
+            return answer.value, answer.messages
+        if ran is not None:
+            result = ran.result
+        else:
+            result = self.runner.invoke(record, resolved, tool, index, job_id, call_id,
+                                        lambda part: self.store.add_events(job_id, [part]))
+        return result, output_messages(record.call, result, call_id=call_id, date=now_iso())
+
+    def _resolve(self, record: CallRecord, tool: dict, index: LogIndex | None) -> dict:
+        """The call with its references replaced by values, validated against its composed tool."""
+        resolved = record.call
+        if index is not None:
+            resolved, missing = resolve_params(record.call, index, record.instance)
+            if missing:
+                raise CallFailure("UnresolvedReference", "references with no value once nothing could write them "
+                                  "anymore: " + ", ".join(missing), retryable=False)
+        try:
+            validate_call(resolved, solution_for(tool))
+        except InvalidInputError as error:
+            raise CallFailure(type(error).__name__, str(error), retryable=False) from None
+        return resolved
+
+    def _model(self, job_id: str) -> str | None:
+        model = self.store.job_info(job_id).options.get("model")
+        return str(model) if model else None
+
+    def _fail(self, job_id: str, call_id: str, token: str, claim: Claimed, call: dict, failure: CallFailure,
+              started: float) -> Outcome:
+        """An attempt failed: released for its next attempt when the failure is retryable and attempts remain,
+        else the call is committed as failed."""
+        record = claim.record
+        failure = masked(failure, call, claim.tool)
+        delay = self._retry_in(record, failure, claim.attempt)
+        if delay is not None:
+            retrying = CallRetrying(job_id=job_id, call_id=call_id, tool=record.tool, attempt=claim.attempt,
+                                    error=failure.error(), retry_in_s=round(delay, 3))
+            if self.store.release_for_retry(job_id, call_id, token=token, event=retrying):
+                self.hooks.after_call(CallEnded(job_id, record, "retry", time.time() - started))
+                return Outcome("retry", retry_in=delay)
+            return Outcome("duplicate")
+        finished = time.time()
+        technical = technical_details(record.tool, arguments(call, claim.tool), None, started, finished, "error",
+                                      str(failure))
+        shown = Shown(content=f"{failure.type}: {failure}", display=(claim.tool or {}).get("x-display"),
+                      technical=technical, duration_ms=round((finished - started) * 1000, 3))
+        commit, event = commit_failure(self.store, job_id, call_id, token=token, record=record,
+                                       error_type=failure.type, message=str(failure), source=self.source,
+                                       shown=shown)
+        self._ended(job_id, record, CallStatus.FAILED.value, finished - started, commit)
+        self.progress.committed(job_id, commit, call_id)
+        return Outcome("failed", error=event.error)
+
+    def _retry_in(self, record: CallRecord, failure: CallFailure, attempt: int) -> float | None:
+        """The wait before the call's next attempt, or None: an activity's own `retries` and `retry_backoff`;
+        a call the engine answers (latent, module) retries like a model request."""
+        if record.mode is not CallMode.EXPLICIT:
+            return retry_in(failure, attempt, retries=self.settings.llm_max_attempts - 1, backoff_s=1.0)
+        spec = self.runner.spec(record)
+        return retry_in(failure, attempt, retries=spec.retries if spec else 0,
+                        backoff_s=spec.retry_backoff if spec else 1.0)
+
+    def _ended(self, job_id: str, record: CallRecord, status: str, seconds: float, commit: Any) -> None:
+        """Tell the hooks of an attempt whose commit took effect (a duplicate was told by its winner)."""
+        if isinstance(commit, Committed):
+            self.hooks.after_call(CallEnded(job_id, record, status, seconds))

@@ -1,0 +1,133 @@
+"""The job-progress step: what follows any change to a call, on every path that makes one.
+
+A call's commit (its attempt succeeded or failed for good), a reviewer's rejection, a job's cancellation and a
+module's child job ending all go through `JobProgress`: it sends the calls a commit released, and when the job
+has no open awaited call and no tick in flight, takes the job's next step (a plan job ends; an agent job ends
+or asks the model again). A job that ends while it is a module's child resumes the call it ran for, whose commit
+goes through the same step in the parent job. Every step is safe to repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from agentq.engine.delegation import resume_parent
+from agentq.engine.finalize import finalize_job
+from agentq.engine.hooks import CallEnded, Hook, Hooks
+from agentq.errors import AgentQError
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.base import Commit, FinishInputs, Store
+from agentq.store.records import build_job_record
+from agentq.store.replies import CommitDuplicate, Committed
+
+log = logging.getLogger("agentq.executor")
+
+DEFAULT_MAX_TICKS = 8
+
+
+class Dispatch(Protocol):
+    """Sends tasks: `dispatch(job_id, records)` the calls' tasks, `dispatch.tick(job_id, n)` an agent tick's."""
+
+    def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
+
+    def tick(self, job_id: str, n: int = 0) -> None: ...
+
+
+def max_ticks(info: JobInfo) -> int:
+    """How many model requests an agent job may make (`options.max_ticks`)."""
+    return int(info.options.get("max_ticks") or DEFAULT_MAX_TICKS)
+
+
+class JobProgress:
+    """Takes jobs forward after their calls change (one per process, shared by threads)."""
+
+    def __init__(self, store: Store, dispatch: Dispatch, *, source: str = "agentq", hooks: Hook | None = None):
+        self.store = store
+        self.dispatch = dispatch
+        self.source = source
+        self.hooks = hooks if hooks is not None else Hooks()
+
+    def committed(self, job_id: str, commit: Commit | None, call_id: str | None = None) -> None:
+        """Send the calls a commit released and take the job's next step. A commit of this attempt's own call
+        (`call_id`) that finds it committed already (its first reply was lost to a store outage, or a takeover
+        committed it) finishes whatever that commit may have left undone, as a redelivery would."""
+        if isinstance(commit, CommitDuplicate) and call_id is not None:
+            self.recover(job_id, call_id)
+            return
+        if not isinstance(commit, Committed):
+            return
+        if commit.job_status is JobStatus.CANCELED and call_id is not None:
+            log.info("call %s of job %s ended after its job was canceled: its outcome is recorded, marked "
+                     "after_cancel", call_id, job_id)
+        if commit.released:
+            self.dispatch(job_id, commit.released)
+        if commit.open_calls <= 0 and commit.job_status.is_active and not commit.ticking:
+            if commit.kind is JobKind.PLAN:
+                self.finish(job_id, inputs=commit.finish_inputs)
+            else:
+                self.advance(job_id)
+
+    def recover(self, job_id: str, call_id: str) -> None:
+        """A redelivered task of a finished call: finish what a crash after the commit may have skipped."""
+        dependents = self.store.dependents(job_id, call_id)
+        if dependents:
+            statuses = self.store.call_statuses(job_id)
+            ready = [d for d in dependents if statuses.get(d) is CallStatus.READY]
+            if ready:
+                self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
+        info = self.store.job_info(job_id)
+        if info.open_calls <= 0 and info.status.is_active and not info.ticking:
+            self.advance(job_id, info)
+
+    def advance(self, job_id: str, info: JobInfo | None = None) -> None:
+        """The job has no open awaited call: a plan job ends; an agent job with no tick in flight ends (its final
+        output given, or its ticks used up) or its next tick is sent."""
+        info = info if info is not None else self.store.job_info(job_id)
+        if not info.status.is_active or info.ticking:
+            return
+        if info.kind is not JobKind.AGENT or info.has_final_output:
+            self.finish(job_id)
+            return
+        limit = max_ticks(info)
+        if info.ticks >= limit:
+            self.finish(job_id, error={"type": "max_ticks_exceeded", "message":
+                                       f"no final output after {info.ticks} ticks (options.max_ticks {limit})"})
+            return
+        self.dispatch.tick(job_id, info.exchanges)
+
+    def finish(self, job_id: str, *, error: dict | None = None, inputs: FinishInputs | None = None) -> bool:
+        """Give a job its final status and record (idempotent); a module's child job then resumes the call it
+        ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
+        finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
+        if finalized.ended and finalized.info.parent:
+            self.child_ended(finalized.info, finalized.record)
+        return finalized.ended
+
+    def canceled(self, job_id: str) -> None:
+        """A job was canceled (by `Store.cancel`): its record is kept, and a module's child job resumes the call
+        it ran for (which fails), so the parent goes on instead of waiting out the call's lease."""
+        info = self.store.job_info(job_id)
+        record = build_job_record(info, self.store.read_log(job_id))
+        self.store.save_record(job_id, record)
+        if info.parent:
+            self.child_ended(info, record)
+
+    def child_ended(self, child: JobInfo, outcome: JobRecord) -> None:
+        """A module's child job ended: its last events reach the parent's stream, then the parent's call is
+        committed with the child's output or failure and the parent job goes on."""
+        self.relay(child.id)
+        resumed = resume_parent(self.store, child, outcome, source=self.source)
+        if resumed is None:
+            return
+        if isinstance(resumed.commit, Committed):
+            self.hooks.after_call(CallEnded(resumed.job_id, resumed.record, resumed.status, resumed.seconds))
+        self.committed(resumed.job_id, resumed.commit)
+
+    def relay(self, job_id: str) -> None:
+        """Copy a module's child job's new events to its parent's stream (see `Store.relay_events`)."""
+        try:
+            self.store.relay_events(job_id)
+        except AgentQError:
+            log.warning("could not relay the events of job %s to its parent job", job_id, exc_info=True)
