@@ -45,7 +45,7 @@ from agentq.protocol.validation import validate_call  # noqa: E402
 from agentq.protocol.writes import output_messages  # noqa: E402
 from agentq.runtime.app import call_pointer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
-from agentq.store.state import dumps, entry, now_iso, record_digest  # noqa: E402
+from agentq.store.codecs import dumps, entry, now_iso, record_digest  # noqa: E402
 
 
 class Clock:

@@ -19,26 +19,9 @@ The runtime is written against the `Store` protocol (`base.py`); only the compos
 from __future__ import annotations
 
 from agentq.store.calls import CallSteps
-from agentq.store.codecs import USAGE_PREFIX as USAGE_PREFIX
-from agentq.store.codecs import decode_job as decode_job
-from agentq.store.codecs import dumps as dumps
-from agentq.store.codecs import entry as entry
-from agentq.store.codecs import iso_utc as iso_utc
-from agentq.store.codecs import now_iso as now_iso
-from agentq.store.codecs import record_digest as record_digest
 from agentq.store.fleet import FleetSteps
-from agentq.store.fleet import known_view as known_view
-from agentq.store.fleet import seen_activities as seen_activities
-from agentq.store.jobs import JOB_LISTING_S as JOB_LISTING_S
 from agentq.store.jobs import JobSteps
-from agentq.store.replies import ClaimOutcome as ClaimOutcome
-from agentq.store.replies import CommitOutcome as CommitOutcome
-from agentq.store.replies import SettleOutcome as SettleOutcome
 from agentq.store.ticks import TickSteps
-from agentq.store.views import AgentInputs as AgentInputs
-from agentq.store.views import CallTable as CallTable
-from agentq.store.views import FleetStats as FleetStats
-from agentq.store.views import WorkerBeat as WorkerBeat
 
 
 class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps):

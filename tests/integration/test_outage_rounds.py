@@ -26,7 +26,8 @@ import pytest
 from agentq.client import Client
 from agentq.embedded import RedisServer
 from agentq.protocol.status import CallStatus
-from agentq.store.state import ClaimOutcome, CommitOutcome, StateStore
+from agentq.store.replies import ClaimOutcome, CommitOutcome
+from agentq.store.state import StateStore
 from tests.integration.procs import WorkerProcs, wait_for
 from tests.runtime.test_store_contract import submit
 

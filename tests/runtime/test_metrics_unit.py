@@ -20,7 +20,7 @@ from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.metrics import render
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime import health
-from agentq.store.state import WorkerBeat
+from agentq.store.views import WorkerBeat
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,9 @@ from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
-from agentq.store.state import SettleOutcome, StateStore, record_digest
+from agentq.store.codecs import record_digest
+from agentq.store.replies import SettleOutcome
+from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig, tool_schema
 
 pytestmark = pytest.mark.timeout(20)

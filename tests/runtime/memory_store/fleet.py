@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from agentq.store.codecs import dumps, now_iso
-from agentq.store.state import WorkerBeat, known_view, seen_activities
+from agentq.store.fleet import known_view, seen_activities
+from agentq.store.views import WorkerBeat
 from tests.runtime.memory_store.core import MemoryCore
 
 

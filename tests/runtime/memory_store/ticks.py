@@ -22,7 +22,7 @@ from agentq.store.replies import (
     TickMissing,
     TickStale,
 )
-from agentq.store.state import AgentInputs
+from agentq.store.views import AgentInputs
 from tests.runtime.memory_store.core import ACTIVE, FINAL, JobState, MemoryCore, not_found
 
 
