@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from agentq.engine.leases import LeaseKeeper
-from agentq.engine.progress import Dispatch, JobProgress, max_ticks
+from agentq.engine.progress import Dispatch, JobProgress
 from agentq.errors import LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
@@ -106,7 +106,7 @@ class AgentLoop:
     def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
         inputs = self.store.agent_inputs(job_id)
         info = inputs.info
-        if info.has_final_output or info.ticks >= max_ticks(info):
+        if info.has_final_output or info.ticks >= info.job_options.max_ticks:
             self.store.release_tick(job_id, token=token)  # nothing to ask: the job ends (see `advance`)
             self.store.end_ticking(job_id)
             self.progress.advance(job_id)
@@ -123,12 +123,12 @@ class AgentLoop:
         self.store.set_job_tools(job_id, composed)
         corrective = bool(exchanges) and bool(exchanges[-1].problems)
         request = LLMRequest(
-            model=str(info.options.get("model") or self.settings.model),
+            model=info.job_options.model or self.settings.model,
             system=system_blocks(job_system_texts(index)),
             messages=tick_messages(index, exchanges),
             solution_schema=solution_schema,
             max_tokens=self.settings.llm_max_tokens,
-            purpose="module" if info.parent else "tick",
+            purpose="module" if info.parent is not None else "tick",
         )
         tick_no = info.ticks + 1
         self.store.add_events(job_id, [TickStarted(
@@ -203,8 +203,8 @@ class AgentLoop:
             return 0
         known = self.known_activities()
         records = [self.routing.route(p.record(), known) for p in plans]
-        if info.parent:
-            records = [replace(r, relay=str(info.parent["job"])) for r in records]
+        if info.parent is not None:
+            records = [replace(r, relay=info.parent.job) for r in records]
         ready = self.store.add_calls(job_id, token=token, records=records, plans=plans)
         if ready is None:
             return 0

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.failures import CallFailure
@@ -23,7 +22,7 @@ from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
 from agentq.protocol.conversation import call_parameters
 from agentq.protocol.envelopes import CallFinished, Part, Thought
 from agentq.protocol.events import skill_loading_part, technical_details, thought_part, tool_result_part
-from agentq.protocol.records import CallRecord, JobInfo, JobRecord
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, ParentLink
 from agentq.protocol.scopes import effective_imports
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
@@ -37,8 +36,10 @@ from agentq.store.replies import Commit
 
 log = logging.getLogger("agentq.modules")
 
-SubmitChild = Callable[..., str]
-"""`submit_child(job, job_id=..., parent=...)`: the job service's submission of a child job."""
+class SubmitChild(Protocol):
+    """The job service's submission of a module's child job (`JobService.submit_child`)."""
+
+    def __call__(self, job: Any, *, job_id: str, parent: ParentLink) -> str: ...
 
 
 def child_job_id(call_id: str) -> str:
@@ -82,13 +83,12 @@ class Delegation:
             raise CallFailure("ModulesNotConfigured", "this process cannot start module calls", retryable=False)
         parent = self.store.job_info(job_id)
         reference = str((tool.get("properties", {}).get("_module") or {}).get("const") or call.get("_module") or "")
-        lineage = parent.parent or {}
-        depth = int(lineage.get("depth", 0)) + 1
-        chain = [*lineage.get("chain", []), reference]
+        lineage = parent.parent
+        depth = (lineage.depth if lineage is not None else 0) + 1
+        chain = (*(lineage.chain if lineage is not None else ()), reference)
         module = self._load(reference, depth, chain)
         child = _child_job(module, parent, record, call, tool, index)
-        link = {"job": job_id, "call": call_id, "token": token, "depth": depth, "chain": chain,
-                "module": reference}
+        link = ParentLink(job=job_id, call=call_id, token=token, depth=depth, chain=chain, module=reference)
         self.store.hold_lease(job_id, call_id, token=token)
         try:
             self.submit_child(child, job_id=child_job_id(call_id), parent=link)
@@ -99,7 +99,7 @@ class Delegation:
         self.store.add_events(job_id, [Part(job_id=job_id, call_id=call_id, part=skill_loading_part(
             reference, f"Module {reference} loaded", source=self.source, locale=record.locale))])
 
-    def _load(self, reference: str, depth: int, chain: list[str]) -> Any:
+    def _load(self, reference: str, depth: int, chain: tuple[str, ...]) -> Any:
         """The saved module a call names, once its nesting is within the limit and it closes no cycle."""
         if depth > self.settings.max_module_depth:
             raise CallFailure("ModuleDepthExceeded", f"module {reference!r} would nest {depth} deep; the limit is "
@@ -145,8 +145,8 @@ class Resumed:
 def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: str) -> Resumed | None:
     """The child job ended: commit its parent's call with the child's output (or its failure). None when the
     parent's call is gone."""
-    link = child.parent or {}
-    job_id, call_id, token = str(link.get("job")), str(link.get("call")), str(link.get("token"))
+    link = child.parent or ParentLink.from_dict({})
+    job_id, call_id, token = link.job, link.call, link.token
     records = store.call_records(job_id, [call_id])
     if call_id not in records:
         log.warning("module job %s ended but its parent call %s of job %s is gone", child.id, call_id, job_id)
@@ -155,7 +155,7 @@ def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: s
     store.add_usage(job_id, outcome.usage)
     now = time.time()
     duration_ms = _elapsed_ms(outcome.created_at, outcome.finished_at)
-    module = str(link.get("module") or "module")
+    module = link.module or "module"
     tool = store.job_tools(job_id).get(record.tool)
     arguments = mask(call_parameters(record.call), sensitive_paths(tool))
     if outcome.status is JobStatus.SUCCEEDED:
@@ -176,12 +176,13 @@ def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: s
                                   technical=technical_details(record.tool, arguments, result, now, now, "success"))))
         commit = store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages, events=events)
         return Resumed(job_id, record, CallStatus.DONE.value, duration_ms / 1000, commit)
-    error = outcome.error or {"type": "ModuleFailed", "message": f"module job {child.id} {outcome.status}"}
+    error = ErrorInfo.from_dict(outcome.error, default_type="ModuleFailed") if outcome.error else ErrorInfo(
+        "ModuleFailed", f"module job {child.id} {outcome.status}")
     message = redactor_for(record.call, tool).redact(
-        f"module {module!r} (job {child.id}) {outcome.status}: {error.get('message', '')}")
+        f"module {module!r} (job {child.id}) {outcome.status}: {error.message}")
     technical = technical_details(record.tool, arguments, None, now, now, "error", message)
     commit, _ = commit_failure(store, job_id, call_id, token=token, record=record,
-                               error_type=str(error.get("type", "ModuleFailed")), message=message, source=source,
+                               error_type=error.type, message=message, source=source,
                                shown=Shown(technical=technical, duration_ms=duration_ms))
     return Resumed(job_id, record, CallStatus.FAILED.value, duration_ms / 1000, commit)
 

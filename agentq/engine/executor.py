@@ -33,7 +33,7 @@ from agentq.errors import InvalidInputError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.envelopes import CallRetrying, Envelope, Thought
 from agentq.protocol.events import technical_details, thought_part
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, OutcomeStatus
 from agentq.protocol.status import CallStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
@@ -53,9 +53,9 @@ log = logging.getLogger("agentq.executor")
 class Outcome:
     """What happened to one delivery of a call's task."""
 
-    status: str  # done | failed | retry | leased | duplicate | finished | canceled | skipped | delegated
+    status: OutcomeStatus
     retry_in: float | None = None
-    error: dict | None = None  # a failed call's error, as recorded (sensitive values masked)
+    error: ErrorInfo | None = None  # a failed call's error, as recorded (sensitive values masked)
 
 
 @dataclass
@@ -132,15 +132,15 @@ class Executor:
                     ran = None  # it ran a record that is not the stored one: the stored one runs
                 return self._run_held(job_id, call_id, token, claim, intake.index, intake.announced, ran)
             case ClaimLeased(lease_left_ms=left):
-                return Outcome("leased", retry_in=max(left, 100) / 1000)
+                return Outcome(OutcomeStatus.LEASED, retry_in=max(left, 100) / 1000)
             case ClaimFinished():
                 self.progress.recover(job_id, call_id)
-                return Outcome("finished")
+                return Outcome(OutcomeStatus.FINISHED)
             case ClaimNotReady(status=status):
                 log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, status)
             case _:
                 log.info("call %s of job %s not run: %s", call_id, job_id, claim.outcome)
-        return Outcome(claim.outcome.value)
+        return Outcome(OutcomeStatus(claim.outcome.value))
 
     def _run_ahead(self, job_id: str, call_id: str, record: CallRecord,
                    record_sha: str) -> tuple[Outcome | None, Ran | None]:
@@ -176,7 +176,7 @@ class Executor:
             return None, ran
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, settled.commit)
         self.progress.committed(job_id, settled.commit, call_id)
-        return Outcome("done"), None
+        return Outcome(OutcomeStatus.DONE), None
 
     def _run_held(self, job_id: str, call_id: str, token: str, claim: Claimed, index: LogIndex | None,
                   announced: bool, ran: Ran | None) -> Outcome:
@@ -216,7 +216,7 @@ class Executor:
                 self._publish_ran(job_id, ran)
             if record.mode is CallMode.MODULE:
                 self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
-                return Outcome("delegated")
+                return Outcome(OutcomeStatus.DELEGATED)
             result, messages = self._answer(job_id, call_id, record, resolved, tool, index, ran)
             if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
                 # a call that reads nothing was claimed without the log; push/concat still need it to check
@@ -237,7 +237,7 @@ class Executor:
                                    events=[done])
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id)
-        return Outcome("done")
+        return Outcome(OutcomeStatus.DONE)
 
     def _publish_ran(self, job_id: str, ran: Ran) -> None:
         """Publish what a run before the claim emitted, after the attempt's start events; raise what it raised."""
@@ -281,8 +281,7 @@ class Executor:
         return resolved
 
     def _model(self, job_id: str) -> str | None:
-        model = self.store.job_info(job_id).options.get("model")
-        return str(model) if model else None
+        return self.store.job_info(job_id).job_options.model
 
     def _fail(self, job_id: str, call_id: str, token: str, claim: Claimed, call: dict, failure: CallFailure,
               started: float) -> Outcome:
@@ -296,8 +295,8 @@ class Executor:
                                     error=failure.error(), retry_in_s=round(delay, 3))
             if self.store.release_for_retry(job_id, call_id, token=token, event=retrying):
                 self.hooks.after_call(CallEnded(job_id, record, "retry", time.time() - started))
-                return Outcome("retry", retry_in=delay)
-            return Outcome("duplicate")
+                return Outcome(OutcomeStatus.RETRY, retry_in=delay)
+            return Outcome(OutcomeStatus.DUPLICATE)
         finished = time.time()
         technical = technical_details(record.tool, arguments(call, claim.tool), None, started, finished, "error",
                                       str(failure))
@@ -308,7 +307,7 @@ class Executor:
                                        shown=shown)
         self._ended(job_id, record, CallStatus.FAILED.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id)
-        return Outcome("failed", error=event.error)
+        return Outcome(OutcomeStatus.FAILED, error=ErrorInfo.from_dict(event.error))
 
     def _retry_in(self, record: CallRecord, failure: CallFailure, attempt: int) -> float | None:
         """The wait before the call's next attempt, or None: an activity's own `retries` and `retry_backoff`;

@@ -24,20 +24,12 @@ from agentq.store.replies import CommitDuplicate, Committed
 
 log = logging.getLogger("agentq.executor")
 
-DEFAULT_MAX_TICKS = 8
-
-
 class Dispatch(Protocol):
     """Sends tasks: `dispatch(job_id, records)` the calls' tasks, `dispatch.tick(job_id, n)` an agent tick's."""
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
 
     def tick(self, job_id: str, n: int = 0) -> None: ...
-
-
-def max_ticks(info: JobInfo) -> int:
-    """How many model requests an agent job may make (`options.max_ticks`)."""
-    return int(info.options.get("max_ticks") or DEFAULT_MAX_TICKS)
 
 
 class JobProgress:
@@ -90,7 +82,7 @@ class JobProgress:
         if info.kind is not JobKind.AGENT or info.has_final_output:
             self.finish(job_id)
             return
-        limit = max_ticks(info)
+        limit = info.job_options.max_ticks
         if info.ticks >= limit:
             self.finish(job_id, error={"type": "max_ticks_exceeded", "message":
                                        f"no final output after {info.ticks} ticks (options.max_ticks {limit})"})
@@ -101,7 +93,7 @@ class JobProgress:
         """Give a job its final status and record (idempotent); a module's child job then resumes the call it
         ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
         finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
-        if finalized.ended and finalized.info.parent:
+        if finalized.ended and finalized.info.parent is not None:
             self.child_ended(finalized.info, finalized.record)
         return finalized.ended
 
@@ -111,7 +103,7 @@ class JobProgress:
         info = self.store.job_info(job_id)
         record = build_job_record(info, self.store.read_log(job_id))
         self.store.save_record(job_id, record)
-        if info.parent:
+        if info.parent is not None:
             self.child_ended(info, record)
 
     def child_ended(self, child: JobInfo, outcome: JobRecord) -> None:

@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agentq.errors import AgentQError
 from agentq.metrics.counters import ENGINE
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import JOB_FINAL
 from agentq.settings import Settings
 
@@ -24,7 +25,7 @@ def fleet_families(parts: Any) -> list[Metric]:
     store = parts.store
     try:
         stats = store.fleet_stats()
-        live_workers = store.live_workers()
+        live_workers = [WorkerAnnouncement.from_dict(w) for w in store.live_workers()]
         known = store.known_activities(settings.activity_memory_s)
     except AgentQError as error:
         log.warning("metrics: the state store did not answer: %s", error)
@@ -38,7 +39,7 @@ def fleet_families(parts: Any) -> list[Metric]:
         _workers_live(known, live_workers),
     ]
     queues = {settings.engine_queue, *(str(e["queue"]) for e in known.values() if e.get("queue")),
-              *(str(q) for w in live_workers for q in w.get("queues") or [])}
+              *(q for w in live_workers for q in w.queues)}
     return families + _broker_families(parts.app, sorted(queues))
 
 
@@ -53,13 +54,13 @@ def _jobs_ended(jobs_total: dict[str, int]) -> CounterMetricFamily:
     return family
 
 
-def _workers_live(known: dict[str, Any], live_workers: list[dict[str, Any]]) -> GaugeMetricFamily:
+def _workers_live(known: dict[str, Any], live_workers: list[WorkerAnnouncement]) -> GaugeMetricFamily:
     """`agentq_workers_live`: live workers per known activity, dispatchers under `ENGINE`."""
     family = GaugeMetricFamily("agentq_workers_live", "Live workers serving each known activity; dispatchers "
                                f"under activity=\"{ENGINE}\"", labels=["activity"])
     for name, entry in known.items():
         family.add_metric([name], len(entry.get("workers") or []))
-    family.add_metric([ENGINE], sum(1 for w in live_workers if w.get("engine")))
+    family.add_metric([ENGINE], sum(1 for w in live_workers if w.engine))
     return family
 
 

@@ -7,6 +7,7 @@ the typed objects. All are frozen: a change of state is a new record written by 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -128,10 +129,127 @@ class JobInfo:
     ticks: int = 0  # agent jobs: model requests answered that counted as ticks
     final_output: Any = None  # agent jobs: the output of the solution that ended the job, once given
     has_final_output: bool = False
-    parent: dict[str, Any] | None = None  # a module's child job: {"job", "call", "token", "depth", "chain"}
+    parent: ParentLink | None = None  # a module's child job: the call it runs for
     ticking: bool = False  # agent jobs: a model request is in flight
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
+    job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "job_options", JobOptions.of(self.options))
 
     @property
     def locale(self) -> str:
-        return str(self.options.get("locale", "en"))
+        return self.job_options.locale
+
+
+DEFAULT_MAX_TICKS = 8
+"""How many model requests an agent job may make when its options do not say (`options.max_ticks`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """A job's options as the engine reads them, with the defaults of options a stored job may lack."""
+
+    max_ticks: int = DEFAULT_MAX_TICKS
+    model: str | None = None  # None: the runtime's default model
+    approval: tuple[str, ...] = ()  # tools whose calls wait for a reviewer
+    ttl_s: int | None = None  # None: the runtime's default job lifetime
+    locale: str = "en"
+    stream_markers: bool = True
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> JobOptions:
+        """The options of a job's stored `options` object (a missing or empty value takes its default)."""
+        ttl_s = raw.get("ttl_s")
+        return cls(
+            max_ticks=int(raw.get("max_ticks") or DEFAULT_MAX_TICKS), model=str(raw["model"]) if raw.get("model")
+            else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
+            locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLink:
+    """A module's child job's link to the call it runs for (the job hash's `parent` field): the parent job, its
+    call and the call's lease token, how deep the child nests and the modules on the way (`chain`)."""
+
+    job: str
+    call: str
+    token: str
+    depth: int = 1
+    chain: tuple[str, ...] = ()
+    module: str = ""  # the module reference the call named
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON form."""
+        return {"job": self.job, "call": self.call, "token": self.token, "depth": self.depth,
+                "chain": list(self.chain), "module": self.module}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ParentLink:
+        return cls(job=str(data.get("job")), call=str(data.get("call")), token=str(data.get("token")),
+                   depth=int(data.get("depth", 0)), chain=tuple(data.get("chain") or ()),
+                   module=str(data.get("module") or ""))
+
+
+class OutcomeStatus(StrEnum):
+    """What one delivery of a call's task came to (the engine's `Outcome`; the Celery task returns its value)."""
+
+    DONE = "done"  # the attempt ran and was committed
+    FAILED = "failed"  # committed as failed
+    RETRY = "retry"  # released for a later attempt (`retry_in`)
+    LEASED = "leased"  # another attempt holds the call (`retry_in`: when to look again)
+    DUPLICATE = "duplicate"  # another delivery recorded this attempt's end first
+    FINISHED = "finished"  # the call had ended already
+    DELEGATED = "delegated"  # a module call: its child job was submitted
+    CANCELED = "canceled"  # the call's job was canceled
+    NOT_READY = "not_ready"  # the call still waits on other calls or on approval
+    MISSING = "missing"  # no such call
+    UNSTARTED = "unstarted"  # the job had not started
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An error as recorded on a call or a job (`{"type", "message"}`)."""
+
+    type: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, *, default_type: str = "Error") -> ErrorInfo:
+        data = data or {}
+        return cls(type=str(data.get("type", default_type)), message=str(data.get("message", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAnnouncement:
+    """What a worker's heartbeat announces (stored as JSON under the worker's key while it lives)."""
+
+    id: str
+    hostname: str = ""
+    pid: int = 0
+    heartbeat_s: float = 0.0
+    queues: tuple[str, ...] = ()
+    engine: bool = False
+    started_at: float = 0.0
+    activities: tuple[dict[str, Any], ...] = ()  # each activity's routing announcement (name, task, queue, ...)
+    tools: tuple[str, ...] = ()
+    node: str | None = None  # the node name it claimed, if any
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON form."""
+        return {"id": self.id, "hostname": self.hostname, "pid": self.pid, "heartbeat_s": self.heartbeat_s,
+                "queues": list(self.queues), "engine": self.engine, "started_at": self.started_at,
+                "activities": list(self.activities), "tools": list(self.tools), "node": self.node}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerAnnouncement:
+        return cls(id=str(data.get("id") or ""), hostname=str(data.get("hostname") or ""),
+                   pid=int(data.get("pid") or 0), heartbeat_s=float(data.get("heartbeat_s") or 0),
+                   queues=tuple(str(q) for q in data.get("queues") or ()), engine=bool(data.get("engine")),
+                   started_at=float(data.get("started_at") or 0),
+                   activities=tuple(data.get("activities") or ()), tools=tuple(data.get("tools") or ()),
+                   node=data.get("node"))

@@ -22,7 +22,7 @@ from typing import Any
 from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
-from agentq.protocol.records import CallRecord
+from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
 from agentq.runtime.broker import broker_of
 from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
@@ -231,15 +231,15 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             raise _store_retry(task, error, **shown) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
             raise task.retry(countdown=outcome.retry_in, max_retries=None, **shown)
-        if outcome.status == "failed":  # committed as failed: the task fails too (its message is acked)
+        if outcome.status is OutcomeStatus.FAILED:  # committed as failed: the task fails too (message acked)
             raise CallFailedError(failed_call_message(job_id, call_id, outcome.error))
-        return outcome.status
+        return outcome.status.value
 
 
-def failed_call_message(job_id: str, call_id: str, error: dict | None) -> str:
+def failed_call_message(job_id: str, call_id: str, error: ErrorInfo | None) -> str:
     """The message of the `CallFailedError` a failed call's task raises: the call and its (masked) error."""
-    error = error or {}
-    return f"call {call_id} of job {job_id} failed: {error.get('type', 'Error')}: {error.get('message', '')}"
+    error = error or ErrorInfo.from_dict(None)
+    return f"call {call_id} of job {job_id} failed: {error.type}: {error.message}"
 
 
 def _store_retry(task: Any, error: StoreUnavailableError, **shown: Any) -> Any:

@@ -36,7 +36,7 @@ from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
-from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord
+from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
@@ -160,7 +160,7 @@ class JobService:
         return plan_job(job, tools=self._with_local_tools(view.tools), live_activities=known, limits=self.limits,
                         size=size, job_id=job_id, module_loader=self.module_loader)
 
-    def submit(self, job: Any, *, job_id: str | None = None, parent: dict | None = None) -> str:
+    def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
         `parent` links a module's child job to the call it runs for (see `engine/delegation.py`)."""
         job, size = self._decode(job, job_id)
@@ -169,8 +169,9 @@ class JobService:
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
         if parent is not None:
-            records = [replace(r, relay=str(parent["job"])) for r in records]
-        if not self.store.create_job(plan, records, submitted=job, events=[queued], parent=parent):
+            records = [replace(r, relay=parent.job) for r in records]
+        if not self.store.create_job(plan, records, submitted=job, events=[queued],
+                                     parent=parent.to_dict() if parent is not None else None):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
@@ -222,7 +223,7 @@ class JobService:
             if job_id:
                 self.store.record_rejection(job_id, error.to_dict(), ttl_s=self.settings.job_ttl_s)
 
-    def submit_child(self, job: Any, *, job_id: str, parent: dict) -> str:
+    def submit_child(self, job: Any, *, job_id: str, parent: ParentLink) -> str:
         """Submit a module's child job (idempotent: a child job that exists already is left as it is)."""
         return self.submit(job, job_id=job_id, parent=parent)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.nodes import NodeClaim, claim_node
@@ -88,12 +89,12 @@ class Heartbeat:
         self.interval_s = runtime.settings.heartbeat_s
         self.worker_id = worker_id or new_worker_id()
         self.node = node
-        self.announcement = {
-            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(), "heartbeat_s": self.interval_s,
-            "queues": queues, "engine": engine, "started_at": time.time(),
-            "activities": [runtime.routing.announcement(spec) for spec in runtime.activities.specs()],
-            "tools": sorted(runtime.tools.names), "node": node.name if node is not None else None,
-        }
+        self.announcement = WorkerAnnouncement(
+            id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(), heartbeat_s=self.interval_s,
+            queues=tuple(queues), engine=engine, started_at=time.time(),
+            activities=tuple(runtime.routing.announcement(spec) for spec in runtime.activities.specs()),
+            tools=tuple(sorted(runtime.tools.names)), node=node.name if node is not None else None,
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -110,7 +111,7 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
+        self.runtime.store.announce_worker(self.worker_id, self.announcement.to_dict(), ttl_s=self.interval_s * 3)
         if self.node is not None:
             self.node.renew()
 

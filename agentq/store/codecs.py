@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, empty_usage
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, ParentLink, empty_usage
 from agentq.protocol.status import JobStatus
 from agentq.store.event_codec import pack
 
@@ -53,7 +53,7 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         value = fields.get(name)
         return json.loads(value) if value else default
 
-    record = loads("record")
+    record, parent = loads("record"), loads("parent")
     return JobInfo(
         id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
         created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
@@ -62,7 +62,8 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
         record=JobRecord.from_dict(record) if record else None,
         ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),
-        has_final_output="final_output" in fields, parent=loads("parent"), ticking=fields.get("ticking") == "1",
+        has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
+        ticking=fields.get("ticking") == "1",
         exchanges=int(fields.get("exchanges") or 0),
     )
 

@@ -245,7 +245,8 @@ def test_a_module_call_runs_a_child_job_and_resumes_its_parent(engines: list[Eng
     assert record.usage["requests"] == 2  # the child's requests are counted on the parent
     child = rig.store.job_info(f"{call_id}.module")
     assert child.status is JobStatus.SUCCEEDED
-    assert (child.parent["job"], child.parent["call"], child.parent["module"]) == (  # type: ignore[index]
+    assert child.parent is not None
+    assert (child.parent.job, child.parent.call, child.parent.module) == (
         job_id, call_id, "researcher")
     assert "the lighthouse" in json.dumps(model.requests[0].messages)  # the call's parameters are the input
     assert_relayed(rig.events(job_id), child.id, "researcher")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
 from agentq.runtime.app import call_argsrepr, create_app, failed_call_message, tick_argsrepr
 from agentq.runtime.nodes import node_name
 from agentq.settings import Settings
@@ -46,6 +46,6 @@ def test_hostname_overrides_with_celery_expansions():
 
 
 def test_the_failure_message_names_call_job_and_error():
-    message = failed_call_message("job_1", "call_2", {"type": "RuntimeError", "message": "card [redacted] declined"})
+    message = failed_call_message("job_1", "call_2", ErrorInfo("RuntimeError", "card [redacted] declined"))
     assert message == "call call_2 of job job_1 failed: RuntimeError: card [redacted] declined"
     assert failed_call_message("job_1", "call_2", None) == "call call_2 of job job_1 failed: Error: "

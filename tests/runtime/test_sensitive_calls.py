@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.protocol.history import build_history_message
+from agentq.protocol.records import ErrorInfo
 from agentq.protocol.sensitive import REDACTED
 from agentq.protocol.status import JobStatus
 from agentq.runtime.calls import job_calls
@@ -94,7 +95,7 @@ def test_a_failed_call_masks_the_number_its_error_quotes(rig: Rig):
     assert finished["part"]["technical_details"]["error_message"] == expected
     assert finished["part"]["technical_details"]["arguments"]["card"]["number"] == REDACTED
     (_, outcome), = [o for o in rig.outcomes if o[1].status == "failed"]
-    assert outcome.error == {"type": "RuntimeError", "message": expected}  # what the task's FAILURE carries
+    assert outcome.error == ErrorInfo("RuntimeError", expected)  # what the task's FAILURE carries
     errors = [m for m in rig.store.read_log(job_id) if m["type"] == "error"]
     assert [m["data"]["error"]["message"] for m in errors] == [expected]
     (call,) = job_calls(rig.store, job_id)

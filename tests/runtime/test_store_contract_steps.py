@@ -327,7 +327,7 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
     link = {"job": parent.id, "call": ids["first"], "token": "a", "depth": 1, "chain": ["m"], "module": "m"}
     assert store.create_job(child, records_of(child), submitted=AGENT, events=[
         JobStarted(job_id=child.id)], parent=link)
-    assert store.job_info(child.id).parent == link
+    assert (parent_link := store.job_info(child.id).parent) is not None and parent_link.to_dict() == link
     thought = Thought(job_id=child.id, call_id="call_x", part=thought_part("hmm", source="agentq", locale="en"))
     store.add_events(child.id, [thought, finished(child.id, "call_x"), job_finished(child.id, JobStatus.FAILED)])
     assert store.relay_events(child.id) == 2
