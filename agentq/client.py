@@ -20,7 +20,6 @@ from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings, load_settings
-from agentq.store.sync_reads import SyncReads
 
 if TYPE_CHECKING:
     from agentq.runtime.root import Parts
@@ -174,8 +173,7 @@ class Client(BaseClient):
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
                  settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None):
         super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, parts=parts)
-        store = self._parts.store
-        self._reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
+        self._reads = self._parts.reads
 
     def submit(self, job: Any, *, job_id: str | None = None) -> JobHandle:
         """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then."""

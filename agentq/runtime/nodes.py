@@ -6,7 +6,8 @@ process takes the lowest free `agentq-worker-N@<host>` (N = 2, 3, ...), so a sec
 beside a worker start without `--hostname`. A name given with `--hostname` is taken as it is, and refused
 while a live process holds it.
 
-A name is claimed in the state store: `SET <ns>:node:<name> <holder> NX PX <3 heartbeats>`, renewed with every
+A name is claimed in the state store (its node-name steps, `store/fleet.py`): `SET <ns>:node:<name> <holder>
+NX PX <3 heartbeats>`, renewed with every
 heartbeat and deleted at a clean stop. `SET NX` is atomic, so two processes starting at the same moment never
 take the same name: the loser moves on to the next one. A claim whose holder is a process of this host that
 no longer runs (a crash, a `kill -9`) is taken over at once with a compare-and-set, so a restarted process gets
@@ -23,30 +24,12 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.runtime.health import pid_alive
-from agentq.store.boundary import map_store_errors
+from agentq.store.base import Store
 
 log = logging.getLogger("agentq.worker")
-
-# Replace the claim when it still holds ARGV[1] (or nothing, with ARGV[4] = "1"); 1 when replaced.
-_SWAP = """
-local held = redis.call('get', KEYS[1])
-if held == ARGV[1] or (not held and ARGV[4] == '1') then
-  redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
-"""
-# Delete the claim when it still holds ARGV[1].
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('del', KEYS[1])
-end
-return 0
-"""
 
 
 def default_base(*, engine: bool) -> str:
@@ -121,41 +104,11 @@ class Holder:
         return self.started is not None and process_started(self.pid) not in (None, self.started)
 
 
-@map_store_errors
-class NodeNames:
-    """The claims in the state store (`agentq:node:<name>`), behind the store's error boundary: an unreachable
-    store is a `StoreUnavailableError`, as for every other store step."""
-
-    def __init__(self, store: Any):
-        self.redis, self.url, self.fleet = store.redis, store.url, store.fleet
-
-    def claim(self, name: str, value: str, ttl_ms: int) -> str | None:
-        """`SET NX` the claim: None when it is now `value`'s, else the value that holds it."""
-        while True:
-            if self.redis.set(self.fleet.node(name), value, nx=True, px=ttl_ms):
-                return None
-            held = self.redis.get(self.fleet.node(name))
-            if held is not None:
-                return str(held)
-            # it expired or was released between the two commands: try again
-
-    def swap(self, name: str, expected: str, value: str, ttl_ms: int, *, or_absent: bool = False) -> bool:
-        """Replace the claim with `value` if it still holds `expected` (or nothing, with `or_absent`)."""
-        return bool(self.redis.eval(_SWAP, 1, self.fleet.node(name), expected, value, ttl_ms, int(or_absent)))
-
-    def release(self, name: str, value: str) -> None:
-        self.redis.eval(_RELEASE, 1, self.fleet.node(name), value)
-
-    def holder(self, name: str) -> str | None:
-        held = self.redis.get(self.fleet.node(name))
-        return None if held is None else str(held)
-
-
 class NodeClaim:
     """This process's claim of its node name: renewed by `renew` (each heartbeat), dropped by `release`."""
 
-    def __init__(self, names: NodeNames, name: str, holder: Holder, ttl_s: float):
-        self.names, self.name, self.holder = names, name, holder
+    def __init__(self, store: Store, name: str, holder: Holder, ttl_s: float):
+        self.store, self.name, self.holder = store, name, holder
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self._lost = False
 
@@ -163,13 +116,13 @@ class NodeClaim:
         """Claim the name; None when it is now ours, else the live process that holds it."""
         mine = self.holder.dumps()
         while True:
-            held = self.names.claim(self.name, mine, self.ttl_ms)
+            held = self.store.claim_node_name(self.name, mine, self.ttl_ms)
             if held is None:
                 return None
             other = Holder.parse(held)
             if other is not None and not other.gone():
                 return other
-            if self.names.swap(self.name, held, mine, self.ttl_ms):
+            if self.store.swap_node_name(self.name, held, mine, self.ttl_ms):
                 log.info("node name %s: took over the claim of a process that no longer runs (%s)", self.name, held)
                 return None
 
@@ -177,24 +130,24 @@ class NodeClaim:
         """Extend the claim (or make it again if it expired, e.g. during a Redis outage); warn once when another
         process holds the name now."""
         mine = self.holder.dumps()
-        if self.names.swap(self.name, mine, mine, self.ttl_ms, or_absent=True):
+        if self.store.swap_node_name(self.name, mine, mine, self.ttl_ms, or_absent=True):
             self._lost = False
         elif not self._lost:
             self._lost = True
             log.warning("node name %s is claimed by another process now (%s): this worker's claim expired",
-                        self.name, self.names.holder(self.name))
+                        self.name, self.store.node_name_holder(self.name))
 
     def release(self) -> None:
-        self.names.release(self.name, self.holder.dumps())
+        self.store.release_node_name(self.name, self.holder.dumps())
 
 
-def claim_node(store: Any, hostname: str | None, *, engine: bool, worker_id: str, ttl_s: float) -> NodeClaim:
+def claim_node(store: Store, hostname: str | None, *, engine: bool, worker_id: str, ttl_s: float) -> NodeClaim:
     """Claim this process's node name (see the module docstring): `--hostname NAME@HOST` as given, refused
     while a live process holds it; else the default name, or the lowest free numbered one."""
-    holder, names = Holder.this_process(worker_id), NodeNames(store)
+    holder = Holder.this_process(worker_id)
     wanted = node_name(hostname, engine=engine)
     if is_explicit(hostname):
-        claim = NodeClaim(names, wanted, holder, ttl_s)
+        claim = NodeClaim(store, wanted, holder, ttl_s)
         other = claim.take()
         if other is not None:
             where = "this host" if other.hostname == holder.hostname else f"host {other.hostname}"
@@ -202,7 +155,7 @@ def claim_node(store: Any, hostname: str | None, *, engine: bool, worker_id: str
                                      f"one its own name, e.g. --hostname {numbered(wanted, 2).split('@')[0]}@%h")
         return claim
     for n in itertools.count(1):  # every name passed over is held by a live process: this ends
-        claim = NodeClaim(names, numbered(wanted, n), holder, ttl_s)
+        claim = NodeClaim(store, numbered(wanted, n), holder, ttl_s)
         if claim.take() is None:
             return claim
     raise AssertionError("unreachable")

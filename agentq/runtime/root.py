@@ -31,7 +31,9 @@ from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
+from agentq.store.base import Store
 from agentq.store.state import StateStore
+from agentq.store.sync_reads import SyncReads
 
 if TYPE_CHECKING:
     from agentq.llm.base import LLM
@@ -42,7 +44,8 @@ class Parts:
     """What a process needs to submit, follow and run jobs against one deployment."""
 
     settings: Settings
-    store: StateStore
+    store: Store
+    reads: SyncReads  # a job's status, record and events over the store's connection (the client's reads)
     app: Any  # the Celery app
     routing: Routing
     dispatcher: Dispatcher
@@ -75,8 +78,9 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader)
-    return Parts(settings=settings, store=store, app=app, routing=routing, dispatcher=dispatcher, jobs=jobs,
-                 modules=modules)
+    reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
+    return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
+                 jobs=jobs, modules=modules)
 
 
 def open_llm(settings: Settings) -> LLM | None:
@@ -119,7 +123,7 @@ class Runtime:
         return self.parts.app
 
     @property
-    def store(self) -> StateStore:
+    def store(self) -> Store:
         return self.parts.store
 
     @property

@@ -2,10 +2,10 @@
 
 `StateStore` (Redis, `state.py`) is the implementation, constructed only by the composition root
 (`runtime/root.py`); the runtime, the API, the CLI and the metrics are written against this protocol. The unit
-tests run the engine on an in-memory stand-in (`tests/runtime/memory_store.py`) that keeps the same contract,
+tests run the engine on an in-memory stand-in (`tests/runtime/memory_store/`) that keeps the same contract,
 checked against the real store by `tests/runtime/test_store_contract.py`. Every method used outside the store
 is listed: those of the executor, the agent loop, delegation, finalization, the job service, the lease keeper,
-the worker's announcements, the health check, the metrics and the client.
+the worker's announcements and node names, the health check, the metrics and the client.
 
 The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen records) live in
 `replies.py` and the records of plain reads (`CallTable`, `AgentInputs`, `WorkerBeat`, `FleetStats`) in
@@ -154,6 +154,16 @@ class Store(Protocol):
     def published_tools(self) -> dict[str, dict]: ...
 
     def tool_conflicts(self) -> dict[str, dict]: ...
+
+    # ---------------------------------------------------------------------------- node names
+    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
+
+    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *,
+                       or_absent: bool = False) -> bool: ...
+
+    def release_node_name(self, name: str, holder: str) -> bool: ...
+
+    def node_name_holder(self, name: str) -> str | None: ...
 
     # ------------------------------------------------------------------------------- metrics
     def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...

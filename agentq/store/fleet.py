@@ -144,6 +144,35 @@ class FleetSteps(StoreConnection):
         pipe.get(self.fleet.task_key)
         return str(pipe.execute()[1]).encode()
 
+    # ---------------------------------------------------------------------------------------- node names
+
+    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None:
+        """Claim Celery node name `name` for `holder` (`SET NX PX`, atomic: two processes never both get it):
+        None when the claim is now `holder`'s, else the holder of the claim that stands."""
+        key = self.fleet.node(name)
+        while True:
+            if self.redis.set(key, holder, nx=True, px=ttl_ms):
+                return None
+            held = self.redis.get(key)
+            if held is not None:
+                return str(held)
+            # it expired or was released between the two commands: try again
+
+    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *, or_absent: bool = False) -> bool:
+        """Replace the claim of `name` with `holder` (for `ttl_ms`) if it still holds `expected`, or nothing with
+        `or_absent`; True when replaced."""
+        return self.scripts.node_swap(self.fleet.node(name), expected=expected, holder=holder, ttl_ms=ttl_ms,
+                                      or_absent=or_absent)
+
+    def release_node_name(self, name: str, holder: str) -> bool:
+        """Drop the claim of `name` if `holder` still holds it (compare-and-delete, as a lease is given up)."""
+        return self.scripts.unlease(self.fleet.node(name), token=holder)
+
+    def node_name_holder(self, name: str) -> str | None:
+        """Who holds the claim of `name` now (None: nobody)."""
+        held = self.redis.get(self.fleet.node(name))
+        return None if held is None else str(held)
+
 
 # ---------------------------------------------------------------------------------- the known policy (pure)
 

@@ -61,7 +61,7 @@ from agentq.store.replies import (
 )
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
-                "tick_end", "decide", "unlease", "relay", "settle")
+                "tick_end", "decide", "unlease", "relay", "settle", "node_swap")
 _INCLUDE = "--#include "
 
 
@@ -299,6 +299,12 @@ class Scripts:
     def unlease(self, lease_key: str, *, token: str) -> bool:
         """unlease.lua: delete a lease that `token` holds, and nothing else's."""
         return bool(self._run("unlease", [lease_key], [token]))
+
+    # -------------------------------------------------------------------------------------- node names
+
+    def node_swap(self, node_key: str, *, expected: str, holder: str, ttl_ms: int, or_absent: bool) -> bool:
+        """node_swap.lua: set the claim to `holder` if it still holds `expected` (or nothing, with `or_absent`)."""
+        return bool(self._run("node_swap", [node_key], [expected, holder, ttl_ms, int(or_absent)]))
 
 
 def _claimed(reply: list, carried: CallRecord | None) -> Claimed:

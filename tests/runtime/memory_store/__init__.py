@@ -38,3 +38,4 @@ class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet):
         self._activities: dict[str, str] = {}
         self._tools: dict[str, str] = {}
         self._tool_conflicts: dict[str, str] = {}
+        self._node_names: dict[str, tuple[str, float]] = {}

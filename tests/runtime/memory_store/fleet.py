@@ -1,4 +1,4 @@
-"""Fleet-wide state of the memory store: worker announcements, known activities, published tools."""
+"""Fleet-wide state of the memory store: worker announcements, known activities, published tools, node names."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class Fleet(MemoryCore):
     _activities: dict[str, str]  # name -> last announcement JSON with `last_seen` (FleetKeys.activities)
     _tools: dict[str, str]
     _tool_conflicts: dict[str, str]
+    _node_names: dict[str, tuple[str, float]]  # node name -> (holder, expiry): FleetKeys.node with its TTL
 
     def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
         with self._changed:
@@ -81,3 +82,41 @@ class Fleet(MemoryCore):
     def tool_conflicts(self) -> dict[str, dict]:
         with self._changed:
             return {k: json.loads(v) for k, v in self._tool_conflicts.items()}
+
+    # ------------------------------------------------------------------------ node names (store/fleet.py)
+
+    def _node_claim(self, name: str) -> str | None:
+        """The holder of `name`'s claim, dropping it when it expired. Call with the lock held."""
+        held = self._node_names.get(name)
+        if held is not None and held[1] <= self.clock():
+            del self._node_names[name]
+            return None
+        return None if held is None else held[0]
+
+    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None:
+        with self._changed:
+            held = self._node_claim(name)
+            if held is not None:
+                return held
+            self._node_names[name] = (holder, self.clock() + ttl_ms / 1000)
+            return None
+
+    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *, or_absent: bool = False) -> bool:
+        """node_swap.lua."""
+        with self._changed:
+            held = self._node_claim(name)
+            if held != expected and not (held is None and or_absent):
+                return False
+            self._node_names[name] = (holder, self.clock() + ttl_ms / 1000)
+            return True
+
+    def release_node_name(self, name: str, holder: str) -> bool:
+        with self._changed:
+            if self._node_claim(name) != holder:
+                return False
+            del self._node_names[name]
+            return True
+
+    def node_name_holder(self, name: str) -> str | None:
+        with self._changed:
+            return self._node_claim(name)
