@@ -38,7 +38,10 @@ only the producer and client of both. Each row is printed as a ratio next to its
     (a) and per call in (c); agentq adds the difference. ``MONITOR`` (in a separate, untimed window: it slows
     Redis down) counts the requests of agentq's own store, workers and client, per call of a job of up to 400
     calls and for a one-call job; the client's share is counted by wrapping this process's redis-py client.
-    ``INFO commandstats`` deltas name the commands (those run inside Lua scripts are counted there too).
+    ``INFO commandstats`` deltas name the commands (those run inside Lua scripts are counted there too), and
+    ``INFO stats`` total_net_input_bytes / total_net_output_bytes deltas the bytes sent to Redis and read back
+    from it (every client counts) per task in (a) and per call in (c), and per one-call job (an unmonitored
+    window of one-call jobs: MONITOR's own output would count).
 (i) chains of ``--chain`` dependent calls against a Celery ``chain`` (per-step latency), for reference.
 
 CPU: the CPU time of each worker process tree (parent and pool children, from /proc) per task/call, which is
@@ -183,21 +186,29 @@ class RoundTrips:
 
 @dataclass
 class ServerCounters:
+    """`INFO stats` and `INFO commandstats` counters of the private Redis: read events, bytes received (requests)
+    and sent (replies: what its clients read back), and calls by command."""
+
     reads: int = 0
     commands: Counter[str] = field(default_factory=Counter)
+    bytes_in: int = 0
+    bytes_out: int = 0
 
     @classmethod
     def read(cls, admin: Any) -> ServerCounters:
         stats = admin.info("stats")
         commands = admin.info("commandstats")
         return cls(int(stats["total_reads_processed"]),
-                   Counter({k.removeprefix("cmdstat_").upper(): int(v["calls"]) for k, v in commands.items()}))
+                   Counter({k.removeprefix("cmdstat_").upper(): int(v["calls"]) for k, v in commands.items()}),
+                   int(stats["total_net_input_bytes"]), int(stats["total_net_output_bytes"]))
 
     def __sub__(self, other: ServerCounters) -> ServerCounters:
-        return ServerCounters(self.reads - other.reads, self.commands - other.commands)
+        return ServerCounters(self.reads - other.reads, self.commands - other.commands,
+                              self.bytes_in - other.bytes_in, self.bytes_out - other.bytes_out)
 
     def __add__(self, other: ServerCounters) -> ServerCounters:
-        return ServerCounters(self.reads + other.reads, self.commands + other.commands)
+        return ServerCounters(self.reads + other.reads, self.commands + other.commands,
+                              self.bytes_in + other.bytes_in, self.bytes_out + other.bytes_out)
 
 
 def measured(admin: Any, workers: list[WorkerProcess], fn: Callable[[], Any]) -> tuple[Any, float, ServerCounters]:
@@ -566,6 +577,9 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
         k1, _ = aq.trips.snapshot()
         r[name] = (requests, k1 - k0)
     r["h_size"] = m
+    ones = max(10, sizes.samples // 3)  # one-call jobs, unmonitored (MONITOR's own output would count as bytes)
+    _, _, r["h_one_stats"] = measured(admin, [agentq_worker], lambda: [aq.one() for _ in range(ones)])
+    r["h_ones"] = ones
 
     # (d) single-call latency, interleaved
     r["d_bare"], r["d_agentq"], r["d_agentq_i"] = [], [], []
@@ -693,6 +707,17 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
     row("    MONITOR: agentq's store, one-call job (workers + client)",
         f"{one.agentq} ({worker_one} + {client_one})")
     row("    Celery's broker traffic per call in (c): (c) - agentq's store", f"{reads_c - job.agentq / m:.2f}")
+    commands_a = sum(r["stats_a"].commands.values()) / (n * rounds)
+    commands_c = sum(r["stats_c"].commands.values()) / (n * rounds)
+    row("    Redis commands per task (a) / call (c), inside Lua included", f"{commands_a:.2f} / {commands_c:.2f}")
+    in_a, out_a = r["stats_a"].bytes_in / (n * rounds), r["stats_a"].bytes_out / (n * rounds)
+    in_c, out_c = r["stats_c"].bytes_in / (n * rounds), r["stats_c"].bytes_out / (n * rounds)
+    row("(h) Redis bytes sent / read back per task (a)", f"{in_a:,.0f} / {out_a:,.0f} B")
+    row(f"(h) Redis bytes sent / read back per call (c), {n}-call job", f"{in_c:,.0f} / {out_c:,.0f} B")
+    ones, one_stats = r["h_ones"], r["h_one_stats"]
+    row("(h) one-call job, per job: Redis commands, bytes sent / read back",
+        f"{sum(one_stats.commands.values()) / ones:.1f}, {one_stats.bytes_in / ones:,.0f} / "
+        f"{one_stats.bytes_out / ones:,.0f} B")
 
     ic, ia = median(r["i_celery"]), median(r["i_agentq"])
     steps = sizes.chain

@@ -86,7 +86,7 @@ def event(keys: JobKeys, entry_id: str) -> Step[dict | None]:
 
 
 def record(keys: JobKeys) -> Step[JobRecord]:
-    """The job record: the one saved when the job ended (read alone: the job hash also holds the submitted job),
+    """The job record: the one saved when the job ended (read alone: the job's other fields are not needed),
     else computed from the job's fields and its log, read together. A canceled job's is always computed: a call
     that was running at the cancel may still write its outcome. One round trip for an ended job, else two."""
     (values,) = yield (command("hmget", keys.job, ["status", "record"]),)
@@ -126,8 +126,11 @@ def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
 
 
 def submitted(keys: JobKeys) -> Step[Any]:
-    """The job as it was submitted (its decoded JSON), or None for no such job."""
-    (value,) = yield (command("hget", keys.job, "submitted"),)
+    """The job as it was submitted (its decoded JSON), or None for no such job (or one rejected at submission).
+    It is in the job's spec; a job written before the spec key existed has it in its job hash (read in the same
+    round trip)."""
+    spec, old = yield (command("hget", keys.spec, "submitted"), command("hget", keys.job, "submitted"))
+    value = spec if spec is not None else old
     return None if value is None else json.loads(value)
 
 

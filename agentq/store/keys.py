@@ -14,6 +14,12 @@ from agentq.protocol.ids import job_id_problem
 
 TICK = "~tick"  # the lease name of an agent job's tick (no call id starts with `~`)
 
+# The fields of a job's `spec` hash: large and rarely read, so they stay out of the job hash that every advance,
+# tick and commit reads whole. `submitted`: the job as submitted (an Idempotency-Key replay compares it);
+# `solution`: the composed solution schema; `registered`: an agent job's tools as registered (its ticks compose
+# from them). A job written before the spec key existed keeps them in its job hash: readers fall back to it.
+SPEC_FIELDS = ("submitted", "solution", "registered")
+
 
 @dataclass(frozen=True)
 class JobKeys:
@@ -35,8 +41,12 @@ class JobKeys:
         return f"{self.namespace}:{{{self.job_id}}}"
 
     @property
-    def job(self) -> str:  # hash: status, counters, timestamps, spec, final record
+    def job(self) -> str:  # hash: status, counters, timestamps, options, output schema, parent, final record
         return f"{self._prefix}:job"
+
+    @property
+    def spec(self) -> str:  # hash: the job's cold spec, written once at submission (see `SPEC_FIELDS`)
+        return f"{self._prefix}:spec"
 
     @property
     def log(self) -> str:  # list: the context log, JSON messages, append-only
@@ -106,7 +116,7 @@ class JobKeys:
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own)."""
         return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events, self.dependents, self.exchanges, self.approval, self.lost)
+                self.events, self.dependents, self.exchanges, self.approval, self.lost, self.spec)
 
 
 @dataclass(frozen=True)

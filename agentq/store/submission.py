@@ -19,12 +19,13 @@ def held_calls(plan: JobPlan) -> set[str]:
 
 def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                        events: Sequence[Envelope], parent: dict | None) -> dict:
-    """submit.lua's payload: the job hash's fields, its log, its calls (as routed `records`) with their statuses,
-    waiting counts, approvals and dependents, its tools and its first events."""
+    """submit.lua's payload: the job hash's (hot) fields and its spec's (cold) ones, its log, its calls (as routed
+    `records`) with their statuses, waiting counts, approvals and dependents, its tools and its first events."""
     waiting = {c.id: c.waiting for c in plan.calls}
     held = held_calls(plan)
     return {
-        "job": _job_fields(plan, submitted=submitted, parent=parent, held=len(held)),
+        "job": _job_fields(plan, parent=parent, held=len(held)),
+        "spec": _spec_fields(plan, submitted=submitted),
         "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
         "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
@@ -37,16 +38,21 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
     }
 
 
-def _job_fields(plan: JobPlan, *, submitted: Any, parent: dict | None, held: int) -> dict[str, Any]:
+def _job_fields(plan: JobPlan, *, parent: dict | None, held: int) -> dict[str, Any]:
     job = {
         "id": plan.id, "kind": plan.kind.value, "created_at": now_iso(),
         "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
         "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": held,
         "options": dumps(plan.options), "output": dumps(plan.output),
-        "solution": dumps(plan.solution), "submitted": dumps(submitted),
     }
-    if plan.kind is JobKind.AGENT:
-        job["registered"] = dumps(plan.registered)
     if parent is not None:
         job["parent"] = dumps(parent)
     return job
+
+
+def _spec_fields(plan: JobPlan, *, submitted: Any) -> dict[str, str]:
+    """The job's cold spec (`keys.SPEC_FIELDS`): read only by an Idempotency-Key replay and an agent job's ticks."""
+    spec = {"solution": dumps(plan.solution), "submitted": dumps(submitted)}
+    if plan.kind is JobKind.AGENT:
+        spec["registered"] = dumps(plan.registered)
+    return spec

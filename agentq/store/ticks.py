@@ -63,11 +63,13 @@ class TickSteps(StatsSteps, EventSteps):
         pipe.hgetall(keys.job)
         pipe.lrange(keys.log, 0, -1)
         pipe.lrange(keys.exchanges, 0, -1)
-        fields, log, exchanges = pipe.execute()
+        pipe.hget(keys.spec, "registered")
+        fields, log, exchanges, registered = pipe.execute()
         if not fields:
             raise not_found(job_id)
+        registered = registered or fields.get("registered")  # a job written before the spec key: its job hash
         return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
-                           json.loads(fields.get("registered") or "{}"))
+                           json.loads(registered or "{}"))
 
     def job_tools(self, job_id: str) -> dict[str, dict]:
         """The job's composed tool schemas, by name."""

@@ -44,7 +44,8 @@ local function committed_reply(k, record, job_status, released)
   for _, r in ipairs(released) do table.insert(result, r) end
   if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
     -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
-    -- call statuses) sent in this reply instead of a round trip of its own
+    -- call statuses) sent in this reply instead of a round trip of its own (the job hash holds the hot fields
+    -- only: the submitted job and the rest of its cold spec are in the spec key)
     local job = redis.call('HGETALL', k.job)
     table.insert(result, tostring(#job))
     for _, v in ipairs(job) do table.insert(result, v) end

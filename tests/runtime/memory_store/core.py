@@ -43,6 +43,7 @@ class JobState:
     event entries packed as `store/event_codec.py` packs them."""
 
     job: dict[str, str] = field(default_factory=dict)
+    spec: dict[str, str] = field(default_factory=dict)  # the cold spec (`keys.SPEC_FIELDS`)
     log: list[str] = field(default_factory=list)
     calls: dict[str, str] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)

@@ -138,6 +138,7 @@ def _write_payload(state: JobState, payload: dict, expire_at_ms: int) -> None:
     """submit.lua's writes of its payload (its events aside)."""
     state.job.update({k: str(v) for k, v in payload["job"].items()})
     state.job["expire_at_ms"] = str(expire_at_ms)
+    state.spec.update(payload["spec"])
     state.log.extend(payload["log"])
     state.calls.update(payload["calls"])
     state.status.update(payload["status"])

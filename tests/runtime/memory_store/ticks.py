@@ -120,8 +120,9 @@ class TickSteps(MemoryCore):
             if state is None or not state.job:
                 raise not_found(job_id)
             fields, log, exchanges = dict(state.job), list(state.log), list(state.exchanges)
+            registered = state.spec.get("registered") or fields.get("registered")  # an old job: its job hash
         return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
-                           json.loads(fields.get("registered") or "{}"))
+                           json.loads(registered or "{}"))
 
     def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None:
         if composed:
