@@ -76,9 +76,21 @@ class TickSteps(StatsSteps, EventSteps):
         return {k: json.loads(v) for k, v in self.redis.hgetall(self.keys(job_id).tools).items()}
 
     def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None:
-        """The job's composed tool schemas as of this tick (what its calls' claims read)."""
-        if composed:
-            self.redis.hset(self.keys(job_id).tools, mapping={k: dumps(v) for k, v in composed.items()})
+        """The job's composed tool schemas as of this tick (what its calls' claims read). One round trip; two
+        when this creates the hash (a job submitted with no tools): it then gets the job's expiry."""
+        if not composed:
+            return
+        keys = self.keys(job_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(keys.tools, mapping={k: dumps(v) for k, v in composed.items()})
+        pipe.pttl(keys.tools)
+        pipe.hget(keys.job, "expire_at_ms")
+        _, ttl, expire_at_ms = pipe.execute()
+        if ttl == -1:  # no expiry yet: the job's, or gone at once when the job expired meanwhile
+            if expire_at_ms:
+                self.redis.pexpireat(keys.tools, int(expire_at_ms))
+            else:
+                self.redis.delete(keys.tools)
 
     def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
                   plans: Sequence[Any]) -> list[CallRecord] | None:

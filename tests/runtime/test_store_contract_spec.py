@@ -13,7 +13,7 @@ from agentq.store import core
 from agentq.store.codecs import dumps
 from agentq.store.keys import SPEC_FIELDS
 from agentq.store.sync_reads import run
-from tests.runtime.conftest import Backend, make_plan
+from tests.runtime.conftest import Backend, make_plan, records_of
 from tests.runtime.test_store_contract import CHAIN, LEASE_MS, TOOLS, job_finished, message, submit
 from tests.runtime.test_store_contract_steps import AGENT, agent
 
@@ -109,3 +109,17 @@ def test_an_agent_job_written_before_the_spec_key_reads_its_registered_tools(bac
     inputs = store.agent_inputs(job_id)
     assert (inputs.registered, inputs.info.id) == (registered, job_id)
     assert submitted(backend, job_id) == AGENT
+
+
+def test_tools_composed_after_a_submission_without_tools_expire_with_the_job(backend: Backend):
+    store = backend.store
+    plan = make_plan(AGENT, {}, job_id="job_toolless")
+    assert store.create_job(plan, records_of(plan), submitted=AGENT, events=[])
+    assert store.job_tools(plan.id) == {}
+    store.set_job_tools(plan.id, {"first": {"v": 1}})
+    store.set_job_tools(plan.id, {"second": {"v": 2}})
+    assert store.job_tools(plan.id) == {"first": {"v": 1}, "second": {"v": 2}}
+    if backend.name != "memory":
+        keys = store.keys(plan.id)
+        expiry = store.redis.pexpiretime(keys.job)
+        assert expiry > 0 and store.redis.pexpiretime(keys.tools) == expiry
