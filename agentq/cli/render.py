@@ -5,7 +5,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from agentq.protocol.envelopes import (
+    CallFinished,
+    CallRetrying,
+    CallStarted,
+    Envelope,
+    JobQueued,
+    Part,
+    Thought,
+    TickFinished,
+    TickStarted,
+    parse_envelope,
+)
 
 
 class LiveView:
@@ -21,70 +34,64 @@ class LiveView:
         self.names: dict[str, str] = {}
         self.final_output_due = False  # an agent's final output comes as a text part after its tick.finished
 
-    def show(self, envelope: dict) -> None:
-        name = self._call_name(envelope)
-        render = self._RENDERERS.get(str(envelope.get("event")))
-        if render is not None:
-            render(self, envelope, name)
+    def show(self, envelope: dict[str, Any]) -> None:
+        """One line for a stored envelope (those this version does not know, and job starts and ends, show
+        none: the summary tells the end)."""
+        try:
+            event = parse_envelope(envelope)
+        except (KeyError, TypeError):
+            return
+        name = self._call_name(event)
+        match event:
+            case JobQueued():
+                what = "agent job" if event.kind == "agent" else f"{event.calls} calls"
+                self.out(f"job {event.job_id} queued ({what})")
+            case TickStarted():
+                self._tick_started(event)
+            case TickFinished():
+                self._tick_finished(event)
+            case CallStarted(attempt=attempt):
+                self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
+            case CallRetrying(error=error):
+                self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
+                         f"{error.get('type')}: {error.get('message')}")
+            case CallFinished():
+                self._call_finished(event, name)
+            case Thought(part=part):
+                self.out(f"  💭 {(part or {}).get('content')}")
+            case Part(part=part):
+                self.show_part(part or {})
 
-    def _call_name(self, envelope: dict) -> str:
-        """How the envelope's call is shown (`tool [instance]`, remembered from the first envelope naming it)."""
-        call_id = envelope.get("call_id", "")
-        if call_id and call_id not in self.names and (envelope.get("tool") or envelope.get("instance")):
-            instance = envelope.get("instance")
-            tool = str(envelope.get("tool") or call_id)
-            self.names[call_id] = f"{tool} [{instance}]" if instance else tool
-        return self.names.get(call_id, envelope.get("tool") or call_id) if call_id else ""
+    def _call_name(self, event: Envelope) -> str:
+        """How the event's call is shown (`tool [instance]`, remembered from the first event naming it)."""
+        call_id = getattr(event, "call_id", None) or ""
+        tool, instance = getattr(event, "tool", None), getattr(event, "instance", None)
+        if call_id and call_id not in self.names and (tool or instance):
+            self.names[call_id] = f"{tool or call_id} [{instance}]" if instance else str(tool or call_id)
+        return self.names.get(call_id, tool or call_id) if call_id else ""
 
-    def _job_queued(self, envelope: dict, _name: str) -> None:
-        what = "agent job" if envelope.get("kind") == "agent" else f"{envelope.get('calls', 0)} calls"
-        self.out(f"job {envelope['job_id']} queued ({what})")
+    def _tick_started(self, event: TickStarted) -> None:
+        note = " (correction)" if event.corrective else ""
+        note += f" (attempt {event.attempt})" if event.attempt > 1 else ""
+        self.out(f"  ◆ tick {event.tick}: asking the model{note}")
 
-    def _tick_started(self, envelope: dict, _name: str) -> None:
-        note = " (correction)" if envelope.get("corrective") else ""
-        attempt = envelope.get("attempt", 1)
-        note += f" (attempt {attempt})" if attempt > 1 else ""
-        self.out(f"  ◆ tick {envelope.get('tick')}: asking the model{note}")
-
-    def _tick_finished(self, envelope: dict, _name: str) -> None:
-        said = [f"{envelope.get('calls', 0)} call(s)"]
-        if envelope.get("problems"):
-            said.append(f"{len(envelope['problems'])} problem(s)")
-        if envelope.get("output"):
+    def _tick_finished(self, event: TickFinished) -> None:
+        said = [f"{event.calls} call(s)"]
+        if event.problems:
+            said.append(f"{len(event.problems)} problem(s)")
+        if event.output:
             said.append("the final output")
             self.final_output_due = True
-        self.out(f"  ◆ tick {envelope.get('tick')}: the model answered: {', '.join(said)}")
+        self.out(f"  ◆ tick {event.tick}: the model answered: {', '.join(said)}")
 
-    def _call_started(self, envelope: dict, name: str) -> None:
-        attempt = envelope.get("attempt", 1)
-        self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
-
-    def _call_retrying(self, envelope: dict, name: str) -> None:
-        error = envelope.get("error") or {}
-        self.out(f"  ↻ {name:<22} retry in {envelope.get('retry_in_s', 0):.2f} s — "
-                 f"{error.get('type')}: {error.get('message')}")
-
-    def _call_finished(self, envelope: dict, name: str) -> None:
-        status = envelope.get("status", "")
-        line = f"  {self.ICONS.get(status, '?')} {name:<22} {status:<8} {envelope.get('duration_ms', 0):8.1f} ms"
-        if envelope.get("error"):
-            error = envelope["error"]
-            line += f"  {error.get('type')}: {error.get('message')}"
-            if envelope.get("absorbed"):
+    def _call_finished(self, event: CallFinished, name: str) -> None:
+        status = event.status
+        line = f"  {self.ICONS.get(status, '?')} {name:<22} {status:<8} {event.duration_ms:8.1f} ms"
+        if event.error:
+            line += f"  {event.error.get('type')}: {event.error.get('message')}"
+            if event.absorbed:
                 line += "  (handled by its || branch)"
         self.out(line)
-
-    def _thought(self, envelope: dict, _name: str) -> None:
-        self.out(f"  💭 {(envelope.get('part') or {}).get('content')}")
-
-    def _part(self, envelope: dict, _name: str) -> None:
-        self.show_part(envelope.get("part") or {})
-
-    _RENDERERS: ClassVar[dict[str, Callable[[LiveView, dict, str], None]]] = {
-        "job.queued": _job_queued, "tick.started": _tick_started, "tick.finished": _tick_finished,
-        "call.started": _call_started, "call.retrying": _call_retrying, "call.finished": _call_finished,
-        "thought": _thought, "part": _part,
-    }
 
     def show_part(self, part: dict) -> None:
         if part.get("type") in self.TEXT_PARTS:

@@ -23,10 +23,12 @@ are not the job's own calls and are skipped).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agentq.errors import CallNotFoundError
+from agentq.protocol.envelopes import CallFinished, CallStarted, Envelope, parse_envelope
 from agentq.protocol.sensitive import mask, sensitive_paths
 from agentq.store.base import Store
 
@@ -50,12 +52,13 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
     for record in sorted(table.records.values(), key=lambda r: (r.index, r.id)):
         started, finished = times.get(record.id, (None, None))
         status = table.statuses.get(record.id)
-        duration = error = None
+        duration: float | None = None
+        error = None
         if finished is not None:
-            duration = finished.get("duration_ms")
+            duration = finished.event.duration_ms
             if not duration and started is not None:
-                duration = round((_moment(finished) - _moment(started)).total_seconds() * 1000, 3)
-            error = finished.get("error") or None
+                duration = round((finished.at - started.at).total_seconds() * 1000, 3)
+            error = finished.event.error or None
         output_path = record.call.get("_outputPath")
         items.append({
             "id": record.id, "tool": record.tool, "activity": record.activity, "mode": record.mode.value,
@@ -83,26 +86,45 @@ def _index(records: dict, call_id: str) -> tuple[int, str]:
     return (record.index if record is not None else -1, call_id)
 
 
-def _call_times(store: Store, job_id: str, calls: set[str]) -> dict[str, tuple[dict | None, dict | None]]:
-    """Call id -> (its first `call.started`, its last `call.finished`), each the envelope with `_at` added: the
-    time of its part, else of its stream entry."""
-    started: dict[str, dict] = {}
-    finished: dict[str, dict] = {}
+_E = TypeVar("_E", CallStarted, CallFinished)
+
+
+@dataclass(frozen=True)
+class _Seen(Generic[_E]):
+    """A call's event and its time: the time of its part, else of its stream entry."""
+
+    event: _E
+    at: datetime
+
+
+def _call_times(store: Store, job_id: str,
+                calls: set[str]) -> dict[str, tuple[_Seen[CallStarted] | None, _Seen[CallFinished] | None]]:
+    """Call id -> (its first `call.started`, its last `call.finished`)."""
+    started: dict[str, _Seen[CallStarted]] = {}
+    finished: dict[str, _Seen[CallFinished]] = {}
     after = "0-0"
     while True:
         batch = store.read_events(job_id, after, count=_BATCH)
         for entry_id, envelope in batch:
             after = entry_id
-            name, call_id = envelope.get("event"), envelope.get("call_id")
-            if call_id not in calls or "relayed_from" in envelope:
+            if envelope.get("call_id") not in calls or "relayed_from" in envelope:
                 continue
-            if name == "call.started" and call_id not in started:
-                started[call_id] = {**envelope, "_at": _event_time(entry_id, envelope)}
-            elif name == "call.finished":
-                finished[call_id] = {**envelope, "_at": _event_time(entry_id, envelope)}
+            match event := _parsed(envelope):
+                case CallStarted(call_id=call_id) if call_id not in started:
+                    started[call_id] = _Seen(event, _event_time(entry_id, envelope))
+                case CallFinished(call_id=call_id):
+                    finished[call_id] = _Seen(event, _event_time(entry_id, envelope))
         if len(batch) < _BATCH:
             break
     return {c: (started.get(c), finished.get(c)) for c in started.keys() | finished.keys()}
+
+
+def _parsed(envelope: dict[str, Any]) -> Envelope | None:
+    """The typed envelope of a stored one (None for one this version does not know)."""
+    try:
+        return parse_envelope(envelope)
+    except (KeyError, TypeError):
+        return None
 
 
 def _event_time(entry_id: str, envelope: dict) -> datetime:
@@ -118,12 +140,7 @@ def _event_time(entry_id: str, envelope: dict) -> datetime:
     return datetime.fromtimestamp(milliseconds / 1000, UTC)
 
 
-def _moment(envelope: dict) -> datetime:
-    moment: datetime = envelope["_at"]
-    return moment
-
-
-def _iso(envelope: dict | None) -> str | None:
-    if envelope is None:
+def _iso(seen: _Seen[Any] | None) -> str | None:
+    if seen is None:
         return None
-    return _moment(envelope).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return seen.at.isoformat(timespec="microseconds").replace("+00:00", "Z")
