@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.api import ApiAuth, create_api
+from agentq.metrics import Metrics
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.root import Parts, connect
 from agentq.settings import Settings
@@ -59,12 +60,12 @@ class ApiServer:
     """`create_api` over the composition root, served by uvicorn in a thread until `stop()`."""
 
     def __init__(self, settings: Settings, *, tokens: list[str] | None = None, auth_enabled: bool = True,
-                 tools: ToolRegistry | None = None, port: int | None = None):
+                 tools: ToolRegistry | None = None, port: int | None = None, metrics: Metrics | None = None):
         import uvicorn
 
         self.auth = ApiAuth.configure(tokens if tokens is not None else ["test-token"], enabled=auth_enabled)
         self.token = self.auth.page_token
-        self.parts: Parts = connect(settings, tools=tools)
+        self.parts: Parts = connect(settings, tools=tools, metrics=metrics)
         self.app = create_api(self.parts, auth=self.auth)
         self.port = port or free_port()  # a given port: a restart where clients reconnect
         self.base_url = f"http://127.0.0.1:{self.port}"

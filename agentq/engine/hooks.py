@@ -2,9 +2,10 @@
 budgets later.
 
 A `Hook` overrides the moments it cares about; the composition root installs its hooks as one `Hooks` (called
-in order) in the executor. `after_call` is told only of an attempt whose outcome took effect (a commit that
-wrote it, a release for retry that happened), so a redelivered duplicate is never counted twice. A hook's
-failure after a call ended is logged and does not undo or repeat anything.
+in order) in the executor and the job service (whose rejections and cancellations may end a module's call).
+`after_call` is told only of an attempt whose outcome took effect (a commit that wrote it, a release for retry
+that happened), so a redelivered duplicate is never counted twice. A hook's failure after a call ended is logged
+and does not undo or repeat anything.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agentq.protocol.records import CallRecord
 
@@ -66,10 +68,18 @@ class Hooks(Hook):
                 log.exception("hook %r failed after tick %d of job %s", hook, n, job_id)
 
 
+class CallCounter(Protocol):
+    """What counts ended attempts (`agentq.metrics.Metrics`)."""
+
+    def call_ended(self, record: CallRecord, status: str, seconds: float) -> None: ...
+
+
 class CallMetrics(Hook):
-    """Counts ended attempts into this process's metrics (`agentq_calls`, `agentq_call_duration_seconds`)."""
+    """Counts ended attempts into the process's metrics (`agentq_calls`, `agentq_call_duration_seconds`), which
+    the composition root passes in."""
+
+    def __init__(self, counter: CallCounter):
+        self.counter = counter
 
     def after_call(self, ended: CallEnded) -> None:
-        from agentq.metrics.counters import call_ended
-
-        call_ended(ended.record, ended.status, ended.seconds)
+        self.counter.call_ended(ended.record, ended.status, ended.seconds)

@@ -1,11 +1,14 @@
-"""This process's counters and histogram, and the calls that count into them.
+"""`Metrics`: one process's counters and histogram, and the calls that count into them.
 
-They live in their own registry, not prometheus_client's global REGISTRY: a host program's metrics stay its own.
+The composition root (`runtime/root.py`) creates one per process and hands it to the parts that count — the engine's
+`CallMetrics` hook (the executor's and the job service's), the call task's redelivery count, the metered LLM
+(`llm.metered`) — and to the renderer (`Parts.metrics`), as dramatiq's and Temporal's metrics take their registry.
+Its counters live in its own registry, not prometheus_client's global REGISTRY: a host program's metrics stay its
+own. In multiprocess mode (`files.py`) every count is also written to this process's files, which prometheus_client
+keys by metric and labels alone: keep to one `Metrics` per process there (`Runtime` builds one).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -19,17 +22,44 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 ENGINE = "(engine)"  # the `activity` label of dispatchers (latent calls, modules, agent ticks) in workers_live
 TOKEN_TYPES = ("input", "output", "cache_creation_input", "cache_read_input")
 
-registry = CollectorRegistry()
-CALLS = Counter("agentq_calls", "Call attempts that ended, by activity and outcome (done, failed, or retry: "
-                "failed and tried again)", ["activity", "status"], registry=registry)
-CALL_DURATION = Histogram("agentq_call_duration_seconds", "Run time of each call attempt that ended, by activity",
-                          ["activity"], buckets=DURATION_BUCKETS, registry=registry)
-REDELIVERIES = Counter("agentq_call_redeliveries", "Call tasks the broker delivered again (a worker died or "
-                       "lost its connection before acknowledging them)", ["activity"], registry=registry)
-LLM_REQUESTS = Counter("agentq_llm_requests", "Model requests by model and outcome (ok, retry: a transient "
-                       "failure tried again, error)", ["model", "status"], registry=registry)
-LLM_TOKENS = Counter("agentq_llm_tokens", "Tokens of model requests by model and type (input, output, "
-                     "cache_creation_input, cache_read_input)", ["model", "type"], registry=registry)
+
+class Metrics:
+    """One process's counters (`agentq_calls`, `agentq_call_duration_seconds`, `agentq_call_redeliveries`,
+    `agentq_llm_requests`, `agentq_llm_tokens`) in `registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.calls = Counter("agentq_calls", "Call attempts that ended, by activity and outcome (done, failed, or "
+                             "retry: failed and tried again)", ["activity", "status"], registry=self.registry)
+        self.call_duration = Histogram("agentq_call_duration_seconds", "Run time of each call attempt that ended, "
+                                       "by activity", ["activity"], buckets=DURATION_BUCKETS, registry=self.registry)
+        self.redeliveries = Counter("agentq_call_redeliveries", "Call tasks the broker delivered again (a worker "
+                                    "died or lost its connection before acknowledging them)", ["activity"],
+                                    registry=self.registry)
+        self.llm_requests = Counter("agentq_llm_requests", "Model requests by model and outcome (ok, retry: a "
+                                    "transient failure tried again, error)", ["model", "status"],
+                                    registry=self.registry)
+        self.llm_tokens = Counter("agentq_llm_tokens", "Tokens of model requests by model and type (input, output, "
+                                  "cache_creation_input, cache_read_input)", ["model", "type"], registry=self.registry)
+
+    def call_ended(self, record: CallRecord, status: str, seconds: float) -> None:
+        """Count an attempt of `record` that ended with `status` after `seconds` (the engine's hooks tell only
+        of attempts whose outcome took effect: a duplicate was counted by its winner)."""
+        activity = activity_label(record)
+        self.calls.labels(activity, status).inc()
+        self.call_duration.labels(activity).observe(max(0.0, seconds))
+
+    def count_redelivery(self, delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None:
+        """Count a call task the broker marked as delivered again (Redis restores unacknowledged tasks with the
+        flag set; RabbitMQ sets it itself)."""
+        if not (delivery_info or {}).get("redelivered"):
+            return
+        if record is not None:
+            activity = activity_label(record)
+        else:  # a task that carried no record: its name tells the activity
+            activity = task_name.removeprefix(ACTIVITY_TASK_PREFIX) if task_name.startswith(ACTIVITY_TASK_PREFIX) \
+                else ENGINE
+        self.redeliveries.labels(activity).inc()
 
 
 def activity_label(record: CallRecord) -> str:
@@ -37,26 +67,3 @@ def activity_label(record: CallRecord) -> str:
     if record.mode is CallMode.EXPLICIT and record.activity:
         return record.activity
     return f"({record.mode.value})"
-
-
-def call_ended(record: CallRecord, status: str, seconds: float, commit: Any = None) -> None:
-    """Count an attempt of `record` that ended with `status` after `seconds`; with `commit` (the store's
-    `Commit`), only when that commit took effect (a duplicate or superseded one was counted by its winner)."""
-    if commit is not None and getattr(commit.outcome, "value", commit.outcome) != "committed":
-        return
-    activity = activity_label(record)
-    CALLS.labels(activity, status).inc()
-    CALL_DURATION.labels(activity).observe(max(0.0, seconds))
-
-
-def count_redelivery(delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None:
-    """Count a call task the broker marked as delivered again (Redis restores unacknowledged tasks with the
-    flag set; RabbitMQ sets it itself)."""
-    if not (delivery_info or {}).get("redelivered"):
-        return
-    if record is not None:
-        activity = activity_label(record)
-    else:  # a task that carried no record: its name tells the activity
-        activity = task_name.removeprefix(ACTIVITY_TASK_PREFIX) if task_name.startswith(ACTIVITY_TASK_PREFIX) \
-            else ENGINE
-    REDELIVERIES.labels(activity).inc()

@@ -6,36 +6,39 @@ from typing import Any
 
 from agentq.errors import LLMRetryableError
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
-from agentq.metrics.counters import LLM_REQUESTS, LLM_TOKENS, TOKEN_TYPES
+from agentq.metrics.counters import TOKEN_TYPES, Metrics
 
 
 class MeteredLLM:
-    """An `LLM` that counts each request (by model and outcome) and its tokens (by type)."""
+    """An `LLM` that counts each request (by model and outcome) and its tokens (by type) into `metrics`."""
 
-    def __init__(self, llm: LLM):
+    def __init__(self, llm: LLM, metrics: Metrics):
         self.llm = llm
+        self.metrics = metrics
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
+        requests = self.metrics.llm_requests
         try:
             answer = self.llm.solve(request, on_call=on_call)
         except LLMRetryableError:
-            LLM_REQUESTS.labels(request.model, "retry").inc()
+            requests.labels(request.model, "retry").inc()
             raise
         except Exception:
-            LLM_REQUESTS.labels(request.model, "error").inc()
+            requests.labels(request.model, "error").inc()
             raise
-        LLM_REQUESTS.labels(request.model, "ok").inc()
+        requests.labels(request.model, "ok").inc()
         usage = answer.usage
         for kind, count in zip(TOKEN_TYPES, (usage.input_tokens, usage.output_tokens,
                                              usage.cache_creation_input_tokens, usage.cache_read_input_tokens),
                                strict=True):
             if count:
-                LLM_TOKENS.labels(request.model, kind).inc(count)
+                self.metrics.llm_tokens.labels(request.model, kind).inc(count)
         return answer
 
     def __getattr__(self, name: str) -> Any:  # anything else of the provider (e.g. a replay's bookkeeping)
         return getattr(self.llm, name)
 
 
-def metered(llm: LLM | None) -> LLM | None:
-    return MeteredLLM(llm) if llm is not None else None
+def metered(llm: LLM | None, metrics: Metrics) -> LLM | None:
+    """`llm` counting its requests and tokens into `metrics` (None stays None: no model configured)."""
+    return MeteredLLM(llm, metrics) if llm is not None else None

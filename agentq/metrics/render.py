@@ -10,7 +10,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from agentq.metrics import counters
 from agentq.metrics.files import file_families, multiprocess
 from agentq.metrics.fleet import fleet_families
 
@@ -56,8 +55,9 @@ class _Snapshot(Collector):
 
 
 def collect_families(parts: Any) -> list[Metric]:
-    """Every agentq metric as this process would render it now."""
-    own = [] if multiprocess() else list(counters.registry.collect())  # else this process's counts are in its files
+    """Every agentq metric as this process would render it now: `parts.metrics`' own counts (or, in multiprocess
+    mode, every process's files, its own included), the files of other processes and the fleet's state."""
+    own = [] if multiprocess() else list(parts.metrics.registry.collect())
     return combined([*own, *file_families(parts.settings), *fleet_families(parts)])
 
 

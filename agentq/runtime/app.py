@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
@@ -160,9 +160,16 @@ def tick_argsrepr(job_id: str, n: Any) -> str:
     return repr([job_id, n])
 
 
+class Redeliveries(Protocol):
+    """What counts the call tasks the broker delivered again (`agentq.metrics.Metrics`)."""
+
+    def count_redelivery(self, delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None: ...
+
+
 def register_activity_tasks(app: Any, executor: Any, activities: ActivityRegistry, routing: Routing, *,
-                            store_retry_s: float) -> list[str]:
+                            store_retry_s: float, redeliveries: Redeliveries | None = None) -> list[str]:
     """One task per activity, named `agentq.activity.<name>`, run by `executor`; returns the queues to consume.
+    `redeliveries` counts the tasks the broker delivered again (the process's metrics).
 
     The soft time limit is the activity's timeout; the hard one leaves room for holding its result through a
     store outage (`store_retry_s`, AGENTQ_STORE_RETRY_S)."""
@@ -170,16 +177,18 @@ def register_activity_tasks(app: Any, executor: Any, activities: ActivityRegistr
     for spec in activities.specs():
         timeout = executor.timeout_of(spec)
         _register_call_task(app, executor, activity_task(spec.name), soft_time_limit=timeout,
-                            time_limit=timeout * 1.5 + 5 + store_retry_s, rate_limit=spec.rate_limit)
+                            time_limit=timeout * 1.5 + 5 + store_retry_s, rate_limit=spec.rate_limit,
+                            redeliveries=redeliveries)
         for queue in (routing.activity_queue(spec), activity_task(spec.name)):
             if queue not in queues:
                 queues.append(queue)
     return queues
 
 
-def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routing) -> list[str]:
+def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routing, *,
+                          redeliveries: Redeliveries | None = None) -> list[str]:
     """Engine tasks: submission by task name (`service`), latent and module calls, agent ticks (`executor`);
-    returns the engine queue."""
+    returns the engine queue. `redeliveries` counts the call tasks the broker delivered again."""
 
     @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
     def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -189,7 +198,8 @@ def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routin
             raise _store_retry(task, error) from error
 
     for name in (LATENT_TASK, MODULE_TASK):
-        _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None)
+        _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None,
+                            redeliveries=redeliveries)
 
     @app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
               max_retries=None)
@@ -210,9 +220,8 @@ def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routin
 
 
 def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
-                        time_limit: float | None, rate_limit: str | None) -> None:
-    from agentq import metrics
-
+                        time_limit: float | None, rate_limit: str | None,
+                        redeliveries: Redeliveries | None) -> None:
     # `throws`: a failed call is an expected outcome, logged as one line without a traceback
     @app.task(name=name, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
               soft_time_limit=soft_time_limit, time_limit=time_limit, rate_limit=rate_limit, max_retries=None,
@@ -223,7 +232,8 @@ def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: 
             log.warning("task %s ignored: its arguments do not point at a call (%.200r)", name, args or kwargs)
             return "ignored"
         job_id, call_id, record = pointer.job_id, pointer.call_id, pointer.record
-        metrics.count_redelivery(task.request.delivery_info, name, record)
+        if redeliveries is not None:
+            redeliveries.count_redelivery(task.request.delivery_info, name, record)
         shown = {"argsrepr": call_argsrepr(job_id, call_id, record), "kwargsrepr": "{}"}
         try:
             outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)

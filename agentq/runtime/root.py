@@ -23,7 +23,7 @@ from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hooks
 from agentq.engine.modules import ModuleLibrary
 from agentq.llm.factory import create_llm
-from agentq.metrics import metered
+from agentq.metrics import Metrics, metered
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
@@ -51,6 +51,7 @@ class Parts:
     dispatcher: Dispatcher
     jobs: JobService
     modules: ModuleLibrary
+    metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
 
     def close(self) -> None:
         try:
@@ -66,26 +67,29 @@ def open_store(settings: Settings) -> StateStore:
 
 
 def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
-            local_activities_are_live: bool = False) -> Parts:
+            local_activities_are_live: bool = False, metrics: Metrics | None = None) -> Parts:
     """Wire the parts for `settings`. Nothing connects yet: Redis and the broker are reached on first use.
 
     `tools` are tool schemas this process knows besides those the fleet published (a submitter's `-m`
-    modules, `--tools` folders); `activities` the ones it serves."""
+    modules, `--tools` folders); `activities` the ones it serves; `metrics` the counters this process counts
+    into (new ones unless given: parts that share them count into one registry)."""
+    metrics = metrics if metrics is not None else Metrics()
     store = open_store(settings)
     app = create_app(settings)
     routing = Routing.from_settings(settings)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
     modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
-                      local_activities_are_live=local_activities_are_live, module_loader=modules.loader)
+                      local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
+                      hooks=Hooks([CallMetrics(metrics)]))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
-                 jobs=jobs, modules=modules)
+                 jobs=jobs, modules=modules, metrics=metrics)
 
 
-def open_llm(settings: Settings) -> LLM | None:
-    """The LLM `settings` ask for (None: none configured), counted into this process's metrics."""
-    return metered(create_llm(settings))
+def open_llm(settings: Settings, metrics: Metrics) -> LLM | None:
+    """The LLM `settings` ask for (None: none configured), counted into `metrics`."""
+    return metered(create_llm(settings), metrics)
 
 
 def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None) -> Executor:
@@ -94,7 +98,7 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics()]))
+                    hooks=Hooks([CallMetrics(parts.metrics)]))
 
 
 @dataclass
@@ -106,14 +110,16 @@ class Runtime:
     activities: ActivityRegistry
     tools: ToolRegistry
     local_activities_are_live: bool = False  # embedded mode: this process's activities count as live
+    metrics: Metrics | None = None  # the counters to count into (default: new ones, `parts.metrics`)
     parts: Parts = field(init=False)
     executor: Executor = field(init=False)
 
     def __post_init__(self) -> None:
         self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
-                             local_activities_are_live=self.local_activities_are_live)
+                             local_activities_are_live=self.local_activities_are_live, metrics=self.metrics)
         try:
-            self.executor = create_executor(self.parts, self.activities, llm=open_llm(self.settings))
+            llm = open_llm(self.settings, self.parts.metrics)
+            self.executor = create_executor(self.parts, self.activities, llm=llm)
         except BaseException:
             self.parts.close()
             raise
@@ -141,11 +147,12 @@ class Runtime:
     def register_activity_tasks(self) -> list[str]:
         """One task per activity, named `agentq.activity.<name>`; returns the queues to consume."""
         return register_activity_tasks(self.app, self.executor, self.activities, self.routing,
-                                       store_retry_s=self.settings.store_retry_s)
+                                       store_retry_s=self.settings.store_retry_s, redeliveries=self.parts.metrics)
 
     def register_engine_tasks(self) -> list[str]:
         """Engine tasks: submission by task name, latent and module calls, agent ticks."""
-        return register_engine_tasks(self.app, self.executor, self.service, self.routing)
+        return register_engine_tasks(self.app, self.executor, self.service, self.routing,
+                                     redeliveries=self.parts.metrics)
 
     def close(self) -> None:
         self.executor.leases.stop()

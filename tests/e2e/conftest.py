@@ -21,7 +21,8 @@ def serve_api(harness: Harness) -> Iterator[Callable[..., ApiServer]]:  # noqa: 
 
     def start(*, tokens: list[str] | None = None, auth_enabled: bool = True, **settings: Any) -> ApiServer:
         chosen = harness.settings.model_copy(update=settings) if settings else harness.settings
-        server = ApiServer(chosen, tokens=tokens, auth_enabled=auth_enabled, tools=harness.tools).start()
+        server = ApiServer(chosen, tokens=tokens, auth_enabled=auth_enabled, tools=harness.tools,
+                           metrics=harness.metrics).start()
         started.append(server)
         return server
 

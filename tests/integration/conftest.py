@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentq.client import Client
+from agentq.metrics import Metrics
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.root import Runtime
@@ -45,6 +46,8 @@ class Harness:
         self.settings = Settings(**{"redis_url": redis_url, "heartbeat_s": 1.0, "lease_s": 3.0, **settings})
         self.tools = ToolRegistry()
         self.activities = ActivityRegistry()
+        # one process's counters, shared by its runtimes and API servers as `agentq api --embedded` shares its parts'
+        self.metrics = Metrics()
         self._workers: list[InProcessWorker] = []
         self._runtimes: list[Runtime] = []
         self._clients: list[Client] = []
@@ -61,7 +64,7 @@ class Harness:
                 **settings: Any) -> Runtime:
         runtime = Runtime(settings=self.settings.model_copy(update=settings) if settings else self.settings,
                           activities=activities if activities is not None else self.activities,
-                          tools=tools if tools is not None else self.tools)
+                          tools=tools if tools is not None else self.tools, metrics=self.metrics)
         self._runtimes.append(runtime)
         return runtime
 

@@ -297,8 +297,8 @@ def test_model_requests_and_tokens_are_counted_by_model_and_outcome(harness: Har
     harness.worker(llm="anthropic")
     client = harness.client()
     model = harness.settings.model
-    # this process's own counts (the in-process worker), without other processes' files on this machine
-    parts = connect(harness.settings.model_copy(update={"metrics_dir": tmp_path / "metrics"}))
+    # this process's own counts (the in-process worker's), without other processes' files on this machine
+    parts = connect(harness.settings.model_copy(update={"metrics_dir": tmp_path / "metrics"}), metrics=harness.metrics)
     harness.on_close(parts.close)
 
     def counts() -> dict:

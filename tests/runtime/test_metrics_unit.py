@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import os, sys
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
-from agentq import metrics
-metrics.CALLS.labels("a", "done").inc(int(sys.argv[2]))
-metrics.CALL_DURATION.labels("a").observe(0.3)
+from agentq.metrics import Metrics
+counts = Metrics()
+counts.calls.labels("a", "done").inc(int(sys.argv[2]))
+counts.call_duration.labels("a").observe(0.3)
 from prometheus_client import Gauge
 Gauge("some_gauge", "a gauge of a dead process", multiprocess_mode="all").set(1)
 print(os.getpid())
@@ -104,16 +105,38 @@ def test_activity_labels_never_carry_ids():
 
 
 def test_redeliveries_are_counted_only_when_the_broker_says_so():
+    counts = metrics.Metrics()
+
     def count(activity: str) -> float:
-        return metrics.REDELIVERIES.labels(activity)._value.get()
+        return counts.redeliveries.labels(activity)._value.get()
 
     start = count("charge"), count(metrics.ENGINE)
-    metrics.count_redelivery({"redelivered": False}, "agentq.activity.charge", None)
-    metrics.count_redelivery(None, "agentq.activity.charge", None)
+    counts.count_redelivery({"redelivered": False}, "agentq.activity.charge", None)
+    counts.count_redelivery(None, "agentq.activity.charge", None)
     assert (count("charge"), count(metrics.ENGINE)) == start
-    metrics.count_redelivery({"redelivered": True}, "agentq.activity.charge", None)
-    metrics.count_redelivery({"redelivered": True}, "agentq.engine.latent", None)
+    counts.count_redelivery({"redelivered": True}, "agentq.activity.charge", None)
+    counts.count_redelivery({"redelivered": True}, "agentq.engine.latent", None)
     assert (count("charge"), count(metrics.ENGINE)) == (start[0] + 1, start[1] + 1)
+
+
+def test_each_metrics_counts_into_its_own_registry_and_the_composition_root_installs_the_one_it_is_given():
+    from agentq.engine.hooks import CallEnded
+    from agentq.runtime.root import connect
+    from agentq.settings import Settings
+
+    mine, other = metrics.Metrics(), metrics.Metrics()
+    mine.call_ended(_record(CallMode.EXPLICIT, "charge"), "done", 0.2)
+    assert (mine.calls.labels("charge", "done")._value.get(), other.calls.labels("charge", "done")._value.get()) \
+        == (1, 0)
+    parts = connect(Settings(redis_url="redis://127.0.0.1:1/0"), metrics=mine)  # nothing connects yet
+    try:
+        assert parts.metrics is mine
+        # the job service's rejections and cancellations (a module's child job ending) count there too
+        parts.jobs.progress.hooks.after_call(CallEnded("job_1", _record(CallMode.MODULE, "m"), "failed", 1.0))
+        assert mine.calls.labels("(module)", "failed")._value.get() == 1
+        assert [f.name for f in render.collect_families(parts) if f.name == "agentq_calls"] == ["agentq_calls"]
+    finally:
+        parts.close()
 
 
 class _Scripted:
@@ -131,7 +154,9 @@ def test_the_metered_llm_counts_requests_by_outcome_and_tokens_by_type():
     model = "model-under-test"
     answer = LLMAnswer(solution={}, raw="{}", tool_use_id="t", stop_reason="tool_use",
                        usage=Usage(requests=1, input_tokens=100, output_tokens=7, cache_read_input_tokens=50))
-    llm = metrics.MeteredLLM(_Scripted(LLMRetryableError("overloaded"), LLMError("bad request"), answer))
+    counts = metrics.Metrics()
+    llm = metrics.metered(_Scripted(LLMRetryableError("overloaded"), LLMError("bad request"), answer), counts)
+    assert isinstance(llm, metrics.MeteredLLM)
     request = LLMRequest(model=model, system=(), messages=(), solution_schema={}, max_tokens=10)
     with pytest.raises(LLMRetryableError):
         llm.solve(request)
@@ -142,9 +167,9 @@ def test_the_metered_llm_counts_requests_by_outcome_and_tokens_by_type():
     def get(counter, *labels):
         return counter.labels(*labels)._value.get()
 
-    assert [get(metrics.LLM_REQUESTS, model, s) for s in ("retry", "error", "ok")] == [1, 1, 1]
-    assert [get(metrics.LLM_TOKENS, model, t) for t in metrics.TOKEN_TYPES] == [100, 7, 0, 50]
-    assert metrics.metered(None) is None
+    assert [get(counts.llm_requests, model, s) for s in ("retry", "error", "ok")] == [1, 1, 1]
+    assert [get(counts.llm_tokens, model, t) for t in metrics.TOKEN_TYPES] == [100, 7, 0, 50]
+    assert metrics.metered(None, counts) is None
 
 
 # --------------------------------------------------------------------------------------- healthcheck
