@@ -35,7 +35,7 @@ from agentq.protocol.conversation import Exchange, job_system_texts, system_bloc
 from agentq.protocol.envelopes import JobStarted, Part, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part, text_part
 from agentq.protocol.jobs import PlannedCall
-from agentq.protocol.records import JobInfo
+from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
 from agentq.protocol.views import LogIndex
 from agentq.runtime.routing import Routing
@@ -216,7 +216,7 @@ class AgentLoop:
         """The tick cannot be made: the job fails with the provider's (or the configuration's) error."""
         log.warning("job %s fails at request %d: %s: %s", job_id, n, error_type, message)
         self.store.release_tick(job_id, token=token)
-        self.progress.finish(job_id, error={"type": error_type, "message": message})
+        self.progress.finish(job_id, error=ErrorInfo(error_type, message))
 
 
 def _answer_text(output: Any) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.events import activity_part, error_part
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
 from agentq.store.base import FinishInputs, Store
@@ -23,7 +23,7 @@ class Finalized:
     record: JobRecord
 
 
-def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: dict | None = None,
+def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: ErrorInfo | None = None,
                  inputs: FinishInputs | None = None) -> Finalized:
     """Give a job whose awaited calls all finished its final status and record (idempotent).
 
@@ -39,11 +39,12 @@ def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: di
         failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), log_messages)
     status = JobStatus.FAILED if failed or error else JobStatus.SUCCEEDED
     if failed and error is None:
-        error = {"type": "CallsFailed", "message": f"{len(failed)} call(s) failed: " + "; ".join(failed)}
-    record = build_job_record(info, log_messages, status=status, error=error, finished_at=now_iso())
-    part = (error_part(error["message"], source=source, locale=info.locale) if error
+        error = ErrorInfo("CallsFailed", f"{len(failed)} call(s) failed: " + "; ".join(failed))
+    stored = error.to_dict() if error is not None else None
+    record = build_job_record(info, log_messages, status=status, error=stored, finished_at=now_iso())
+    part = (error_part(error.message, source=source, locale=info.locale) if error is not None
             else activity_part(f"Job {status}", source=source, locale=info.locale))
-    event = JobFinished(job_id=job_id, status=status.value, error=error, part=part)
+    event = JobFinished(job_id=job_id, status=status.value, error=stored, part=part)
     return Finalized(store.finalize(job_id, record=record, event=event), info, record)
 
 

@@ -16,7 +16,7 @@ from agentq.engine.delegation import resume_parent
 from agentq.engine.finalize import finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.errors import AgentQError
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.base import Commit, FinishInputs, Store
 from agentq.store.records import build_job_record
@@ -84,12 +84,12 @@ class JobProgress:
             return
         limit = info.job_options.max_ticks
         if info.ticks >= limit:
-            self.finish(job_id, error={"type": "max_ticks_exceeded", "message":
-                                       f"no final output after {info.ticks} ticks (options.max_ticks {limit})"})
+            message = f"no final output after {info.ticks} ticks (options.max_ticks {limit})"
+            self.finish(job_id, error=ErrorInfo("max_ticks_exceeded", message))
             return
         self.dispatch.tick(job_id, info.exchanges)
 
-    def finish(self, job_id: str, *, error: dict | None = None, inputs: FinishInputs | None = None) -> bool:
+    def finish(self, job_id: str, *, error: ErrorInfo | None = None, inputs: FinishInputs | None = None) -> bool:
         """Give a job its final status and record (idempotent); a module's child job then resumes the call it
         ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
         finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
