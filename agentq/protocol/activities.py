@@ -57,12 +57,20 @@ def _check_options(
         raise RegistrationError(
             f"invalid activity name {name!r}: use a letter followed by letters, digits, '_' or '-' (max 128)"
         )
+    _check_retries(name, retries, retry_backoff, timeout)
+    _check_routing(name, queue, rate_limit)
+
+
+def _check_retries(name: object, retries: object, retry_backoff: object, timeout: object) -> None:
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise _fail(name, "retries", f"must be an integer >= 0, got {retries!r}")
     if not _is_number(retry_backoff) or retry_backoff <= 0:  # type: ignore[operator]
         raise _fail(name, "retry_backoff", f"must be a number of seconds > 0, got {retry_backoff!r}")
     if timeout is not None and (not _is_number(timeout) or timeout <= 0):  # type: ignore[operator]
         raise _fail(name, "timeout", f"must be None or a number of seconds > 0, got {timeout!r}")
+
+
+def _check_routing(name: object, queue: object, rate_limit: object) -> None:
     if queue is not None and (not isinstance(queue, str) or not queue or any(c.isspace() for c in queue)):
         raise _fail(name, "queue", f"must be None or a non-empty queue name without spaces, got {queue!r}")
     if rate_limit is not None and (not isinstance(rate_limit, str) or not _RATE_LIMIT_RE.match(rate_limit)):
@@ -70,53 +78,82 @@ def _check_options(
                     f"must be None or Celery syntax like '10/s', '100/m', '0.5/h', got {rate_limit!r}")
 
 
+_P = inspect.Parameter
+_FIXED = (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
+_POSITIONAL = (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+
+
 def _plan_invocation(name: str, handler: object) -> tuple[str, tuple[str, ...]]:
     """How to call ``handler``: ``("named", names)`` or ``("positional", names)``; RegistrationError if impossible."""
+    params = _parameters(name, handler)
+    named = _by_name(params)
+    if named is not None:
+        return "named", named
+    return _by_position(name, params)
+
+
+def _parameters(name: str, handler: object) -> list[inspect.Parameter]:
     if not callable(handler):
         raise _fail(name, "handler", f"must be callable, got {type(handler).__name__}")
     try:
-        sig = inspect.signature(handler)
+        return list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError):
         raise _fail(
             name, "handler", "has no inspectable signature; wrap it: def handler(call, tool, context): ..."
         ) from None
-    P = inspect.Parameter
-    params = list(sig.parameters.values())
-    fixed = [p for p in params if p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
-    required = [p for p in fixed if p.default is P.empty]
-    by_name = [p for p in fixed if p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY]
-    has_var_positional = any(p.kind == P.VAR_POSITIONAL for p in params)
 
-    # 1. Parameters named call/tool/context, nothing else required, no *args: pass those by name.
-    if by_name and not has_var_positional and all(
-            p.name in _ARG_NAMES and p.kind != P.POSITIONAL_ONLY for p in required):
-        return "named", tuple(p.name for p in by_name)
 
-    # 2. Otherwise by position, according to how many positional parameters it takes.
-    positional = [p for p in fixed if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    stuck = [p.name for p in required if p.kind == P.KEYWORD_ONLY]
+def _by_name(params: list[inspect.Parameter]) -> tuple[str, ...] | None:
+    """Rule 1: parameters named call/tool/context, nothing else required, no ``*args``: pass those by name."""
+    if any(p.kind == _P.VAR_POSITIONAL for p in params):
+        return None
+    fixed = [p for p in params if p.kind in _FIXED]
+    by_name = [p for p in fixed if _nameable(p)]
+    if by_name and all(_nameable(p) for p in fixed if p.default is _P.empty):
+        return tuple(p.name for p in by_name)
+    return None
+
+
+def _nameable(param: inspect.Parameter) -> bool:
+    return param.name in _ARG_NAMES and param.kind != _P.POSITIONAL_ONLY
+
+
+def _by_position(name: str, params: list[inspect.Parameter]) -> tuple[str, tuple[str, ...]]:
+    """Rule 2: by position, according to how many positional parameters the handler takes."""
+    has_var_positional = any(p.kind == _P.VAR_POSITIONAL for p in params)
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    stuck = [p.name for p in params if p.kind == _P.KEYWORD_ONLY and p.default is _P.empty]
     if stuck:
         raise _fail(name, "handler", f"has required keyword-only parameter(s) {stuck} the engine cannot fill")
     if not positional and not has_var_positional:
-        if any(p.kind == P.VAR_KEYWORD for p in params):
+        if any(p.kind == _P.VAR_KEYWORD for p in params):
             return "named", _ARG_NAMES
         raise _fail(name, "handler", "takes no parameters; declare (call), (call, context) or (call, tool, context)")
-    required_positional = sum(1 for p in positional if p.default is P.empty)
+    return "positional", _positional_order(name, positional, has_var_positional)
+
+
+def _positional_order(name: str, positional: list[inspect.Parameter], has_var_positional: bool) -> tuple[str, ...]:
+    """The arguments passed by position: ``(call)``, ``(call, context)`` or ``(call, tool, context)``."""
+    required_positional = sum(1 for p in positional if p.default is _P.empty)
     if required_positional > 3:
         raise _fail(
             name, "handler",
             f"requires {required_positional} positional parameters; a handler takes at most 3 (call, tool, context)",
         )
-    count = 3 if has_var_positional else min(len(positional), 3)
-    order = _BY_COUNT[count]
-    for param, given in zip(positional, order, strict=False):  # extra positionals keep their defaults
-        if param.name in _ARG_NAMES and param.name != given:
+    order = _BY_COUNT[3 if has_var_positional else min(len(positional), 3)]
+    _check_order(name, positional, order)
+    return order
+
+
+def _check_order(name: str, positional: list[inspect.Parameter], order: tuple[str, ...]) -> None:
+    """A positional parameter named call/tool/context must receive that argument."""
+    for position, (param, given) in enumerate(zip(positional, order, strict=False), start=1):
+        if param.name in _ARG_NAMES and param.name != given:  # extra positionals keep their defaults
             raise _fail(
                 name, "handler",
-                f"parameter {param.name!r} at position {positional.index(param) + 1} would receive {given!r}; "
+                f"parameter {param.name!r} at position {position} would receive {given!r}; "
                 f"name the parameters call/tool/context or order them (call, tool, context)",
             )
-    return "positional", order
 
 
 def _is_async(handler: Callable[..., Any]) -> bool:

@@ -103,6 +103,20 @@ def _upfront_module(schema: Mapping[str, Any], props: Mapping[str, Any],
 
 def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoader | None) -> tuple[dict, bool]:
     """(composed tool, whether a module loader was used)."""
+    name, props = _named_props(schema)
+    module = _upfront_module(schema, props, loader)
+    out_props, params = _split_props(name, props, live)
+    output = _copy(props["_output"])
+    required = ["_tool"] + [r for r in schema.get("required", ()) if r != "_tool"]
+    if module is not None:
+        output = _merge_module(module, params, required, output)
+    out_props.update(params)
+    out_props["_output"] = {"anyOf": [output, dict(_NULL)]}
+    return _wrap(schema, out_props, required), module is not None
+
+
+def _named_props(schema: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """The tool's name and properties; ToolSchemaError without ``_tool`` or ``_output``."""
     name = tool_name_of(schema)
     if name is None:
         raise ToolSchemaError(
@@ -115,9 +129,13 @@ def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoad
             f"tool {name!r} has no _output: add properties._output with the JSON Schema of its result "
             f"(keyword '_output' at /properties/_output)"
         )
-    module = _upfront_module(schema, props, loader)
+    return name, props
 
-    out_props: dict[str, Any] = {
+
+def _split_props(name: str, props: Mapping[str, Any], live: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta fields, first ``_tool``, ``_activity``, ``_reasoningForCall``; parameters), copied in the tool's
+    order, ``_output`` left out."""
+    meta: dict[str, Any] = {
         "_tool": {"type": "string", "const": name},
         "_activity": {"type": "string", "const": _resolve_activity(props, name, live)},
         "_reasoningForCall": (_copy(props["_reasoningForCall"]) if "_reasoningForCall" in props
@@ -128,25 +146,28 @@ def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoad
         if key in _FIRST or key == "_output":
             continue
         if key.startswith("_"):
-            out_props[key] = _copy(value)
+            meta[key] = _copy(value)
         else:
             params[key] = _copy(value)
-    output = _copy(props["_output"])
-    required = ["_tool"] + [r for r in schema.get("required", ()) if r != "_tool"]
+    return meta, params
 
-    if module is not None:
-        m_input = module.get("input")
-        if isinstance(m_input, Mapping):
-            for key, value in (m_input.get("properties") or {}).items():
-                if not key.startswith("_"):
-                    params[key] = _copy(value)
-            required += [r for r in m_input.get("required", ()) if r not in required and not r.startswith("_")]
-        if "output" in module and module["output"] is not None:
-            output = _copy(module["output"])
 
-    out_props.update(params)
-    out_props["_output"] = {"anyOf": [output, dict(_NULL)]}
+def _merge_module(module: Mapping[str, Any], params: dict[str, Any], required: list[str], output: Any) -> Any:
+    """Merge an upfront module's ``input`` into ``params`` and ``required`` (in place); return the output
+    schema (the module's ``output`` when it has one)."""
+    m_input = module.get("input")
+    if isinstance(m_input, Mapping):
+        for key, value in (m_input.get("properties") or {}).items():
+            if not key.startswith("_"):
+                params[key] = _copy(value)
+        required += [r for r in m_input.get("required", ()) if r not in required and not r.startswith("_")]
+    if "output" in module and module["output"] is not None:
+        return _copy(module["output"])
+    return output
 
+
+def _wrap(schema: Mapping[str, Any], out_props: dict[str, Any], required: list[str]) -> dict:
+    """The tool's own keywords in their order, with the composed properties and ``required``."""
     composed: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "properties":
@@ -157,7 +178,7 @@ def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoad
             composed["required"] = required
         else:
             composed[key] = _copy(value)
-    return composed, module is not None
+    return composed
 
 
 def compose_tool(

@@ -19,8 +19,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from agentq.errors import Problem
+from agentq.protocol.call_plans import plan_calls
 from agentq.protocol.dependencies import CallNode, WriterIndex, find_cycle, node_for, unsatisfied, writers_of
-from agentq.protocol.jobs import PlannedCall, needs_approval, plan_calls
+from agentq.protocol.plans import PlannedCall, needs_approval
 from agentq.protocol.records import CallMode
 from agentq.protocol.views import LogIndex
 
@@ -74,25 +75,37 @@ class TickPlan:
         held, self._held = self._held, []
         if not held:
             return []
-        nodes = [*self._nodes, *(node for _, node in held)]
-        writers = WriterIndex(nodes)
+        writers = WriterIndex([*self._nodes, *(node for _, node in held)])
         graph = {node.id: writers_of(writers, node) for _, node in held}
-        excluded: set[str] = set()
+        excluded = self._cycle(held, graph) | self._unsatisfied(held, writers)
+        return self._release([(plan, node) for plan, node in held if plan.id not in excluded], graph)
+
+    def _cycle(self, held: list[tuple[PlannedCall, CallNode]], graph: dict[str, set[str]]) -> set[str]:
+        """The ids of held calls waiting on each other in a cycle (one problem), if any."""
         cycle = find_cycle(graph)
-        if cycle:
-            where = {plan.id: plan.index for plan, _ in held}
-            names = " → ".join(f"/calls/{where[c]}" for c in cycle)
-            self.problems.append(Problem(f"/calls/{where[cycle[0]]}",
-                                         f"reference cycle: {names} wait on each other's output paths"))
-            excluded |= set(cycle)
+        if not cycle:
+            return set()
+        where = {plan.id: plan.index for plan, _ in held}
+        names = " → ".join(f"/calls/{where[c]}" for c in cycle)
+        self.problems.append(Problem(f"/calls/{where[cycle[0]]}",
+                                     f"reference cycle: {names} wait on each other's output paths"))
+        return set(cycle)
+
+    def _unsatisfied(self, held: list[tuple[PlannedCall, CallNode]], writers: WriterIndex) -> set[str]:
+        """The ids of held calls whose reads nothing in the context or the solution can satisfy (problems)."""
+        excluded = set()
         for plan, node in held:
             problems = unsatisfied(self.index, writers, node, f"/calls/{plan.index}")
             if problems:
                 self.problems.extend(problems)
                 excluded.add(plan.id)
-        waiting = [(plan, node) for plan, node in held if plan.id not in excluded]
+        return excluded
+
+    def _release(self, waiting: list[tuple[PlannedCall, CallNode]], graph: dict[str, set[str]]) -> list[PlannedCall]:
+        """Link the calls of ``waiting``, dependencies first: a call is written only after the calls it waits
+        on."""
         released = []
-        while waiting:  # dependencies first: a call is written only after the calls it waits on
+        while waiting:
             unlinked = {plan.id for plan, _ in waiting}
             ready = [(p, n) for p, n in waiting if not graph[n.id] & unlinked] or waiting  # (a cycle: as is)
             for plan, node in ready:

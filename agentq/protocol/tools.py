@@ -1,8 +1,9 @@
-"""The tool registry: tool schemas, checked once at registration (SPEC §2).
+"""The tool registry: tool schemas by name, checked once at registration (SPEC §2).
 
 A tool is a JSON Schema object whose ``properties`` hold parameters and meta fields (names starting with
-``_``). :class:`ToolRegistry` validates a schema completely *before* it changes anything, so a failed
-registration (or a failed :meth:`ToolRegistry.load_dir`) leaves the registry exactly as it was.
+``_``); ``tool_schema.py`` holds the checks. :class:`ToolRegistry` validates a schema completely *before* it
+changes anything, so a failed registration (or a failed :meth:`ToolRegistry.register_all` of a whole tool
+folder) leaves the registry exactly as it was.
 
 Stored schemas are deep copies made at registration. They are shared with every reader (``get``,
 ``snapshot``, composition) and must be treated as read-only: mutating one would silently change what every
@@ -12,7 +13,8 @@ Every change bumps :attr:`ToolRegistry.version`. Versions are drawn from one pro
 pair ``(id(registry), registry.version)`` never repeats even if a registry is garbage collected and a new one
 reuses its ``id``: that pair is the composition cache key.
 
-The only I/O here is the explicit :meth:`ToolRegistry.load_file` / :meth:`ToolRegistry.load_dir`.
+No I/O here: reading tool files is the shell's (``agentq/runtime/tool_files.py``), which hands the parsed
+schemas to :meth:`ToolRegistry.register_all`.
 """
 
 from __future__ import annotations
@@ -20,25 +22,24 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-import re
 import threading
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from agentq.errors import (
     DuplicateRegistrationError,
-    ReferenceSyntaxError,
     RegistrationError,
     ToolSchemaError,
     UnknownMethodError,
     UnknownToolError,
 )
-from agentq.protocol.cache import LRU
-from agentq.protocol.sensitive import check_sensitive
+from agentq.protocol.tool_schema import (
+    KNOWN_META_FIELDS,
+    OUTPUT_METHODS,
+    check_tool_schema,
+    is_valid_name,
+    tool_name_of,
+)
 
 __all__ = [
     "KNOWN_META_FIELDS",
@@ -49,27 +50,8 @@ __all__ = [
     "is_valid_name",
     "next_version",
     "tool_name_of",
+    "unknown_name",
 ]
-
-#: The write methods of SPEC §5 (kept here as well so this module does not depend on ``values.py``).
-OUTPUT_METHODS: frozenset[str] = frozenset({"set", "merge", "assign", "push", "concat"})
-
-#: Meta fields SPEC §2 defines on a tool schema. Other ``_`` names are allowed (forward compatible) unless
-#: they look like a misspelling of one of these.
-KNOWN_META_FIELDS: tuple[str, ...] = (
-    "_tool",
-    "_activity",
-    "_reasoningForCall",
-    "_outputPath",
-    "_outputMethod",
-    "_scopes",
-    "_imports",
-    "_instance",
-    "_module",
-    "_output",
-)
-
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 
 _versions = itertools.count(1)
 _versions_lock = threading.Lock()
@@ -79,230 +61,6 @@ def next_version() -> int:
     """A process-wide strictly increasing integer (registry versions; unique across registries)."""
     with _versions_lock:
         return next(_versions)
-
-
-def is_valid_name(name: object) -> bool:
-    """True for an identifier-like name: a letter, then letters, digits, ``_`` or ``-`` (≤ 128 chars)."""
-    return isinstance(name, str) and bool(_NAME_RE.match(name))
-
-
-def tool_name_of(schema: object) -> str | None:
-    """The ``properties._tool.const`` of a tool schema, or None when it has none."""
-    if not isinstance(schema, Mapping):
-        return None
-    props = schema.get("properties")
-    if not isinstance(props, Mapping):
-        return None
-    tool = props.get("_tool")
-    if not isinstance(tool, Mapping):
-        return None
-    const = tool.get("const")
-    return const if isinstance(const, str) else None
-
-
-def _pointer(parts: Any) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def _schema_error(name: str, keyword: str, pointer: str, message: str) -> ToolSchemaError:
-    err = ToolSchemaError(f"tool {name!r}: {message} (keyword {keyword!r} at {pointer or '/'})")
-    # Extra structured detail for callers that want it (the message already says everything).
-    err.tool = name  # type: ignore[attr-defined]
-    err.keyword = keyword  # type: ignore[attr-defined]
-    err.pointer = pointer  # type: ignore[attr-defined]
-    return err
-
-
-def _json_copy(name: str, schema: Any) -> dict:
-    """A deep copy through JSON: proves the schema is plain JSON (it is published to the store as JSON)."""
-    try:
-        text = json.dumps(schema, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise _schema_error(name, "$schema", "", f"the schema is not plain JSON ({exc})") from None
-    return json.loads(text)
-
-
-# --------------------------------------------------------------------------------------------- checks
-
-
-_VALID_SCHEMAS: LRU[str, bool] = LRU(4096)  # canonical JSON of schemas that passed the metaschema check
-
-
-def _check_draft(name: str, schema: dict) -> None:
-    """The metaschema check (about 5 ms a tool). Schemas that passed are remembered by their canonical JSON,
-    since every job submission registers its tools again in a job-local registry."""
-    key = json.dumps(schema, sort_keys=True, ensure_ascii=False)
-    if _VALID_SCHEMAS.get(key):
-        return
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        parts = list(exc.path)
-        keyword = next((p for p in reversed(parts) if isinstance(p, str)), None) or str(exc.validator)
-        raise _schema_error(
-            name, keyword, _pointer(parts), f"not a valid Draft 2020-12 JSON Schema: {exc.message}"
-        ) from None
-    _VALID_SCHEMAS.put(key, True)
-
-
-def _check_output_method(name: str, spec: Any) -> None:
-    ptr = "/properties/_outputMethod"
-    if not isinstance(spec, dict):
-        raise _schema_error(name, "_outputMethod", ptr, "_outputMethod must be a schema with an enum of methods")
-    if "enum" in spec:
-        values, kw = spec["enum"], "enum"
-    elif "const" in spec:
-        values, kw = [spec["const"]], "const"
-    else:
-        raise _schema_error(
-            name, "_outputMethod", ptr,
-            "_outputMethod must declare an enum of methods, e.g. {\"enum\": [\"set\", \"merge\"]}",
-        )
-    unknown = [v for v in values if v not in OUTPUT_METHODS]
-    if unknown:
-        raise UnknownMethodError(
-            f"tool {name!r}: _outputMethod {kw} has unknown method(s) {unknown!r} "
-            f"(keyword {kw!r} at {ptr}/{kw}); allowed: {', '.join(sorted(OUTPUT_METHODS))}"
-        )
-
-
-def _check_kind_list(name: str, field: str, spec: Any) -> None:
-    ptr = f"/properties/{field}"
-    hint = (
-        f"{field} must be {{\"const\": [\"state\", ...]}} (provisioned) or "
-        f"{{\"type\": \"array\", \"items\": {{\"enum\": [...]}}}} (requested)"
-    )
-    if not isinstance(spec, dict):
-        raise _schema_error(name, field, ptr, hint)
-    if "const" in spec:
-        const = spec["const"]
-        if not isinstance(const, list) or not all(isinstance(k, str) for k in const):
-            raise _schema_error(name, "const", ptr + "/const", f"{field} const must be a list of strings")
-        return
-    items = spec.get("items")
-    if spec.get("type") != "array" or not isinstance(items, dict) or "enum" not in items:
-        raise _schema_error(name, field, ptr, hint)
-    if not all(isinstance(k, str) for k in items["enum"]):
-        raise _schema_error(name, "enum", ptr + "/items/enum", f"{field} items enum must list strings")
-
-
-def _check_expression(name: str, keyword: str, pointer: str, text: Any) -> None:
-    from agentq.protocol.expressions import parse_expression  # written beside this module; imported lazily
-
-    if not isinstance(text, str):
-        raise _schema_error(name, keyword, pointer, f"_outputPath {keyword} must be a string, got {text!r}")
-    try:
-        parse_expression(text)
-    except ReferenceSyntaxError as exc:
-        raise _schema_error(name, keyword, pointer,
-                            f"_outputPath {keyword} {text!r} is not an output path: {exc}") from None
-
-
-def _check_output_path(name: str, spec: Any) -> None:
-    ptr = "/properties/_outputPath"
-    hint = (
-        "_outputPath must be {\"type\": \"string\", \"pattern\": \"^†\"} (free path) "
-        "or {\"const\": \"†state.x\"} (fixed path)"
-    )
-    if not isinstance(spec, dict):
-        raise _schema_error(name, "_outputPath", ptr, hint)
-    if "const" in spec:
-        _check_expression(name, "const", ptr + "/const", spec["const"])
-        return
-    if "enum" in spec:
-        for i, text in enumerate(spec["enum"]):
-            _check_expression(name, "enum", f"{ptr}/enum/{i}", text)
-        return
-    if spec.get("type") != "string":
-        raise _schema_error(name, "type", ptr, hint)
-    pattern = spec.get("pattern")
-    if not isinstance(pattern, str) or not pattern.startswith("^†"):
-        raise _schema_error(name, "pattern", ptr + "/pattern", f"{hint}; the pattern must start with '^†'")
-
-
-def _check_const_string(name: str, field: str, spec: Any, *, allow_empty: bool) -> None:
-    ptr = f"/properties/{field}"
-    if not isinstance(spec, dict) or not isinstance(spec.get("const"), str):
-        raise _schema_error(name, field, ptr, f"{field} must be {{\"const\": \"<name>\"}}")
-    if not allow_empty and not spec["const"]:
-        raise _schema_error(name, "const", ptr + "/const", f"{field} const must not be empty")
-
-
-def _check_meta_names(name: str, props: dict) -> None:
-    for key in props:
-        if not key.startswith("_") or key in KNOWN_META_FIELDS:
-            continue
-        close = [k for k in KNOWN_META_FIELDS if k.lower() == key.lower()]
-        close = close or difflib.get_close_matches(key, KNOWN_META_FIELDS, n=1, cutoff=0.85)
-        if close:
-            raise _schema_error(
-                name, key, f"/properties/{key}", f"unknown meta field {key!r}: did you mean {close[0]!r}?"
-            )
-
-
-def check_tool_schema(name: str, schema: Any) -> dict:
-    """Run every registration check on ``schema`` registered as ``name``; return a deep copy to store.
-
-    Raises :class:`ToolSchemaError` (naming the tool, the keyword and its JSON pointer),
-    :class:`UnknownMethodError` for an ``_outputMethod`` outside set/merge/assign/push/concat, or
-    :class:`RegistrationError` for a name that is not identifier-like. Changes nothing anywhere.
-    """
-    if not is_valid_name(name):
-        raise RegistrationError(
-            f"invalid tool name {name!r}: use a letter followed by letters, digits, '_' or '-' (max 128)"
-        )
-    if not isinstance(schema, Mapping):
-        raise _schema_error(name, "type", "", f"a tool schema must be a JSON object, got {type(schema).__name__}")
-    copy = _json_copy(name, schema)
-    _check_draft(name, copy)
-    if copy.get("type") != "object":
-        raise _schema_error(name, "type", "/type",
-                            f"a tool schema must have \"type\": \"object\", got {copy.get('type')!r}")
-    props = copy.get("properties")
-    if not isinstance(props, dict):
-        raise _schema_error(name, "properties", "/properties",
-                            "a tool schema needs \"properties\" with _tool and _output")
-
-    tool = props.get("_tool")
-    if not isinstance(tool, dict) or "const" not in tool:
-        raise _schema_error(
-            name, "_tool", "/properties/_tool",
-            f"tool {name!r} has no _tool const: add properties._tool = {{\"type\": \"string\", \"const\": {name!r}}}",
-        )
-    if tool["const"] != name:
-        raise _schema_error(
-            name, "const", "/properties/_tool/const",
-            f"properties._tool.const is {tool['const']!r} but the tool is registered as {name!r}",
-        )
-    if "_output" not in props:
-        raise _schema_error(
-            name, "_output", "/properties/_output",
-            f"tool {name!r} has no _output: add properties._output with the JSON Schema of its result",
-        )
-    if not isinstance(props["_output"], (dict, bool)):
-        raise _schema_error(name, "_output", "/properties/_output", "_output must be a JSON Schema")
-
-    _check_meta_names(name, props)
-    if "_outputMethod" in props:
-        _check_output_method(name, props["_outputMethod"])
-    for field in ("_scopes", "_imports"):
-        if field in props:
-            _check_kind_list(name, field, props[field])
-    if "_outputPath" in props:
-        _check_output_path(name, props["_outputPath"])
-    if "_module" in props:
-        _check_const_string(name, "_module", props["_module"], allow_empty=False)
-    if "_activity" in props:
-        _check_const_string(name, "_activity", props["_activity"], allow_empty=True)
-        activity = props["_activity"]["const"]
-        if activity and not is_valid_name(activity):
-            raise _schema_error(name, "const", "/properties/_activity/const",
-                                f"_activity {activity!r} is not a valid activity name")
-    check_sensitive(name, copy)
-    return copy
-
-
-# ------------------------------------------------------------------------------------------- registry
 
 
 def unknown_name(what: str, name: object, names: Any) -> UnknownToolError:
@@ -396,60 +154,43 @@ class ToolRegistry:
             del self._tools[name]
             self._version = next_version()
 
-    # ------------------------------------------------------------------ files
+    # ------------------------------------------------------------------ batches
 
-    @staticmethod
-    def _read_file(path: Path) -> tuple[str, dict]:
-        name = path.stem
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ToolSchemaError(f"{path}: cannot read tool file ({exc.strerror or exc})") from None
-        try:
-            raw = json.loads(text, parse_constant=_reject_constant)
-        except ValueError as exc:
-            raise ToolSchemaError(f"{path}: not valid JSON ({exc})") from None
-        try:
-            return name, check_tool_schema(name, raw)
-        except (ToolSchemaError, UnknownMethodError, RegistrationError) as exc:
-            raise type(exc)(f"{path}: {exc}") from None
+    def register_all(self, schemas: Iterable[tuple[str, Any]], *, replace: bool = False,
+                     origins: Mapping[str, str] | None = None) -> list[str]:
+        """Check and store several tools at once, all or nothing; return their names in the given order.
 
-    def load_file(self, path: str | Path, *, replace: bool = False) -> str:
-        """Register the tool in one JSON file (its stem is the tool name); return the name."""
-        return self._load_paths([Path(path)], replace=replace)[0]
-
-    def load_dir(self, path: str | Path, *, replace: bool = False) -> list[str]:
-        """Register every ``*.json`` file of a folder (not recursive), all or nothing; return the names.
-
-        Files are read in name order. Any bad file raises :class:`ToolSchemaError` (or
-        :class:`UnknownMethodError` / :class:`DuplicateRegistrationError`) naming the file, and then no tool
-        of the folder is registered.
+        ``schemas`` yields ``(name, schema)`` pairs, checked one after the other before anything is stored;
+        an error about a tool is prefixed with its entry in ``origins`` (where it came from, e.g. its file).
+        Same rules as :meth:`register` for each tool.
         """
-        folder = Path(path)
-        if not folder.is_dir():
-            raise RegistrationError(f"tool folder {str(folder)!r} does not exist or is not a directory")
-        return self._load_paths(sorted(p for p in folder.glob("*.json") if p.is_file()), replace=replace)
-
-    def _load_paths(self, paths: list[Path], *, replace: bool = False) -> list[str]:
-        """Register the given tool files all or nothing."""
-        loaded = [(p, *self._read_file(p)) for p in paths]
+        origins = origins or {}
+        checked = [(name, self._checked(name, schema, origins)) for name, schema in schemas]
         with self._lock:
             fresh: dict[str, dict] = {}
-            for path, name, schema in loaded:
+            for name, schema in checked:
                 try:
                     if self._check_free(name, schema, replace):
                         continue
                 except DuplicateRegistrationError as exc:
-                    raise DuplicateRegistrationError(f"{path}: {exc}") from None
+                    raise _located(exc, origins.get(name)) from None
                 fresh[name] = schema
             if fresh:
                 self._tools.update(fresh)
                 self._version = next_version()
-        return [name for _, name, _ in loaded]
+        return [name for name, _ in checked]
+
+    @staticmethod
+    def _checked(name: str, schema: Any, origins: Mapping[str, str]) -> dict:
+        try:
+            return check_tool_schema(name, schema)
+        except (ToolSchemaError, UnknownMethodError, RegistrationError) as exc:
+            raise _located(exc, origins.get(name)) from None
 
 
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not valid JSON")
+def _located(error: Exception, origin: str | None) -> Exception:
+    """``error`` again, its message prefixed with where the tool came from (when known)."""
+    return error if origin is None else type(error)(f"{origin}: {error}")
 
 
 #: The default tool registry (``from agentq.protocol.tools import Tool``).

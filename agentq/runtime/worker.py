@@ -30,6 +30,7 @@ from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
+from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.worker")
@@ -55,7 +56,7 @@ def import_modules(modules: Iterable[str]) -> list[Path]:
 def load_tool_dirs(tools: ToolRegistry, dirs: Iterable[Path | str]) -> None:
     """Load every tool JSON file of each folder; a folder that does not exist is an error, not a no-op."""
     for directory in dirs:
-        for name in tools.load_dir(directory, replace=True):
+        for name in load_tool_dir(tools, directory, replace=True):
             log.debug("loaded tool %s from %s", name, directory)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from agentq.runtime.tool_files import load_tool_dir
 from tests.api_server import ApiServer
 from tests.integration.conftest import Harness
 from workers.orders import TOOLS_DIR, register_activities
@@ -95,7 +96,7 @@ class Page:
 def shop(harness: Harness) -> Harness:
     """The harness with the order demo's tools and activities, `chargePayment` needing a reviewer, and a worker."""
     register_activities(harness.activities)
-    harness.tools.load_dir(TOOLS_DIR)
+    load_tool_dir(harness.tools, TOOLS_DIR)
     charge = json.loads(json.dumps(harness.tools.get("chargePayment")))
     harness.tools.register("chargePayment", {**charge, "x-approval": "required"}, replace=True)
     harness.worker()

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from agentq.llm.base import LLMRequest
 from agentq.llm.replay import ReplayAnswer, ReplayLLM, last_user_text, load_answers
 from agentq.protocol.records import JobRecord
+from agentq.runtime.tool_files import load_tool_dir
 from agentq.store.state import StateStore
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.integration.conftest import Harness, store_of
@@ -42,7 +43,7 @@ def music(harness: Harness) -> Harness:
     """The harness with workers.music's activities and tool schemas (the module folders are the default ones:
     `config/modules`, then the packaged `workers/modules`)."""
     register_activities(harness.activities)
-    harness.tools.load_dir(TOOLS_DIR)
+    load_tool_dir(harness.tools, TOOLS_DIR)
     return harness
 
 

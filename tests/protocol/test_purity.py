@@ -12,6 +12,9 @@ import agentq
 PROTOCOL = Path(agentq.__file__).parent / "protocol"
 HEAVY = ("redis", "celery", "kombu", "anthropic", "fastapi", "billiard", "uvicorn", "httpx")
 IO_CALLS = {"socket", "subprocess", "requests", "urllib", "http", "asyncio.subprocess"}
+FILE_MODULES = {"os", "io", "pathlib", "shutil", "glob", "tempfile", "fileinput"}
+FILE_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "glob", "rglob", "iterdir", "mkdir",
+              "unlink"}
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -29,6 +32,29 @@ def test_protocol_modules_import_no_io_or_infrastructure_library():
     offenders = {}
     for path in sorted(PROTOCOL.glob("*.py")):
         bad = {m for m in _imported_modules(path) if m.split(".")[0] in HEAVY or m.split(".")[0] in IO_CALLS}
+        if bad:
+            offenders[path.name] = sorted(bad)
+    assert offenders == {}
+
+
+def _file_calls(path: Path) -> set[str]:
+    """Calls in ``path`` that touch files: ``open(...)`` and ``x.read_text(...)``-like methods."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in FILE_CALLS:
+            found.add(f"{name}() at line {node.lineno}")
+    return found
+
+
+def test_protocol_modules_do_no_file_io():
+    """Reading tool files is the shell's (agentq/runtime/tool_files.py): the protocol gets parsed JSON."""
+    offenders = {}
+    for path in sorted(PROTOCOL.glob("*.py")):
+        bad = {m for m in _imported_modules(path) if m.split(".")[0] in FILE_MODULES} | _file_calls(path)
         if bad:
             offenders[path.name] = sorted(bad)
     assert offenders == {}

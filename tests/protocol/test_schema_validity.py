@@ -25,6 +25,7 @@ from agentq.protocol.conversation import (
     tick_messages,
 )
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.tool_files import load_tool_dir
 from tests.fake_anthropic import input_schema_refusal, request_refusal
 from tests.protocol.test_tools import sentiment_analysis, tool, weather_check
 
@@ -37,7 +38,7 @@ OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "requi
 
 def registry_of(folder: Path) -> ToolRegistry:
     registry = ToolRegistry()
-    registry.load_dir(folder)
+    load_tool_dir(registry, folder)
     return registry
 
 

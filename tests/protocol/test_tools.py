@@ -15,6 +15,7 @@ from agentq.errors import (
     UnknownToolError,
 )
 from agentq.protocol.tools import Tool, ToolRegistry, check_tool_schema
+from agentq.runtime.tool_files import load_tool_dir, load_tool_file
 
 
 def weather_check() -> dict:
@@ -322,7 +323,7 @@ def test_load_dir(registry: ToolRegistry, tmp_path) -> None:
     (tmp_path / "notes.txt").write_text("ignored")
     (tmp_path / "sub").mkdir()
     _write(tmp_path / "sub", "deep", tool("deep"))
-    assert registry.load_dir(tmp_path) == ["sentimentAnalysis", "weatherCheck"]
+    assert load_tool_dir(registry, tmp_path) == ["sentimentAnalysis", "weatherCheck"]
     assert registry.names == ("sentimentAnalysis", "weatherCheck")
 
 
@@ -333,7 +334,7 @@ def test_load_dir_is_all_or_nothing(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "b", tool("other"))  # stem and const differ
     _write(tmp_path, "c", tool("c"))
     with pytest.raises(ToolSchemaError) as info:
-        registry.load_dir(tmp_path)
+        load_tool_dir(registry, tmp_path)
     assert "b.json" in str(info.value) and "'other'" in str(info.value)
     assert (registry.version, registry.snapshot()) == before
 
@@ -342,17 +343,17 @@ def test_load_dir_invalid_json_names_the_file(registry: ToolRegistry, tmp_path) 
     _write(tmp_path, "a", tool("a"))
     _write(tmp_path, "broken", "{not json")
     with pytest.raises(ToolSchemaError, match=r"broken\.json.*not valid JSON"):
-        registry.load_dir(tmp_path)
+        load_tool_dir(registry, tmp_path)
     assert len(registry) == 0
     _write(tmp_path, "broken", '{"type": NaN}')
     with pytest.raises(ToolSchemaError, match=r"broken\.json"):
-        registry.load_dir(tmp_path)
+        load_tool_dir(registry, tmp_path)
 
 
 def test_load_dir_bad_method_names_the_file(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "m", tool("m", _outputMethod={"enum": ["add"]}))
     with pytest.raises(UnknownMethodError, match=r"m\.json"):
-        registry.load_dir(tmp_path)
+        load_tool_dir(registry, tmp_path)
 
 
 def test_load_dir_duplicates(registry: ToolRegistry, tmp_path) -> None:
@@ -360,41 +361,41 @@ def test_load_dir_duplicates(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "a", tool("a", extra={"type": "string"}))
     _write(tmp_path, "b", tool("b"))
     with pytest.raises(DuplicateRegistrationError, match=r"a\.json"):
-        registry.load_dir(tmp_path)
+        load_tool_dir(registry, tmp_path)
     assert registry.names == ("a",)
-    assert registry.load_dir(tmp_path, replace=True) == ["a", "b"]
+    assert load_tool_dir(registry, tmp_path, replace=True) == ["a", "b"]
     assert "extra" in registry.get("a")["properties"]
 
 
 def test_load_dir_same_files_twice_is_idempotent(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "a", tool("a"))
-    registry.load_dir(tmp_path)
+    load_tool_dir(registry, tmp_path)
     version = registry.version
-    assert registry.load_dir(tmp_path) == ["a"]
+    assert load_tool_dir(registry, tmp_path) == ["a"]
     assert registry.version == version
 
 
 def test_load_dir_missing_folder(registry: ToolRegistry, tmp_path) -> None:
     with pytest.raises(RegistrationError, match="does not exist"):
-        registry.load_dir(tmp_path / "nope")
+        load_tool_dir(registry, tmp_path / "nope")
 
 
 def test_load_file(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "weatherCheck", weather_check())
-    assert registry.load_file(tmp_path / "weatherCheck.json") == "weatherCheck"
+    assert load_tool_file(registry, tmp_path / "weatherCheck.json") == "weatherCheck"
     assert registry.get("weatherCheck") == weather_check()
     with pytest.raises(ToolSchemaError, match=r"missing\.json"):
-        registry.load_file(tmp_path / "missing.json")
+        load_tool_file(registry, tmp_path / "missing.json")
 
 
 def test_unicode_file(registry: ToolRegistry, tmp_path) -> None:
     _write(tmp_path, "fr", tool("fr", ville={"type": "string", "description": "Ville à vérifier †"}))
-    registry.load_dir(tmp_path)
+    load_tool_dir(registry, tmp_path)
     assert registry.get("fr")["properties"]["ville"]["description"] == "Ville à vérifier †"
 
 
 def test_the_metaschema_check_is_remembered_for_a_schema_seen_before_but_failures_are_not(monkeypatch) -> None:
-    from agentq.protocol import tools as tools_module
+    from agentq.protocol import tool_schema as tools_module
 
     checks = []
     original = tools_module.Draft202012Validator.check_schema

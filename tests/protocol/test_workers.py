@@ -329,9 +329,10 @@ def test_tool_file_is_a_well_formed_tool(path: Path) -> None:
 
 def test_the_tool_registry_accepts_every_tool_file() -> None:
     from agentq.protocol.tools import ToolRegistry
+    from agentq.runtime.tool_files import load_tool_dir
 
     registry = ToolRegistry()
-    loaded = registry.load_dir(TOOLS_DIR)
+    loaded = load_tool_dir(registry, TOOLS_DIR)
     assert set(loaded) == {path.stem for path in TOOL_FILES}
 
 
@@ -358,9 +359,10 @@ def test_demo_job_is_a_plan_with_only_known_tools(path: Path) -> None:
 def test_demo_job_plans_without_problems(path: Path) -> None:
     from agentq.protocol.jobs import plan_job
     from agentq.protocol.tools import ToolRegistry
+    from agentq.runtime.tool_files import load_tool_dir
 
     registry = ToolRegistry()
-    registry.load_dir(TOOLS_DIR)
+    load_tool_dir(registry, TOOLS_DIR)
     live = {spec.name: spec.to_announcement() for spec in Activity.specs()}
     plan = plan_job(load(path), tools=registry.snapshot(), live_activities=live)
     assert plan.kind == "plan"
@@ -375,9 +377,10 @@ def run_plan_in_process(path: Path) -> tuple[dict, dict, list[str]]:
     from agentq.protocol.tools import ToolRegistry
     from agentq.protocol.views import LogIndex, resolve_params
     from agentq.protocol.writes import failure_messages, output_messages
+    from agentq.runtime.tool_files import load_tool_dir
 
     registry = ToolRegistry()
-    registry.load_dir(TOOLS_DIR)
+    load_tool_dir(registry, TOOLS_DIR)
     tools = registry.snapshot()
     live = {spec.name: spec.to_announcement() for spec in Activity.specs()}
     plan = plan_job(load(path), tools=tools, live_activities=live)

@@ -31,6 +31,7 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.compose import compose
 from agentq.protocol.jobs import plan_job
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -454,7 +455,7 @@ def music() -> Any:
 @pytest.fixture(scope="module")
 def music_tools(music: Any) -> ToolRegistry:
     registry = ToolRegistry()
-    registry.load_dir(music.TOOLS_DIR)
+    load_tool_dir(registry, music.TOOLS_DIR)
     return registry
 
 

@@ -1,0 +1,95 @@
+"""What planning produces: `JobPlan` and its `PlannedCall`s, the limits a job is checked against, and the
+problems collected on the way (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.errors import InvalidInputError, Problem
+from agentq.protocol.records import CallMode, CallRecord, JobKind
+
+__all__ = ["JobLimits", "JobPlan", "PlannedCall", "Problems", "needs_approval"]
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    max_job_bytes: int = 1_000_000
+    max_calls: int = 10_000
+    default_ttl_s: int = 7 * 24 * 3600
+
+
+@dataclass
+class PlannedCall:
+    """One Call of a job while it is planned; `record()` is what the store keeps of it, beside `dependents`
+    (the calls waiting on it) and `waiting` (how many unfinished calls it waits on)."""
+
+    id: str
+    index: int
+    call: dict
+    tool: str
+    activity: str
+    mode: CallMode
+    awaited: bool
+    instance: str | None
+    scopes: list[str]
+    dependents: list[str] = field(default_factory=list)
+    waiting: int = 0  # unfinished calls it waits on
+    needs_log: bool = False
+    locale: str = "en"  # the job's locale, for the display info of this call's event parts
+    approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides (SPEC §9)
+    depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
+
+    def record(self) -> CallRecord:
+        return CallRecord(
+            id=self.id, index=self.index, call=self.call, tool=self.tool, activity=self.activity, mode=self.mode,
+            awaited=self.awaited, instance=self.instance, scopes=tuple(self.scopes), needs_log=self.needs_log,
+            locale=self.locale,
+        )
+
+
+@dataclass
+class JobPlan:
+    id: str
+    kind: JobKind
+    context: list[dict]
+    tools: dict[str, dict]  # composed tool schemas of this job, by name
+    solution: dict
+    output: dict | None
+    options: dict
+    calls: list[PlannedCall]
+    registered: dict[str, dict] = field(default_factory=dict)  # the job's tools as registered (an agent job
+    # composes them again at each tick, against the activities known then)
+
+    @property
+    def ready(self) -> list[PlannedCall]:
+        """Calls that may start at once (not those held for approval)."""
+        return [c for c in self.calls if c.waiting == 0 and not c.approval]
+
+    @property
+    def ttl_s(self) -> int:
+        return int(self.options["ttl_s"])
+
+
+class Problems:
+    """Collects problems so a job is rejected once, with all of them."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, pointer: str, message: str) -> None:
+        self.items.append(Problem(pointer, message))
+
+    def extend_from(self, error: Exception, pointer: str) -> None:
+        if isinstance(error, InvalidInputError) and error.problems:
+            for p in error.problems:
+                self.items.append(Problem(pointer + p.pointer if not p.pointer.startswith(pointer) else p.pointer,
+                                          p.message))
+        else:
+            self.add(pointer, str(error))
+
+
+def needs_approval(tool_name: str, tool: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
+    """Calls of tools listed in `options.approval`, or marked `"x-approval": "required"`, wait for a reviewer."""
+    return tool_name in (options.get("approval") or ()) or tool.get("x-approval") == "required"
