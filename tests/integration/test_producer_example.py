@@ -53,10 +53,10 @@ def candidates(answers: list[ReplayAnswer], purpose: str, text: str) -> list[int
 
 
 def parent_link(store: StateStore, job_id: str) -> dict:
-    """A module job's link to the call that started it."""
+    """A module job's link to the call that started it, in its stored form."""
     link = store.job_info(job_id).parent
     assert link is not None, job_id
-    return link
+    return link.to_dict()
 
 
 def check_producer_record(store: StateStore, record: dict) -> None:
