@@ -19,8 +19,13 @@ from typing import Any
 
 _OUTSIDE = re.compile(r'[{}\[\]",]')
 _INSIDE = re.compile(r'["\\]')
+#: by structural character: the deepest level at which it matters (deeper, it only changes the depth) and that change
+_LIMIT = {"{": 2, "[": 2, "}": 3, "]": 3, ",": 2}
+_NESTING = {"{": 1, "[": 1, "}": -1, "]": -1, ",": 0}
 
 _NONE, _KEY, _ELEMENT = 0, 1, 2
+
+_Done = list[tuple[int, str]]
 
 
 class CallScanner:
@@ -38,12 +43,16 @@ class CallScanner:
         self.capture = _NONE
         self.parts: list[str] = []
         self.element_index = 0
+        self.start = 0  # where the capture (if any) starts in the chunk being fed
 
     def feed(self, chunk: str) -> list[tuple[int, str]]:
-        """Scan ``chunk``; return ``(index, text)`` of every ``calls`` element that closed in it."""
-        done: list[tuple[int, str]] = []
+        """Scan ``chunk``; return ``(index, text)`` of every ``calls`` element that closed in it.
+
+        Brackets and commas below the levels that matter only change the depth here; the others go to
+        :data:`_SHALLOW`."""
+        done: _Done = []
         pos, end = 0, len(chunk)
-        start = 0  # where the capture (if any) starts in this chunk
+        self.start = 0
         while pos < end:
             if self.escape:
                 self.escape = False
@@ -59,42 +68,49 @@ class CallScanner:
                 else:
                     self.in_string = False
                     if self.capture == _KEY:
-                        self.parts.append(chunk[start:pos])
+                        self.parts.append(chunk[self.start:pos])
                         self._end_key()
                 continue
             match = _OUTSIDE.search(chunk, pos)
             if match is None:
                 break
-            char, at = match.group(), match.start()
-            pos = match.end()
+            char, pos = match.group(), match.end()
             if char == '"':
                 self.in_string = True
                 if self.depth == 1 and self.expect_key:
-                    self.capture, start, self.parts = _KEY, at, []
-            elif char == "{" or char == "[":
-                if self.depth == 1 and char == "[" and self._at_calls_value():
-                    self.in_calls = self.calls_seen = True
-                elif self.depth == 2 and self.in_calls and char == "{":
-                    self.capture, start, self.parts, self.element_index = _ELEMENT, at, [], self.index
-                self.depth += 1
-                if self.depth == 1:
-                    self.expect_key = char == "{"
-            elif char == "}" or char == "]":
-                self.depth -= 1
-                if self.depth == 2 and self.capture == _ELEMENT:
-                    self.parts.append(chunk[start:pos])
-                    done.append((self.element_index, "".join(self.parts)))
-                    self.capture, self.parts = _NONE, []
-                elif self.depth == 1 and self.in_calls:
-                    self.in_calls = False
-            elif char == ",":
-                if self.depth == 1:
-                    self.expect_key = True
-                elif self.depth == 2 and self.in_calls:
-                    self.index += 1
+                    self.capture, self.start, self.parts = _KEY, match.start(), []
+            elif self.depth > _LIMIT[char]:
+                self.depth += _NESTING[char]
+            else:
+                _SHALLOW[char](self, chunk, match.start(), done)
         if self.capture != _NONE:
-            self.parts.append(chunk[start:])
+            self.parts.append(chunk[self.start:])
         return done
+
+    def _open(self, chunk: str, at: int, done: _Done) -> None:
+        char = chunk[at]
+        if self.depth == 1 and char == "[" and self._at_calls_value():
+            self.in_calls = self.calls_seen = True
+        elif self.depth == 2 and self.in_calls and char == "{":
+            self.capture, self.start, self.parts, self.element_index = _ELEMENT, at, [], self.index
+        self.depth += 1
+        if self.depth == 1:
+            self.expect_key = char == "{"
+
+    def _close(self, chunk: str, at: int, done: _Done) -> None:
+        self.depth -= 1
+        if self.depth == 2 and self.capture == _ELEMENT:
+            self.parts.append(chunk[self.start:at + 1])
+            done.append((self.element_index, "".join(self.parts)))
+            self.capture, self.parts = _NONE, []
+        elif self.depth == 1 and self.in_calls:
+            self.in_calls = False
+
+    def _comma(self, chunk: str, at: int, done: _Done) -> None:
+        if self.depth == 1:
+            self.expect_key = True
+        elif self.depth == 2 and self.in_calls:
+            self.index += 1
 
     def _at_calls_value(self) -> bool:
         return not self.expect_key and self.key == "calls" and not self.calls_seen
@@ -107,6 +123,13 @@ class CallScanner:
             self.key = json.loads(text)
         except ValueError:
             self.key = None
+
+
+#: what a bracket or a comma does at the levels where it matters
+_SHALLOW: dict[str, Callable[[CallScanner, str, int, _Done], None]] = {
+    "{": CallScanner._open, "[": CallScanner._open, "}": CallScanner._close, "]": CallScanner._close,
+    ",": CallScanner._comma,
+}
 
 
 class CallReporter:
