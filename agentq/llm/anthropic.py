@@ -15,10 +15,11 @@ own retries are off by default: the runtime schedules the next attempt without h
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 _CACHE = {"type": "ephemeral"}
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
+_SHOULD_RETRY: dict[Any, bool] = {"true": True, "false": False}  # the x-should-retry header
 
 
 def request_params(request: LLMRequest) -> dict[str, Any]:
@@ -249,48 +251,62 @@ def _status_text(exc: Any) -> str:
     return f"Anthropic API {status} {kind}: {message}"
 
 
+_ErrorMap = tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Callable[[Any], LLMError]], ...]
+
+
 def map_error(exc: BaseException, *, mid_stream: bool = False) -> LLMError:
-    """agentq's error for an exception raised by the SDK or its HTTP transport."""
+    """agentq's error for an exception raised by the SDK or its HTTP transport: the first entry of the
+    boundary's map (the request's, or the stream's) that ``exc`` is an instance of says which."""
     if isinstance(exc, LLMError):
         return exc
     try:
-        import anthropic
-        import httpx2
+        table = _error_map(mid_stream)
     except ImportError:  # pragma: no cover
         return LLMError(f"Anthropic request failed: {exc!r}")
-    if isinstance(exc, anthropic.APIStatusError):
-        status = exc.status_code
-        headers = exc.response.headers if exc.response is not None else None
-        retry_after = parse_retry_after(headers)
-        should = headers.get("x-should-retry") if headers is not None else None
-        if status == 200:  # an `error` event inside a 200 stream
-            return LLMRetryableError(f"Anthropic stream error event: {exc.type or 'error'}: "
-                                     f"{exc.api_message or exc.message}", retry_after_s=retry_after, status=status)
-        retryable = status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
-        if should == "true":
-            retryable = True
-        elif should == "false":
-            retryable = False
-        if retryable:
-            return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status)
-        return LLMError(_status_text(exc))
-    if isinstance(exc, anthropic.APITimeoutError):
-        return LLMRetryableError("Anthropic API request timed out")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return LLMRetryableError(f"cannot reach the Anthropic API: {exc.__cause__ or exc}")
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return LLMError(f"the Anthropic API answered something unexpected: {exc}")
-    if isinstance(exc, httpx2.TimeoutException):
-        return LLMRetryableError(f"Anthropic stream timed out: {exc!r}")
-    if isinstance(exc, httpx2.TransportError):
-        return LLMRetryableError(f"Anthropic stream broken: {exc!r}")
-    if isinstance(exc, httpx2.HTTPError | httpx2.StreamError):
-        return LLMRetryableError(f"Anthropic stream failed: {exc!r}")
-    if mid_stream and isinstance(exc, ValueError):  # a malformed server-sent event
-        return LLMRetryableError(f"malformed Anthropic stream: {exc}")
-    if isinstance(exc, anthropic.AnthropicError):
-        return LLMError(f"Anthropic request failed: {exc}")
+    for kind, error in table:
+        if isinstance(exc, kind):
+            return error(exc)
     return LLMError(f"Anthropic request failed: {type(exc).__name__}: {exc}")
+
+
+@functools.cache
+def _error_map(mid_stream: bool) -> _ErrorMap:
+    """The map at the request boundary, or (``mid_stream``) while its events are read, where a
+    ``ValueError`` is a malformed server-sent event."""
+    import anthropic
+    import httpx2
+
+    transport: _ErrorMap = (
+        (anthropic.APIStatusError, _status_error),
+        (anthropic.APITimeoutError, lambda exc: LLMRetryableError("Anthropic API request timed out")),
+        (anthropic.APIConnectionError,
+         lambda exc: LLMRetryableError(f"cannot reach the Anthropic API: {exc.__cause__ or exc}")),
+        (anthropic.APIResponseValidationError,
+         lambda exc: LLMError(f"the Anthropic API answered something unexpected: {exc}")),
+        (httpx2.TimeoutException, lambda exc: LLMRetryableError(f"Anthropic stream timed out: {exc!r}")),
+        (httpx2.TransportError, lambda exc: LLMRetryableError(f"Anthropic stream broken: {exc!r}")),
+        ((httpx2.HTTPError, httpx2.StreamError), lambda exc: LLMRetryableError(f"Anthropic stream failed: {exc!r}")),
+    )
+    stream: _ErrorMap = ((ValueError, lambda exc: LLMRetryableError(f"malformed Anthropic stream: {exc}")),)
+    sdk: _ErrorMap = ((anthropic.AnthropicError, lambda exc: LLMError(f"Anthropic request failed: {exc}")),)
+    return transport + stream + sdk if mid_stream else transport + sdk
+
+
+def _status_error(exc: Any) -> LLMError:
+    """An HTTP error status, or an ``error`` event inside a 200 stream; ``x-should-retry`` has the last word."""
+    status = exc.status_code
+    headers = exc.response.headers if exc.response is not None else None
+    retry_after = parse_retry_after(headers)
+    if status == 200:
+        return LLMRetryableError(f"Anthropic stream error event: {exc.type or 'error'}: "
+                                 f"{exc.api_message or exc.message}", retry_after_s=retry_after, status=status)
+    should = headers.get("x-should-retry") if headers is not None else None
+    retryable = _SHOULD_RETRY.get(should)
+    if retryable is None:
+        retryable = status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
+    if retryable:
+        return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status)
+    return LLMError(_status_text(exc))
 
 
 __all__ = ["AnthropicLLM", "map_error", "parse_retry_after", "request_params"]
