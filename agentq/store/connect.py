@@ -59,36 +59,56 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     netloc, _, path = rest.partition("/")
     userinfo, _, hosts = netloc.rpartition("@")
     problems: list[str] = []
-    sentinels: list[tuple[str, int]] = []
-    for item in filter(None, (h.strip() for h in hosts.split(","))):
-        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d{1,5}))?", item)
-        if match is None or not 0 < int(match.group(2) or DEFAULT_SENTINEL_PORT) < 65536:
-            problems.append(f"{item!r} is not host:port")
-        else:
-            sentinels.append((match.group(1).strip("[]"), int(match.group(2) or DEFAULT_SENTINEL_PORT)))
-    if not hosts.strip():
-        problems.append("it names no sentinel (host:port)")
-    segments = [s for s in path.split("/") if s]
-    master = unquote(segments[0]) if segments else ""
-    if not master:
-        problems.append("it names no master (the path's first segment)")
-    db = 0
-    if len(segments) > 1:
-        if segments[1].isdigit() and len(segments) == 2:
-            db = int(segments[1])
-        else:
-            problems.append(f"{'/'.join(segments[1:])!r} is not a database number")
-    options = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(options) - {"sentinel_password"})
-    if unknown:
-        problems.append(f"unknown parameter(s) {', '.join(unknown)} (only sentinel_password)")
+    sentinels = _sentinels(hosts, problems)
+    master, db = _master_and_db(path, problems)
+    options = _options(query, problems)
     if problems:
         raise ConfigurationError(f"invalid Sentinel URL {redact_password(url)!r}: {'; '.join(problems)} "
                                  f"(form: {SENTINEL_FORM})")
     username, has_password, password = userinfo.partition(":")
-    return SentinelUrl(sentinels=tuple(sentinels), master=master, db=db, username=unquote(username) or None,
+    return SentinelUrl(sentinels=sentinels, master=master, db=db, username=unquote(username) or None,
                        password=unquote(password) if has_password and password else None,
                        sentinel_password=options.get("sentinel_password") or None)
+
+
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]+)(?::(\d{1,5}))?")
+
+
+def _sentinels(hosts: str, problems: list[str]) -> tuple[tuple[str, int], ...]:
+    """The `host:port` list of the URL (the port defaults to Sentinel's)."""
+    sentinels: list[tuple[str, int]] = []
+    for item in filter(None, (h.strip() for h in hosts.split(","))):
+        match = _HOST_PORT.fullmatch(item)
+        port = int(match.group(2) or DEFAULT_SENTINEL_PORT) if match is not None else 0
+        if match is None or not 0 < port < 65536:
+            problems.append(f"{item!r} is not host:port")
+        else:
+            sentinels.append((match.group(1).strip("[]"), port))
+    if not hosts.strip():
+        problems.append("it names no sentinel (host:port)")
+    return tuple(sentinels)
+
+
+def _master_and_db(path: str, problems: list[str]) -> tuple[str, int]:
+    """The master name (the path's first segment) and the database number (its optional second one)."""
+    segments = [s for s in path.split("/") if s]
+    master = unquote(segments[0]) if segments else ""
+    if not master:
+        problems.append("it names no master (the path's first segment)")
+    if len(segments) <= 1:
+        return master, 0
+    if segments[1].isdigit() and len(segments) == 2:
+        return master, int(segments[1])
+    problems.append(f"{'/'.join(segments[1:])!r} is not a database number")
+    return master, 0
+
+
+def _options(query: str, problems: list[str]) -> dict[str, str]:
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - {"sentinel_password"})
+    if unknown:
+        problems.append(f"unknown parameter(s) {', '.join(unknown)} (only sentinel_password)")
+    return options
 
 
 def redact_password(url: str) -> str:
