@@ -58,22 +58,32 @@ def assess(beats: list[WorkerBeat], *, hostname: str, role: str, heartbeat_s: fl
     """The health of `hostname` from the fleet's announcements (`StateStore.worker_beats`)."""
     now = time.time() if now is None else now
     what = {"any": "worker or dispatcher", "worker": "worker", "dispatcher": "dispatcher"}[role]
-    mine = [b for b in beats if _host_of(b) == hostname
-            and (role == "any" or b.announcement is None or role in _role_of(b.announcement))]
+    mine = [b for b in beats if _host_of(b) == hostname and _plays(b, role)]
     if not mine:
         others = sorted({_host_of(b) for b in beats})
         elsewhere = f" (announcements from: {', '.join(others)})" if others else " (none from any host)"
         return Health(False, f"no {what} of host {hostname} has announced itself{elsewhere}")
-    ages = []
-    for beat in mine:
-        interval = float((beat.announcement or {}).get("heartbeat_s") or heartbeat_s)
-        ages.append((now - (beat.expires_at - 3 * interval), interval, beat))
-    age, interval, beat = min(ages, key=lambda item: item[0] / item[1])
+    age, interval, beat = _freshest(mine, heartbeat_s, now)
     if age <= 2 * interval:
         roles = " and ".join(sorted(_role_of(beat.announcement or {}))) or "worker"
         return Health(True, f"ok: {roles} {beat.worker_id} announced itself {max(age, 0.0):.1f} s ago")
     return Health(False, f"stale: the last announcement of a {what} of host {hostname} ({beat.worker_id}) was "
                          f"{age:.0f} s ago, more than two heartbeats ({2 * interval:g} s)")
+
+
+def _plays(beat: WorkerBeat, role: str) -> bool:
+    """Whether the process plays `role` (a beat without its announcement may play any)."""
+    return role == "any" or beat.announcement is None or role in _role_of(beat.announcement)
+
+
+def _freshest(beats: list[WorkerBeat], heartbeat_s: float, now: float) -> tuple[float, float, WorkerBeat]:
+    """The age of the last announcement, the beat interval and the beat of the process whose announcement is
+    the youngest in its own beats (each announcement says its interval; `heartbeat_s` otherwise)."""
+    ages = []
+    for beat in beats:
+        interval = float((beat.announcement or {}).get("heartbeat_s") or heartbeat_s)
+        ages.append((now - (beat.expires_at - 3 * interval), interval, beat))
+    return min(ages, key=lambda item: item[0] / item[1])
 
 
 def check(store: Any, *, hostname: str | None = None, role: str = "any", heartbeat_s: float,
