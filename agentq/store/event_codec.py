@@ -109,34 +109,17 @@ def _pack_part(part: Any, envelope: dict, code: str) -> dict | None:
     packed: dict[str, Any] = {}
     if activity_type != _ACTIVITY_TYPES.get(code):
         packed["a"] = activity_type
-    if not _same_str(part["source"], _SOURCE):
-        packed["s"] = part["source"]
+    source = part["source"]
+    if source != _SOURCE or type(source) is not str:
+        packed["s"] = source
     if part["content"] is not None:
         packed["c"] = part["content"]
     moment = _timestamp_us(timestamp)
     packed["m"] = timestamp if moment is None else moment
-    if part["tools"] is not None:
-        arguments = _single_call_arguments(part["tools"], envelope)
-        if arguments is _NOTHING:
-            packed["T"] = part["tools"]
-        else:
-            packed["A"] = arguments
-    content = _NOTHING
-    if part["results"] is not None:
-        result = _single_result(part["results"], envelope)
-        if result is None:
-            packed["R"] = part["results"]
-        else:
-            content = packed["C"] = result["content"]
-            if result["is_error"]:
-                packed["E"] = True
+    content = _pack_exchange(part, envelope, packed)
     display = part["display_info"]
     if display is not None:
-        marker = _display_marker(display, activity_type)
-        if marker is None:
-            packed["D"] = display
-        else:
-            packed["d"] = marker
+        _pack_display(display, activity_type, packed)
     technical = part["technical_details"]
     if technical is not None:
         compact = _pack_technical(technical, envelope, moment, content)
@@ -145,6 +128,35 @@ def _pack_part(part: Any, envelope: dict, code: str) -> dict | None:
         else:
             packed["x"] = compact
     return packed
+
+
+def _pack_exchange(part: dict, envelope: dict, packed: dict[str, Any]) -> Any:
+    """Pack the part's tool requests and results; the content of the envelope's own single result, if that is
+    what the results are (else `_NOTHING`)."""
+    if part["tools"] is not None:
+        arguments = _single_call_arguments(part["tools"], envelope)
+        if arguments is _NOTHING:
+            packed["T"] = part["tools"]
+        else:
+            packed["A"] = arguments
+    if part["results"] is None:
+        return _NOTHING
+    result = _single_result(part["results"], envelope)
+    if result is None:
+        packed["R"] = part["results"]
+        return _NOTHING
+    content = packed["C"] = result["content"]
+    if result["is_error"]:
+        packed["E"] = True
+    return content
+
+
+def _pack_display(display: Any, activity_type: str, packed: dict[str, Any]) -> None:
+    marker = _display_marker(display, activity_type)
+    if marker is None:
+        packed["D"] = display
+    else:
+        packed["d"] = marker
 
 
 def _single_call_arguments(tools: Any, envelope: dict) -> Any:
