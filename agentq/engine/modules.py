@@ -36,15 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2
 from jsonschema import Draft202012Validator
 
+from agentq.engine.module_urls import MAX_REDIRECTS, ModuleFetcher, refused
 from agentq.errors import (
     ModuleError,
     ModuleInvalid,
     ModuleNotFound,
     ModuleRefused,
-    ModuleUnavailable,
     Problem,
     ProtocolError,
 )
@@ -66,7 +65,6 @@ __all__ = [
 ANONYMOUS = "anonymous"
 MODULE_FIELDS = ("context", "tools", "output", "input")
 MAX_MODULE_BYTES = 1_000_000  # the default of AGENTQ_MAX_JOB_BYTES: a module is a saved request
-MAX_REDIRECTS = 5
 MAX_NAME_CHARS = 255
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -239,10 +237,6 @@ def packaged_modules_dir() -> Path | None:
     return None
 
 
-def _refused(ref: str, why: str) -> ModuleRefused:
-    return ModuleRefused(f"module {ref!r} refused: {why}", ref=ref)
-
-
 class ModuleLibrary:
     """Loads saved modules from folders (first folder that has a name wins) and from allowed URLs.
 
@@ -294,23 +288,23 @@ class ModuleLibrary:
     def _relative(self, ref: str) -> Path:
         """The file name a module name stands for, after refusing everything that could leave a folder."""
         if not ref.strip():
-            raise _refused(ref, "the name is empty")
+            raise refused(ref, "the name is empty")
         if "\\" in ref:
-            raise _refused(ref, "backslashes are not allowed; separate subfolders with '/'")
+            raise refused(ref, "backslashes are not allowed; separate subfolders with '/'")
         if "\x00" in ref:
-            raise _refused(ref, "NUL characters are not allowed")
+            raise refused(ref, "NUL characters are not allowed")
         if ref.startswith(("/", "~")):
-            raise _refused(ref, "absolute paths are not allowed; give a name relative to the module folders")
+            raise refused(ref, "absolute paths are not allowed; give a name relative to the module folders")
         if len(ref) > MAX_NAME_CHARS:
-            raise _refused(ref[:40] + "...", f"the name is longer than {MAX_NAME_CHARS} characters")
+            raise refused(ref[:40] + "...", f"the name is longer than {MAX_NAME_CHARS} characters")
         segments = ref.split("/")
         if any(s in (".", "..") for s in segments):
-            raise _refused(ref, "'.' and '..' segments are not allowed")
+            raise refused(ref, "'.' and '..' segments are not allowed")
         for segment in segments:
             if not segment:
-                raise _refused(ref, "empty path segment ('//' or a trailing '/')")
+                raise refused(ref, "empty path segment ('//' or a trailing '/')")
             if not _SEGMENT.match(segment):
-                raise _refused(ref, f"segment {segment!r}: use letters, digits, '_', '.' and '-', not starting "
+                raise refused(ref, f"segment {segment!r}: use letters, digits, '_', '.' and '-', not starting "
                                     f"with '.'")
         if not segments[-1].endswith(".json"):
             segments[-1] += ".json"
@@ -328,7 +322,7 @@ class ModuleLibrary:
             candidate = base / relative
             resolved = candidate.resolve()
             if not resolved.is_relative_to(base):  # a symlink (of the file or of a subfolder) leads out
-                raise _refused(ref, f"{candidate} resolves to {resolved}, outside its folder {folder}")
+                raise refused(ref, f"{candidate} resolves to {resolved}, outside its folder {folder}")
             if resolved.is_file():
                 return self._read_file(ref, resolved)
         raise ModuleNotFound(f"module {ref!r} not found: no {relative.as_posix()} in "
@@ -359,77 +353,11 @@ class ModuleLibrary:
 
     # ------------------------------------------------------------------ URLs
 
-    def _allowed(self, url: httpx2.URL) -> bool:
-        host = url.host.lower()
-        return host in self.url_allowlist or (url.port is not None and f"{host}:{url.port}" in self.url_allowlist)
-
-    def _check_url(self, ref: str, url: httpx2.URL, *, first_host: str | None = None,
-                   first_scheme: str | None = None) -> None:
-        if url.scheme not in ("http", "https"):
-            raise _refused(ref, f"scheme {url.scheme + ':'!r} is not allowed; only names and http(s) URLs are")
-        if not url.host:
-            raise _refused(ref, "the URL has no host")
-        if first_host is not None and url.host.lower() != first_host:
-            raise _refused(ref, f"redirected to another host ({url.host}); redirects may only stay on {first_host}")
-        if first_scheme == "https" and url.scheme != "https":
-            raise _refused(ref, f"redirected from https to {url}; a redirect may not drop TLS")
-        if not self._allowed(url):
-            allowed = ", ".join(sorted(self.url_allowlist)) or "none"
-            raise _refused(ref, f"host {url.host!r} is not in AGENTQ_MODULE_URL_ALLOWLIST (allowed: {allowed})")
-
     def _load_url(self, ref: str) -> SavedModule:
-        scheme = ref.split(":", 1)[0].lower()
-        if scheme not in ("http", "https"):
-            raise _refused(ref, f"scheme {scheme + ':'!r} is not allowed; only names and http(s) URLs are")
-        try:
-            url = httpx2.URL(ref)
-        except httpx2.InvalidURL as error:
-            raise _refused(ref, f"not a valid URL ({error})") from None
-        self._check_url(ref, url)
-        data, source = self._fetch(ref, url)
+        data, source = ModuleFetcher(self.url_allowlist, self.timeout_s, self.max_bytes).fetch(ref)
         key = ("url", source, hashlib.sha256(data).hexdigest())
         cached = self._cache.get(key)
         if cached is not None:
             return cached.copy(ref)
         module = parse_module(_decode(data, name=ref, source=source), name=ref, source=source)
         return self._cache.put(key, module).copy(ref)
-
-    def _fetch(self, ref: str, url: httpx2.URL) -> tuple[bytes, str]:
-        first_host, first_scheme = url.host.lower(), url.scheme
-        try:
-            with httpx2.Client(timeout=self.timeout_s, follow_redirects=False) as client:
-                for _ in range(MAX_REDIRECTS + 1):
-                    with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
-                        if response.is_redirect:
-                            url = url.join(response.headers["location"])
-                            self._check_url(ref, url, first_host=first_host, first_scheme=first_scheme)
-                            continue
-                        return self._body(ref, str(url), response), str(url)
-        except httpx2.HTTPError as error:
-            raise ModuleUnavailable(f"module {ref!r}: cannot fetch {url} ({type(error).__name__}: {error})",
-                                    ref=ref, source=str(url)) from None
-        raise ModuleError(f"module {ref!r}: more than {MAX_REDIRECTS} redirects", ref=ref, source=str(url))
-
-    def _body(self, ref: str, source: str, response: httpx2.Response) -> bytes:
-        status = response.status_code
-        if status in (404, 410):
-            raise ModuleNotFound(f"module {ref!r} not found: {source} answered {status}", ref=ref, source=source)
-        if status == 429 or status >= 500:
-            raise ModuleUnavailable(f"module {ref!r}: {source} answered {status}; try again later", ref=ref,
-                                    source=source)
-        if status != 200:
-            raise ModuleError(f"module {ref!r}: {source} answered {status}", ref=ref, source=source)
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_bytes:
-            raise self._too_big(ref, source)
-        body = bytearray()
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > self.max_bytes:
-                raise self._too_big(ref, source)
-        return bytes(body)
-
-    def _too_big(self, ref: str, source: str) -> ModuleInvalid:
-        return ModuleInvalid(f"module {ref!r} ({source}) is invalid", [Problem(
-            "", f"the body is larger than {self.max_bytes} bytes (AGENTQ_MAX_JOB_BYTES)")], ref=ref, source=source)
-
