@@ -50,6 +50,7 @@ from agentq.errors import (
 from agentq.protocol.cache import LRU
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.tools import check_tool_schema, is_valid_name, tool_name_of
+from agentq.protocol.values import copy_json
 
 __all__ = [
     "ANONYMOUS",
@@ -74,15 +75,6 @@ _META = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Dr
 _CACHE_SIZE = 128
 
 
-def _copy(value: Any) -> Any:
-    """Deep copy of plain JSON."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 @dataclass(frozen=True)
 class SavedModule:
     """A loaded module: `name` is the reference it was loaded by, `source` the file path or URL it came from
@@ -103,12 +95,12 @@ class SavedModule:
     def to_dict(self) -> dict[str, Any]:
         """``{"context", "tools", "output", "input"}`` (a copy): the module as a saved request, and what a
         ``module_loader`` gives :func:`agentq.protocol.compose.compose`."""
-        return {"context": _copy(self.context), "tools": _copy(self.tools), "output": _copy(self.output),
-                "input": _copy(self.input)}
+        return {"context": copy_json(self.context), "tools": copy_json(self.tools), "output": copy_json(self.output),
+                "input": copy_json(self.input)}
 
     def copy(self, name: str | None = None) -> SavedModule:
-        return SavedModule(name=self.name if name is None else name, context=_copy(self.context),
-                           tools=_copy(self.tools), output=_copy(self.output), input=_copy(self.input),
+        return SavedModule(name=self.name if name is None else name, context=copy_json(self.context),
+                           tools=copy_json(self.tools), output=copy_json(self.output), input=copy_json(self.input),
                            source=self.source)
 
 
@@ -167,7 +159,7 @@ def _tools_problems(raw: Any, problems: list[Problem]) -> list:
         if name in seen:
             problems.append(Problem(pointer, f"tool {name!r} is listed twice"))
         seen.add(name)
-    return _copy(raw)
+    return copy_json(raw)
 
 
 def _schema_problems(key: str, raw: Any, problems: list[Problem]) -> dict | None:
@@ -183,7 +175,7 @@ def _schema_problems(key: str, raw: Any, problems: list[Problem]) -> dict | None
     if key == "input" and "type" in raw and raw["type"] != "object":
         problems.append(Problem("/input/type", "the input message holds the Call's parameters: its schema must "
                                                f"describe an object, got type {raw['type']!r}"))
-    return None if found else _copy(raw)
+    return None if found else copy_json(raw)
 
 
 def parse_module(raw: Any, *, name: str, source: str) -> SavedModule:

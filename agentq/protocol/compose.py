@@ -43,6 +43,7 @@ from typing import Any
 from agentq.errors import DuplicateRegistrationError, ToolSchemaError
 from agentq.protocol.cache import LRU
 from agentq.protocol.tools import ToolRegistry, tool_name_of
+from agentq.protocol.values import copy_json
 
 __all__ = [
     "REASONING_FOR_CALL",
@@ -64,15 +65,6 @@ _NULL = {"type": "null"}
 _CACHE_SIZE = 256
 
 ModuleLoader = Callable[[str], Mapping[str, Any]]
-
-
-def _copy(value: Any) -> Any:
-    """Deep copy of plain JSON (faster than copy.deepcopy)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _live_set(live_activities: Iterable[str] | None) -> frozenset[str]:
@@ -106,7 +98,7 @@ def _compose(schema: Mapping[str, Any], live: frozenset[str], loader: ModuleLoad
     name, props = _named_props(schema)
     module = _upfront_module(schema, props, loader)
     out_props, params = _split_props(name, props, live)
-    output = _copy(props["_output"])
+    output = copy_json(props["_output"])
     required = ["_tool"] + [r for r in schema.get("required", ()) if r != "_tool"]
     if module is not None:
         output = _merge_module(module, params, required, output)
@@ -138,7 +130,7 @@ def _split_props(name: str, props: Mapping[str, Any], live: frozenset[str]) -> t
     meta: dict[str, Any] = {
         "_tool": {"type": "string", "const": name},
         "_activity": {"type": "string", "const": _resolve_activity(props, name, live)},
-        "_reasoningForCall": (_copy(props["_reasoningForCall"]) if "_reasoningForCall" in props
+        "_reasoningForCall": (copy_json(props["_reasoningForCall"]) if "_reasoningForCall" in props
                               else dict(REASONING_FOR_CALL)),
     }
     params: dict[str, Any] = {}
@@ -146,9 +138,9 @@ def _split_props(name: str, props: Mapping[str, Any], live: frozenset[str]) -> t
         if key in _FIRST or key == "_output":
             continue
         if key.startswith("_"):
-            meta[key] = _copy(value)
+            meta[key] = copy_json(value)
         else:
-            params[key] = _copy(value)
+            params[key] = copy_json(value)
     return meta, params
 
 
@@ -159,10 +151,10 @@ def _merge_module(module: Mapping[str, Any], params: dict[str, Any], required: l
     if isinstance(m_input, Mapping):
         for key, value in (m_input.get("properties") or {}).items():
             if not key.startswith("_"):
-                params[key] = _copy(value)
+                params[key] = copy_json(value)
         required += [r for r in m_input.get("required", ()) if r not in required and not r.startswith("_")]
     if "output" in module and module["output"] is not None:
-        return _copy(module["output"])
+        return copy_json(module["output"])
     return output
 
 
@@ -177,7 +169,7 @@ def _wrap(schema: Mapping[str, Any], out_props: dict[str, Any], required: list[s
         elif key == "required":
             composed["required"] = required
         else:
-            composed[key] = _copy(value)
+            composed[key] = copy_json(value)
     return composed
 
 
@@ -296,7 +288,7 @@ def compose(
         used_loader = used_loader or loaded
 
     if output is not None:
-        output_schema: dict[str, Any] = {"anyOf": [_copy(output), dict(_NULL)]}
+        output_schema: dict[str, Any] = {"anyOf": [copy_json(output), dict(_NULL)]}
     elif plan:
         output_schema = dict(_NULL)
     else:

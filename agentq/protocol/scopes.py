@@ -7,12 +7,12 @@ messages; any other name selects the data messages of that kind.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from agentq.errors import ConfigurationError, Problem, ScopeError, ToolSchemaError
+from agentq.protocol.values import copy_json
 from agentq.protocol.views import LogIndex, as_index
 
 
@@ -133,7 +133,7 @@ class ScopedContext:
         kinds = tuple(kinds)
         if not kinds:
             return cls([], index, emit, kinds=kinds, instance=instance)
-        return cls(_copied(index.scoped(kinds, instance)), index, emit, kinds=kinds, instance=instance)
+        return cls(copy_json(index.scoped(kinds, instance)), index, emit, kinds=kinds, instance=instance)
 
     def __getitem__(self, kind: str) -> Any:
         if kind not in self.kinds:
@@ -166,19 +166,4 @@ class ScopedContext:
 
 def _copied_views(index: LogIndex, kinds: tuple[str, ...], instance: str | None) -> dict[str, Any]:
     """A copy of the view of each kind (`MISSING` for a kind with no data, a text or error kind)."""
-    return {kind: _copied(index.view(kind, instance)) for kind in kinds}
-
-
-_ATOMS = frozenset((str, int, float, bool, type(None)))
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of a JSON value, a few times faster than `copy.deepcopy`, which copies anything else."""
-    kind = type(value)
-    if kind is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if kind is list:
-        return [_copied(item) for item in value]
-    if kind in _ATOMS:
-        return value
-    return copy.deepcopy(value)  # MISSING stays MISSING
+    return {kind: copy_json(index.view(kind, instance)) for kind in kinds}

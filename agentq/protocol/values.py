@@ -8,6 +8,7 @@ and never handed out, so it gives the same guarantee at a cost linear in the wri
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
@@ -327,3 +328,19 @@ def _json_type(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value, a few times faster than `copy.deepcopy`, which copies anything else
+    (`MISSING` stays `MISSING`)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
