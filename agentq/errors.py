@@ -72,7 +72,12 @@ class MessageError(ProtocolError):
 
 
 class ToolSchemaError(ProtocolError):
-    """A tool schema rejected at registration; the message names the tool and the keyword."""
+    """A tool schema rejected at registration; the message names the tool and the keyword (also set apart, for
+    callers that want them, where the check knows them)."""
+
+    tool: str | None = None
+    keyword: str | None = None
+    pointer: str | None = None
 
 
 class RegistrationError(ProtocolError):

@@ -23,7 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from agentq.errors import DuplicateRegistrationError, RegistrationError
 from agentq.protocol.tools import is_valid_name, next_version, unknown_name
@@ -41,7 +41,7 @@ def _fail(name: object, option: str, message: str) -> RegistrationError:
     return RegistrationError(f"activity {name!r}: option {option!r} {message}")
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -64,9 +64,9 @@ def _check_options(
 def _check_retries(name: object, retries: object, retry_backoff: object, timeout: object) -> None:
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise _fail(name, "retries", f"must be an integer >= 0, got {retries!r}")
-    if not _is_number(retry_backoff) or retry_backoff <= 0:  # type: ignore[operator]
+    if not _is_number(retry_backoff) or retry_backoff <= 0:
         raise _fail(name, "retry_backoff", f"must be a number of seconds > 0, got {retry_backoff!r}")
-    if timeout is not None and (not _is_number(timeout) or timeout <= 0):  # type: ignore[operator]
+    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
         raise _fail(name, "timeout", f"must be None or a number of seconds > 0, got {timeout!r}")
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from agentq.errors import DuplicateRegistrationError, ToolSchemaError
 from agentq.protocol.cache import LRU
@@ -277,9 +277,10 @@ def compose(
 
     stable = True
     if pairs is None:
-        version = tools.version  # type: ignore[union-attr]
+        registry = cast(ToolRegistry, tools)  # pairs is None only for a registry
+        version = registry.version
         pairs = _tool_list(tools)
-        stable = tools.version == version == key[1]  # type: ignore[union-attr]
+        stable = registry.version == version == key[1]
     composed: list[dict] = []
     used_loader = False
     for _, schema in pairs:

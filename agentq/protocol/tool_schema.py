@@ -73,9 +73,7 @@ def _pointer(parts: Any) -> str:
 def _schema_error(name: str, keyword: str, pointer: str, message: str) -> ToolSchemaError:
     err = ToolSchemaError(f"tool {name!r}: {message} (keyword {keyword!r} at {pointer or '/'})")
     # Extra structured detail for callers that want it (the message already says everything).
-    err.tool = name  # type: ignore[attr-defined]
-    err.keyword = keyword  # type: ignore[attr-defined]
-    err.pointer = pointer  # type: ignore[attr-defined]
+    err.tool, err.keyword, err.pointer = name, keyword, pointer
     return err
 
 

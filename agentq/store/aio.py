@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
@@ -34,7 +34,7 @@ async def arun(redis: Any, step: Step[T]) -> T:
         while True:
             batch = step.send(await _send(redis, batch))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return cast(T, done.value)
 
 
 async def _send(redis: Any, batch: core.Batch) -> list[Any]:

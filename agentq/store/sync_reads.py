@@ -5,7 +5,7 @@ machine over any `Store` (the Redis one or the memory stand-in of the unit tests
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
@@ -24,7 +24,7 @@ def run(redis: Any, step: Step[T]) -> T:
         while True:
             batch = step.send(_send(redis, batch))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return cast(T, done.value)
 
 
 def _send(redis: Any, batch: core.Batch) -> list[Any]:
