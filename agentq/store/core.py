@@ -230,6 +230,7 @@ class Follow:
         self.follow = follow
         self.batch = batch
         self._need: Need | None = Read(after, batch)
+        self._ended = False  # the job's status was final: what is stored now is all there will be
 
     def need(self) -> Need | None:
         return self._need
@@ -243,7 +244,7 @@ class Follow:
             self.after = entries[-1][0]
         if len(entries) >= self.batch:
             self._need = Read(self.after, self.batch)  # more is stored: read on
-        elif not self.follow:
+        elif not self.follow or self._ended:
             self._need = None  # all that is stored now
         elif entries:
             self._need = Wait(self.after, self.batch)
@@ -252,4 +253,7 @@ class Follow:
         return entries
 
     def status(self, status: JobStatus) -> None:
-        self._need = None if status.is_final else Wait(self.after, self.batch)
+        # An ended job's final event may have been stored after the wait that came back empty (the status and the
+        # event are written in one step): read once more, then stop.
+        self._ended = status.is_final
+        self._need = Read(self.after, self.batch) if self._ended else Wait(self.after, self.batch)

@@ -38,6 +38,16 @@ def test_follow_ends_on_an_ended_job_whose_final_event_came_before_the_position(
     machine = Follow("9-0")
     assert machine.entries([]) == [] and machine.need() == CheckStatus()
     machine.status(JobStatus.CANCELED)
+    assert machine.need() == Read("9-0", 500)  # what the step that ended it stored is read once more
+    assert machine.entries([]) == [] and machine.need() is None
+
+
+def test_follow_reads_the_final_event_stored_between_an_empty_wait_and_the_status_check():
+    machine = Follow("4-0")
+    assert machine.entries([]) == [] and machine.need() == CheckStatus()
+    machine.status(JobStatus.SUCCEEDED)
+    assert machine.need() == Read("4-0", 500)
+    assert machine.entries(entries("job.finished", start=5)) == entries("job.finished", start=5)
     assert machine.need() is None
 
 
