@@ -70,12 +70,7 @@ class FleetSteps(StoreConnection):
 
     def live_activities(self) -> dict[str, dict]:
         """Activity name -> its announcement (queue, options, and the workers serving it)."""
-        activities: dict[str, dict] = {}
-        for worker in self.live_workers():
-            for activity in worker.get("activities", []):
-                entry = activities.setdefault(activity["name"], {**activity, "workers": []})
-                entry["workers"].append(worker.get("id"))
-        return activities
+        return live_view(self.live_workers())
 
     def known_activities(self, memory_s: float) -> dict[str, dict]:
         """Every activity announced within the last `memory_s` seconds (SPEC §3 "live and known"), see
@@ -181,6 +176,16 @@ def seen_activities(announcement: dict, now: float) -> dict[str, str]:
     """The remembered form of a worker's activities: name -> its announcement JSON plus `last_seen` (unix s)."""
     return {activity["name"]: dumps({**activity, "last_seen": now})
             for activity in announcement.get("activities", []) if activity.get("name")}
+
+
+def live_view(workers: list[dict]) -> dict[str, dict]:
+    """Activity name -> its announcement and the ids of the live workers (their announcements) serving it."""
+    activities: dict[str, dict] = {}
+    for worker in workers:
+        for activity in worker.get("activities", []):
+            entry = activities.setdefault(activity["name"], {**activity, "workers": []})
+            entry["workers"].append(worker.get("id"))
+    return activities
 
 
 def known_view(stored: dict[str, dict], live: dict[str, dict], *, memory_s: float, now: float) -> dict[str, dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agentq.store.codecs import dumps, now_iso
-from agentq.store.fleet import known_view, seen_activities
+from agentq.store.fleet import known_view, live_view, seen_activities
 from agentq.store.views import WorkerBeat
 from tests.runtime.memory_store.core import MemoryCore
 
@@ -44,12 +44,7 @@ class Fleet(MemoryCore):
                 for worker_id, (value, expiry) in entries]
 
     def live_activities(self) -> dict[str, dict]:
-        activities: dict[str, dict] = {}
-        for worker in self.live_workers():
-            for activity in worker.get("activities", []):
-                entry = activities.setdefault(activity["name"], {**activity, "workers": []})
-                entry["workers"].append(worker.get("id"))
-        return activities
+        return live_view(self.live_workers())
 
     def known_activities(self, memory_s: float) -> dict[str, dict]:
         live = self.live_activities()
