@@ -22,6 +22,7 @@ from agentq.store.state import StateStore
 from tests.integration.cluster import LocalCluster
 from tests.integration.procs import worker_procs  # noqa: F401  (fixture: separate worker processes)
 from tests.integration.rabbitmq import AmqpNames, rabbitmq_required, rabbitmq_url, unreachable_reason
+from tests.integration.test_flower import flower  # noqa: F401  (fixture: the real Flower)
 
 
 def tool_schema(name: str, *, params: dict | None = None, output: dict | None = None, required: list | None = None,

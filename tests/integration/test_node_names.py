@@ -20,7 +20,6 @@ from agentq.errors import ConfigurationError, StoreUnavailableError
 from agentq.runtime.nodes import Holder, claim_node, process_started
 from agentq.store.state import StateStore
 from tests.integration.procs import ROOT, WorkerProc, base_env, wait_for
-from tests.integration.test_flower import Flower
 
 HOST = socket.gethostname()
 
@@ -152,17 +151,6 @@ class Fleet:
     def close(self) -> None:
         for proc in self.procs:
             proc.stop()
-
-
-@pytest.fixture
-def flower(redis_url: str, tmp_path: Path) -> Iterator[Flower]:
-    """The real Flower, started as tests/integration/test_flower.py starts it."""
-    monitor = Flower(redis_url, tmp_path / "flower.log")
-    try:
-        wait_for(monitor.up, 30, "Flower's HTTP API", on_timeout=lambda: "\n" + monitor.output())
-        yield monitor
-    finally:
-        monitor.stop()
 
 
 @pytest.fixture
