@@ -15,6 +15,7 @@ from typing import Protocol
 from agentq.engine.delegation import resume_parent
 from agentq.engine.finalize import finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
+from agentq.engine.relay import relay_events
 from agentq.errors import AgentQError
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
@@ -118,8 +119,8 @@ class JobProgress:
         self.committed(resumed.job_id, resumed.commit)
 
     def relay(self, job_id: str) -> None:
-        """Copy a module's child job's new events to its parent's stream (see `Store.relay_events`)."""
+        """Copy a module's child job's new events to its parent's stream (see `engine/relay.py`)."""
         try:
-            self.store.relay_events(job_id)
+            relay_events(self.store, job_id)
         except AgentQError:
             log.warning("could not relay the events of job %s to its parent job", job_id, exc_info=True)

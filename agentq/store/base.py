@@ -8,8 +8,8 @@ is listed: those of the executor, the agent loop, delegation, finalization, the 
 the worker's announcements and node names, the health check, the metrics and the client.
 
 The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen records) live in
-`replies.py` and the records of plain reads (`CallTable`, `AgentInputs`, `WorkerBeat`, `FleetStats`) in
-`views.py`; both stores return them, so code written against `Store` needs no import from the Redis
+`replies.py` and the records of plain reads (`CallTable`, `AgentInputs`, `WorkerBeat`, `FleetStats`,
+`RelayCursor`) in `views.py`; both stores return them, so code written against `Store` needs no import from the Redis
 implementation.
 """
 
@@ -34,10 +34,10 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.views import AgentInputs, CallTable, FleetStats, WorkerBeat
+from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
 __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "FinishInputs",
-           "FleetStats", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded", "WorkerBeat"]
+           "FleetStats", "RelayCursor", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded", "WorkerBeat"]
 
 
 class Store(Protocol):
@@ -79,7 +79,10 @@ class Store(Protocol):
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
 
-    def relay_events(self, job_id: str) -> int: ...
+    def relay_cursor(self, job_id: str) -> RelayCursor | None: ...
+
+    def write_relayed(self, job_id: str, *, parent_id: str, cursor: str, to: str,
+                      envelopes: Sequence[dict[str, Any]]) -> bool: ...
 
     # ----------------------------------------------------------------------------- agent ticks
     def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,

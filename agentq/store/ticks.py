@@ -1,5 +1,6 @@
 """An agent job's tick steps (take the next model request, write the calls of its solution, end it), the
-job's composed tools, and module relay (a child job's events copied to its parent's stream).
+job's composed tools, and module relay's writes (a child job's events, as the engine shows them, copied to its
+parent's stream).
 
 The tick steps are Lua scripts like the call steps (`scripts.py`), so each is atomic and idempotent.
 """
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord
+from agentq.protocol.records import CallRecord, ParentLink
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import decode_job, dumps
 from agentq.store.core import not_found
@@ -19,28 +20,12 @@ from agentq.store.event_codec import pack
 from agentq.store.events import EventSteps
 from agentq.store.replies import CallsAdded, TickClaim, TickEnded
 from agentq.store.stats import StatsSteps
-from agentq.store.views import AgentInputs
-
-RELAY_BATCH = 500  # events copied per relay step
-_NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
-
-
-def relayed(envelope: dict, *, child_id: str, source: str) -> dict | None:
-    """A child job's envelope as its module's parent shows it: parts marked with the module's name as their
-    `source` and `relayed_from` naming the child; a grandchild's keep theirs. None for the job-level events,
-    which the parent's own call events tell."""
-    if envelope.get("event") in _NOT_RELAYED:
-        return None
-    if envelope.get("relayed_from"):
-        return envelope
-    if isinstance(envelope.get("part"), dict):
-        envelope = {**envelope, "part": {**envelope["part"], "source": source}}
-    return {**envelope, "relayed_from": child_id}
+from agentq.store.views import AgentInputs, RelayCursor
 
 
 @map_store_errors
 class TickSteps(StatsSteps, EventSteps):
-    """Agent ticks and module relay (a mixin of `StateStore`)."""
+    """Agent ticks and module relay's writes (a mixin of `StateStore`)."""
 
     def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
                    job_started: Envelope | None = None) -> TickClaim:
@@ -113,30 +98,24 @@ class TickSteps(StatsSteps, EventSteps):
 
     # --------------------------------------------------------------------------------------- module relay
 
-    def relay_events(self, job_id: str) -> int:
-        """Copy a module's child job's new events to its parent's stream (the job's `parent` link names it), as
-        `relayed` shows them. A cursor moved by compare-and-set makes each batch go once, whichever process
-        relays it. Returns how many were copied (0 for a job that is no module's child)."""
-        keys = self.keys(job_id)
-        cursor, link = self.redis.hmget(keys.job, ["relayed", "parent"])
+    def relay_cursor(self, job_id: str) -> RelayCursor | None:
+        """Where the relay of a module's child job stands (None for a job that is no module's child)."""
+        cursor, link = self.redis.hmget(self.keys(job_id).job, ["relayed", "parent"])
         if not link:
-            return 0
-        parent = json.loads(link)
-        parent_id = str(parent["job"])
-        to_events, source = self.keys(parent_id).events, str(parent.get("module") or "module")
-        copied = 0
-        while True:
-            cursor = cursor or "0-0"
-            entries = self.read_events(job_id, cursor, count=RELAY_BATCH)
-            if not entries or not self.scripts.relay(keys, cursor=cursor, to=entries[-1][0]):
-                return copied
+            return None
+        return RelayCursor(cursor or "0-0", ParentLink.from_dict(json.loads(link)))
+
+    def write_relayed(self, job_id: str, *, parent_id: str, cursor: str, to: str,
+                      envelopes: Sequence[dict[str, Any]]) -> bool:
+        """Append `envelopes` (a child job's events as its parent shows them) to the parent's stream, once: the
+        child's relay cursor moves from `cursor` to `to` by compare-and-set first (`relay.lua`), and nothing is
+        written when another relay moved it. Whether this one did."""
+        if not self.scripts.relay(self.keys(job_id), cursor=cursor, to=to):
+            return False
+        if envelopes:
+            to_events = self.keys(parent_id).events
             pipe = self.redis.pipeline(transaction=False)
-            for _, envelope in entries:
-                shown = relayed(envelope, child_id=job_id, source=source)
-                if shown is not None:
-                    pipe.xadd(to_events, {"e": pack(shown, parent_id)})
-                    copied += 1
+            for envelope in envelopes:
+                pipe.xadd(to_events, {"e": pack(envelope, parent_id)})
             pipe.execute()
-            if len(entries) < RELAY_BATCH:
-                return copied
-            cursor = entries[-1][0]
+        return True

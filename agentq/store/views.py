@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentq.protocol.records import CallRecord, JobInfo
+from agentq.protocol.records import CallRecord, JobInfo, ParentLink
 from agentq.protocol.status import CallStatus
 
 
@@ -49,3 +49,12 @@ class FleetStats:
     jobs_active: int
     approvals_pending: int
     jobs_total: dict[str, int]  # final status -> jobs that ended with it
+
+
+@dataclass(frozen=True)
+class RelayCursor:
+    """Where the relay of a module's child job stands: the last of its events copied to the parent's stream
+    (`0-0` before the first) and the child's link to its parent."""
+
+    cursor: str
+    parent: ParentLink

@@ -9,6 +9,7 @@ import hashlib
 
 import pytest
 
+from agentq.engine.relay import relay_events
 from agentq.protocol.envelopes import JobStarted, Thought
 from agentq.protocol.events import thought_part
 from agentq.protocol.jobs import PlannedCall
@@ -322,7 +323,7 @@ def test_a_held_lease_lasts_as_long_as_its_job_and_usage_adds_up(backend: Backen
 def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
     store = backend.store
     parent, ids = submit(store)
-    assert store.relay_events(parent.id) == 0  # no module's child
+    assert store.relay_cursor(parent.id) is None and relay_events(store, parent.id) == 0  # no module's child
     child = make_plan(AGENT, TOOLS, job_id=f"{ids['first']}.module")
     link = {"job": parent.id, "call": ids["first"], "token": "a", "depth": 1, "chain": ["m"], "module": "m"}
     assert store.create_job(child, records_of(child), submitted=AGENT, events=[
@@ -330,14 +331,21 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
     assert (parent_link := store.job_info(child.id).parent) is not None and parent_link.to_dict() == link
     thought = Thought(job_id=child.id, call_id="call_x", part=thought_part("hmm", source="agentq", locale="en"))
     store.add_events(child.id, [thought, finished(child.id, "call_x"), job_finished(child.id, JobStatus.FAILED)])
-    assert store.relay_events(child.id) == 2
-    assert store.relay_events(child.id) == 0
+    before = store.relay_cursor(child.id)
+    assert before is not None and before.cursor == "0-0" and before.parent.to_dict() == link
+    assert relay_events(store, child.id) == 2
+    assert relay_events(store, child.id) == 0
+    # a relay that read the cursor before another moved it writes nothing
+    moved_to = store.relay_cursor(child.id)
+    assert moved_to is not None and moved_to.cursor != "0-0"
+    assert not store.write_relayed(child.id, parent_id=parent.id, cursor="0-0", to=moved_to.cursor,
+                                   envelopes=[{"event": "thought", "job_id": child.id}])
     relayed = [e for _, e in store.read_events(parent.id)][1:]
     assert [e["event"] for e in relayed] == ["thought", "call.finished"]
     assert (relayed[0]["part"]["source"], relayed[0]["relayed_from"], relayed[0]["job_id"]) == ("m", child.id, child.id)
     assert relayed[1] == {**finished(child.id, "call_x").to_dict(), "relayed_from": child.id}
     store.add_events(child.id, [finished(child.id, "call_z")])
-    assert store.relay_events(child.id) == 1
+    assert relay_events(store, child.id) == 1
     assert [e.get("call_id") for _, e in store.read_events(parent.id)][-1] == "call_z"
     # a grandchild's events reach the parent through the child, naming the grandchild and its module
     nested = make_plan(AGENT, TOOLS, job_id="call_y.module")
@@ -345,7 +353,7 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
         "job": child.id, "call": "call_y", "token": "b", "depth": 2, "chain": ["m", "n"], "module": "n"})
     store.add_events(nested.id, [Thought(job_id=nested.id, call_id="call_w",
                                          part=thought_part("deeper", source="agentq", locale="en"))])
-    assert (store.relay_events(nested.id), store.relay_events(child.id)) == (1, 1)
+    assert (relay_events(store, nested.id), relay_events(store, child.id)) == (1, 1)
     last = store.read_events(parent.id)[-1][1]
     assert (last["job_id"], last["relayed_from"], last["part"]["source"]) == (nested.id, nested.id, "n")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentq.engine.relay import relay_events
 from agentq.protocol.envelopes import Envelope, JobQueued
 from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
@@ -149,7 +150,7 @@ def test_a_child_jobs_events_are_relayed_packed_and_read_back_whole(store: State
     rig.executor.leases.stop()
     store.redis.hset(store.keys(child).job, "parent", json.dumps({"job": parent, "module": "maps"}))
     child_calls = [e for _, e in store.read_events(child) if e["event"].startswith("call.")]
-    assert store.relay_events(child) == len(child_calls) == 2
+    assert relay_events(store, child) == len(child_calls) == 2
     relayed = [e for _, e in store.read_events(parent) if e.get("relayed_from")]
     assert relayed == [{**e, "part": {**e["part"], "source": "maps"}, "relayed_from": child} for e in child_calls]
 

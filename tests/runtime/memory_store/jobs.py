@@ -1,5 +1,5 @@
 """Job steps of the memory store: submission (submit.lua), a recorded rejection, finalize.lua, cancel.lua, usage,
-the signing secret, and relaying a module's child job's events to its parent."""
+the signing secret, and the writes of module relay (a child job's events to its parent's stream)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from typing import Any
 
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
-from agentq.protocol.records import CallRecord, JobKind, JobRecord
+from agentq.protocol.records import CallRecord, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import USAGE_PREFIX, dumps, entry, now_iso
-from agentq.store.event_codec import pack, unpack
+from agentq.store.event_codec import pack
 from agentq.store.submission import submission_payload
+from agentq.store.views import RelayCursor
 from tests.runtime.memory_store.core import ACTIVE, UNSTARTED, JobState, MemoryCore, marked, not_found
-
-_NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
 
 
 class JobSteps(MemoryCore):
@@ -111,27 +110,27 @@ class JobSteps(MemoryCore):
                 self._task_key = secrets.token_hex(32)
             return self._task_key.encode()
 
-    def relay_events(self, job_id: str) -> int:
-        """`StateStore.relay_events`: a module's child job's new events go to its parent's stream, their parts'
-        `source` set to the module's name and `relayed_from` naming the child (a grandchild's keep theirs)."""
+    def relay_cursor(self, job_id: str) -> RelayCursor | None:
         with self._changed:
             state = self._get(job_id)
             if state is None or not state.job.get("parent"):
-                return 0
-            parent = json.loads(state.job["parent"])
-            parent_id, source = str(parent["job"]), str(parent.get("module") or "module")
-            cursor = state.job.get("relayed") or "0-0"
-            entries = [(i, e) for i, e in state.events if _after(i, cursor)]
-            if not entries:
-                return 0
-            state.job["relayed"] = entries[-1][0]  # relay.lua: the cursor moves with the copy, in one step here
+                return None
+            link = ParentLink.from_dict(json.loads(state.job["parent"]))
+            return RelayCursor(state.job.get("relayed") or "0-0", link)
+
+    def write_relayed(self, job_id: str, *, parent_id: str, cursor: str, to: str,
+                      envelopes: Sequence[dict[str, Any]]) -> bool:
+        """`StateStore.write_relayed`: relay.lua's compare-and-set of the child's cursor, then the parent's
+        stream gets the envelopes."""
+        with self._changed:
+            state = self._get_or_new(job_id)
+            if (state.job.get("relayed") or "0-0") != cursor:
+                return False
+            state.job["relayed"] = to
             target = self._get_or_new(parent_id)
-            copied = 0
-            for envelope in (_relayed(unpack(e, job_id), job_id, source) for _, e in entries):
-                if envelope is not None:
-                    self._xadd(target, pack(envelope, parent_id))
-                    copied += 1
-            return copied
+            for envelope in envelopes:
+                self._xadd(target, pack(envelope, parent_id))
+            return True
 
 
 def _write_payload(state: JobState, payload: dict, expire_at_ms: int) -> None:
@@ -146,22 +145,3 @@ def _write_payload(state: JobState, payload: dict, expire_at_ms: int) -> None:
     state.tools.update(payload["tools"])
     state.dependents.update(payload["dependents"])
     state.approval.update({k: str(v) for k, v in payload["approval"].items()})
-
-
-def _after(entry_id: str, cursor: str) -> bool:
-    def key(text: str) -> tuple[int, int]:
-        ms, _, seq = text.partition("-")
-        return int(ms), int(seq or 0)
-
-    return key(entry_id) > key(cursor)
-
-
-def _relayed(envelope: dict, job_id: str, source: str) -> dict | None:
-    """A child's event as its parent's stream gets it (None: not relayed)."""
-    if envelope.get("event") in _NOT_RELAYED:
-        return None
-    if envelope.get("relayed_from"):
-        return envelope
-    if isinstance(envelope.get("part"), dict):
-        envelope["part"] = {**envelope["part"], "source": source}
-    return {**envelope, "relayed_from": job_id}
