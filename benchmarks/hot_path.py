@@ -39,6 +39,7 @@ from agentq.embedded import RedisServer  # noqa: E402
 from agentq.engine.caches import solution_for  # noqa: E402
 from agentq.protocol.envelopes import CallFinished, CallStarted, JobStarted  # noqa: E402
 from agentq.protocol.events import activity_part, technical_details, tool_request_part, tool_result_part  # noqa: E402
+from agentq.protocol.records import WorkerAnnouncement  # noqa: E402
 from agentq.protocol.status import CallStatus  # noqa: E402
 from agentq.protocol.tools import ToolRegistry  # noqa: E402
 from agentq.protocol.validation import validate_call  # noqa: E402
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         client = Client(settings=Settings(redis_url=server.url, max_calls=max(10_000, args.calls)), tools=tools)
         store = client._parts.store
         announcement = {"id": "nobody", "activities": [{"name": "noop", "queue": "bench.nobody"}]}
-        store.announce_worker("nobody", announcement, ttl_s=3600)
+        store.announce_worker("nobody", WorkerAnnouncement.from_dict(announcement), ttl_s=3600)
         run_round(client, min(args.calls, 200), Clock())  # warm up
         rounds = []
         for _ in range(3):

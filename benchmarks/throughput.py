@@ -73,6 +73,7 @@ sys.path.insert(0, str(BENCH))
 
 from agentq.client import Client  # noqa: E402
 from agentq.embedded import RedisServer  # noqa: E402
+from agentq.protocol.records import WorkerAnnouncement  # noqa: E402
 from agentq.protocol.tools import ToolRegistry  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 
@@ -405,7 +406,7 @@ class AgentQ:
         """Make `park` a known activity with no live worker: its calls wait on `bench.park` (SPEC §3)."""
         announcement = {"id": "bench-park", "queues": [PARK_QUEUE],
                         "activities": [{"name": "park", "task": "agentq.activity.park", "queue": PARK_QUEUE}]}
-        self.store.announce_worker("bench-park", announcement, ttl_s=60)
+        self.store.announce_worker("bench-park", WorkerAnnouncement.from_dict(announcement), ttl_s=60)
         self.store.retire_worker("bench-park")
 
     def run(self, job: dict) -> tuple[float, float, dict]:

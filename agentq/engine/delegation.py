@@ -176,8 +176,7 @@ def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: s
                                   technical=technical_details(record.tool, arguments, result, now, now, "success"))))
         commit = store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages, events=events)
         return Resumed(job_id, record, CallStatus.DONE.value, duration_ms / 1000, commit)
-    error = ErrorInfo.from_dict(outcome.error, default_type="ModuleFailed") if outcome.error else ErrorInfo(
-        "ModuleFailed", f"module job {child.id} {outcome.status}")
+    error = outcome.error or ErrorInfo("ModuleFailed", f"module job {child.id} {outcome.status}")
     message = redactor_for(record.call, tool).redact(
         f"module {module!r} (job {child.id}) {outcome.status}: {error.message}")
     technical = technical_details(record.tool, arguments, None, now, now, "error", message)

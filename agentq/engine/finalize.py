@@ -40,11 +40,11 @@ def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: Er
     status = JobStatus.FAILED if failed or error else JobStatus.SUCCEEDED
     if failed and error is None:
         error = ErrorInfo("CallsFailed", f"{len(failed)} call(s) failed: " + "; ".join(failed))
-    stored = error.to_dict() if error is not None else None
-    record = build_job_record(info, log_messages, status=status, error=stored, finished_at=now_iso())
+    record = build_job_record(info, log_messages, status=status, error=error, finished_at=now_iso())
     part = (error_part(error.message, source=source, locale=info.locale) if error is not None
             else activity_part(f"Job {status}", source=source, locale=info.locale))
-    event = JobFinished(job_id=job_id, status=status.value, error=stored, part=part)
+    event = JobFinished(job_id=job_id, status=status.value, error=error.to_dict() if error is not None else None,
+                        part=part)
     return Finalized(store.finalize(job_id, record=record, event=event), info, record)
 
 

@@ -25,7 +25,7 @@ def fleet_families(parts: Any) -> list[Metric]:
     store = parts.store
     try:
         stats = store.fleet_stats()
-        live_workers = [WorkerAnnouncement.from_dict(w) for w in store.live_workers()]
+        live_workers: list[WorkerAnnouncement] = store.live_workers()
         known = store.known_activities(settings.activity_memory_s)
     except AgentQError as error:
         log.warning("metrics: the state store did not answer: %s", error)

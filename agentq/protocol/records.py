@@ -88,7 +88,7 @@ class JobRecord:
     result: Any = None
     state: Any = field(default_factory=dict)
     instances: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, str] | None = None
+    error: ErrorInfo | None = None
     usage: dict[str, int] = field(default_factory=empty_usage)
     created_at: str | None = None
     finished_at: str | None = None
@@ -96,7 +96,8 @@ class JobRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "status": self.status.value, "result": self.result, "state": self.state,
-            "instances": self.instances, "error": self.error, "usage": self.usage,
+            "instances": self.instances, "error": self.error.to_dict() if self.error is not None else None,
+            "usage": self.usage,
             "created_at": self.created_at, "finished_at": self.finished_at,
         }
 
@@ -104,7 +105,7 @@ class JobRecord:
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
         return cls(
             id=data["id"], status=JobStatus(data["status"]), result=data.get("result"),
-            state=data.get("state", {}), instances=data.get("instances") or {}, error=data.get("error"),
+            state=data.get("state", {}), instances=data.get("instances") or {}, error=ErrorInfo.of(data.get("error")),
             usage={**empty_usage(), **(data.get("usage") or {})}, created_at=data.get("created_at"),
             finished_at=data.get("finished_at"),
         )
@@ -123,7 +124,7 @@ class JobInfo:
     open_calls: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
-    error: dict[str, str] | None = None
+    error: ErrorInfo | None = None
     usage: dict[str, int] = field(default_factory=empty_usage)
     record: JobRecord | None = None  # saved once the job ended
     ticks: int = 0  # agent jobs: model requests answered that counted as ticks
@@ -210,18 +211,31 @@ class OutcomeStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    """An error as recorded on a call or a job (`{"type", "message"}`)."""
+    """An error as recorded on a call or a job (`{"type", "message"}`); a job rejected at submission also lists
+    its `problems` (each `{"pointer", "message"}`)."""
 
     type: str
     message: str
+    problems: tuple[dict[str, str], ...] | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON form (what the job record, the API and the events show)."""
+        data: dict[str, Any] = {"type": self.type, "message": self.message}
+        if self.problems is not None:
+            data["problems"] = [dict(problem) for problem in self.problems]
+        return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None, *, default_type: str = "Error") -> ErrorInfo:
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ErrorInfo:
         data = data or {}
-        return cls(type=str(data.get("type", default_type)), message=str(data.get("message", "")))
+        problems = data.get("problems")
+        return cls(type=str(data.get("type", "Error")), message=str(data.get("message", "")),
+                   problems=tuple(problems) if isinstance(problems, list) else None)
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> ErrorInfo | None:
+        """The error of a stored job record or job hash (None when it has none)."""
+        return cls.from_dict(data) if data else None
 
 
 @dataclass(frozen=True, slots=True)

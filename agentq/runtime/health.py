@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.base import WorkerBeat
 from agentq.store.boundary import redact_url
 
@@ -38,18 +39,18 @@ class Health:
     message: str  # one line: what was found, or why the host is not healthy
 
 
-def _role_of(announcement: dict) -> set[str]:
+def _role_of(announcement: WorkerAnnouncement | None) -> set[str]:
     roles = set()
-    if announcement.get("activities"):
+    if announcement is not None and announcement.activities:
         roles.add("worker")
-    if announcement.get("engine"):
+    if announcement is not None and announcement.engine:
         roles.add("dispatcher")
     return roles
 
 
 def _host_of(beat: WorkerBeat) -> str:
-    if beat.announcement is not None and beat.announcement.get("hostname"):
-        return str(beat.announcement["hostname"])
+    if beat.announcement is not None and beat.announcement.hostname:
+        return beat.announcement.hostname
     return beat.worker_id.split(":", 1)[0]  # ids are `<hostname>:<pid>:<suffix>`
 
 
@@ -65,7 +66,7 @@ def assess(beats: list[WorkerBeat], *, hostname: str, role: str, heartbeat_s: fl
         return Health(False, f"no {what} of host {hostname} has announced itself{elsewhere}")
     age, interval, beat = _freshest(mine, heartbeat_s, now)
     if age <= 2 * interval:
-        roles = " and ".join(sorted(_role_of(beat.announcement or {}))) or "worker"
+        roles = " and ".join(sorted(_role_of(beat.announcement))) or "worker"
         return Health(True, f"ok: {roles} {beat.worker_id} announced itself {max(age, 0.0):.1f} s ago")
     return Health(False, f"stale: the last announcement of a {what} of host {hostname} ({beat.worker_id}) was "
                          f"{age:.0f} s ago, more than two heartbeats ({2 * interval:g} s)")
@@ -81,7 +82,7 @@ def _freshest(beats: list[WorkerBeat], heartbeat_s: float, now: float) -> tuple[
     the youngest in its own beats (each announcement says its interval; `heartbeat_s` otherwise)."""
     ages = []
     for beat in beats:
-        interval = float((beat.announcement or {}).get("heartbeat_s") or heartbeat_s)
+        interval = (beat.announcement.heartbeat_s if beat.announcement is not None else 0.0) or heartbeat_s
         ages.append((now - (beat.expires_at - 3 * interval), interval, beat))
     return min(ages, key=lambda item: item[0] / item[1])
 

@@ -36,7 +36,7 @@ from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
-from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord, ParentLink
+from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
@@ -221,7 +221,8 @@ class JobService:
         except JobValidationError as error:
             log.warning("job %s rejected: %s", job_id or "(no id)", error)
             if job_id:
-                self.store.record_rejection(job_id, error.to_dict(), ttl_s=self.settings.job_ttl_s)
+                self.store.record_rejection(job_id, ErrorInfo.from_dict(error.to_dict()),
+                                            ttl_s=self.settings.job_ttl_s)
 
     def submit_child(self, job: Any, *, job_id: str, parent: ParentLink) -> str:
         """Submit a module's child job (idempotent: a child job that exists already is left as it is)."""

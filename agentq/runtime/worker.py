@@ -112,7 +112,7 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        self.runtime.store.announce_worker(self.worker_id, self.announcement.to_dict(), ttl_s=self.interval_s * 3)
+        self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
         if self.node is not None:
             self.node.renew()
 

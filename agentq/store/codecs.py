@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord, ParentLink, empty_usage
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink, empty_usage
 from agentq.protocol.status import JobStatus
 from agentq.store.event_codec import pack
 
@@ -58,7 +58,7 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
         created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
         finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
-        options=loads("options", {}), output=loads("output"), error=loads("error"),
+        options=loads("options", {}), output=loads("output"), error=ErrorInfo.of(loads("error")),
         usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
         record=JobRecord.from_dict(record) if record else None,
         ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),

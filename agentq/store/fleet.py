@@ -13,6 +13,7 @@ import secrets
 import time
 from typing import Any
 
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import dumps, iso_utc, now_iso
 from agentq.store.connection import StoreConnection
@@ -25,12 +26,12 @@ class FleetSteps(StoreConnection):
 
     # -------------------------------------------------------------------------------------------- workers
 
-    def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
+    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None:
         """Announce a live worker (expires after `ttl_s`); each activity it serves is also remembered as
         *known* (SPEC §3) with the time it was last announced."""
         now = time.time()
         pipe = self.redis.pipeline(transaction=False)
-        pipe.set(self.fleet.worker(worker_id), dumps(announcement), px=int(ttl_s * 1000))
+        pipe.set(self.fleet.worker(worker_id), dumps(announcement.to_dict()), px=int(ttl_s * 1000))
         pipe.zadd(self.fleet.workers, {worker_id: now + ttl_s})
         if seen := seen_activities(announcement, now):
             pipe.hset(self.fleet.activities, mapping=seen)
@@ -42,7 +43,7 @@ class FleetSteps(StoreConnection):
         pipe.zrem(self.fleet.workers, worker_id)
         pipe.execute()
 
-    def live_workers(self) -> list[dict]:
+    def live_workers(self) -> list[WorkerAnnouncement]:
         now = time.time()
         self.redis.zremrangebyscore(self.fleet.workers, 0, now)
         ids = self.redis.zrangebyscore(self.fleet.workers, now, "+inf")
@@ -51,7 +52,7 @@ class FleetSteps(StoreConnection):
         pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots
         for worker_id in ids:
             pipe.get(self.fleet.worker(worker_id))
-        return [json.loads(v) for v in pipe.execute() if v]
+        return [announcement for value in pipe.execute() if (announcement := _announcement(value)) is not None]
 
     def worker_beats(self) -> list[WorkerBeat]:
         """Every worker announcement the fleet's set still holds, live or expired but not yet trimmed (the
@@ -63,7 +64,7 @@ class FleetSteps(StoreConnection):
         for worker_id, _ in entries:
             pipe.get(self.fleet.worker(worker_id))
         values = pipe.execute()
-        return [WorkerBeat(worker_id, float(expires), json.loads(value) if value else None)
+        return [WorkerBeat(worker_id, float(expires), _announcement(value))
                 for (worker_id, expires), value in zip(entries, values, strict=True)]
 
     # ----------------------------------------------------------------------------------------- activities
@@ -169,22 +170,26 @@ class FleetSteps(StoreConnection):
         return None if held is None else str(held)
 
 
+def _announcement(value: str | None) -> WorkerAnnouncement | None:
+    return WorkerAnnouncement.from_dict(json.loads(value)) if value else None
+
+
 # ---------------------------------------------------------------------------------- the known policy (pure)
 
 
-def seen_activities(announcement: dict, now: float) -> dict[str, str]:
+def seen_activities(announcement: WorkerAnnouncement, now: float) -> dict[str, str]:
     """The remembered form of a worker's activities: name -> its announcement JSON plus `last_seen` (unix s)."""
     return {activity["name"]: dumps({**activity, "last_seen": now})
-            for activity in announcement.get("activities", []) if activity.get("name")}
+            for activity in announcement.activities if activity.get("name")}
 
 
-def live_view(workers: list[dict]) -> dict[str, dict]:
+def live_view(workers: list[WorkerAnnouncement]) -> dict[str, dict]:
     """Activity name -> its announcement and the ids of the live workers (their announcements) serving it."""
     activities: dict[str, dict] = {}
     for worker in workers:
-        for activity in worker.get("activities", []):
+        for activity in worker.activities:
             entry = activities.setdefault(activity["name"], {**activity, "workers": []})
-            entry["workers"].append(worker.get("id"))
+            entry["workers"].append(worker.id)
     return activities
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
-from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store import core
 from agentq.store.boundary import map_store_errors
@@ -86,13 +86,13 @@ class JobSteps(StatsSteps):
                     back.zrem(key, job_id)
                 back.execute()
 
-    def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why. The job hash,
         its TTL and the end signal are written in one MULTI; nothing when the id is taken."""
         keys, now = self.keys(job_id), now_iso()
         record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
         fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "created_at": now,
-                  "finished_at": now, "error": dumps(error), "record": dumps(record.to_dict()),
+                  "finished_at": now, "error": dumps(error.to_dict()), "record": dumps(record.to_dict()),
                   "expire_at_ms": int((time.time() + ttl_s) * 1000)}
 
         def write(pipe: Any) -> None:

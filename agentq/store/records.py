@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentq.protocol.records import JobInfo, JobKind, JobRecord
+from agentq.protocol.records import ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
@@ -21,7 +21,7 @@ def state_views(log: list[dict] | LogIndex) -> tuple[Any, dict[str, Any]]:
 
 
 def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobStatus | None = None,
-                     error: dict | None = None, finished_at: str | None = None) -> JobRecord:
+                     error: ErrorInfo | None = None, finished_at: str | None = None) -> JobRecord:
     """The record of a job as its log stands; `status`, `error` and `finished_at` override the stored ones
     (finalization passes the outcome it is about to write). A finished plan job's result is its global
     state; a succeeded agent job's is the final output its model gave."""

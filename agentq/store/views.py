@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentq.protocol.records import CallRecord, JobInfo, ParentLink
+from agentq.protocol.records import CallRecord, JobInfo, ParentLink, WorkerAnnouncement
 from agentq.protocol.status import CallStatus
 
 
@@ -39,7 +39,7 @@ class WorkerBeat:
 
     worker_id: str
     expires_at: float
-    announcement: dict | None
+    announcement: WorkerAnnouncement | None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.state import StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +37,8 @@ def agentq(*args: str, redis_url: str, timeout: float = 60) -> subprocess.Comple
 def store(redis_url: str) -> Iterator[StateStore]:
     """The private Redis with `pay` served by a live worker and `mail` remembered from a retired one."""
     store = StateStore(redis_url)
-    store.announce_worker("host:1:live", {"id": "host:1:live", "activities": [PAY]}, ttl_s=60)
-    store.announce_worker("host:2:gone", {"id": "host:2:gone", "activities": [MAIL]}, ttl_s=60)
+    store.announce_worker("host:1:live", WorkerAnnouncement("host:1:live", activities=(PAY,)), ttl_s=60)
+    store.announce_worker("host:2:gone", WorkerAnnouncement("host:2:gone", activities=(MAIL,)), ttl_s=60)
     store.retire_worker("host:2:gone")
     try:
         yield store

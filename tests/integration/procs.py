@@ -132,7 +132,7 @@ class WorkerProcs:
         return proc
 
     def announcement(self, proc: WorkerProc) -> dict | None:
-        return next((w for w in self.store.live_workers() if w.get("pid") == proc.pid), None)
+        return next((w.to_dict() for w in self.store.live_workers() if w.pid == proc.pid), None)
 
     def wait_live(self, proc: WorkerProc, activities: Iterable[str], timeout: float = 20.0) -> dict:
         """Wait until `proc` announces `activities` in the store; returns its announcement."""

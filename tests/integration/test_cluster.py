@@ -110,7 +110,7 @@ def test_plan_jobs_on_every_node_of_the_cluster(cluster_harness: Harness, local_
     assert {"agentq:jobs", "agentq:workers", "agentq:activities", "agentq:tools"} <= every_key
     store = store_of(client)
     assert set(store.recent_jobs()) == set(ids)
-    assert {w["id"] for w in store.live_workers()}  # MGET-free read of announcements across slots
+    assert {w.id for w in store.live_workers()}  # MGET-free read of announcements across slots
     assert set(store.known_activities(memory_s=60)) == {"double", "add", "flaky"}
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.errors import JobValidationError, StoreUnavailableError
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.app import task_id
 from agentq.runtime.routing import Routing
 from agentq.runtime.worker import InProcessWorker
@@ -269,8 +270,8 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
     store = store_of(client)
     # the activities are live (a worker announced them, and has since stopped), so the call is an explicit one
     routing = Routing.from_settings(harness.settings)
-    store.announce_worker("earlier-worker", {"id": "earlier-worker", "activities": [
-        routing.announcement(spec) for spec in harness.activities.specs()]}, ttl_s=60)
+    store.announce_worker("earlier-worker", WorkerAnnouncement("earlier-worker", activities=tuple(
+        routing.announcement(spec) for spec in harness.activities.specs())), ttl_s=60)
     handle = client.submit({"calls": [{"_tool": "good", "_outputPath": "†state.ok"}]})
     (call_id, stored), = store.call_records(handle.id).items()
     stored_json = store.redis.hget(JobKeys(client.settings.namespace, handle.id).calls, call_id)

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.client import Client
 from agentq.metrics import render_metrics
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.root import connect
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of, tool_schema
@@ -190,7 +191,7 @@ def _ghost_is_known(client: Client) -> None:
     queue = "agentq.activity.ghost"
     announcement = {"id": "gone:1:abc", "hostname": "gone", "pid": 1, "engine": False, "queues": [queue],
                     "activities": [{"name": "ghost", "task": queue, "queue": queue}]}
-    store.announce_worker("gone:1:abc", announcement, ttl_s=30)
+    store.announce_worker("gone:1:abc", WorkerAnnouncement.from_dict(announcement), ttl_s=30)
     store.retire_worker("gone:1:abc")
 
 

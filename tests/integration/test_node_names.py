@@ -169,7 +169,7 @@ NAMES = {f"agentq-worker@{HOST}", f"agentq-dispatcher@{HOST}", f"agentq-worker-2
 def node_of(store: StateStore, proc: WorkerProc) -> str | None:
     if not proc.alive():
         pytest.fail(f"{proc.pid} exited with {proc.popen.returncode}:\n{proc.output()}", pytrace=False)
-    return next((w["node"] for w in store.live_workers() if w.get("pid") == proc.pid), None)
+    return next((w.node for w in store.live_workers() if w.pid == proc.pid), None)
 
 
 def start_all(fleet: Fleet, store: StateStore) -> dict[str, WorkerProc]:

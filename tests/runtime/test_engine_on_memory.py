@@ -14,6 +14,7 @@ import pytest
 from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMRequest
+from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
 from tests.runtime.engine_rig import Engine, ScriptedModel
@@ -69,7 +70,7 @@ def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines:
     [failed] = [e for e in events if e["event"] == "call.finished"]
     assert failed["status"] == "failed" and failed["error"] == {"type": "ConnectionError", "message": "still down"}
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "still down" in record.error["message"]  # type: ignore[index]
+    assert record.status is JobStatus.FAILED and "still down" in record.error.message  # type: ignore[union-attr]
     assert set(rig.store.call_statuses(job_id).values()) == {CallStatus.FAILED}
 
 
@@ -144,7 +145,7 @@ def test_an_agent_out_of_ticks_fails(engines: list[Engine]):
     job_id = rig.service.submit(agent_job(max_ticks=2))
     rig.run()
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and record.error["type"] == "max_ticks_exceeded"  # type: ignore[index]
+    assert record.status is JobStatus.FAILED and record.error.type == "max_ticks_exceeded"  # type: ignore[union-attr]
     assert len(model.requests) == 2
 
 
@@ -159,7 +160,7 @@ def test_a_transient_model_failure_is_retried_and_a_terminal_one_fails_the_job(e
     failed = rig.service.submit(agent_job())
     rig.run()
     record = rig.store.record(failed)
-    assert (record.status, record.error) == (JobStatus.FAILED, {"type": "LLMError", "message": "bad request"})
+    assert (record.status, record.error) == (JobStatus.FAILED, ErrorInfo("LLMError", "bad request"))
 
 
 def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
@@ -167,7 +168,7 @@ def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
     job_id = rig.service.submit(agent_job())
     rig.run()
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and record.error["type"] == "LLMNotConfigured"  # type: ignore[index]
+    assert record.status is JobStatus.FAILED and record.error.type == "LLMNotConfigured"  # type: ignore[union-attr]
 
 
 def test_an_agents_call_held_for_approval_runs_once_approved(engines: list[Engine]):
@@ -261,7 +262,7 @@ def test_a_failed_child_job_fails_its_parents_call(engines: list[Engine], librar
     [call_id] = rig.store.call_records(job_id)
     assert rig.store.job_status(f"{call_id}.module") is JobStatus.FAILED
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "refused" in record.error["message"]  # type: ignore[index]
+    assert record.status is JobStatus.FAILED and "refused" in record.error.message  # type: ignore[union-attr]
     [finished] = [e for e in rig.events(job_id) if e["event"] == "call.finished" and not e.get("relayed_from")]
     assert finished["status"] == "failed" and finished["error"]["type"] == "LLMError"
 
@@ -272,4 +273,4 @@ def test_a_module_call_in_a_process_without_modules_fails(engines: list[Engine],
     job_id = rig.service.submit(PARENT)
     assert rig.run() == ["failed"]
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "ModulesNotConfigured" in record.error["message"]  # type: ignore[index]
+    assert record.status is JobStatus.FAILED and "ModulesNotConfigured" in record.error.message  # type: ignore[union-attr]

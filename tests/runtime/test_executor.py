@@ -105,7 +105,7 @@ def test_retries_run_out_and_the_job_fails(rig: Rig):
     assert rig.drain() == ["retry", "failed"]
     record = rig.store.record(job_id)
     assert record.status is JobStatus.FAILED and record.error is not None
-    assert record.error["type"] == "CallsFailed" and "RuntimeError: down" in record.error["message"]
+    assert record.error.type == "CallsFailed" and "RuntimeError: down" in record.error.message
 
 
 def test_a_failure_absorbed_by_an_or_branch_does_not_fail_the_job(rig: Rig):

@@ -18,7 +18,7 @@ from agentq import metrics
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.metrics import render
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, WorkerAnnouncement
 from agentq.runtime import health
 from agentq.store.views import WorkerBeat
 
@@ -178,7 +178,8 @@ def test_the_metered_llm_counts_requests_by_outcome_and_tokens_by_type():
 def _beat(worker_id: str, *, beat_at: float, interval: float = 10.0, **announcement) -> WorkerBeat:
     host = worker_id.split(":", 1)[0]
     return WorkerBeat(worker_id, beat_at + 3 * interval,
-                      {"id": worker_id, "hostname": host, "heartbeat_s": interval, **announcement})
+                      WorkerAnnouncement.from_dict({"id": worker_id, "hostname": host, "heartbeat_s": interval,
+                                                    **announcement}))
 
 
 def test_healthy_within_two_heartbeats_stale_after():

@@ -63,7 +63,7 @@ def _shown(rig: Rig, job_id: str) -> str:
     events = rig.events(job_id)
     parts = [e["part"] for e in events if e.get("part")]
     return json.dumps({"events": events, "history": build_history_message(parts),
-                       "calls": job_calls(rig.store, job_id), "error": rig.store.record(job_id).error})
+                       "calls": job_calls(rig.store, job_id), "error": rig.store.record(job_id).to_dict()["error"]})
 
 
 @pytest.mark.parametrize("by_reference", [False, True])
@@ -101,7 +101,7 @@ def test_a_failed_call_masks_the_number_its_error_quotes(rig: Rig):
     (call,) = job_calls(rig.store, job_id)
     assert call["error"] == {"type": "RuntimeError", "message": expected}
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and expected in record.error["message"]
+    assert record.status is JobStatus.FAILED and record.error is not None and expected in record.error.message
     assert DECLINED not in _shown(rig, job_id)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.errors import JobNotFoundError, JobValidationError
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.routing import LATENT_TASK, activity_task
 from agentq.settings import Settings
@@ -105,8 +106,8 @@ def test_latent_calls_go_to_the_configured_engine_queue(memory_store: MemoryStor
 
 
 def test_announced_queues_of_live_workers_route_explicit_calls(rig: Rig):
-    rig.store.announce_worker("w1", {"id": "w1", "activities": [
-        {"name": "remote", "queue": "gpu", "task": activity_task("remote")}]}, ttl_s=60)
+    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(
+        {"name": "remote", "queue": "gpu", "task": activity_task("remote")},)), ttl_s=60)
     rig.store.publish_tools({"remote": tool_schema("remote")}, publisher="w1")
     rig.service.submit({"calls": [{"_tool": "remote", "_outputPath": "†state.r"}]}, job_id="job_remote")
     [(_, record)] = rig.dispatcher.sent

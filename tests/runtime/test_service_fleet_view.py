@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.errors import JobValidationError
-from agentq.protocol.records import CallMode
+from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
@@ -52,7 +52,7 @@ def store(clock: ManualClock) -> CountingStore:
     store = CountingStore(clock)
     store.publish_tools({"pay": tool_schema("pay", {"amount": {"type": "number"}}),
                          "ship": tool_schema("ship", {"to": {"type": "string"}})}, publisher="w1")
-    store.announce_worker("w1", {"id": "w1", "activities": [PAY]}, ttl_s=3600)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3600)
     return store
 
 
@@ -89,7 +89,7 @@ def test_what_a_client_asks_for_is_always_read_now(service: JobService, store: C
 
 def test_an_activity_announced_since_the_last_read_is_explicit_at_once(service: JobService, store: CountingStore):
     service.submit(PAY_JOB)  # the view: `ship` published, but no worker of it ever announced
-    store.announce_worker("w2", {"id": "w2", "activities": [SHIP]}, ttl_s=3600)
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(SHIP,)), ttl_s=3600)
 
     record = the_call(store, service.submit(SHIP_JOB))
     # the cached view would hand the call to the model: planned again against a fresh read instead
@@ -102,7 +102,8 @@ def test_an_activity_announced_since_the_last_read_is_explicit_at_once(service: 
 def test_a_tool_published_since_the_last_read_is_accepted_at_once(service: JobService, store: CountingStore):
     service.submit(PAY_JOB)
     store.publish_tools({"refund": tool_schema("refund", {"amount": {"type": "number"}})}, publisher="w3")
-    store.announce_worker("w3", {"id": "w3", "activities": [{"name": "refund", "queue": "payments"}]}, ttl_s=60)
+    refund = {"name": "refund", "queue": "payments"}
+    store.announce_worker("w3", WorkerAnnouncement("w3", activities=(refund,)), ttl_s=60)
 
     job = {"calls": [{"_tool": "refund", "amount": 2, "_outputPath": "†state.refund"}]}
     record = the_call(store, service.submit(job))
@@ -121,7 +122,7 @@ def test_a_rejection_is_never_made_on_a_cached_view(service: JobService, store: 
 def test_a_change_to_a_known_activity_is_seen_within_one_heartbeat(service: JobService, store: CountingStore,
                                                                    clock: ManualClock):
     assert the_call(store, service.submit(PAY_JOB)).queue == "payments"
-    store.announce_worker("w1", {"id": "w1", "activities": [{**PAY, "queue": "payments-v2"}]}, ttl_s=3600)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=({**PAY, "queue": "payments-v2"},)), ttl_s=3600)
 
     clock.advance(HEARTBEAT_S * 0.9)
     assert the_call(store, service.submit(PAY_JOB)).queue == "payments"  # the view read 0.9 heartbeat ago

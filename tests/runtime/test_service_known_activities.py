@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.protocol.records import CallMode
+from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.runtime.routing import LATENT_TASK, activity_task
 from agentq.settings import Settings
 from tests.runtime.conftest import Rig, tool_schema
@@ -35,7 +35,7 @@ def the_call(rig: Rig, job_id: str):
 
 
 def test_a_known_activity_without_a_live_worker_stays_explicit_on_its_queue(rig: Rig, clock: ManualClock):
-    rig.store.announce_worker("w1", {"id": "w1", "activities": [PAY]}, ttl_s=3)
+    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(10)  # every worker of `pay` is gone (a rolling restart)
     assert rig.store.live_activities() == {}
     known = rig.service.known_activities()
@@ -48,13 +48,13 @@ def test_a_known_activity_without_a_live_worker_stays_explicit_on_its_queue(rig:
 
 
 def test_a_forgotten_or_long_gone_activity_turns_its_tools_latent(rig: Rig, clock: ManualClock):
-    rig.store.announce_worker("w1", {"id": "w1", "activities": [PAY]}, ttl_s=3)
+    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(10)
     assert rig.store.forget_activity("pay")
     record = the_call(rig, rig.service.submit(JOB))
     assert (record.mode, record.activity, record.task) == (CallMode.LATENT, "", LATENT_TASK)
 
-    rig.store.announce_worker("w1", {"id": "w1", "activities": [PAY]}, ttl_s=3)
+    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(3601)  # past AGENTQ_ACTIVITY_MEMORY_S
     assert "pay" not in rig.service.known_activities()
     assert the_call(rig, rig.service.submit(JOB)).mode is CallMode.LATENT
@@ -64,7 +64,8 @@ def test_local_activities_count_as_live_and_known(rig: Rig, clock: ManualClock):
     known = rig.service.known_activities()
     assert known["local"]["live"] is True and known["local"]["queue"] == activity_task("local")
     # remembered from an announcement that expired, the local registry still makes it live
-    rig.store.announce_worker("w1", {"id": "w1", "activities": [{"name": "local", "queue": "elsewhere"}]}, ttl_s=3)
+    local = {"name": "local", "queue": "elsewhere"}
+    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(local,)), ttl_s=3)
     clock.advance(10)
     local = rig.service.known_activities()["local"]
     assert (local["live"], local["queue"]) == (True, activity_task("local"))

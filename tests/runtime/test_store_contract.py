@@ -16,7 +16,7 @@ import pytest
 from agentq.errors import InvalidJobIdError, JobNotFoundError
 from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, JobFinished, JobQueued, JobStarted
 from agentq.protocol.jobs import JobPlan
-from agentq.protocol.records import JobRecord
+from agentq.protocol.records import ErrorInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import dumps, record_digest
 from agentq.store.replies import ClaimOutcome, CommitOutcome
@@ -458,13 +458,15 @@ def test_a_claim_after_cancel_marks_a_ready_call_canceled(backend: Backend):
 
 def test_record_rejection_once(backend: Backend):
     store = backend.store
-    error = {"message": "job rejected", "problems": []}
+    error = ErrorInfo("JobValidationError", "job rejected", problems=({"pointer": "/calls", "message": "m"},))
     assert store.record_rejection("job_rejected", error, ttl_s=60)
     assert store.job_status("job_rejected") is JobStatus.FAILED
     assert store.wait_finished("job_rejected", 1.0) is JobStatus.FAILED
     record = store.record("job_rejected")
     assert (record.status, record.error) == (JobStatus.FAILED, error)
-    assert not store.record_rejection("job_rejected", {"message": "other"}, ttl_s=60)
+    assert record.to_dict()["error"] == {"type": "JobValidationError", "message": "job rejected",
+                                         "problems": [{"pointer": "/calls", "message": "m"}]}
+    assert not store.record_rejection("job_rejected", ErrorInfo("E", "other"), ttl_s=60)
     assert store.job_info("job_rejected").error == error
     plan = make_plan({"calls": [{"_tool": "bg"}]}, TOOLS, job_id="job_rejected")
     assert not store.create_job(plan, records_of(plan), submitted={}, events=[])
@@ -484,8 +486,8 @@ def test_tools_and_workers(backend: Backend):
     assert store.publish_tools({"a": {"v": 2}}, publisher="w3") == ["a"]
     assert store.published_tools() == {"a": {"v": 2}, "b": {}}
     assert store.tool_conflicts()["a"]["publisher"] == "w3"
-    store.announce_worker("w1", {"id": "w1", "activities": [{"name": "fetch", "queue": "io"}]}, ttl_s=60)
-    store.announce_worker("w2", {"id": "w2", "activities": [{"name": "fetch", "queue": "io"}]}, ttl_s=60)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
     live = store.live_activities()
     assert live["fetch"]["queue"] == "io" and sorted(live["fetch"]["workers"]) == ["w1", "w2"]
     store.retire_worker("w1")
@@ -499,8 +501,8 @@ SEND = {"name": "send", "task": "agentq.activity.send", "queue": "mail", "retrie
 def test_an_activity_stays_known_after_its_workers_are_gone(backend: Backend):
     store = backend.store
     assert store.known_activities(60) == {}
-    store.announce_worker("w1", {"id": "w1", "activities": [FETCH, SEND]}, ttl_s=60)
-    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH, SEND)), ttl_s=60)
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
     known = store.known_activities(60)
     assert list(known) == ["fetch", "send"]  # sorted by name
     fetch = known["fetch"]
@@ -519,7 +521,7 @@ def test_an_activity_stays_known_after_its_workers_are_gone(backend: Backend):
 
 def test_an_expired_announcement_leaves_the_activity_known_until_its_memory_runs_out(backend: Backend):
     store = backend.store
-    store.announce_worker("w1", {"id": "w1", "activities": [FETCH]}, ttl_s=0.1)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
     first = store.known_activities(60)["fetch"]
     backend.advance(0.2)  # the heartbeat expired: not live, still known
     assert store.live_activities() == {}
@@ -529,20 +531,20 @@ def test_an_expired_announcement_leaves_the_activity_known_until_its_memory_runs
     # a memory shorter than its age forgets it, in the store too (a longer memory does not bring it back)
     assert store.known_activities(0.15) == {}
     assert store.known_activities(60) == {}
-    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)  # announced again: known again
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)  # announced again: known again
     assert store.known_activities(0.15)["fetch"]["workers"] == ["w2"]
 
 
 def test_forget_an_activity(backend: Backend):
     store = backend.store
-    store.announce_worker("w1", {"id": "w1", "activities": [FETCH]}, ttl_s=0.1)
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
     assert not store.forget_activity("nope")
     backend.advance(0.2)
     assert store.forget_activity("fetch") is True
     assert store.known_activities(60) == {}
     assert store.forget_activity("fetch") is False
     # a live worker's activity is known while it is announced, forgotten or not
-    store.announce_worker("w2", {"id": "w2", "activities": [FETCH]}, ttl_s=60)
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
     assert store.forget_activity("fetch") is True
     assert store.known_activities(60)["fetch"]["live"] is True
     store.retire_worker("w2")
@@ -570,7 +572,7 @@ def test_waiters_wake_up_when_the_job_ends(backend: Backend):
 
     store = backend.store
     plan, _ = submit(store)
-    record = JobRecord(id=plan.id, status=JobStatus.FAILED, error={"type": "E", "message": "m"})
+    record = JobRecord(id=plan.id, status=JobStatus.FAILED, error=ErrorInfo("E", "m"))
     timer = threading.Timer(0.05, lambda: store.finalize(plan.id, record=record,
                                                           event=job_finished(plan.id, JobStatus.FAILED)))
     timer.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from agentq.protocol.records import JobRecord
+from agentq.protocol.records import ErrorInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store import core
 from agentq.store.codecs import dumps
@@ -74,7 +74,7 @@ def test_the_cold_spec_lives_in_its_own_key_with_the_jobs_expiry(backend: Backen
 
 def test_a_rejected_job_has_no_spec(backend: Backend):
     store = backend.store
-    assert store.record_rejection("job_rejected", {"code": "x", "message": "y"}, ttl_s=60)
+    assert store.record_rejection("job_rejected", ErrorInfo("x", "y"), ttl_s=60)
     assert submitted(backend, "job_rejected") is None
     assert store.job_info("job_rejected").status is JobStatus.FAILED
 

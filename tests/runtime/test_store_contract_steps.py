@@ -13,7 +13,7 @@ from agentq.engine.relay import relay_events
 from agentq.protocol.envelopes import JobStarted, Thought
 from agentq.protocol.events import thought_part
 from agentq.protocol.jobs import PlannedCall
-from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord
+from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import dumps, record_digest
 from agentq.store.replies import (
@@ -386,9 +386,9 @@ def test_signing_key_records_and_call_table(backend: Backend):
 def test_worker_beats_keep_expired_announcements(backend: Backend):
     store = backend.store
     assert store.worker_beats() == []
-    store.announce_worker("w1", {"id": "w1", "activities": []}, ttl_s=0.1)
-    store.announce_worker("w2", {"id": "w2", "activities": []}, ttl_s=60)
+    store.announce_worker("w1", WorkerAnnouncement("w1"), ttl_s=0.1)
+    store.announce_worker("w2", WorkerAnnouncement("w2"), ttl_s=60)
     backend.advance(0.2)
     beats = {b.worker_id: b for b in store.worker_beats()}
-    assert (beats["w1"].announcement, beats["w2"].announcement) == (None, {"id": "w2", "activities": []})
+    assert (beats["w1"].announcement, beats["w2"].announcement) == (None, WorkerAnnouncement("w2"))
     assert beats["w1"].expires_at < beats["w2"].expires_at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.codecs import dumps, now_iso
 from agentq.store.fleet import known_view, live_view, seen_activities
 from agentq.store.views import WorkerBeat
@@ -17,30 +18,30 @@ class Fleet(MemoryCore):
     _tool_conflicts: dict[str, str]
     _node_names: dict[str, tuple[str, float]]  # node name -> (holder, expiry): FleetKeys.node with its TTL
 
-    def announce_worker(self, worker_id: str, announcement: dict, ttl_s: float) -> None:
+    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None:
         with self._changed:
             now = self.clock()
-            self._workers[worker_id] = (dumps(announcement), now + ttl_s)
+            self._workers[worker_id] = (dumps(announcement.to_dict()), now + ttl_s)
             self._activities.update(seen_activities(announcement, now))
 
     def retire_worker(self, worker_id: str) -> None:
         with self._changed:
             self._workers.pop(worker_id, None)
 
-    def live_workers(self) -> list[dict]:
+    def live_workers(self) -> list[WorkerAnnouncement]:
         now = self.clock()
         with self._changed:
             for worker_id in [w for w, (_, expiry) in self._workers.items() if expiry <= now]:
                 del self._workers[worker_id]
             live = sorted(self._workers.items(), key=lambda item: (item[1][1], item[0]))
-        return [json.loads(value) for _, (value, _) in live]
+        return [WorkerAnnouncement.from_dict(json.loads(value)) for _, (value, _) in live]
 
     def worker_beats(self) -> list[WorkerBeat]:
         """Every announcement kept, live or expired (its announcement None then), as the healthcheck reads them."""
         now = self.clock()
         with self._changed:
             entries = sorted(self._workers.items(), key=lambda item: (item[1][1], item[0]))
-        return [WorkerBeat(worker_id, expiry, json.loads(value) if expiry > now else None)
+        return [WorkerBeat(worker_id, expiry, WorkerAnnouncement.from_dict(json.loads(value)) if expiry > now else None)
                 for worker_id, (value, expiry) in entries]
 
     def live_activities(self) -> dict[str, dict]:

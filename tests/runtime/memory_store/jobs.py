@@ -11,7 +11,7 @@ from typing import Any
 
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
-from agentq.protocol.records import CallRecord, JobKind, JobRecord, ParentLink
+from agentq.protocol.records import CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import USAGE_PREFIX, dumps, entry, now_iso
 from agentq.store.event_codec import pack
@@ -42,7 +42,7 @@ class JobSteps(MemoryCore):
             self._recent.setdefault(plan.id, time.time())  # ZADD NX
             return True
 
-    def record_rejection(self, job_id: str, error: dict, *, ttl_s: int) -> bool:
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int) -> bool:
         now = now_iso()
         record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
         with self._changed:
@@ -52,7 +52,7 @@ class JobSteps(MemoryCore):
             state = current or JobState()
             state.expire_at_ms = int((self.clock() + ttl_s) * 1000)
             state.job.update({"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value,
-                              "created_at": now, "finished_at": now, "error": dumps(error),
+                              "created_at": now, "finished_at": now, "error": dumps(error.to_dict()),
                               "record": dumps(record.to_dict()), "expire_at_ms": str(state.expire_at_ms)})
             self._jobs[job_id] = state
             self._end(state, JobStatus.FAILED.value)
