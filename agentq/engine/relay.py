@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentq.protocol.envelopes import JobFinished, JobQueued, JobStarted
 from agentq.store.base import Store
 
 RELAY_BATCH = 500  # events copied per relay step
-_NOT_RELAYED = frozenset({"job.queued", "job.started", "job.finished"})  # the parent's call events tell those
+#: the envelopes a child keeps to itself: the parent's own call events tell its job's queueing, start and end
+_NOT_RELAYED = frozenset(kind.name for kind in (JobQueued, JobStarted, JobFinished))
 
 
 def relayed(envelope: dict[str, Any], *, child_id: str, source: str) -> dict[str, Any] | None:

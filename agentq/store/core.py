@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentq.errors import JobNotFoundError, JobTimeoutError
+from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.store.codecs import decode_job, saved_record
@@ -215,7 +216,7 @@ class CheckStatus:
 
 Need = Read | Wait | CheckStatus
 
-_FINAL_EVENT = "job.finished"
+_FINAL_EVENT = JobFinished.name
 
 
 class Follow:
