@@ -1,29 +1,45 @@
 -- What follows the write of a call's outcome, shared by commit.lua and settle.lua (included by `--#include
 -- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval.
 
+-- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at}.
+local function job_fields(key)
+  local v = redis.call('HMGET', key, 'status', 'kind', 'ticking', 'open', 'expire_at_ms', 'started_at')
+  return {status = v[1], kind = v[2], ticking = v[3] or '0', open = v[4], expire_at_ms = v[5], started_at = v[6]}
+end
+
+-- Append messages to the log (at most 1000 per command); a log this creates gets the job's expiry (every step
+-- that writes the log gives it the expiry when it creates it, so a log that exists has one already).
+local function append_log(key, messages, expire_at_ms)
+  for first = 1, #messages, 1000 do
+    local last = math.min(first + 999, #messages)
+    local length = redis.call('RPUSH', key, unpack(messages, first, last))
+    if length == last then redis.call('PEXPIREAT', key, expire_at_ms) end
+  end
+end
+
 -- Decrement the waiting counts of the call's dependents; each that waits on nothing more becomes ready (its
 -- record returned), awaiting_approval when it needs a reviewer (the job too), or canceled in a canceled job.
--- Returns the released records and the job's status after it.
-local function release_dependents(k, call_id, job_status)
+-- `job` is the job's fields (`job_fields`): its status is updated. Returns the released records.
+local function release_dependents(k, call_id, job)
   local released = {}
   local dependents = redis.call('HGET', k.dependents, call_id)
   for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
     local left = redis.call('HINCRBY', k.waiting, dependent, -1)
     if left <= 0 and redis.call('HGET', k.status, dependent) == CALL.PENDING then
-      if job_status == JOB.CANCELED then
+      if job.status == JOB.CANCELED then
         redis.call('HSET', k.status, dependent, CALL.CANCELED)
       elseif redis.call('HEXISTS', k.approval, dependent) == 1 then
         redis.call('HSET', k.status, dependent, CALL.AWAITING_APPROVAL)
         redis.call('HINCRBY', k.job, 'awaiting', 1)
         redis.call('HSET', k.job, 'status', JOB.AWAITING_APPROVAL)
-        job_status = JOB.AWAITING_APPROVAL
+        job.status = JOB.AWAITING_APPROVAL
       else
         redis.call('HSET', k.status, dependent, CALL.READY)
         table.insert(released, redis.call('HGET', k.calls, dependent))
       end
     end
   end
-  return released, job_status
+  return released
 end
 
 -- Count the call out of the job's open awaited calls (if it was awaited) and build the reply:
@@ -31,24 +47,23 @@ end
 --  number of released calls n, record of each released call..., then, when this was the last awaited call of an
 --  active plan job with no tick in flight: the job hash's field count m, its m fields and values, the log's
 --  length k, its k messages, the call statuses' fields and values}
-local function committed_reply(k, record, job_status, released)
+local function committed_reply(k, record, job, released)
   local open
   if record.awaited then
     open = redis.call('HINCRBY', k.job, 'open', -1)
   else
-    open = tonumber(redis.call('HGET', k.job, 'open'))
+    open = tonumber(job.open)
   end
-  local kind = redis.call('HGET', k.job, 'kind')
-  local ticking = redis.call('HGET', k.job, 'ticking') or '0'
+  local job_status, kind, ticking = job.status, job.kind, job.ticking
   local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
   for _, r in ipairs(released) do table.insert(result, r) end
   if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
     -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
     -- call statuses) sent in this reply instead of a round trip of its own (the job hash holds the hot fields
     -- only: the submitted job and the rest of its cold spec are in the spec key)
-    local job = redis.call('HGETALL', k.job)
-    table.insert(result, tostring(#job))
-    for _, v in ipairs(job) do table.insert(result, v) end
+    local fields = redis.call('HGETALL', k.job)
+    table.insert(result, tostring(#fields))
+    for _, v in ipairs(fields) do table.insert(result, v) end
     local log = redis.call('LRANGE', k.log, 0, -1)
     table.insert(result, tostring(#log))
     for _, v in ipairs(log) do table.insert(result, v) end

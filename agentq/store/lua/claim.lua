@@ -30,16 +30,18 @@ end
 
 -- How long a takeover of a running call whose lease lapsed must still wait (0: none): while the store has served
 -- for less than a lease plus 2 s since a restart that came after the job's first claim.
-local function restart_grace_ms(lease_ms)
+local function restart_grace_ms(lease_ms, job_run)
   local run, uptime_ms = store_run()
-  if redis.call('HGET', KEYS[1], 'store_run') == run then return 0 end
+  if job_run == run then return 0 end
   return math.max(0, lease_ms + 2000 - uptime_ms)
 end
 
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
-local job_status = redis.call('HGET', KEYS[1], 'status')
+-- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run
+local job = redis.call('HMGET', KEYS[1], 'status', 'started_at', 'expire_at_ms', 'store_run')
+local job_status = job[1]
 if job_status == JOB.CANCELED then
   -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
   -- that attempt's lease lives (this task checks back later), and canceled once it was lost (its process
@@ -58,7 +60,7 @@ if CALL_FINAL[status] then
 end
 if ARGV[5] == '!' then
   -- the caller takes the job for started and rendered no job.started event
-  if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 then
+  if not job[2] then
     return {'unstarted'}  -- it is not (a job id used again): nothing is written, the caller claims again
   end
   ARGV[5] = ''
@@ -70,7 +72,7 @@ if status == CALL.RUNNING then
   else
     local pttl = redis.call('PTTL', KEYS[8])
     if pttl > 0 then return {'leased', tostring(pttl)} end
-    local grace = restart_grace_ms(tonumber(ARGV[3]))
+    local grace = restart_grace_ms(tonumber(ARGV[3]), job[4])
     if grace > 0 then return {'leased', tostring(grace)} end
   end
 elseif status ~= CALL.READY then
@@ -86,13 +88,11 @@ else
   attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
   if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
     -- the attempts hash is created by a job's first claim, after submission set the other keys' expiry
-    redis.call('PEXPIREAT', KEYS[4], redis.call('HGET', KEYS[1], 'expire_at_ms'))
+    redis.call('PEXPIREAT', KEYS[4], job[3])
   end
   if status == CALL.RUNNING then
     lost = redis.call('HINCRBY', KEYS[9], call_id, 1)
-    if lost == 1 and redis.call('PTTL', KEYS[9]) == -1 then
-      redis.call('PEXPIREAT', KEYS[9], redis.call('HGET', KEYS[1], 'expire_at_ms'))
-    end
+    if lost == 1 and redis.call('PTTL', KEYS[9]) == -1 then redis.call('PEXPIREAT', KEYS[9], job[3]) end
   end
   redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
   redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
@@ -100,9 +100,9 @@ end
 if job_status == JOB.QUEUED then redis.call('HSET', KEYS[1], 'status', JOB.RUNNING) end
 -- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
 -- its submission, the job was never `queued`): the status stays, the start is recorded and published once
-if redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4]) == 1 then
+if not job[2] then
+  redis.call('HSET', KEYS[1], 'started_at', ARGV[4], 'store_run', (store_run()))
   if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
-  redis.call('HSET', KEYS[1], 'store_run', (store_run()))
 end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]

@@ -19,23 +19,21 @@ if status ~= CALL.RUNNING then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
-local job_status = redis.call('HGET', KEYS[1], 'status')
-local late = job_status == JOB.CANCELED
+local job = job_fields(KEYS[1])
+local late = job.status == JOB.CANCELED
 local function mark(json, field)
   if late then return string.sub(json, 1, -2) .. ',"' .. field .. '":true}' end
   return json
 end
 local n = tonumber(ARGV[4])
-for i = 5, 4 + n do redis.call('RPUSH', KEYS[2], mark(ARGV[i], '_afterCancel')) end
-if n > 0 and redis.call('PTTL', KEYS[2]) == -1 then
-  redis.call('PEXPIREAT', KEYS[2], redis.call('HGET', KEYS[1], 'expire_at_ms'))
-end
+local messages = {}
+for i = 5, 4 + n do messages[#messages + 1] = mark(ARGV[i], '_afterCancel') end
+append_log(KEYS[2], messages, job.expire_at_ms)
 redis.call('HSET', KEYS[4], call_id, ARGV[3])
 redis.call('DEL', KEYS[7])
 for i = 5 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', mark(ARGV[i], 'after_cancel')) end
 
 local k = {job = KEYS[1], log = KEYS[2], calls = KEYS[3], status = KEYS[4], waiting = KEYS[5],
            dependents = KEYS[8], approval = KEYS[9]}
-local released
-released, job_status = release_dependents(k, call_id, job_status)
-return committed_reply(k, cjson.decode(redis.call('HGET', KEYS[3], call_id)), job_status, released)
+local released = release_dependents(k, call_id, job)
+return committed_reply(k, cjson.decode(redis.call('HGET', KEYS[3], call_id)), job, released)

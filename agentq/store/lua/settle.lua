@@ -15,24 +15,23 @@
 --#include _committed
 local call_id = ARGV[1]
 if redis.call('HGET', KEYS[3], call_id) ~= CALL.READY then return {'other'} end
-local job_status = redis.call('HGET', KEYS[1], 'status')
-if not JOB_ACTIVE[job_status] then return {'other'} end
+local job = job_fields(KEYS[1])
+if not JOB_ACTIVE[job.status] then return {'other'} end
 if redis.call('HEXISTS', KEYS[4], call_id) == 1 then return {'other'} end  -- an attempt ran before
 local stored = redis.call('HGET', KEYS[2], call_id)
 if redis.sha1hex(stored) ~= ARGV[2] then return {'other'} end
 local tool = redis.call('HGET', KEYS[5], ARGV[3])
 if not tool then return {'other'} end
 if redis.sha1hex(tool) ~= ARGV[4] then return {'stale_tool', tool} end
-local started = redis.call('HEXISTS', KEYS[1], 'started_at') == 1
+local started = job.started_at ~= false
 if ARGV[6] == '!' and not started then return {'unstarted'} end
 
 -- the claim: attempt 1, the job running and started
-local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
 redis.call('HSET', KEYS[4], call_id, 1)
-if redis.call('PTTL', KEYS[4]) == -1 then redis.call('PEXPIREAT', KEYS[4], expire_at) end
-if job_status == JOB.QUEUED then
+if redis.call('PTTL', KEYS[4]) == -1 then redis.call('PEXPIREAT', KEYS[4], job.expire_at_ms) end
+if job.status == JOB.QUEUED then
   redis.call('HSET', KEYS[1], 'status', JOB.RUNNING)
-  job_status = JOB.RUNNING
+  job.status = JOB.RUNNING
 end
 if not started then
   redis.call('HSET', KEYS[1], 'started_at', ARGV[5])
@@ -41,13 +40,13 @@ end
 
 -- the commit
 local n = tonumber(ARGV[8])
-for i = 9, 8 + n do redis.call('RPUSH', KEYS[7], ARGV[i]) end
-if n > 0 and redis.call('PTTL', KEYS[7]) == -1 then redis.call('PEXPIREAT', KEYS[7], expire_at) end
+local messages = {}
+for i = 9, 8 + n do messages[#messages + 1] = ARGV[i] end
+append_log(KEYS[7], messages, job.expire_at_ms)
 redis.call('HSET', KEYS[3], call_id, ARGV[7])
 for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
 local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
            dependents = KEYS[9], approval = KEYS[10]}
-local released
-released, job_status = release_dependents(k, call_id, job_status)
-return committed_reply(k, cjson.decode(stored), job_status, released)
+local released = release_dependents(k, call_id, job)
+return committed_reply(k, cjson.decode(stored), job, released)
