@@ -32,7 +32,7 @@ from agentq.errors import LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
-from agentq.protocol.envelopes import JobStarted, Part, TickFinished, TickStarted
+from agentq.protocol.envelopes import Envelope, JobStarted, Part, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part, text_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
@@ -122,14 +122,7 @@ class AgentLoop:
         composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
         self.store.set_job_tools(job_id, composed)
         corrective = bool(exchanges) and bool(exchanges[-1].problems)
-        request = LLMRequest(
-            model=info.job_options.model or self.settings.model,
-            system=system_blocks(job_system_texts(index)),
-            messages=tick_messages(index, exchanges),
-            solution_schema=solution_schema,
-            max_tokens=self.settings.llm_max_tokens,
-            purpose="module" if info.parent is not None else "tick",
-        )
+        request = self._request(info, index, exchanges, solution_schema)
         tick_no = info.ticks + 1
         self.store.add_events(job_id, [TickStarted(
             job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
@@ -146,17 +139,23 @@ class AgentLoop:
             answer = self.llm.solve(request, on_call=on_call)
         except LLMError as error:
             return self._failed_request(job_id, token, n, attempt, error)
-        calls = answer.solution.get("calls") if isinstance(answer.solution, dict) else None
-        written += self._write(job_id, token, info, plan.finish(calls))
-        problems = list(plan.problems)
-        if answer.solution is None:
-            problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
-        else:
-            problems += output_problems(answer.solution, solution_schema["properties"]["output"])
-        problems.sort(key=lambda p: p.pointer)
+        written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")))
+        problems = _problems(plan, answer, solution_schema["properties"]["output"])
         self._end(job_id, token, info, answer, problems, corrective=corrective, log_length=len(inputs.log),
                   tick_no=tick_no, written=written)
         return None
+
+    def _request(self, info: JobInfo, index: LogIndex, exchanges: list[Exchange],
+                 solution_schema: dict[str, Any]) -> LLMRequest:
+        """The tick's model request: the job's system texts, the conversation so far, the solution's schema."""
+        return LLMRequest(
+            model=info.job_options.model or self.settings.model,
+            system=system_blocks(job_system_texts(index)),
+            messages=tick_messages(index, exchanges),
+            solution_schema=solution_schema,
+            max_tokens=self.settings.llm_max_tokens,
+            purpose="module" if info.parent is not None else "tick",
+        )
 
     def _failed_request(self, job_id: str, token: str, n: int, attempt: int, error: LLMError) -> float | None:
         """The model request failed: a transient failure is tried again after a backoff (returned) while
@@ -177,18 +176,15 @@ class AgentLoop:
         """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
         becomes structural errors in the log); the job's next step follows when no call is open."""
         solution = answer.solution
-        calls = solution.get("calls") if isinstance(solution, dict) else None
-        output = solution.get("output") if isinstance(solution, dict) and not problems else None
+        output = None if problems else _solution_part(solution, "output")
         has_output = output is not None
         resend = bool(problems) and not corrective  # an invalid answer is sent back once
+        calls = _solution_part(solution, "calls")
         structural = [] if resend else [_structural_error(p, calls, info) for p in problems]
         exchange = Exchange(log_length, answer.tool_use_id, solution, tuple(problems) if resend else ())
-        events: list[Any] = [TickFinished(
+        events: list[Envelope] = [TickFinished(
             job_id=job_id, tick=tick_no, calls=written, problems=[p.to_dict() for p in problems],
-            usage=answer.usage.to_dict(), output=has_output,
-            part=None if not problems else error_part(
-                f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
-                source=self.source, locale=info.locale))]
+            usage=answer.usage.to_dict(), output=has_output, part=self._problems_part(problems, resend, info))]
         if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
             events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
@@ -196,6 +192,13 @@ class AgentLoop:
                                     messages=structural, events=events)
         if ended is not None and ended[0] <= 0:
             self.progress.advance(job_id)
+
+    def _problems_part(self, problems: list[Problem], resend: bool, info: JobInfo) -> dict[str, Any] | None:
+        """What `tick.finished` shows of an invalid solution (nothing for a valid one)."""
+        if not problems:
+            return None
+        return error_part(f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
+                          source=self.source, locale=info.locale)
 
     def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall]) -> int:
         """Write planned calls of the tick and send the ready ones; returns how many were written."""
@@ -217,6 +220,22 @@ class AgentLoop:
         log.warning("job %s fails at request %d: %s: %s", job_id, n, error_type, message)
         self.store.release_tick(job_id, token=token)
         self.progress.finish(job_id, error=ErrorInfo(error_type, message))
+
+
+def _solution_part(solution: Any, key: str) -> Any:
+    """The solution's `calls` or `output` (None for a solution that is no JSON object)."""
+    return solution.get(key) if isinstance(solution, dict) else None
+
+
+def _problems(plan: TickPlan, answer: LLMAnswer, output_schema: dict[str, Any]) -> list[Problem]:
+    """Every problem of the model's solution, by pointer: its calls' (found as they streamed in), its JSON's, its
+    output's."""
+    problems = list(plan.problems)
+    if answer.solution is None:
+        problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
+    else:
+        problems += output_problems(answer.solution, output_schema)
+    return sorted(problems, key=lambda p: p.pointer)
 
 
 def _answer_text(output: Any) -> str:

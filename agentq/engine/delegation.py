@@ -82,10 +82,8 @@ class Delegation:
         if self.submit_child is None or self.library is None:
             raise CallFailure("ModulesNotConfigured", "this process cannot start module calls", retryable=False)
         parent = self.store.job_info(job_id)
-        reference = str((tool.get("properties", {}).get("_module") or {}).get("const") or call.get("_module") or "")
-        lineage = parent.parent
-        depth = (lineage.depth if lineage is not None else 0) + 1
-        chain = (*(lineage.chain if lineage is not None else ()), reference)
+        reference = _module_reference(call, tool)
+        depth, chain = _nesting(parent.parent, reference)
         module = self._load(reference, depth, chain)
         child = _child_job(module, parent, record, call, tool, index)
         link = ParentLink(job=job_id, call=call_id, token=token, depth=depth, chain=chain, module=reference)
@@ -112,6 +110,19 @@ class Delegation:
             raise CallFailure(type(error).__name__, str(error), retryable=True) from None
         except AgentQError as error:
             raise CallFailure(type(error).__name__, str(error), retryable=False) from None
+
+
+def _module_reference(call: dict, tool: dict) -> str:
+    """The module a call names: its tool's `_module` constant, else the call's own `_module`."""
+    return str((tool.get("properties", {}).get("_module") or {}).get("const") or call.get("_module") or "")
+
+
+def _nesting(lineage: ParentLink | None, reference: str) -> tuple[int, tuple[str, ...]]:
+    """How deep a module's child job nests and the modules on its way (those of its parent's job, then its own),
+    `lineage` being the parent job's own link when it is a module's child itself."""
+    if lineage is None:
+        return 1, (reference,)
+    return lineage.depth + 1, (*lineage.chain, reference)
 
 
 def _child_job(module: Any, parent: JobInfo, record: CallRecord, call: dict, tool: dict, index: LogIndex) -> dict:

@@ -218,13 +218,7 @@ class Executor:
                 self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
                 return Outcome(OutcomeStatus.DELEGATED)
             result, messages = self._answer(job_id, call_id, record, resolved, tool, index, ran)
-            if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
-                # a call that reads nothing was claimed without the log; push/concat still need it to check
-                # that the target is an array (SPEC §5: otherwise a runtime error of this call)
-                index = LogIndex(self.store.read_log(job_id))
-            if index is not None:
-                for message in messages:
-                    check_write(index, message)
+            self._check_writes(job_id, messages, index)
         except StoreUnavailableError:  # still unreachable after the retry window: the task is handed back
             raise
         except Exception as error:
@@ -238,6 +232,15 @@ class Executor:
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id)
         return Outcome(OutcomeStatus.DONE)
+
+    def _check_writes(self, job_id: str, messages: list[dict], index: LogIndex | None) -> None:
+        """Raise for a write the log cannot take (a push or concat onto a non-array: SPEC §5, a runtime error of
+        the call). A call that reads nothing was claimed without the log, which only push and concat need."""
+        if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
+            index = LogIndex(self.store.read_log(job_id))
+        if index is not None:
+            for message in messages:
+                check_write(index, message)
 
     def _publish_ran(self, job_id: str, ran: Ran) -> None:
         """Publish what a run before the claim emitted, after the attempt's start events; raise what it raised."""

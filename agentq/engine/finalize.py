@@ -33,19 +33,23 @@ def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: Er
     and no `||` branch took the failure; an agent job's failed calls were its model's to handle. `inputs` is
     what finalizing reads when the caller has it already (the reply of the commit of the job's last call)."""
     info, log_messages, statuses = inputs if inputs is not None else store.finish_inputs(job_id)
-    failed: list[str] = []
-    if info.kind is JobKind.PLAN:
-        failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]
-        failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), log_messages)
-    status = JobStatus.FAILED if failed or error else JobStatus.SUCCEEDED
-    if failed and error is None:
-        error = ErrorInfo("CallsFailed", f"{len(failed)} call(s) failed: " + "; ".join(failed))
+    if error is None and info.kind is JobKind.PLAN:
+        error = _calls_failed(store, job_id, statuses, log_messages)
+    status = JobStatus.FAILED if error is not None else JobStatus.SUCCEEDED
     record = build_job_record(info, log_messages, status=status, error=error, finished_at=now_iso())
     part = (error_part(error.message, source=source, locale=info.locale) if error is not None
             else activity_part(f"Job {status}", source=source, locale=info.locale))
     event = JobFinished(job_id=job_id, status=status.value, error=error.to_dict() if error is not None else None,
                         part=part)
     return Finalized(store.finalize(job_id, record=record, event=event), info, record)
+
+
+def _calls_failed(store: Store, job_id: str, statuses: dict[str, CallStatus],
+                  log_messages: list[dict]) -> ErrorInfo | None:
+    """A plan job's error when awaited calls of it failed and no `||` branch took their failure (None if none)."""
+    failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]
+    failed = _unabsorbed_failures(store.call_records(job_id, failed_ids), log_messages)
+    return ErrorInfo("CallsFailed", f"{len(failed)} call(s) failed: " + "; ".join(failed)) if failed else None
 
 
 def _unabsorbed_failures(failed: dict[str, CallRecord], log_messages: list[dict]) -> list[str]:

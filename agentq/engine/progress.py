@@ -56,7 +56,7 @@ class JobProgress:
                      "after_cancel", call_id, job_id)
         if commit.released:
             self.dispatch(job_id, commit.released)
-        if commit.open_calls <= 0 and commit.job_status.is_active and not commit.ticking:
+        if _step_due(commit.open_calls, commit.job_status, ticking=commit.ticking):
             if commit.kind is JobKind.PLAN:
                 self.finish(job_id, inputs=commit.finish_inputs)
             else:
@@ -71,7 +71,7 @@ class JobProgress:
             if ready:
                 self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
         info = self.store.job_info(job_id)
-        if info.open_calls <= 0 and info.status.is_active and not info.ticking:
+        if _step_due(info.open_calls, info.status, ticking=info.ticking):
             self.advance(job_id, info)
 
     def advance(self, job_id: str, info: JobInfo | None = None) -> None:
@@ -124,3 +124,8 @@ class JobProgress:
             relay_events(self.store, job_id)
         except AgentQError:
             log.warning("could not relay the events of job %s to its parent job", job_id, exc_info=True)
+
+
+def _step_due(open_calls: int, status: JobStatus, *, ticking: bool) -> bool:
+    """Whether the job's next step is due: it is active, no awaited call is open and no tick is in flight."""
+    return open_calls <= 0 and status.is_active and not ticking

@@ -279,11 +279,16 @@ def call_pointer(args: tuple, kwargs: dict) -> CallPointer | None:
     values = [*args, *kwargs.values()] if kwargs else list(args)
     if len(values) < 2 or job_id_problem(values[0]) is not None or not isinstance(values[1], str):
         return None
-    record = None
-    if len(values) > 2 and isinstance(values[2], dict):
-        try:
-            record = CallRecord.from_dict(values[2])
-        except (KeyError, TypeError, ValueError):
-            record = None
+    record = _carried_record(values)
     signature = values[3] if record is not None and len(values) > 3 and isinstance(values[3], str) else None
     return CallPointer(values[0], values[1], record, signature)
+
+
+def _carried_record(values: list[Any]) -> CallRecord | None:
+    """The record a call task's arguments carry third (None: none, or one that cannot be read)."""
+    if len(values) <= 2 or not isinstance(values[2], dict):
+        return None
+    try:
+        return CallRecord.from_dict(values[2])
+    except (KeyError, TypeError, ValueError):
+        return None

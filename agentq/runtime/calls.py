@@ -41,10 +41,7 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
     """The calls view of a job: SPEC §14's `/calls` items (see the module's docstring). Raises
     `JobNotFoundError` for an unknown job."""
     table = store.call_table(job_id)
-    depends_on: dict[str, list[str]] = {}
-    for call_id, waiting in table.dependents.items():
-        for dependent in waiting:
-            depends_on.setdefault(dependent, []).append(call_id)
+    depends_on = _depends_on(table.dependents)
     times = _call_times(store, job_id, set(table.records))
     tools = store.job_tools(job_id)
     hidden = {name: sensitive_paths(schema) for name, schema in tools.items()}
@@ -52,13 +49,7 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
     for record in sorted(table.records.values(), key=lambda r: (r.index, r.id)):
         started, finished = times.get(record.id, (None, None))
         status = table.statuses.get(record.id)
-        duration: float | None = None
-        error = None
-        if finished is not None:
-            duration = finished.event.duration_ms
-            if not duration and started is not None:
-                duration = round((finished.at - started.at).total_seconds() * 1000, 3)
-            error = finished.event.error or None
+        duration, error = _ended(started, finished)
         output_path = record.call.get("_outputPath")
         items.append({
             "id": record.id, "tool": record.tool, "activity": record.activity, "mode": record.mode.value,
@@ -71,6 +62,27 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
                            hidden.get(record.tool, ())),
         })
     return items
+
+
+def _depends_on(dependents: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Call id -> the calls it waits on (the store keeps the other direction: the calls waiting on each)."""
+    depends_on: dict[str, list[str]] = {}
+    for call_id, waiting in dependents.items():
+        for dependent in waiting:
+            depends_on.setdefault(dependent, []).append(call_id)
+    return depends_on
+
+
+def _ended(started: _Seen[CallStarted] | None,
+           finished: _Seen[CallFinished] | None) -> tuple[float | None, dict[str, Any] | None]:
+    """A call's duration in ms and its error, once it finished (the time between its events when the finishing
+    event tells none)."""
+    if finished is None:
+        return None, None
+    duration = finished.event.duration_ms
+    if not duration and started is not None:
+        duration = round((finished.at - started.at).total_seconds() * 1000, 3)
+    return duration, finished.event.error or None
 
 
 def job_call(store: Store, job_id: str, call_id: str) -> dict[str, Any]:

@@ -175,17 +175,21 @@ class JobService:
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
-        if plan.kind is JobKind.AGENT:
-            self.dispatcher.tick(plan.id)
-        else:
-            ready = {c.id for c in plan.ready}
-            self.dispatcher(plan.id, [r for r in records if r.id in ready])
-            if not any(c.awaited for c in plan.calls):
-                # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
-                # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
-                self.progress.finish(plan.id)
+        self._start(plan, records)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         return plan.id
+
+    def _start(self, plan: JobPlan, records: list[CallRecord]) -> None:
+        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls."""
+        if plan.kind is JobKind.AGENT:
+            self.dispatcher.tick(plan.id)
+            return
+        ready = {c.id for c in plan.ready}
+        self.dispatcher(plan.id, [r for r in records if r.id in ready])
+        if not any(c.awaited for c in plan.calls):
+            # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
+            # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
+            self.progress.finish(plan.id)
 
     def _decode(self, job: Any, job_id: str | None) -> tuple[Any, int]:
         """The job as a JSON value and its size in bytes, after the checks that must come before planning:
@@ -243,8 +247,7 @@ class JobService:
         if not isinstance(params, dict):
             raise JobValidationError("edit rejected", [Problem("/params", "params must be an object")])
         record = self._awaiting(job_id, call_id)
-        call = {**{k: v for k, v in record.call.items() if k.startswith("_")},
-                **{k: v for k, v in params.items() if not k.startswith("_")}}
+        call = _edited(record.call, params)
         tool = self.store.job_tools(job_id).get(record.tool)
         problems = [Problem("/params", f"{k!r}: meta fields cannot be edited") for k in params if k.startswith("_")]
         if tool is not None:
@@ -318,3 +321,10 @@ def _certain(plan: JobPlan) -> bool:
     """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
     activities (a call the view would hand to the model may only lack an activity announced since)."""
     return plan.kind is JobKind.PLAN and all(call.mode is CallMode.EXPLICIT for call in plan.calls)
+
+
+def _edited(call: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A call with a reviewer's parameters: its meta fields (`_tool`, `_outputPath`, ...) as they were, the edited
+    parameters in place of its own."""
+    return {**{k: v for k, v in call.items() if k.startswith("_")},
+            **{k: v for k, v in params.items() if not k.startswith("_")}}

@@ -57,15 +57,20 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
     return JobInfo(
         id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
         created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
-        finished_at=fields.get("finished_at") or None, open_calls=int(fields.get("open") or 0),
+        finished_at=fields.get("finished_at") or None, open_calls=_count(fields, "open"),
         options=loads("options", {}), output=loads("output"), error=ErrorInfo.of(loads("error")),
-        usage={name: int(fields.get(USAGE_PREFIX + name) or 0) for name in empty_usage()},
+        usage={name: _count(fields, USAGE_PREFIX + name) for name in empty_usage()},
         record=JobRecord.from_dict(record) if record else None,
-        ticks=int(fields.get("ticks") or 0), final_output=loads("final_output"),
+        ticks=_count(fields, "ticks"), final_output=loads("final_output"),
         has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
         ticking=fields.get("ticking") == "1",
-        exchanges=int(fields.get("exchanges") or 0),
+        exchanges=_count(fields, "exchanges"),
     )
+
+
+def _count(fields: dict[str, str], name: str) -> int:
+    """A counter of the job hash (0 while it was never written)."""
+    return int(fields.get(name) or 0)
 
 
 def saved_record(status: str | None, saved: str | None) -> JobRecord | None:

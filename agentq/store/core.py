@@ -109,14 +109,7 @@ def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
     if not jobs:
         return []
     heads = yield tuple(command("hmget", keys.job, ["status", "record"]) for keys in jobs)
-    found: dict[int, JobRecord] = {}
-    running: list[int] = []
-    for n, (status, saved) in enumerate(heads):
-        stood = saved_record(status, saved)
-        if stood is not None:
-            found[n] = stood
-        elif status is not None:  # (None: expired since it was listed)
-            running.append(n)
+    found, running = _saved_records(heads)
     if running:
         replies = yield tuple(each for n in running
                               for each in (command("hgetall", jobs[n].job), command("lrange", jobs[n].log, 0, -1)))
@@ -124,6 +117,20 @@ def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
             if fields:
                 found[n] = record_of(fields, log)
     return [found[n] for n in sorted(found)]
+
+
+def _saved_records(heads: list[list[str | None]]) -> tuple[dict[int, JobRecord], list[int]]:
+    """Of the jobs' `(status, record)` fields, by position: the saved records, and the jobs still running (a job
+    that expired since it was listed is neither)."""
+    found: dict[int, JobRecord] = {}
+    running: list[int] = []
+    for n, (status, saved) in enumerate(heads):
+        stood = saved_record(status, saved)
+        if stood is not None:
+            found[n] = stood
+        elif status is not None:
+            running.append(n)
+    return found, running
 
 
 def submitted(keys: JobKeys) -> Step[Any]:

@@ -19,6 +19,13 @@ from agentq.store.views import FleetStats
 
 log = logging.getLogger("agentq.store")
 
+_Row = tuple[JobStatus | None, int]  # a job's status (None once it expired) and its calls awaiting approval
+
+
+def _ended(row: _Row) -> bool:
+    status = row[0]
+    return status is None or not status.is_active
+
 
 @map_store_errors
 class StatsSteps(StoreConnection):
@@ -43,22 +50,24 @@ class StatsSteps(StoreConnection):
         _, active, sampled, candidates, totals = pipe.execute()
         ids = list(dict.fromkeys([*(sampled or []), *(job_id for job_id, _ in candidates)]))
         rows = self._job_rows(ids)
-
-        def ended(job_id: str) -> bool:
-            status = rows[job_id][0]
-            return status is None or not status.is_active
-
-        gone = [job_id for job_id in sampled or [] if ended(job_id)]
+        gone = [job_id for job_id in sampled or [] if _ended(rows[job_id])]
         if gone:
             self.redis.zrem(active_key, *gone)
-        pending = sum(rows[job_id][1] for job_id, _ in candidates if not ended(job_id) and rows[job_id][1] > 0)
-        settled = {job_id: score for job_id, score in candidates if ended(job_id) or rows[job_id][1] <= 0}
-        if settled:
-            self._drop_settled(candidates_key, settled)
+        pending = self._approvals_pending(candidates_key, candidates, rows)
         return FleetStats(jobs_active=int(active) - len(gone), approvals_pending=pending,
                           jobs_total={status: int(count) for status, count in totals.items()})
 
-    def _job_rows(self, ids: list[str]) -> dict[str, tuple[JobStatus | None, int]]:
+    def _approvals_pending(self, key: str, candidates: list[tuple[str, float]],
+                           rows: dict[str, _Row]) -> int:
+        """The calls awaiting approval, summed over the candidate jobs that still hold some; the others leave the
+        approvals set."""
+        holding = {job_id for job_id, _ in candidates if not _ended(rows[job_id]) and rows[job_id][1] > 0}
+        settled = {job_id: score for job_id, score in candidates if job_id not in holding}
+        if settled:
+            self._drop_settled(key, settled)
+        return sum(rows[job_id][1] for job_id in holding)
+
+    def _job_rows(self, ids: list[str]) -> dict[str, _Row]:
         """Job id -> (its status, None once it expired; its calls awaiting approval), in one round trip."""
         if not ids:
             return {}

@@ -28,14 +28,24 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
         "spec": _spec_fields(plan, submitted=submitted),
         "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
-        "status": {c: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if c in held
-                       else CallStatus.READY).value for c, n in waiting.items()},
+        "status": _statuses(waiting, held),
         "approval": {c.id: 1 for c in plan.calls if c.approval},
         "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
         "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
         "events": [entry(e, plan.id) for e in events],
-        "dependents": {c.id: dumps(c.dependents) for c in plan.calls if c.dependents},
+        "dependents": _dependents(plan),
     }
+
+
+def _statuses(waiting: dict[str, int], held: set[str]) -> dict[str, str]:
+    """Each call's first status: pending while it waits on others, else awaiting approval or ready."""
+    return {call_id: (CallStatus.PENDING if n else CallStatus.AWAITING_APPROVAL if call_id in held
+                      else CallStatus.READY).value for call_id, n in waiting.items()}
+
+
+def _dependents(plan: JobPlan) -> dict[str, str]:
+    """The calls waiting on each call that some wait on (what a commit releases)."""
+    return {c.id: dumps(c.dependents) for c in plan.calls if c.dependents}
 
 
 def _job_fields(plan: JobPlan, *, parent: dict | None, held: int) -> dict[str, Any]:
