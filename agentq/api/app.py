@@ -64,10 +64,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            if declared.isdigit() and int(declared) <= _DRAIN_LIMIT:
-                await _drain(receive)  # so the client, still sending, reads the answer instead of a broken pipe
-            await self._refuse(send, int(declared) if declared.isdigit() else None)
+        if declared is not None and await self._refused_as_declared(declared, receive, send):
             return
         received = 0
         started = False
@@ -91,6 +88,16 @@ class BodyLimit:
         except _TooLarge:
             if not started:
                 await self._refuse(send, None)
+
+    async def _refused_as_declared(self, declared: bytes, receive: Any, send: Any) -> bool:
+        """Refuse a body whose Content-Length is over the limit (or no number) before reading it; whether it did."""
+        size = int(declared) if declared.isdigit() else None
+        if size is not None and size <= self.max_bytes:
+            return False
+        if size is not None and size <= _DRAIN_LIMIT:
+            await _drain(receive)  # so the client, still sending, reads the answer instead of a broken pipe
+        await self._refuse(send, size)
+        return True
 
     async def _refuse(self, send: Any, size: int | None) -> None:
         what = f"{size} bytes" if size is not None else "larger than that"

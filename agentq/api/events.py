@@ -60,20 +60,25 @@ async def _resume(request: Request, job_id: str,
                   ) -> Resume:
     """Check the job and the resume position before the stream starts (errors are still plain answers)."""
     cursor, where = (last_event_id, "/headers/Last-Event-ID") if last_event_id else (after, "/query/after")
-    after_id, marker_of = "0-0", None
-    if cursor:
-        match = _CURSOR.match(cursor.strip())
-        if match is None:
-            raise ApiError(422, "InvalidRequest", "not an event id of this stream",
-                           [Problem(where, "expected a stream entry id such as 1700000000000-0")])
-        after_id = match.group(1)
-        if match.group(2) and format == "parts" and markers:
-            marker_of = after_id
+    after_id, marker_of = _position(cursor, where, with_markers=format == "parts" and markers)
     store = app_store(request)
     status = await store.job_status(job_id)
     if status.is_final and marker_of is None and cursor and not await store.read_events(job_id, after_id, count=1):
         raise NoContent()
     return Resume(job_id, after_id, marker_of, format, markers)
+
+
+def _position(cursor: str | None, where: str, *, with_markers: bool) -> tuple[str, str | None]:
+    """The entry a stream resumes after (`0-0`: from the start) and, when the client got an activity's part but not
+    its marker, that entry (`<entry>;part`); 422 for a cursor that is no entry id of a stream (at `where`)."""
+    if not cursor:
+        return "0-0", None
+    match = _CURSOR.match(cursor.strip())
+    if match is None:
+        raise ApiError(422, "InvalidRequest", "not an event id of this stream",
+                       [Problem(where, "expected a stream entry id such as 1700000000000-0")])
+    after_id = match.group(1)
+    return after_id, after_id if match.group(2) and with_markers else None
 
 
 @router.get("/v1/jobs/{job_id}/events", response_class=EventSourceResponse, dependencies=[AuthorizedOrQuery],

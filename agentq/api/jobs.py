@@ -176,6 +176,7 @@ async def edit_call(request: Request, job_id: str, call_id: str) -> JSONResponse
     return JSONResponse(await run_in_threadpool(job_call, parts.store, job_id, call_id))
 
 
+# one branch per way a small body can be wrong, all named in the one 422
 def _field(body: Any, name: str, kind: type, *, required: bool) -> Any:
     """One field of a small request body, or 422 naming where it is wrong."""
     if body is None and not required:

@@ -34,6 +34,7 @@ class LiveView:
         self.names: dict[str, str] = {}
         self.final_output_due = False  # an agent's final output comes as a text part after its tick.finished
 
+    # one case per envelope the live view shows
     def show(self, envelope: dict[str, Any]) -> None:
         """One line for a stored envelope (those this version does not know, and job starts and ends, show
         none: the summary tells the end)."""
@@ -65,10 +66,13 @@ class LiveView:
     def _call_name(self, event: Envelope) -> str:
         """How the event's call is shown (`tool [instance]`, remembered from the first event naming it)."""
         call_id = getattr(event, "call_id", None) or ""
+        if not call_id:
+            return ""
         tool, instance = getattr(event, "tool", None), getattr(event, "instance", None)
-        if call_id and call_id not in self.names and (tool or instance):
-            self.names[call_id] = f"{tool or call_id} [{instance}]" if instance else str(tool or call_id)
-        return self.names.get(call_id, tool or call_id) if call_id else ""
+        if call_id not in self.names and (tool or instance):
+            name = str(tool or call_id)
+            self.names[call_id] = f"{name} [{instance}]" if instance else name
+        return self.names.get(call_id, tool or call_id)
 
     def _tick_started(self, event: TickStarted) -> None:
         note = " (correction)" if event.corrective else ""

@@ -54,6 +54,7 @@ class CallIntake:
         self.tools = JobTools()
         self._started_jobs: LRU[str, bool] = LRU(4096)  # jobs a claim of this process found started
 
+    # the claim and each case it meets: a cached tool or not, the log to catch up, a job id used again
     def claim(self, job_id: str, call_id: str, token: str, record: CallRecord | None, record_sha: str) -> Intake:
         """Claim the call; when it needs the log, bring this process's copy of the log up to date.
 

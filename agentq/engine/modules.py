@@ -277,6 +277,7 @@ class ModuleLibrary:
 
     # ------------------------------------------------------------------ names
 
+    # one branch per way a module name could leave its folder, each refused with its own reason
     def _relative(self, ref: str) -> Path:
         """The file name a module name stands for, after refusing everything that could leave a folder."""
         if not ref.strip():

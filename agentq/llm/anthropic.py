@@ -187,25 +187,30 @@ class _StreamState:
                 self.usage[key] = value
 
     def handle(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if kind == "message_start":
-            self.take_usage(getattr(event.message, "usage", None))
-        elif kind == "content_block_start":
-            block = event.content_block
-            if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == SOLUTION_TOOL_NAME \
-                    and self.block_index is None:
-                self.block_index = event.index
-                self.tool_use_id = block.id
-                self.start_input = getattr(block, "input", None)
-        elif kind == "content_block_delta":
-            delta = event.delta
-            if event.index == self.block_index and getattr(delta, "type", None) == "input_json_delta":
-                self.reporter.feed(delta.partial_json or "")
-        elif kind == "message_delta":
-            self.take_usage(getattr(event, "usage", None))
-            self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
-        elif kind == "message_stop":
-            self.stopped = True
+        match getattr(event, "type", None):
+            case "message_start":
+                self.take_usage(getattr(event.message, "usage", None))
+            case "content_block_start":
+                self._block_started(event.index, event.content_block)
+            case "content_block_delta":
+                self._block_delta(event.index, event.delta)
+            case "message_delta":
+                self.take_usage(getattr(event, "usage", None))
+                self.stop_reason = getattr(event.delta, "stop_reason", None) or self.stop_reason
+            case "message_stop":
+                self.stopped = True
+
+    def _block_started(self, index: int, block: Any) -> None:
+        """The first call of the solution tool is the answer (its input streams in the block's deltas)."""
+        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == SOLUTION_TOOL_NAME \
+                and self.block_index is None:
+            self.block_index = index
+            self.tool_use_id = block.id
+            self.start_input = getattr(block, "input", None)
+
+    def _block_delta(self, index: int, delta: Any) -> None:
+        if index == self.block_index and getattr(delta, "type", None) == "input_json_delta":
+            self.reporter.feed(delta.partial_json or "")
 
 
 def _events(stream: Any) -> Iterator[Any]:
@@ -229,12 +234,7 @@ def _read(stream: Any, on_call: OnCall | None) -> LLMAnswer:
         raise LLMRetryableError("the Anthropic stream ended before message_stop")
     if state.block_index is None:
         raise LLMError(f"the model answered without calling the solution tool (stop_reason {state.stop_reason})")
-    raw = state.reporter.text
-    if not raw and state.start_input:
-        raw = json.dumps(state.start_input, ensure_ascii=False)
-        for index, call in enumerate((state.start_input or {}).get("calls") or ()):
-            if isinstance(call, dict) and on_call is not None:
-                on_call(index, call)
+    raw = state.reporter.text or _whole_input(state.start_input, on_call)
     try:
         solution = json.loads(raw) if raw.strip() else {}
     except ValueError:
@@ -242,6 +242,17 @@ def _read(stream: Any, on_call: OnCall | None) -> LLMAnswer:
     usage = Usage(requests=1, **state.usage)
     return LLMAnswer(solution=solution, raw=raw, tool_use_id=state.tool_use_id, usage=usage,
                      stop_reason=state.stop_reason)
+
+
+def _whole_input(start_input: Any, on_call: OnCall | None) -> str:
+    """The solution of a tool call whose input came whole with its block's start (no deltas streamed it): its
+    JSON, its calls handed to `on_call` now ("" when there was none)."""
+    if not start_input:
+        return ""
+    for index, call in enumerate((start_input or {}).get("calls") or ()):
+        if isinstance(call, dict) and on_call is not None:
+            on_call(index, call)
+    return json.dumps(start_input, ensure_ascii=False)
 
 
 def _status_text(exc: Any) -> str:
@@ -300,13 +311,19 @@ def _status_error(exc: Any) -> LLMError:
     if status == 200:
         return LLMRetryableError(f"Anthropic stream error event: {exc.type or 'error'}: "
                                  f"{exc.api_message or exc.message}", retry_after_s=retry_after, status=status)
-    should = headers.get("x-should-retry") if headers is not None else None
-    retryable = _SHOULD_RETRY.get(should)
-    if retryable is None:
-        retryable = status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
-    if retryable:
+    if _retryable(exc, status, headers):
         return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status)
     return LLMError(_status_text(exc))
+
+
+def _retryable(exc: Any, status: int, headers: Any) -> bool:
+    """Whether an error status is worth another attempt: as `x-should-retry` says when the API sent it, else by
+    the status (429, 5xx, ...) or the error's type."""
+    should = headers.get("x-should-retry") if headers is not None else None
+    retryable = _SHOULD_RETRY.get(should)
+    if retryable is not None:
+        return retryable
+    return status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
 
 
 __all__ = ["AnthropicLLM", "map_error", "parse_retry_after", "request_params"]

@@ -43,6 +43,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,7 @@ class ReplayAnswer:
     def from_dict(cls, data: Any, where: str) -> ReplayAnswer:
         if not isinstance(data, dict):
             raise ConfigurationError(f"{where}: an answer must be a JSON object")
-        if "raw" in data:
-            if not isinstance(data["raw"], str):
-                raise ConfigurationError(f"{where}: 'raw' must be a string")
-            raw = data["raw"]
-        elif "solution" in data:
-            raw = json.dumps(data["solution"], ensure_ascii=False)
-        else:
-            raise ConfigurationError(f"{where}: an answer needs 'solution' (or 'raw')")
+        raw = _raw_answer(data, where)
         match = data.get("match") or ()
         match = (match,) if isinstance(match, str) else tuple(str(m) for m in match)
         try:
@@ -112,6 +106,17 @@ class ReplayAnswer:
             raise ConfigurationError(f"{where}: invalid 'usage': {exc}") from exc
         return cls(purpose=str(data.get("purpose") or "tick"), raw=raw, match=match, request=data.get("request"),
                    tool_use_id=data.get("tool_use_id"), usage=usage, stop_reason=data.get("stop_reason", "tool_use"))
+
+
+def _raw_answer(data: dict[str, Any], where: str) -> str:
+    """The answer's text as the model would stream it: its `raw` text, or its `solution` as JSON."""
+    if "raw" in data:
+        if not isinstance(data["raw"], str):
+            raise ConfigurationError(f"{where}: 'raw' must be a string")
+        return data["raw"]
+    if "solution" in data:
+        return json.dumps(data["solution"], ensure_ascii=False)
+    raise ConfigurationError(f"{where}: an answer needs 'solution' (or 'raw')")
 
 
 def load_answers(path: str | os.PathLike[str]) -> list[ReplayAnswer]:
@@ -153,20 +158,25 @@ class ReplayLLM:
         return cls(load_answers(path), source=str(path))
 
     def _choose(self, request: LLMRequest, fingerprint: str) -> ReplayAnswer | None:
-        text = last_user_text(request)
-        candidates = [i for i, a in enumerate(self.answers)
-                      if a.purpose == request.purpose and all(m in text for m in a.match)]
-        exact = [i for i in candidates if self.answers[i].request == fingerprint]
+        """The answer to give: an unused one recorded for this very request, else the first recorded for it
+        (used again), else an unused one whose purpose and `match` texts fit."""
+        candidates, exact = self._candidates(request, fingerprint)
         with self._lock:
-            chosen = next((i for i in exact if not self._used[i]), None)
-            if chosen is None and exact:
-                chosen = exact[0]
-            if chosen is None:
-                chosen = next((i for i in candidates if not self._used[i]), None)
+            preferred = chain((i for i in exact if not self._used[i]), exact[:1],
+                              (i for i in candidates if not self._used[i]))
+            chosen = next(preferred, None)
             if chosen is None:
                 return None
             self._used[chosen] = True
         return self.answers[chosen]
+
+    def _candidates(self, request: LLMRequest, fingerprint: str) -> tuple[list[int], list[int]]:
+        """The answers (by position) whose purpose and `match` texts fit the request, and those of them recorded
+        for this very request (`fingerprint`)."""
+        text = last_user_text(request)
+        candidates = [i for i, a in enumerate(self.answers)
+                      if a.purpose == request.purpose and all(m in text for m in a.match)]
+        return candidates, [i for i in candidates if self.answers[i].request == fingerprint]
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
         fingerprint = request_fingerprint(request)

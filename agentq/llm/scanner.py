@@ -45,6 +45,7 @@ class CallScanner:
         self.element_index = 0
         self.start = 0  # where the capture (if any) starts in the chunk being fed
 
+    # the scanner's loop over a chunk (escapes, strings, the brackets that matter), in one frame for speed
     def feed(self, chunk: str) -> list[tuple[int, str]]:
         """Scan ``chunk``; return ``(index, text)`` of every ``calls`` element that closed in it.
 

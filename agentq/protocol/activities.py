@@ -103,6 +103,7 @@ def _parameters(name: str, handler: object) -> list[inspect.Parameter]:
         ) from None
 
 
+# rule 1's conditions on the parameters (no *args, nameable ones, none other required), one pass each
 def _by_name(params: list[inspect.Parameter]) -> tuple[str, ...] | None:
     """Rule 1: parameters named call/tool/context, nothing else required, no ``*args``: pass those by name."""
     if any(p.kind == _P.VAR_POSITIONAL for p in params):
@@ -118,6 +119,7 @@ def _nameable(param: inspect.Parameter) -> bool:
     return param.name in _ARG_NAMES and param.kind != _P.POSITIONAL_ONLY
 
 
+# rule 2's conditions on the parameters (keyword-only, positional, *args, **kwargs), one pass each
 def _by_position(name: str, params: list[inspect.Parameter]) -> tuple[str, tuple[str, ...]]:
     """Rule 2: by position, according to how many positional parameters the handler takes."""
     has_var_positional = any(p.kind == _P.VAR_POSITIONAL for p in params)

@@ -213,20 +213,26 @@ def _tool_list(
     else:
         items = ((None, s) for s in tools)
     for key, schema in items:
-        name = tool_name_of(schema)
-        if name is None:
-            label = f"tool {key!r}" if key is not None else "a tool schema"
-            raise ToolSchemaError(
-                f"{label} has no properties._tool.const naming it (keyword '_tool' at /properties/_tool)")
-        if key is not None and key != name:
-            raise ToolSchemaError(
-                f"tool {key!r}: properties._tool.const is {name!r} but the tool is listed as {key!r} "
-                f"(keyword 'const' at /properties/_tool/const)"
-            )
+        name = _listed_name(key, schema)
         if name in pairs and _dumps(pairs[name]) != _dumps(schema):
             raise DuplicateRegistrationError(f"tool {name!r} is listed twice with different schemas")
         pairs[name] = schema
     return sorted(pairs.items())
+
+
+def _listed_name(key: str | None, schema: Any) -> str:
+    """The name a tool schema gives itself, which must be the one it is listed under (`key`, when listed)."""
+    name = tool_name_of(schema)
+    if name is None:
+        label = f"tool {key!r}" if key is not None else "a tool schema"
+        raise ToolSchemaError(
+            f"{label} has no properties._tool.const naming it (keyword '_tool' at /properties/_tool)")
+    if key is not None and key != name:
+        raise ToolSchemaError(
+            f"tool {key!r}: properties._tool.const is {name!r} but the tool is listed as {key!r} "
+            f"(keyword 'const' at /properties/_tool/const)"
+        )
+    return name
 
 
 def composed_tools(solution_schema: Mapping[str, Any]) -> list[dict]:
@@ -288,23 +294,27 @@ def compose(
         composed.append(tool)
         used_loader = used_loader or loaded
 
-    if output is not None:
-        output_schema: dict[str, Any] = {"anyOf": [copy_json(output), dict(_NULL)]}
-    elif plan:
-        output_schema = dict(_NULL)
-    else:
-        output_schema = {"anyOf": [{"type": "string"}, dict(_NULL)]}
     solution = {
         "type": "object",
         "properties": {
             "calls": _calls_schema(composed),
-            "output": output_schema,
+            "output": _output_schema(output, plan=plan),
         },
         "required": ["calls", "output"],
     }
     if used_loader or not stable:
         return solution
     return _cache.put(key, solution)
+
+
+def _output_schema(output: Mapping[str, Any] | bool | None, *, plan: bool) -> dict[str, Any]:
+    """The solution's `output`: the job's output schema or null; without one, null for a plan job and a string
+    or null for an agent job."""
+    if output is not None:
+        return {"anyOf": [copy_json(output), dict(_NULL)]}
+    if plan:
+        return dict(_NULL)
+    return {"anyOf": [{"type": "string"}, dict(_NULL)]}
 
 
 def solution_bytes(schema: Any) -> bytes:

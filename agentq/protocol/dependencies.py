@@ -193,14 +193,18 @@ def analyze(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode], statuses
         if waiting:
             analysis.blocked[node.id] = waiting
             continue
-        problems = [Problem(pointer, f"{expression} has no value{_for(node)} and nothing can write it anymore")
-                    for pointer, expression in node.references
-                    if resolve(index, expression, node.instance) is MISSING]
+        problems = _unresolved(index, node)
         if problems:
             analysis.broken[node.id] = problems
         else:
             analysis.ready.append(node.id)
     return analysis
+
+
+def _unresolved(index: LogIndex, node: CallNode) -> list[Problem]:
+    """A problem for each reference of a call that has no value (its writers all finished)."""
+    return [Problem(pointer, f"{expression} has no value{_for(node)} and nothing can write it anymore")
+            for pointer, expression in node.references if resolve(index, expression, node.instance) is MISSING]
 
 
 def unsatisfiable_reads(index: LogIndex | Sequence[Any], nodes: Sequence[CallNode],

@@ -191,6 +191,7 @@ def _display(activity_type: str, locale: str, display: dict | None, *, default_i
 _DISPLAYS: LRU[tuple, dict] = LRU(4096)
 
 
+# a cache key only for arguments of exactly the JSON types it can hold: one check per argument
 def _display_key(activity_type: Any, locale: Any, display: Any, default_id: Any, is_error: Any) -> tuple | None:
     if not (type(activity_type) is str and (locale is None or type(locale) is str)
             and (default_id is None or type(default_id) is str) and type(is_error) is bool):
@@ -281,9 +282,7 @@ def tool_call_part(request_part: dict, result_part: dict, *more_results: dict) -
     ``tool_call``); results are concatenated; technical details come from the (last) result that has them.
     """
     results = [result_part, *more_results]
-    display = copy.deepcopy(request_part.get("display_info"))
-    if display and display.get("id") == "tool_request":
-        display["id"] = "tool_call"
+    display = _call_display(request_part)
     technical = next((r["technical_details"] for r in reversed(results) if r.get("technical_details")),
                      request_part.get("technical_details"))
     content = request_part.get("content")
@@ -293,6 +292,14 @@ def tool_call_part(request_part: dict, result_part: dict, *more_results: dict) -
                  timestamp=request_part["timestamp"], tools=copy.deepcopy(request_part.get("tools")),
                  results=[x for r in results for x in (r.get("results") or [])] or None,
                  display_info=display, technical_details=copy.deepcopy(technical))
+
+
+def _call_display(request_part: dict) -> dict | None:
+    """A tool request's display info as its `tool_call`'s (a default `tool_request` id becomes `tool_call`)."""
+    display = copy.deepcopy(request_part.get("display_info"))
+    if display and display.get("id") == "tool_request":
+        display["id"] = "tool_call"
+    return display
 
 
 def skill_loading_part(name: str, content: str | None, *, source: str, locale: str = "en",

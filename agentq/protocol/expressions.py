@@ -168,7 +168,14 @@ class _Parser:
         if kind is None:
             self.fail(f"expected a kind name (letters, digits, '_' or '-') after {DAGGER}", start + 1)
         self.pos = kind.end()
-        path = []
+        path = self.path()
+        if self.pos < len(text) and not (text[self.pos].isspace() or text[self.pos] in "|&"):
+            self.fail(f"unexpected {text[self.pos]!r} in a reference", self.pos)
+        return Ref(kind.group(), tuple(path))
+
+    def path(self) -> list[str]:
+        """The `.segment`s after a reference's kind."""
+        text, path = self.text, []
         while self.pos < len(text) and text[self.pos] == ".":
             self.pos += 1
             begin = self.pos
@@ -177,6 +184,4 @@ class _Parser:
             if self.pos == begin:
                 self.fail("empty path segment", begin)
             path.append(text[begin : self.pos])
-        if self.pos < len(text) and not (text[self.pos].isspace() or text[self.pos] in "|&"):
-            self.fail(f"unexpected {text[self.pos]!r} in a reference", self.pos)
-        return Ref(kind.group(), tuple(path))
+        return path

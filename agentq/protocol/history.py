@@ -67,16 +67,24 @@ def _consolidate(parts: list[dict]) -> list[dict]:
     for i, part in enumerate(parts):
         if i in consumed:
             continue
-        if _is_activity(part) and part.get("activity_type") == "tool_request":
+        if _is_activity_of(part, "tool_request"):
             ids = set(_call_ids(part, "tools", "id"))
-            matches = [j for j in range(i + 1, len(parts)) if j not in consumed
-                       and _is_activity(parts[j]) and parts[j].get("activity_type") == "tool_result"
-                       and ids & set(_call_ids(parts[j], "results", "call_id"))]
+            matches = _results_for(ids, parts, i + 1, consumed)
             if ids and matches:
                 consumed.update(matches)
                 part = tool_call_part(part, *(parts[j] for j in matches))
         out.append(part)
     return out
+
+
+def _is_activity_of(part: dict, activity_type: str) -> bool:
+    return _is_activity(part) and part.get("activity_type") == activity_type
+
+
+def _results_for(ids: set[str], parts: list[dict], start: int, consumed: set[int]) -> list[int]:
+    """The positions, from `start` on, of the not yet consumed `tool_result` parts of any of the calls `ids`."""
+    return [j for j in range(start, len(parts)) if j not in consumed and _is_activity_of(parts[j], "tool_result")
+            and ids & set(_call_ids(parts[j], "results", "call_id"))]
 
 
 def _fold_text(parts: list[dict]) -> list[dict]:

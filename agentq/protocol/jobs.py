@@ -61,9 +61,9 @@ def plan_job(
     is_plan = "calls" in job
     solution = _solution(job_tools, tuple(live_activities), output, is_plan, module_loader, problems)
     composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution)}
-    calls = planned_calls(raw_calls or [], composed, tools, problems)
-    raw_context = job.get("context", [])
-    if len(calls) == len(raw_calls or []) and isinstance(raw_context, list) and len(context) == len(raw_context):
+    raw_calls = raw_calls or []
+    calls = planned_calls(raw_calls, composed, tools, problems)
+    if _all_planned(calls, raw_calls, context, job.get("context", [])):
         # every call and message could be planned (a call may still have schema problems): cycles and
         # unsatisfiable references are reported in the same error
         link_dependencies(calls, context, problems)
@@ -84,6 +84,11 @@ def plan_job(
         calls=calls,
         registered=job_tools.snapshot(),
     )
+
+
+def _all_planned(calls: list[PlannedCall], raw_calls: list, context: list[dict], raw_context: Any) -> bool:
+    """Whether every call and every context message of the job could be planned."""
+    return len(calls) == len(raw_calls) and isinstance(raw_context, list) and len(context) == len(raw_context)
 
 
 def _check_fields(job: dict, size: int | None, limits: JobLimits, problems: Problems) -> None:
@@ -204,24 +209,27 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     if not isinstance(raw, dict):
         problems.add("/options", "options must be an object")
         return options
-    checks = {
-        "max_ticks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-        "model": lambda v: v is None or isinstance(v, str),
-        "approval": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-        "ttl_s": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-        "locale": lambda v: v in LOCALES,
-        "stream_markers": lambda v: isinstance(v, bool),
-    }
-    expected = {
-        "max_ticks": "an integer >= 1", "model": "a model name", "approval": "an array of tool names",
-        "ttl_s": "a positive number of seconds", "locale": f"one of {', '.join(LOCALES)}",
-        "stream_markers": "true or false",
-    }
     for key, value in raw.items():
-        if key not in checks:
-            problems.add(f"/options/{key}", f"unknown option; options are {', '.join(sorted(checks))}")
-        elif not checks[key](value):
-            problems.add(f"/options/{key}", f"expected {expected[key]}, got {value!r}")
+        if key not in _OPTION_CHECKS:
+            problems.add(f"/options/{key}", f"unknown option; options are {', '.join(sorted(_OPTION_CHECKS))}")
+        elif not _OPTION_CHECKS[key](value):
+            problems.add(f"/options/{key}", f"expected {_OPTION_EXPECTED[key]}, got {value!r}")
         else:
             options[key] = value
     return options
+
+
+#: each option's check and what it expects
+_OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "max_ticks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "model": lambda v: v is None or isinstance(v, str),
+    "approval": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "ttl_s": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "locale": lambda v: v in LOCALES,
+    "stream_markers": lambda v: isinstance(v, bool),
+}
+_OPTION_EXPECTED = {
+    "max_ticks": "an integer >= 1", "model": "a model name", "approval": "an array of tool names",
+    "ttl_s": "a positive number of seconds", "locale": f"one of {', '.join(LOCALES)}",
+    "stream_markers": "true or false",
+}

@@ -114,6 +114,7 @@ def _normalize(raw: Any, pointer: str) -> tuple[dict, list[Problem], Problem | N
     return _ordered(message), problems, method_problem
 
 
+# one branch per message type's shorthand or default (state and input, text, data)
 def _expand(raw: dict, raw_type: str, pointer: str, problems: list[Problem]) -> dict:
     """Shorthands and defaults: `state`/`input` become data messages; text role and data kind get defaults."""
     message = {k: v for k, v in raw.items() if not (k == "_instance" and v is None)}

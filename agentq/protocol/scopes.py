@@ -35,13 +35,7 @@ def _effective(field: str, call: dict, tool_schema: dict, pointer: str) -> list[
         if requested is None:
             return []
         raise ScopeError(f"invalid {field}", [Problem(where, f"tool {tool!r} declares no {field}")])
-    if isinstance(declared.get("const"), list):
-        allowed, default = declared["const"], declared["const"]
-    elif isinstance(declared.get("items", {}).get("enum"), list):
-        allowed, default = declared["items"]["enum"], []
-    else:
-        raise ToolSchemaError(
-            f"tool {tool!r}: {field} must be {{const: [...]}} or {{type: array, items: {{enum: [...]}}}}")
+    allowed, default = _declared_kinds(field, declared, tool)
     if requested is None:
         return list(default)
     if not isinstance(requested, list):
@@ -51,6 +45,17 @@ def _effective(field: str, call: dict, tool_schema: dict, pointer: str) -> list[
     if problems:
         raise ScopeError(f"invalid {field}", problems)
     return list(dict.fromkeys(requested))
+
+
+def _declared_kinds(field: str, declared: dict, tool: str) -> tuple[list, list]:
+    """The kinds a tool's `_scopes`/`_imports` declaration allows, and those a call gets when it asks for none:
+    all of a provisioned (`const`) list, none of a requested (`items.enum`) one."""
+    if isinstance(declared.get("const"), list):
+        return declared["const"], declared["const"]
+    if isinstance(declared.get("items", {}).get("enum"), list):
+        return declared["items"]["enum"], []
+    raise ToolSchemaError(
+        f"tool {tool!r}: {field} must be {{const: [...]}} or {{type: array, items: {{enum: [...]}}}}")
 
 
 def scoped_messages(

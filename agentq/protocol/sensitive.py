@@ -83,13 +83,18 @@ def check_sensitive(tool: str, schema: Mapping[str, Any]) -> None:
         seen.add(path)
         if path[0].startswith("_"):
             raise _error(tool, pointer, f"{entry!r} is a meta field, not a parameter")
-        node: Any = schema
-        for depth, key in enumerate(path):
-            props = node.get("properties") if isinstance(node, Mapping) else None
-            if not isinstance(props, Mapping) or key not in props:
-                at = "/properties" + "".join(f"/{k}/properties" for k in path[:depth])
-                raise _error(tool, pointer, f"{entry!r} names no parameter: {at} has no property {key!r}")
-            node = props[key]
+        _check_declared(tool, schema, entry, path, pointer)
+
+
+def _check_declared(tool: str, schema: Mapping[str, Any], entry: str, path: Path, pointer: str) -> None:
+    """Raise unless the schema declares the parameter `path` names (through nested `properties`)."""
+    node: Any = schema
+    for depth, key in enumerate(path):
+        props = node.get("properties") if isinstance(node, Mapping) else None
+        if not isinstance(props, Mapping) or key not in props:
+            at = "/properties" + "".join(f"/{k}/properties" for k in path[:depth])
+            raise _error(tool, pointer, f"{entry!r} names no parameter: {at} has no property {key!r}")
+        node = props[key]
 
 
 def sensitive_paths(tool: Mapping[str, Any] | None) -> tuple[Path, ...]:

@@ -130,6 +130,7 @@ def _check_output_method(name: str, spec: Any) -> None:
         )
 
 
+# one branch per way a provisioned or requested kind list can be malformed, each with its own pointer
 def _check_kind_list(name: str, field: str, spec: Any) -> None:
     ptr = f"/properties/{field}"
     hint = (

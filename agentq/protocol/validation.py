@@ -113,6 +113,7 @@ def _message(error: ValidationError, hidden: _Hidden | None = None) -> str:
     return _shorten(_raw_message(error, path))
 
 
+# one branch per JSON-Schema keyword whose message agentq words its own way
 def _raw_message(error: ValidationError, path: list[Any]) -> str:
     if error.validator == "required":
         required: Any = error.validator_value
@@ -162,18 +163,36 @@ def _collect(error: ValidationError, skip: tuple[str, ...], hidden: _Hidden | No
     if skip and _skipped(pointer, skip):
         return []
     if error.validator in ("anyOf", "oneOf") and error.context:
-        branches: dict[Any, list[ValidationError]] = {}
-        for sub in error.context:
-            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-        if skip and any(all(_skipped(_pointer(s.absolute_path), skip) for s in errs) for errs in branches.values()):
-            return []  # that branch fails only on unresolved references: not judged yet
-        plausible = [errs for errs in branches.values() if not _only_type_mismatch(errs, at)]
-        if len(plausible) == 1:
-            out: list[tuple[str, str]] = []
-            for sub in plausible[0]:
-                out.extend(_collect(sub, skip, hidden))
-            return out
+        inside = _collect_branch(error, at, skip, hidden)
+        if inside is not None:
+            return inside
     return [(pointer, _message(error, hidden))]
+
+
+def _by_branch(errors: Iterable[ValidationError]) -> dict[Any, list[ValidationError]]:
+    """The errors of an `anyOf`/`oneOf`'s branches, by branch."""
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in errors:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    return branches
+
+
+def _unresolved_only(branches: dict[Any, list[ValidationError]], skip: tuple[str, ...]) -> bool:
+    """Whether a branch fails only where references are still unresolved (the `skip` pointers)."""
+    return any(all(_skipped(_pointer(s.absolute_path), skip) for s in errs) for errs in branches.values())
+
+
+def _collect_branch(error: ValidationError, at: list[Any], skip: tuple[str, ...],
+                    hidden: _Hidden | None) -> list[tuple[str, str]] | None:
+    """The problems of an `anyOf`/`oneOf` inside the one branch the value plausibly meant (not a mere type
+    mismatch); none while a branch fails only on unresolved references; None to report the error itself."""
+    branches = _by_branch(error.context or ())
+    if skip and _unresolved_only(branches, skip):
+        return []  # that branch is not judged yet
+    plausible = [errs for errs in branches.values() if not _only_type_mismatch(errs, at)]
+    if len(plausible) != 1:
+        return None
+    return [found for sub in plausible[0] for found in _collect(sub, skip, hidden)]
 
 
 def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...],

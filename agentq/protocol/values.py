@@ -160,13 +160,22 @@ def check_apply(current: Any, path: Sequence[str], method: str, value: Any, *, w
     """Raise what `apply_write(current, path, method, value)` would raise, without building anything."""
     check_method(method)
     if method in ("push", "concat"):
-        where = where or format_path(path)
-        if method == "concat" and not isinstance(value, list):
-            raise WriteError(f"concat at {where} needs an array value, got {_json_type(value)}")
-        old = get_in(current, path)
-        if old is not MISSING and not isinstance(old, list):
-            raise WriteError(f"cannot {method} onto {where}: it holds {_json_type(old)}, not an array")
-    for segment in path:  # set_in's one failure: an array index past the end
+        _check_array_write(current, path, method, value, where or format_path(path))
+    _check_reachable(current, path)
+
+
+def _check_array_write(current: Any, path: Sequence[str], method: str, value: Any, where: str) -> None:
+    """A push or a concat needs an array at `path` (or nothing yet), and a concat an array value."""
+    if method == "concat" and not isinstance(value, list):
+        raise WriteError(f"concat at {where} needs an array value, got {_json_type(value)}")
+    old = get_in(current, path)
+    if old is not MISSING and not isinstance(old, list):
+        raise WriteError(f"cannot {method} onto {where}: it holds {_json_type(old)}, not an array")
+
+
+def _check_reachable(current: Any, path: Sequence[str]) -> None:
+    """`set_in`'s one failure: an array index past the end on the way."""
+    for segment in path:
         if isinstance(current, list) and is_index(segment):
             if int(segment) > len(current):
                 raise WriteError(f"cannot write at index {int(segment)} of an array of length {len(current)}")

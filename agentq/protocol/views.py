@@ -275,8 +275,10 @@ def resolve_params(params: Any, index: LogIndex | Sequence[Any], instance: str |
                     walk(item, pointer_join(pointer, key), False) for key, item in value.items()}
         if isinstance(value, list):
             return [walk(item, pointer_join(pointer, i), False) for i, item in enumerate(value)]
-        if not is_reference(value):
-            return value
+        return substitute(value, pointer) if is_reference(value) else value
+
+    def substitute(value: str, pointer: str) -> Any:
+        """A reference's value (copied), or the reference itself while it has none."""
         try:
             resolved = resolve(index, value, instance)
         except ReferenceSyntaxError as error:

@@ -76,6 +76,7 @@ def pack(envelope: dict, job_id: str) -> str:
     return _dumps(packed)
 
 
+# one branch per envelope key the packed form shortens or leaves out, inline for speed (module docstring)
 def _pack_envelope(envelope: dict, job_id: str) -> dict | None:
     event = envelope.get("event")
     code = _CODES.get(event) if type(event) is str else None
@@ -99,6 +100,7 @@ def _pack_envelope(envelope: dict, job_id: str) -> dict | None:
     return packed
 
 
+# one branch per part key the packed form leaves out when derivable, inline for speed (module docstring)
 def _pack_part(part: Any, envelope: dict, code: str) -> dict | None:
     """The compact form of an activity part (None: the part is stored as it is)."""
     if type(part) is not dict or tuple(part) != _PART_KEYS or part["type"] != "activity":
@@ -193,6 +195,7 @@ def _display_marker(display: Any, activity_type: str) -> str | None:
     return None
 
 
+# one branch per technical detail the packed form leaves out when derivable (module docstring)
 def _pack_technical(technical: Any, envelope: dict, part_us: int | None, content: Any) -> dict | None:
     """The compact form of a part's technical details (None: stored as they are)."""
     if type(technical) is not dict or tuple(technical) != _TECHNICAL_KEYS:

@@ -120,6 +120,7 @@ class Scripts:
 
     # ------------------------------------------------------------------------------------ call steps
 
+    # one case per reply of claim.lua
     def claim(self, keys: JobKeys, call_id: str, *, token: str, lease_ms: int, log_offset: int,
               job_started: Envelope | None, expect_started: bool, record: CallRecord | None, record_sha: str,
               tool_sha: str, start_events: Sequence[Envelope]) -> Claim:
