@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq import __version__
 from agentq.api import events, fleet, jobs, pages
@@ -55,11 +55,11 @@ class BodyLimit:
     """Refuse a request body over `max_bytes` (SPEC §14: 413), by its Content-Length or as it arrives, before a
     route reads it into memory."""
 
-    def __init__(self, app: Any, *, max_bytes: int):
+    def __init__(self, app: ASGIApp, *, max_bytes: int):
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -69,7 +69,7 @@ class BodyLimit:
         received = 0
         started = False
 
-        async def limited_receive() -> Any:
+        async def limited_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -78,7 +78,7 @@ class BodyLimit:
                     raise _TooLarge()
             return message
 
-        async def tracked_send(message: Any) -> None:
+        async def tracked_send(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -89,7 +89,7 @@ class BodyLimit:
             if not started:
                 await self._refuse(send, None)
 
-    async def _refused_as_declared(self, declared: bytes, receive: Any, send: Any) -> bool:
+    async def _refused_as_declared(self, declared: bytes, receive: Receive, send: Send) -> bool:
         """Refuse a body whose Content-Length is over the limit (or no number) before reading it; whether it did."""
         size = int(declared) if declared.isdigit() else None
         if size is not None and size <= self.max_bytes:
@@ -99,7 +99,7 @@ class BodyLimit:
         await self._refuse(send, size)
         return True
 
-    async def _refuse(self, send: Any, size: int | None) -> None:
+    async def _refuse(self, send: Send, size: int | None) -> None:
         what = f"{size} bytes" if size is not None else "larger than that"
         body = json.dumps(error_body("PayloadTooLarge", "the request body is too large", [Problem(
             "", f"the body is {what}; the limit is {self.max_bytes} bytes (AGENTQ_MAX_JOB_BYTES)")])).encode()
@@ -112,7 +112,7 @@ class BodyLimit:
 _DRAIN_LIMIT = 64 * 1024 * 1024  # a refused body up to this size is read and dropped before the answer
 
 
-async def _drain(receive: Any) -> None:
+async def _drain(receive: Receive) -> None:
     while True:
         message = await receive()
         if message["type"] != "http.request" or not message.get("more_body"):

@@ -13,13 +13,14 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentq.api.app import create_api
 from agentq.api.auth import ApiAuth
 from agentq.settings import Settings
 
 if TYPE_CHECKING:
+    from agentq.protocol.tools import ToolRegistry
     from agentq.runtime.root import Parts
 
 log = logging.getLogger("agentq.api")
@@ -27,7 +28,7 @@ log = logging.getLogger("agentq.api")
 
 def serve(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, auth_enabled: bool = True,
           embedded: bool = False, modules: Iterable[str] = (), tool_dirs: Iterable[Path | str] = (),
-          tools: Any = None, out: Callable[[str], None] | None = None) -> None:
+          tools: ToolRegistry | None = None, out: Callable[[str], None] | None = None) -> None:
     """Run the API until interrupted."""
     import uvicorn
 
@@ -72,7 +73,7 @@ def _is_loopback(host: str) -> bool:
 
 @contextlib.contextmanager
 def _deployment(settings: Settings, *, embedded: bool, modules: Iterable[str], tool_dirs: Iterable[Path | str],
-                tools: Any) -> Iterator[Parts]:
+                tools: ToolRegistry | None) -> Iterator[Parts]:
     """The parts to serve with: the composition root's for `settings`, or those of a private embedded
     deployment (built once, shared with its in-process workers)."""
     if not embedded:

@@ -8,9 +8,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.errors import JobValidationError, Problem
+
+if TYPE_CHECKING:
+    from agentq.client import Client
+    from agentq.protocol.tools import ToolRegistry
 
 
 def fail(message: str) -> int:
@@ -30,14 +34,14 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
         print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]))
 
 
-def client(args: argparse.Namespace, *, tools: Any = None) -> Any:
+def client(args: argparse.Namespace, *, tools: ToolRegistry | None = None) -> Client:
     """An `agentq.Client` on the command's settings (it gets its parts from the composition root)."""
     from agentq.client import Client
 
     return Client(settings=args.settings, tools=tools)
 
 
-def local_tools(modules: list[str], tool_dirs: list[str]) -> Any:
+def local_tools(modules: list[str], tool_dirs: list[str]) -> ToolRegistry:
     """The default tool registry after importing `modules` and loading `tool_dirs` (their tools join those
     the fleet published)."""
     from agentq.protocol.tools import Tool

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.failures import CallFailure
+from agentq.engine.modules import ModuleLibrary, SavedModule
 from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
 from agentq.protocol.conversation import call_parameters
 from agentq.protocol.envelopes import CallFinished, Part, Thought
@@ -68,7 +69,8 @@ def imported_messages(index: LogIndex, kinds: list[str], instance: str | None) -
 class Delegation:
     """Starts module calls as child jobs and brings their results back."""
 
-    def __init__(self, store: Store, settings: Settings, *, library: Any, submit_child: SubmitChild | None,
+    def __init__(self, store: Store, settings: Settings, *, library: ModuleLibrary | None,
+                 submit_child: SubmitChild | None,
                  source: str = "agentq"):
         self.store = store
         self.settings = settings
@@ -79,12 +81,13 @@ class Delegation:
     def start(self, job_id: str, call_id: str, token: str, record: CallRecord, call: dict, tool: dict,
               index: LogIndex) -> None:
         """Submit the child job of a module call; raises `CallFailure` when the module cannot run."""
-        if self.submit_child is None or self.library is None:
+        library = self.library
+        if self.submit_child is None or library is None:
             raise CallFailure("ModulesNotConfigured", "this process cannot start module calls", retryable=False)
         parent = self.store.job_info(job_id)
         reference = _module_reference(call, tool)
         depth, chain = _nesting(parent.parent, reference)
-        module = self._load(reference, depth, chain)
+        module = self._load(library, reference, depth, chain)
         child = _child_job(module, parent, record, call, tool, index)
         link = ParentLink(job=job_id, call=call_id, token=token, depth=depth, chain=chain, module=reference)
         self.store.hold_lease(job_id, call_id, token=token)
@@ -97,7 +100,7 @@ class Delegation:
         self.store.add_events(job_id, [Part(job_id=job_id, call_id=call_id, part=skill_loading_part(
             reference, f"Module {reference} loaded", source=self.source, locale=record.locale))])
 
-    def _load(self, reference: str, depth: int, chain: tuple[str, ...]) -> Any:
+    def _load(self, library: ModuleLibrary, reference: str, depth: int, chain: tuple[str, ...]) -> SavedModule:
         """The saved module a call names, once its nesting is within the limit and it closes no cycle."""
         if depth > self.settings.max_module_depth:
             raise CallFailure("ModuleDepthExceeded", f"module {reference!r} would nest {depth} deep; the limit is "
@@ -105,7 +108,7 @@ class Delegation:
         if reference != "anonymous" and reference in chain[:-1]:
             raise CallFailure("ModuleCycle", "module cycle: " + " → ".join(chain), retryable=False)
         try:
-            return self.library.load(reference)
+            return library.load(reference)
         except ModuleUnavailable as error:  # a module URL that could not be fetched now
             raise CallFailure(type(error).__name__, str(error), retryable=True) from None
         except AgentQError as error:
@@ -125,7 +128,8 @@ def _nesting(lineage: ParentLink | None, reference: str) -> tuple[int, tuple[str
     return lineage.depth + 1, (*lineage.chain, reference)
 
 
-def _child_job(module: Any, parent: JobInfo, record: CallRecord, call: dict, tool: dict, index: LogIndex) -> dict:
+def _child_job(module: SavedModule, parent: JobInfo, record: CallRecord, call: dict, tool: dict,
+               index: LogIndex) -> dict:
     """The child job of a module call: the module's context, the parent's imported messages and the call's
     parameters as its `input`, the module's tools and output, the parent's model, locale and tick limit."""
     kinds = list(dict.fromkeys([*effective_imports(call, tool), *record.scopes]))

@@ -26,10 +26,12 @@ from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.engine.intake import CallIntake
 from agentq.engine.latent import run_latent
 from agentq.engine.leases import LeaseKeeper
+from agentq.engine.modules import ModuleLibrary
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.render import arguments, done_event, start_events
 from agentq.engine.runner import CallRunner
 from agentq.errors import InvalidInputError, StoreUnavailableError
+from agentq.llm.base import LLM
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.envelopes import CallRetrying, Envelope, Thought
 from agentq.protocol.events import technical_details, thought_part
@@ -44,7 +46,7 @@ from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso, record_digest
-from agentq.store.replies import Claimed, ClaimFinished, ClaimLeased, ClaimNotReady, Committed
+from agentq.store.replies import Claimed, ClaimFinished, ClaimLeased, ClaimNotReady, Commit, Committed
 
 log = logging.getLogger("agentq.executor")
 
@@ -73,8 +75,9 @@ class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
     def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *, settings: Settings,
-                 source: str = "agentq", llm: Any = None, routing: Routing | None = None,
-                 known_activities: Callable[[], Mapping[str, Any]] | None = None, modules: Any = None,
+                 source: str = "agentq", llm: LLM | None = None, routing: Routing | None = None,
+                 known_activities: Callable[[], Mapping[str, Any]] | None = None,
+                 modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
                  hooks: Hook | None = None):
         self.settings = settings
@@ -321,7 +324,7 @@ class Executor:
         return retry_in(failure, attempt, retries=spec.retries if spec else 0,
                         backoff_s=spec.retry_backoff if spec else 1.0)
 
-    def _ended(self, job_id: str, record: CallRecord, status: str, seconds: float, commit: Any) -> None:
+    def _ended(self, job_id: str, record: CallRecord, status: str, seconds: float, commit: Commit | None) -> None:
         """Tell the hooks of an attempt whose commit took effect (a duplicate was told by its winner)."""
         if isinstance(commit, Committed):
             self.hooks.after_call(CallEnded(job_id, record, status, seconds))

@@ -34,7 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 
@@ -51,6 +51,9 @@ from agentq.protocol.cache import LRU
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.tools import check_tool_schema, is_valid_name, tool_name_of
 from agentq.protocol.values import copy_json
+
+if TYPE_CHECKING:
+    from agentq.settings import Settings
 
 __all__ = [
     "ANONYMOUS",
@@ -243,7 +246,7 @@ class ModuleLibrary:
         self._cache: LRU[tuple, SavedModule] = LRU(_CACHE_SIZE)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> ModuleLibrary:
+    def from_settings(cls, settings: Settings) -> ModuleLibrary:
         """`settings.module_dirs` then the packaged examples; `settings.module_url_allowlist`; the size limit
         is `settings.max_job_bytes` (AGENTQ_MAX_JOB_BYTES)."""
         dirs: list[Path] = list(settings.module_dirs)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentq.errors import ConfigurationError
 from agentq.llm.base import LLM
 
+if TYPE_CHECKING:
+    from agentq.settings import Settings
+
 REPLAY_PREFIX = "replay:"
 
 
-def create_llm(settings: Any) -> LLM | None:
+def create_llm(settings: Settings) -> LLM | None:
     """The provider ``settings`` ask for, or ``None`` when there is none (agent ticks, latent calls and
     modules then fail with ``LLMNotConfigured``).
 
@@ -41,13 +44,13 @@ def create_llm(settings: Any) -> LLM | None:
     return provider
 
 
-def api_key(settings: Any) -> str | None:
+def api_key(settings: Settings) -> str | None:
     """The Anthropic API key of `settings` (`ANTHROPIC_API_KEY`), None when unset or empty."""
     secret = getattr(settings, "anthropic_api_key", None)
     return (secret.get_secret_value() if secret is not None else None) or None
 
 
-def _anthropic(settings: Any) -> LLM:
+def _anthropic(settings: Settings) -> LLM:
     from agentq.llm.anthropic import AnthropicLLM
 
     return AnthropicLLM(api_key=api_key(settings), timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -16,10 +16,13 @@ from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import JOB_FINAL
 from agentq.settings import Settings
 
+if TYPE_CHECKING:
+    from agentq.runtime.root import Parts
+
 log = logging.getLogger("agentq.metrics")
 
 
-def fleet_families(parts: Any) -> list[Metric]:
+def fleet_families(parts: Parts) -> list[Metric]:
     """Jobs, approvals, workers (Redis) and queue depths (the broker), read now."""
     settings: Settings = parts.settings
     store = parts.store

@@ -4,7 +4,7 @@ with the fleet's state read now."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
@@ -12,6 +12,9 @@ from prometheus_client.registry import Collector
 
 from agentq.metrics.files import file_families, multiprocess
 from agentq.metrics.fleet import fleet_families
+
+if TYPE_CHECKING:
+    from agentq.runtime.root import Parts
 
 
 def _sample_order(sample: Any) -> tuple:
@@ -54,14 +57,14 @@ class _Snapshot(Collector):
         return self.families
 
 
-def collect_families(parts: Any) -> list[Metric]:
+def collect_families(parts: Parts) -> list[Metric]:
     """Every agentq metric as this process would render it now: `parts.metrics`' own counts (or, in multiprocess
     mode, every process's files, its own included), the files of other processes and the fleet's state."""
     own = [] if multiprocess() else list(parts.metrics.registry.collect())
     return combined([*own, *file_families(parts.settings), *fleet_families(parts)])
 
 
-def render_metrics(parts: Any) -> tuple[bytes, str]:
+def render_metrics(parts: Parts) -> tuple[bytes, str]:
     """The Prometheus text of every agentq metric and its content type, for `parts` (`agentq.runtime.root.Parts`):
     what the API's `/metrics` and `agentq metrics` serve."""
     registry = CollectorRegistry(auto_describe=False)

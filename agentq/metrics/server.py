@@ -7,9 +7,12 @@ import secrets
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.metrics.render import render_metrics
+
+if TYPE_CHECKING:
+    from agentq.runtime.root import Parts
 
 log = logging.getLogger("agentq.metrics")
 
@@ -20,7 +23,7 @@ _TEXT = "text/plain; charset=utf-8"
 class MetricsServer:
     """`agentq metrics`: `render_metrics` over HTTP (GET /metrics), with bearer tokens unless auth is off."""
 
-    parts: Any
+    parts: Parts
     host: str
     port: int
     tokens: tuple[str, ...]  # empty: no auth (only when turned off explicitly)

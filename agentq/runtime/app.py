@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
@@ -29,6 +29,10 @@ from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_T
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
+
+if TYPE_CHECKING:
+    from agentq.engine.executor import Executor
+    from agentq.runtime.service import JobService
 
 log = logging.getLogger("agentq.runtime")
 
@@ -166,7 +170,7 @@ class Redeliveries(Protocol):
     def count_redelivery(self, delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None: ...
 
 
-def register_activity_tasks(app: Any, executor: Any, activities: ActivityRegistry, routing: Routing, *,
+def register_activity_tasks(app: Any, executor: Executor, activities: ActivityRegistry, routing: Routing, *,
                             store_retry_s: float, redeliveries: Redeliveries | None = None) -> list[str]:
     """One task per activity, named `agentq.activity.<name>`, run by `executor`; returns the queues to consume.
     `redeliveries` counts the tasks the broker delivered again (the process's metrics).
@@ -185,7 +189,7 @@ def register_activity_tasks(app: Any, executor: Any, activities: ActivityRegistr
     return queues
 
 
-def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routing, *,
+def register_engine_tasks(app: Any, executor: Executor, service: JobService, routing: Routing, *,
                           redeliveries: Redeliveries | None = None) -> list[str]:
     """Engine tasks: submission by task name (`service`), latent and module calls, agent ticks (`executor`);
     returns the engine queue. `redeliveries` counts the call tasks the broker delivered again."""
@@ -219,7 +223,7 @@ def register_engine_tasks(app: Any, executor: Any, service: Any, routing: Routin
     return [routing.engine_queue]
 
 
-def _register_call_task(app: Any, executor: Any, name: str, *, soft_time_limit: float | None,
+def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_limit: float | None,
                         time_limit: float | None, rate_limit: str | None,
                         redeliveries: Redeliveries | None) -> None:
     # `throws`: a failed call is an expected outcome, logged as one line without a traceback

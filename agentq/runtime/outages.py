@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import StoreUnavailableError
+from agentq.store.base import Store
 
 log = logging.getLogger("agentq.outages")
 
@@ -50,7 +51,7 @@ class PatientStore:
     `StoreUnavailableError`. Attributes that are not methods pass through. Thread-safe (no state of its own
     besides counters)."""
 
-    def __init__(self, store: Any, window_s: float, *, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, store: Store, window_s: float, *, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self._store = store
         self._window_s = window_s
@@ -60,7 +61,7 @@ class PatientStore:
         self.retried_steps = 0  # steps that needed more than one try (for logs and tests)
 
     @property
-    def inner(self) -> Any:
+    def inner(self) -> Store:
         """The store itself, whose steps fail at once."""
         return self._store
 

@@ -34,7 +34,7 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.envelopes import JobFinished, JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
-from agentq.protocol.jobs import JobLimits, JobPlan, plan_job
+from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
@@ -66,7 +66,8 @@ class FleetView:
 class JobService:
     def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
-                 local_activities_are_live: bool = False, module_loader: Any = None,
+                 local_activities_are_live: bool = False,
+                 module_loader: ModuleLoader | None = None,
                  clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None):
         self.store = store
         self.dispatcher = dispatcher

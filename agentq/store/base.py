@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.jobs import JobPlan
+from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.replies import (
@@ -97,7 +97,7 @@ class Store(Protocol):
     def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None: ...
 
     def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
-                  plans: Sequence[Any]) -> list[CallRecord] | None: ...
+                  plans: Sequence[PlannedCall]) -> list[CallRecord] | None: ...
 
     def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
                  has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
+from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus, lua_preamble
 from agentq.store.codecs import decode_job, dumps, entry, now_iso, sha1
@@ -266,7 +267,7 @@ class Scripts:
         raise ValueError(f"tick_begin.lua replied {reply[0]!r}")
 
     def add_calls(self, keys: JobKeys, *, token: str, records: Sequence[CallRecord],
-                  plans: Sequence[Any]) -> CallsAdded | TickSuperseded | JobEnded:
+                  plans: Sequence[PlannedCall]) -> CallsAdded | TickSuperseded | JobEnded:
         """add_calls.lua: write calls of a tick's solution, each once."""
         args: list[Any] = [token]
         for record, plan in zip(records, plans, strict=True):

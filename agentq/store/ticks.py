@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
+from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, ParentLink
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import decode_job, dumps
@@ -78,7 +79,7 @@ class TickSteps(StatsSteps, EventSteps):
                 self.redis.delete(keys.tools)
 
     def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
-                  plans: Sequence[Any]) -> list[CallRecord] | None:
+                  plans: Sequence[PlannedCall]) -> list[CallRecord] | None:
         """Write calls of a tick's solution (each once, whatever the retries); the records of those ready
         now, or None when the tick's lease is no longer `token`'s or the job ended."""
         added = self.scripts.add_calls(self.keys(job_id), token=token, records=records, plans=plans)
