@@ -7,9 +7,9 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 
 - `jobs.py`: submission (with the fleet-wide listing and its undo), rejection, cancel, finalize, job reads;
 - `calls.py`: claim, commit, settle, retry, lease renewal and holding, decisions, reads of a job's calls;
-- `ticks.py`: an agent job's tick steps, its composed tools, module relay;
+- `ticks.py`: an agent job's tick steps, its composed tools, module relay's reads and writes;
 - `events.py`: appending to and reading a job's event stream;
-- `fleet.py`: workers, activities and the known policy, published tools, the task-signing secret;
+- `fleet.py`: workers, activities and the known policy, published tools, the task-signing secret, node names;
 - `stats.py`: the metrics' bookkeeping of jobs.
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
