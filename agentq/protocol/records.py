@@ -62,6 +62,12 @@ class CallRecord:
             "task": self.task, "queue": self.queue,
         } | ({"relay": self.relay} if self.relay else {})
 
+    def to_task(self) -> dict[str, Any]:
+        """What a call's task carries: `to_dict()` without the optional fields that hold their default value
+        (`from_dict` gives them back), so a task message stays small."""
+        stored = self.to_dict()
+        return {k: v for k, v in stored.items() if k not in _TASK_DEFAULTS or v != _TASK_DEFAULTS[k]}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
         return cls(
@@ -71,6 +77,10 @@ class CallRecord:
             locale=data.get("locale", "en"),
             task=data.get("task", ""), queue=data.get("queue", ""), relay=data.get("relay"),
         )
+
+
+#: optional fields of a call record's stored form and the value `CallRecord.from_dict` gives one that is left out
+_TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": False, "locale": "en"}
 
 
 def empty_usage() -> dict[str, int]:

@@ -15,7 +15,9 @@ and the instance, never the call's parameters.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,7 +44,7 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     from celery import Celery
 
     broker = broker_of(settings, redis_options=broker_transport_options(settings))  # Redis, Sentinel or RabbitMQ
-    app = Celery(name, broker=broker.url, set_as_current=False)
+    app = Celery(name, broker=broker.url, set_as_current=False, amqp=_task_messages())
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -83,6 +85,28 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     return app
 
 
+@functools.cache
+def _task_messages() -> type:
+    """The AMQP class of agentq's Celery apps (defined on first use: importing this module imports no Celery)."""
+    from celery.app.amqp import AMQP
+
+    class TaskMessages(AMQP):
+        """Celery's task messages, less a copy: what monitoring shows of a task's arguments (`argsrepr`,
+        `kwargsrepr`, given to `send_task`) is in the message's headers, where workers and Flower read it, and not
+        again in its properties (Celery passes every option it does not know as a property)."""
+
+        def _create_task_sender(self) -> Any:
+            send = super()._create_task_sender()
+
+            def send_task_message(producer: Any, name: str, message: Any, *, argsrepr: Any = None,
+                                  kwargsrepr: Any = None, **options: Any) -> Any:
+                return send(producer, name, message, **options)
+
+            return send_task_message
+
+    return TaskMessages
+
+
 def broker_transport_options(settings: Settings) -> dict[str, Any]:
     """Redis broker options: a killed worker's unacknowledged tasks come back after the visibility timeout.
 
@@ -109,17 +133,19 @@ class Dispatcher:
         self.signer = signer
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
-        with self.app.producer_or_acquire() as producer, _publish_batch(producer, len(records)):
-            for record in records:
-                body = record.to_dict()
-                args: list[Any] = [job_id, record.id, body]
-                if self.signer is not None:
-                    args.append(self.signer.sign(job_id, record.id, record_digest(body)))
-                self.app.send_task(
-                    record.task, args=args,
-                    argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
-                    queue=record.queue, task_id=task_id(job_id, record.id), producer=producer,
-                )
+        with self.app.producer_or_acquire() as producer:
+            # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
+            _declare_queues(self.app, producer, dict.fromkeys(record.queue for record in records))
+            with _publish_batch(producer, len(records)):
+                for record in records:
+                    args: list[Any] = [job_id, record.id, record.to_task()]
+                    if self.signer is not None:
+                        args.append(self.signer.sign(job_id, record.id, record_digest(record)))
+                    self.app.send_task(
+                        record.task, args=args,
+                        argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
+                        queue=record.queue, task_id=task_id(job_id, record.id), producer=producer, declare=[],
+                    )
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first)."""
@@ -145,6 +171,15 @@ def _publish_batch(producer: Any, count: int) -> Any:
     if count > 1 and batch is not None:
         return batch(max_size=PUBLISH_BATCH_OPERATIONS)
     return contextlib.nullcontext()
+
+
+def _declare_queues(app: Any, producer: Any, names: Iterable[str]) -> None:
+    """Declare the queues tasks are about to be sent to (kombu remembers what it declared on a connection), with
+    the retries a task's publication has."""
+    conf = app.conf
+    for name in names:
+        producer.maybe_declare(app.amqp.queues[name], retry=conf.task_publish_retry,
+                               **(conf.task_publish_retry_policy or {}))
 
 
 def task_id(job_id: str, call_id: str) -> str:

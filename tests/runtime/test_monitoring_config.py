@@ -1,14 +1,21 @@
-"""What monitoring shows, unit by unit: the Celery app's settings, a task's shown arguments, worker node names and
-the FAILURE message (the real Flower and worker processes are in tests/integration/test_flower.py)."""
+"""What monitoring shows, unit by unit: the Celery app's settings, a task's shown arguments and message, worker node
+names and the FAILURE message (the real Flower and worker processes are in tests/integration/test_flower.py)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 
+import redis
+
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
-from agentq.runtime.app import call_argsrepr, create_app, failed_call_message, tick_argsrepr
+from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, failed_call_message, tick_argsrepr
 from agentq.runtime.nodes import node_name
+from agentq.runtime.routing import Routing
+from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
+from agentq.store.codecs import record_digest
 
 HOST = socket.gethostname()
 
@@ -49,3 +56,31 @@ def test_the_failure_message_names_call_job_and_error():
     message = failed_call_message("job_1", "call_2", ErrorInfo("RuntimeError", "card [redacted] declined"))
     assert message == "call call_2 of job job_1 failed: RuntimeError: card [redacted] declined"
     assert failed_call_message("job_1", "call_2", None) == "call call_2 of job job_1 failed: Error: "
+
+
+def test_a_call_task_message_carries_its_record_once_and_its_shown_arguments_in_the_headers(redis_url):
+    settings = Settings(redis_url=redis_url)
+    app = create_app(settings)
+    signer = TaskSigner(lambda: b"k" * 32)
+    plain = CallRecord(id="call_1", index=0, call={"_tool": "charge", "x": 1}, tool="charge", activity="charge",
+                   mode=CallMode.EXPLICIT, awaited=True, task="agentq.activity.charge", queue="test.messages")
+    instanced = CallRecord(id="call_2", index=1, call={"_tool": "charge", "x": 2}, tool="charge", activity="charge",
+                       mode=CallMode.EXPLICIT, awaited=False, instance="line_2", scopes=("state",), needs_log=True,
+                       locale="fr", task="agentq.activity.charge", queue="test.messages")
+    client = redis.Redis.from_url(redis_url)
+    client.delete("test.messages")
+    try:
+        Dispatcher(app, Routing.from_settings(settings), signer)("job_1", [plain, instanced])
+        messages = [json.loads(m) for m in reversed(client.lrange("test.messages", 0, -1))]
+    finally:
+        client.delete("test.messages")
+        app.close()
+    assert [m["headers"]["argsrepr"] for m in messages] == [call_argsrepr("job_1", r.id, r) for r in (plain, instanced)]
+    assert all("argsrepr" not in m["properties"] and "kwargsrepr" not in m["properties"] for m in messages)
+    for message, record in zip(messages, (plain, instanced), strict=True):
+        (job_id, call_id, carried, signature), _, _ = json.loads(base64.b64decode(message["body"]))
+        assert (job_id, call_id) == ("job_1", record.id)
+        assert CallRecord.from_dict(carried) == record  # what the task leaves out, reading it back gives
+        assert signer.verify("job_1", record.id, record_digest(CallRecord.from_dict(carried)), signature)
+    plain_carried = json.loads(base64.b64decode(messages[0]["body"]))[0][2]
+    assert not {"instance", "scopes", "needs_log", "locale"} & set(plain_carried)  # defaults are left out
