@@ -15,7 +15,6 @@ and the instance, never the call's parameters.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
 from agentq.runtime.broker import broker_of
+from agentq.runtime.messages import SENT_EVENTS_GROUP, SentEvents, task_messages
 from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.runtime.signing import TaskSigner
@@ -44,7 +44,7 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     from celery import Celery
 
     broker = broker_of(settings, redis_options=broker_transport_options(settings))  # Redis, Sentinel or RabbitMQ
-    app = Celery(name, broker=broker.url, set_as_current=False, amqp=_task_messages())
+    app = Celery(name, broker=broker.url, set_as_current=False, amqp=task_messages())
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -85,28 +85,6 @@ def create_app(settings: Settings, *, name: str = "agentq") -> Any:
     return app
 
 
-@functools.cache
-def _task_messages() -> type:
-    """The AMQP class of agentq's Celery apps (defined on first use: importing this module imports no Celery)."""
-    from celery.app.amqp import AMQP
-
-    class TaskMessages(AMQP):
-        """Celery's task messages, less a copy: what monitoring shows of a task's arguments (`argsrepr`,
-        `kwargsrepr`, given to `send_task`) is in the message's headers, where workers and Flower read it, and not
-        again in its properties (Celery passes every option it does not know as a property)."""
-
-        def _create_task_sender(self) -> Any:
-            send = super()._create_task_sender()
-
-            def send_task_message(producer: Any, name: str, message: Any, *, argsrepr: Any = None,
-                                  kwargsrepr: Any = None, **options: Any) -> Any:
-                return send(producer, name, message, **options)
-
-            return send_task_message
-
-    return TaskMessages
-
-
 def broker_transport_options(settings: Settings) -> dict[str, Any]:
     """Redis broker options: a killed worker's unacknowledged tasks come back after the visibility timeout.
 
@@ -131,11 +109,13 @@ class Dispatcher:
         self.app = app
         self.routing = routing
         self.signer = signer
+        self._events: Any = None  # the app's event dispatcher for `task-sent` events (made on first use)
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         with self.app.producer_or_acquire() as producer:
             # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
             _declare_queues(self.app, producer, dict.fromkeys(record.queue for record in records))
+            sent = SentEvents(self.app, self._event_dispatcher(), producer)
             with _publish_batch(producer, len(records)):
                 for record in records:
                     args: list[Any] = [job_id, record.id, record.to_task()]
@@ -145,7 +125,14 @@ class Dispatcher:
                         record.task, args=args,
                         argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
                         queue=record.queue, task_id=task_id(job_id, record.id), producer=producer, declare=[],
+                        event_dispatcher=sent,
                     )
+                sent.flush()
+
+    def _event_dispatcher(self) -> Any:
+        if self._events is None:
+            self._events = self.app.events.Dispatcher(enabled=False)  # publishes through the given producer only
+        return self._events
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first)."""
@@ -157,10 +144,11 @@ class Dispatcher:
             self.app.control.revoke([task_id(job_id, c) for c in call_ids])
 
 
-PUBLISH_BATCH_OPERATIONS = 64
-"""Transport operations per publish batch: with a Redis broker a task is two (its LPUSH, and the PUBLISH of
-its `task-sent` event), so a batch is about 32 tasks. Small enough that workers start on the first tasks of a
-large submission while the rest are still being built; large enough that the round trips do not count."""
+PUBLISH_BATCH_OPERATIONS = SENT_EVENTS_GROUP + 1
+"""Transport operations per publish batch: with a Redis broker a task is one (its LPUSH) and the `task-sent`
+events of `SENT_EVENTS_GROUP` tasks one more (a PUBLISH), so a batch is 32 tasks and their events. Small enough
+that workers start on the first tasks of a large submission while the rest are still being built; large enough that
+the round trips do not count."""
 
 
 def _publish_batch(producer: Any, count: int) -> Any:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import time
 
 import redis
 
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, failed_call_message, tick_argsrepr
+from agentq.runtime.messages import SENT_EVENTS_GROUP
 from agentq.runtime.nodes import node_name
 from agentq.runtime.routing import Routing
 from agentq.runtime.signing import TaskSigner
@@ -84,3 +86,34 @@ def test_a_call_task_message_carries_its_record_once_and_its_shown_arguments_in_
         assert signer.verify("job_1", record.id, record_digest(CallRecord.from_dict(carried)), signature)
     plain_carried = json.loads(base64.b64decode(messages[0]["body"]))[0][2]
     assert not {"instance", "scopes", "needs_log", "locale"} & set(plain_carried)  # defaults are left out
+
+
+def test_the_task_sent_events_of_a_dispatch_go_out_in_groups_as_workers_send_theirs(redis_url):
+    settings = Settings(redis_url=redis_url)
+    app = create_app(settings)
+    records = [CallRecord(id=f"call_{i}", index=i, call={"_tool": "charge", "x": i}, tool="charge",
+                          activity="charge", mode=CallMode.EXPLICIT, awaited=True, task="agentq.activity.charge",
+                          queue="test.events") for i in range(SENT_EVENTS_GROUP + 8)]
+    client = redis.Redis.from_url(redis_url)
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe("*celeryev*")  # kombu's fanout of the event exchange over Redis
+    try:
+        Dispatcher(app, Routing.from_settings(settings))("job_1", records)
+        published: list[dict] = []
+        deadline = time.monotonic() + 10
+        while len(published) < 2 and time.monotonic() < deadline:
+            message = listener.get_message(timeout=1)  # None also for the subscription's own confirmation
+            if message is not None:
+                published.append(message)
+    finally:
+        listener.close()
+        client.delete("test.events")
+        app.close()
+    assert [m["channel"].decode().rsplit("/", 1)[1] for m in published] == ["task.multi", "task.multi"]
+    groups = [json.loads(base64.b64decode(json.loads(m["data"])["body"])) for m in published]
+    assert [len(group) for group in groups] == [SENT_EVENTS_GROUP, 8]
+    events = [event for group in groups for event in group]
+    assert {event["type"] for event in events} == {"task-sent"}
+    assert [event["uuid"] for event in events] == [f"job_1.{r.id}" for r in records]
+    assert {(event["name"], event["queue"]) for event in events} == {("agentq.activity.charge", "test.events")}
+    assert all(event["hostname"] and event["clock"] and event["timestamp"] for event in events)
