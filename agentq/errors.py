@@ -36,6 +36,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │                                  monitoring (Flower) shows the task as FAILURE
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
+    │   ├── BudgetExceeded             the job's budget does not allow the request: it was not sent
     │   └── LLMRetryableError          rate limit, overload, 5xx, an error mid-stream: ask again later
     └── NonRetryableError              raise from an activity to fail at once, skipping retries
 
@@ -205,6 +206,11 @@ class LLMNotConfigured(LLMError):
     """No LLM provider is configured (set ANTHROPIC_API_KEY or AGENTQ_LLM)."""
 
 
+class BudgetExceeded(LLMError):
+    """A model request the job's budget (`options.budget`, SPEC §16) does not allow: it was not sent, and the
+    job fails with this error; the message names what ran out."""
+
+
 class LLMRetryableError(LLMError):
     """A transient provider failure; `retry_after_s` is the wait the provider asked for, if any."""
 
@@ -254,6 +260,7 @@ class ModuleUnavailable(ModuleError):
 
 __all__ = [
     "AgentQError",
+    "BudgetExceeded",
     "CallFailedError",
     "CallValidationError",
     "ConfigurationError",

@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agentq.errors import ConfigurationError
+from agentq.protocol.budgets import budget_problems
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 ENV_PREFIX = "AGENTQ_"
@@ -104,6 +105,11 @@ class Settings(BaseSettings):
     model: str = "claude-sonnet-4-6"  # a job's `options.model` overrides it
     llm_max_attempts: int = Field(default=5, ge=1)  # per request: 429, 5xx, overload, a broken stream
     llm_max_tokens: int = Field(default=8192, gt=0)
+    # model governance (SPEC §16): a JSON price file whose entries replace the shipped prices model by model
+    # (agentq/llm/prices.py; read by the processes that make model requests, at start), and the budget of jobs
+    # that name none (JSON `{"max_cost_usd": 5, ...}`, as `options.budget`)
+    llm_prices: Path | None = None
+    default_budget: Annotated[dict[str, Any] | None, NoDecode] = None
 
     # activities (SPEC §3): an activity stays known this long after its last announcement
     activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)
@@ -149,6 +155,27 @@ class Settings(BaseSettings):
         if problems:
             raise ConfigurationError("invalid settings: " + "; ".join(problems))
         return parsed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_default_budget(cls, values: Any) -> Any:
+        """`AGENTQ_DEFAULT_BUDGET`: a JSON budget (as `options.budget`); a broken one is named with its problems."""
+        if not isinstance(values, dict):
+            return values
+        raw = values.get("default_budget")
+        if raw is None or raw == "":  # unset, or set empty: no default budget
+            return {k: v for k, v in values.items() if k != "default_budget"}
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET is not valid JSON "
+                                         f"({error.msg} at column {error.colno})") from None
+        problems = budget_problems(raw, "")
+        if problems:
+            raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET: "
+                                     + "; ".join(str(p) for p in problems))
+        return {**values, "default_budget": raw}
 
     @classmethod
     def _list_settings(cls) -> list[str]:

@@ -50,8 +50,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "fake_anthropic",
-           "input_schema_refusal", "request_refusal"]
+__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "cache_creation",
+           "fake_anthropic", "input_schema_refusal", "request_refusal"]
 
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
@@ -64,7 +64,9 @@ class Answer:
     ``chunks`` are the ``partial_json`` pieces of the solution tool's input, sent ``delay_s`` apart.
     ``error_after``: after that many chunks an ``error`` event (``error_type``) is sent and the stream ends.
     ``drop_after``: after that many chunks the connection is closed without finishing the stream.
-    ``usage``: message_start's usage (``output_tokens`` there is 1, the message_delta carries the total).
+    ``usage``: message_start's usage (``output_tokens`` there is 1, the message_delta carries the total); its
+    ``cache_creation`` split by TTL is added as the real API reports it (the TTL of the request's last
+    breakpoint) unless the usage gives one.
     ``preamble``: an optional text block the model writes before the tool_use.
     """
 
@@ -76,7 +78,7 @@ class Answer:
     error_after: int | None = None
     error_type: str = "overloaded_error"
     drop_after: int | None = None
-    usage: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_USAGE))
+    usage: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_USAGE))
     stop_reason: str = "tool_use"
     tool_use_id: str | None = None
     preamble: str | None = None
@@ -294,7 +296,10 @@ class FakeAnthropic:
 # * every ``tool_use`` of an assistant turn is answered by a ``tool_result`` with its id in the next turn, the
 #   ``tool_result`` blocks first; a ``tool_result`` answers a ``tool_use`` of the turn just before it;
 #   ``tool_use`` ids match ``^[a-zA-Z0-9_-]+$``;
-# * at most 4 blocks carry ``cache_control`` (tools, system and messages together);
+# * at most 4 blocks carry ``cache_control`` (tools, system and messages together); its ``type`` is
+#   ``"ephemeral"`` and its ``ttl``, when given, ``"5m"`` or ``"1h"`` (the default is 5m); a 1h breakpoint may not
+#   come after a 5m one, in the order tools, system, messages ("a ttl='1h' cache_control block must not come
+#   after a ttl='5m' cache_control block ...");
 # * ``thinking`` may not be enabled with a ``tool_choice`` that forces tool use ("any" or "tool").
 #
 # The fake adds, after the real message of an invalid JSON Schema, what jsonschema found (the real API does
@@ -306,6 +311,7 @@ _SCHEMA_INVALID = ("JSON schema is invalid. It must match JSON Schema draft 2020
 _PROPERTY_KEY = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _MAX_CACHE_BREAKPOINTS = 4
+_CACHE_TTLS = ("5m", "1h")
 
 
 def input_schema_refusal(schema: Any, where: str = "tools.0.custom.input_schema") -> str | None:
@@ -449,21 +455,56 @@ def _messages_refusal(body: dict) -> str | None:
     return None
 
 
-def _cache_breakpoints(value: Any) -> int:
-    """How many blocks of a request part carry ``cache_control`` (nested blocks included)."""
+def _cache_breakpoints(value: Any, path: str) -> Iterator[tuple[str, dict]]:
+    """The blocks of a request part that carry ``cache_control`` (nested blocks included), with their paths, in
+    the order the API processes them."""
     if isinstance(value, list):
-        return sum(_cache_breakpoints(v) for v in value)
-    if not isinstance(value, dict):
-        return 0
-    own = 1 if value.get("cache_control") else 0
-    return own + _cache_breakpoints(value.get("content")) if "content" in value else own
+        for i, item in enumerate(value):
+            yield from _cache_breakpoints(item, f"{path}.{i}")
+    elif isinstance(value, dict):
+        if value.get("cache_control"):
+            yield path, value
+        if "content" in value:
+            yield from _cache_breakpoints(value.get("content"), f"{path}.content")
 
 
 def _cache_refusal(body: dict) -> str | None:
-    found = sum(_cache_breakpoints(body.get(part)) for part in ("tools", "system", "messages"))
-    if found > _MAX_CACHE_BREAKPOINTS:
-        return f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    found = [b for part in ("tools", "system", "messages") for b in _cache_breakpoints(body.get(part), part)]
+    if len(found) > _MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {len(found)}."
+    short_seen = False
+    for path, block in found:
+        control = block["cache_control"]
+        if not isinstance(control, dict) or control.get("type") != "ephemeral":
+            kind = control.get("type") if isinstance(control, dict) else control
+            return (f"{path}.cache_control: Input tag {kind!r} found using 'type' does not match any of the expected "
+                    "tags: 'ephemeral'")
+        ttl = control.get("ttl", "5m")
+        if ttl not in _CACHE_TTLS:
+            return f"{path}.cache_control.ephemeral.ttl: Input should be '5m' or '1h'"
+        if ttl == "1h" and short_seen:
+            return (f"{path}.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+                    "cache_control block. Note that blocks are processed in the following order: `tools`, "
+                    "`system`, `messages`.")
+        short_seen = short_seen or ttl == "5m"
     return None
+
+
+def cache_creation(body: Any, written: int) -> dict[str, int]:
+    """The usage's ``cache_creation`` split of ``written`` cache-write tokens, as the real API reports it: the fake
+    writes the prefix up to the request's last breakpoint, with that breakpoint's TTL."""
+    found = [b for part in ("tools", "system", "messages")
+             for _, b in _cache_breakpoints((body or {}).get(part), part)] if isinstance(body, dict) else []
+    ttl = found[-1]["cache_control"].get("ttl", "5m") if found else "5m"
+    return {"ephemeral_5m_input_tokens": written if ttl == "5m" else 0,
+            "ephemeral_1h_input_tokens": written if ttl == "1h" else 0}
+
+
+def _usage(answer: Answer, body: Any) -> dict[str, Any]:
+    """The answer's usage as the real API reports it (the cache writes split by TTL)."""
+    usage: dict[str, Any] = dict(answer.usage)
+    usage.setdefault("cache_creation", cache_creation(body, int(usage.get("cache_creation_input_tokens") or 0)))
+    return usage
 
 
 def _thinking_refusal(body: dict) -> str | None:
@@ -546,7 +587,8 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             exchange.chunk_times.append(time.monotonic())
             self._json(200, {"id": fake._next_id("msg"), "type": "message", "role": "assistant",
                              "model": body.get("model", fake.model), "content": content,
-                             "stop_reason": answer.stop_reason, "stop_sequence": None, "usage": answer.usage})
+                             "stop_reason": answer.stop_reason, "stop_sequence": None,
+                             "usage": _usage(answer, body)})
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -563,7 +605,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if answer.first_byte_delay_s:
                 time.sleep(answer.first_byte_delay_s)
-            start_usage = {**answer.usage, "output_tokens": 1}
+            start_usage = {**_usage(answer, body), "output_tokens": 1}
             self._chunk(_sse("message_start", {"type": "message_start", "message": {
                 "id": fake._next_id("msg"), "type": "message", "role": "assistant",
                 "model": body.get("model", fake.model), "content": [], "stop_reason": None,

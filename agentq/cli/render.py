@@ -131,7 +131,7 @@ class LiveView:
 
 def usage_line(usage: dict) -> str | None:
     """What the job's model requests used, or None when it made none: the input tokens counted whole (those the
-    prompt cache wrote and read included), then the output tokens."""
+    prompt cache wrote and read included), then the output tokens and the cost (at the price table's prices)."""
     def count(key: str) -> int:
         return int(usage.get(key) or 0)
 
@@ -144,4 +144,11 @@ def usage_line(usage: dict) -> str | None:
     if not total_in and not out:
         return f"{head} (no token counts were reported)"
     cache = f" ({written:,} written to the prompt cache, {read:,} read from it)" if written or read else ""
-    return f"{head}, {total_in:,} input tokens{cache}, {out:,} output tokens"
+    return f"{head}, {total_in:,} input tokens{cache}, {out:,} output tokens, {cost_text(usage.get('cost_usd'))}"
+
+
+def cost_text(cost: float | None) -> str:
+    """A job's cost as the usage line shows it: dollars to the cent's hundredth, finer under a cent."""
+    if cost is None:
+        return "cost unknown (a model has no price: AGENTQ_LLM_PRICES)"
+    return f"${cost:,.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"

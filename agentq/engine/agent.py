@@ -26,10 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from agentq.engine.budget import stop_for_budget
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
-from agentq.errors import LLMError, LLMRetryableError, Problem
-from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
+from agentq.engine.requests import ModelRequests
+from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, Problem
+from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
 from agentq.protocol.envelopes import Envelope, JobStarted, Part, TickFinished, TickStarted
@@ -65,12 +67,12 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
 class AgentLoop:
     """Runs agent ticks for one process (any number of threads)."""
 
-    def __init__(self, store: Store, llm: LLM | None, dispatch: Dispatch, *, routing: Routing,
+    def __init__(self, store: Store, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
                  progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None):
         self.store = store
-        self.llm = llm
+        self.model = model  # the provider behind the hooks' gates (None: no LLM configured)
         self.dispatch = dispatch
         self.routing = routing
         self.settings = settings
@@ -111,7 +113,7 @@ class AgentLoop:
             self.store.end_ticking(job_id)
             self.progress.advance(job_id)
             return None
-        if self.llm is None:
+        if self.model is None:
             self._give_up(job_id, token, n, "LLMNotConfigured", "agent jobs (no `calls`) need an LLM: set "
                           "ANTHROPIC_API_KEY (or AGENTQ_LLM) for the dispatcher, or submit a plan job with calls")
             return None
@@ -136,13 +138,17 @@ class AgentLoop:
             written += self._write(job_id, token, info, plan.add(i, call))
 
         try:
-            answer = self.llm.solve(request, on_call=on_call)
+            answer = self.model.solve(info, request, on_call=on_call)
+        except BudgetExceeded as error:  # not sent: the job (and its root job) fails
+            self.store.release_tick(job_id, token=token)
+            stop_for_budget(self.progress, info, error)
+            return None
         except LLMError as error:
             return self._failed_request(job_id, token, n, attempt, error)
         written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")))
         problems = _problems(plan, answer, solution_schema["properties"]["output"])
         self._end(job_id, token, info, answer, problems, corrective=corrective, log_length=len(inputs.log),
-                  tick_no=tick_no, written=written)
+                  tick_no=tick_no, written=written, model=request.model)
         return None
 
     def _request(self, info: JobInfo, index: LogIndex, exchanges: list[Exchange],
@@ -155,6 +161,7 @@ class AgentLoop:
             solution_schema=solution_schema,
             max_tokens=self.settings.llm_max_tokens,
             purpose="module" if info.parent is not None else "tick",
+            cache_ttl=info.job_options.cache_ttl,
         )
 
     def _failed_request(self, job_id: str, token: str, n: int, attempt: int, error: LLMError) -> float | None:
@@ -172,7 +179,7 @@ class AgentLoop:
         return None
 
     def _end(self, job_id: str, token: str, info: JobInfo, answer: LLMAnswer, problems: list[Problem], *,
-             corrective: bool, log_length: int, tick_no: int, written: int) -> None:
+             corrective: bool, log_length: int, tick_no: int, written: int, model: str) -> None:
         """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
         becomes structural errors in the log); the job's next step follows when no call is open."""
         solution = answer.solution
@@ -188,7 +195,7 @@ class AgentLoop:
         if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
             events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
-                                    output=output, has_output=has_output, usage=answer.usage.to_dict(),
+                                    output=output, has_output=has_output, usage=answer.usage.counters(model),
                                     messages=structural, events=events)
         if ended is not None and ended[0] <= 0:
             self.progress.advance(job_id)

@@ -27,6 +27,7 @@ from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, P
 from agentq.protocol.scopes import effective_imports
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.usage import record_counters
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
@@ -89,7 +90,8 @@ class Delegation:
         depth, chain = _nesting(parent.parent, reference)
         module = self._load(library, reference, depth, chain)
         child = _child_job(module, parent, record, call, tool, index)
-        link = ParentLink(job=job_id, call=call_id, token=token, depth=depth, chain=chain, module=reference)
+        link = ParentLink(job=job_id, call=call_id, token=token, depth=depth, chain=chain, module=reference,
+                          root=parent.root_job)
         self.store.hold_lease(job_id, call_id, token=token)
         try:
             self.submit_child(child, job_id=child_job_id(call_id), parent=link)
@@ -131,13 +133,15 @@ def _nesting(lineage: ParentLink | None, reference: str) -> tuple[int, tuple[str
 def _child_job(module: SavedModule, parent: JobInfo, record: CallRecord, call: dict, tool: dict,
                index: LogIndex) -> dict:
     """The child job of a module call: the module's context, the parent's imported messages and the call's
-    parameters as its `input`, the module's tools and output, the parent's model, locale and tick limit."""
+    parameters as its `input`, the module's tools and output, the parent's model, locale, tick limit and cache
+    TTL, and its budget (the root job's, which the child's requests count against; `{}` when it has none)."""
     kinds = list(dict.fromkeys([*effective_imports(call, tool), *record.scopes]))
     input_message: dict[str, Any] = {"type": "data", "kind": "input", "data": call_parameters(call),
                                      "description": f"The parameters of the call of {record.tool!r}."}
     if module.input:
         input_message["schema"] = module.input
-    options = {k: parent.options[k] for k in ("model", "locale", "max_ticks") if parent.options.get(k)}
+    options = {k: parent.options[k] for k in ("model", "locale", "max_ticks", "cache_ttl") if parent.options.get(k)}
+    options["budget"] = parent.options.get("budget") or {}
     child = {"context": [*module.context, *imported_messages(index, kinds, record.instance), input_message],
              "tools": list(module.tools), "options": options}
     if module.output is not None:
@@ -167,7 +171,7 @@ def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: s
         log.warning("module job %s ended but its parent call %s of job %s is gone", child.id, call_id, job_id)
         return None
     record = records[call_id]
-    store.add_usage(job_id, outcome.usage)
+    store.add_usage(job_id, record_counters(outcome.usage))
     now = time.time()
     duration_ms = _elapsed_ms(outcome.created_at, outcome.finished_at)
     module = link.module or "module"

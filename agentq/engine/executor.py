@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentq.engine.agent import AgentLoop
+from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import solution_for
 from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.delegation import Delegation, SubmitChild
@@ -29,8 +30,9 @@ from agentq.engine.leases import LeaseKeeper
 from agentq.engine.modules import ModuleLibrary
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.render import arguments, done_event, start_events
+from agentq.engine.requests import ModelRequests
 from agentq.engine.runner import CallRunner
-from agentq.errors import InvalidInputError, StoreUnavailableError
+from agentq.errors import BudgetExceeded, InvalidInputError, StoreUnavailableError
 from agentq.llm.base import LLM
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
 from agentq.protocol.envelopes import CallRetrying, Envelope, Thought
@@ -87,6 +89,8 @@ class Executor:
         self.source = source
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
         self.hooks = hooks if hooks is not None else Hooks()
+        # every model request goes through the hooks' gates (the budget, ...) to the LLM
+        self.model = ModelRequests(llm, self.hooks) if llm is not None else None
         self.leases = LeaseKeeper(store, settings.lease_s)
         self.intake = CallIntake(self.store, activities, lease_ms=int(settings.lease_s * 1000), signer=signer,
                                  source=source)
@@ -94,7 +98,7 @@ class Executor:
                                  max_result_bytes=settings.max_result_bytes, source=source)
         self.progress = JobProgress(self.store, dispatch, source=source, hooks=self.hooks)
         self.agent = AgentLoop(
-            self.store, llm, dispatch, routing=routing or Routing.from_settings(settings),
+            self.store, self.model, dispatch, routing=routing or Routing.from_settings(settings),
             settings=settings, known_activities=known_activities or (lambda: {}), progress=self.progress,
             leases=self.leases, source=source, module_loader=getattr(modules, "loader", None))
         self.delegation = Delegation(self.store, settings, library=modules,
@@ -257,8 +261,13 @@ class Executor:
         """The attempt's result and the messages it writes: the model's for a latent call, else the handler's
         (or its run before the claim)."""
         if record.mode is CallMode.LATENT:
-            answer = run_latent(self.store, self.llm, self.settings, job_id=job_id, call_id=call_id, record=record,
-                                call=resolved, tool=tool, index=index or LogIndex(), model=self._model(job_id))
+            job = self.store.job_info(job_id)
+            try:
+                answer = run_latent(self.store, self.model, self.settings, job=job, call_id=call_id, record=record,
+                                    call=resolved, tool=tool, index=index or LogIndex())
+            except BudgetExceeded as error:  # not sent: the job (and its root job) fails, then this call
+                stop_for_budget(self.progress, job, error)
+                raise CallFailure("BudgetExceeded", str(error), retryable=False) from None
             if answer.thought:
                 value = answer.value
                 self.store.add_events(job_id, [Thought(job_id=job_id, call_id=call_id, part=thought_part(
@@ -285,9 +294,6 @@ class Executor:
         except InvalidInputError as error:
             raise CallFailure(type(error).__name__, str(error), retryable=False) from None
         return resolved
-
-    def _model(self, job_id: str) -> str | None:
-        return self.store.job_info(job_id).job_options.model
 
     def _fail(self, job_id: str, call_id: str, token: str, claim: Claimed, call: dict, failure: CallFailure,
               started: float) -> Outcome:

@@ -1,21 +1,27 @@
-"""The engine's one hook point for cross-cutting work, as dramatiq's middleware: metrics today, tracing and
-budgets later.
+"""The engine's one hook point for cross-cutting work, as dramatiq's middleware: metrics, budgets, later tracing.
 
 A `Hook` overrides the moments it cares about; the composition root installs its hooks as one `Hooks` (called
 in order) in the executor and the job service (whose rejections and cancellations may end a module's call).
 `after_call` is told only of an attempt whose outcome took effect (a commit that wrote it, a release for retry
 that happened), so a redelivered duplicate is never counted twice. A hook's failure after a call ended is logged
 and does not undo or repeat anything.
+
+Model requests pass two moments (`engine/requests.py` is the one place every request of the engine goes
+through): `before_request` is a gate, run in order, each hook seeing the request the ones before it let through
+and returning the request to send (a budget may lower its `max_tokens`) or raising to refuse it (`BudgetExceeded`:
+the request is not sent); `after_request` is told of every request a hook let through, answered or not, so what a
+gate reserved is settled exactly once — also when a later gate refused the request.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agentq.protocol.records import CallRecord
+from agentq.llm.base import LLMAnswer, LLMRequest
+from agentq.protocol.records import CallRecord, JobInfo
 
 log = logging.getLogger("agentq.hooks")
 
@@ -30,8 +36,35 @@ class CallEnded:
     seconds: float
 
 
+@dataclass(frozen=True)
+class ModelRequest:
+    """A model request about to be sent for `job` (a module's child job for its ticks and latent calls); `key` is
+    unique to this attempt of the request."""
+
+    job: JobInfo
+    request: LLMRequest
+    key: str
+
+
+@dataclass(frozen=True)
+class RequestEnded:
+    """A model request a hook let through: `asked.request` as sent, and its answer (None: it was refused by a
+    later gate, or failed with no usage known)."""
+
+    asked: ModelRequest
+    answer: LLMAnswer | None
+
+
 class Hook:
     """A piece of cross-cutting work; every moment does nothing unless overridden."""
+
+    def before_request(self, asked: ModelRequest) -> LLMRequest:
+        """A model request is about to be sent: return it (or a changed copy) to let it through, or raise to
+        refuse it."""
+        return asked.request
+
+    def after_request(self, ended: RequestEnded) -> None:
+        """A request this hook let through was answered, failed, or refused by a later hook."""
 
     def before_call(self, job_id: str, record: CallRecord, attempt: int) -> None:
         """A claimed attempt is about to run (after its claim, before its handler)."""
@@ -52,6 +85,30 @@ class Hooks(Hook):
     def before_call(self, job_id: str, record: CallRecord, attempt: int) -> None:
         for hook in self.hooks:
             hook.before_call(job_id, record, attempt)
+
+    def before_request(self, asked: ModelRequest) -> LLMRequest:
+        """Each hook's gate in order; when one refuses, those that let the request through are told it ended."""
+        passed: list[Hook] = []
+        request = asked.request
+        try:
+            for hook in self.hooks:
+                request = hook.before_request(replace(asked, request=request))
+                passed.append(hook)
+        except BaseException:
+            self._ended(passed, RequestEnded(replace(asked, request=request), None))
+            raise
+        return request
+
+    def after_request(self, ended: RequestEnded) -> None:
+        self._ended(self.hooks, ended)
+
+    @staticmethod
+    def _ended(hooks: Sequence[Hook], ended: RequestEnded) -> None:
+        for hook in reversed(hooks):
+            try:
+                hook.after_request(ended)
+            except Exception:
+                log.exception("hook %r failed after a model request of job %s", hook, ended.asked.job.id)
 
     def after_call(self, ended: CallEnded) -> None:
         for hook in self.hooks:

@@ -14,8 +14,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from agentq.engine.failures import CallFailure
-from agentq.errors import LLMError, LLMRetryableError, Problem
-from agentq.llm.base import LLM, LLMAnswer, LLMRequest
+from agentq.engine.requests import ModelRequests
+from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, Problem
+from agentq.llm.base import LLMAnswer, LLMRequest
 from agentq.protocol.conversation import (
     corrective_turn,
     job_system_texts,
@@ -24,7 +25,7 @@ from agentq.protocol.conversation import (
     latent_system,
     solution_turn,
 )
-from agentq.protocol.records import CallRecord
+from agentq.protocol.records import CallRecord, JobInfo
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
@@ -41,18 +42,21 @@ class LatentAnswer:
     thought: bool
 
 
-def ask(store: Store, llm: LLM | None, job_id: str, request: LLMRequest, *, purpose: str) -> LLMAnswer:
-    """One model request for a call, its usage counted on the job; provider errors become call failures."""
-    if llm is None:
+def ask(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *, purpose: str) -> LLMAnswer:
+    """One model request for a call, its usage counted on the job; provider errors become call failures (a
+    request the budget refused raises `BudgetExceeded`: the caller fails the job)."""
+    if model is None:
         raise CallFailure("LLMNotConfigured", f"a {purpose} call needs an LLM: set ANTHROPIC_API_KEY (or "
                           "AGENTQ_LLM) for the dispatcher", retryable=False)
     try:
-        answer = llm.solve(request)
+        answer = model.solve(job, request)
+    except BudgetExceeded:
+        raise
     except LLMRetryableError as error:
         raise CallFailure(type(error).__name__, str(error), retryable=True, retry_in=error.retry_after_s) from None
     except LLMError as error:
         raise CallFailure(type(error).__name__, str(error), retryable=False) from None
-    store.add_usage(job_id, answer.usage.to_dict())
+    store.add_usage(job.id, answer.usage.counters(request.model))
     return answer
 
 
@@ -63,20 +67,20 @@ def schema_problems(value: Any, schema: dict) -> list[Problem]:
     return [Problem("".join(f"/{p}" for p in e.absolute_path), e.message) for e in errors]
 
 
-def run_latent(store: Store, llm: LLM | None, settings: Settings, *, job_id: str, call_id: str,
-               record: CallRecord, call: dict, tool: dict, index: LogIndex, model: str | None) -> LatentAnswer:
-    """Answer a latent call with the model (`call` is resolved: its references replaced by values)."""
+def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *, job: JobInfo, call_id: str,
+               record: CallRecord, call: dict, tool: dict, index: LogIndex) -> LatentAnswer:
+    """Answer a latent call of `job` with the model (`call` is resolved: its references replaced by values)."""
     schema = latent_solution_schema(tool, call)
     request = LLMRequest(
-        model=model or settings.model, system=latent_system(job_system_texts(index)),
+        model=job.job_options.model or settings.model, system=latent_system(job_system_texts(index)),
         messages=latent_messages(index, call, tool, scopes=record.scopes), solution_schema=schema,
-        max_tokens=settings.llm_max_tokens, purpose="latent")
-    answer = ask(store, llm, job_id, request, purpose="latent")
+        max_tokens=settings.llm_max_tokens, purpose="latent", cache_ttl=job.job_options.cache_ttl)
+    answer = ask(store, model, job, request, purpose="latent")
     problems = schema_problems(answer.solution, schema)
     if problems:  # sent back once, with the problems and their pointers
         retry = replace(request, messages=(*request.messages, solution_turn(answer.tool_use_id, answer.solution),
                                            corrective_turn(answer.tool_use_id, problems)))
-        answer = ask(store, llm, job_id, retry, purpose="latent")
+        answer = ask(store, model, job, retry, purpose="latent")
         problems = schema_problems(answer.solution, schema)
         if problems:
             raise CallFailure("InvalidSolution", "the model's answer is invalid twice: " + "; ".join(

@@ -25,6 +25,8 @@ from agentq.store.replies import CommitDuplicate, Committed
 
 log = logging.getLogger("agentq.executor")
 
+_ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)  # a canceled job's record is always computed anew
+
 class Dispatch(Protocol):
     """Sends tasks: `dispatch(job_id, records)` the calls' tasks, `dispatch.tick(job_id, n)` an agent tick's."""
 
@@ -61,6 +63,19 @@ class JobProgress:
                 self.finish(job_id, inputs=commit.finish_inputs)
             else:
                 self.advance(job_id)
+        elif call_id is not None:
+            self.resave(job_id, call_id, commit)
+
+    def resave(self, job_id: str, call_id: str, commit: Committed) -> None:
+        """A call committed after its job ended: when it was the last awaited call still open (one commit sees the
+        count of open calls reach 0), the job's record is saved again with its outcome and every one before it.
+        (Until then the record is computed from the log: `store.codecs.standing_record`.)"""
+        if commit.open_calls != 0 or commit.job_status not in _ENDED:
+            return
+        record = self.store.call_records(job_id, [call_id]).get(call_id)
+        if record is not None and record.awaited:
+            self.store.save_record(job_id, build_job_record(self.store.job_info(job_id),
+                                                            self.store.read_log(job_id)))
 
     def recover(self, job_id: str, call_id: str) -> None:
         """A redelivered task of a finished call: finish what a crash after the commit may have skipped."""

@@ -30,28 +30,28 @@ from agentq.llm.scanner import CallReporter
 
 log = logging.getLogger(__name__)
 
-_CACHE = {"type": "ephemeral"}
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
 _SHOULD_RETRY: dict[Any, bool] = {"true": True, "false": False}  # the x-should-retry header
 
 
 def request_params(request: LLMRequest) -> dict[str, Any]:
-    """The keyword arguments of ``client.messages.create`` for ``request`` (the JSON body, SPEC §13)."""
+    """The keyword arguments of ``client.messages.create`` for ``request`` (the JSON body, SPEC §13). Every cache
+    breakpoint carries the request's TTL (``options.cache_ttl``, SPEC §16), always explicit."""
     system: list[dict[str, Any]] = [{"type": "text", "text": text} for text in request.system]
     if system:
-        system[-1]["cache_control"] = dict(_CACHE)
+        system[-1]["cache_control"] = cache_control(request.cache_ttl)
     tool = {
         "name": SOLUTION_TOOL_NAME,
         "description": SOLUTION_TOOL_DESCRIPTION,
         "input_schema": request.solution_schema,
         "eager_input_streaming": True,
-        "cache_control": dict(_CACHE),
+        "cache_control": cache_control(request.cache_ttl),
     }
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": _cached_conversation(request.messages),
+        "messages": _cached_conversation(request.messages, request.cache_ttl),
         "tools": [tool],
         "tool_choice": {"type": "tool", "name": SOLUTION_TOOL_NAME},
         "stream": True,
@@ -61,7 +61,12 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
     return params
 
 
-def _cached_conversation(messages: tuple[dict, ...]) -> list[dict]:
+def cache_control(ttl: str) -> dict[str, str]:
+    """A prompt-cache breakpoint with its TTL ("5m" or "1h")."""
+    return {"type": "ephemeral", "ttl": ttl}
+
+
+def _cached_conversation(messages: tuple[dict, ...], ttl: str) -> list[dict]:
     """The messages with a cache breakpoint on the last block of the last turn: the conversation grows
     append-only, so the next request reads this whole prefix from the cache (the third of the API's four
     breakpoints, after the tool and the system). The request's own turns are not changed."""
@@ -70,7 +75,7 @@ def _cached_conversation(messages: tuple[dict, ...]) -> list[dict]:
         return turns
     last = dict(turns[-1])
     blocks = list(last["content"])
-    blocks[-1] = {**blocks[-1], "cache_control": dict(_CACHE)}
+    blocks[-1] = {**blocks[-1], "cache_control": cache_control(ttl)}
     last["content"] = blocks
     turns[-1] = last
     return turns
@@ -177,12 +182,14 @@ class _StreamState:
         self.stopped = False
         self.stop_reason: str | None = None
         self.usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0}
+                      "cache_read_input_tokens": 0, "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}
 
     def take_usage(self, usage: Any) -> None:
-        """Counts are cumulative (message_start, then message_delta): keep the largest seen."""
+        """Counts are cumulative (message_start, then message_delta): keep the largest seen. The cache writes'
+        split by TTL is the usage's ``cache_creation`` object."""
+        split = getattr(usage, "cache_creation", None)
         for key in self.usage:
-            value = getattr(usage, key, None)
+            value = getattr(split if key.startswith("ephemeral_") else usage, key, None)
             if isinstance(value, int) and value > self.usage[key]:
                 self.usage[key] = value
 
@@ -326,4 +333,4 @@ def _retryable(exc: Any, status: int, headers: Any) -> bool:
     return status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
 
 
-__all__ = ["AnthropicLLM", "map_error", "parse_retry_after", "request_params"]
+__all__ = ["AnthropicLLM", "cache_control", "map_error", "parse_retry_after", "request_params"]

@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from agentq.protocol.budgets import DEFAULT_CACHE_TTL
 from agentq.protocol.conversation import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME
+from agentq.protocol.usage import TOKEN_COUNTERS, request_counters
 
 OnCall = Callable[[int, dict], None]
 """``on_call(index, call)``: one complete element of the solution's ``calls`` array, reported mid-stream."""
@@ -19,27 +21,55 @@ OnCall = Callable[[int, dict], None]
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage of one or more requests (SPEC §13); ``a + b`` sums, ``to_dict()`` is the job record's form."""
+    """Token usage of one or more requests (SPEC §13); ``a + b`` sums, ``to_dict()`` is SPEC §13's form.
+
+    ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` split ``cache_creation_input_tokens`` by TTL when
+    the API reported the split (both 0 otherwise). ``cost_nanousd`` is the cost in nano-dollars once a price
+    table priced it (`agentq.llm.prices`), None while unpriced (a sum with an unpriced part is unpriced).
+    """
 
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+    cost_nanousd: int | None = None
 
     def __add__(self, other: object) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+        counts = {name: getattr(self, name) + getattr(other, name) for name in _COUNTS}
+        cost = None if self.cost_nanousd is None or other.cost_nanousd is None \
+            else self.cost_nanousd + other.cost_nanousd
+        return Usage(**counts, cost_nanousd=cost)
 
     def to_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in TOKEN_COUNTERS}
+
+    def recorded(self) -> dict[str, int]:
+        """`to_dict()` with the cache writes' split by TTL when there is one (a replay file's `usage`)."""
+        split = {name: getattr(self, name) for name in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")}
+        return {**self.to_dict(), **{name: count for name, count in split.items() if count}}
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token the model read: uncached, written to the cache, read from it."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def counters(self, model: str) -> dict[str, int]:
+        """The counters this request's usage adds to its job's (`agentq.protocol.usage`)."""
+        return request_counters(model, self.to_dict(), self.cost_nanousd)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
         """The usage in ``data`` (a job record's ``usage``); unknown keys are ignored, missing ones are 0."""
         data = data or {}
-        return cls(**{f.name: int(data.get(f.name) or 0) for f in fields(cls)})
+        return cls(**{name: int(data.get(name) or 0) for name in _COUNTS})
+
+
+_COUNTS = tuple(f.name for f in fields(Usage) if f.name != "cost_nanousd")
 
 
 @dataclass(frozen=True)
@@ -52,6 +82,7 @@ class LLMRequest:
     solution_schema: dict
     max_tokens: int
     purpose: str = "tick"  # "tick" | "latent" | "module": for replay keys, metrics and logs
+    cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint: "5m" or "1h"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ of the same objects. Each answer::
      "raw": "{\\"calls\\": [",                   #   the raw JSON text, e.g. to replay an invalid answer
      "tool_use_id": "toolu_01…",                 # optional (default: derived from the fingerprint)
      "usage": {"input_tokens": 812, "output_tokens": 95, ...},   # optional (default: zeros): what the
-                                                 #   request cost, reported as the replayed request's usage
+                                                 #   request used, reported as the replayed request's usage
+                                                 #   (its cache writes split by TTL in ephemeral_5m_input_tokens
+                                                 #   and ephemeral_1h_input_tokens when the API reported that)
      "stop_reason": "tool_use",                  # optional
      "note": "the weather in Paris"}             # optional, ignored (the recorder writes the last turn here)
 
@@ -215,7 +217,7 @@ class RecordingLLM:
             entry["solution"] = answer.solution
         else:
             entry["raw"] = answer.raw
-        entry.update(tool_use_id=answer.tool_use_id, usage=answer.usage.to_dict(), stop_reason=answer.stop_reason,
+        entry.update(tool_use_id=answer.tool_use_id, usage=answer.usage.recorded(), stop_reason=answer.stop_reason,
                      note=" ".join(last_user_text(request).split())[:_NOTE_CHARS])
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         try:

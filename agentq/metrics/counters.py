@@ -25,7 +25,7 @@ TOKEN_TYPES = ("input", "output", "cache_creation_input", "cache_read_input")
 
 class Metrics:
     """One process's counters (`agentq_calls`, `agentq_call_duration_seconds`, `agentq_call_redeliveries`,
-    `agentq_llm_requests`, `agentq_llm_tokens`) in `registry`."""
+    `agentq_llm_requests`, `agentq_llm_tokens`, `agentq_llm_cost_usd`) in `registry`."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -41,6 +41,9 @@ class Metrics:
                                     registry=self.registry)
         self.llm_tokens = Counter("agentq_llm_tokens", "Tokens of model requests by model and type (input, output, "
                                   "cache_creation_input, cache_read_input)", ["model", "type"], registry=self.registry)
+        self.llm_cost = Counter("agentq_llm_cost_usd", "Cost of answered model requests in US dollars, by model, "
+                                "priced by the price table (AGENTQ_LLM_PRICES); unpriced requests are not counted",
+                                ["model"], registry=self.registry)
 
     def call_ended(self, record: CallRecord, status: str, seconds: float) -> None:
         """Count an attempt of `record` that ended with `status` after `seconds` (the engine's hooks tell only

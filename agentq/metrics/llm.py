@@ -1,4 +1,5 @@
-"""`MeteredLLM`: a provider wrapper that counts each model request (by model and outcome) and its tokens."""
+"""`MeteredLLM`: a provider wrapper that counts each model request (by model and outcome), its tokens and its
+cost (when a price table priced it, `agentq.llm.prices`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from typing import Any
 from agentq.errors import LLMRetryableError
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
 from agentq.metrics.counters import TOKEN_TYPES, Metrics
+from agentq.protocol.budgets import NANOS_PER_USD
 
 
 class MeteredLLM:
-    """An `LLM` that counts each request (by model and outcome) and its tokens (by type) into `metrics`."""
+    """An `LLM` that counts each request (by model and outcome), its tokens (by type) and its cost into
+    `metrics`."""
 
     def __init__(self, llm: LLM, metrics: Metrics):
         self.llm = llm
@@ -33,6 +36,8 @@ class MeteredLLM:
                                strict=True):
             if count:
                 self.metrics.llm_tokens.labels(request.model, kind).inc(count)
+        if usage.cost_nanousd:
+            self.metrics.llm_cost.labels(request.model).inc(usage.cost_nanousd / NANOS_PER_USD)
         return answer
 
     def __getattr__(self, name: str) -> Any:  # anything else of the provider (e.g. a replay's bookkeeping)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.errors import InvalidInputError, JobValidationError, Problem, ProtocolError
+from agentq.protocol.budgets import DEFAULT_CACHE_TTL, budget_problems, cache_ttl_problem
 from agentq.protocol.call_plans import link_dependencies, plan_calls, planned_calls
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.ids import new_id
@@ -205,31 +206,40 @@ def _plan_output(raw: Any, problems: Problems) -> dict | None:
 
 def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     options: dict[str, Any] = {"max_ticks": 8, "approval": [], "ttl_s": limits.default_ttl_s, "locale": "en",
-                               "model": None, "stream_markers": True}
+                               "model": None, "stream_markers": True, "cache_ttl": DEFAULT_CACHE_TTL,
+                               "budget": dict(limits.default_budget) if limits.default_budget is not None else None}
     if not isinstance(raw, dict):
         problems.add("/options", "options must be an object")
         return options
     for key, value in raw.items():
-        if key not in _OPTION_CHECKS:
-            problems.add(f"/options/{key}", f"unknown option; options are {', '.join(sorted(_OPTION_CHECKS))}")
-        elif not _OPTION_CHECKS[key](value):
-            problems.add(f"/options/{key}", f"expected {_OPTION_EXPECTED[key]}, got {value!r}")
+        found = _option_problems(key, value)
+        if found:
+            problems.items.extend(found)
         else:
             options[key] = value
     return options
 
 
-#: each option's check and what it expects
-_OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "max_ticks": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-    "model": lambda v: v is None or isinstance(v, str),
-    "approval": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "ttl_s": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-    "locale": lambda v: v in LOCALES,
-    "stream_markers": lambda v: isinstance(v, bool),
+_OPTION_CHECKS: dict[str, tuple[Any, str]] = {
+    "max_ticks": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "model": (lambda v: v is None or isinstance(v, str), "a model name"),
+    "approval": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "an array of tool names"),
+    "ttl_s": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive number of seconds"),
+    "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
+    "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTION_EXPECTED = {
-    "max_ticks": "an integer >= 1", "model": "a model name", "approval": "an array of tool names",
-    "ttl_s": "a positive number of seconds", "locale": f"one of {', '.join(LOCALES)}",
-    "stream_markers": "true or false",
-}
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl"])
+
+
+def _option_problems(key: str, value: Any) -> list[Problem]:
+    """What is wrong with one option (each problem with its pointer); [] when it is valid."""
+    pointer = f"/options/{key}"
+    if key == "budget":
+        return budget_problems(value, pointer)
+    if key == "cache_ttl":
+        problem = cache_ttl_problem(value, pointer)
+        return [problem] if problem is not None else []
+    if key not in _OPTION_CHECKS:
+        return [Problem(pointer, f"unknown option; options are {', '.join(_OPTIONS)}")]
+    check, expected = _OPTION_CHECKS[key]
+    return [] if check(value) else [Problem(pointer, f"expected {expected}, got {value!r}")]

@@ -18,6 +18,7 @@ class JobLimits:
     max_job_bytes: int = 1_000_000
     max_calls: int = 10_000
     default_ttl_s: int = 7 * 24 * 3600
+    default_budget: Mapping[str, Any] | None = None  # `options.budget` of a job that names none
 
 
 @dataclass

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from agentq.protocol.budgets import DEFAULT_CACHE_TTL, Budget
 from agentq.protocol.status import JobStatus
+from agentq.protocol.usage import empty_usage
 
 
 class CallMode(StrEnum):
@@ -83,12 +85,6 @@ class CallRecord:
 _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": False, "locale": "en"}
 
 
-def empty_usage() -> dict[str, int]:
-    """The usage counters of SPEC §13, all zero."""
-    return {"requests": 0, "input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0}
-
-
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """The job record of SPEC §12 (`to_dict()` is what the client, the CLI and the HTTP API return)."""
@@ -99,7 +95,7 @@ class JobRecord:
     state: Any = field(default_factory=dict)
     instances: dict[str, Any] = field(default_factory=dict)
     error: ErrorInfo | None = None
-    usage: dict[str, int] = field(default_factory=empty_usage)
+    usage: dict[str, Any] = field(default_factory=empty_usage)  # `agentq.protocol.usage.usage_record`'s form
     created_at: str | None = None
     finished_at: str | None = None
 
@@ -135,7 +131,7 @@ class JobInfo:
     options: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
     error: ErrorInfo | None = None
-    usage: dict[str, int] = field(default_factory=empty_usage)
+    usage: dict[str, int] = field(default_factory=dict)  # the stored counters (`agentq.protocol.usage`)
     record: JobRecord | None = None  # saved once the job ended
     ticks: int = 0  # agent jobs: model requests answered that counted as ticks
     final_output: Any = None  # agent jobs: the output of the solution that ended the job, once given
@@ -152,6 +148,11 @@ class JobInfo:
     def locale(self) -> str:
         return self.job_options.locale
 
+    @property
+    def root_job(self) -> str:
+        """The job whose budget this job's model requests count against: itself, or a module child's root."""
+        return self.parent.root_job if self.parent is not None else self.id
+
 
 DEFAULT_MAX_TICKS = 8
 """How many model requests an agent job may make when its options do not say (`options.max_ticks`)."""
@@ -167,6 +168,8 @@ class JobOptions:
     ttl_s: int | None = None  # None: the runtime's default job lifetime
     locale: str = "en"
     stream_markers: bool = True
+    budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
+    cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -176,13 +179,15 @@ class JobOptions:
             max_ticks=int(raw.get("max_ticks") or DEFAULT_MAX_TICKS), model=str(raw["model"]) if raw.get("model")
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
             locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
+            budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class ParentLink:
     """A module's child job's link to the call it runs for (the job hash's `parent` field): the parent job, its
-    call and the call's lease token, how deep the child nests and the modules on the way (`chain`)."""
+    call and the call's lease token, how deep the child nests and the modules on the way (`chain`), and the job
+    at the top of the chain (`root`, whose budget the child's model requests count against)."""
 
     job: str
     call: str
@@ -190,17 +195,22 @@ class ParentLink:
     depth: int = 1
     chain: tuple[str, ...] = ()
     module: str = ""  # the module reference the call named
+    root: str = ""  # the job that is no module's child ("": the parent job itself)
+
+    @property
+    def root_job(self) -> str:
+        return self.root or self.job
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form."""
         return {"job": self.job, "call": self.call, "token": self.token, "depth": self.depth,
-                "chain": list(self.chain), "module": self.module}
+                "chain": list(self.chain), "module": self.module, "root": self.root_job}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ParentLink:
         return cls(job=str(data.get("job")), call=str(data.get("call")), token=str(data.get("token")),
                    depth=int(data.get("depth", 0)), chain=tuple(data.get("chain") or ()),
-                   module=str(data.get("module") or ""))
+                   module=str(data.get("module") or ""), root=str(data.get("root") or ""))
 
 
 class OutcomeStatus(StrEnum):

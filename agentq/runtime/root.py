@@ -17,16 +17,19 @@ It sits above the engine and the Celery glue (`runtime/app.py`), which never imp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hooks
 from agentq.engine.modules import ModuleLibrary
 from agentq.llm.factory import create_llm
+from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.metrics import Metrics, metered
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
+from agentq.runtime.outages import PatientStore
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
@@ -87,18 +90,24 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                  jobs=jobs, modules=modules, metrics=metrics)
 
 
-def open_llm(settings: Settings, metrics: Metrics) -> LLM | None:
-    """The LLM `settings` ask for (None: none configured), counted into `metrics`."""
-    return metered(create_llm(settings), metrics)
+def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
+    """The LLM `settings` ask for (None: none configured), its answers priced by `prices` (default: the price
+    table of `AGENTQ_LLM_PRICES`) and counted into `metrics`."""
+    table = prices if prices is not None else load_prices(settings.llm_prices)
+    return metered(priced(create_llm(settings), table), metrics)
 
 
-def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None) -> Executor:
-    """The executor running calls of `activities` over `parts`."""
+def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None,
+                    prices: PriceTable | None = None) -> Executor:
+    """The executor running calls of `activities` over `parts`; its hooks count calls into the metrics and hold
+    every model request to its job's budget (costed with `prices`, default: `AGENTQ_LLM_PRICES`'s table)."""
     settings = parts.settings
+    table = prices if prices is not None else load_prices(settings.llm_prices)
+    budget = BudgetGate(cast(Store, PatientStore(parts.store, settings.store_retry_s)), table)
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics)]))
+                    hooks=Hooks([CallMetrics(parts.metrics), budget]))
 
 
 @dataclass
@@ -118,8 +127,9 @@ class Runtime:
         self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
                              local_activities_are_live=self.local_activities_are_live, metrics=self.metrics)
         try:
-            llm = open_llm(self.settings, self.parts.metrics)
-            self.executor = create_executor(self.parts, self.activities, llm=llm)
+            prices = load_prices(self.settings.llm_prices)  # a broken price file stops the process here
+            llm = open_llm(self.settings, self.parts.metrics, prices)
+            self.executor = create_executor(self.parts, self.activities, llm=llm, prices=prices)
         except BaseException:
             self.parts.close()
             raise

@@ -80,7 +80,7 @@ class JobService:
         self.local_activities_are_live = local_activities_are_live
         self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
-                                default_ttl_s=settings.job_ttl_s)
+                                default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget)
         self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
         self._clock = clock
         self._fleet: FleetView | None = None

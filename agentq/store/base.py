@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.replies import (
+    BudgetReply,
     Claim,
     ClaimOutcome,
     Commit,
@@ -78,6 +80,10 @@ class Store(Protocol):
     def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
+
+    def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply: ...
+
+    def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool: ...
 
     def relay_cursor(self, job_id: str) -> RelayCursor | None: ...
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink, empty_usage
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import JobStatus
+from agentq.protocol.usage import usage_record
 from agentq.store.event_codec import pack
 
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
@@ -54,13 +57,13 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         return json.loads(value) if value else default
 
     record, parent = loads("record"), loads("parent")
+    usage = usage_counters(fields)
     return JobInfo(
         id=fields["id"], kind=JobKind(fields.get("kind") or JobKind.PLAN), status=JobStatus(fields["status"]),
         created_at=fields.get("created_at"), started_at=fields.get("started_at") or None,
         finished_at=fields.get("finished_at") or None, open_calls=_count(fields, "open"),
         options=loads("options", {}), output=loads("output"), error=ErrorInfo.of(loads("error")),
-        usage={name: _count(fields, USAGE_PREFIX + name) for name in empty_usage()},
-        record=JobRecord.from_dict(record) if record else None,
+        usage=usage, record=_with_usage(JobRecord.from_dict(record), usage) if record else None,
         ticks=_count(fields, "ticks"), final_output=loads("final_output"),
         has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
         ticking=fields.get("ticking") == "1",
@@ -73,9 +76,26 @@ def _count(fields: dict[str, str], name: str) -> int:
     return int(fields.get(name) or 0)
 
 
-def saved_record(status: str | None, saved: str | None) -> JobRecord | None:
-    """The record saved when the job ended, if it stands: a canceled job's is computed anew (a call that was
-    running at the cancel may still write its outcome)."""
-    if saved and status is not None and JobStatus(status).is_final and status != JobStatus.CANCELED:
-        return JobRecord.from_dict(json.loads(saved))
-    return None
+def usage_counters(fields: Mapping[str, str]) -> dict[str, int]:
+    """A job's usage counters (`agentq.protocol.usage`) among its hash fields."""
+    return {name[len(USAGE_PREFIX):]: int(count) for name, count in fields.items() if name.startswith(USAGE_PREFIX)}
+
+
+def _with_usage(record: JobRecord, counters: Mapping[str, int]) -> JobRecord:
+    """A saved record with the job's usage as it stands: a request that was in flight when the job ended (a
+    latent call, a module's child job) adds its usage later, and the record shows it."""
+    return replace(record, usage=usage_record(counters))
+
+
+def standing_record(info: JobInfo) -> JobRecord | None:
+    """The record saved when the job ended, if it stands (its usage read live): not a canceled job's, nor that of
+    a job that ended with awaited calls still open (its budget ran out, its model failed mid-stream), while they
+    run — those are computed anew from the log, which their outcomes still reach (the commit of the last one
+    saves the record again)."""
+    final = info.status.is_final and info.status is not JobStatus.CANCELED
+    return info.record if final and info.open_calls <= 0 else None
+
+
+def saved_record(fields: Mapping[str, str]) -> JobRecord | None:
+    """`standing_record` of a job's stored hash fields."""
+    return standing_record(decode_job(dict(fields))) if fields.get("record") else None

@@ -26,7 +26,7 @@ from agentq.errors import JobNotFoundError, JobTimeoutError
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
-from agentq.store.codecs import decode_job, saved_record
+from agentq.store.codecs import decode_job, saved_record, standing_record
 from agentq.store.event_codec import unpack
 from agentq.store.keys import JobKeys
 from agentq.store.records import build_job_record
@@ -87,14 +87,13 @@ def event(keys: JobKeys, entry_id: str) -> Step[dict | None]:
 
 
 def record(keys: JobKeys) -> Step[JobRecord]:
-    """The job record: the one saved when the job ended (read alone: the job's other fields are not needed),
+    """The job record: the one saved when the job ended (with its usage as it stands, from the job's fields),
     else computed from the job's fields and its log, read together. A canceled job's is always computed: a call
     that was running at the cancel may still write its outcome. One round trip for an ended job, else two."""
-    (values,) = yield (command("hmget", keys.job, ["status", "record"]),)
-    status, saved = values
-    if status is None:
+    (head,) = yield (command("hgetall", keys.job),)
+    if not head:
         raise not_found(keys.job_id)
-    stood = saved_record(status, saved)
+    stood = saved_record(head)
     if stood is not None:
         return stood
     fields, log = yield (command("hgetall", keys.job), command("lrange", keys.log, 0, -1))
@@ -108,7 +107,7 @@ def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
     records in one pipeline, the fields and logs of the jobs still running in a second."""
     if not jobs:
         return []
-    heads = yield tuple(command("hmget", keys.job, ["status", "record"]) for keys in jobs)
+    heads = yield tuple(command("hgetall", keys.job) for keys in jobs)
     found, running = _saved_records(heads)
     if running:
         replies = yield tuple(each for n in running
@@ -119,16 +118,16 @@ def records(jobs: Sequence[JobKeys]) -> Step[list[JobRecord]]:
     return [found[n] for n in sorted(found)]
 
 
-def _saved_records(heads: list[list[str | None]]) -> tuple[dict[int, JobRecord], list[int]]:
-    """Of the jobs' `(status, record)` fields, by position: the saved records, and the jobs still running (a job
-    that expired since it was listed is neither)."""
+def _saved_records(heads: list[dict[str, str]]) -> tuple[dict[int, JobRecord], list[int]]:
+    """Of the jobs' hash fields, by position: the saved records that stand, and the jobs whose record is computed
+    (a job that expired since it was listed is neither)."""
     found: dict[int, JobRecord] = {}
     running: list[int] = []
-    for n, (status, saved) in enumerate(heads):
-        stood = saved_record(status, saved)
+    for n, head in enumerate(heads):
+        stood = saved_record(head)
         if stood is not None:
             found[n] = stood
-        elif status is not None:
+        elif head:
             running.append(n)
     return found, running
 
@@ -145,8 +144,9 @@ def submitted(keys: JobKeys) -> Step[Any]:
 def record_of(fields: dict[str, str], log: list[str]) -> JobRecord:
     """The record of a job from its stored hash fields and log entries."""
     info = decode_job(fields)
-    if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
-        return info.record
+    stood = standing_record(info)
+    if stood is not None:
+        return stood
     return build_job_record(info, [json.loads(message) for message in log])
 
 
@@ -170,10 +170,10 @@ def wait_record(keys: JobKeys, timeout_s: float, *, cluster: bool) -> Step[JobRe
         if (yield from wait_finished(keys, timeout_s)) is None:
             return None
         return (yield from record(keys))
-    ended, (status, saved) = yield (_blmove(keys, timeout_s), command("hmget", keys.job, ["status", "record"]))
+    ended, head = yield (_blmove(keys, timeout_s), command("hgetall", keys.job))
     if ended is None:
         return None
-    return saved_record(status, saved) or (yield from record(keys))
+    return saved_record(head) or (yield from record(keys))
 
 
 def result(keys: JobKeys, timeout: float | None, *, cluster: bool,

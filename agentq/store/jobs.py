@@ -1,5 +1,6 @@
 """A job's life in the store: submission (with the fleet-wide listing and its undo), a rejection recorded at
-submission, cancel, finalize, and the reads of a job (its info, status, log, record, and waiting for its end).
+submission, cancel, finalize, its usage and budget, and the reads of a job (its info, status, log, record, and
+waiting for its end).
 
 Each write is one Lua step (`scripts.py`) or one MULTI, so it is atomic; the fleet-wide entries a job adds or
 leaves (`stats.py`) are written around the step, never inside it.
@@ -12,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
@@ -20,7 +22,7 @@ from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso
 from agentq.store.core import not_found
-from agentq.store.replies import AlreadyEnded, CancelMissing, FinishInputs
+from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
 from agentq.store.stats import StatsSteps
 from agentq.store.submission import held_calls, submission_payload
 from agentq.store.sync_reads import run
@@ -134,8 +136,16 @@ class JobSteps(StatsSteps):
     def save_record(self, job_id: str, record: JobRecord) -> None:
         self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
 
+    def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply:
+        """Hold what the request `key` may spend against job `job_id`'s budget (budget.lua), or refuse it."""
+        return self.scripts.reserve_budget(self.keys(job_id), key, budget=budget, ask=ask)
+
+    def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool:
+        """What the request `key` held becomes what it spent (budget.lua); False when it held nothing."""
+        return self.scripts.settle_budget(self.keys(job_id), key, spend)
+
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None:
-        """Add one request's (or a child job's) token usage to the job's counters."""
+        """Add one request's (or a child job's) usage counters to the job's (`agentq.protocol.usage`)."""
         pipe = self.redis.pipeline(transaction=False)
         for name, count in usage.items():
             if count:

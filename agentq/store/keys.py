@@ -97,6 +97,10 @@ class JobKeys:
         return f"{self._prefix}:done"
 
     @property
+    def budget(self) -> str:  # hash: what the job and its module child jobs spent and hold in flight (budget.lua)
+        return f"{self._prefix}:budget"
+
+    @property
     def leases(self) -> str:  # key prefix; one string key per running call, see `lease`
         return f"{self._prefix}:lease:"
 

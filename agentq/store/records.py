@@ -6,6 +6,7 @@ from typing import Any
 
 from agentq.protocol.records import ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import JobStatus
+from agentq.protocol.usage import usage_record
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 
@@ -27,6 +28,7 @@ def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobSt
     state; a succeeded agent job's is the final output its model gave."""
     state, instances = state_views(log)
     status = status or info.status
+    error, finished_at = _ending(info, error, finished_at)
     if info.kind is JobKind.PLAN:
         result = state if status in _FINISHED else None
     else:  # an agent job's result is the output of its last solution
@@ -34,9 +36,17 @@ def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobSt
     return JobRecord(
         id=info.id, status=status,
         result=result,
-        state=state, instances=instances, error=error if error is not None else info.error,
-        usage=info.usage, created_at=info.created_at, finished_at=finished_at or info.finished_at,
+        state=state, instances=instances, error=error,
+        usage=usage_record(info.usage), created_at=info.created_at, finished_at=finished_at,
     )
+
+
+def _ending(info: JobInfo, error: ErrorInfo | None, finished_at: str | None) -> tuple[ErrorInfo | None, str | None]:
+    """The record's error and end: the ones given, else the job's stored ones, else those of the record saved when
+    it ended (a job whose record is computed anew after it ended: canceled, or ended with calls still open)."""
+    saved = info.record
+    error = error or info.error or (saved.error if saved is not None else None)
+    return error, finished_at or info.finished_at or (saved.finished_at if saved is not None else None)
 
 
 def _as_object(view: object) -> object:

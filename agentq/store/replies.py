@@ -273,3 +273,24 @@ class CancelMissing:
 
 
 CancelReply = Canceled | AlreadyEnded | CancelMissing
+
+
+# ----------------------------------------------------------------------------------------------- budgets
+
+
+@dataclass(frozen=True)
+class BudgetGranted:
+    """The request may be sent, writing at most `output_tokens` (budget.lua's reserve)."""
+
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class BudgetRefused:
+    """The request would cross the budget (or the budget ran out before): not sent. `message` names the limit."""
+
+    message: str
+
+
+BudgetReply = BudgetGranted | BudgetRefused
+

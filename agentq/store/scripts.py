@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
+from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobKind, JobRecord
@@ -23,6 +24,9 @@ from agentq.store.codecs import decode_job, dumps, entry, now_iso, sha1
 from agentq.store.keys import JobKeys
 from agentq.store.replies import (
     AlreadyEnded,
+    BudgetGranted,
+    BudgetRefused,
+    BudgetReply,
     CallsAdded,
     Canceled,
     CancelMissing,
@@ -62,7 +66,7 @@ from agentq.store.replies import (
 )
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
-                "tick_end", "decide", "unlease", "relay", "settle", "node_swap")
+                "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget")
 _INCLUDE = "--#include "
 
 
@@ -301,6 +305,23 @@ class Scripts:
     def unlease(self, lease_key: str, *, token: str) -> bool:
         """unlease.lua: delete a lease that `token` holds, and nothing else's."""
         return bool(self._run("unlease", [lease_key], [token]))
+
+    # ----------------------------------------------------------------------------------------- budgets
+
+    def reserve_budget(self, keys: JobKeys, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply:
+        """budget.lua's reserve: hold what a request may spend against the (root) job's budget, or refuse it."""
+        limits = (budget.max_requests, budget.max_input_tokens, budget.max_output_tokens, budget.max_cost_nanousd)
+        reply = self._run("budget", [keys.job, keys.budget], [
+            "reserve", key, *("" if limit is None else limit for limit in limits), ask.input_tokens,
+            ask.input_nanousd, ask.output_tokens, ask.min_output_tokens, repr(float(ask.output_nanousd_per_token))])
+        if reply[0] == "granted":
+            return BudgetGranted(output_tokens=int(reply[1]))
+        return BudgetRefused(message=str(reply[1]))
+
+    def settle_budget(self, keys: JobKeys, key: str, spend: Spend) -> bool:
+        """budget.lua's settle: what the request `key` held becomes what it spent (once)."""
+        return bool(self._run("budget", [keys.job, keys.budget], [
+            "settle", key, spend.requests, spend.input_tokens, spend.output_tokens, spend.cost_nanousd]))
 
     # -------------------------------------------------------------------------------------- node names
 

@@ -197,6 +197,10 @@ def test_approve_reject_and_edit_over_http(harness, echo, serve_api):
     (json.dumps({"context": "nope", "calls": [{"_tool": "echo", "text": 5}]}).encode(), 422, "JobValidationError",
      "/calls/0/text"),
     (json.dumps([1, 2]).encode(), 422, "JobValidationError", ""),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"budget": {"max_requests": -1}}}).encode(),
+     422, "JobValidationError", "/options/budget/max_requests"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"cache_ttl": "1d"}}).encode(), 422,
+     "JobValidationError", "/options/cache_ttl"),
 ])
 def test_invalid_bodies_are_answered_4xx_with_every_problem_and_nothing_written(harness, echo, serve_api, body,
                                                                                 status, error_type, pointer):

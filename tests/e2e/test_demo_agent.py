@@ -11,8 +11,11 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from jsonschema import Draft202012Validator
 
+from agentq.llm.base import Usage
+from agentq.llm.prices import SHIPPED
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,9 +82,11 @@ def test_demo_agent_live_view_names_the_provider_and_shows_ticks_calls_and_the_r
     usage = [a["usage"] for a in replay_answers()]
     written, read = (sum(u[k] for u in usage) for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))
     total_in = sum(u["input_tokens"] for u in usage) + written + read
+    # priced by the shipped table at the default model's prices (the replay file's writes are 5-minute ones)
+    cost = sum(SHIPPED["claude-sonnet-4-6"].cost_nanousd(Usage(requests=1, **u), "5m") for u in usage) / 1e9
     assert out.rstrip().splitlines()[-1] == (
         f"usage: 4 model requests, {total_in:,} input tokens ({written:,} written to the prompt cache, "
-        f"{read:,} read from it), {sum(u['output_tokens'] for u in usage):,} output tokens")
+        f"{read:,} read from it), {sum(u['output_tokens'] for u in usage):,} output tokens, ${cost:,.4f}")
     assert total_in > 10_000  # the solution schema alone is thousands of tokens
 
 
@@ -94,6 +99,10 @@ def test_every_answer_of_the_replay_file_carries_the_usage_the_demo_reports() ->
     reported = json.loads(result.stdout)["usage"]
     for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
         assert reported[key] == sum(a["usage"][key] for a in replay_answers()), key
+    cost = sum(SHIPPED["claude-sonnet-4-6"].cost_nanousd(Usage(requests=1, **a["usage"]), "5m")
+               for a in replay_answers()) / 1e9
+    assert reported["cost_usd"] == pytest.approx(cost) and cost > 0.01
+    assert list(reported["by_model"]) == ["claude-sonnet-4-6"]
 
 
 AGENT_WITHOUT_TOOLS = {"context": [{"type": "text", "role": "system", "text": "Greet the user."}], "tools": [],
@@ -174,5 +183,8 @@ def test_demo_agent_uses_the_anthropic_api_when_a_key_is_set() -> None:
         assert request.body["stream"] is True and request.body["tool_choice"]["name"] == "solution"
         assert "sk-ant-fake-key" in (request.headers.get("x-api-key", "") + request.headers.get("authorization", ""))
     # the usage is the fake server's (100 input and 20 output tokens per answer), not the replay file's zeros
-    assert record["usage"] == {"requests": 4, "input_tokens": 400, "output_tokens": 80,
-                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    counts = {"requests": 4, "input_tokens": 400, "output_tokens": 80, "cache_creation_input_tokens": 0,
+              "cache_read_input_tokens": 0}
+    cost = 4 * (100 * 3 + 20 * 15) / 1e6  # at the default model's $3 / $15 per million tokens
+    assert record["usage"] == {**counts, "cost_usd": pytest.approx(cost),
+                               "by_model": {"claude-sonnet-4-6": {**counts, "cost_usd": pytest.approx(cost)}}}

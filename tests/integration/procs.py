@@ -114,18 +114,20 @@ class WorkerProcs:
         self.procs: list[WorkerProc] = []
 
     def start(self, serve: Iterable[str] | None = None, *, pool: str = "threads", concurrency: int = 2,
-              args: Iterable[str] = (), module: str = MODULE, **env: str) -> WorkerProc:
+              args: Iterable[str] = (), module: str | None = MODULE, command: str = "worker",
+              **env: str) -> WorkerProc:
         """Start `agentq worker` serving the activities `serve` of procs_activities (default: all of them), or
-        those of another `module`."""
+        those of another `module`; `command="dispatcher"` starts `agentq dispatcher` (with `module=None`, one that
+        serves no activity)."""
         serve = list(serve or [])
-        log_path = self.tmp_path / f"worker-{len(self.procs)}-{'_'.join(serve) or 'all'}.log"
+        log_path = self.tmp_path / f"{command}-{len(self.procs)}-{'_'.join(serve) or 'all'}.log"
         args = list(args)
         if self.procs and not any(a == "--hostname" or a.startswith("--hostname=") for a in args):
             args += ["--hostname", f"procs-{len(self.procs)}@%h"]  # two workers on one host need two node names
-        command = [sys.executable, "-m", "agentq.cli", "worker", "-m", module, "--pool", pool,
-                   "--concurrency", str(concurrency), "--loglevel", "WARNING", *args]
+        line = [sys.executable, "-m", "agentq.cli", command, *(["-m", module] if module else []), "--pool", pool,
+                "--concurrency", str(concurrency), "--loglevel", "WARNING", *args]
         with open(log_path, "wb") as log:
-            popen = subprocess.Popen(command, env=base_env(self.redis_url, PROCS_ACTIVITIES=",".join(serve), **env),
+            popen = subprocess.Popen(line, env=base_env(self.redis_url, PROCS_ACTIVITIES=",".join(serve), **env),
                                      cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         proc = WorkerProc(popen, log_path, serve)
         self.procs.append(proc)

@@ -73,8 +73,11 @@ def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid
     assert record["status"] == "succeeded", record
     assert record["result"] == {"answer": "Paris is mild"}
     assert record["state"] == {"weather": {"city": "Paris", "temp_c": 21}, "summary": "mild, 21 °C"}
-    assert record["usage"] == {"requests": 3, "input_tokens": 300, "output_tokens": 60,
-                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    counts = {"requests": 3, "input_tokens": 300, "output_tokens": 60, "cache_creation_input_tokens": 0,
+              "cache_read_input_tokens": 0}
+    cost = 3 * (100 * 3 + 20 * 15) / 1e6  # the fake's usage at the default model's price ($3 / $15 per MTok)
+    assert record["usage"] == {**counts, "cost_usd": pytest.approx(cost),
+                               "by_model": {"claude-sonnet-4-6": {**counts, "cost_usd": pytest.approx(cost)}}}
     ticks = [r for r in anthropic_env.requests if not r.is_latent]
     assert len(ticks) == 2
     first, second = ticks[0].body, ticks[1].body
@@ -83,14 +86,14 @@ def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid
         assert body["tool_choice"] == {"type": "tool", "name": "solution"}
         (tool,) = body["tools"]
         assert tool["name"] == "solution" and tool["eager_input_streaming"] is True
-        assert tool["cache_control"] == {"type": "ephemeral"}
-        assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert tool["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
+        assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}
         assert body["system"][-1]["text"] == "Be brief."
         assert list(tool["input_schema"]["properties"]) == ["calls", "output"]
     # append-only: the second request's conversation starts with the first one's; the cache breakpoint sits on
     # the last block of each request's conversation
     for body in (first, second):
-        assert body["messages"][-1]["content"][-1].pop("cache_control") == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1].pop("cache_control") == {"type": "ephemeral", "ttl": "5m"}
     assert second["messages"][: len(first["messages"])] == first["messages"]
     assert second["messages"][len(first["messages"])]["role"] == "assistant"
     assert "Paris" in str(second["messages"][-1])

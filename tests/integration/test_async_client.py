@@ -119,7 +119,7 @@ def test_result_and_events_of_an_ended_job_cost_the_same_round_trips_on_both_cli
             return handle.id, record, [ended, followed, timed_out]
 
     job_id, record, async_trips = asyncio.run(scenario())
-    assert async_trips == [[["BLMOVE", "HMGET"]], [["XREAD"]], [["BLMOVE", "HMGET"], ["HGET"]]]
+    assert async_trips == [[["BLMOVE", "HGETALL"]], [["XREAD"]], [["BLMOVE", "HGETALL"], ["HGET"]]]
 
     client = harness.client()
     handle = client.job(job_id)

@@ -109,7 +109,7 @@ def test_a_single_call_job_costs_its_client_two_round_trips(harness):
         record = client.submit(job).result(timeout=TIMEOUT)
         assert record["status"] == "succeeded" and record["state"] == {"r": 7}
         assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"],
-                                ["BLMOVE", "HMGET"]]
+                                ["BLMOVE", "HGETALL"]]
 
 
 def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempotent(harness):

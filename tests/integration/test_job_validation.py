@@ -264,6 +264,18 @@ def test_bad_options(client):
     assert "'xx'" in problems["/options/locale"] and "en" in problems["/options/locale"]
 
 
+def test_a_bad_budget_or_cache_ttl_is_rejected_with_its_pointers_and_nothing_written(client):
+    problems = rejected(client, {"calls": [ship()], "options": {
+        "budget": {"max_cost_usd": -1, "max_requests": 2.5, "max_hours": 1}, "cache_ttl": "2h"}})
+    assert problems == {
+        "/options/budget/max_cost_usd": "expected a number of US dollars >= 0, got -1",
+        "/options/budget/max_requests": "expected an integer >= 0, got 2.5",
+        "/options/budget/max_hours": "unknown limit; a budget has max_input_tokens, max_output_tokens, "
+                                     "max_cost_usd, max_requests",
+        "/options/cache_ttl": "expected one of '5m', '1h', got '2h'"}
+    assert list(rejected(client, {"calls": [ship()], "options": {"budget": "cheap"}})) == ["/options/budget"]
+
+
 def test_bad_context_message_and_output_schema(client):
     problems = rejected(client, {"context": [{"type": "state", "data": {}}, {"type": "bogus"}],
                                  "output": {"type": "nonsense"}, "calls": [ship()]})

@@ -49,14 +49,14 @@ def test_request_on_the_wire_is_exactly_spec_13(llm, anthropic_env):
     assert body["stream"] is True
     assert body["tool_choice"] == {"type": "tool", "name": "solution"}
     assert body["tools"] == [{"name": "solution", "description": SOLUTION_TOOL_DESCRIPTION, "input_schema": SCHEMA,
-                              "eager_input_streaming": True, "cache_control": {"type": "ephemeral"}}]
+                              "eager_input_streaming": True, "cache_control": {"type": "ephemeral", "ttl": "5m"}}]
     assert body["system"] == [
         {"type": "text", "text": "agentq instructions"},
-        {"type": "text", "text": "the job's system text", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "the job's system text", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
     ]
     # the last block of the conversation is the third cache breakpoint: the next tick's request repeats it all
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "## Data: ¶input\n{}",
-                                                              "cache_control": {"type": "ephemeral"}}]}]
+                                                              "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]
     assert set(body) == {"model", "max_tokens", "messages", "tools", "tool_choice", "stream", "system"}
 
 
@@ -70,7 +70,22 @@ def test_answer_carries_solution_raw_text_id_usage_and_stop_reason(llm, anthropi
     assert answer.tool_use_id == "toolu_abc"
     assert answer.stop_reason == "tool_use"
     assert answer.usage == Usage(requests=1, input_tokens=1200, output_tokens=345,
-                                 cache_creation_input_tokens=1000, cache_read_input_tokens=4000)
+                                 cache_creation_input_tokens=1000, cache_read_input_tokens=4000,
+                                 ephemeral_5m_input_tokens=1000)  # the API's split by TTL
+
+
+def test_a_1h_cache_ttl_is_on_every_breakpoint_and_its_writes_are_read_apart(llm, anthropic_env):
+    anthropic_env.script(Answer.solution(SOLUTION, usage={"input_tokens": 30, "output_tokens": 12,
+                                                          "cache_creation_input_tokens": 2048,
+                                                          "cache_read_input_tokens": 0}))
+    answer = llm.solve(request(cache_ttl="1h"))
+    body = anthropic_env.requests[0].body
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    breakpoints = [body["tools"][0]["cache_control"], body["system"][-1]["cache_control"],
+                   body["messages"][-1]["content"][-1]["cache_control"]]
+    assert breakpoints == [hour, hour, hour]
+    assert answer.usage == Usage(requests=1, input_tokens=30, output_tokens=12, cache_creation_input_tokens=2048,
+                                 ephemeral_1h_input_tokens=2048)
 
 
 def test_calls_are_reported_while_the_stream_is_still_going(llm, anthropic_env):

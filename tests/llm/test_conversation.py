@@ -203,7 +203,8 @@ def test_the_sdk_sends_the_built_turns_unchanged(anthropic_env):
     provider.close()
     assert answer.solution == {"calls": [], "output": "done"}
     sent = anthropic_env.requests[0].body["messages"]
-    assert sent[-1]["content"][-1].pop("cache_control") == {"type": "ephemeral"}  # the conversation's breakpoint
+    # the conversation's breakpoint
+    assert sent[-1]["content"][-1].pop("cache_control") == {"type": "ephemeral", "ttl": "5m"}
     assert sent == json.loads(json.dumps(list(requests[-1])))
 
 

@@ -19,6 +19,8 @@ from tests.fake_anthropic import Answer, FakeAnthropic, input_schema_refusal, re
 SCHEMA = {"type": "object", "properties": {"calls": {"type": "array", "maxItems": 0}, "output": {}},
           "required": ["calls", "output"]}
 CACHE = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+FIVE = {"type": "ephemeral", "ttl": "5m"}
 
 
 def user(*blocks: dict) -> dict:
@@ -115,6 +117,23 @@ REFUSED: dict[str, tuple[dict, str]] = {
     "five cache breakpoints": (
         body(system=[text("a", cache_control=CACHE), text("b", cache_control=CACHE), text("c", cache_control=CACHE)]),
         "A maximum of 4 blocks with cache_control may be provided. Found 5."),
+    "a cache ttl the API does not know": (
+        body(system=[text("instructions", cache_control={"type": "ephemeral", "ttl": "10m"})]),
+        "system.0.cache_control.ephemeral.ttl: Input should be '5m' or '1h'"),
+    "a cache_control that is not ephemeral": (
+        body(system=[text("instructions", cache_control={"type": "persistent"})]),
+        "system.0.cache_control: Input tag 'persistent' found using 'type' does not match any of the expected "
+        "tags: 'ephemeral'"),
+    "a 1h breakpoint after a 5m one": (
+        body(system=[text("instructions", cache_control=FIVE)],
+             messages=[user(text("the context")), assistant(tool_use("toolu_01")),
+                       user(tool_result("toolu_01"), text("what changed", cache_control=HOUR))]),
+        "messages.2.content.1.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+        "cache_control block. Note that blocks are processed in the following order: `tools`, `system`, "
+        "`messages`."),
+    "a 1h breakpoint after a default (5m) one": (
+        body(system=[text("instructions", cache_control=HOUR)]),  # the tool's breakpoint comes first: 5m
+        "system.0.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m'"),
     "thinking with a forced tool": (body(thinking={"type": "enabled", "budget_tokens": 1024}),
                                     "Thinking may not be enabled when tool_choice forces tool use."),
     "thinking with tool_choice any": (body(thinking={"type": "enabled", "budget_tokens": 1024},
@@ -169,7 +188,10 @@ def test_the_valid_request_they_start_from_is_answered(client, fake_anthropic: F
     {"messages": [user(text("  "), text("real text"))]},  # whitespace next to real text
     {"thinking": {"type": "enabled", "budget_tokens": 1024}, "tool_choice": {"type": "auto"}},
     {"system": "a plain string system"},
-], ids=["consecutive-user-turns", "prefill", "whitespace-next-to-text", "thinking-auto", "string-system"])
+    {"tools": [{**body()["tools"][0], "cache_control": HOUR}], "system": [text("instructions", cache_control=HOUR)],
+     "messages": [user(text("q", cache_control=FIVE))]},  # 1h breakpoints before 5m ones
+], ids=["consecutive-user-turns", "prefill", "whitespace-next-to-text", "thinking-auto", "string-system",
+        "1h-before-5m"])
 def test_what_the_real_api_accepts_is_answered(client, fake_anthropic: FakeAnthropic, changes: dict):
     fake_anthropic.script(Answer.solution({"calls": [], "output": None}))
     send(client, body(**changes))
@@ -186,11 +208,25 @@ def test_the_checks_can_be_turned_off():
         assert fake.refusals == [] and fake.pending == 0
 
 
-def test_agentqs_requests_pass_every_rule():
-    """A second tick of an agent job with no tools, as `request_params` sends it."""
+@pytest.mark.parametrize("cache_ttl", ["5m", "1h"])
+def test_agentqs_requests_pass_every_rule(cache_ttl: str):
+    """A second tick of an agent job with no tools, as `request_params` sends it, with either cache TTL."""
     log = [{"type": "text", "role": "user", "text": "What is 2+2?"}]
     exchanges = [Exchange(1, "toolu_01abc", {"calls": [], "output": None})]
     request = LLMRequest(model="claude-test", system=system_blocks(()), messages=tick_messages(log, exchanges),
-                         solution_schema=compose([]), max_tokens=256)
+                         solution_schema=compose([]), max_tokens=256, cache_ttl=cache_ttl)
     assert request_refusal(request_params(request)) is None
     assert input_schema_refusal(compose([])) is None
+
+
+def test_the_fake_reports_cache_writes_split_by_ttl_as_the_real_api_does(client, fake_anthropic: FakeAnthropic):
+    usage = {"input_tokens": 50, "output_tokens": 9, "cache_creation_input_tokens": 1200, "cache_read_input_tokens": 0}
+    fake_anthropic.script(Answer.solution({"calls": [], "output": None}, usage=dict(usage)),
+                          Answer.solution({"calls": [], "output": None}, usage=dict(usage)))
+    hour = body(tools=[{**body()["tools"][0], "cache_control": HOUR}], system=[text("i", cache_control=HOUR)],
+                messages=[user(text("q", cache_control=HOUR))], stream=False)
+    answered = send(client, hour)
+    assert answered.usage.cache_creation.ephemeral_1h_input_tokens == 1200
+    assert answered.usage.cache_creation.ephemeral_5m_input_tokens == 0
+    answered = send(client, body(stream=False))
+    assert answered.usage.cache_creation.ephemeral_5m_input_tokens == 1200

@@ -16,8 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor, Outcome
+from agentq.engine.hooks import Hooks
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
+from agentq.llm.prices import PricedLLM, PriceTable
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
@@ -101,7 +104,9 @@ class Engine:
     """The service and the executor of one process on one `MemoryStore`, fed by a queue."""
 
     def __init__(self, store: MemoryStore | None = None, *, llm: Any = None, modules: Any = None,
-                 settings: Settings | None = None, signed: bool = False):
+                 settings: Settings | None = None, signed: bool = False, prices: PriceTable | None = None):
+        """`prices`: the model's answers are priced with them and every request goes through the budget's gate,
+        as `runtime/root.py` wires a process."""
         self.store = store if store is not None else MemoryStore()
         self.settings = settings if settings is not None else Settings()
         self.dispatcher = QueueDispatcher()
@@ -111,10 +116,13 @@ class Engine:
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True,
                                   module_loader=getattr(modules, "loader", None))
         self.signer = TaskSigner(self.store.task_signing_key) if signed else None
-        self.executor = Executor(self.store, self.activities, self.dispatcher, llm=llm, routing=routing,
+        hooks = Hooks([BudgetGate(self.store, prices)]) if prices is not None else None
+        self.executor = Executor(self.store, self.activities, self.dispatcher,
+                                 llm=PricedLLM(llm, prices) if prices is not None and llm is not None else llm,
+                                 routing=routing,
                                  settings=self.settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0}),
                                  known_activities=self.service.known_activities, modules=modules,
-                                 submit_child=self.service.submit_child, signer=self.signer)
+                                 submit_child=self.service.submit_child, signer=self.signer, hooks=hooks)
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []
         self.waits: list[float] = []  # what tick tasks asked to wait before their next attempt

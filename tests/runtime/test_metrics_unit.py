@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -170,6 +171,26 @@ def test_the_metered_llm_counts_requests_by_outcome_and_tokens_by_type():
     assert [get(counts.llm_requests, model, s) for s in ("retry", "error", "ok")] == [1, 1, 1]
     assert [get(counts.llm_tokens, model, t) for t in metrics.TOKEN_TYPES] == [100, 7, 0, 50]
     assert metrics.metered(None, counts) is None
+
+
+def test_the_metered_llm_counts_the_cost_of_priced_answers_by_model():
+    from agentq.llm.prices import PriceTable, priced
+
+    usage = Usage(requests=1, input_tokens=1000, output_tokens=100)
+    answers = [LLMAnswer(solution={}, raw="{}", tool_use_id="t", stop_reason="tool_use", usage=usage)] * 3
+    counts = metrics.Metrics()
+    llm = metrics.metered(priced(_Scripted(*answers), PriceTable()), counts)
+    assert llm is not None
+    for model in ("claude-haiku-4-5", "claude-haiku-4-5-20251001", "unpriced-model"):
+        llm.solve(LLMRequest(model=model, system=(), messages=(), solution_schema={}, max_tokens=10))
+    cost = counts.llm_cost.labels("claude-haiku-4-5")._value.get()
+    assert cost == pytest.approx((1000 * 1 + 100 * 5) / 1e6)  # $1 / $5 per million tokens
+    assert counts.llm_cost.labels("claude-haiku-4-5-20251001")._value.get() == pytest.approx(cost)
+    body = generate_latest(counts.registry).decode()
+    assert 'agentq_llm_cost_usd_total{model="claude-haiku-4-5"} 0.0015' in body
+    assert not [line for line in body.splitlines()  # no price: not counted
+                if line.startswith("agentq_llm_cost_usd") and "unpriced-model" in line]
+    assert 'agentq_llm_requests_total{model="unpriced-model",status="ok"} 1.0' in body
 
 
 # --------------------------------------------------------------------------------------- healthcheck

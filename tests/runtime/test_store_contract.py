@@ -355,9 +355,17 @@ def test_release_for_retry(backend: Backend):
 # --------------------------------------------------------------------------------------- finalize
 
 
+def run_awaited(store, job_id: str, ids: dict[str, str]) -> None:
+    """Claim and commit CHAIN's awaited calls (first, then second): no awaited call is open any more."""
+    for tool in ("first", "second"):
+        store.claim(job_id, ids[tool], token="t", lease_ms=LEASE_MS)
+        store.commit(job_id, ids[tool], token="t", status=CallStatus.DONE)
+
+
 def test_finalize_once_and_signal_the_end(backend: Backend):
     store = backend.store
     plan, ids = submit(store)
+    run_awaited(store, plan.id, ids)
     assert store.wait_finished(plan.id, 0.01) is None
     record = JobRecord(id=plan.id, status=JobStatus.SUCCEEDED, state={"x": 1}, finished_at="2030-01-01T00:00:00Z")
     assert store.finalize(plan.id, record=record, event=job_finished(plan.id, JobStatus.SUCCEEDED))
@@ -374,6 +382,23 @@ def test_finalize_once_and_signal_the_end(backend: Backend):
     # calls still run after the job ended (fire-and-forget calls): their claim does not restart the job
     assert store.claim(plan.id, ids["bg"], token="b", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
     assert store.job_status(plan.id) is JobStatus.SUCCEEDED
+
+
+def test_a_job_ended_with_awaited_calls_open_has_its_record_computed_from_its_log(backend: Backend):
+    """A job may end while awaited calls still run (its budget ran out): their outcomes still reach its record."""
+    store = backend.store
+    plan, ids = submit(store)
+    error = ErrorInfo("BudgetExceeded", "max_requests: 1 of 1 model requests made or in flight")
+    saved = JobRecord(id=plan.id, status=JobStatus.FAILED, error=error, state={"x": 1},
+                      finished_at="2030-01-01T00:00:00Z")
+    assert store.finalize(plan.id, record=saved, event=job_finished(plan.id, JobStatus.FAILED))
+    store.claim(plan.id, ids["first"], token="t", lease_ms=LEASE_MS)
+    store.commit(plan.id, ids["first"], token="t", status=CallStatus.DONE, messages=[message(ids["first"], 5)])
+    store.add_usage(plan.id, {"requests": 1})
+    record = store.record(plan.id)
+    assert (record.status, record.error, record.finished_at) == (JobStatus.FAILED, error, "2030-01-01T00:00:00Z")
+    assert record.state == {"x": 1, "a": 5} and record.usage["requests"] == 1
+    assert store.wait_record(plan.id, 1.0) == record
 
 
 def test_finish_inputs(backend: Backend):

@@ -316,7 +316,8 @@ def test_a_held_lease_lasts_as_long_as_its_job_and_usage_adds_up(backend: Backen
         store.hold_lease("job_nope", "c", token="a")
     store.add_usage(plan.id, {"requests": 2, "output_tokens": 5, "input_tokens": 0})
     store.add_usage(plan.id, {"requests": 1})
-    usage = store.job_info(plan.id).usage
+    assert store.job_info(plan.id).usage == {"requests": 3, "output_tokens": 5}  # the counters, as stored
+    usage = store.record(plan.id).usage
     assert (usage["requests"], usage["output_tokens"], usage["input_tokens"]) == (3, 5, 0)
 
 
@@ -325,7 +326,8 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
     parent, ids = submit(store)
     assert store.relay_cursor(parent.id) is None and relay_events(store, parent.id) == 0  # no module's child
     child = make_plan(AGENT, TOOLS, job_id=f"{ids['first']}.module")
-    link = {"job": parent.id, "call": ids["first"], "token": "a", "depth": 1, "chain": ["m"], "module": "m"}
+    link = {"job": parent.id, "call": ids["first"], "token": "a", "depth": 1, "chain": ["m"], "module": "m",
+            "root": parent.id}
     assert store.create_job(child, records_of(child), submitted=AGENT, events=[
         JobStarted(job_id=child.id)], parent=link)
     assert (parent_link := store.job_info(child.id).parent) is not None and parent_link.to_dict() == link
@@ -378,6 +380,8 @@ def test_signing_key_records_and_call_table(backend: Backend):
     store.save_record(plan.id, record)
     assert store.job_info(plan.id).record == record
     assert store.wait_record(plan.id, 0.01) is None
+    store.claim(plan.id, ids["second"], token="a", lease_ms=LEASE_MS)
+    store.commit(plan.id, ids["second"], token="a", status=CallStatus.DONE)  # no awaited call is open any more
     done = JobRecord(id=plan.id, status=JobStatus.SUCCEEDED, state={"x": 1})
     store.finalize(plan.id, record=done, event=job_finished(plan.id, JobStatus.SUCCEEDED))
     assert store.wait_record(plan.id, 1.0) == done

@@ -72,35 +72,42 @@ def drive(step, *replies):
         return sent, done.value
 
 
+def ended(job_id: str, status: str, saved: str, **usage: int) -> dict[str, str]:
+    """The job hash of an ended job: its status, its saved record and its usage counters."""
+    return {"id": job_id, "status": status, "record": saved, **{f"usage.{k}": str(v) for k, v in usage.items()}}
+
+
 def test_an_ended_jobs_record_is_one_round_trip_and_a_running_jobs_two():
     saved = '{"id": "job1", "status": "succeeded", "state": {"a": 1}}'
-    sent, record = drive(core.record(KEYS), [["succeeded", saved]])
-    assert sent == [["hmget"]] and record.state == {"a": 1}
+    sent, record = drive(core.record(KEYS), [ended("job1", "succeeded", saved, requests=2)])
+    assert sent == [["hgetall"]] and record.state == {"a": 1}
+    assert record.usage["requests"] == 2  # the usage as it stands (a request in flight at the end adds later)
     fields = {"id": "job1", "status": "running", "created_at": "2030-01-01T00:00:00Z"}
-    sent, record = drive(core.record(KEYS), [["running", None]], [fields, []])
-    assert sent == [["hmget"], ["hgetall", "lrange"]] and record.status is JobStatus.RUNNING
+    sent, record = drive(core.record(KEYS), [fields], [fields, []])
+    assert sent == [["hgetall"], ["hgetall", "lrange"]] and record.status is JobStatus.RUNNING
     with pytest.raises(JobNotFoundError):
-        drive(core.record(KEYS), [[None, None]])
+        drive(core.record(KEYS), [{}])
 
 
 def test_result_waits_in_one_pipeline_and_reads_the_status_when_the_signal_does_not_come():
-    saved = '{"id": "job1", "status": "failed"}'
-    sent, record = drive(core.result(KEYS, 5, cluster=False), ["failed", ["failed", saved]])
-    assert sent == [["blmove", "hmget"]] and record.status is JobStatus.FAILED
-    sent, record = drive(core.result(KEYS, 5, cluster=True), ["failed"], [["failed", saved]])
-    assert sent == [["blmove"], ["hmget"]]  # a cluster pipeline carries no blocking command
+    head = ended("job1", "failed", '{"id": "job1", "status": "failed"}')
+    sent, record = drive(core.result(KEYS, 5, cluster=False), ["failed", head])
+    assert sent == [["blmove", "hgetall"]] and record.status is JobStatus.FAILED
+    sent, record = drive(core.result(KEYS, 5, cluster=True), ["failed"], [head])
+    assert sent == [["blmove"], ["hgetall"]]  # a cluster pipeline carries no blocking command
     now = iter([0.0, 0.0, 10.0])
     with pytest.raises(JobTimeoutError, match="status: running"):
-        drive(core.result(KEYS, 1, cluster=False, clock=lambda: next(now)), [None, ["running", None]], ["running"])
+        drive(core.result(KEYS, 1, cluster=False, clock=lambda: next(now)), [None, {"status": "running"}],
+              ["running"])
 
 
 def test_the_records_of_a_job_listing_are_two_round_trips_whatever_its_length():
     jobs = [JobKeys("agentq", name) for name in ("ended", "gone", "running", "expiring")]
-    saved = '{"id": "ended", "status": "succeeded"}'
+    saved = ended("ended", "succeeded", '{"id": "ended", "status": "succeeded"}')
     running = {"id": "running", "status": "running", "created_at": "2030-01-01T00:00:00Z"}
     sent, records = drive(core.records(jobs),
-                          [["succeeded", saved], [None, None], ["running", None], ["queued", None]],
+                          [saved, {}, running, {"id": "expiring", "status": "queued"}],
                           [running, [], {}, []])
-    assert sent == [["hmget"] * 4, ["hgetall", "lrange"] * 2]
+    assert sent == [["hgetall"] * 4, ["hgetall", "lrange"] * 2]
     assert [(r.id, r.status) for r in records] == [("ended", JobStatus.SUCCEEDED), ("running", JobStatus.RUNNING)]
     assert drive(core.records([]), ) == ([], [])

@@ -181,3 +181,23 @@ def test_a_plan_job_stores_at_most_1600_bytes_per_call(store: StateStore):
              for key in store.redis.scan_iter(match=f"agentq:{{{job_id}}}:*")}
     assert sizes["events"] / calls <= 750, sizes
     assert sum(sizes.values()) / calls <= 1600, sizes
+
+
+def test_a_budget_is_one_round_trip_per_step_and_expires_with_its_job(store: StateStore):
+    from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+    from agentq.store.replies import BudgetGranted
+
+    assert create(store, "job_budget")
+    keys = store.keys("job_budget")
+    store.settle_budget("job_budget", "nothing", Spend())  # the script is loaded (a Redis that never ran it)
+    trips = RoundTrips(store.redis)
+    granted = store.reserve_budget("job_budget", "k", budget=Budget(max_requests=2),
+                                   ask=BudgetAsk(500, 0, 1024, 256, 0.0))
+    assert granted == BudgetGranted(1024)
+    assert store.settle_budget("job_budget", "k", Spend(requests=1, input_tokens=480, output_tokens=99))
+    assert [request[0] for request in trips.requests] == ["EVALSHA", "EVALSHA"]
+    # the budget hash lives exactly as long as the job's keys
+    assert abs(store.redis.pexpiretime(keys.budget) - store.redis.pexpiretime(keys.job)) <= 1
+    assert store.redis.hgetall(keys.budget) == {
+        "spent.requests": "1", "spent.input": "480", "spent.output": "99", "spent.cost": "0",
+        "held.requests": "0", "held.input": "0", "held.output": "0", "held.cost": "0"}

@@ -55,6 +55,7 @@ class JobState:
     dependents: dict[str, str] = field(default_factory=dict)
     exchanges: list[str] = field(default_factory=list)
     approval: dict[str, str] = field(default_factory=dict)
+    budget: dict[str, str] = field(default_factory=dict)  # budget.lua's hash (`spent.*`, `held.*`, `r:<key>`, ...)
     done: list[str] = field(default_factory=list)
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # call id (or TICK) -> (token, expiry s)
     expire_at_ms: int | None = None

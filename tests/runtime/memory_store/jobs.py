@@ -1,20 +1,24 @@
 """Job steps of the memory store: submission (submit.lua), a recorded rejection, finalize.lua, cancel.lua, usage,
-the signing secret, and the writes of module relay (a child job's events to its parent's stream)."""
+budgets (budget.lua), the signing secret, and the writes of module relay (a child job's events to its parent's
+stream)."""
 
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import USAGE_PREFIX, dumps, entry, now_iso
 from agentq.store.event_codec import pack
+from agentq.store.replies import BudgetGranted, BudgetRefused, BudgetReply
 from agentq.store.submission import submission_payload
 from agentq.store.views import RelayCursor
 from tests.runtime.memory_store.core import ACTIVE, UNSTARTED, JobState, MemoryCore, marked, not_found
@@ -104,6 +108,41 @@ class JobSteps(MemoryCore):
                 if count:
                     state.incr(USAGE_PREFIX + name, count)
 
+    def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply:
+        """budget.lua's reserve."""
+        with self._changed:
+            state = self._get(job_id)
+            if state is None or not state.job.get("expire_at_ms"):
+                return BudgetRefused("the job is gone (expired), and its budget with it")
+            held = state.budget
+            if f"r:{key}" in held:
+                return BudgetGranted(int(held[f"r:{key}"].split()[2]))
+            if "exceeded" in held:
+                return BudgetRefused(held["exceeded"])
+            reply = _reserve(held, budget, ask)
+            if isinstance(reply, BudgetRefused):
+                held["exceeded"] = reply.message
+                return reply
+            cost = ask.input_nanousd + math.ceil(reply.output_tokens * ask.output_nanousd_per_token)
+            for name, amount in zip(_SPENDS, (1, ask.input_tokens, reply.output_tokens, cost), strict=True):
+                held[f"held.{name}"] = str(int(held.get(f"held.{name}") or 0) + amount)
+            held[f"r:{key}"] = f"1 {ask.input_tokens} {reply.output_tokens} {cost}"
+            return reply
+
+    def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool:
+        """budget.lua's settle."""
+        with self._changed:
+            state = self._get(job_id)
+            held = state.budget if state is not None else {}
+            amounts = held.pop(f"r:{key}", None)
+            if amounts is None:
+                return False
+            spent = (spend.requests, spend.input_tokens, spend.output_tokens, spend.cost_nanousd)
+            for name, was, now in zip(_SPENDS, amounts.split(), spent, strict=True):
+                held[f"held.{name}"] = str(int(held.get(f"held.{name}") or 0) - int(was))
+                held[f"spent.{name}"] = str(int(held.get(f"spent.{name}") or 0) + now)
+            return True
+
     def task_signing_key(self) -> bytes:
         with self._changed:
             if self._task_key is None:
@@ -131,6 +170,47 @@ class JobSteps(MemoryCore):
             for envelope in envelopes:
                 self._xadd(target, pack(envelope, parent_id))
             return True
+
+
+_SPENDS = ("requests", "input", "output", "cost")
+
+
+def _reserve(held: dict[str, str], budget: Budget, ask: BudgetAsk) -> BudgetReply:
+    """budget.lua's checks of a new reservation: refused, or granted with the output tokens it may write."""
+
+    def used(name: str) -> int:
+        return int(held.get(f"spent.{name}") or 0) + int(held.get(f"held.{name}") or 0)
+
+    if budget.max_requests is not None and used("requests") + 1 > budget.max_requests:
+        return BudgetRefused(f"max_requests: {used('requests')} of {budget.max_requests} model requests made or in "
+                             "flight")
+    if budget.max_input_tokens is not None and used("input") + ask.input_tokens > budget.max_input_tokens:
+        return BudgetRefused(f"max_input_tokens: {used('input')} of {budget.max_input_tokens} input tokens used or "
+                             f"held; the next request needs about {ask.input_tokens}")
+    output, limited_by = ask.output_tokens, None
+    if budget.max_output_tokens is not None and budget.max_output_tokens - used("output") < output:
+        output, limited_by = max(0, budget.max_output_tokens - used("output")), "output"
+    max_cost = budget.max_cost_nanousd
+    if max_cost is not None:
+        room = max_cost - used("cost") - ask.input_nanousd
+        rate = ask.output_nanousd_per_token
+        if rate > 0 and math.floor(room / rate) < output:
+            output, limited_by = max(0, math.floor(room / rate)), "cost"
+        if room < 0:
+            output, limited_by = 0, "cost"
+    if output < ask.min_output_tokens and limited_by == "cost":
+        assert max_cost is not None
+        needs = ask.input_nanousd + ask.min_output_tokens * ask.output_nanousd_per_token
+        return BudgetRefused(f"max_cost_usd: {_dollars(used('cost'))} of {_dollars(max_cost)} spent or held; the "
+                             f"next request needs about {_dollars(needs)}")
+    if output < ask.min_output_tokens:
+        return BudgetRefused(f"max_output_tokens: {used('output')} of {budget.max_output_tokens or 0} output tokens "
+                             f"used or held; the next request needs at least {ask.min_output_tokens}")
+    return BudgetGranted(output)
+
+
+def _dollars(nanos: float) -> str:
+    return f"${nanos / 1e9:.6f}"
 
 
 def _write_payload(state: JobState, payload: dict, expire_at_ms: int) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.base import CallTable
-from agentq.store.codecs import decode_job
+from agentq.store.codecs import decode_job, standing_record
 from agentq.store.event_codec import unpack
 from agentq.store.records import build_job_record
 from agentq.store.replies import FinishInputs
@@ -87,8 +87,9 @@ class Reads(MemoryCore):
 
     def record(self, job_id: str) -> JobRecord:
         info = self.job_info(job_id)
-        if info.record is not None and info.status.is_final and info.status is not JobStatus.CANCELED:
-            return info.record
+        stood = standing_record(info)
+        if stood is not None:
+            return stood
         # a canceled job's calls that were running may still end: its state is what its log says now
         return build_job_record(info, self.read_log(job_id))
 

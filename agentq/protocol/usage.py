@@ -1,0 +1,81 @@
+"""A job's usage: the counters the store sums, and the job record's `usage` built from them (pure).
+
+The store keeps flat integer counters (`usage.<counter>` fields of the job hash, summed with HINCRBY by any
+process): the SPEC §13 token counters, the cost in nano-dollars (`cost_nanousd`, exact sums), the requests no
+price covered (`unpriced_requests`), and each of them again per model as `<counter>|<model>`. The record shows
+them as SPEC §16 has it:
+
+    {"requests", "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+     "cost_usd", "by_model": {"<model>": {the same counters, "cost_usd"}}}
+
+`cost_usd` is null when some request of the job (or of that model) had no price: a partial sum would look like
+the whole bill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentq.protocol.budgets import NANOS_PER_USD
+
+TOKEN_COUNTERS = ("requests", "input_tokens", "output_tokens", "cache_creation_input_tokens",
+                  "cache_read_input_tokens")
+COST = "cost_nanousd"
+UNPRICED = "unpriced_requests"
+_SEPARATOR = "|"  # `<counter>|<model>`: counter names have no `|`, model names may have anything after it
+
+
+def request_counters(model: str, tokens: Mapping[str, int], cost_nanousd: int | None) -> dict[str, int]:
+    """The counters one answered request adds to its job: the totals and its model's. `cost_nanousd` None:
+    no price covered the request."""
+    own = {name: int(tokens.get(name) or 0) for name in TOKEN_COUNTERS}
+    own[COST] = cost_nanousd or 0
+    own[UNPRICED] = 1 if cost_nanousd is None else 0
+    return {**own, **{f"{name}{_SEPARATOR}{model}": count for name, count in own.items()}}
+
+
+def usage_record(counters: Mapping[str, int]) -> dict[str, Any]:
+    """The job record's `usage` of the stored counters."""
+    totals: dict[str, int] = {}
+    models: dict[str, dict[str, int]] = {}
+    for field, count in counters.items():
+        name, _, model = field.partition(_SEPARATOR)
+        (models.setdefault(model, {}) if model else totals)[name] = int(count)
+    record = _shown(totals)
+    record["by_model"] = {model: _shown(own) for model, own in sorted(models.items())}
+    return record
+
+
+def record_counters(usage: Mapping[str, Any]) -> dict[str, int]:
+    """The counters of a job record's `usage` (a module child's, added to its parent's)."""
+    counters = {name: int(usage.get(name) or 0) for name in TOKEN_COUNTERS}
+    counters[COST] = counters[UNPRICED] = 0
+    for model, own in (usage.get("by_model") or {}).items():
+        cost = own.get("cost_usd")
+        mine = {name: int(own.get(name) or 0) for name in TOKEN_COUNTERS}
+        mine[COST] = round(cost * NANOS_PER_USD) if cost is not None else 0
+        mine[UNPRICED] = 0 if cost is not None else mine["requests"]
+        counters[COST] += mine[COST]
+        counters[UNPRICED] += mine[UNPRICED]
+        counters.update({f"{name}{_SEPARATOR}{model}": count for name, count in mine.items()})
+    return counters
+
+
+def empty_usage() -> dict[str, Any]:
+    """The usage of a job that made no model request."""
+    return usage_record({})
+
+
+def cost_usd(nanousd: int) -> float:
+    return round(nanousd / NANOS_PER_USD, 9)
+
+
+def _shown(counters: Mapping[str, int]) -> dict[str, Any]:
+    shown: dict[str, Any] = {name: int(counters.get(name) or 0) for name in TOKEN_COUNTERS}
+    shown["cost_usd"] = None if counters.get(UNPRICED) else cost_usd(int(counters.get(COST) or 0))
+    return shown
+
+
+__all__ = ["COST", "TOKEN_COUNTERS", "UNPRICED", "cost_usd", "empty_usage", "record_counters", "request_counters",
+           "usage_record"]
