@@ -40,7 +40,7 @@ class JobRecordModel(BaseModel):
     state: Any = None
     instances: dict[str, Any] = Field(default_factory=dict)
     error: CallError | None = None
-    usage: dict[str, int] = Field(default_factory=dict)
+    usage: dict[str, Any] = Field(default_factory=dict)  # token counters, cost_usd, by_model (docs/protocol.md)
     created_at: str | None = None
     finished_at: str | None = None
 

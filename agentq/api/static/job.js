@@ -72,8 +72,7 @@ function renderRecord(record) {
   const finished = parseTime(record.finished_at);
   const active = !FINAL_JOB.has(record.status);
   const duration = created && (finished || (active ? new Date() : null));
-  const usage = record.usage && Object.values(record.usage).some((n) => n)
-    ? Object.entries(record.usage).map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`).join(" · ") : null;
+  const usage = usageText(record.usage);
   $("#job-facts").replaceChildren(
     fact("Kind", view.kind || "—"),
     fact("Created", timeView(record.created_at)),
@@ -649,3 +648,12 @@ $("#cancel-yes").addEventListener("click", async () => {
     refresh();
   }, POLL_MS);
 })();
+
+
+// The job's usage as one line: its counters, then its cost (null when a model had no price; by_model left out).
+function usageText(usage) {
+  const counts = Object.entries(usage || {}).filter(([k, v]) => typeof v === "number" && k !== "cost_usd");
+  if (!counts.some(([, n]) => n)) return null;
+  const cost = usage.cost_usd == null ? "cost unknown" : `$${usage.cost_usd.toFixed(usage.cost_usd >= 0.01 ? 4 : 6)}`;
+  return [...counts.map(([k, v]) => `${k.replace(/_/g, " ")} ${v}`), cost].join(" · ");
+}
