@@ -14,11 +14,13 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor, Outcome
 from agentq.engine.hooks import Hooks
+from agentq.engine.modules import ModuleLibrary
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.llm.prices import PricedLLM, PriceTable
 from agentq.protocol.activities import ActivityRegistry
@@ -179,3 +181,14 @@ class Engine:
 
     def close(self) -> None:
         self.executor.leases.stop()
+
+
+RESEARCHER = {"context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],
+              "tools": ["weather"],
+              "output": {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}}
+
+
+def researcher_library(folder: Path) -> ModuleLibrary:
+    """A module library holding one module, `researcher` (the weather tool, an output of facts)."""
+    (folder / "researcher.json").write_text(json.dumps(RESEARCHER), encoding="utf-8")
+    return ModuleLibrary([folder])

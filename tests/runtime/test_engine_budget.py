@@ -5,7 +5,6 @@ record's usage carries the cost. (The same on real processes and the fake Messag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from agentq.llm.prices import PriceTable
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from tests.runtime.engine_rig import Engine, ScriptedModel
+from tests.runtime.engine_rig import Engine, ScriptedModel, researcher_library
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -148,15 +147,9 @@ def test_a_latent_call_over_the_budget_is_not_sent_and_fails_the_job(engines: li
 
 # ---------------------------------------------------------------------------------------- module calls
 
-RESEARCHER = {"context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],
-              "tools": ["weather"],
-              "output": {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}}
-
-
 @pytest.fixture
 def library(tmp_path: Path) -> ModuleLibrary:
-    (tmp_path / "researcher.json").write_text(json.dumps(RESEARCHER), encoding="utf-8")
-    return ModuleLibrary([tmp_path])
+    return researcher_library(tmp_path)
 
 
 def test_a_module_childs_requests_count_against_its_root_jobs_budget(engines: list[Engine],

@@ -17,7 +17,7 @@ from agentq.llm.base import LLMRequest
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from tests.runtime.engine_rig import Engine, ScriptedModel
+from tests.runtime.engine_rig import Engine, ScriptedModel, researcher_library
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -187,15 +187,9 @@ def test_an_agents_call_held_for_approval_runs_once_approved(engines: list[Engin
 
 # ---------------------------------------------------------------------------------------- delegation
 
-RESEARCHER = {"context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],
-              "tools": ["weather"],
-              "output": {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}}
-
-
 @pytest.fixture
 def library(tmp_path: Path) -> ModuleLibrary:
-    (tmp_path / "researcher.json").write_text(json.dumps(RESEARCHER), encoding="utf-8")
-    return ModuleLibrary([tmp_path])
+    return researcher_library(tmp_path)
 
 
 def researcher(*child_answers: object) -> ScriptedModel:
