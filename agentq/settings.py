@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     prefetch_multiplier: int = Field(default=1, ge=1)  # with late acks: a worker holds only what it runs
+    # `agentq dispatcher`: the threads of its engine pool, each holding one engine task (a tick or a latent call
+    # waiting on its model stream); a waiting stream holds a thread, not a process
+    engine_concurrency: int = Field(default=256, ge=1)
+    # connections of one process to the state store (one server or a Sentinel group's master; per node of a
+    # cluster): beyond it a command waits for a free connection, it does not fail
+    redis_max_connections: int = Field(default=128, ge=1)
     # a warm shutdown (SIGTERM) lets running calls finish this long, then hands the rest back to the broker
     shutdown_grace_s: float = Field(default=900.0, ge=0)
     task_events: bool = True  # Celery task events (Flower, `celery events`): sent by workers and producers

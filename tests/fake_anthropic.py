@@ -36,6 +36,7 @@ turns the checks off.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import re
@@ -178,6 +179,10 @@ class Exchange:
         return self.chunk_times[-1] if self.chunk_times else None
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # hundreds of clients connect at once (a dispatcher holding many streams)
+
+
 class FakeAnthropic:
     """The fake server. ``start()``/``stop()`` or use it as a context manager."""
 
@@ -194,11 +199,13 @@ class FakeAnthropic:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._counter = 0
+        self.in_flight = 0  # requests being answered right now
+        self.peak_in_flight = 0  # the most answered at once since the start (or `reset_peak`)
 
     # -------------------------------------------------------------------------------- lifecycle
 
     def start(self) -> FakeAnthropic:
-        server = ThreadingHTTPServer((self.host, 0), _handler_for(self))
+        server = _Server((self.host, 0), _handler_for(self))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -268,6 +275,20 @@ class FakeAnthropic:
             self._counter += 1
         return exchange
 
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def reset_peak(self) -> None:
+        """Start counting the peak of requests in flight again (from those in flight now)."""
+        with self._lock:
+            self.peak_in_flight = self.in_flight
+
     def _refuse(self, request: RecordedRequest, message: str) -> None:
         self._record(request, Answer.http_error(400, message=message))
         with self._lock:
@@ -314,6 +335,18 @@ _MAX_CACHE_BREAKPOINTS = 4
 _CACHE_TTLS = ("5m", "1h")
 
 
+@functools.lru_cache(maxsize=256)
+def _schema_error(text: str) -> str | None:
+    """What jsonschema finds wrong with the schema whose JSON is `text` (the metaschema check takes milliseconds, and
+    a job's requests repeat one solution schema)."""
+    try:
+        Draft202012Validator.check_schema(json.loads(text))
+    except SchemaError as error:
+        pointer = "".join(f"/{part}" for part in error.absolute_path) or "/"
+        return f"{error.message} at {pointer}"
+    return None
+
+
 def input_schema_refusal(schema: Any, where: str = "tools.0.custom.input_schema") -> str | None:
     """Why the real API refuses ``schema`` as a tool's ``input_schema`` (the 400 message), or None."""
     if not isinstance(schema, dict):
@@ -322,11 +355,9 @@ def input_schema_refusal(schema: Any, where: str = "tools.0.custom.input_schema"
         return f"{where}.type: Input should be 'object'"
     if any(key in schema for key in ("anyOf", "oneOf", "allOf")):
         return f"{where}: input_schema does not support oneOf, allOf, or anyOf at the top level"
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as error:
-        pointer = "".join(f"/{part}" for part in error.absolute_path) or "/"
-        return f"{where}: {_SCHEMA_INVALID} (fake: {error.message} at {pointer})"
+    invalid = _schema_error(json.dumps(schema, sort_keys=True))
+    if invalid is not None:
+        return f"{where}: {_SCHEMA_INVALID} (fake: {invalid})"
     for key in schema.get("properties") or {}:
         if not _PROPERTY_KEY.match(key):
             return f"{where}.properties: Property keys should match pattern '{_PROPERTY_KEY.pattern}'"
@@ -402,24 +433,23 @@ def _turn_refusal(i: int, turn: Any, final: bool) -> str | None:
     return None
 
 
-def _tool_use_ids(turn: dict) -> list[str]:
+def _tool_use_ids(turn: dict, blocks: list[dict]) -> list[str]:
     if turn.get("role") != "assistant":
         return []
-    return [str(b.get("id")) for b in _blocks(turn.get("content")) if b.get("type") == "tool_use"]
+    return [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
 
 
-def _pairing_refusal(i: int, messages: list) -> str | None:
-    """The tool_use / tool_result rules of turn ``i``."""
-    turn = messages[i]
-    blocks = _blocks(turn.get("content"))
+def _pairing_refusal(i: int, messages: list, blocks_of: list[list[dict]]) -> str | None:
+    """The tool_use / tool_result rules of turn ``i`` (``blocks_of``: each turn's content as blocks)."""
+    turn, blocks = messages[i], blocks_of[i]
     if turn["role"] == "assistant":
         for j, block in enumerate(blocks):
             if block.get("type") == "tool_use" and not _TOOL_USE_ID.match(str(block.get("id") or "")):
                 return f"messages.{i}.content.{j}.tool_use.id: String should match pattern '{_TOOL_USE_ID.pattern}'"
-        ids = _tool_use_ids(turn)
+        ids = _tool_use_ids(turn, blocks)
         if ids and i + 1 < len(messages):
             answered = set()
-            for block in _blocks(messages[i + 1].get("content")) if messages[i + 1].get("role") == "user" else []:
+            for block in blocks_of[i + 1] if messages[i + 1].get("role") == "user" else []:
                 if block.get("type") != "tool_result":
                     break  # the tool_result blocks come first: one after a text answers nothing
                 answered.add(str(block.get("tool_use_id")))
@@ -429,7 +459,7 @@ def _pairing_refusal(i: int, messages: list) -> str | None:
                         f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` "
                         f"block in the next message.")
         return None
-    asked = set(_tool_use_ids(messages[i - 1])) if i > 0 else set()
+    asked = set(_tool_use_ids(messages[i - 1], blocks_of[i - 1])) if i > 0 else set()
     for j, block in enumerate(blocks):
         if block.get("type") == "tool_result" and str(block.get("tool_use_id")) not in asked:
             return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
@@ -448,8 +478,9 @@ def _messages_refusal(body: dict) -> str | None:
             return refusal
     if messages[0]["role"] != "user":
         return 'messages: first message must use the "user" role'
+    blocks_of = [_blocks(turn.get("content")) for turn in messages]
     for i in range(len(messages)):
-        refusal = _pairing_refusal(i, messages)
+        refusal = _pairing_refusal(i, messages, blocks_of)
         if refusal is not None:
             return refusal
     return None
@@ -528,10 +559,13 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            fake._enter()
             try:
                 self._answer()
             except (BrokenPipeError, ConnectionResetError):  # the client hung up (e.g. its timeout): fine
                 self.close_connection = True
+            finally:
+                fake._leave()
 
         def _answer(self) -> None:
             length = int(self.headers.get("content-length") or 0)

@@ -78,14 +78,19 @@ def _job_commands(command: Commands) -> None:
 
 
 def _process_commands(command: Commands) -> None:
-    for name, handler, text, note in (
-        ("worker", cmd_worker, "serve the activities registered by modules", " (default: workers)"),
-        ("dispatcher", cmd_dispatcher, "serve the engine queues (latent calls, modules, agent ticks)", ""),
+    for name, handler, text, note, pool_note, concurrency_note in (
+        ("worker", cmd_worker, "serve the activities registered by modules", " (default: workers)", "prefork",
+         "CPUs"),
+        ("dispatcher", cmd_dispatcher, "serve the engine queues (latent calls, modules, agent ticks)", "",
+         "threads: a model request waiting on its stream holds a thread, not a process",
+         "AGENTQ_ENGINE_CONCURRENCY threads; with --pool prefork, CPUs"),
     ):
         p = command(name, handler, text)
         _modules(p, note)
-        p.add_argument("--concurrency", type=int, default=None, help="worker processes/threads (default: CPUs)")
-        p.add_argument("--pool", default="prefork", choices=["prefork", "threads", "solo"], help="Celery pool")
+        p.add_argument("--concurrency", type=int, default=None, help=f"processes or threads of the pool (default: "
+                       f"{concurrency_note})")
+        p.add_argument("--pool", default=None, choices=["prefork", "threads", "solo"],
+                       help=f"Celery pool (default: {pool_note})")
         p.add_argument("--loglevel", default="INFO")
         p.add_argument("--hostname", default=None, metavar="NAME@HOST",
                        help=f"Celery node name (default: agentq-{name}@<this host's name>, or the lowest free "

@@ -22,32 +22,38 @@ import json
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
 from agentq.engine.budget import stop_for_budget
+from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
 from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, Problem
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
-from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks, tick_messages
+from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks
 from agentq.protocol.envelopes import Envelope, JobStarted, Part, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part, text_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
-from agentq.protocol.views import LogIndex
+from agentq.protocol.transcript import Transcript
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
+from agentq.store.views import AgentInputs
 
 log = logging.getLogger("agentq.agent")
+
+
+SUPERSEDED_RETRY_S = 0.5
+"""The wait before a tick whose lease lapsed during its request tries again."""
 
 
 def backoff_s(attempt: int, retry_after_s: float | None) -> float:
@@ -64,11 +70,15 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
     return lambda i: f"call_{seed}{i:04x}"
 
 
+KnownActivities = Callable[[Collection[str]], Mapping[str, Mapping[str, Any]]]
+"""`known_activities(tool names)`: the known activities a tick of a job with those tools composes against."""
+
+
 class AgentLoop:
     """Runs agent ticks for one process (any number of threads)."""
 
     def __init__(self, store: Store, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
-                 settings: Settings, known_activities: Callable[[], Mapping[str, Mapping[str, Any]]],
+                 settings: Settings, known_activities: KnownActivities,
                  progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None):
         self.store = store
@@ -82,6 +92,7 @@ class AgentLoop:
         self.source = source
         self.module_loader = module_loader
         self.lease_ms = int(settings.lease_s * 1000)
+        self.transcripts = Transcripts(settings.engine_concurrency)  # the conversations of the jobs it ticks
 
     # ---------------------------------------------------------------------------------------- a tick
 
@@ -106,7 +117,15 @@ class AgentLoop:
             self.leases.release(job_id, TICK)
 
     def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
-        inputs = self.store.agent_inputs(job_id)
+        inputs, transcript = self.transcripts.read(self.store, job_id)
+        try:
+            return self._ask(job_id, n, token, attempt, inputs, transcript)
+        finally:
+            if inputs.info.parent is not None:
+                self.progress.relay(job_id)  # a module's child job: its tick's events reach the parent's stream
+
+    def _ask(self, job_id: str, n: int, token: str, attempt: int, inputs: AgentInputs,
+             transcript: Transcript) -> float | None:
         info = inputs.info
         if info.has_final_output or info.ticks >= info.job_options.max_ticks:
             self.store.release_tick(job_id, token=token)  # nothing to ask: the job ends (see `advance`)
@@ -117,14 +136,15 @@ class AgentLoop:
             self._give_up(job_id, token, n, "LLMNotConfigured", "agent jobs (no `calls`) need an LLM: set "
                           "ANTHROPIC_API_KEY (or AGENTQ_LLM) for the dispatcher, or submit a plan job with calls")
             return None
-        index = LogIndex(inputs.log)
-        exchanges = [Exchange.from_dict(e) for e in inputs.exchanges]
-        solution_schema = compose(list(inputs.registered.values()), tuple(self.known_activities()), info.output,
+        index, exchanges = transcript.index, transcript.exchanges
+        known = self.known_activities(tuple(inputs.registered))
+        solution_schema = compose(list(inputs.registered.values()), tuple(known), info.output,
                                   plan=False, module_loader=self.module_loader)
         composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
         self.store.set_job_tools(job_id, composed)
         corrective = bool(exchanges) and bool(exchanges[-1].problems)
-        request = self._request(info, index, exchanges, solution_schema)
+        request = self._request(info, transcript, solution_schema)
+        self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
         tick_no = info.ticks + 1
         self.store.add_events(job_id, [TickStarted(
             job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
@@ -135,7 +155,7 @@ class AgentLoop:
 
         def on_call(i: int, call: dict) -> None:
             nonlocal written
-            written += self._write(job_id, token, info, plan.add(i, call))
+            written += self._write(job_id, token, info, plan.add(i, call), known)
 
         try:
             answer = self.model.solve(info, request, on_call=on_call)
@@ -145,19 +165,17 @@ class AgentLoop:
             return None
         except LLMError as error:
             return self._failed_request(job_id, token, n, attempt, error)
-        written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")))
+        written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")), known)
         problems = _problems(plan, answer, solution_schema["properties"]["output"])
-        self._end(job_id, token, info, answer, problems, corrective=corrective, log_length=len(inputs.log),
-                  tick_no=tick_no, written=written, model=request.model)
-        return None
+        return self._end(job_id, token, info, answer, problems, corrective=corrective,
+                         log_length=len(transcript.log), tick_no=tick_no, written=written, model=request.model)
 
-    def _request(self, info: JobInfo, index: LogIndex, exchanges: list[Exchange],
-                 solution_schema: dict[str, Any]) -> LLMRequest:
+    def _request(self, info: JobInfo, transcript: Transcript, solution_schema: dict[str, Any]) -> LLMRequest:
         """The tick's model request: the job's system texts, the conversation so far, the solution's schema."""
         return LLMRequest(
             model=info.job_options.model or self.settings.model,
-            system=system_blocks(job_system_texts(index)),
-            messages=tick_messages(index, exchanges),
+            system=system_blocks(job_system_texts(transcript.index)),
+            messages=transcript.turns,
             solution_schema=solution_schema,
             max_tokens=self.settings.llm_max_tokens,
             purpose="module" if info.parent is not None else "tick",
@@ -179,9 +197,13 @@ class AgentLoop:
         return None
 
     def _end(self, job_id: str, token: str, info: JobInfo, answer: LLMAnswer, problems: list[Problem], *,
-             corrective: bool, log_length: int, tick_no: int, written: int, model: str) -> None:
+             corrective: bool, log_length: int, tick_no: int, written: int, model: str) -> float | None:
         """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
-        becomes structural errors in the log); the job's next step follows when no call is open."""
+        becomes structural errors in the log); the job's next step follows when no call is open.
+
+        A tick whose lease lapsed meanwhile (its renewals late: a paused process, an overloaded store) keeps
+        nothing: the request is made again (returns the wait before it), unless another attempt took it over,
+        which the next try finds."""
         solution = answer.solution
         output = None if problems else _solution_part(solution, "output")
         has_output = output is not None
@@ -197,8 +219,19 @@ class AgentLoop:
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
                                     output=output, has_output=has_output, usage=answer.usage.counters(model),
                                     messages=structural, events=events)
-        if ended is not None and ended[0] <= 0:
+        return self._ended(job_id, tick_no, None if ended is None else ended[0], has_output)
+
+    def _ended(self, job_id: str, tick_no: int, open_calls: int | None, has_output: bool) -> float | None:
+        """After `end_tick`: the job's next step when no call is open; a wait when the tick had lost its lease."""
+        if open_calls is None:
+            log.warning("tick %d of job %s lost its lease while the model answered; the request is made again",
+                        tick_no, job_id)
+            return SUPERSEDED_RETRY_S
+        if has_output:
+            self.transcripts.forget(job_id)  # nothing more is asked
+        if open_calls <= 0:
             self.progress.advance(job_id)
+        return None
 
     def _problems_part(self, problems: list[Problem], resend: bool, info: JobInfo) -> dict[str, Any] | None:
         """What `tick.finished` shows of an invalid solution (nothing for a valid one)."""
@@ -207,11 +240,12 @@ class AgentLoop:
         return error_part(f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
                           source=self.source, locale=info.locale)
 
-    def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall]) -> int:
-        """Write planned calls of the tick and send the ready ones; returns how many were written."""
+    def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall],
+               known: Mapping[str, Mapping[str, Any]]) -> int:
+        """Write planned calls of the tick (routed against `known`, what the tick composed against) and send the
+        ready ones; returns how many were written."""
         if not plans:
             return 0
-        known = self.known_activities()
         records = [self.routing.route(p.record(), known) for p in plans]
         if info.parent is not None:
             records = [replace(r, relay=info.parent.job) for r in records]

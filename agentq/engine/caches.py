@@ -1,4 +1,4 @@
-"""Per-process caches of the executor: job logs, job tools, one-tool solution schemas.
+"""Per-process caches of the executor: job logs, job tools, agent jobs' conversations, one-tool solution schemas.
 
 A job's log only grows and its tools never change after submission, so each worker process keeps what it
 has read and asks the store only for what is new; every structure here is shared by the process's threads.
@@ -9,7 +9,11 @@ from __future__ import annotations
 import threading
 
 from agentq.protocol.cache import LRU
+from agentq.protocol.conversation import Exchange
+from agentq.protocol.transcript import Transcript
 from agentq.protocol.views import LogIndex
+from agentq.store.base import Store
+from agentq.store.views import AgentInputs
 
 
 class LogCache:
@@ -73,6 +77,39 @@ class JobTools:
             entry = self._tools.replace((job_id, name), latest if latest and latest[1] == sha else (tool, sha))
             self._latest.replace(name, entry)
         return entry[0]
+
+
+class Transcripts:
+    """Per-process conversations of agent jobs (`protocol/transcript.py`): a tick reads from the store only the log
+    messages and exchanges this process has not seen, and adds only their turns to the conversation, so its cost
+    does not grow with the conversation."""
+
+    def __init__(self, capacity: int = 256):
+        self._kept: LRU[str, Transcript] = LRU(capacity)
+
+    def read(self, store: Store, job_id: str) -> tuple[AgentInputs, Transcript]:
+        """A tick's inputs (the log and exchanges from where the kept transcript ends) and the job's transcript,
+        grown by them. The transcript is the tick's own until it is kept again (`keep`): a tick of the same job
+        meanwhile reads everything. A transcript of another job of the same id, or behind what the store holds
+        in another way, is built again from everything."""
+        kept = self._kept.pop(job_id)
+        if kept is not None:
+            inputs = store.agent_inputs(job_id, log_from=len(kept.log), exchanges_from=len(kept.exchanges))
+            info = inputs.info
+            if kept.job == info.created_at and len(kept.exchanges) + len(inputs.exchanges) == info.exchanges:
+                kept.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
+                return inputs, kept
+        inputs = store.agent_inputs(job_id)
+        transcript = Transcript(inputs.info.created_at)
+        transcript.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
+        return inputs, transcript
+
+    def keep(self, job_id: str, transcript: Transcript) -> None:
+        self._kept.replace(job_id, transcript)
+
+    def forget(self, job_id: str) -> None:
+        """The job asks the model nothing more (its final output came)."""
+        self._kept.pop(job_id)
 
 
 def solution_for(tool: dict) -> dict:

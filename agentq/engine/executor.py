@@ -13,11 +13,10 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from agentq.engine.agent import AgentLoop
+from agentq.engine.agent import AgentLoop, KnownActivities
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import solution_for
 from agentq.engine.commits import Shown, commit_failure
@@ -78,7 +77,7 @@ class Executor:
 
     def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *, settings: Settings,
                  source: str = "agentq", llm: LLM | None = None, routing: Routing | None = None,
-                 known_activities: Callable[[], Mapping[str, Any]] | None = None,
+                 known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
                  hooks: Hook | None = None):
@@ -99,7 +98,7 @@ class Executor:
         self.progress = JobProgress(self.store, dispatch, source=source, hooks=self.hooks)
         self.agent = AgentLoop(
             self.store, self.model, dispatch, routing=routing or Routing.from_settings(settings),
-            settings=settings, known_activities=known_activities or (lambda: {}), progress=self.progress,
+            settings=settings, known_activities=known_activities or (lambda names: {}), progress=self.progress,
             leases=self.leases, source=source, module_loader=getattr(modules, "loader", None))
         self.delegation = Delegation(self.store, settings, library=modules,
                                      submit_child=submit_child, source=source)
@@ -112,9 +111,8 @@ class Executor:
         """Make an agent job's model request number `n` (see `engine/agent.py`); returns seconds to wait
         before the task tries again, or None."""
         try:
-            return self.agent.tick(job_id, n)
+            return self.agent.tick(job_id, n)  # a module's child job: relays its tick's events to its parent
         finally:
-            self.progress.relay(job_id)  # a module's child job: its tick's events reach the parent's stream
             self.hooks.after_tick(job_id, n)
 
     # ------------------------------------------------------------------------------------ delivery

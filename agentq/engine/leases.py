@@ -1,7 +1,8 @@
 """Keeps the leases of the calls this process is running alive.
 
 A claim gives the running attempt a lease that expires after `lease_s`. While the handler runs, one
-background thread per process renews every lease it holds every `lease_s / 3` seconds. If the process
+background thread per process renews every lease it holds every `lease_s / 3` seconds, all of them in one round
+trip (a dispatcher may hold hundreds: one per agent tick in flight). If the process
 dies the renewals stop, the lease expires, and a redelivered task may take the call over.
 """
 
@@ -50,11 +51,12 @@ class LeaseKeeper:
                 by_job: dict[str, dict[str, str]] = defaultdict(dict)
                 for (job_id, call_id), token in self._held.items():
                     by_job[job_id][call_id] = token
-            for job_id, leases in by_job.items():
-                try:
-                    self.store.renew_leases(job_id, leases, int(self.lease_s * 1000))
-                except Exception:  # a transient Redis error: the next round tries again
-                    log.warning("could not renew leases of job %s", job_id, exc_info=True)
+            if not by_job:
+                continue
+            try:
+                self.store.renew_all(by_job, int(self.lease_s * 1000))  # one round trip for every job
+            except Exception:  # a transient Redis error: the next round tries again
+                log.warning("could not renew the leases of %d job(s)", len(by_job), exc_info=True)
 
     def stop(self) -> None:
         self._stop.set()

@@ -27,12 +27,14 @@ from typing import Any
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME, LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.llm.scanner import CallReporter
+from agentq.llm.sdk import canned_stream, make_client, post
 
 log = logging.getLogger(__name__)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
 _SHOULD_RETRY: dict[Any, bool] = {"true": True, "false": False}  # the x-should-retry header
+DEFAULT_CONNECTIONS = 100  # the SDK's own number of connections kept alive
 
 
 def request_params(request: LLMRequest) -> dict[str, Any]:
@@ -116,11 +118,12 @@ class AnthropicLLM:
     """
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float = 600.0,
-                 max_retries: int = 0, client: Any = None) -> None:
+                 max_retries: int = 0, client: Any = None, connections: int = DEFAULT_CONNECTIONS) -> None:
         self.api_key = api_key
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.connections = connections  # streams this process may hold at once (its engine threads)
         self._client = client
         self._lock = threading.Lock()
 
@@ -133,25 +136,14 @@ class AnthropicLLM:
         return self._client
 
     def _make_client(self) -> Any:
-        try:
-            import anthropic
-        except ImportError as exc:  # pragma: no cover - anthropic is a dependency
-            raise LLMError("the anthropic package is not installed") from exc
-        kwargs: dict[str, Any] = {"timeout": self.timeout_s, "max_retries": self.max_retries}
-        if self.api_key is not None:
-            kwargs["api_key"] = self.api_key
-        if self.base_url is not None:
-            kwargs["base_url"] = self.base_url
-        try:
-            return anthropic.Anthropic(**kwargs)
-        except Exception as exc:  # the SDK raises on missing credentials and bad settings
-            raise LLMError(f"cannot create the Anthropic client: {exc}") from exc
+        return make_client(api_key=self.api_key, base_url=self.base_url, timeout_s=self.timeout_s,
+                           max_retries=self.max_retries, connections=self.connections)
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
         """Stream one answer; ``on_call(index, call)`` runs for each complete ``calls`` element as it arrives."""
         client = self.client
         try:
-            stream = client.messages.create(**request_params(request))
+            stream = post(client, request_params(request))
         except Exception as exc:
             raise map_error(exc) from exc
         try:
@@ -161,6 +153,11 @@ class AnthropicLLM:
                 stream.close()
             except Exception:  # closing a broken connection must not hide the real outcome
                 log.debug("closing the Anthropic stream failed", exc_info=True)
+
+    def prepare(self) -> None:
+        """Make the client and read one canned answer through the SDK's stream, so that a process about to start
+        many requests at once does not have each of them wait on the SDK's import and its types' first build."""
+        _read(canned_stream(self.client), None)
 
     def close(self) -> None:
         """Release the HTTP connections of the client made by this provider."""

@@ -53,7 +53,8 @@ def api_key(settings: Settings) -> str | None:
 def _anthropic(settings: Settings) -> LLM:
     from agentq.llm.anthropic import AnthropicLLM
 
-    return AnthropicLLM(api_key=api_key(settings), timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)))
+    return AnthropicLLM(api_key=api_key(settings), timeout_s=float(getattr(settings, "llm_timeout_s", 600.0)),
+                        connections=int(getattr(settings, "engine_concurrency", 100)))
 
 
 __all__ = ["api_key", "create_llm"]

@@ -25,6 +25,8 @@ host program set) and changes nothing else kombu does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
@@ -69,7 +71,30 @@ class RemembersConnection:
         return super()._connparams(asynchronous)  # type: ignore[misc]
 
 
-class Channel(RemembersConnection, kombu_redis.Channel):  # type: ignore[misc]
+class SharesClient:
+    """A kombu Redis channel that keeps one client for its short commands (an acknowledgement, a published task
+    or event) instead of building a `redis.Redis` for each: building one sets up its response callbacks, which
+    cost more than the command itself, and a dispatcher acknowledges and publishes from hundreds of threads. A
+    client takes a connection from its pool per command, so threads share it safely; a new pool (after a lost
+    connection) gets a new client."""
+
+    pool: Any
+    _create_client: Any  # kombu's Channel's
+    _shared_client: Any = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        if client:
+            yield client
+            return
+        pool = self.pool
+        shared = self._shared_client
+        if shared is None or shared.connection_pool is not pool:
+            shared = self._shared_client = self._create_client()
+        yield shared
+
+
+class Channel(RemembersConnection, SharesClient, kombu_redis.Channel):  # type: ignore[misc]
     pass
 
 

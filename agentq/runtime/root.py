@@ -16,6 +16,7 @@ It sits above the engine and the Celery glue (`runtime/app.py`), which never imp
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,6 +24,7 @@ from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hooks
 from agentq.engine.modules import ModuleLibrary
+from agentq.errors import LLMError
 from agentq.llm.factory import create_llm
 from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.metrics import Metrics, metered
@@ -40,6 +42,8 @@ from agentq.store.sync_reads import SyncReads
 
 if TYPE_CHECKING:
     from agentq.llm.base import LLM
+
+log = logging.getLogger("agentq.runtime")
 
 
 @dataclass
@@ -66,7 +70,8 @@ class Parts:
 def open_store(settings: Settings) -> StateStore:
     """The state store alone, for processes that need nothing else (`agentq healthcheck`, run every few
     seconds by container runtimes, stays light: no Celery app)."""
-    return StateStore(settings.redis_url, cluster=settings.redis_cluster, namespace=settings.namespace)
+    return StateStore(settings.redis_url, cluster=settings.redis_cluster, namespace=settings.namespace,
+                      max_connections=settings.redis_max_connections)
 
 
 def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
@@ -105,7 +110,7 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     table = prices if prices is not None else load_prices(settings.llm_prices)
     budget = BudgetGate(cast(Store, PatientStore(parts.store, settings.store_retry_s)), table)
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
-                    known_activities=parts.jobs.known_activities, modules=parts.modules,
+                    known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
                     hooks=Hooks([CallMetrics(parts.metrics), budget]))
 
@@ -163,6 +168,16 @@ class Runtime:
         """Engine tasks: submission by task name, latent and module calls, agent ticks."""
         return register_engine_tasks(self.app, self.executor, self.service, self.routing,
                                      redeliveries=self.parts.metrics)
+
+    def prepare_llm(self) -> None:
+        """Load the model provider's client before the first request (see `AnthropicLLM.prepare`)."""
+        prepare = getattr(self.executor.llm, "prepare", None)
+        if prepare is None:
+            return
+        try:
+            prepare()
+        except LLMError as error:  # the requests will fail with it: their jobs say so
+            log.warning("the model provider is not ready: %s", error)
 
     def close(self) -> None:
         self.executor.leases.stop()

@@ -20,7 +20,7 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
-from agentq.runtime.redis_transport import RemembersConnection, use_transport
+from agentq.runtime.redis_transport import RemembersConnection, SharesClient, use_transport
 
 TRANSPORT = "agentq.runtime.sentinel_transport:SentinelTransport"
 _KOMBU_SENTINEL = "kombu.transport.redis:SentinelTransport"
@@ -32,7 +32,7 @@ def install() -> None:
     use_transport("sentinel", kombu_default=_KOMBU_SENTINEL, ours=TRANSPORT)
 
 
-class SentinelChannel(RemembersConnection, kombu_redis.SentinelChannel):  # type: ignore[misc]
+class SentinelChannel(RemembersConnection, SharesClient, kombu_redis.SentinelChannel):  # type: ignore[misc]
     def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
         self._restore_connection()  # the sentinels are read from the connection's URLs
         return super()._sentinel_managed_pool(asynchronous)

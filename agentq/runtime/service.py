@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -105,6 +105,17 @@ class JobService:
         not (`StateStore.known_activities`), plus this process's own as live when they count as such (read
         now)."""
         return self._with_local_activities(self.store.known_activities(self.settings.activity_memory_s))
+
+    def known_activities_for(self, names: Collection[str]) -> dict[str, dict]:
+        """The known activities for an agent tick whose tools are `names`: the view read within the last heartbeat
+        when it knows an activity of every one of them, else read now (one it does not know may only have been
+        announced since: its tool would go to the model)."""
+        view, cached = self.fleet()
+        known = self._with_local_activities(view.known)
+        if cached and not all(name in known for name in names):
+            view, _ = self.fleet(fresh=True)
+            known = self._with_local_activities(view.known)
+        return known
 
     def _with_local_activities(self, stored: dict[str, dict]) -> dict[str, dict]:
         known = dict(stored)  # `stored` may be the cached view: never changed in place

@@ -284,14 +284,30 @@ def _exit_now() -> None:
     os._exit(1)
 
 
+def pool_of(settings: Settings, *, engine: bool, pool: str | None, concurrency: int | None) -> tuple[str, int | None]:
+    """The Celery pool of a worker process and its size (None: Celery's default, one per CPU).
+
+    A dispatcher (`engine`) runs on threads, `AGENTQ_ENGINE_CONCURRENCY` of them: its tasks spend their time waiting
+    on model streams and the store, and a waiting thread costs little memory and no CPU, where a process per task
+    would cost both. An activity worker keeps Celery's prefork pool, one process per CPU, for CPU-bound and blocking
+    activities. An explicit `pool` or `concurrency` wins."""
+    chosen = pool or ("threads" if engine else "prefork")
+    if concurrency is None and engine and chosen == "threads":
+        concurrency = settings.engine_concurrency
+    return chosen, concurrency
+
+
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
-          pool: str = "prefork", loglevel: str = "INFO", hostname: str | None = None) -> None:
+          pool: str | None = None, loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
-    by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`)."""
+    by `AGENTQ_SHUTDOWN_GRACE_S`, see `ShutdownGrace`). Its pool is `pool_of`'s."""
     from agentq.metrics import enable_multiprocess
     from agentq.runtime.pool import AppThreadPool
 
     refuse_cluster_broker(runtime.settings)
+    pool, concurrency = pool_of(runtime.settings, engine=engine, pool=pool, concurrency=concurrency)
+    if engine:
+        runtime.prepare_llm()  # before the first tasks: they would each wait on the SDK's import
 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics/files.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)

@@ -15,7 +15,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
@@ -77,6 +77,8 @@ class Store(Protocol):
 
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int: ...
 
+    def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int: ...
+
     def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
@@ -98,7 +100,7 @@ class Store(Protocol):
 
     def release_tick(self, job_id: str, *, token: str) -> None: ...
 
-    def agent_inputs(self, job_id: str) -> AgentInputs: ...
+    def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs: ...
 
     def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None: ...
 

@@ -11,12 +11,19 @@
   (`redis.cluster.RedisCluster`); a job's keys share one hash slot (`store/keys.py`), so every Lua step runs
   on one node.
 
+A synchronous client's connections come from a bounded, blocking pool (`max_connections`, per node of a cluster):
+a thread that finds every connection in use waits for one (up to `POOL_WAIT_S`) instead of failing with redis-py's
+"Too many connections", so any number of threads may share one client (a dispatcher's engine threads, a program
+waiting on hundreds of jobs); each holds a connection only for one command or pipeline, or a blocking wait of at
+most a second (`store/core.py`).
+
 The Celery broker is kombu's business (`runtime/broker.py`); it reads the same Sentinel URL form through
 `parse_sentinel_url`.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +35,8 @@ SENTINEL_SCHEMES = ("redis+sentinel",)
 DEFAULT_SENTINEL_PORT = 26379
 # what every store connection gets: a bounded connect, and a PING before reusing a connection idle this long
 CONNECTION_OPTIONS: dict[str, Any] = {"socket_connect_timeout": 5, "health_check_interval": 30}
+DEFAULT_MAX_CONNECTIONS = 128
+POOL_WAIT_S = 60.0  # how long a command waits for a free connection before it fails (StoreUnavailableError)
 SENTINEL_FORM = "redis+sentinel://[[user]:password@]host:port[,host:port...]/<master name>[/<db>]"
 
 
@@ -117,12 +126,16 @@ def redact_password(url: str) -> str:
     return re.sub(r"(sentinel_password=)[^&]*", r"\1***", url)
 
 
-def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False, **options: Any) -> Any:
+def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False,
+                  max_connections: int = DEFAULT_MAX_CONNECTIONS, **options: Any) -> Any:
     """A redis-py client for the state store at `url` (see the module docstring), with `decode_responses` and
     the store's connection options; `options` add to them. `asynchronous` gives the `redis.asyncio` client
-    of the same kind. Nothing connects yet, except that a synchronous cluster client reads the slot map from
-    the node at once (`StoreUnavailableError` when it cannot; `ConfigurationError` when it is no cluster node)."""
+    of the same kind; a synchronous one takes its connections from a blocking pool of `max_connections`. Nothing
+    connects yet, except that a synchronous cluster client reads the slot map from the node at once
+    (`StoreUnavailableError` when it cannot; `ConfigurationError` when it is no cluster node)."""
     options = {"decode_responses": True, **CONNECTION_OPTIONS, **options}
+    if not asynchronous:
+        options.update(_blocking_pool(url, cluster=cluster, max_connections=max_connections))
     if is_sentinel_url(url):
         if cluster:
             raise ConfigurationError("AGENTQ_REDIS_CLUSTER=true needs a cluster node's URL (redis://host:port), "
@@ -136,7 +149,30 @@ def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False
         return redis.asyncio.Redis.from_url(url, **options)
     import redis
 
-    return redis.Redis.from_url(url, **options)
+    options.pop("connection_pool_class")
+    pool = redis.BlockingConnectionPool.from_url(url, **options)
+    return redis.Redis(connection_pool=pool)
+
+
+def _blocking_pool(url: str, *, cluster: bool, max_connections: int) -> dict[str, Any]:
+    """The options that give a synchronous client of `url` a blocking pool of `max_connections` (a thread waits up
+    to `POOL_WAIT_S` for a free connection)."""
+    from redis import BlockingConnectionPool
+
+    pool_class: type = _blocking_sentinel_pool() if is_sentinel_url(url) and not cluster else BlockingConnectionPool
+    return {"connection_pool_class": pool_class, "max_connections": max_connections, "timeout": POOL_WAIT_S}
+
+
+@functools.cache
+def _blocking_sentinel_pool() -> type:
+    """A Sentinel master's pool that waits for a free connection, as `BlockingConnectionPool` does."""
+    from redis import BlockingConnectionPool
+    from redis.sentinel import SentinelConnectionPool
+
+    class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+        """`SentinelConnectionPool` (the master found through the sentinels) over `BlockingConnectionPool`."""
+
+    return BlockingSentinelPool
 
 
 def _sentinel_master(parsed: SentinelUrl, *, asynchronous: bool, **options: Any) -> Any:

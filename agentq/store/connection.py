@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.store.boundary import map_store_errors
-from agentq.store.connect import connect_redis
+from agentq.store.connect import DEFAULT_MAX_CONNECTIONS, connect_redis
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.scripts import Scripts
 
@@ -20,10 +20,13 @@ from agentq.store.scripts import Scripts
 class StoreConnection:
     """The connection and key layout of the Redis state store (see `state.StateStore`)."""
 
-    def __init__(self, redis_url: str, *, cluster: bool = False, client: Any = None, namespace: str = "agentq"):
+    def __init__(self, redis_url: str, *, cluster: bool = False, client: Any = None, namespace: str = "agentq",
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
         """The store at `redis_url`: one server, a Sentinel group (`redis+sentinel://`), or with `cluster` a
-        Redis Cluster through any of its nodes (`store/connect.py` makes the connection)."""
-        self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster)
+        Redis Cluster through any of its nodes (`store/connect.py` makes the connection, with at most
+        `max_connections` per server: a thread that finds them all in use waits for one)."""
+        self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster,
+                                                                      max_connections=max_connections)
         self.cluster = cluster
         self.url = redis_url
         self.namespace = namespace

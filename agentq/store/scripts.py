@@ -11,7 +11,7 @@ Loading: each script gets the status preamble (`agentq.protocol.status.lua_pream
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -87,6 +87,12 @@ def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_starte
     if job_started is not None:
         return entry(job_started, job_id)
     return "!" if expect_started else ""
+
+
+def _renew_layout(keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> tuple[list[str], list[Any]]:
+    """renew.lua's KEYS (the status hash, one lease key per call) and ARGV (lease_ms, the tokens, the call ids)."""
+    ids = list(leases)
+    return [keys.status, *(keys.lease(i) for i in ids)], [lease_ms, *(leases[i] for i in ids), *ids]
 
 
 class Scripts:
@@ -200,11 +206,24 @@ class Scripts:
         return bool(self._run("retry", [keys.status, keys.lease(call_id), keys.events],
                               [call_id, token, entry(event, keys.job_id) if event else "", mark_ms]))
 
-    def renew(self, keys: JobKeys, leases: dict[str, str], lease_ms: int) -> int:
+    def renew(self, keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> int:
         """renew.lua: extend the leases (call id -> token); how many were renewed."""
-        ids = list(leases)
-        return int(self._run("renew", [keys.status, *(keys.lease(i) for i in ids)],
-                             [lease_ms, *(leases[i] for i in ids), *ids]))
+        return int(self._run("renew", *_renew_layout(keys, leases, lease_ms)))
+
+    def queue_renew(self, pipe: Any, keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> None:
+        """Add renew.lua to a pipeline by its SHA (`renewed` reads its reply there)."""
+        script_keys, args = _renew_layout(keys, leases, lease_ms)
+        pipe.evalsha(self._scripts["renew"].sha, len(script_keys), *script_keys, *args)
+
+    def renewed(self, reply: Any, keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> int:
+        """The reply of a queued renew.lua; a Redis that lost its scripts runs it again, loading it."""
+        from redis.exceptions import NoScriptError
+
+        if isinstance(reply, NoScriptError):
+            return self.renew(keys, leases, lease_ms)
+        if isinstance(reply, Exception):
+            raise reply
+        return int(reply)
 
     def decide(self, keys: JobKeys, call_id: str, *, decision: str, record: CallRecord | None, token: str,
                lease_ms: int, event: Envelope | None) -> Decision:

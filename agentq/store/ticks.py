@@ -43,12 +43,14 @@ class TickSteps(StatsSteps, EventSteps):
         """Give up the tick's lease (its request waits for another attempt); `ticking` stays set meanwhile."""
         self.scripts.unlease(self.keys(job_id).tick_lease, token=token)
 
-    def agent_inputs(self, job_id: str) -> AgentInputs:
+    def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs:
+        """What a tick reads, in one round trip; the log and the exchanges from those positions on (what a
+        process that kept the earlier ones has not seen: both lists only grow)."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.hgetall(keys.job)
-        pipe.lrange(keys.log, 0, -1)
-        pipe.lrange(keys.exchanges, 0, -1)
+        pipe.lrange(keys.log, log_from, -1)
+        pipe.lrange(keys.exchanges, exchanges_from, -1)
         pipe.hget(keys.spec, "registered")
         fields, log, exchanges, registered = pipe.execute()
         if not fields:

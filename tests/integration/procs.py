@@ -133,6 +133,33 @@ class WorkerProcs:
         self.procs.append(proc)
         return proc
 
+    def dispatcher(self, args: Iterable[str] = (), **env: str) -> WorkerProc:
+        """Start `agentq dispatcher` with its own defaults (pool, concurrency) unless `args` say otherwise."""
+        args = list(args)
+        if self.procs and not any(a == "--hostname" or a.startswith("--hostname=") for a in args):
+            args += ["--hostname", f"procs-{len(self.procs)}@%h"]
+        log_path = self.tmp_path / f"dispatcher-{len(self.procs)}.log"
+        line = [sys.executable, "-m", "agentq.cli", "dispatcher", "--loglevel", "WARNING", *args]
+        with open(log_path, "wb") as log:
+            popen = subprocess.Popen(line, env=base_env(self.redis_url, **env), cwd=str(ROOT), stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        proc = WorkerProc(popen, log_path, [])
+        self.procs.append(proc)
+        return proc
+
+    def wait_dispatcher(self, proc: WorkerProc, timeout: float = 30.0) -> dict:
+        """Wait until the dispatcher `proc` announces itself (it serves the engine queue)."""
+
+        def live() -> dict | None:
+            if not proc.alive():
+                pytest.fail(f"dispatcher {proc.pid} exited with {proc.popen.returncode}:\n{proc.output()}",
+                            pytrace=False)
+            found = self.announcement(proc)
+            return found if found and found.get("engine") else None
+
+        return wait_for(live, timeout, f"dispatcher {proc.pid} to announce itself",
+                        on_timeout=lambda: f"\n--- dispatcher output ---\n{proc.output()}")
+
     def announcement(self, proc: WorkerProc) -> dict | None:
         return next((w.to_dict() for w in self.store.live_workers() if w.pid == proc.pid), None)
 

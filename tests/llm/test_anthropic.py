@@ -215,3 +215,17 @@ def test_importing_the_llm_package_does_not_load_anthropic():
     code = "import sys, agentq.llm, agentq.llm.factory; print('anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_prepare_loads_the_sdk_without_asking_the_model(anthropic_env):
+    """A dispatcher prepares its provider before its first tasks: the client is made and a canned answer read
+    through the SDK's stream types, and nothing reaches the API."""
+    provider = AnthropicLLM(connections=300)
+    try:
+        provider.prepare()
+        assert anthropic_env.requests == []
+        anthropic_env.script(Answer.solution(SOLUTION))
+        assert provider.solve(request()).solution == SOLUTION
+        assert len(anthropic_env.requests) == 1
+    finally:
+        provider.close()

@@ -123,7 +123,7 @@ class Engine:
                                  llm=PricedLLM(llm, prices) if prices is not None and llm is not None else llm,
                                  routing=routing,
                                  settings=self.settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0}),
-                                 known_activities=self.service.known_activities, modules=modules,
+                                 known_activities=self.service.known_activities_for, modules=modules,
                                  submit_child=self.service.submit_child, signer=self.signer, hooks=hooks)
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []

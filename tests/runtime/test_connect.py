@@ -12,7 +12,7 @@ from agentq.errors import ConfigurationError
 from agentq.runtime.broker import broker_of
 from agentq.settings import Settings
 from agentq.store.boundary import redact_url
-from agentq.store.connect import SentinelUrl, connect_redis, parse_sentinel_url, redact_password
+from agentq.store.connect import POOL_WAIT_S, SentinelUrl, connect_redis, parse_sentinel_url, redact_password
 
 REDIS_OPTIONS = {"visibility_timeout": 60.0}
 
@@ -61,6 +61,20 @@ def test_the_store_factory_builds_one_client_per_form_without_connecting():
     sentinels = pool.sentinel_manager.sentinels
     assert [(s.connection_pool.connection_kwargs["port"], s.connection_pool.connection_kwargs["password"])
             for s in sentinels] == [(1, "sp"), (2, "sp")]
+    for client in (plain, sentinel):
+        client.close()
+
+
+def test_a_synchronous_store_client_takes_its_connections_from_a_blocking_pool():
+    """A thread that finds them all in use waits for one (tests/integration/test_engine_concurrency.py: 200 threads
+    waiting on jobs through 8 connections)."""
+    plain = connect_redis("redis://127.0.0.1:1/0", max_connections=3)
+    sentinel = connect_redis("redis+sentinel://127.0.0.1:1/mymaster/0", max_connections=5)
+    for client, size in ((plain, 3), (sentinel, 5)):
+        pool = client.connection_pool
+        assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == size
+        assert pool.timeout == POOL_WAIT_S
+    assert isinstance(sentinel.connection_pool, SentinelConnectionPool)  # still finds the master through sentinels
     for client in (plain, sentinel):
         client.close()
 

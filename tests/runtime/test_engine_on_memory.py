@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agentq.engine.agent import SUPERSEDED_RETRY_S
 from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMRequest
+from agentq.protocol.conversation import Exchange, tick_messages
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
@@ -137,6 +139,55 @@ def test_an_invalid_solution_is_sent_back_once_then_corrected(engines: list[Engi
     assert "/calls/0" in json.dumps(corrective["content"])
     assert rig.store.job_info(job_id).ticks == 2  # the answer sent back does not count as a tick
     assert rig.runs["weather"] == 1
+
+
+def test_a_tick_whose_lease_lapsed_during_its_request_asks_again_instead_of_leaving_the_job_ticking(
+        engines: list[Engine]):
+    """Its renewals came too late (a paused or overloaded process) and nobody took the tick over: its answer is
+    not kept (another attempt may hold the tick by now); the request is made again, and the job goes on."""
+    rig: Engine
+
+    def answer(request: LLMRequest) -> dict:
+        if len(model.requests) == 1:
+            rig.store.clock.advance(31)  # longer than the tick's lease (30 s), with no renewal
+        return {"calls": [], "output": {"answer": "mild"}}
+
+    model = ScriptedModel(answer)
+    rig = engine(engines, llm=model)
+    job_id = rig.service.submit(agent_job())
+    rig.run()
+    assert rig.waits == [SUPERSEDED_RETRY_S]
+    assert len(model.requests) == 2 and model.requests[1].messages == model.requests[0].messages
+    record = rig.store.record(job_id)
+    assert (record.status, record.result, record.usage["requests"]) == (JobStatus.SUCCEEDED, {"answer": "mild"}, 1)
+    assert rig.store.job_info(job_id).ticking is False
+
+
+def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines: list[Engine],
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """The conversation grows by a few turns a tick: a process keeps it, reads only the new log messages and
+    exchanges, and sends the same request it would have built from everything."""
+    model = ScriptedModel.replies(
+        {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather"}], "output": None},
+        {"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.oslo"}], "output": None},
+        {"calls": [], "output": {"answer": "mild"}})
+    rig = engine(engines, llm=model)
+    reads: list[tuple[int, int, int, int]] = []
+    original = rig.store.agent_inputs
+
+    def agent_inputs(job_id: str, *, log_from: int = 0, exchanges_from: int = 0):
+        inputs = original(job_id, log_from=log_from, exchanges_from=exchanges_from)
+        reads.append((log_from, exchanges_from, len(inputs.log), len(inputs.exchanges)))
+        return inputs
+
+    monkeypatch.setattr(rig.store, "agent_inputs", agent_inputs)
+    job_id = rig.service.submit(agent_job())
+    rig.run()
+    assert rig.store.record(job_id).result == {"answer": "mild"}
+    assert reads == [(0, 0, 2, 0), (2, 0, 1, 1), (3, 1, 1, 1)]  # the context; then one exchange and one result each
+    log = [json.loads(m) for m in rig.store._get(job_id).log]
+    exchanges = [Exchange.from_dict(json.loads(e)) for e in rig.store._get(job_id).exchanges]
+    assert model.requests[2].messages == tick_messages(log, exchanges[:2])
 
 
 def test_an_agent_out_of_ticks_fails(engines: list[Engine]):

@@ -283,6 +283,23 @@ def test_renew_extends_only_the_holders_lease(backend: Backend):
     assert store.claim(plan.id, ids["bg"], token="c", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
 
 
+def test_renew_all_extends_the_holders_leases_of_every_job_at_once(backend: Backend):
+    store = backend.store
+    one, one_ids = submit(store)
+    two, two_ids = submit(store)
+    store.claim(one.id, one_ids["first"], token="a", lease_ms=SHORT_LEASE_MS)
+    store.claim(two.id, two_ids["first"], token="b", lease_ms=SHORT_LEASE_MS)
+    store.claim(two.id, two_ids["bg"], token="c", lease_ms=SHORT_LEASE_MS)
+    held = {one.id: {one_ids["first"]: "a"}, two.id: {two_ids["first"]: "b", two_ids["bg"]: "stranger"},
+            "job_gone": {"call_x": "d"}}
+    assert store.renew_all(held, LEASE_MS) == 2
+    assert store.renew_all({}, LEASE_MS) == 0
+    backend.advance(SHORT_LEASE_MS / 1000 + 0.03)
+    assert store.claim(one.id, one_ids["first"], token="e", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
+    assert store.claim(two.id, two_ids["first"], token="e", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
+    assert store.claim(two.id, two_ids["bg"], token="e", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+
+
 # ----------------------------------------------------------------------------------------- commit
 
 

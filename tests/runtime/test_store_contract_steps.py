@@ -258,6 +258,8 @@ def test_a_tick_writes_its_calls_once_and_ends(backend: Backend):
     inputs = store.agent_inputs(job_id)
     assert (inputs.exchanges, inputs.log[-1], inputs.info.id) == ([exchange], {"type": "text", "text": "noted"},
                                                                   job_id)
+    tail = store.agent_inputs(job_id, log_from=len(inputs.log) - 1, exchanges_from=1)  # what came since
+    assert (tail.log, tail.exchanges, tail.info) == ([{"type": "text", "text": "noted"}], [], inputs.info)
     assert add(store, job_id, "t", planned("call_e")) is None  # the tick ended: its lease is gone
     # a fresh request waits for the calls of the previous one
     assert store.begin_tick(job_id, exchanges=1, token="n", lease_ms=LEASE_MS) == TickBusy(open_calls=3)

@@ -4,7 +4,7 @@ call's held lease, and events added outside a step."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord
@@ -224,6 +224,10 @@ class CallSteps(MemoryCore):
                     self._set_lease(state, name, token, lease_ms)
                     renewed += 1
             return renewed
+
+    def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int:
+        """renew.lua for each job (the Redis store sends them in one pipeline)."""
+        return sum(self.renew_leases(job_id, dict(leases), lease_ms) for job_id, leases in held.items())
 
     def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None:
         """A running call's lease until its job expires (a module call waiting on its child job)."""

@@ -114,12 +114,12 @@ class TickSteps(MemoryCore):
             if state is not None and self._tick_holder(state) == token:
                 del state.leases[TICK]
 
-    def agent_inputs(self, job_id: str) -> AgentInputs:
+    def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs:
         with self._changed:
             state = self._get(job_id)
             if state is None or not state.job:
                 raise not_found(job_id)
-            fields, log, exchanges = dict(state.job), list(state.log), list(state.exchanges)
+            fields, log, exchanges = dict(state.job), state.log[log_from:], state.exchanges[exchanges_from:]
             registered = state.spec.get("registered") or fields.get("registered")  # an old job: its job hash
         return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
                            json.loads(registered or "{}"))
