@@ -8,9 +8,13 @@ An agent job's conversation grows append-only, so a provider's prompt cache stay
     user     the context as it was at the first request                  (render.py blocks)
     assistant  tool_use `solution` of tick 0
     user     tool_result for tick 0: what its calls wrote, which failed   (is_error + problems when the
-             (+ a text block with the data that changed since)             solution was invalid)
+             (+ a text block with messages no call wrote)                  solution was invalid)
     assistant  tool_use `solution` of tick 1
     ...
+
+Each turn after the first carries what its tick changed, once: every write (path, method, value) and every
+failure, never the views again. The model folds the writes onto the views of the first turn, so a job that
+reads a large page per tick sends each page once and its requests grow by about a page per tick.
 
 :func:`tick_messages` rebuilds that list from the log and the earlier :class:`Exchange` records; because the
 log is append-only and every turn renders only the part of the log it covers, request *n*'s messages are a
@@ -70,9 +74,10 @@ Context
 - The context comes as blocks: "## Text" (instructions and messages), "## Data: ¶kind [instance]" (the current \
 value of that kind of data, with its description and schema; kind "input" is the job's input, "state" the \
 work done so far) and "## Error" (a call that failed).
-- After each solution, a tool_result reports what its calls wrote and which of them failed, followed by the \
-data that changed. When your solution was invalid, the tool_result is an error listing each problem with \
-its JSON pointer: answer again with a corrected solution.
+- After each solution, a tool_result reports what each of its calls wrote (the output path, the method and \
+the value) and which of them failed, followed by any context added meanwhile. The data shown before, with \
+these writes applied in order, is the current data. When your solution was invalid, the tool_result is an \
+error listing each problem with its JSON pointer: answer again with a corrected solution.
 
 Ending
 - Keep "output" null while work remains. A non-null "output" is the final answer of the job and ends it: \
@@ -186,13 +191,14 @@ def _problem_line(problem: Problem | Mapping[str, Any]) -> str:
 
 def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: LogIndex, *,
                 problems: Sequence[Problem | Mapping[str, Any]] = ()) -> dict:
-    """The user turn after a tick: a ``tool_result`` for ``tool_use_id`` and the context that changed.
+    """The user turn after a tick: a ``tool_result`` for ``tool_use_id`` and what else was added meanwhile.
 
     ``new_messages`` are the log messages appended since that tick's request (canonical form);
     ``index_after`` is the log up to and including them. With ``problems`` (the solution was invalid) the
     tool_result is an error (``is_error: true``) listing each problem with its JSON pointer: the corrective
-    turn. A second text block re-renders every data identity ``new_messages`` touched, as it is now, and any
-    new text message that no call wrote.
+    turn. The tool_result lists each write and failure of the tick's calls once; a second text block shows the
+    messages no call wrote (text, and data writes with their description and schema). Views are never
+    rendered again: the turn grows with what the tick changed, not with the job's state.
     """
     lines = [line for line in (_result_line(m) for m in new_messages) if line is not None]
     parts: list[str] = []
@@ -209,7 +215,7 @@ def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: Log
     content: list[dict] = [result]
     changed = _changed_context(new_messages, index_after)
     if changed:
-        content.append(_text("The context that changed:\n\n" + changed))
+        content.append(_text("Added to the context meanwhile:\n\n" + changed))
     return {"role": "user", "content": content}
 
 
@@ -219,12 +225,32 @@ def corrective_turn(tool_use_id: str, problems: Sequence[Problem | Mapping[str, 
     return result_turn(tool_use_id, new_messages, index_after or LogIndex(), problems=problems)
 
 
+def _added_block(message: dict) -> str | None:
+    """A message no call wrote, as a block: a text, or a data write (its path, method, value, description and
+    schema); ``None`` for messages a call wrote (the tool_result reports them) and ``system`` texts."""
+    if message.get("_call") is not None or message["type"] == "error":
+        return None
+    if message["type"] == "text":
+        return None if message.get("role") == "system" else text_block(message)
+    _, method, value = write_of(message)
+    instance = message.get("_instance")
+    where = message.get("_path") or DAGGER + message["kind"]
+    header = f"## Data: ¶{message['kind']}" + (f" [{instance}]" if instance is not None else "")
+    lines = [f"{header} (written at {where}, {method})", _json_block(None if value is MISSING else value)]
+    if message.get("description"):
+        lines.append(str(message["description"]))
+    if message.get("schema") is not None:
+        lines += ["Schema:", _json_block(message["schema"])]
+    return "\n".join(lines)
+
+
+def _json_block(value: Any) -> str:
+    return "```json\n" + json.dumps(value, indent=2, ensure_ascii=False) + "\n```"
+
+
 def _changed_context(new_messages: Sequence[dict], index: LogIndex) -> str:
-    touched = {(m["kind"], m.get("_instance")) for m in new_messages if m["type"] == "data"}
-    blocks = [text_block(m) for m in new_messages
-              if m["type"] == "text" and m.get("_call") is None and m.get("role") != "system"]
-    blocks += [data_block(index, kind, inst) for kind, inst in index.identities() if (kind, inst) in touched]
-    return "\n\n".join(blocks)
+    """The blocks of the messages appended since the tick's request that no call wrote."""
+    return "\n\n".join(block for block in (_added_block(m) for m in new_messages) if block is not None)
 
 
 # ------------------------------------------------------------------------------------------ agent ticks

@@ -110,12 +110,39 @@ def test_turns_say_what_the_calls_wrote_and_what_failed():
     assert turns[1] == solution_turn("toolu_1", {"calls": [
         {"_tool": "weather", "city": "Paris", "_outputPath": "†state.paris"},
         {"_tool": "weather", "city": "Oslo", "_outputPath": "†state.oslo"}], "output": None})
-    result, changed = turns[2]["content"]
+    [result] = turns[2]["content"]  # the writes, once: the views are not rendered again
     assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1" and "is_error" not in result
     report = result["content"][0]["text"]
     assert 'weather {"city": "Paris"} wrote †state.paris (set): {"temp": 21}' in report
     assert 'weather {"city": "Oslo"} failed: TimeoutError: too slow' in report
-    assert changed["type"] == "text" and "## Data: ¶state" in changed["text"] and '"temp": 21' in changed["text"]
+    assert "## Data" not in json.dumps(turns[2]) and json.dumps(turns[2]).count('\\"temp\\": 21') == 1
+
+
+def test_a_turn_carries_each_write_once_never_the_views_again():
+    log = [{"type": "text", "text": "Read the pages."}]
+    exchanges: list[Exchange] = []
+    sizes = []
+    for n in range(1, 5):
+        exchanges.append(Exchange(len(log), f"toolu_{n}", {"calls": [], "output": None}))
+        call = {"_tool": "read", "n": n, "_outputPath": "†state.pages", "_outputMethod": "push"}
+        log += write(call, f"page {n} " + "x" * 1000, call_id=f"c{n}", date="d")
+        sizes.append(len(json.dumps(tick_messages(log, exchanges))))
+        assert json.dumps(tick_messages(log, exchanges)).count("page 1 ") == 1
+    growth = [b - a for a, b in itertools.pairwise(sizes)]
+    assert max(growth) - min(growth) < 10 and max(growth) < 1500  # linear: one page (1 KB) per tick
+
+
+def test_messages_no_call_wrote_are_shown_once_with_their_description():
+    log: list[dict] = [{"type": "text", "text": "Go"}]
+    exchanges = [Exchange(1, "toolu_1", {"calls": [], "output": None})]
+    log += [{"type": "text", "text": "Also check Rome."},
+            {"type": "data", "kind": "hint", "data": {"city": "Rome"}, "description": "A hint from the user."},
+            {"type": "text", "role": "system", "text": "Be brief."}]
+    [result, added] = tick_messages(log, exchanges)[-1]["content"]
+    assert result["content"][0]["text"] == "Your calls ran; none of them wrote a result."
+    assert added["text"] == ("Added to the context meanwhile:\n\n## Text: user\nAlso check Rome.\n\n"
+                             "## Data: ¶hint (written at †hint, merge)\n"
+                             '```json\n{\n  "city": "Rome"\n}\n```\nA hint from the user.')
 
 
 def test_an_invalid_solution_is_sent_back_as_an_error_tool_result_with_pointers():
@@ -125,8 +152,8 @@ def test_an_invalid_solution_is_sent_back_as_an_error_tool_result_with_pointers(
     assert result["tool_use_id"] == "toolu_2" and result["is_error"] is True
     assert "/calls/0/city: 'city' is a required property" in result["content"][0]["text"]
     instanced = requests[3][-1]["content"]
-    assert 'weather [①] {"city": "Oslo"} wrote †state.oslo' in instanced[0]["content"][0]["text"]
-    assert "## Data: ¶state [①]" in instanced[1]["text"]
+    assert 'weather [①] {"city": "Oslo"} wrote †state.oslo (set): {"temp": -3}' in instanced[0]["content"][0]["text"]
+    assert len(instanced) == 1
 
 
 def test_first_turn_of_an_empty_context_is_never_empty():

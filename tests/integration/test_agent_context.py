@@ -1,0 +1,79 @@
+"""A job's conversation stays bounded (SPEC §16 "Context"): the real `anthropic` SDK against the fake Messages API,
+real Redis, real Celery workers. An agent that reads one 50 KB page per tick sends each page once: every request is
+the previous one plus about a page, and every earlier message goes out again byte for byte (the cached prefix)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
+from tests.integration.conftest import Harness
+
+pytestmark = pytest.mark.timeout(120)
+
+PAGE_BYTES = 50_000
+TICKS = 6
+
+
+def page(n: int) -> str:
+    """Page `n`: 50 KB of text that differs from every other page."""
+    line = f"page {n}: the quick brown fox jumps over the lazy dog. "
+    return (line * (PAGE_BYTES // len(line) + 1))[:PAGE_BYTES]
+
+
+@pytest.fixture
+def reader(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
+    harness.tool("read_page", params={"n": {"type": "integer"}}, output={"type": "string"}, required=["n"])
+
+    @harness.activities.register("read_page")
+    def read_page(call):
+        return page(call["n"])
+
+    harness.worker(llm="anthropic", concurrency=4)
+    return harness
+
+
+def reading_agent(request: RecordedRequest) -> Answer:
+    """Tick k (1-based) reads page k into `†state.pages` (push); after TICKS pages it answers."""
+    k = (len(request.body["messages"]) + 1) // 2
+    if k > TICKS:
+        return Answer.solution({"calls": [], "output": "read them all"}, chunk_size=4000)
+    call = {"_tool": "read_page", "n": k, "_outputPath": "†state.pages", "_outputMethod": "push"}
+    return Answer.solution({"calls": [call], "output": None}, chunk_size=4000)
+
+
+def without_breakpoints(messages: list[dict]) -> list[dict]:
+    """The messages as they would be without `cache_control` (the breakpoint moves to each request's last block)."""
+    return [{**m, "content": [{k: v for k, v in block.items() if k != "cache_control"} for block in m["content"]]}
+            for m in messages]
+
+
+def size(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def test_each_tick_appends_one_page_and_keeps_the_earlier_messages_byte_identical(
+        reader: Harness, anthropic_env: FakeAnthropic):
+    anthropic_env.responder = reading_agent
+    record = reader.run({"context": [{"type": "text", "text": "Read the pages one per tick."}],
+                         "tools": ["read_page"], "output": {"type": "string"}}, timeout=60)
+    assert record["status"] == "succeeded", record
+    assert record["state"]["pages"] == [page(n) for n in range(1, TICKS + 1)]
+    bodies = [r.body for r in anthropic_env.requests]
+    assert len(bodies) == TICKS + 1
+    sizes = [len(r.raw) for r in anthropic_env.requests]
+    print("request bytes per tick:", sizes)
+    for before, after in itertools.pairwise(bodies):  # append-only: the cached prefix stays valid
+        earlier = without_breakpoints(before["messages"])
+        assert without_breakpoints(after["messages"][:len(earlier)]) == earlier
+        for old, new in zip(before["messages"][:-1], after["messages"], strict=False):
+            assert json.dumps(old, ensure_ascii=False) == json.dumps(new, ensure_ascii=False)
+    for k in range(1, len(bodies)):  # linear: each request is the previous one plus one page (and a little)
+        grown = size(bodies[k]["messages"]) - size(bodies[k - 1]["messages"])
+        assert PAGE_BYTES <= grown < PAGE_BYTES + 2_000, (k, grown, sizes)
+    for k in range(2, len(bodies)):  # each page is sent once in a request, never again in a later turn
+        text = json.dumps(bodies[k]["messages"], ensure_ascii=False)
+        assert text.count(page(1)) == 1, k
