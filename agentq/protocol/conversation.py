@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.errors import Problem
+from agentq.protocol.context import appended_items, previewed
 from agentq.protocol.expressions import DAGGER
 from agentq.protocol.render import ALL_INSTANCES, data_block, render_blocks, text_block
 from agentq.protocol.values import MISSING
@@ -161,8 +162,9 @@ def _call_params(call: Mapping[str, Any] | None) -> str:
     return text if len(text) <= _PARAMS_CHARS else text[:_PARAMS_CHARS] + "…"
 
 
-def _result_line(message: dict) -> str | None:
-    """One line of a tool_result about a message a call wrote; ``None`` for messages no call wrote."""
+def _result_line(message: dict, preview_bytes: int | None = None, item: str | None = None) -> str | None:
+    """One line of a tool_result about a message a call wrote; ``None`` for messages no call wrote. A value longer
+    than ``preview_bytes`` is cut to a preview, with the reference that holds it all (``item`` for an append)."""
     call = message.get("_call")
     if message["type"] == "error":
         data = message.get("data") or {}
@@ -177,8 +179,15 @@ def _result_line(message: dict) -> str | None:
         return f"- {label} said: {message.get('text', '')}"
     _, method, value = write_of(message)
     where = message.get("_path") or DAGGER + message["kind"]
-    shown = "(nothing)" if value is MISSING else _dumps(value)
+    shown = "(nothing)" if value is MISSING else previewed(_dumps(value), preview_bytes, where, method, item)
     return f"- {label} wrote {where} ({method}): {shown}"
+
+
+def _result_lines(new_messages: Sequence[dict], index_after: LogIndex, preview_bytes: int | None) -> list[str]:
+    """The lines of a tool_result about what the tick's calls wrote and which failed."""
+    items = appended_items(new_messages, index_after) if preview_bytes is not None else {}
+    lines = (_result_line(m, preview_bytes, items.get(i)) for i, m in enumerate(new_messages))
+    return [line for line in lines if line is not None]
 
 
 def _problem_line(problem: Problem | Mapping[str, Any]) -> str:
@@ -190,7 +199,7 @@ def _problem_line(problem: Problem | Mapping[str, Any]) -> str:
 
 
 def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: LogIndex, *,
-                problems: Sequence[Problem | Mapping[str, Any]] = ()) -> dict:
+                problems: Sequence[Problem | Mapping[str, Any]] = (), preview_bytes: int | None = None) -> dict:
     """The user turn after a tick: a ``tool_result`` for ``tool_use_id`` and what else was added meanwhile.
 
     ``new_messages`` are the log messages appended since that tick's request (canonical form);
@@ -198,9 +207,10 @@ def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: Log
     tool_result is an error (``is_error: true``) listing each problem with its JSON pointer: the corrective
     turn. The tool_result lists each write and failure of the tick's calls once; a second text block shows the
     messages no call wrote (text, and data writes with their description and schema). Views are never
-    rendered again: the turn grows with what the tick changed, not with the job's state.
+    rendered again: the turn grows with what the tick changed, not with the job's state. A written value longer
+    than ``preview_bytes`` (``options.context.result_preview_bytes``) shows as a preview and its reference.
     """
-    lines = [line for line in (_result_line(m) for m in new_messages) if line is not None]
+    lines = _result_lines(new_messages, index_after, preview_bytes)
     parts: list[str] = []
     if problems:
         parts.append("Your solution is invalid; answer again with a corrected solution. Problems:\n"
@@ -280,7 +290,8 @@ class Exchange:
         return cls(int(data["log_length"]), str(data["tool_use_id"]), data.get("solution"), problems)
 
 
-def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] = ()) -> tuple[dict, ...]:
+def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] = (), *,
+                  preview_bytes: int | None = None) -> tuple[dict, ...]:
     """The messages of an agent job's next request, given its log and its earlier exchanges (oldest first).
 
     The first turn renders the log as it was at the first request (all of it when there is none yet); each
@@ -299,7 +310,8 @@ def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] =
         segment = messages[start:end]
         index.extend(segment)
         turns.append(solution_turn(exchange.tool_use_id, exchange.solution))
-        turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems))
+        turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
+                                 preview_bytes=preview_bytes))
     return tuple(turns)
 
 

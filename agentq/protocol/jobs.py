@@ -15,6 +15,7 @@ from agentq.errors import InvalidInputError, JobValidationError, Problem, Protoc
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, budget_problems, cache_ttl_problem
 from agentq.protocol.call_plans import link_dependencies, plan_calls, planned_calls
 from agentq.protocol.compose import compose, composed_tools
+from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
@@ -228,7 +229,7 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
     "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl"])
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context"])
 
 
 def _option_problems(key: str, value: Any) -> list[Problem]:
@@ -239,6 +240,8 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
     if key == "cache_ttl":
         problem = cache_ttl_problem(value, pointer)
         return [problem] if problem is not None else []
+    if key == "context":
+        return context_problems(value, pointer)
     if key not in _OPTION_CHECKS:
         return [Problem(pointer, f"unknown option; options are {', '.join(_OPTIONS)}")]
     check, expected = _OPTION_CHECKS[key]

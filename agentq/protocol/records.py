@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, Budget
+from agentq.protocol.context import ContextOptions
 from agentq.protocol.status import JobStatus
 from agentq.protocol.usage import empty_usage
 
@@ -170,6 +171,7 @@ class JobOptions:
     stream_markers: bool = True
     budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
+    context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -180,6 +182,7 @@ class JobOptions:
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
             locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
+            context=ContextOptions.of(raw.get("context")),
         )
 
 

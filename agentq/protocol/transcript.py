@@ -21,8 +21,9 @@ from agentq.protocol.views import LogIndex
 class Transcript:
     """The turns of an agent job's next request, for its log and exchanges so far (`grow` adds to both)."""
 
-    def __init__(self, job: Any = None) -> None:
+    def __init__(self, job: Any = None, *, preview_bytes: int | None = None) -> None:
         self.job = job  # what tells this job from another of the same id (its creation time)
+        self.preview_bytes = preview_bytes  # the job's `options.context.result_preview_bytes`
         self.log: list[dict] = []
         self.exchanges: list[Exchange] = []
         self.index = LogIndex()  # the whole log
@@ -69,7 +70,8 @@ class Transcript:
         end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
         segment = self.log[exchange.log_length:end]
         index = self.index if end == len(self.log) else LogIndex(self.log[:end])
-        self._turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems))
+        self._turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
+                                       preview_bytes=self.preview_bytes))
 
     def _rebuild(self) -> None:
         """The turns from the whole log and every exchange (what `tick_messages` does)."""
@@ -83,7 +85,8 @@ class Transcript:
             segment = self.log[exchange.log_length:end]
             index.extend(segment)
             turns.append(solution_turn(exchange.tool_use_id, exchange.solution))
-            turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems))
+            turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
+                                     preview_bytes=self.preview_bytes))
         self._turns = turns
 
 

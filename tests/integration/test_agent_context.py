@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import pytest
 
@@ -28,9 +29,17 @@ def page(n: int) -> str:
 def reader(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
     harness.tool("read_page", params={"n": {"type": "integer"}}, output={"type": "string"}, required=["n"])
 
+    harness.tool("count_words", params={"text": {"type": "string"}}, output={"type": "integer"}, required=["text"])
+    harness.counted = []  # type: ignore[attr-defined]
+
     @harness.activities.register("read_page")
     def read_page(call):
         return page(call["n"])
+
+    @harness.activities.register("count_words")
+    def count_words(call):
+        harness.counted.append(call["text"])  # type: ignore[attr-defined]
+        return len(call["text"].split())
 
     harness.worker(llm="anthropic", concurrency=4)
     return harness
@@ -77,3 +86,33 @@ def test_each_tick_appends_one_page_and_keeps_the_earlier_messages_byte_identica
     for k in range(2, len(bodies)):  # each page is sent once in a request, never again in a later turn
         text = json.dumps(bodies[k]["messages"], ensure_ascii=False)
         assert text.count(page(1)) == 1, k
+
+
+def test_results_over_the_preview_reach_the_model_as_a_preview_it_can_pass_on_by_reference(
+        reader: Harness, anthropic_env: FakeAnthropic):
+    references: list[str] = []
+
+    def agent(request: RecordedRequest) -> Answer:
+        k = (len(request.body["messages"]) + 1) // 2
+        if k <= 3:
+            call = {"_tool": "read_page", "n": k, "_outputPath": "†state.pages", "_outputMethod": "push"}
+            return Answer.solution({"calls": [call], "output": None}, chunk_size=4000)
+        if k == 4:  # the model passes the page it was only previewed, by the reference the preview gave
+            references.extend(re.findall(r"it is (†state\.pages\.\d+), which", request.last_user_text))
+            call = {"_tool": "count_words", "text": references[-1], "_outputPath": "†state.words"}
+            return Answer.solution({"calls": [call], "output": None}, chunk_size=4000)
+        return Answer.solution({"calls": [], "output": "counted"}, chunk_size=4000)
+
+    anthropic_env.responder = agent
+    record = reader.run({"context": [{"type": "text", "text": "Read three pages, count the words of the last."}],
+                         "tools": ["read_page", "count_words"], "output": {"type": "string"},
+                         "options": {"context": {"result_preview_bytes": 1000}}}, timeout=60)
+    assert record["status"] == "succeeded", record
+    assert references == ["†state.pages.2"]
+    assert reader.counted == [page(3)]  # type: ignore[attr-defined]  # the whole page reached the activity
+    assert record["state"]["words"] == len(page(3).split())
+    sizes = [len(r.raw) for r in anthropic_env.requests]
+    print("request bytes per tick with a 1,000-byte preview:", sizes)
+    assert len(sizes) == 5 and max(sizes) < 12_000  # three 50 KB pages read, none sent whole
+    for request in anthropic_env.requests:
+        assert page(1)[:1500] not in request.raw.decode()

@@ -1,0 +1,96 @@
+"""`options.context` (SPEC §16 "Context"): its validation, and results over `result_preview_bytes` shown to the
+model as a preview and the reference that holds them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentq.errors import JobValidationError
+from agentq.protocol.context import ContextOptions, appended_items, preview
+from agentq.protocol.conversation import Exchange, tick_messages
+from agentq.protocol.expressions import parse_ref
+from agentq.protocol.jobs import plan_job
+from agentq.protocol.records import JobOptions
+from agentq.protocol.transcript import Transcript
+from agentq.protocol.views import LogIndex
+from agentq.protocol.writes import output_messages
+
+AGENT = {"context": [{"type": "text", "text": "Read."}]}
+
+
+def test_options_context_is_kept_and_read_back():
+    plan = plan_job({**AGENT, "options": {"context": {"result_preview_bytes": 2000}}}, tools={})
+    assert plan.options["context"] == {"result_preview_bytes": 2000}
+    assert JobOptions.of(plan.options).context == ContextOptions(result_preview_bytes=2000)
+    assert JobOptions.of({}).context == ContextOptions()  # a job stored before the option existed: no bound
+    assert JobOptions.of({"context": {"result_preview_bytes": None}}).context.result_preview_bytes is None
+
+
+@pytest.mark.parametrize(("context", "problems"), [
+    ("big", ["/options/context: expected an object with any of result_preview_bytes, got 'big'"]),
+    ({"result_preview_bytes": 63}, ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) or "
+                                    "null, got 63"]),
+    ({"result_preview_bytes": True, "window": 1},
+     ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) or null, got True",
+      "/options/context/window: unknown context option; they are result_preview_bytes"]),
+    ({"result_preview_bytes": 1.5e3}, ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) "
+                                       "or null, got 1500.0"]),
+])
+def test_a_bad_options_context_is_rejected_with_each_pointer(context, problems):
+    with pytest.raises(JobValidationError) as caught:
+        plan_job({**AGENT, "options": {"context": context, "max_ticks": 0}}, tools={})
+    stated = [f"{p.pointer}: {p.message}" for p in caught.value.problems]
+    assert stated == [*problems, "/options/max_ticks: expected an integer >= 1, got 0"]
+
+
+def test_a_preview_is_cut_at_a_character_and_only_when_the_value_is_longer():
+    assert preview("abc", 3) is None and preview("abc", None) is None
+    assert preview("ééé", 3) == "é"  # 6 bytes: the second é is cut in its middle, and left out
+    assert preview("abcdef", 4) == "abcd"
+
+
+def written(call: dict, result, n: int) -> list[dict]:
+    return output_messages(call, result, call_id=f"call_{n}", date="2026-01-01T00:00:00Z")
+
+
+def test_appended_items_are_counted_back_from_the_arrays_length():
+    log = [{"type": "state", "data": {"pages": ["p0"]}}]
+    push = {"_tool": "read", "_outputPath": "†state.pages", "_outputMethod": "push"}
+    concat = {"_tool": "read", "_outputPath": "†state.pages", "_outputMethod": "concat"}
+    segment = [*written(push, "p1", 1), *written(concat, ["p2", "p3"], 2), *written(push, "p4", 3),
+               *written({**push, "_instance": "a"}, "q", 4)]
+    index = LogIndex([*log, *segment])
+    assert appended_items(segment, index) == {0: "†state.pages.1", 1: "†state.pages.2 to †state.pages.3",
+                                              2: "†state.pages.4", 3: "†state.pages.0"}
+    for ref, value in (("†state.pages.1", "p1"), ("†state.pages.4", "p4")):  # what the references resolve to
+        assert index.lookup(parse_ref(ref)) == value
+    reset = [*segment[:1], *written({"_tool": "t", "_outputPath": "†state.pages"}, ["x"], 5), *segment[2:3]]
+    assert appended_items(reset, LogIndex([*log, *reset])) == {2: "†state.pages.1"}  # before the set: unknown
+
+
+def reading_job(preview_bytes: int | None) -> tuple[dict, ...]:
+    log: list[dict] = [{"type": "text", "text": "Read."}]
+    exchanges = []
+    for n in range(3):
+        exchanges.append(Exchange(len(log), f"toolu_{n}", {"calls": [], "output": None}))
+        log += written({"_tool": "read", "n": n, "_outputPath": "†state.pages", "_outputMethod": "push"},
+                       f"page {n} " + "x" * 5000, n)
+    log += written({"_tool": "fetch", "_outputPath": "†state.doc"}, {"body": "y" * 5000}, 9)
+    turns = tick_messages(log, exchanges, preview_bytes=preview_bytes)
+    assert Transcript(preview_bytes=preview_bytes).grow(log, exchanges) == turns  # the engine's incremental build
+    return turns
+
+
+def test_results_over_the_preview_reach_the_model_as_a_preview_and_their_reference():
+    turns = reading_job(100)
+    text = json.dumps(turns, ensure_ascii=False)
+    assert "x" * 200 not in text and "y" * 200 not in text and len(text) < 4000
+    first = turns[2]["content"][0]["content"][0]["text"]
+    assert first.startswith('Results of the calls:\n- read {"n": 0} wrote †state.pages (push): "page 0 xxx')
+    assert first.endswith("… (a preview: the value has 5009 bytes; it is †state.pages.0, which a call's parameter "
+                          "may reference without you reading it)")
+    assert "it is †state.pages.2, which" in turns[-1]["content"][0]["content"][0]["text"]
+    assert "it is †state.doc, which" in turns[-1]["content"][0]["content"][0]["text"]
+    assert len(json.dumps(reading_job(None))) > 20_000  # no bound: every value whole
