@@ -190,6 +190,7 @@ class FakeAnthropic:
         self.host = host
         self.model = model
         self.check_requests = check_requests
+        self.context_window: int | None = None  # tokens (about 4 bytes each of a body): longer prompts are refused
         self.refusals: list[tuple[RecordedRequest, str]] = []
         self.refusals_expected = False
         self.responder: Callable[[RecordedRequest], Answer] | None = None
@@ -580,6 +581,8 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
                 return
             refusal = request_refusal(body) if fake.check_requests else None
+            if refusal is None and fake.context_window is not None and len(raw) // 4 > fake.context_window:
+                refusal = f"prompt is too long: {len(raw) // 4} tokens > {fake.context_window} maximum"
             if refusal is not None:
                 fake._refuse(request, refusal)
                 self._json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": refusal},

@@ -41,6 +41,7 @@ from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
 from agentq.protocol.transcript import Transcript
+from agentq.protocol.usage import saved_counters
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -144,6 +145,7 @@ class AgentLoop:
         self.store.set_job_tools(job_id, composed)
         corrective = bool(exchanges) and bool(exchanges[-1].problems)
         request = self._request(info, transcript, solution_schema)
+        saved = transcript.saved_tokens  # what compaction kept out of this request
         self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
         tick_no = info.ticks + 1
         self.store.add_events(job_id, [TickStarted(
@@ -168,7 +170,8 @@ class AgentLoop:
         written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")), known)
         problems = _problems(plan, answer, solution_schema["properties"]["output"])
         return self._end(job_id, token, info, answer, problems, corrective=corrective,
-                         log_length=len(transcript.log), tick_no=tick_no, written=written, model=request.model)
+                         log_length=len(transcript.log), tick_no=tick_no, written=written, model=request.model,
+                         saved=saved)
 
     def _request(self, info: JobInfo, transcript: Transcript, solution_schema: dict[str, Any]) -> LLMRequest:
         """The tick's model request: the job's system texts, the conversation so far, the solution's schema."""
@@ -197,7 +200,8 @@ class AgentLoop:
         return None
 
     def _end(self, job_id: str, token: str, info: JobInfo, answer: LLMAnswer, problems: list[Problem], *,
-             corrective: bool, log_length: int, tick_no: int, written: int, model: str) -> float | None:
+             corrective: bool, log_length: int, tick_no: int, written: int, model: str,
+             saved: int = 0) -> float | None:
         """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
         becomes structural errors in the log); the job's next step follows when no call is open.
 
@@ -217,7 +221,8 @@ class AgentLoop:
         if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
             events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
         ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
-                                    output=output, has_output=has_output, usage=answer.usage.counters(model),
+                                    output=output, has_output=has_output,
+                                    usage={**answer.usage.counters(model), **saved_counters(model, saved)},
                                     messages=structural, events=events)
         return self._ended(job_id, tick_no, None if ended is None else ended[0], has_output)
 

@@ -100,8 +100,9 @@ class Transcripts:
                 kept.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
                 return inputs, kept
         inputs = store.agent_inputs(job_id)
-        transcript = Transcript(inputs.info.created_at,
-                                preview_bytes=inputs.info.job_options.context.result_preview_bytes)
+        context = inputs.info.job_options.context
+        transcript = Transcript(inputs.info.created_at, preview_bytes=context.result_preview_bytes,
+                                max_input_tokens=context.window)
         transcript.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
         return inputs, transcript
 

@@ -16,22 +16,35 @@ from agentq.protocol.values import MISSING, get_in
 from agentq.protocol.views import LogIndex, write_of
 
 MIN_PREVIEW_BYTES = 64  # below this a preview says nothing about the value
-CONTEXT_OPTIONS = ("result_preview_bytes",)
+MIN_INPUT_TOKENS = 4096  # below this a request holds hardly more than agentq's instructions and the tools
+DEFAULT_MAX_INPUT_TOKENS = 200_000  # the context window of the current Claude models
+COMPACT_AT = 0.75  # compaction starts when the conversation passes this share of max_input_tokens (the rest: the
+# system texts, the solution schema, room to answer)
+COMPACT_PREVIEW_BYTES = 256  # what a compacted exchange keeps of each written value
+CONTEXT_OPTIONS = ("result_preview_bytes", "max_input_tokens")
+_MINIMUMS = {"result_preview_bytes": (MIN_PREVIEW_BYTES, "bytes"), "max_input_tokens": (MIN_INPUT_TOKENS, "tokens")}
 
 
 @dataclass(frozen=True, slots=True)
 class ContextOptions:
-    """A job's `options.context`; None: that bound is off."""
+    """A job's `options.context`; None: that bound is off (`max_input_tokens`: the default window)."""
 
     result_preview_bytes: int | None = None
+    max_input_tokens: int | None = None
 
     @classmethod
     def of(cls, raw: Any) -> ContextOptions:
-        """The options of a stored (valid) `options.context` (absent or null: every bound off)."""
+        """The options of a stored (valid) `options.context` (absent or null: the defaults)."""
         if not isinstance(raw, Mapping):
             return cls()
-        preview = raw.get("result_preview_bytes")
-        return cls(result_preview_bytes=int(preview) if preview is not None else None)
+        preview, window = raw.get("result_preview_bytes"), raw.get("max_input_tokens")
+        return cls(result_preview_bytes=int(preview) if preview is not None else None,
+                   max_input_tokens=int(window) if window is not None else None)
+
+    @property
+    def window(self) -> int:
+        """The most input tokens a request of the job may have (its option, else the default)."""
+        return self.max_input_tokens or DEFAULT_MAX_INPUT_TOKENS
 
 
 def context_problems(value: Any, pointer: str) -> list[Problem]:
@@ -45,8 +58,9 @@ def context_problems(value: Any, pointer: str) -> list[Problem]:
         where = f"{pointer}/{key}"
         if key not in CONTEXT_OPTIONS:
             problems.append(Problem(where, f"unknown context option; they are {', '.join(CONTEXT_OPTIONS)}"))
-        elif item is not None and (not isinstance(item, int) or isinstance(item, bool) or item < MIN_PREVIEW_BYTES):
-            problems.append(Problem(where, f"expected an integer >= {MIN_PREVIEW_BYTES} (bytes) or null, got {item!r}"))
+        elif item is not None and (not isinstance(item, int) or isinstance(item, bool) or item < _MINIMUMS[key][0]):
+            least, unit = _MINIMUMS[key]
+            problems.append(Problem(where, f"expected an integer >= {least} ({unit}) or null, got {item!r}"))
     return problems
 
 
@@ -127,5 +141,6 @@ def _overlap(a: _Target, b: _Target) -> bool:
     return a[2][:shorter] == b[2][:shorter]
 
 
-__all__ = ["CONTEXT_OPTIONS", "MIN_PREVIEW_BYTES", "ContextOptions", "appended_items", "context_problems",
+__all__ = ["COMPACT_AT", "COMPACT_PREVIEW_BYTES", "CONTEXT_OPTIONS", "DEFAULT_MAX_INPUT_TOKENS", "MIN_INPUT_TOKENS",
+           "MIN_PREVIEW_BYTES", "ContextOptions", "appended_items", "context_problems",
            "preview", "previewed"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.compaction import compact_bytes, compaction_point, turn_tokens
 from agentq.protocol.conversation import Exchange, context_turn, result_turn, solution_turn
 from agentq.protocol.views import LogIndex
 
@@ -21,14 +22,19 @@ from agentq.protocol.views import LogIndex
 class Transcript:
     """The turns of an agent job's next request, for its log and exchanges so far (`grow` adds to both)."""
 
-    def __init__(self, job: Any = None, *, preview_bytes: int | None = None) -> None:
+    def __init__(self, job: Any = None, *, preview_bytes: int | None = None,
+                 max_input_tokens: int | None = None) -> None:
         self.job = job  # what tells this job from another of the same id (its creation time)
         self.preview_bytes = preview_bytes  # the job's `options.context.result_preview_bytes`
+        self.max_input_tokens = max_input_tokens  # None: never compacted (`compaction.py`)
         self.log: list[dict] = []
         self.exchanges: list[Exchange] = []
         self.index = LogIndex()  # the whole log
         self._turns: list[dict] = []
         self._built = (0, 0)  # (messages, exchanges) the turns were built for
+        self.compacted = 0  # how many exchanges (the oldest) the turns show compacted
+        self.saved_tokens = 0  # about how many tokens compaction keeps out of the next request
+        self._sizes: list[tuple[int, int]] = []  # tokens of each closed exchange: whole, compacted
 
     @property
     def turns(self) -> tuple[dict, ...]:
@@ -43,6 +49,8 @@ class Transcript:
         if not self._continue():
             self._rebuild()
         self._built = (len(self.log), len(self.exchanges))
+        if self.max_input_tokens is not None and self.exchanges:
+            self._compact(self.max_input_tokens)
         return self.turns
 
     def _continue(self) -> bool:
@@ -73,8 +81,42 @@ class Transcript:
         self._turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
                                        preview_bytes=self.preview_bytes))
 
+    def _compact(self, max_input_tokens: int) -> None:
+        """Show the oldest exchanges compacted, as many as `compaction_point` says (it only grows)."""
+        last = len(self.exchanges) - 1
+        for i in range(len(self._sizes), last):  # exchanges closed since: still whole (the point is below them)
+            self._sizes.append((self._tokens(i), self._compacted_tokens(i)))
+        whole = [w for w, _ in self._sizes] + [self._tokens(last)]
+        compacted = [c for _, c in self._sizes] + [self._compacted_tokens(last)]
+        point = compaction_point(turn_tokens(self._turns[0]), whole, compacted, max_input_tokens)
+        for i in range(self.compacted, point):
+            self._turns[2 + 2 * i] = self._result(i, preview_bytes=compact_bytes(self.preview_bytes))
+        self.compacted = max(self.compacted, point)
+        self.saved_tokens = sum(whole[i] - compacted[i] for i in range(self.compacted))
+
+    def _tokens(self, i: int) -> int:
+        """Exchange `i`'s tokens as its turns show it whole."""
+        return turn_tokens(self._turns[1 + 2 * i]) + turn_tokens(self._turns[2 + 2 * i])
+
+    def _compacted_tokens(self, i: int) -> int:
+        """Exchange `i`'s tokens compacted (estimated without the log before it, so the same however it is built)."""
+        exchange = self.exchanges[i]
+        end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
+        result = result_turn(exchange.tool_use_id, self.log[exchange.log_length:end], LogIndex(),
+                             problems=exchange.problems, preview_bytes=compact_bytes(self.preview_bytes))
+        return turn_tokens(self._turns[1 + 2 * i]) + turn_tokens(result)
+
+    def _result(self, i: int, *, preview_bytes: int | None) -> dict:
+        """Exchange `i`'s result turn with that preview."""
+        exchange = self.exchanges[i]
+        end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
+        index = self.index if end == len(self.log) else LogIndex(self.log[:end])
+        return result_turn(exchange.tool_use_id, self.log[exchange.log_length:end], index,
+                           problems=exchange.problems, preview_bytes=preview_bytes)
+
     def _rebuild(self) -> None:
         """The turns from the whole log and every exchange (what `tick_messages` does)."""
+        self.compacted, self.saved_tokens, self._sizes = 0, 0, []
         if not self.exchanges:
             self._turns = [context_turn(self.index)]
             return

@@ -21,6 +21,7 @@ from agentq.protocol.budgets import NANOS_PER_USD
 
 TOKEN_COUNTERS = ("requests", "input_tokens", "output_tokens", "cache_creation_input_tokens",
                   "cache_read_input_tokens")
+SAVED = "context_tokens_saved"  # about how many input tokens compaction kept out of the job's requests
 COST = "cost_nanousd"
 UNPRICED = "unpriced_requests"
 _SEPARATOR = "|"  # `<counter>|<model>`: counter names have no `|`, model names may have anything after it
@@ -33,6 +34,11 @@ def request_counters(model: str, tokens: Mapping[str, int], cost_nanousd: int | 
     own[COST] = cost_nanousd or 0
     own[UNPRICED] = 1 if cost_nanousd is None else 0
     return {**own, **{f"{name}{_SEPARATOR}{model}": count for name, count in own.items()}}
+
+
+def saved_counters(model: str, saved: int) -> dict[str, int]:
+    """The counters of the tokens compaction kept out of one request (none when it kept nothing)."""
+    return {SAVED: saved, f"{SAVED}{_SEPARATOR}{model}": saved} if saved > 0 else {}
 
 
 def usage_record(counters: Mapping[str, int]) -> dict[str, Any]:
@@ -49,11 +55,11 @@ def usage_record(counters: Mapping[str, int]) -> dict[str, Any]:
 
 def record_counters(usage: Mapping[str, Any]) -> dict[str, int]:
     """The counters of a job record's `usage` (a module child's, added to its parent's)."""
-    counters = {name: int(usage.get(name) or 0) for name in TOKEN_COUNTERS}
+    counters = {name: int(usage.get(name) or 0) for name in (*TOKEN_COUNTERS, SAVED)}
     counters[COST] = counters[UNPRICED] = 0
     for model, own in (usage.get("by_model") or {}).items():
         cost = own.get("cost_usd")
-        mine = {name: int(own.get(name) or 0) for name in TOKEN_COUNTERS}
+        mine = {name: int(own.get(name) or 0) for name in (*TOKEN_COUNTERS, SAVED)}
         mine[COST] = round(cost * NANOS_PER_USD) if cost is not None else 0
         mine[UNPRICED] = 0 if cost is not None else mine["requests"]
         counters[COST] += mine[COST]
@@ -74,8 +80,10 @@ def cost_usd(nanousd: int) -> float:
 def _shown(counters: Mapping[str, int]) -> dict[str, Any]:
     shown: dict[str, Any] = {name: int(counters.get(name) or 0) for name in TOKEN_COUNTERS}
     shown["cost_usd"] = None if counters.get(UNPRICED) else cost_usd(int(counters.get(COST) or 0))
+    if counters.get(SAVED):  # only for jobs whose conversation was compacted
+        shown[SAVED] = int(counters[SAVED])
     return shown
 
 
-__all__ = ["COST", "TOKEN_COUNTERS", "UNPRICED", "cost_usd", "empty_usage", "record_counters", "request_counters",
-           "usage_record"]
+__all__ = ["COST", "SAVED", "TOKEN_COUNTERS", "UNPRICED", "cost_usd", "empty_usage", "record_counters",
+           "request_counters", "saved_counters", "usage_record"]

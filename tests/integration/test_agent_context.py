@@ -116,3 +116,37 @@ def test_results_over_the_preview_reach_the_model_as_a_preview_it_can_pass_on_by
     assert len(sizes) == 5 and max(sizes) < 12_000  # three 50 KB pages read, none sent whole
     for request in anthropic_env.requests:
         assert page(1)[:1500] not in request.raw.decode()
+
+
+def test_a_30_tick_job_of_50_kb_pages_stays_within_a_100k_token_window_and_mostly_hits_the_cache(
+        reader: Harness, anthropic_env: FakeAnthropic):
+    ticks = 30
+    anthropic_env.context_window = 100_000  # the fake refuses a longer prompt (and the test fails)
+
+    def agent(request: RecordedRequest) -> Answer:
+        k = (len(request.body["messages"]) + 1) // 2
+        if k > ticks:
+            return Answer.solution({"calls": [], "output": "read them all"}, chunk_size=4000)
+        call = {"_tool": "read_page", "n": k, "_outputPath": "†state.pages", "_outputMethod": "push"}
+        return Answer.solution({"calls": [call], "output": None}, chunk_size=4000)
+
+    anthropic_env.responder = agent
+    record = reader.run({"context": [{"type": "text", "text": "Read the pages one per tick."}],
+                         "tools": ["read_page"], "output": {"type": "string"},
+                         "options": {"max_ticks": ticks + 1, "context": {"max_input_tokens": 100_000}}}, timeout=90)
+    assert record["status"] == "succeeded", record
+    assert record["state"]["pages"] == [page(n) for n in range(1, ticks + 1)]
+    requests = anthropic_env.requests
+    assert len(requests) == ticks + 1 and not anthropic_env.refusals
+    tokens = [len(r.raw) // 4 for r in requests]
+    hits = [without_breakpoints(b.body["messages"][:len(a.body["messages"])]) == without_breakpoints(a.body["messages"])
+            for a, b in itertools.pairwise(requests)]  # the previous request's conversation is this one's prefix
+    print("tokens sent per tick:", tokens)
+    print("cache prefix kept:", "".join("+" if hit else "-" for hit in hits))
+    assert max(tokens) < 100_000
+    assert sum(hits) >= len(hits) * 2 // 3  # compaction breaks the prefix once, then it holds again
+    for k, request in enumerate(requests[1:], start=1):  # the page read last is always shown whole
+        assert page(k) in request.raw.decode(), k
+    assert record["usage"]["context_tokens_saved"] > 0
+    assert record["usage"]["by_model"]["claude-sonnet-4-6"]["context_tokens_saved"] == \
+        record["usage"]["context_tokens_saved"]

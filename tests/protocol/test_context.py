@@ -3,11 +3,13 @@ model as a preview and the reference that holds them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 from agentq.errors import JobValidationError
+from agentq.protocol.compaction import compaction_point, turn_tokens
 from agentq.protocol.context import ContextOptions, appended_items, preview
 from agentq.protocol.conversation import Exchange, tick_messages
 from agentq.protocol.expressions import parse_ref
@@ -26,15 +28,19 @@ def test_options_context_is_kept_and_read_back():
     assert JobOptions.of(plan.options).context == ContextOptions(result_preview_bytes=2000)
     assert JobOptions.of({}).context == ContextOptions()  # a job stored before the option existed: no bound
     assert JobOptions.of({"context": {"result_preview_bytes": None}}).context.result_preview_bytes is None
+    assert JobOptions.of({}).context.window == 200_000  # the default window
+    assert JobOptions.of({"context": {"max_input_tokens": 100_000}}).context.window == 100_000
 
 
 @pytest.mark.parametrize(("context", "problems"), [
-    ("big", ["/options/context: expected an object with any of result_preview_bytes, got 'big'"]),
+    ("big", ["/options/context: expected an object with any of result_preview_bytes, max_input_tokens, got 'big'"]),
     ({"result_preview_bytes": 63}, ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) or "
                                     "null, got 63"]),
     ({"result_preview_bytes": True, "window": 1},
      ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) or null, got True",
-      "/options/context/window: unknown context option; they are result_preview_bytes"]),
+      "/options/context/window: unknown context option; they are result_preview_bytes, max_input_tokens"]),
+    ({"max_input_tokens": 100, "result_preview_bytes": 100},
+     ["/options/context/max_input_tokens: expected an integer >= 4096 (tokens) or null, got 100"]),
     ({"result_preview_bytes": 1.5e3}, ["/options/context/result_preview_bytes: expected an integer >= 64 (bytes) "
                                        "or null, got 1500.0"]),
 ])
@@ -94,3 +100,41 @@ def test_results_over_the_preview_reach_the_model_as_a_preview_and_their_referen
     assert "it is †state.pages.2, which" in turns[-1]["content"][0]["content"][0]["text"]
     assert "it is †state.doc, which" in turns[-1]["content"][0]["content"][0]["text"]
     assert len(json.dumps(reading_job(None))) > 20_000  # no bound: every value whole
+
+
+def pages_job(ticks: int) -> tuple[list[dict], list[Exchange]]:
+    log: list[dict] = [{"type": "text", "text": "Read."}]
+    exchanges = []
+    for n in range(ticks):
+        exchanges.append(Exchange(len(log), f"toolu_{n}", {"calls": [{"_tool": "read", "n": n}], "output": None}))
+        log += written({"_tool": "read", "n": n, "_outputPath": "†state.pages", "_outputMethod": "push"},
+                       f"page {n} " + "x" * 40_000, n)
+    return log, exchanges
+
+
+def test_compaction_point_compacts_all_but_the_last_exchange_once_the_limit_is_passed():
+    # limit 75 tokens (COMPACT_AT of 100): the fourth request (10 + 4 * 20 = 90) compacts the first three exchanges
+    assert [compaction_point(10, [20] * k, [2] * k, 100) for k in range(1, 7)] == [0, 0, 0, 3, 3, 5]
+    assert compaction_point(10, [30, 30, 30], [5, 5, 5], 100) == 2  # 10 + 3 * 30 > 75 at the third request
+    assert compaction_point(10, [10, 10], [5, 5], 100) == 0
+
+
+def test_a_compacted_transcript_is_the_same_grown_tick_by_tick_or_built_at_once():
+    log, exchanges = pages_job(12)
+    grown = Transcript(max_input_tokens=50_000)
+    sizes, points, requests = [], [], []
+    for k in range(len(exchanges) + 1):
+        end = exchanges[k].log_length if k < len(exchanges) else len(log)
+        turns = grown.grow(log[len(grown.log):end], exchanges[len(grown.exchanges):k])
+        requests.append(turns)
+        sizes.append(sum(turn_tokens(t) for t in turns))
+        points.append(grown.compacted)
+        built = Transcript(max_input_tokens=50_000)
+        assert built.grow(log[:end], exchanges[:k]) == turns and built.saved_tokens == grown.saved_tokens
+    assert max(sizes) < 50_000 * 0.75 + 11_000 and points[-1] > 0
+    assert grown.saved_tokens > grown.compacted * 9_500  # each compacted page: about 10,000 tokens less
+    last = json.dumps(requests[-1], ensure_ascii=False)
+    assert f"page 11 {'x' * 39_000}" in last and f"page 0 {'x' * 1000}" not in last  # the newest page whole
+    assert "it is †state.pages.0, which" in last  # an older one by its reference
+    kept = sum(after[:len(before)] == before for before, after in itertools.pairwise(requests))
+    assert kept >= len(requests) - 1 - points.count(points[-1]) and kept >= 8  # the prefix holds between steps
