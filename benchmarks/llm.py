@@ -35,6 +35,10 @@ of the same process: the model, the SDK, the worker and the client share one Pyt
     each message, as JSON in the order sent) and compared with the previous request's: the share of the
     previous request's whole prefix (tools + system + its messages) that request n repeats byte for byte. The
     table also shows what the request's own ``cache_control`` breakpoints cover (tools and system only).
+(4) Bounded context. A 30-tick job reading one 50 KB page a tick (pushed to ``†state.pages``): the tokens each
+    request sends (4 bytes a token) and the share of ticks whose request repeats the previous one's whole
+    conversation (a prompt-cache hit), without compaction (``max_input_tokens`` 1,000,000) and with a 100,000-token
+    window, where the older exchanges are compacted in one step when the conversation passes three quarters of it.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 
 STREAMED_CALLS = 5
 CACHE_TICKS = 5
+CONTEXT_TICKS = 30
+PAGE_BYTES = 50_000
 OUTPUT = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
 FINAL = {"calls": [], "output": {"done": True}}
 
@@ -83,7 +89,9 @@ def registries(unit_s: float) -> tuple[ToolRegistry, ActivityRegistry]:
     tool("noop", "Does nothing and returns its index.", {"i": {"type": "integer"}}, {"type": "integer"})
     tool("wait", f"Takes {unit_s:g} s and returns x + 1.", {"x": {"type": "integer"}}, {"type": "integer"})
     tool("lookup", "Looks a key up and returns a small record.", {"key": {"type": "string"}}, {"type": "object"})
+    tool("read_page", "Returns page n of a long text.", {"n": {"type": "integer"}}, {"type": "string"})
     activities.register("noop", lambda call: call["i"])
+    activities.register("read_page", lambda call: (f"page {call['n']}: the fox and the dog. " * 2000)[:PAGE_BYTES])
 
     def wait(call: dict) -> int:
         time.sleep(unit_s)
@@ -137,6 +145,32 @@ def cache_solution(tick: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ measuring
+
+
+def page_solution(tick: int) -> dict:
+    if tick >= CONTEXT_TICKS:
+        return FINAL
+    return {"calls": [{"_tool": "read_page", "n": tick + 1, "_outputPath": "†state.pages", "_outputMethod": "push"}],
+            "output": None}
+
+
+def context_run(fake: FakeAnthropic, client: Client, window: int) -> tuple[list[int], int, int]:
+    """(4): the tokens of each request, the ticks that repeat the previous request's conversation, and the
+    job's `usage.context_tokens_saved`."""
+    fake.responder = lambda request: Answer.solution(page_solution(tick_of(request)), chunk_size=1 << 16)
+    before = len(fake.exchanges)
+    job = agent_job("Read the pages, one per tick.", ["read_page"], CONTEXT_TICKS + 1)
+    job["options"]["context"] = {"max_input_tokens": window}
+    _, _, handle = run_job(client, job)
+    requests = [e.request for e in fake.exchanges[before:]]
+
+    def conversation(request: RecordedRequest) -> list[str]:
+        return [json.dumps([{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]],
+                           ensure_ascii=False) for m in request.body["messages"]]
+
+    hits = sum(conversation(b)[:len(conversation(a))] == conversation(a) for a, b in itertools.pairwise(requests))
+    saved = int(handle.result(timeout=60)["usage"].get("context_tokens_saved") or 0)
+    return [len(r.raw) // 4 for r in requests], hits, saved
 
 
 def run_job(client: Client, job: dict) -> tuple[float, float, Any]:
@@ -312,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
             before = len(fake.exchanges)
             run_job(client, agent_job("Look the items up, one per tick.", ["lookup"], CACHE_TICKS + 1))
             bodies = [e.request.body for e in fake.exchanges[before:]]
+            print("  (3) done", flush=True)
+
+            # (4) bounded context
+            bounded = {window: context_run(fake, client, window) for window in (1_000_000, 100_000)}
         finally:
             bench.stop(*parts)
 
@@ -359,6 +397,15 @@ def main(argv: list[str] | None = None) -> int:
     row("    request sizes (characters, as serialized)", "  ".join(sizes))
     row("    share of each request up to its own last cache_control breakpoint",
         "  ".join(f"{c:.1%}" for c in covered))
+
+    for window, (tokens, hits, saved) in bounded.items():
+        label = "no compaction" if window > 200_000 else f"max_input_tokens {window:,}"
+        row(f"(4) {CONTEXT_TICKS} ticks x a {PAGE_BYTES // 1000} KB page, {label}: tokens sent per tick",
+            " ".join(f"{t // 1000}k" for t in tokens))
+        row("    largest request; ticks repeating the previous request (cache hits); tokens saved",
+            f"{max(tokens):,} tokens; {hits}/{len(tokens) - 1}; {saved:,}",
+            "< 100,000; most" if window == 100_000 else "",
+            (max(tokens) < 100_000 and hits * 3 >= (len(tokens) - 1) * 2) if window == 100_000 else None)
 
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print()
