@@ -12,8 +12,10 @@ never downloads a browser): with `apt-get`, as root or through `sudo`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,7 +40,13 @@ FLOORS_TESTS = ("tests/llm", "tests/integration/test_agent_jobs.py", "tests/inte
 # At uvicorn 0.30 the server may reset the connection of a streamed body over the limit before the client reads
 # its 413 (seen once in CI, not with the current uvicorn): a known difference of that floor, not run there.
 FLOORS_DESELECT = ("tests/e2e/test_api.py::test_a_body_over_the_limit_is_413_whether_declared_or_streamed",)
-FLOORS_TEST_TOOLS = ("pytest", "pytest-timeout")  # installed as the dev extra lists them
+FLOORS_TEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist")  # installed as the dev extra lists them
+# `dev.py test` and `dev.py floors` spread the tests over this many pytest-xdist worker processes: most tests
+# wait (for subprocesses, servers, the network) more than they compute, so more workers than this machine's two
+# cores pays. Each worker is a pytest session of its own, with its own private Redis, cluster and servers on
+# free ports. `worksteal`: a worker that ran out of tests takes half of the remaining tests of the busiest one.
+TEST_WORKERS = "4"
+TEST_DISTRIBUTION = "worksteal"
 _FLOOR = re.compile(r"^\s*([A-Za-z0-9._-]+(?:\[[^\]]*\])?)\s*>=\s*([0-9][^,;\s]*)")
 
 
@@ -96,9 +104,31 @@ def ensure_floors_environment(pins: list[str]) -> None:
 def run_floors(pytest_args: list[str], env: dict[str, str]) -> int:
     """The LLM tests and a representative set, against the lowest versions pyproject.toml allows."""
     ensure_floors_environment(floor_pins())
-    cmd = [str(FLOORS_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *FLOORS_TESTS,
-           *(f"--deselect={test}" for test in FLOORS_DESELECT), *pytest_args]
+    cmd = [str(FLOORS_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel_options(pytest_args),
+           *FLOORS_TESTS, *(f"--deselect={test}" for test in FLOORS_DESELECT), *pytest_args]
     return subprocess.call(cmd, cwd=ROOT, env=env)
+
+
+def _plugins_turned_off(args: list[str]) -> set[str]:
+    """The plugins `-p no:NAME` (or `-pno:NAME`) turns off."""
+    named = [nxt for arg, nxt in itertools.pairwise(args) if arg == "-p"]
+    named += [arg[2:] for arg in args if arg.startswith("-p") and arg != "-p"]
+    return {name.removeprefix("no:") for name in named if name.startswith("no:")}
+
+
+def parallel_options(pytest_args: list[str]) -> list[str]:
+    """`-n TEST_WORKERS --dist TEST_DISTRIBUTION`, less what the arguments (or PYTEST_ADDOPTS) choose
+    themselves: their own `-n`/`--numprocesses` (`-n 0` runs the tests in pytest's own process) or `--dist`;
+    nothing with `-p no:xdist`, or with a debugger (`--pdb`, `--trace`), which needs pytest's own process."""
+    args = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *pytest_args]
+    if "xdist" in _plugins_turned_off(args) or "--pdb" in args or "--trace" in args:
+        return []
+    options = []
+    if not any(arg.startswith(("-n", "--numprocesses")) for arg in args):
+        options += ["-n", TEST_WORKERS]
+    if not any(arg.startswith(("--dist", "-d")) for arg in args):
+        options += ["--dist", TEST_DISTRIBUTION]
+    return options
 
 
 def chromium_path() -> str | None:
@@ -151,7 +181,7 @@ def main(argv: list[str]) -> int:
     ensure_environment()
     if command == "test":
         ensure_chromium()
-        cmd = [str(PYTHON), "-m", "pytest", *rest]
+        cmd = [str(PYTHON), "-m", "pytest", *parallel_options(rest), *rest]
     elif command == "lint":  # ruff over the whole repository, mypy over agentq and workers (pyproject.toml)
         status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
         return status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)

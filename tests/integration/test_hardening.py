@@ -403,11 +403,9 @@ def test_an_activity_without_a_timeout_gets_the_default(harness):
     harness.activities.register("patient", patient, timeout=10)
     start_worker(harness, default_timeout_s=1.0)
     client = harness.client()
-    started = time.monotonic()
     handle = client.submit({"calls": [{"_tool": "hang", "_outputPath": "†state.hung"},
                                       {"_tool": "patient", "_outputPath": "†state.patient"}]})
-    record = handle.result(timeout=30)
-    assert time.monotonic() - started < 15
+    record = handle.result(timeout=30)  # within the 60 s the hanging call would take
     assert record["status"] == "failed", record
     assert "timed out after 1.0 s" in record["error"]["message"]
     assert record["state"] == {"patient": "waited"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections import Counter
 
 from agentq.runtime.worker import InProcessWorker
+from tests.integration.procs import wait_for
 
 TIMEOUT = 20.0
 
@@ -183,6 +183,15 @@ def test_an_idempotent_activitys_signed_task_costs_one_round_trip_through_celery
         assert [e["event"] for e in events if e.get("call_id") == call_id] == ["call.started", "call.finished"]
 
 
+def _await_blocked_waiters(store, count: int) -> None:
+    """Until `count` clients of the store's Redis are blocked waiting for a job's end (BLMOVE on its list)."""
+    def blocked() -> bool:
+        clients = store.redis.client_list()
+        return sum(1 for c in clients if c.get("cmd") == "blmove" and "b" in c.get("flags", "")) >= count
+
+    wait_for(blocked, TIMEOUT, f"{count} result() waiters to block on the job's end")
+
+
 def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):
     gate = threading.Event()
     harness.tool("wait", params={})
@@ -196,13 +205,11 @@ def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):
     waiters = [threading.Thread(target=lambda: results.append(handle.result(timeout=TIMEOUT))) for _ in range(3)]
     for waiter in waiters:
         waiter.start()
-    time.sleep(0.3)
-    released = time.monotonic()
+    _await_blocked_waiters(store, 3)
     gate.set()
     for waiter in waiters:
         waiter.join(TIMEOUT)
     assert [r["status"] for r in results] == ["succeeded"] * 3
-    assert time.monotonic() - released < 3.0
     done = store.keys(handle.id).done
     assert store.redis.lrange(done, 0, -1) == ["succeeded"] and store.redis.pttl(done) > 0
     assert handle.result(timeout=1)["status"] == "succeeded"  # a later waiter finds the signal at once
@@ -214,7 +221,7 @@ def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):
     canceled: list[dict] = []
     waiter = threading.Thread(target=lambda: canceled.append(blocked.result(timeout=TIMEOUT)))
     waiter.start()
-    time.sleep(0.3)
+    _await_blocked_waiters(store, 1)
     assert blocked.cancel() == "canceled"
     waiter.join(5)
     gate.set()

@@ -14,10 +14,10 @@
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from agentq.client import Client
 from agentq.embedded import RedisServer
 from agentq.errors import JobTimeoutError
 from tests.integration.procs import WorkerProcs, wait_for
+from tests.integration.rabbitmq import AmqpNames
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,44 +72,39 @@ def _outage_job(n: int, seconds: float) -> dict:
     return {"context": [{"type": "state", "data": {"charges": {}}}], "calls": first + second}
 
 
-RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672//"
-
-
-def _rabbitmq_reachable() -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=1).close()
-    except OSError:
-        return False
-    return True
+@dataclass(frozen=True)
+class Broker:
+    url: str
+    env: dict[str, str] = field(default_factory=dict)  # what the workers need besides AGENTQ_BROKER_URL
 
 
 @pytest.fixture(params=["separate-redis", "same-redis", "rabbitmq"])
-def broker_url(request: pytest.FixtureRequest, state_redis: RedisServer) -> str:
+def broker(request: pytest.FixtureRequest, state_redis: RedisServer) -> Broker:
     """Where the tasks go: the session's private Redis (a server of its own), the state Redis itself, or the
-    local RabbitMQ."""
+    RabbitMQ (`tests/integration/rabbitmq.py`), on queues of this test's own."""
     if request.param == "separate-redis":
-        return str(request.getfixturevalue("redis_url"))
+        return Broker(str(request.getfixturevalue("redis_url")))
     if request.param == "same-redis":
-        return state_redis.url
-    if not _rabbitmq_reachable():
-        pytest.skip("no RabbitMQ reachable on 127.0.0.1:5672 (the Redis broker variants still run)")
-    return RABBITMQ_URL
+        return Broker(state_redis.url)
+    names: AmqpNames = request.getfixturevalue("amqp_names")
+    names.activity("procCharge")
+    return Broker(names.url, {"AGENTQ_ENGINE_QUEUE": names.queue("engine"), "PROCS_QUEUE_PREFIX": names.prefix})
 
 
 def test_a_state_store_outage_loses_nothing_and_runs_nothing_twice(
-        state_redis: RedisServer, broker_url: str, tmp_path: Path, record_property):
+        state_redis: RedisServer, broker: Broker, tmp_path: Path, record_property):
     ledger = tmp_path / "ledger.txt"
     procs = WorkerProcs(state_redis.url, tmp_path)
     # prefetch 1: with the broker on the state Redis, tasks a worker prefetched but had not started when the
     # connection dropped could only come back after the visibility timeout (see docs/reliability.md)
-    env = {"AGENTQ_BROKER_URL": broker_url, "PROCS_LEDGER": str(ledger), "AGENTQ_LEASE_S": "30",
+    env = {**broker.env, "AGENTQ_BROKER_URL": broker.url, "PROCS_LEDGER": str(ledger), "AGENTQ_LEASE_S": "30",
            "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "120", "AGENTQ_PREFETCH_MULTIPLIER": "1"}
     try:
         workers = [procs.start(["procCharge"], concurrency=3, **env) for _ in range(2)]
         for proc in workers:
             procs.wait_live(proc, ["procCharge"])
         job = _outage_job(12, 2.0)
-        with Client(state_redis.url, broker_url=broker_url) as client:
+        with Client(state_redis.url, broker_url=broker.url) as client:
             handle = client.submit(job)
             # the store goes away while the first charges run: they end during the outage
             wait_for(lambda: sum(1 for kind, *_ in _ledger(ledger) if kind == "start") >= 3, 30,

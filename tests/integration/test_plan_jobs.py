@@ -670,14 +670,12 @@ def test_async_handler_exceeding_its_timeout_fails_with_a_timeout_error(harness)
     harness.tool("slow", params={})
 
     async def slow(call):
-        await asyncio.sleep(5)
+        await asyncio.Event().wait()  # never set: only the activity's timeout ends it, within run()'s wait
         return "too late"
 
     harness.activities.register("slow", slow, timeout=0.3)
     start_worker(harness)
-    started = time.monotonic()
     record, log, _ = run(harness, {"calls": [{"_tool": "slow", "_outputPath": "†state.result"}]})
-    assert time.monotonic() - started < 4
     assert record["status"] == "failed", record
     [error] = error_messages(log)
     assert error["data"]["error"]["type"] == "TimeoutError"
@@ -686,28 +684,22 @@ def test_async_handler_exceeding_its_timeout_fails_with_a_timeout_error(harness)
 
 
 def test_independent_calls_run_in_parallel(harness):
-    spans = []
-    lock = threading.Lock()
+    together = threading.Barrier(4)  # passed only by four calls running at the same time
     harness.tool("nap", params={"i": {"type": "integer"}})
 
     def nap(call):
-        start = time.monotonic()
-        time.sleep(0.5)
-        with lock:
-            spans.append((start, time.monotonic()))
+        try:
+            together.wait(timeout=TIMEOUT / 2)
+        except threading.BrokenBarrierError:
+            return "alone"
         return call["i"]
 
     harness.activities.register("nap", nap)
     start_worker(harness, concurrency=4)
-    started = time.monotonic()
     record, _, _ = run(harness, {"calls": [{"_tool": "nap", "i": i, "_outputPath": f"†state.r{i}"}
                                            for i in range(4)]})
-    elapsed = time.monotonic() - started
     assert record["status"] == "succeeded", record
-    assert record["state"] == {f"r{i}": i for i in range(4)}
-    assert len(spans) == 4
-    assert max(s for s, _ in spans) < min(e for _, e in spans)  # all four were running at the same time
-    assert elapsed < 1.6, f"4 × 0.5 s calls took {elapsed:.2f} s with concurrency 4"
+    assert record["state"] == {f"r{i}": i for i in range(4)}  # all four were running at the same time
 
 
 def test_dependent_calls_wait_for_their_inputs(harness):

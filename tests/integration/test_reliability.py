@@ -19,7 +19,11 @@ from agentq.protocol.status import CallStatus
 from agentq.store.replies import CommitDuplicate
 from tests.integration.procs import cli, wait_for
 
-pytestmark = pytest.mark.timeout(60)
+TEST_TIMEOUT_S = 60
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
+# A gated handler waits until its test opens the gate, however long the test's steps take (a CLI run in a loaded
+# machine takes seconds); the bound only frees the handler's thread of a test that failed before opening it.
+GATE_S = TEST_TIMEOUT_S
 
 
 def _events(store, job_id: str) -> list[dict]:
@@ -148,7 +152,7 @@ def _chain_tools(harness, runs: Counter, gates: dict[str, threading.Event] | Non
         def run(call):
             runs[name] += 1
             if gates and name in gates:
-                assert gates[name].wait(15), f"{name} was never released"
+                assert gates[name].wait(GATE_S), f"{name} was never released"
             time.sleep(sleep_s)
             return fn(call)
         return run
@@ -341,7 +345,7 @@ def _cancel_tools(harness, runs: Counter, gate: threading.Event) -> None:
 
     def slow(call):
         runs["slow"] += 1
-        assert gate.wait(15), "slow was never released"
+        assert gate.wait(GATE_S), "slow was never released"
         return call["n"]
 
     def after(call):
