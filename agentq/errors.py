@@ -50,6 +50,7 @@ structural error; only `ModuleUnavailable` may succeed when tried again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class AgentQError(Exception):
@@ -214,10 +215,17 @@ class BudgetExceeded(LLMError):
 class LLMRetryableError(LLMError):
     """A transient provider failure; `retry_after_s` is the wait the provider asked for, if any."""
 
-    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = None):
+    def __init__(self, message: str, *, retry_after_s: float | None = None, status: int | None = None,
+                 rate_limits: Any = None):
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.status = status
+        self.rate_limits = rate_limits  # what the answer said of the account's limits (`llm.base.RateLimits`)
+
+
+class ModelDeferred(LLMRetryableError):
+    """A model request the fleet-wide rate limits (`AGENTQ_LLM_LIMITS`, a pause after a 429, SPEC §16) hold back:
+    it was not sent; it keeps its place, and goes when asked again after `retry_after_s`."""
 
 
 class NonRetryableError(AgentQError):
@@ -274,6 +282,7 @@ __all__ = [
     "LLMNotConfigured",
     "LLMRetryableError",
     "MessageError",
+    "ModelDeferred",
     "ModuleError",
     "ModuleInvalid",
     "ModuleNotFound",

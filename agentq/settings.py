@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agentq.errors import ConfigurationError
 from agentq.protocol.budgets import budget_problems
+from agentq.protocol.limits import ModelLimits, limits_problems, parse_limits
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 ENV_PREFIX = "AGENTQ_"
@@ -116,6 +117,9 @@ class Settings(BaseSettings):
     # that name none (JSON `{"max_cost_usd": 5, ...}`, as `options.budget`)
     llm_prices: Path | None = None
     default_budget: Annotated[dict[str, Any] | None, NoDecode] = None
+    # fleet-wide model rate limits: JSON `{"<model>" | "*": {"requests_per_minute": N, "input_tokens_per_minute":
+    # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py)
+    llm_limits: Annotated[dict[str, Any] | None, NoDecode] = None
 
     # activities (SPEC §3): an activity stays known this long after its last announcement
     activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)
@@ -182,6 +186,32 @@ class Settings(BaseSettings):
             raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET: "
                                      + "; ".join(str(p) for p in problems))
         return {**values, "default_budget": raw}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_llm_limits(cls, values: Any) -> Any:
+        """`AGENTQ_LLM_LIMITS`: the models' rate limits as JSON; a broken value is named with every problem."""
+        if not isinstance(values, dict):
+            return values
+        raw = values.get("llm_limits")
+        if raw is None or raw == "":  # unset, or set empty: no limits but what the API's headers teach
+            return {k: v for k, v in values.items() if k != "llm_limits"}
+        variable = f"{ENV_PREFIX}LLM_LIMITS"
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise ConfigurationError(f"invalid settings: {variable} is not valid JSON ({error.msg} at column "
+                                         f"{error.colno})") from None
+        problems = limits_problems(raw)
+        if problems:
+            raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(str(p) for p in problems))
+        return {**values, "llm_limits": raw}
+
+    @property
+    def model_limits(self) -> dict[str, ModelLimits]:
+        """`AGENTQ_LLM_LIMITS` by model (`"*"` for every other model)."""
+        return parse_limits(self.llm_limits or {})
 
     @classmethod
     def _list_settings(cls) -> list[str]:

@@ -12,6 +12,12 @@ any API key, and inspect what arrived::
         body = fake.requests[0].body           # the parsed JSON body
         fake.exchanges[0].last_chunk_at        # time.monotonic() when the last delta was sent
 
+It counts what a test of concurrency needs: :attr:`FakeAnthropic.in_flight` and ``peak_in_flight`` (requests
+answered at once; ``reset_peak()``). ``fake.limit(requests_per_minute=R)`` makes it enforce a rate limit as the real
+API does (a token bucket of capacity R, refilled continuously): a request beyond it gets a 429 ``rate_limit_error``
+with ``retry-after``, every answer carries the ``anthropic-ratelimit-requests-*`` headers, and it counts the 429s
+(``rate_limited``) and the requests it let through (``admitted_at``, ``most_in_window(seconds)``).
+
 Fixtures: ``fake_anthropic`` (a started server) and ``anthropic_env`` (the server plus ``ANTHROPIC_BASE_URL``
 and a fake ``ANTHROPIC_API_KEY`` in the environment); import them into a conftest.py to use them.
 
@@ -38,12 +44,14 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import queue
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -202,6 +210,10 @@ class FakeAnthropic:
         self._counter = 0
         self.in_flight = 0  # requests being answered right now
         self.peak_in_flight = 0  # the most answered at once since the start (or `reset_peak`)
+        self.rpm: int | None = None  # the requests-per-minute limit it enforces (`limit`)
+        self.rate_limited = 0  # how many requests it answered 429 for that limit
+        self.admitted_at: list[float] = []  # time.monotonic() of each request the limit let through
+        self._bucket = (0.0, 0.0)  # (level, when)
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -275,6 +287,62 @@ class FakeAnthropic:
             self.exchanges.append(exchange)
             self._counter += 1
         return exchange
+
+    # -------------------------------------------------------------------------------- rate limits
+
+    def limit(self, *, requests_per_minute: int) -> FakeAnthropic:
+        """Enforce a requests-per-minute limit as the API does: a token bucket whose capacity is the limit, refilled
+        continuously. A request beyond it is answered 429 `rate_limit_error` with `retry-after` (whole seconds)
+        and, like every answer while a limit is set, the `anthropic-ratelimit-requests-limit`, `-remaining` and
+        `-reset` headers (RFC 3339: when the bucket is full again)."""
+        with self._lock:
+            self.rpm = requests_per_minute
+            self._bucket = (float(requests_per_minute), time.monotonic())
+        return self
+
+    def most_in_window(self, window_s: float) -> int:
+        """The most requests the limit let through within any `window_s` seconds."""
+        times = sorted(self.admitted_at)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= window_s:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
+    def _admit(self) -> dict[str, str] | None:
+        """Take one request from the bucket: None when it may go, else the 429's headers."""
+        with self._lock:
+            if self.rpm is None:
+                return None
+            level, now = self._level(), time.monotonic()
+            if level >= 1:
+                self._bucket = (level - 1, now)
+                self.admitted_at.append(now)
+                return None
+            self._bucket = (level, now)
+            self.rate_limited += 1
+            return {"retry-after": str(max(1, math.ceil((1 - level) * 60 / self.rpm))), **self._limit_headers()}
+
+    def _level(self) -> float:
+        level, at = self._bucket
+        assert self.rpm is not None
+        return min(float(self.rpm), level + (time.monotonic() - at) * self.rpm / 60)
+
+    def _limit_headers(self) -> dict[str, str]:
+        """The `anthropic-ratelimit-requests-*` headers while a limit is set (call with the lock held)."""
+        if self.rpm is None:
+            return {}
+        level = self._level()
+        full_in = (self.rpm - level) * 60 / self.rpm
+        reset = datetime.now(UTC) + timedelta(seconds=full_in)
+        return {"anthropic-ratelimit-requests-limit": str(self.rpm),
+                "anthropic-ratelimit-requests-remaining": str(max(0, math.floor(level))),
+                "anthropic-ratelimit-requests-reset": reset.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+    def limit_headers(self) -> dict[str, str]:
+        with self._lock:
+            return self._limit_headers()
 
     def _enter(self) -> None:
         with self._lock:
@@ -580,6 +648,14 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if self.path.split("?")[0] != "/v1/messages":
                 self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
                 return
+            limited = fake._admit()
+            if limited is not None:
+                fake._record(request, Answer.http_error(429, headers=limited))
+                self._json(429, {"type": "error", "error": {
+                    "type": "rate_limit_error", "message": "This request would exceed the rate limit for your "
+                    f"organization of {fake.rpm} requests per minute."}, "request_id": fake._next_id("req")},
+                    limited)
+                return
             refusal = request_refusal(body) if fake.check_requests else None
             if refusal is None and fake.context_window is not None and len(raw) // 4 > fake.context_window:
                 refusal = f"prompt is too long: {len(raw) // 4} tokens > {fake.context_window} maximum"
@@ -607,7 +683,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header("request-id", fake._next_id("req"))
-            for key, value in (headers or {}).items():
+            for key, value in {**fake.limit_headers(), **(headers or {})}.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(data)
@@ -637,7 +713,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
             self.send_header("request-id", fake._next_id("req"))
-            for key, value in answer.headers.items():
+            for key, value in {**fake.limit_headers(), **answer.headers}.items():
                 self.send_header(key, value)
             self.end_headers()
             if answer.first_byte_delay_s:

@@ -31,7 +31,7 @@ from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
-from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, Problem
+from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, Problem
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks
@@ -148,10 +148,13 @@ class AgentLoop:
         saved = transcript.saved_tokens  # what compaction kept out of this request
         self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
         tick_no = info.ticks + 1
-        self.store.add_events(job_id, [TickStarted(
-            job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
-            part=activity_part(f"Tick {tick_no}" + (" (correction)" if corrective else ""), source=self.source,
-                               locale=info.locale))])
+
+        def started() -> None:  # once the gates let the request through: a deferred one has not started
+            self.store.add_events(job_id, [TickStarted(
+                job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
+                part=activity_part(f"Tick {tick_no}" + (" (correction)" if corrective else ""), source=self.source,
+                                   locale=info.locale))])
+
         plan = TickPlan(composed, index, options=info.options, ids=call_ids(job_id, n))
         written = 0
 
@@ -160,11 +163,14 @@ class AgentLoop:
             written += self._write(job_id, token, info, plan.add(i, call), known)
 
         try:
-            answer = self.model.solve(info, request, on_call=on_call)
+            answer = self.model.solve(info, request, on_call=on_call, place=f"{job_id}/tick/{n}", on_send=started)
         except BudgetExceeded as error:  # not sent: the job (and its root job) fails
             self.store.release_tick(job_id, token=token)
             stop_for_budget(self.progress, info, error)
             return None
+        except ModelDeferred as deferred:  # not sent: the rate limits keep its place; the task comes back then
+            self.store.release_tick(job_id, token=token)
+            return deferred.retry_after_s
         except LLMError as error:
             return self._failed_request(job_id, token, n, attempt, error)
         written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")), known)

@@ -27,6 +27,14 @@ class CallFailure(Exception):
         return {"type": self.type, "message": str(self)}
 
 
+class CallDeferred(CallFailure):
+    """A call whose model request the fleet-wide rate limits hold back: not a failure; the call is tried again
+    after `retry_in` seconds whatever attempts it made (its request keeps its place meanwhile)."""
+
+    def __init__(self, message: str, retry_in: float):
+        super().__init__("Deferred", message, retryable=True, retry_in=retry_in)
+
+
 def classify(error: Exception, *, where: str) -> CallFailure:
     """What an attempt raised before its commit, as a call failure: a `CallFailure` as it is; a protocol error
     (a push onto a non-array, a message for an unknown branch) fails the call for good; anything else is a
@@ -42,6 +50,8 @@ def classify(error: Exception, *, where: str) -> CallFailure:
 
 def masked(failure: CallFailure, call: dict, tool: dict | None) -> CallFailure:
     """The failure with the call's sensitive values masked in its message (an exception's text may quote them)."""
+    if isinstance(failure, CallDeferred):
+        return failure  # names the model and the wait, nothing of the call
     redactor = redactor_for(call, tool)
     message = redactor.redact(str(failure)) if redactor else str(failure)
     if message == str(failure):
@@ -53,6 +63,8 @@ def retry_in(failure: CallFailure, attempt: int, *, retries: int, backoff_s: flo
     """Seconds before the next attempt of a call whose attempt number `attempt` failed, or None when it is not
     tried again: a retryable failure, within `retries`, waits `backoff_s` doubled per attempt (jittered), or
     what the failure asked for."""
+    if isinstance(failure, CallDeferred):
+        return max(failure.retry_in or 0.0, 0.0)
     if not failure.retryable or attempt > retries:
         return None
     if failure.retry_in is not None:

@@ -39,20 +39,23 @@ class CallEnded:
 @dataclass(frozen=True)
 class ModelRequest:
     """A model request about to be sent for `job` (a module's child job for its ticks and latent calls); `key` is
-    unique to this attempt of the request."""
+    unique to this attempt of the request, `place` names the request across its attempts (the job's request
+    number, the call it answers: a request the rate limits defer keeps its place by it)."""
 
     job: JobInfo
     request: LLMRequest
     key: str
+    place: str = ""
 
 
 @dataclass(frozen=True)
 class RequestEnded:
     """A model request a hook let through: `asked.request` as sent, and its answer (None: it was refused by a
-    later gate, or failed with no usage known)."""
+    later gate, or failed with no usage known), or what it failed with (`error`, when the provider raised)."""
 
     asked: ModelRequest
     answer: LLMAnswer | None
+    error: BaseException | None = None
 
 
 class Hook:

@@ -13,9 +13,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from agentq.engine.failures import CallFailure
+from agentq.engine.failures import CallDeferred, CallFailure
 from agentq.engine.requests import ModelRequests
-from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, Problem
+from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, Problem
 from agentq.llm.base import LLMAnswer, LLMRequest
 from agentq.protocol.conversation import (
     corrective_turn,
@@ -42,16 +42,20 @@ class LatentAnswer:
     thought: bool
 
 
-def ask(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *, purpose: str) -> LLMAnswer:
-    """One model request for a call, its usage counted on the job; provider errors become call failures (a
-    request the budget refused raises `BudgetExceeded`: the caller fails the job)."""
+def ask(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *, purpose: str,
+        place: str | None = None) -> LLMAnswer:
+    """One model request for a call (`place` names it across the call's attempts), its usage counted on the job;
+    provider errors become call failures (a request the budget refused raises `BudgetExceeded`: the caller fails
+    the job; one the rate limits defer is a `CallDeferred`)."""
     if model is None:
         raise CallFailure("LLMNotConfigured", f"a {purpose} call needs an LLM: set ANTHROPIC_API_KEY (or "
                           "AGENTQ_LLM) for the dispatcher", retryable=False)
     try:
-        answer = model.solve(job, request)
+        answer = model.solve(job, request, place=place)
     except BudgetExceeded:
         raise
+    except ModelDeferred as deferred:
+        raise CallDeferred(str(deferred), deferred.retry_after_s or 0.0) from None
     except LLMRetryableError as error:
         raise CallFailure(type(error).__name__, str(error), retryable=True, retry_in=error.retry_after_s) from None
     except LLMError as error:
@@ -75,12 +79,12 @@ def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *,
         model=job.job_options.model or settings.model, system=latent_system(job_system_texts(index)),
         messages=latent_messages(index, call, tool, scopes=record.scopes), solution_schema=schema,
         max_tokens=settings.llm_max_tokens, purpose="latent", cache_ttl=job.job_options.cache_ttl)
-    answer = ask(store, model, job, request, purpose="latent")
+    answer = ask(store, model, job, request, purpose="latent", place=f"{job.id}/{call_id}")
     problems = schema_problems(answer.solution, schema)
     if problems:  # sent back once, with the problems and their pointers
         retry = replace(request, messages=(*request.messages, solution_turn(answer.tool_use_id, answer.solution),
                                            corrective_turn(answer.tool_use_id, problems)))
-        answer = ask(store, model, job, retry, purpose="latent")
+        answer = ask(store, model, job, retry, purpose="latent", place=f"{job.id}/{call_id}/again")
         problems = schema_problems(answer.solution, schema)
         if problems:
             raise CallFailure("InvalidSolution", "the model's answer is invalid twice: " + "; ".join(

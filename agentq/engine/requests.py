@@ -8,6 +8,8 @@ fleet-wide limiter beside it), sends what they let through to the provider, and 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 
 from agentq.engine.hooks import Hook, Hooks, ModelRequest, RequestEnded
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
@@ -21,16 +23,26 @@ class ModelRequests:
         self.llm = llm
         self.hooks = hooks if hooks is not None else Hooks()
 
-    def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        """One request for `job`, through the gates; raises what a gate or the provider raised."""
-        asked = ModelRequest(job=job, request=request, key=uuid.uuid4().hex)
-        sent = ModelRequest(job=job, request=self.hooks.before_request(asked), key=asked.key)
+    def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None,
+              place: str | None = None, on_send: Callable[[], None] | None = None) -> LLMAnswer:
+        """One request for `job`, through the gates; raises what a gate or the provider raised. `place` names the
+        request across its attempts (see `ModelRequest`; default: this attempt's key); `on_send()` runs once the
+        gates let it through, before it is sent."""
+        key = uuid.uuid4().hex
+        asked = ModelRequest(job=job, request=request, key=key, place=place or key)
+        sent = replace(asked, request=self.hooks.before_request(asked))
         answer: LLMAnswer | None = None
+        error: BaseException | None = None
         try:
+            if on_send is not None:
+                on_send()
             answer = self.llm.solve(sent.request, on_call=on_call)
             return answer
+        except BaseException as failed:
+            error = failed
+            raise
         finally:
-            self.hooks.after_request(RequestEnded(sent, answer))
+            self.hooks.after_request(RequestEnded(sent, answer, error))
 
 
 __all__ = ["ModelRequests"]

@@ -20,12 +20,21 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from agentq.errors import LLMError, LLMRetryableError
-from agentq.llm.base import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME, LLMAnswer, LLMRequest, OnCall, Usage
+from agentq.llm.base import (
+    SOLUTION_TOOL_DESCRIPTION,
+    SOLUTION_TOOL_NAME,
+    LLMAnswer,
+    LLMRequest,
+    OnCall,
+    RateLimits,
+    Usage,
+)
 from agentq.llm.scanner import CallReporter
 from agentq.llm.sdk import canned_stream, make_client, post
 
@@ -81,6 +90,29 @@ def _cached_conversation(messages: tuple[dict, ...], ttl: str) -> list[dict]:
     last["content"] = blocks
     turns[-1] = last
     return turns
+
+
+_RATE_LIMIT_KINDS = ("requests", "input-tokens", "output-tokens")  # the order of `protocol/limits.py` KINDS
+
+
+def rate_limits_of(headers: Mapping[str, str] | None) -> RateLimits | None:
+    """What the `anthropic-ratelimit-<kind>-limit` and `-remaining` headers say (None: none of them came)."""
+    if not headers:
+        return None
+
+    def number(name: str) -> int | None:
+        value = headers.get(name)
+        try:
+            return int(value) if value is not None else None
+        except ValueError:
+            return None
+
+    requests, inputs, outputs = (f"anthropic-ratelimit-{kind}" for kind in _RATE_LIMIT_KINDS)
+    limits = (number(f"{requests}-limit"), number(f"{inputs}-limit"), number(f"{outputs}-limit"))
+    remaining = (number(f"{requests}-remaining"), number(f"{inputs}-remaining"), number(f"{outputs}-remaining"))
+    if all(v is None for v in (*limits, *remaining)):
+        return None
+    return RateLimits(limits=limits, remaining=remaining)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -147,7 +179,7 @@ class AnthropicLLM:
         except Exception as exc:
             raise map_error(exc) from exc
         try:
-            return _read(stream, on_call)
+            return replace(_read(stream, on_call), rate_limits=rate_limits_of(_headers(stream)))
         finally:
             try:
                 stream.close()
@@ -166,6 +198,11 @@ class AnthropicLLM:
                 self._client.close()
             except Exception:
                 log.debug("closing the Anthropic client failed", exc_info=True)
+
+
+def _headers(stream: Any) -> Mapping[str, str] | None:
+    response = getattr(stream, "response", None)
+    return getattr(response, "headers", None)
 
 
 class _StreamState:
@@ -316,7 +353,8 @@ def _status_error(exc: Any) -> LLMError:
         return LLMRetryableError(f"Anthropic stream error event: {exc.type or 'error'}: "
                                  f"{exc.api_message or exc.message}", retry_after_s=retry_after, status=status)
     if _retryable(exc, status, headers):
-        return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status)
+        return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status,
+                                 rate_limits=rate_limits_of(headers))
     return LLMError(_status_text(exc))
 
 

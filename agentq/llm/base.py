@@ -87,13 +87,25 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class LLMAnswer:
-    """The model's solution: ``solution`` is the parsed tool input, ``None`` when ``raw`` is not valid JSON."""
+    """The model's solution: ``solution`` is the parsed tool input, ``None`` when ``raw`` is not valid JSON;
+    ``rate_limits``: what the response said of the account's rate limits, when it said anything."""
 
     solution: Any
     raw: str
     tool_use_id: str
     usage: Usage
     stop_reason: str | None
+    rate_limits: RateLimits | None = None
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """What a response said of the account's rate limits for its model (Anthropic's `anthropic-ratelimit-*`
+    headers): per kind of `agentq.protocol.limits.KINDS` (requests, input tokens, output tokens), the limit per
+    minute and what remains of it (None: not said)."""
+
+    limits: tuple[int | None, int | None, int | None]
+    remaining: tuple[int | None, int | None, int | None]
 
 
 class LLM(Protocol):
@@ -113,5 +125,6 @@ __all__ = [
     "LLMAnswer",
     "LLMRequest",
     "OnCall",
+    "RateLimits",
     "Usage",
 ]

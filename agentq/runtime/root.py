@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hooks
+from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError
 from agentq.llm.factory import create_llm
@@ -105,14 +106,17 @@ def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = N
 def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None,
                     prices: PriceTable | None = None) -> Executor:
     """The executor running calls of `activities` over `parts`; its hooks count calls into the metrics and hold
-    every model request to its job's budget (costed with `prices`, default: `AGENTQ_LLM_PRICES`'s table)."""
+    every model request to its job's budget (costed with `prices`, default: `AGENTQ_LLM_PRICES`'s table), then to
+    its model's fleet-wide rate limits (`AGENTQ_LLM_LIMITS`)."""
     settings = parts.settings
     table = prices if prices is not None else load_prices(settings.llm_prices)
-    budget = BudgetGate(cast(Store, PatientStore(parts.store, settings.store_retry_s)), table)
+    patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
+    budget = BudgetGate(patient, table)
+    limiter = ModelLimiter(patient, settings.model_limits)  # after the budget: a refused request takes nothing
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics), budget]))
+                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter]))
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
+from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.replies import (
@@ -31,6 +32,7 @@ from agentq.store.replies import (
     CommitOutcome,
     Decision,
     FinishInputs,
+    LimitReply,
     Settle,
     SettleOutcome,
     TickClaim,
@@ -78,6 +80,10 @@ class Store(Protocol):
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int: ...
 
     def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int: ...
+
+    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
+
+    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
 
     def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
 

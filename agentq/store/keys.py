@@ -7,6 +7,8 @@ and never appear in a job's script: they are written by separate commands after 
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 
 from agentq.errors import InvalidJobIdError
@@ -167,6 +169,20 @@ class FleetKeys:
     def task_key(self) -> str:  # string: the secret that signs call tasks (see `StateStore.task_signing_key`)
         return f"{self.namespace}:taskkey"
 
+    def llm(self, model: str) -> str:  # hash: the model's rate-limit buckets and pause (llm_take.lua, _buckets.lua)
+        return f"{self.namespace}:llm:{{{_model_tag(model)}}}"
+
+    def llm_tickets(self, model: str) -> str:  # zset: place of a deferred request -> ms from which it may be sent
+        return f"{self.namespace}:llm:{{{_model_tag(model)}}}:tickets"
+
     @property
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
         return f"{self.namespace}:stats:jobs"
+
+
+_PLAIN_MODEL = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
+
+
+def _model_tag(model: str) -> str:
+    """A model's name as its keys' hash tag (one slot per model): as it is when plain, else its SHA-1."""
+    return model if _PLAIN_MODEL.match(model) else "sha1-" + hashlib.sha1(model.encode()).hexdigest()

@@ -294,3 +294,22 @@ class BudgetRefused:
 
 BudgetReply = BudgetGranted | BudgetRefused
 
+
+
+# ----------------------------------------------------------------------------------------- rate limits
+
+
+@dataclass(frozen=True)
+class LimitGo:
+    """The request may be sent now (llm_take.lua): its share was taken, or its ticket is due."""
+
+
+@dataclass(frozen=True)
+class LimitWait:
+    """The request must wait `wait_ms` before it is sent (llm_take.lua): its share is taken, its ticket holds its
+    place; it is sent when it asks again with the same place."""
+
+    wait_ms: int
+
+
+LimitReply = LimitGo | LimitWait

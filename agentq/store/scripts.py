@@ -66,7 +66,7 @@ from agentq.store.replies import (
 )
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
-                "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget")
+                "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle")
 _INCLUDE = "--#include "
 
 
@@ -108,6 +108,10 @@ class Scripts:
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return self._scripts[name](keys=list(keys), args=list(args))
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run the step `name` for a companion that lays out its own steps (`limit_scripts.py`)."""
+        return self._run(name, keys, args)
 
     # ----------------------------------------------------------------------------------- submission
 

@@ -10,7 +10,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `ticks.py`: an agent job's tick steps, its composed tools, module relay's reads and writes;
 - `events.py`: appending to and reading a job's event stream;
 - `fleet.py`: workers, activities and the known policy, published tools, the task-signing secret, node names;
-- `stats.py`: the metrics' bookkeeping of jobs.
+- `stats.py`: the metrics' bookkeeping of jobs;
+- `limits.py`: the models' fleet-wide rate limits (their two steps laid out and read there).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
 (`runtime/root.py`) constructs a `StateStore`.
@@ -21,10 +22,11 @@ from __future__ import annotations
 from agentq.store.calls import CallSteps
 from agentq.store.fleet import FleetSteps
 from agentq.store.jobs import JobSteps
+from agentq.store.limits import LimitSteps
 from agentq.store.ticks import TickSteps
 
 
-class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps):
+class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=...)` (see `connection.StoreConnection`). Every public

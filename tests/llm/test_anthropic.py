@@ -229,3 +229,20 @@ def test_prepare_loads_the_sdk_without_asking_the_model(anthropic_env):
         assert len(anthropic_env.requests) == 1
     finally:
         provider.close()
+
+
+def test_a_rate_limited_api_answers_429_with_retry_after_and_every_answer_says_what_remains(llm, anthropic_env):
+    """The fake enforces a requests-per-minute limit as the API does (a token bucket); the provider reads its
+    `anthropic-ratelimit-*` headers on an answer and on a 429, and the 429's `retry-after`."""
+    anthropic_env.limit(requests_per_minute=2)
+    anthropic_env.script(Answer.solution(SOLUTION), Answer.solution(SOLUTION))
+    first, second = llm.solve(request()), llm.solve(request())
+    assert first.rate_limits is not None and first.rate_limits.limits == (2, None, None)
+    assert (first.rate_limits.remaining[0], second.rate_limits.remaining[0]) == (1, 0)
+    with pytest.raises(LLMRetryableError) as caught:
+        llm.solve(request())
+    error = caught.value
+    assert error.status == 429 and 29 <= error.retry_after_s <= 30  # one request refills in 30 s at 2 a minute
+    assert error.rate_limits.limits[0] == 2 and error.rate_limits.remaining[0] == 0
+    assert "rate limit" in str(error)
+    assert (anthropic_env.rate_limited, anthropic_env.most_in_window(60), len(anthropic_env.requests)) == (1, 2, 3)

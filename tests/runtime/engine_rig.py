@@ -12,18 +12,20 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor, Outcome
-from agentq.engine.hooks import Hooks
+from agentq.engine.hooks import Hook, Hooks
+from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.llm.prices import PricedLLM, PriceTable
 from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.limits import ModelLimits
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
@@ -106,9 +108,10 @@ class Engine:
     """The service and the executor of one process on one `MemoryStore`, fed by a queue."""
 
     def __init__(self, store: MemoryStore | None = None, *, llm: Any = None, modules: Any = None,
-                 settings: Settings | None = None, signed: bool = False, prices: PriceTable | None = None):
+                 settings: Settings | None = None, signed: bool = False, prices: PriceTable | None = None,
+                 limits: Mapping[str, ModelLimits] | None = None):
         """`prices`: the model's answers are priced with them and every request goes through the budget's gate,
-        as `runtime/root.py` wires a process."""
+        as `runtime/root.py` wires a process; `limits`: every request goes through the rate limiter's gate."""
         self.store = store if store is not None else MemoryStore()
         self.settings = settings if settings is not None else Settings()
         self.dispatcher = QueueDispatcher()
@@ -118,7 +121,10 @@ class Engine:
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True,
                                   module_loader=getattr(modules, "loader", None))
         self.signer = TaskSigner(self.store.task_signing_key) if signed else None
-        hooks = Hooks([BudgetGate(self.store, prices)]) if prices is not None else None
+        gates: list[Hook] = [BudgetGate(self.store, prices)] if prices is not None else []
+        if limits is not None:
+            gates.append(ModelLimiter(self.store, limits))
+        hooks = Hooks(gates) if gates else None
         self.executor = Executor(self.store, self.activities, self.dispatcher,
                                  llm=PricedLLM(llm, prices) if prices is not None and llm is not None else llm,
                                  routing=routing,
@@ -145,23 +151,30 @@ class Engine:
     def tool(self, name: str, params: dict | None = None, **meta: Any) -> None:
         self.tools.register(name, tool_schema(name, params, **meta))
 
-    def run(self, limit: int = 200) -> list[str]:
-        """Deliver the queued tasks in order until none is left (a retry goes to the back at once); the calls'
-        outcomes."""
+    def run(self, limit: int = 200, *, wait: bool = False) -> list[str]:
+        """Deliver the queued tasks in order until none is left (a retry goes to the back at once; with `wait`, the
+        store's clock first moves on by the wait it asked for); the calls' outcomes."""
         statuses = []
         while self.dispatcher.queue and limit:
             limit -= 1
             task = self.dispatcher.queue.popleft()
             if task.record is None:
-                wait = self.executor.tick(task.job_id, task.n)
-                if wait is not None:
-                    self.waits.append(wait)
-                    self.dispatcher.queue.append(task)
+                delay = self.executor.tick(task.job_id, task.n)
+                if delay is not None:
+                    self.waits.append(delay)
+                    self._later(task, delay if wait else 0.0)
                 continue
-            statuses.append(self._deliver(task).status)
+            outcome = self._deliver(task)
+            statuses.append(outcome.status)
             if statuses[-1] == "retry":
-                self.dispatcher.queue.append(task)
+                self._later(task, (outcome.retry_in or 0.0) if wait else 0.0)
         return statuses
+
+    def _later(self, task: Task, delay: float) -> None:
+        """A task that retries: at the back of the queue, once the store's clock moved on by `delay`."""
+        if delay > 0:
+            self.store.clock.advance(delay)
+        self.dispatcher.queue.append(task)
 
     def _deliver(self, task: Task) -> Outcome:
         record = task.record

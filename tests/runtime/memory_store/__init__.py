@@ -10,7 +10,8 @@ Redis Cluster.
 
 Rooms: `core` (one job's keys, leases, streams, the shared `_committed.lua` functions), `jobs` (submission,
 finalize, cancel, usage, relay), `calls` (claim, commit, settle, retry, renew, decide), `ticks` (agent ticks),
-`reads`, `fleet`. A stand-in for unit tests only: acceptance tests run on real Redis and real workers.
+`reads`, `fleet`, `limits` (the models' rate limits). A stand-in for unit tests only: acceptance tests run on
+real Redis and real workers.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from tests.runtime.memory_store.calls import CallSteps
 from tests.runtime.memory_store.core import JobState, ManualClock
 from tests.runtime.memory_store.fleet import Fleet
 from tests.runtime.memory_store.jobs import JobSteps
+from tests.runtime.memory_store.limits import LimitSteps
 from tests.runtime.memory_store.reads import Reads
 from tests.runtime.memory_store.ticks import TickSteps
 
 __all__ = ["JobState", "ManualClock", "MemoryStore"]
 
 
-class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet):
+class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps):
     """An in-memory state store with `StateStore`'s contract. Thread-safe (one lock)."""
 
     def __init__(self, *, clock: Callable[[], float] | None = None, namespace: str = "agentq"):

@@ -1,0 +1,44 @@
+"""The fleet-wide rate limits of the models (SPEC §16): `LimitSteps`, the store's side of the limiter
+(`engine/limits.py`).
+
+A model's buckets live in one hash with a hash tag of the model's name (`agentq:llm:{<model>}`), and its deferred
+requests' tickets in a sorted set of the same slot, so each step is one Lua script on one node of a cluster:
+`take_model_request` before a request is sent (llm_take.lua), `settle_model_request` after (llm_settle.lua). Both
+run on the server's clock, one clock for the fleet.
+"""
+
+from __future__ import annotations
+
+from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
+from agentq.store.boundary import map_store_errors
+from agentq.store.connection import StoreConnection
+from agentq.store.replies import LimitGo, LimitReply, LimitWait
+
+IDLE_MS = 3_600_000  # a model nobody asked for an hour forgets its buckets (and what the headers taught)
+
+
+@map_store_errors
+class LimitSteps(StoreConnection):
+    """The models' rate-limit buckets, pauses and tickets (see the module docstring)."""
+
+    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply:
+        """Take `ask` from `model`'s buckets (its configured `limits`, lowered to what the API's headers taught):
+        `LimitGo`, or `LimitWait` with the wait before `place` may be sent (its share taken: asking again with the
+        same place once the wait is over is `LimitGo`)."""
+        args: list[object] = [place, IDLE_MS]
+        for limit, amount in zip(limits.per_minute(), ask.amounts(), strict=True):
+            args += [limit or 0, max(amount, 0)]
+        reply = self.scripts.run("llm_take", [self.fleet.llm(model), self.fleet.llm_tickets(model)], args)
+        return LimitWait(int(reply[1])) if reply[0] == "wait" else LimitGo()
+
+    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None:
+        """What a request of `model` taught: the amounts it gives back, the limits and remaining capacity the API
+        said, the pause it asked for (`Observed`)."""
+        args: list[object] = [IDLE_MS, round(observed.pause_s * 1000)]
+        for limit, refund, seen, remaining in zip(limits.per_minute(), observed.refund, observed.limits,
+                                                  observed.remaining, strict=True):
+            args += [limit or 0, refund, -1 if seen is None else seen, -1 if remaining is None else remaining]
+        self.scripts.run("llm_settle", [self.fleet.llm(model)], args)
+
+
+__all__ = ["IDLE_MS", "LimitSteps"]

@@ -1,0 +1,42 @@
+-- Take a model request's share of its model's rate limits for the whole fleet (SPEC §16): one request, its
+-- estimated prompt, its max_tokens, each from a token bucket whose capacity is the per-minute limit, refilled
+-- continuously (see _buckets.lua). A request that finds a bucket short still takes its share (the bucket goes into
+-- debt) and is told when it may be sent: once every bucket is out of that debt and the model's pause, if any, is
+-- over. It keeps that place: the ticket of `place` (what names the request across its attempts) is honoured when
+-- it comes back, without taking again, and later requests find the debt it left and wait behind it.
+-- KEYS: the model's bucket hash, its tickets (zset: place -> ms from which it may be sent)
+-- ARGV: place, expiry of an idle bucket (ms), then per kind (requests, input_tokens, output_tokens): the
+--       configured limit per minute (0: none), the amount
+-- Returns {'go'} or {'wait', ms}
+--#include _buckets
+local bucket, tickets, place = KEYS[1], KEYS[2], ARGV[1]
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - 600000)  -- tickets nobody came back for
+local paused = tonumber(redis.call('HGET', bucket, 'paused_until') or '0')
+local due = redis.call('ZSCORE', tickets, place)
+if due then
+  local at = math.max(tonumber(due), paused)
+  if at <= now then
+    redis.call('ZREM', tickets, place)
+    return {'go'}
+  end
+  return {'wait', tostring(at - now)}
+end
+local wait = 0
+for i, kind in ipairs(KINDS) do
+  local cap = capacity(bucket, kind, tonumber(ARGV[1 + 2 * i]))
+  local amount = math.min(tonumber(ARGV[2 + 2 * i]), cap)
+  if cap > 0 and amount > 0 then
+    local level = refill(bucket, kind, cap, now) - amount
+    set_level(bucket, kind, level, now)
+    if level < 0 then wait = math.max(wait, math.ceil(-level * 60000 / cap)) end
+  end
+end
+local at = math.max(now + wait, paused)
+redis.call('PEXPIRE', bucket, ARGV[2])
+if at > now then
+  redis.call('ZADD', tickets, at, place)
+  redis.call('PEXPIRE', tickets, ARGV[2])
+  return {'wait', tostring(at - now)}
+end
+return {'go'}
