@@ -91,6 +91,16 @@ def broker(request: pytest.FixtureRequest, state_redis: RedisServer) -> Broker:
     return Broker(names.url, {"AGENTQ_ENGINE_QUEUE": names.queue("engine"), "PROCS_QUEUE_PREFIX": names.prefix})
 
 
+def _broker_holds(url: str) -> str:
+    """What a Redis broker holds of the charges' tasks: on their queue, and taken but not acknowledged."""
+    if not url.startswith("redis://"):
+        return ""
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        return f"broker: {client.llen('agentq.activity.procCharge')} queued, {client.hlen('unacked')} unacknowledged"
+
+
 def test_a_state_store_outage_loses_nothing_and_runs_nothing_twice(
         state_redis: RedisServer, broker: Broker, tmp_path: Path, record_property):
     ledger = tmp_path / "ledger.txt"
@@ -119,7 +129,8 @@ def test_a_state_store_outage_loses_nothing_and_runs_nothing_twice(
                 record = handle.result(timeout=90)
             except JobTimeoutError as error:
                 calls = procs.store.call_statuses(handle.id)
-                pytest.fail(f"{error}; calls: {Counter(calls.values())}\n--- worker logs ---\n"
+                pytest.fail(f"{error}; calls: {Counter(calls.values())}; {_broker_holds(broker.url)}\n"
+                            "--- worker logs ---\n"
                             + "\n".join(proc.output()[-4000:] for proc in workers), pytrace=False)
             ended_at = time.time()
             store = procs.store
