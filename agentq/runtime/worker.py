@@ -28,6 +28,7 @@ from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.broker import refuse_cluster_broker
+from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
 from agentq.runtime.tool_files import load_tool_dir
@@ -188,7 +189,7 @@ class InProcessWorker:
                     app=app, hostname=self.hostname,
                     pool_cls=AppThreadPool if self.pool == "threads" else self.pool, concurrency=self.concurrency,
                     queues=self.queues, loglevel=self.loglevel, without_heartbeat=True, without_mingle=True,
-                    without_gossip=True, ready_callback=lambda *_: ready.set(),
+                    without_gossip=True, ready_callback=lambda *_: ready.set(), consumer_cls=events_consumer(),
                 )
             finally:
                 set_event_loop(previous)
@@ -323,7 +324,7 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
         worker = runtime.app.Worker(
             hostname=node.name, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
             concurrency=concurrency, loglevel=loglevel,
-            without_mingle=True, without_gossip=True,
+            without_mingle=True, without_gossip=True, consumer_cls=events_consumer(),
         )
         worker.start()
     finally:

@@ -273,3 +273,45 @@ def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harnes
     # the tasks' `task-sent` events (AGENTQ_TASK_EVENTS), one message for each batch's, travel in the same round trips
     assert [batch.count("PUBLISH") for batch in publishes] == [1, 1, 1, 1]
     assert all(set(batch) == {"LPUSH", "PUBLISH"} for batch in publishes)
+
+
+def test_a_workers_task_events_reach_monitoring_in_groups(harness):
+    """Every call's task events reach the event exchange (what Flower and `celery events` read), several to a
+    `task.multi` message (a worker publishes its buffered events every TASK_EVENTS_FLUSH_S, see
+    tests/runtime/test_monitoring_config.py, not on every turn of its event loop)."""
+    import base64
+    import json
+
+    import redis
+
+    harness.tool("noop", params={"i": {"type": "integer"}})
+    harness.activities.register("noop", lambda call: call["i"])
+    worker = _worker(harness, concurrency=2)
+    client = harness.client()
+    assert client.submit({"calls": [{"_tool": "noop", "i": 0, "_outputPath": "†state.r"}]}).result(
+        timeout=TIMEOUT)["status"] == "succeeded"  # the worker knows the tool: the calls below run back to back
+    listener = redis.Redis.from_url(harness.settings.redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe("*celeryev/task.*")  # kombu's fanout of the event exchange over Redis
+    try:
+        handle = client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"}
+                                          for i in range(40)]})
+        assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"
+        tasks = {f"{handle.id}.{call['id']}" for call in handle.calls()}
+        sizes: list[int] = []  # events per message of the worker
+        done: set[str] = set()
+
+        def every_task_succeeded() -> bool:
+            message = listener.get_message(timeout=0.5)  # None also for the subscription's own confirmation
+            if message is not None:
+                body = json.loads(base64.b64decode(json.loads(message["data"])["body"]))
+                events = body if isinstance(body, list) else [body]
+                if events[0]["hostname"] == worker.hostname:
+                    sizes.append(len(events))
+                done.update(e["uuid"] for e in events if e["type"] == "task-succeeded" and e["uuid"] in tasks)
+            return done == tasks
+
+        wait_for(every_task_succeeded, TIMEOUT, "every call's task-succeeded event",
+                 on_timeout=lambda: f": {len(done)} of {len(tasks)}")
+    finally:
+        listener.close()
+    assert max(sizes) > 1  # the worker's events went out several to a message

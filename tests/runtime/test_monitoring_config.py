@@ -7,12 +7,13 @@ import base64
 import json
 import socket
 import time
+import uuid
 
 import redis
 
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, failed_call_message, tick_argsrepr
-from agentq.runtime.messages import SENT_EVENTS_GROUP
+from agentq.runtime.messages import SENT_EVENTS_GROUP, TASK_EVENTS_FLUSH_S, TASK_EVENTS_GROUP, events_consumer
 from agentq.runtime.nodes import node_name
 from agentq.runtime.routing import Routing
 from agentq.runtime.signing import TaskSigner
@@ -91,29 +92,113 @@ def test_a_call_task_message_carries_its_record_once_and_its_shown_arguments_in_
 def test_the_task_sent_events_of_a_dispatch_go_out_in_groups_as_workers_send_theirs(redis_url):
     settings = Settings(redis_url=redis_url)
     app = create_app(settings)
+    job_id = f"job_{uuid.uuid4().hex}"
     records = [CallRecord(id=f"call_{i}", index=i, call={"_tool": "charge", "x": i}, tool="charge",
                           activity="charge", mode=CallMode.EXPLICIT, awaited=True, task="agentq.activity.charge",
                           queue="test.events") for i in range(SENT_EVENTS_GROUP + 8)]
     client = redis.Redis.from_url(redis_url)
     listener = client.pubsub(ignore_subscribe_messages=True)
     listener.psubscribe("*celeryev*")  # kombu's fanout of the event exchange over Redis
+    published: list[tuple[str, list[dict]]] = []  # (routing key, events) of the messages about this job's tasks
     try:
-        Dispatcher(app, Routing.from_settings(settings))("job_1", records)
-        published: list[dict] = []
+        Dispatcher(app, Routing.from_settings(settings))(job_id, records)
         deadline = time.monotonic() + 10
-        while len(published) < 2 and time.monotonic() < deadline:
+        while sum(len(events) for _, events in published) < len(records) and time.monotonic() < deadline:
             message = listener.get_message(timeout=1)  # None also for the subscription's own confirmation
-            if message is not None:
-                published.append(message)
+            if message is None:
+                continue
+            body = json.loads(base64.b64decode(json.loads(message["data"])["body"]))
+            events = body if isinstance(body, list) else [body]
+            if any(str(event.get("uuid", "")).startswith(job_id) for event in events):
+                published.append((message["channel"].decode().rsplit("/", 1)[1], events))
     finally:
         listener.close()
         client.delete("test.events")
         app.close()
-    assert [m["channel"].decode().rsplit("/", 1)[1] for m in published] == ["task.multi", "task.multi"]
-    groups = [json.loads(base64.b64decode(json.loads(m["data"])["body"])) for m in published]
-    assert [len(group) for group in groups] == [SENT_EVENTS_GROUP, 8]
-    events = [event for group in groups for event in group]
+    assert [(key, len(events)) for key, events in published] == [("task.multi", SENT_EVENTS_GROUP), ("task.multi", 8)]
+    events = [event for _, group in published for event in group]
     assert {event["type"] for event in events} == {"task-sent"}
-    assert [event["uuid"] for event in events] == [f"job_1.{r.id}" for r in records]
+    assert [event["uuid"] for event in events] == [f"{job_id}.{r.id}" for r in records]
     assert {(event["name"], event["queue"]) for event in events} == {("agentq.activity.charge", "test.events")}
     assert all(event["hostname"] and event["clock"] and event["timestamp"] for event in events)
+
+
+class _Hub:
+    """What the consumer asks of Celery's event loop: callbacks for its next turn and timers."""
+
+    def __init__(self) -> None:
+        self.soon: list = []
+        self.later: list[tuple[float, object]] = []
+
+    def call_soon(self, callback) -> None:
+        self.soon.append(callback)
+
+    def call_later(self, delay: float, callback) -> None:
+        self.later.append((delay, callback))
+
+    def turn(self) -> None:
+        soon, self.soon = self.soon, []
+        for callback in soon:
+            callback()
+
+
+class _Dispatcher:
+    """A worker's event dispatcher as the consumer sees it: the task events it buffered, and its flushes."""
+
+    def __init__(self) -> None:
+        self.flushes = 0
+        self.buffer_limit = 24  # Celery's: it publishes a full buffer itself, in the thread that sent the event
+        self._group_buffer: dict[str, list[dict]] = {"task": []}
+
+    def send(self, type: str) -> None:
+        self._group_buffer["task"].append({"type": type})
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self._group_buffer["task"] = []
+
+
+class _Steps:
+    def stop(self, parent: object) -> None:
+        pass
+
+
+def test_a_worker_publishes_its_buffered_task_events_once_per_flush_period(monkeypatch):
+    consumer_class = events_consumer()
+    consumer = consumer_class.__new__(consumer_class)  # the scheduling alone, without a broker connection
+    hub, events = consumer.hub, consumer.event_dispatcher = _Hub(), _Dispatcher()
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+
+    def send(type: str) -> None:
+        events.send(type)
+        consumer.on_send_event_buffered()
+
+    for _ in range(7):  # events buffered within one period: one flush is scheduled, in the loop's thread
+        for type in ("task-received", "task-started", "task-succeeded"):
+            send(type)
+    assert len(hub.soon) == 1 and hub.later == []
+    assert events.buffer_limit > 10_000  # the dispatcher never publishes from the sending thread itself
+    hub.turn()
+    assert [delay for delay, _ in hub.later] == [TASK_EVENTS_FLUSH_S]
+    assert events.flushes == 0  # Celery's consumer would have published on this turn
+    hub.later.pop()[1]()
+    assert events.flushes == 1
+
+    now[0] += TASK_EVENTS_FLUSH_S  # the next event after the period schedules the next flush
+    send("task-received")
+    hub.turn()
+    assert len(hub.later) == 1 and events.flushes == 1
+    send("task-retried")  # anything but the events of every task: published on the next turn, with what is buffered
+    hub.turn()
+    assert events.flushes == 2
+
+    for _ in range(TASK_EVENTS_GROUP):  # a full group: published on the next turn, without waiting
+        send("task-succeeded")
+    hub.turn()
+    assert events.flushes == 3
+
+    send("task-received")
+    consumer.blueprint = _Steps()  # what Celery's stop goes on with: not under test here
+    consumer.stop()  # a stopping worker publishes what is buffered, timer or not
+    assert events.flushes == 4
