@@ -1,10 +1,11 @@
 """Bare Celery for `benchmarks/throughput.py`: the same app factory, worker options and pool as agentq's.
 
 `python benchmarks/bench_bare.py --pool prefork --concurrency 2` runs a worker of this app on the queue
-`bench.bare`, started exactly as `agentq worker` starts its own (`agentq.runtime.worker.serve`: the same
-`Worker` options, an app from the same `create_app`, so the same serializer, acks, prefetch and broker
-transport options). The only differences are the ones being measured: this app stores results in Redis
-(`result_backend` = the state store's Redis) for the tasks that keep them.
+`bench.bare`, started as `agentq worker` starts its own (`agentq.runtime.worker.serve`: the same `Worker`
+options, an app from the same `create_app`, so the same serializer, acks, prefetch and broker transport options),
+with Celery's own consumer: agentq's workers use `agentq.runtime.messages.events_consumer()`, which publishes task
+events in groups, and that is part of what agentq brings. The other difference is the one being measured: this app
+stores results in Redis (`result_backend` = the state store's Redis) for the tasks that keep them.
 
 `noop` (results ignored) appends one byte to the file `BENCH_COUNTER` names, so the benchmark sees when N of
 them have run without any Redis traffic of its own (one `write(2)` per task, a few microseconds).

@@ -9,15 +9,16 @@ Not a test: the numbers depend on the machine. It starts a private `redis-server
 machine's shared Redis), then two worker processes on it, each with the same pool and concurrency
 (`--pool prefork --concurrency 2` by default): `agentq worker -m bench_activities` (no-op activities) and a
 bare Celery worker (`bench_bare.py`: an app from agentq's own `create_app`, started with the same `Worker`
-options as `agentq worker`, so serializer, acks, prefetch and broker options are the same). This process is
-only the producer and client of both. Each row is printed as a ratio next to its target:
+options as `agentq worker`, so serializer, acks, prefetch and broker options are the same; its consumer is Celery's
+own, where agentq's workers publish their task events in groups). This process is only the producer and client of
+both. Each row is printed as a ratio next to its target:
 
 (a) bare Celery, N no-op tasks with ``ignore_result``: first send -> the N-th task has run (each task appends a
     byte to a file; no Redis traffic of its own).
 (b) bare Celery ``group`` of N no-op tasks with the Redis result backend, ``.get()``.
 (c) agentq plan job of N independent no-op calls, ``Client.submit(job).result()``. Every call has its own
     output path (``†state.r<i>``), so each one appends to the log, publishes its events and counts towards
-    the job's end. Ratios: (c)/(a) (target >= 0.9) and (c)/(b) (target >= 1.1), as throughput.
+    the job's end. Ratios: (c)/(a) (target >= 0.7) and (c)/(b) (target >= 1.3), as throughput.
 (c') the same job of calls of `noop_i`, the no-op registered ``idempotent=True`` (run before their claim, one
     settle step each): ratios against (a) and (b) as for (c).
 (d) single-call latency, p50 of interleaved samples: a one-call agentq job submit -> record, against
@@ -657,10 +658,10 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
         rc = n / tc
         row(f"{label} agentq plan job, {n} {what}", f"{tc:.3f} s  {rc:,.0f}/s  {cpu(cpu_c, n)}",
             f"(submit {submit_c * 1000:.0f} ms)")
-        row(f"    {label}/(a) throughput", f"{rc / ra:.2f}x   worker cpu per call {cpu_a / cpu_c:.2f}x", ">= 0.90x",
-            rc / ra >= 0.9)
-        row(f"    {label}/(b) throughput", f"{rc / rb:.2f}x   worker cpu per call {cpu_b / cpu_c:.2f}x", ">= 1.10x",
-            rc / rb >= 1.1)
+        row(f"    {label}/(a) throughput", f"{rc / ra:.2f}x   worker cpu per call {cpu_a / cpu_c:.2f}x", ">= 0.70x",
+            rc / ra >= 0.7)
+        row(f"    {label}/(b) throughput", f"{rc / rb:.2f}x   worker cpu per call {cpu_b / cpu_c:.2f}x", ">= 1.30x",
+            rc / rb >= 1.3)
 
     pb, pa = median(r["d_bare"]), median(r["d_agentq"])
     row("(d) single call p50: delay().get(), results in Redis",
