@@ -24,6 +24,7 @@ The Celery broker is kombu's business (`runtime/broker.py`); it reads the same S
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -169,8 +170,22 @@ def _blocking_sentinel_pool() -> type:
     from redis import BlockingConnectionPool
     from redis.sentinel import SentinelConnectionPool
 
+    takes_inuse = "inuse_connections" in inspect.signature(BlockingConnectionPool.disconnect).parameters
+
     class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
         """`SentinelConnectionPool` (the master found through the sentinels) over `BlockingConnectionPool`."""
+
+        def disconnect(self, inuse_connections: bool = True) -> None:
+            # On a failover the sentinel connection asks for the idle connections only; redis-py before 7 has no such
+            # argument on the blocking pool, whose idle connections are the ones in its queue.
+            if takes_inuse:
+                super().disconnect(inuse_connections=inuse_connections)
+            elif inuse_connections:
+                super().disconnect()
+            else:
+                for connection in list(self.pool.queue):
+                    if connection is not None:
+                        connection.disconnect()
 
     return BlockingSentinelPool
 
