@@ -116,7 +116,7 @@ class Dispatcher:
             # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
             _declare_queues(self.app, producer, dict.fromkeys(record.queue for record in records))
             sent = SentEvents(self.app, self._event_dispatcher(), producer)
-            with _publish_batch(producer, len(records)):
+            with _publish_batch(producer, len(records) * (2 if self.app.conf.task_send_sent_event else 1)):
                 for record in records:
                     args: list[Any] = [job_id, record.id, record.to_task()]
                     if self.signer is not None:
@@ -151,23 +151,25 @@ that workers start on the first tasks of a large submission while the rest are s
 the round trips do not count."""
 
 
-def _publish_batch(producer: Any, count: int) -> Any:
-    """Several tasks go out in batches where the transport batches publishes (Redis: a pipeline, one round
-    trip, per `PUBLISH_BATCH_OPERATIONS`); kombu publishes them one by one elsewhere, and so do kombu versions
-    without batches."""
+def _publish_batch(producer: Any, operations: int) -> Any:
+    """Several publishes (tasks, their `task-sent` events) go out in batches where the transport batches them
+    (Redis: a pipeline, one round trip, per `PUBLISH_BATCH_OPERATIONS`); kombu publishes them one by one
+    elsewhere, and so do kombu versions without batches."""
     batch = getattr(producer, "batch", None)
-    if count > 1 and batch is not None:
+    if operations > 1 and batch is not None:
         return batch(max_size=PUBLISH_BATCH_OPERATIONS)
     return contextlib.nullcontext()
 
 
 def _declare_queues(app: Any, producer: Any, names: Iterable[str]) -> None:
-    """Declare the queues tasks are about to be sent to (kombu remembers what it declared on a connection), with
-    the retries a task's publication has."""
+    """Declare the queues tasks are about to be sent to, with the retries a task's publication has, unless kombu
+    declared them on this connection already (it remembers them by hash: then nothing is sent)."""
     conf = app.conf
+    declared = getattr(producer.connection, "declared_entities", None) or ()
     for name in names:
-        producer.maybe_declare(app.amqp.queues[name], retry=conf.task_publish_retry,
-                               **(conf.task_publish_retry_policy or {}))
+        queue = app.amqp.queues[name]
+        if hash(queue) not in declared:
+            producer.maybe_declare(queue, retry=conf.task_publish_retry, **(conf.task_publish_retry_policy or {}))
 
 
 def task_id(job_id: str, call_id: str) -> str:

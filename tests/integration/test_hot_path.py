@@ -254,7 +254,8 @@ def test_a_job_id_used_again_gets_its_own_tool_not_a_copy_cached_for_the_old_job
 
 def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harness, monkeypatch):
     """Celery publishes a task per round trip; agentq sends a job's ready calls in kombu publish batches of
-    about 32 tasks (workers start on the first while the rest are built)."""
+    about 32 tasks (workers start on the first while the rest are built) with their `task-sent` events, a single
+    task with its event too."""
     import redis.client
 
     batches: list[list[str]] = []
@@ -273,6 +274,9 @@ def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harnes
     # the tasks' `task-sent` events (AGENTQ_TASK_EVENTS), one message for each batch's, travel in the same round trips
     assert [batch.count("PUBLISH") for batch in publishes] == [1, 1, 1, 1]
     assert all(set(batch) == {"LPUSH", "PUBLISH"} for batch in publishes)
+    batches.clear()  # a single ready call: its task and its event, one round trip
+    client.submit({"calls": [{"_tool": "noop", "i": 0, "_outputPath": "†state.r"}]})
+    assert [batch for batch in batches if "LPUSH" in batch] == [["LPUSH", "PUBLISH"]]
 
 
 def test_a_workers_task_events_reach_monitoring_in_groups(harness):
