@@ -80,6 +80,30 @@ def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
     assert store.redis.hgetall(store.keys(plan.id).waiting) == {second: "1"}
 
 
+def test_a_large_job_is_written_whole_in_a_few_commands_and_every_key_expires_with_it(store: StateStore):
+    """submit.lua writes each hash and the log with multi-field commands (up to 1000 fields each): a job of 2,500
+    calls, each with a dependent, takes a few dozen commands inside the script, and each key it wrote gets the job's
+    expiry."""
+    calls = [{"_tool": "first", "x": i, "_outputPath": f"†state.r{i}"} for i in range(2500)]
+    calls += [{"_tool": "first", "x": f"†state.r{i}", "_outputPath": f"†out.o{i}"} for i in range(2500)]
+    job = {"context": [{"type": "input", "data": {"n": i}, "_instance": f"i{i}"} for i in range(1500)],
+           "calls": calls}
+    plan = make_plan(job, TOOLS, job_id="job_large")
+    before = store.redis.info("commandstats")
+    assert store.create_job(plan, records_of(plan), submitted=job, events=[])
+    after = store.redis.info("commandstats")
+    commands = {name: after[name]["calls"] - before.get(name, {"calls": 0})["calls"] for name in after}
+    assert sum(commands.values()) < 60, commands  # one per field would be over 17,500
+    keys = store.keys(plan.id)
+    assert store.redis.hlen(keys.calls) == store.redis.hlen(keys.status) == 5000
+    assert store.redis.hlen(keys.waiting) == store.redis.hlen(keys.dependents) == 2500
+    assert store.redis.llen(keys.log) == 1500
+    assert store.redis.hget(keys.job, "open") == "5000"
+    written = [key for key in keys.all if store.redis.exists(key)]
+    assert len(written) == 8  # the job, spec, log, calls, status, waiting, dependents and tools; no events given
+    assert {store.redis.pexpiretime(key) for key in written} == {int(store.redis.hget(keys.job, "expire_at_ms"))}
+
+
 # ------------------------------------------------------------------------------------------- event stream
 
 

@@ -6,17 +6,31 @@
 --               tools: {name: schema JSON}, events: [envelope JSON], dependents: {id: JSON list of call ids},
 --               approval: {id: 1}}
 -- ARGV[2]: expiry of every key, unix milliseconds
+-- Each hash and the log are written with as few commands as their size allows (a command takes up to 1000 fields
+-- or messages): a job of N calls costs a few commands, not one per field.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local p = cjson.decode(ARGV[1])
 local expire_at = ARGV[2]
+local CHUNK = 2000  -- arguments per command (Lua's unpack takes a few thousand at most)
 
-local function hset_all(key, map)
-  for field, value in pairs(map) do redis.call('HSET', key, field, tostring(value)) end
+local function write(command, key, args)
+  for first = 1, #args, CHUNK do
+    redis.call(command, key, unpack(args, first, math.min(first + CHUNK - 1, #args)))
+  end
 end
 
+local function hset_all(key, map)
+  local args = {}
+  for field, value in pairs(map) do
+    args[#args + 1] = field
+    args[#args + 1] = tostring(value)
+  end
+  write('HSET', key, args)
+end
+
+p.job.expire_at_ms = expire_at
 hset_all(KEYS[1], p.job)
-redis.call('HSET', KEYS[1], 'expire_at_ms', expire_at)
-for _, message in ipairs(p.log) do redis.call('RPUSH', KEYS[2], message) end
+write('RPUSH', KEYS[2], p.log)
 hset_all(KEYS[3], p.calls)
 hset_all(KEYS[4], p.status)
 hset_all(KEYS[5], p.waiting)
@@ -25,7 +39,5 @@ hset_all(KEYS[9], p.dependents)
 hset_all(KEYS[11], p.approval)
 hset_all(KEYS[13], p.spec)
 for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[8], '*', 'e', envelope) end
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('PEXPIREAT', KEYS[i], expire_at) end
-end
+for i = 1, #KEYS do redis.call('PEXPIREAT', KEYS[i], expire_at) end  -- a key not written stays absent
 return 1
