@@ -27,6 +27,7 @@ from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, P
 from agentq.protocol.scopes import effective_imports
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tool_models import tool_model
 from agentq.protocol.usage import record_counters
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
@@ -134,7 +135,8 @@ def _child_job(module: SavedModule, parent: JobInfo, record: CallRecord, call: d
                index: LogIndex) -> dict:
     """The child job of a module call: the module's context, the parent's imported messages and the call's
     parameters as its `input`, the module's tools and output, the parent's model, locale, tick limit and cache
-    TTL, and its budget (the root job's, which the child's requests count against; `{}` when it has none)."""
+    TTL (the tool's `x-model` over the parent's model), and its budget (the root job's, which the child's requests
+    count against; `{}` when it has none)."""
     kinds = list(dict.fromkeys([*effective_imports(call, tool), *record.scopes]))
     input_message: dict[str, Any] = {"type": "data", "kind": "input", "data": call_parameters(call),
                                      "description": f"The parameters of the call of {record.tool!r}."}
@@ -142,6 +144,8 @@ def _child_job(module: SavedModule, parent: JobInfo, record: CallRecord, call: d
         input_message["schema"] = module.input
     options = {k: parent.options[k] for k in ("model", "locale", "max_ticks", "cache_ttl") if parent.options.get(k)}
     options["budget"] = parent.options.get("budget") or {}
+    if tool_model(tool) is not None:  # the tool's `x-model` runs the module's ticks (and its latent calls)
+        options["model"] = tool_model(tool)
     child = {"context": [*module.context, *imported_messages(index, kinds, record.instance), input_message],
              "tools": list(module.tools), "options": options}
     if module.output is not None:

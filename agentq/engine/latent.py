@@ -26,6 +26,7 @@ from agentq.protocol.conversation import (
     solution_turn,
 )
 from agentq.protocol.records import CallRecord, JobInfo
+from agentq.protocol.tool_models import tool_model
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
@@ -76,7 +77,8 @@ def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *,
     """Answer a latent call of `job` with the model (`call` is resolved: its references replaced by values)."""
     schema = latent_solution_schema(tool, call)
     request = LLMRequest(
-        model=job.job_options.model or settings.model, system=latent_system(job_system_texts(index)),
+        model=tool_model(tool) or job.job_options.model or settings.model,
+        system=latent_system(job_system_texts(index)),
         messages=latent_messages(index, call, tool, scopes=record.scopes), solution_schema=schema,
         max_tokens=settings.llm_max_tokens, purpose="latent", cache_ttl=job.job_options.cache_ttl)
     answer = ask(store, model, job, request, purpose="latent", place=f"{job.id}/{call_id}")

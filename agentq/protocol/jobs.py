@@ -20,6 +20,7 @@ from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
 from agentq.protocol.records import JobKind
+from agentq.protocol.tool_models import tool_model_problems
 from agentq.protocol.tools import ToolRegistry
 
 __all__ = ["JOB_FIELDS", "LOCALES", "JobLimits", "JobPlan", "PlannedCall", "needs_approval", "plan_calls", "plan_job"]
@@ -54,6 +55,8 @@ def plan_job(
     _check_fields(job, size, limits, problems)
     context = _plan_context(job.get("context", []), problems)
     job_tools = _plan_tools(job.get("tools"), job.get("calls"), tools, problems)
+    listed = job["tools"] if job.get("tools") is not None else _default_tools(job.get("calls"), tools)
+    problems.items.extend(tool_model_problems(listed, tools, limits.known_model))
     output = _plan_output(job.get("output"), problems)
     options = _plan_options(job.get("options", {}), limits, problems)
     raw_calls = _raw_calls(job.get("calls"), limits, problems)

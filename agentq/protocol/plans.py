@@ -3,7 +3,7 @@ problems collected on the way (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ class JobLimits:
     max_calls: int = 10_000
     default_ttl_s: int = 7 * 24 * 3600
     default_budget: Mapping[str, Any] | None = None  # `options.budget` of a job that names none
+    known_model: Callable[[str], bool] | None = None  # whether the price table prices a model (`x-model`)
 
 
 @dataclass

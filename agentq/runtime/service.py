@@ -30,6 +30,7 @@ from agentq.engine.hooks import Hook
 from agentq.engine.progress import Dispatch as EngineDispatch
 from agentq.engine.progress import JobProgress
 from agentq.errors import CallNotFoundError, ConflictError, JobExistsError, JobValidationError, Problem
+from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.envelopes import JobFinished, JobQueued
 from agentq.protocol.events import activity_part
@@ -80,11 +81,20 @@ class JobService:
         self.local_activities_are_live = local_activities_are_live
         self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
-                                default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget)
+                                default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget,
+                                known_model=self.known_model)
+        self._prices: PriceTable | None = None
         self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
         self._clock = clock
         self._fleet: FleetView | None = None
         self._fleet_lock = threading.Lock()
+
+    def known_model(self, model: str) -> bool:
+        """Whether the price table (`AGENTQ_LLM_PRICES` over the shipped prices, read on first use) prices `model`:
+        a tool's `x-model` must be one (SPEC §16)."""
+        if self._prices is None:
+            self._prices = load_prices(getattr(self.settings, "llm_prices", None))
+        return self._prices.price(model) is not None
 
     def available_tools(self) -> dict[str, dict]:
         """Published tools, overridden by this process's own registry (read now)."""
