@@ -64,7 +64,7 @@ def ensure_environment() -> None:
     print("[dev] installing agentq and its dependencies (first run only)", flush=True)
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev]"], check=True)
+    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev,otel]"], check=True)  # otel: the tracing tests
     STAMP.write_text(_wanted_stamp())
 
 

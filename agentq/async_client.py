@@ -88,9 +88,10 @@ class AsyncClient(BaseClient):
         """A job-service operation (a few short round trips) in a worker thread."""
         return await asyncio.to_thread(function, *args)
 
-    async def submit(self, job: Any, *, job_id: str | None = None) -> AsyncJobHandle:
-        """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then."""
-        return AsyncJobHandle(self, await self._thread(self._submitted, job, job_id))
+    async def submit(self, job: Any, *, job_id: str | None = None, traceparent: str | None = None) -> AsyncJobHandle:
+        """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then.
+        With tracing on, the job's trace continues `traceparent` (W3C), else the current OpenTelemetry context."""
+        return AsyncJobHandle(self, await self._thread(self._submitted, job, job_id, traceparent))
 
     async def job(self, job_id: str) -> AsyncJobHandle:
         await self._reads.job_status(job_id)  # raises JobNotFoundError early

@@ -68,8 +68,8 @@ class BaseClient:
         if self._owns_parts:
             self._parts.close()
 
-    def _submitted(self, job: Any, job_id: str | None) -> str:
-        return self._parts.jobs.submit(job, job_id=job_id)
+    def _submitted(self, job: Any, job_id: str | None, traceparent: str | None = None) -> str:
+        return self._parts.jobs.submit(job, job_id=job_id, traceparent=traceparent)
 
     def _canceled(self, job_id: str) -> str:
         return self._parts.jobs.cancel(job_id).value
@@ -175,9 +175,10 @@ class Client(BaseClient):
         super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, parts=parts)
         self._reads = self._parts.reads
 
-    def submit(self, job: Any, *, job_id: str | None = None) -> JobHandle:
-        """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then."""
-        return JobHandle(self, self._submitted(job, job_id))
+    def submit(self, job: Any, *, job_id: str | None = None, traceparent: str | None = None) -> JobHandle:
+        """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then.
+        With tracing on, the job's trace continues `traceparent` (W3C), else the current OpenTelemetry context."""
+        return JobHandle(self, self._submitted(job, job_id, traceparent))
 
     def job(self, job_id: str) -> JobHandle:
         self._reads.job_status(job_id)  # raises JobNotFoundError early

@@ -142,6 +142,18 @@ class Settings(BaseSettings):
     prometheus_multiproc_dir: Path | None = Field(default=None, validation_alias="prometheus_multiproc_dir")
     metrics_token: str | None = Field(default=None, repr=False)
 
+    # OpenTelemetry traces (SPEC §18, the `otel` extra): the standard OTEL_* variables (no AGENTQ_ prefix) turn
+    # them on; without an exporter or endpoint among them no provider is installed and nothing is sent. The SDK
+    # reads them (and the exporter's other OTEL_EXPORTER_OTLP_* variables) itself; agentq reads them to decide.
+    otel_traces_exporter: str | None = Field(default=None, validation_alias="otel_traces_exporter")
+    otel_exporter_otlp_endpoint: str | None = Field(default=None, validation_alias="otel_exporter_otlp_endpoint")
+    otel_exporter_otlp_traces_endpoint: str | None = Field(default=None,
+                                                           validation_alias="otel_exporter_otlp_traces_endpoint")
+    otel_exporter_otlp_protocol: str | None = Field(default=None, validation_alias="otel_exporter_otlp_protocol")
+    otel_service_name: str | None = Field(default=None, validation_alias="otel_service_name")
+    # parameter values of calls as span attributes (never the ones a tool marks x-sensitive)
+    otel_capture_params: bool = False
+
     @field_validator("prometheus_multiproc_dir", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: Any) -> Any:
@@ -226,6 +238,14 @@ class Settings(BaseSettings):
     def effective_broker_url(self) -> str:
         return self.broker_url or self.redis_url
 
+    @property
+    def tracing_requested(self) -> bool:
+        """The OTEL_* variables ask for traces: an exporter other than `none`, or an OTLP endpoint."""
+        exporter = (self.otel_traces_exporter or "").strip().lower()
+        if exporter:
+            return exporter != "none"
+        return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_traces_endpoint)
+
 
 def load_settings() -> Settings:
     """This process's settings, read from the environment; a `ConfigurationError` names each invalid variable
@@ -242,4 +262,6 @@ def _variable(loc: tuple[int | str, ...]) -> str:
     return name.upper() if name in _UNPREFIXED else f"{ENV_PREFIX}{name.upper()}"
 
 
-_UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir"})  # other tools' own variables
+_UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir", "otel_traces_exporter",
+                         "otel_exporter_otlp_endpoint", "otel_exporter_otlp_traces_endpoint",
+                         "otel_exporter_otlp_protocol", "otel_service_name"})  # other tools' own variables

@@ -38,6 +38,9 @@ IdempotencyKey = Annotated[str | None, Header(
     min_length=1, max_length=255, description="the same key returns the same job, as long as that job is kept "
                                               "(its TTL)")]
 
+TraceParent = Annotated[str | None, Header(
+    description="W3C Trace Context: the job's trace continues this one (with OpenTelemetry on)")]
+
 
 @router.post("", status_code=201, summary="Submit a job",
              responses={201: {"model": JobRecordModel, "description": "the job was created"},
@@ -45,14 +48,15 @@ IdempotencyKey = Annotated[str | None, Header(
                         **responses(400, 401, 403, 413, 422, 503)},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": JOB_BODY_SCHEMA}}}})
-async def submit_job(request: Request, idempotency_key: IdempotencyKey = None) -> JSONResponse:
+async def submit_job(request: Request, idempotency_key: IdempotencyKey = None,
+                     traceparent: TraceParent = None) -> JSONResponse:
     parts = app_parts(request)
     text, job = await json_body(request)
     job_id = None if idempotency_key is None else idempotent_job_id(idempotency_key)
     if job_id is not None and (replay := await _replay(request, job_id, job)) is not None:
         return replay
     try:
-        job_id = await run_in_threadpool(parts.jobs.submit, text, job_id=job_id)
+        job_id = await run_in_threadpool(parts.jobs.submit, text, job_id=job_id, traceparent=traceparent)
     except JobExistsError:
         if job_id is None:
             raise

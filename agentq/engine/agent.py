@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
+from agentq import telemetry
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
@@ -120,7 +121,8 @@ class AgentLoop:
     def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
         inputs, transcript = self.transcripts.read(self.store, job_id)
         try:
-            return self._ask(job_id, n, token, attempt, inputs, transcript)
+            with telemetry.tick_span(inputs.info, n):
+                return self._ask(job_id, n, token, attempt, inputs, transcript)
         finally:
             if inputs.info.parent is not None:
                 self.progress.relay(job_id)  # a module's child job: its tick's events reach the parent's stream

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agentq import telemetry
 from agentq.engine.failures import CallFailure
 from agentq.errors import AgentQError, NonRetryableError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec, invoke_handler
@@ -66,7 +67,8 @@ class CallRunner:
         context = ScopedContext.build(index if index is not None else [], list(record.scopes), record.instance,
                                       emit=emitter)
         try:
-            result = self._run(spec, call, tool, context, timeout)
+            with telemetry.activity_span(spec.name, call, tool):
+                result = self._run(spec, call, tool, context, timeout)
         except NonRetryableError as error:
             raise CallFailure(error.type, str(error), retryable=False) from None
         except StoreUnavailableError:

@@ -140,6 +140,7 @@ class JobInfo:
     parent: ParentLink | None = None  # a module's child job: the call it runs for
     ticking: bool = False  # agent jobs: a model request is in flight
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
+    traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (SPEC §18)
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentq import telemetry
 from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
@@ -116,6 +117,7 @@ class Dispatcher:
             # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
             _declare_queues(self.app, producer, dict.fromkeys(record.queue for record in records))
             sent = SentEvents(self.app, self._event_dispatcher(), producer)
+            headers = telemetry.task_headers()  # the trace the tasks continue (None: tracing off)
             with _publish_batch(producer, len(records) * (2 if self.app.conf.task_send_sent_event else 1)):
                 for record in records:
                     args: list[Any] = [job_id, record.id, record.to_task()]
@@ -125,7 +127,7 @@ class Dispatcher:
                         record.task, args=args,
                         argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
                         queue=record.queue, task_id=task_id(job_id, record.id), producer=producer, declare=[],
-                        event_dispatcher=sent,
+                        event_dispatcher=sent, headers=headers,
                     )
                 sent.flush()
 
@@ -222,7 +224,8 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
     @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
     def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
         try:
-            service.submit_by_task(job, job_id=job_id)
+            with telemetry.continued(telemetry.task_traceparent(task.request)):
+                service.submit_by_task(job, job_id=job_id)
         except StoreUnavailableError as error:
             raise _store_retry(task, error) from error
 
@@ -265,7 +268,8 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
             redeliveries.count_redelivery(task.request.delivery_info, name, record)
         shown = {"argsrepr": call_argsrepr(job_id, call_id, record), "kwargsrepr": "{}"}
         try:
-            outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
+            with telemetry.call_span(task.request, job_id, call_id, record):
+                outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
         except StoreUnavailableError as error:
             raise _store_retry(task, error, **shown) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows

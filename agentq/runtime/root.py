@@ -20,9 +20,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from agentq import telemetry
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
-from agentq.engine.hooks import CallMetrics, Hooks
+from agentq.engine.hooks import CallMetrics, Hook, Hooks
 from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError
@@ -83,6 +84,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules, `--tools` folders); `activities` the ones it serves; `metrics` the counters this process counts
     into (new ones unless given: parts that share them count into one registry)."""
     metrics = metrics if metrics is not None else Metrics()
+    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
     store = open_store(settings)
     app = create_app(settings)
     routing = Routing.from_settings(settings)
@@ -116,7 +118,16 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter]))
+                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter, *tracing_hooks()]))
+
+
+def tracing_hooks() -> list[Hook]:
+    """A `chat {model}` span per model request sent, while tracing is on (last: it sees only what is sent)."""
+    if not telemetry.enabled():
+        return []
+    from agentq.telemetry.hook import TracingHook
+
+    return [TracingHook()]
 
 
 @dataclass

@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from agentq import telemetry
 from agentq.engine.commits import commit_failure
 from agentq.engine.hooks import Hook
 from agentq.engine.progress import Dispatch as EngineDispatch
@@ -182,18 +183,26 @@ class JobService:
         return plan_job(job, tools=self._with_local_tools(view.tools), live_activities=known, limits=self.limits,
                         size=size, job_id=job_id, module_loader=self.module_loader)
 
-    def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None) -> str:
+    def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None,
+               traceparent: str | None = None) -> str:
         """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
-        `parent` links a module's child job to the call it runs for (see `engine/delegation.py`)."""
+        `parent` links a module's child job to the call it runs for (see `engine/delegation.py`); the job's trace
+        continues `traceparent` (W3C), else the current context (SPEC §18)."""
+        with telemetry.submission(traceparent) as trace:
+            return self._submit(job, job_id, parent, trace)
+
+    def _submit(self, job: Any, job_id: str | None, parent: ParentLink | None, trace: telemetry.Submission) -> str:
         job, size = self._decode(job, job_id)
         plan, known = self._plan(job, size, job_id)
+        trace.job(plan.id, plan.kind.value)
         records = [self.routing.route(c.record(), known) for c in plan.calls]
         queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
         if parent is not None:
             records = [replace(r, relay=parent.job) for r in records]
         if not self.store.create_job(plan, records, submitted=job, events=[queued],
-                                     parent=parent.to_dict() if parent is not None else None):
+                                     parent=parent.to_dict() if parent is not None else None,
+                                     traceparent=trace.traceparent):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])

@@ -67,7 +67,7 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         ticks=_count(fields, "ticks"), final_output=loads("final_output"),
         has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
         ticking=fields.get("ticking") == "1",
-        exchanges=_count(fields, "exchanges"),
+        exchanges=_count(fields, "exchanges"), traceparent=fields.get("traceparent") or None,
     )
 
 

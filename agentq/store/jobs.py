@@ -37,7 +37,7 @@ class JobSteps(StatsSteps):
     # ------------------------------------------------------------------------------------------ submission
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None) -> bool:
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
         exists already. `parent` links a module's child job to the call it runs for.
 
@@ -47,7 +47,8 @@ class JobSteps(StatsSteps):
         existing job's entries as they were when the script refuses the id; what this pipeline added for a
         refused or failed submission is taken back."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
-        payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent))
+        payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
+                                 traceparent=traceparent))
         now = time.time()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)

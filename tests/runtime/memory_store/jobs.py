@@ -29,10 +29,11 @@ class JobSteps(MemoryCore):
     _task_key: str | None
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None) -> bool:
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None) -> bool:
         """submit.lua, on the payload `StateStore.create_job` sends it: all of the job or nothing when its id is
         taken."""
-        payload = submission_payload(plan, records, submitted=submitted, events=events, parent=parent)
+        payload = submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
+                                 traceparent=traceparent)
         with self._changed:
             current = self._get(plan.id)
             if current is not None and current.job:  # EXISTS job

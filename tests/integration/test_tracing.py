@@ -1,0 +1,112 @@
+"""OpenTelemetry traces of jobs (SPEC §18), in one process: real Redis, a real Celery worker (threads pool), the
+real `anthropic` SDK against the fake Messages API, spans caught by the SDK's `InMemorySpanExporter`.
+
+tests/e2e/test_tracing_otlp.py runs the same through OTLP/HTTP from separate processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agentq import telemetry
+from tests.fake_anthropic import Answer, FakeAnthropic
+from tests.integration.conftest import Harness
+from tests.integration.test_agent_jobs import OUTPUT, ticks_then_latent
+
+CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
+CLIENT_SPAN = 0x00F067AA0BA902B7
+TRACEPARENT = f"00-{CLIENT_TRACE:032x}-{CLIENT_SPAN:016x}-01"
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.install(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.uninstall()
+        provider.shutdown()
+
+
+def finished(exporter: InMemorySpanExporter, names: dict[str, int], timeout: float = 10.0) -> tuple[ReadableSpan, ...]:
+    """The finished spans once those named in `names` are there (the last tick's span ends just after its job)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = exporter.get_finished_spans()
+        if all(len(by_name(found, name)) >= n for name, n in names.items()) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
+
+
+def by_name(found: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [s for s in found if s.name == name]
+
+
+def parent_of(span: ReadableSpan, found: tuple[ReadableSpan, ...]) -> ReadableSpan | None:
+    assert span.parent is not None, span.name
+    return next((s for s in found if s.context.span_id == span.parent.span_id), None)
+
+
+def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
+        harness: Harness, anthropic_env: FakeAnthropic, spans: InMemorySpanExporter):
+    harness.tool("weather", params={"city": {"type": "string"}, "card": {"type": "string"}},
+                 output={"type": "object"}, required=["city"])
+    harness.tools.register("summarize", {**harness.tools.get("weather"), "properties": {
+        "_tool": {"const": "summarize"}, "text": {}, "_output": {"type": "string"}}, "required": []})
+
+    @harness.activities.register("weather")
+    def weather(call):
+        return {"city": call["city"], "temp_c": 21}
+
+    harness.worker(llm="anthropic", concurrency=4)
+    anthropic_env.responder = ticks_then_latent([
+        Answer.solution({"calls": [
+            {"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather"},
+            {"_tool": "summarize", "text": "†state.weather", "_outputPath": "†state.summary"}], "output": None}),
+        Answer.solution({"calls": [], "output": {"answer": "Paris is mild"}}),
+    ], latent={"summarize": Answer.solution({"output": "mild"})})
+    handle = harness.client().submit({"context": [{"type": "text", "text": "Weather in Paris?"}],
+                                      "tools": ["weather", "summarize"], "output": OUTPUT}, traceparent=TRACEPARENT)
+    record = handle.result(timeout=30)
+    assert record["status"] == "succeeded", record
+
+    found = finished(spans, {"invoke_agent": 2, "chat claude-sonnet-4-6": 3, "activity weather": 1})
+    assert {s.context.trace_id for s in found} == {CLIENT_TRACE}  # one trace: the submitter's
+    (submit,) = by_name(found, "submit job")
+    assert submit.parent is not None and submit.parent.span_id == CLIENT_SPAN
+    assert submit.attributes["agentq.job.id"] == record["id"]
+    ticks = by_name(found, "invoke_agent")
+    assert [t.attributes["agentq.tick"] for t in ticks] == [0, 1]
+    assert all(parent_of(t, found) is submit for t in ticks)
+    chats = by_name(found, "chat claude-sonnet-4-6")
+    assert len(chats) == 3
+    weather_call, = by_name(found, "execute_tool weather")
+    summarize_call, = by_name(found, "execute_tool summarize")
+    # the tick's calls are its children (summarize was released by weather's commit: still the tick's)
+    assert parent_of(weather_call, found) is ticks[0] and parent_of(summarize_call, found) is ticks[0]
+    assert weather_call.attributes["gen_ai.tool.call.id"].startswith("call_")
+    assert weather_call.attributes["gen_ai.tool.name"] == "weather"
+    (run,) = by_name(found, "activity weather")
+    assert parent_of(run, found) is weather_call
+    assert "gen_ai.tool.call.arguments" not in run.attributes  # parameter values only when opted in
+    # two model requests made by the ticks, one by the latent call
+    assert sorted(parent_of(c, found).name for c in chats) == ["execute_tool summarize", "invoke_agent",
+                                                               "invoke_agent"]
+    for chat in chats:
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.provider.name"] == "anthropic"
+        assert chat.attributes["gen_ai.request.model"] == "claude-sonnet-4-6"
+        assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
+    assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) == record["usage"]["output_tokens"]
