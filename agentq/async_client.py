@@ -59,6 +59,10 @@ class AsyncJobHandle:
         """The job's calls (SPEC §14 `/calls`)."""
         return await self._client.calls(self.id)
 
+    async def deliveries(self) -> list[dict]:
+        """The job's webhook deliveries (SPEC §18), as `JobHandle.deliveries`."""
+        return await self._client.deliveries(self.id)
+
     async def history(self) -> dict:
         """The job's history message (seed 004)."""
         return await self._client.history(self.id)
@@ -102,6 +106,9 @@ class AsyncClient(BaseClient):
 
     async def calls(self, job_id: str) -> list[dict]:
         return await self._thread(self._calls, job_id)
+
+    async def deliveries(self, job_id: str) -> list[dict]:
+        return await self._thread(self._deliveries, job_id)
 
     async def history(self, job_id: str) -> dict:
         from agentq.runtime.history import history_of

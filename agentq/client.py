@@ -77,6 +77,9 @@ class BaseClient:
     def _calls(self, job_id: str) -> list[dict]:
         return self._parts.jobs.calls(job_id)
 
+    def _deliveries(self, job_id: str) -> list[dict]:
+        return self._parts.jobs.deliveries(job_id)
+
     def _approved(self, job_id: str, call_id: str) -> dict:
         self._parts.jobs.approve(job_id, call_id)
         return self._call(job_id, call_id)
@@ -145,6 +148,11 @@ class JobHandle:
         depends_on, output_path, started_at, finished_at, duration_ms, error."""
         return self._client.calls(self.id)
 
+    def deliveries(self) -> list[dict]:
+        """The job's webhook deliveries (SPEC §18), oldest first: id, type, url, state (pending, delivered,
+        failed), next_attempt_at and every attempt's time, status or error."""
+        return self._client.deliveries(self.id)
+
     def history(self) -> dict:
         """The job's history message (seed 004): `{"role": "assistant", "parts": [...], "activity_parts": [...]}`
         with one consolidated `tool_call` per call, in chronological order, without technical details."""
@@ -191,6 +199,10 @@ class Client(BaseClient):
     def calls(self, job_id: str) -> list[dict]:
         """The calls of a job, as `JobHandle.calls`."""
         return self._calls(job_id)
+
+    def deliveries(self, job_id: str) -> list[dict]:
+        """The webhook deliveries of a job, as `JobHandle.deliveries`."""
+        return self._deliveries(job_id)
 
     def history(self, job_id: str) -> dict:
         """The history message of a job, as `JobHandle.history`."""

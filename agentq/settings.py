@@ -130,6 +130,17 @@ class Settings(BaseSettings):
     module_url_allowlist: EnvList[str] = Field(default_factory=list)
     max_module_depth: int = Field(default=4, ge=1, le=32)
 
+    # webhooks (SPEC §18): the hosts deliveries may reach (names, `*.domain`, addresses, networks; see
+    # agentq/webhooks/targets.py), the signing secret (`whsec_<base64>` or any string; several separated by spaces
+    # while one is rotated: each signs), how long a delivery is retried (exponential backoff from
+    # `webhook_backoff_s`, each wait at most an hour), an attempt's timeout, and how often processes look for due work
+    webhook_allowlist: EnvList[str] = Field(default_factory=list)
+    webhook_secret: SecretStr | None = Field(default=None, repr=False)
+    webhook_retry_s: float = Field(default=24 * 3600.0, gt=0)
+    webhook_backoff_s: float = Field(default=5.0, gt=0)
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
+    webhook_poll_s: float = Field(default=1.0, gt=0)
+
     # the HTTP API (SPEC §14): bearer tokens in AGENTQ_API_TOKENS (none: `agentq api` makes one)
     api_tokens: EnvList[str] = Field(default_factory=list, repr=False)
     api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises

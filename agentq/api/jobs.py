@@ -1,4 +1,4 @@
-"""Job routes (SPEC §14): submit, list, read, cancel, calls, approvals, history.
+"""Job routes (SPEC §14): submit, list, read, cancel, calls, approvals, history, webhook deliveries (SPEC §18).
 
 Writes go through the shared `JobService` (run in the server's thread pool: each is a few short Redis round
 trips and a broker publish); reads that may wait or scan use the async store, so they hold no thread.
@@ -19,6 +19,7 @@ from agentq.api.errors import ApiError
 from agentq.api.models import (
     JOB_BODY_SCHEMA,
     CallModel,
+    DeliveryModel,
     EditBody,
     HistoryModel,
     JobRecordModel,
@@ -146,6 +147,12 @@ async def cancel_job(request: Request, job_id: str) -> JSONResponse:
             responses={200: {"model": list[CallModel]}, **responses(401, 404, 503)})
 async def list_calls(request: Request, job_id: str) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(job_calls, app_parts(request).store, job_id))
+
+
+@router.get("/{job_id}/deliveries", summary="A job's webhook deliveries: each event, its id and every attempt",
+            responses={200: {"model": list[DeliveryModel]}, **responses(401, 404, 503)})
+async def list_deliveries(request: Request, job_id: str) -> JSONResponse:
+    return JSONResponse(await run_in_threadpool(app_parts(request).jobs.deliveries, job_id))
 
 
 @router.post("/{job_id}/calls/{call_id}/approve", summary="Let a call awaiting approval run",

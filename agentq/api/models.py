@@ -65,6 +65,26 @@ class CallModel(BaseModel):
                                    "fields; references unresolved): what a call awaiting approval would do")
 
 
+class DeliveryAttempt(BaseModel):
+    at: str
+    status: int | None = Field(description="the receiver's HTTP status (null: no answer)")
+    error: str | None = Field(description="why it was not delivered (null: a 2xx answer)")
+    duration_ms: float
+
+
+class DeliveryModel(BaseModel):
+    """One webhook delivery of a job (SPEC §18): one event, its stable `webhook-id` and every attempt."""
+
+    id: str = Field(description="the `webhook-id` every attempt sends")
+    job_id: str
+    type: Literal["job.finished", "call.finished", "call.awaiting_approval"]
+    url: str
+    created_at: str
+    state: Literal["pending", "delivered", "failed"]
+    next_attempt_at: str | None
+    attempts: list[DeliveryAttempt]
+
+
 class HistoryModel(BaseModel):
     """A job's history message (seed 004): parts in chronological order, and the legacy activity list."""
 

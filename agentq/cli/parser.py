@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
+from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
@@ -145,6 +146,11 @@ def _call_commands(command: Commands) -> None:
     calls = command("calls", cmd_calls, "list a job's calls: status, attempts, duration, what each waits on")
     calls.add_argument("id")
     calls.add_argument("--json", action="store_true", help="print them as a JSON array (SPEC §14 /calls)")
+
+    deliveries = command("deliveries", cmd_deliveries,
+                         "list a job's webhook deliveries: each event, its id, state and attempts")
+    deliveries.add_argument("id")
+    deliveries.add_argument("--json", action="store_true", help="print them as a JSON array")
 
     approve = command("approve", cmd_approve, "let a call awaiting approval run")
     reject = command("reject", cmd_reject, "fail a call awaiting approval (\"rejected by reviewer\")")

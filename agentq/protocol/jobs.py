@@ -216,7 +216,7 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
         problems.add("/options", "options must be an object")
         return options
     for key, value in raw.items():
-        found = _option_problems(key, value)
+        found = _webhook_problems(value, limits) if key == "webhook" else _option_problems(key, value)
         if found:
             problems.items.extend(found)
         else:
@@ -232,7 +232,14 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
     "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context"])
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "webhook"])
+
+
+def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
+    """`options.webhook` (SPEC §18), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
+    if limits.webhook_problems is None:
+        return [Problem("/options/webhook", "webhooks are not enabled here (AGENTQ_WEBHOOK_ALLOWLIST is empty)")]
+    return limits.webhook_problems(value, "/options/webhook")
 
 
 def _option_problems(key: str, value: Any) -> list[Problem]:

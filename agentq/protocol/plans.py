@@ -20,6 +20,9 @@ class JobLimits:
     default_ttl_s: int = 7 * 24 * 3600
     default_budget: Mapping[str, Any] | None = None  # `options.budget` of a job that names none
     known_model: Callable[[str], bool] | None = None  # whether the price table prices a model (`x-model`)
+    # checks `options.webhook` (value, pointer) -> problems; the runtime passes its allowlist's (None: a job may
+    # name no webhook)
+    webhook_problems: Callable[[Any, str], list[Problem]] | None = None
 
 
 @dataclass

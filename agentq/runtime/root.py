@@ -41,6 +41,7 @@ from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
+from agentq.webhooks.store import DeliveryStore
 
 if TYPE_CHECKING:
     from agentq.llm.base import LLM
@@ -92,7 +93,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
-                      hooks=Hooks([CallMetrics(metrics)]))
+                      hooks=Hooks([CallMetrics(metrics)]),
+                      webhooks=DeliveryStore(store.redis, settings.namespace))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics)

@@ -46,6 +46,8 @@ from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
+from agentq.webhooks.store import DeliveryStore
+from agentq.webhooks.targets import Allowlist, webhook_problems
 
 log = logging.getLogger("agentq.service")
 
@@ -70,7 +72,8 @@ class JobService:
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
                  local_activities_are_live: bool = False,
                  module_loader: ModuleLoader | None = None,
-                 clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None):
+                 clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None,
+                 webhooks: DeliveryStore | None = None):
         self.store = store
         self.dispatcher = dispatcher
         # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
@@ -81,10 +84,14 @@ class JobService:
         self.activities = activities if activities is not None else ActivityRegistry()
         self.local_activities_are_live = local_activities_are_live
         self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
+        allowlist = Allowlist.parse(settings.webhook_allowlist)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget,
-                                known_model=self.known_model)
+                                known_model=self.known_model,
+                                webhook_problems=lambda value, pointer: webhook_problems(value, pointer, allowlist))
         self._prices: PriceTable | None = None
+        # the webhook keys: a job with a webhook is watched before it is written (None: a store without them)
+        self.webhooks = webhooks
         self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
         self._clock = clock
         self._fleet: FleetView | None = None
@@ -200,6 +207,8 @@ class JobService:
                            part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
         if parent is not None:
             records = [replace(r, relay=parent.job) for r in records]
+        if self.webhooks is not None and plan.options.get("webhook") is not None:
+            self.webhooks.watch(plan.id, int(time.time() * 1000))
         if not self.store.create_job(plan, records, submitted=job, events=[queued],
                                      parent=parent.to_dict() if parent is not None else None,
                                      traceparent=trace.traceparent):
@@ -340,6 +349,14 @@ class JobService:
 
     def record(self, job_id: str) -> JobRecord:
         return self.store.record(job_id)
+
+    def deliveries(self, job_id: str) -> list[dict]:
+        """The job's webhook deliveries, oldest first (`agentq/webhooks/records.py`); `JobNotFoundError` for a
+        job that neither exists nor left deliveries."""
+        found = self.webhooks.deliveries(job_id) if self.webhooks is not None else []
+        if not found:
+            self.store.job_status(job_id)  # JobNotFoundError for an unknown job
+        return [d.to_dict() for d in found]
 
     def calls(self, job_id: str) -> list[dict]:
         """The job's calls as SPEC §14's `/calls` items (`agentq.runtime.calls.job_calls`)."""

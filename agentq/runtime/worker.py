@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
@@ -33,6 +33,10 @@ from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
 from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
+
+if TYPE_CHECKING:
+    from agentq.store.state import StateStore
+    from agentq.webhooks.loop import WebhookLoop
 
 log = logging.getLogger("agentq.worker")
 
@@ -136,6 +140,17 @@ class Heartbeat:
             log.debug("could not retire worker %s", self.worker_id, exc_info=True)
 
 
+def start_webhooks(runtime: Runtime) -> WebhookLoop | None:
+    """This process's webhook delivery loop, started (`agentq/webhooks/loop.py`); None when webhooks are off
+    (`AGENTQ_WEBHOOK_ALLOWLIST` empty: no delivery could reach anything)."""
+    if not runtime.settings.webhook_allowlist:
+        return None
+    from agentq.webhooks.loop import WebhookLoop
+
+    redis = cast("StateStore", runtime.store).redis  # the Redis state store's connection (root.open_store)
+    return WebhookLoop(runtime.store, redis, runtime.settings).start()
+
+
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -166,6 +181,7 @@ class InProcessWorker:
         self.concurrency, self.pool, self.loglevel = concurrency, pool, loglevel
         self._controller: Any = None
         self._thread: threading.Thread | None = None
+        self.webhooks: WebhookLoop | None = None
 
     def start(self, timeout: float = 30.0) -> InProcessWorker:
         from celery.worker import WorkController
@@ -202,10 +218,13 @@ class InProcessWorker:
         if not ready.wait(timeout):
             raise ConfigurationError(f"worker {self.hostname} did not become ready in {timeout} s")
         self.heartbeat.start()
+        self.webhooks = start_webhooks(self.runtime)
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
         self.heartbeat.stop()
+        if self.webhooks is not None:
+            self.webhooks.stop()
         controller, thread = self._controller, self._thread
         if controller is None:
             return
@@ -319,8 +338,10 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
     ShutdownGrace(node.name, runtime.settings.shutdown_grace_s).install()
+    webhooks: WebhookLoop | None = None
     try:
         heartbeat.start()
+        webhooks = start_webhooks(runtime)
         worker = runtime.app.Worker(
             hostname=node.name, queues=queues, pool_cls=AppThreadPool if pool == "threads" else pool,
             concurrency=concurrency, loglevel=loglevel,
@@ -329,4 +350,6 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
         worker.start()
     finally:
         heartbeat.stop()
+        if webhooks is not None:
+            webhooks.stop()
         runtime.close()

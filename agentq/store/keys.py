@@ -113,6 +113,14 @@ class JobKeys:
     def tick_lease(self) -> str:  # string: the token of the agent tick in flight
         return self.lease(TICK)
 
+    @property
+    def deliveries(self) -> str:  # hash: webhook delivery id -> its state JSON, `<id>:body` -> the body it sends
+        return f"{self._prefix}:deliveries"
+
+    @property
+    def webhook(self) -> str:  # hash: `cursor`, the job's last event entry its webhook's watcher handled
+        return f"{self._prefix}:webhook"
+
     @staticmethod
     def job_of(key: str) -> str:
         """The job id of one of a job's keys (inside its hash tag: a job id has no braces)."""
@@ -174,6 +182,18 @@ class FleetKeys:
 
     def llm_tickets(self, model: str) -> str:  # zset: place of a deferred request -> ms from which it may be sent
         return f"{self.namespace}:llm:{{{_model_tag(model)}}}:tickets"
+
+    @property
+    def webhook_jobs(self) -> str:  # zset: job id with a webhook -> when its watcher last looked at it (ms)
+        return f"{self.namespace}:webhooks:jobs"
+
+    @property
+    def webhook_due(self) -> str:  # zset: "<job id> <delivery id>" -> when its next attempt is due (ms)
+        return f"{self.namespace}:webhooks:due"
+
+    @property
+    def webhook_scan(self) -> str:  # string: the process looking for new webhook events, for one poll
+        return f"{self.namespace}:webhooks:scan"
 
     @property
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)

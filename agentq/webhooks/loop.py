@@ -1,0 +1,142 @@
+"""The delivery loop every worker and dispatcher process runs when `AGENTQ_WEBHOOK_ALLOWLIST` is set.
+
+Each poll (`AGENTQ_WEBHOOK_POLL_S`) one process of the fleet looks for new webhook events (`watcher.py`; the
+`agentq:webhooks:scan` key elects it for that poll), and every process attempts the deliveries that are due,
+one at a time, each taken with a lease (`store.claim_due`). All of it lives in Redis, so a delivery that fell
+due while no process ran is attempted by the first one that starts, and one whose process died mid-attempt is
+attempted again, with the same id, when its lease ends.
+
+Retries: the n-th failed attempt waits `AGENTQ_WEBHOOK_BACKOFF_S * 2^(n-1)` (at most an hour, ±10 % jitter; a
+longer `Retry-After` is honoured up to an hour) until `AGENTQ_WEBHOOK_RETRY_S` after the event: then the
+delivery has failed. A 410 Gone ends it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agentq.settings import Settings
+from agentq.store.base import Store
+from agentq.webhooks.records import Attempt, Delivery, DeliveryState
+from agentq.webhooks.sender import Answer, Sender
+from agentq.webhooks.signing import secret_keys
+from agentq.webhooks.store import DeliveryStore
+from agentq.webhooks.targets import Allowlist
+from agentq.webhooks.watcher import Watcher
+
+log = logging.getLogger("agentq.webhooks")
+
+MAX_WAIT_S = 3600.0
+LEASE_MARGIN_S = 5.0
+ATTEMPTS_PER_POLL = 50  # due deliveries one process attempts before it looks for new events again
+
+
+def retry_delay(failures: int, backoff_s: float, retry_after_s: float | None = None,
+                jitter: Callable[[], float] = random.random) -> float:
+    """How long to wait after the `failures`-th failed attempt."""
+    delay = min(backoff_s * 2 ** min(failures - 1, 40), MAX_WAIT_S) * (0.9 + 0.2 * jitter())
+    if retry_after_s is not None:
+        delay = max(delay, min(retry_after_s, MAX_WAIT_S))
+    return delay
+
+
+class Deliverer:
+    """Attempts due deliveries and keeps each outcome."""
+
+    def __init__(self, deliveries: DeliveryStore, sender: Sender, settings: Settings, *,
+                 clock: Callable[[], float] = time.time):
+        self.deliveries = deliveries
+        self.sender = sender
+        self.settings = settings
+        self.clock = clock
+        self.lease_ms = int((settings.webhook_timeout_s + LEASE_MARGIN_S) * 1000)
+
+    def attempt_due(self, limit: int = ATTEMPTS_PER_POLL) -> int:
+        """Attempt due deliveries, one claimed at a time, up to `limit`; returns how many were attempted."""
+        attempted = 0
+        while attempted < limit:
+            claimed = self.deliveries.claim_due(int(self.clock() * 1000), self.lease_ms, 1)
+            if not claimed:
+                break
+            job_id, delivery_id = claimed[0]
+            self.attempt(job_id, delivery_id)
+            attempted += 1
+        return attempted
+
+    def attempt(self, job_id: str, delivery_id: str) -> None:
+        stored = self.deliveries.read(job_id, delivery_id)
+        if stored is None or stored[0].state is not DeliveryState.PENDING:
+            self.deliveries.forget_due(job_id, delivery_id)  # expired with its job, or ended already
+            return
+        delivery, body = stored
+        answer = self.sender.send(delivery, body)
+        delivery, next_at = self.outcome(delivery, answer)
+        self.deliveries.save(delivery, int(next_at * 1000) if next_at is not None else None)
+        if delivery.state is DeliveryState.PENDING:
+            log.info("webhook %s of job %s not delivered (%s); next attempt in %.1f s", delivery.id, job_id,
+                     answer.error, next_at - self.clock() if next_at is not None else 0)
+        elif delivery.state is DeliveryState.FAILED:
+            log.warning("webhook %s of job %s failed for good after %d attempts: %s", delivery.id, job_id,
+                        len(delivery.attempts), answer.error)
+
+    def outcome(self, delivery: Delivery, answer: Answer) -> tuple[Delivery, float | None]:
+        """The delivery after `answer`, and when its next attempt is due (None: it ended)."""
+        now = self.clock()
+        attempt = Attempt(at=now, status=answer.status, error=answer.error, duration_ms=answer.duration_ms)
+        if answer.delivered:
+            return delivery.attempted(attempt, state=DeliveryState.DELIVERED, next_at=None), None
+        failures = len(delivery.attempts) + 1
+        next_at = now + retry_delay(failures, self.settings.webhook_backoff_s, answer.retry_after_s)
+        if answer.status == 410 or next_at > delivery.created_at + self.settings.webhook_retry_s:
+            return delivery.attempted(attempt, state=DeliveryState.FAILED, next_at=None), None
+        return delivery.attempted(attempt, state=DeliveryState.PENDING, next_at=next_at), next_at
+
+
+class WebhookLoop:
+    """The thread of one process that looks for webhook events and attempts due deliveries."""
+
+    def __init__(self, store: Store, redis: Any, settings: Settings):
+        self.settings = settings
+        secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret is not None else ""
+        allowlist = Allowlist.parse(settings.webhook_allowlist)
+        self.deliveries = DeliveryStore(redis, settings.namespace,
+                                        keep_s=settings.webhook_retry_s + settings.job_ttl_s)
+        self.sender = Sender(allowlist, keys=secret_keys(secret), timeout_s=settings.webhook_timeout_s)
+        self.watcher = Watcher(store, self.deliveries)
+        self.deliverer = Deliverer(self.deliveries, self.sender, settings)
+        self.token = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> WebhookLoop:
+        self._thread = threading.Thread(target=self._run, name="agentq-webhooks", daemon=True)
+        self._thread.start()
+        return self
+
+    def poll(self) -> None:
+        """One round: look for new events when this process is the one elected for this poll, then attempt
+        what is due."""
+        poll_ms = int(self.settings.webhook_poll_s * 1000)
+        if self.deliveries.take_scan(self.token, poll_ms):
+            self.watcher.scan()
+        self.deliverer.attempt_due()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception:
+                log.warning("webhook delivery loop failed; retrying", exc_info=True)
+            self._stop.wait(self.settings.webhook_poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.settings.webhook_timeout_s + 5)
+        self.sender.close()

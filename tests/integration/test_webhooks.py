@@ -1,0 +1,194 @@
+"""Signed webhooks (SPEC §18) through real Redis, real Celery workers and a real HTTP receiver on loopback that
+checks every request with the Standard Webhooks algorithm (tests/integration/webhook_receiver.py)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import pytest
+from pydantic import SecretStr
+
+from agentq.client import Client
+from agentq.errors import JobValidationError
+from agentq.settings import Settings
+from tests.integration.conftest import Harness, store_of
+from tests.integration.procs import wait_for
+from tests.integration.webhook_receiver import SECRET, Receiver
+
+FAST = {"webhook_allowlist": ["127.0.0.1"], "webhook_secret": SecretStr(SECRET), "webhook_backoff_s": 0.2,
+        "webhook_poll_s": 0.1, "webhook_timeout_s": 3.0}
+FAST_ENV = {"AGENTQ_WEBHOOK_ALLOWLIST": "127.0.0.1", "AGENTQ_WEBHOOK_SECRET": SECRET,
+            "AGENTQ_WEBHOOK_BACKOFF_S": "0.3", "AGENTQ_WEBHOOK_POLL_S": "0.1", "AGENTQ_WEBHOOK_TIMEOUT_S": "3"}
+
+
+@pytest.fixture
+def hooks(redis_url):
+    h = Harness(redis_url, **FAST)
+    receivers: list[Receiver] = []
+
+    def receiver(script: list[int] | None = None) -> Receiver:
+        r = Receiver(script)
+        receivers.append(r)
+        return r
+
+    h.receiver = receiver  # type: ignore[attr-defined]
+    try:
+        yield h
+    finally:
+        h.close()
+        for r in receivers:
+            r.close()
+
+
+def _add_job(url: str, events: list[str] | None = None, **extra) -> dict:
+    webhook = {"url": url, **({"events": events} if events else {})}
+    return {"calls": [{"_tool": "add", "a": 1, "b": 2, "_outputPath": "†state.sum"}],
+            "options": {"webhook": webhook, **extra}}
+
+
+def _serve_add(h: Harness) -> None:
+    h.tool("add", params={"a": {"type": "number"}, "b": {"type": "number"}})
+    h.activities.register("add", lambda call: call["a"] + call["b"])
+    h.worker()
+
+
+def test_job_finished_is_signed_retried_after_two_500s_and_keeps_one_id(hooks):
+    receiver = hooks.receiver([500, 500])
+    _serve_add(hooks)
+    handle = hooks.client().submit(_add_job(receiver.url))
+    record = handle.result(timeout=20)
+    got = receiver.wait(3)
+    assert [r.answered for r in got] == [500, 500, 200]
+    assert all(r.verified for r in got), [r.headers for r in got]
+    assert len({r.headers["webhook-id"] for r in got}) == 1
+    assert got[0].headers["webhook-id"].startswith("msg_")
+    assert len({r.body for r in got}) == 1  # every attempt sends the same body; only its timestamp is new
+    payload = got[-1].payload
+    assert payload["type"] == "job.finished"
+    assert payload["data"]["id"] == handle.id and payload["data"]["status"] == "succeeded"
+    assert payload["data"]["result"] == {"sum": 3} == record["result"]
+
+    deliveries = wait_for(lambda: [d for d in handle.deliveries() if d["state"] == "delivered"], 10, "delivered")
+    (delivery,) = deliveries
+    assert delivery["id"] == got[0].headers["webhook-id"] and delivery["type"] == "job.finished"
+    assert [a["status"] for a in delivery["attempts"]] == [500, 500, 200]
+    assert delivery["attempts"][0]["error"] == "answered 500" and delivery["next_attempt_at"] is None
+    assert len(receiver.received) == 3  # nothing after the 2xx
+
+
+def test_a_tampered_body_fails_the_receivers_check(hooks):
+    """The receiver's check can fail: the same request with one byte changed, or another secret, is refused."""
+    from tests.integration.webhook_receiver import verify
+
+    receiver = hooks.receiver()
+    _serve_add(hooks)
+    hooks.client().submit(_add_job(receiver.url)).result(timeout=20)
+    (got,) = receiver.wait(1)
+    assert verify(SECRET, got.headers, got.body)
+    assert not verify(SECRET, got.headers, got.body.replace(b"succeeded", b"succeedeD"))
+    assert not verify("whsec_" + "QUJD" * 8, got.headers, got.body)
+
+
+def test_call_events_are_delivered_with_the_call(hooks):
+    receiver = hooks.receiver()
+    hooks.tool("add", params={"a": {"type": "number"}, "b": {"type": "number"}})
+    hooks.activities.register("add", lambda call: call["a"] + call["b"])
+    hooks.worker()
+    client = hooks.client()
+    handle = client.submit(_add_job(receiver.url, ["call.awaiting_approval", "call.finished", "job.finished"],
+                                    approval=["add"]))
+    waiting = receiver.delivered(lambda r: r.payload["type"] == "call.awaiting_approval")
+    call = waiting.payload["data"]
+    assert call["job_id"] == handle.id and call["tool"] == "add" and call["status"] == "awaiting_approval"
+    assert call["params"] == {"a": 1, "b": 2}
+    handle.approve(call["id"])
+    finished = receiver.delivered(lambda r: r.payload["type"] == "call.finished")
+    assert finished.payload["data"]["id"] == call["id"] and finished.payload["data"]["status"] == "done"
+    receiver.delivered(lambda r: r.payload["type"] == "job.finished")
+    assert all(r.verified for r in receiver.received)
+    types = sorted(d["type"] for d in wait_for(lambda: _all_delivered(handle, 3), 10, "three deliveries"))
+    assert types == ["call.awaiting_approval", "call.finished", "job.finished"]
+    assert len({r.headers["webhook-id"] for r in receiver.received}) == 3
+
+
+def _all_delivered(handle, count: int) -> list[dict] | None:
+    found = handle.deliveries()
+    return found if len(found) == count and all(d["state"] == "delivered" for d in found) else None
+
+
+def test_webhooks_outside_the_allowlist_are_refused_at_submit_and_nothing_is_written(hooks, redis_url):
+    client = Client(settings=Settings(redis_url=redis_url, webhook_allowlist=["127.0.0.1", "*.example.com",
+                                                                              "10.0.0.0/8"]))
+    job = {"calls": [], "options": {"webhook": {"url": "https://hooks.other.org/x"}}}
+    bad = [
+        ("https://hooks.other.org/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("http://a.example.com/x", "/options/webhook/url", "must be https"),
+        ("https://192.168.1.4/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("https://[::1]/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("https://localhost/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("ftp://a.example.com/x", "/options/webhook/url", "http(s) URL"),
+        ("https://user:pw@a.example.com/x", "/options/webhook/url", "credentials"),
+        ("https://a.example.com:99999/x", "/options/webhook/url", "not a valid URL"),
+        (42, "/options/webhook/url", "http(s) URL"),
+    ]
+    store = store_of(client)
+    for url, pointer, message in bad:
+        job["options"]["webhook"] = {"url": url}
+        with pytest.raises(JobValidationError) as caught:
+            client.submit(job, job_id="refused")
+        problems = caught.value.to_dict()["problems"]
+        assert [p["pointer"] for p in problems] == [pointer], (url, problems)
+        assert message in problems[0]["message"], (url, problems)
+    # every problem at once, with the job's other problems
+    job = {"calls": [], "options": {"max_ticks": 0, "webhook": {"url": "http://a.example.com/", "events": [
+        "job.finished", "job.started"], "secret": "x"}}}
+    with pytest.raises(JobValidationError) as caught:
+        client.submit(job, job_id="refused")
+    assert sorted(p["pointer"] for p in caught.value.to_dict()["problems"]) == [
+        "/options/max_ticks", "/options/webhook/events/1", "/options/webhook/secret", "/options/webhook/url"]
+    # a private address is allowed only when the allowlist names it (here through 10.0.0.0/8), https or not
+    assert client.submit({"calls": [], "options": {"webhook": {"url": "https://10.1.2.3/x"}}}).id
+    assert store.redis.exists("agentq:{refused}:job") == 0
+    assert store.redis.zscore("agentq:webhooks:jobs", "refused") is None
+    client.close()
+
+
+def test_a_submitter_without_an_allowlist_refuses_every_webhook(harness):
+    client = harness.client()
+    with pytest.raises(JobValidationError) as caught:
+        client.submit({"calls": [], "options": {"webhook": {"url": "https://hooks.example.com/"}}})
+    (problem,) = caught.value.to_dict()["problems"]
+    assert problem["pointer"] == "/options/webhook/url" and "AGENTQ_WEBHOOK_ALLOWLIST is empty" in problem["message"]
+
+
+def test_a_delivery_survives_its_process_dying_mid_retry(worker_procs, redis_url):
+    """The worker that made the failed attempts is killed; the retry due while no process runs is sent by the
+    worker started after, with the same id."""
+    receiver = Receiver([500] * 1000)
+    try:
+        first = worker_procs.start(["procEcho"], **FAST_ENV)
+        worker_procs.wait_live(first, ["procEcho"])
+        settings = Settings(redis_url=redis_url, webhook_allowlist=["127.0.0.1"])
+        with Client(settings=settings) as client:
+            handle = client.submit({"calls": [{"_tool": "procEcho", "text": "hi", "_outputPath": "†state.echo"}],
+                                    "options": {"webhook": {"url": receiver.url}}})
+            handle.result(timeout=20)
+            receiver.wait(2)
+            first.kill()
+            with receiver.lock:
+                receiver.script = []  # answers 200 from now on
+                tried = len(receiver.received)
+            (pending,) = handle.deliveries()
+            due_at = datetime.fromisoformat(pending["next_attempt_at"].replace("Z", "+00:00")).timestamp()
+            wait_for(lambda: time.time() > due_at + 0.3, 10, "the next attempt to fall due while no process runs")
+            assert len(receiver.received) == tried and pending["state"] == "pending"
+            second = worker_procs.start(["procEcho"], **FAST_ENV)
+            got = receiver.delivered(lambda r: True, timeout=30)
+            assert got.verified and got.payload["type"] == "job.finished"
+            assert {r.headers["webhook-id"] for r in receiver.received} == {got.headers["webhook-id"]}
+            delivered = wait_for(lambda: [d for d in handle.deliveries() if d["state"] == "delivered"], 10, "state")
+            assert delivered[0]["attempts"][-1]["status"] == 200
+            assert second.alive()
+    finally:
+        receiver.close()
