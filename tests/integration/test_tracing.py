@@ -86,23 +86,24 @@ def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
     (submit,) = by_name(found, "submit job")
     assert submit.parent is not None and submit.parent.span_id == CLIENT_SPAN
     assert submit.attributes["agentq.job.id"] == record["id"]
-    ticks = by_name(found, "invoke_agent")
-    assert [t.attributes["agentq.tick"] for t in ticks] == [0, 1]
+    ticks = by_name(found, "invoke_agent")  # a tick whose lease lapsed under load is made again: same number
+    assert {t.attributes["agentq.tick"] for t in ticks} == {0, 1}
     assert all(parent_of(t, found) is submit for t in ticks)
     chats = by_name(found, "chat claude-sonnet-4-6")
-    assert len(chats) == 3
+    assert len(chats) >= 3
     weather_call, = by_name(found, "execute_tool weather")
     summarize_call, = by_name(found, "execute_tool summarize")
     # the tick's calls are its children (summarize was released by weather's commit: still the tick's)
-    assert parent_of(weather_call, found) is ticks[0] and parent_of(summarize_call, found) is ticks[0]
+    first = [t for t in ticks if t.attributes["agentq.tick"] == 0]
+    assert parent_of(weather_call, found) in first and parent_of(summarize_call, found) in first
     assert weather_call.attributes["gen_ai.tool.call.id"].startswith("call_")
     assert weather_call.attributes["gen_ai.tool.name"] == "weather"
     (run,) = by_name(found, "activity weather")
     assert parent_of(run, found) is weather_call
     assert "gen_ai.tool.call.arguments" not in run.attributes  # parameter values only when opted in
     # two model requests made by the ticks, one by the latent call
-    assert sorted(parent_of(c, found).name for c in chats) == ["execute_tool summarize", "invoke_agent",
-                                                               "invoke_agent"]
+    assert sorted({parent_of(c, found).name for c in chats}) == ["execute_tool summarize", "invoke_agent"]
+    assert len([c for c in chats if parent_of(c, found) is summarize_call]) == 1
     for chat in chats:
         assert chat.attributes["gen_ai.operation.name"] == "chat"
         assert chat.attributes["gen_ai.provider.name"] == "anthropic"
