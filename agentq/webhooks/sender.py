@@ -79,11 +79,13 @@ class Sender:
                    "webhook-timestamp": str(timestamp),
                    "webhook-signature": signature(self.keys, delivery.id, timestamp, body)}
         try:
-            response = self.client.post(delivery.url, content=body, headers=headers)
+            # the answer's body is never read: only its status and headers count, whatever size it has
+            with self.client.stream("POST", delivery.url, content=body, headers=headers) as response:
+                status, retry_after = response.status_code, _retry_after(response)
+                problem = None if 200 <= status < 300 else _status_error(response)
         except httpx2.HTTPError as failure:
             return Answer(None, f"{type(failure).__name__}: {failure}"[:500], None, _since(started))
-        problem = None if 200 <= response.status_code < 300 else _status_error(response)
-        return Answer(response.status_code, problem, _retry_after(response), _since(started))
+        return Answer(status, problem, retry_after, _since(started))
 
     def close(self) -> None:
         self.client.close()

@@ -147,7 +147,9 @@ class _CallsView:
 
 def _body(event_type: str, at: float, data: Any) -> bytes:
     """The body every attempt of a delivery sends (Standard Webhooks' payload: type, timestamp, data)."""
-    return json.dumps({"type": event_type, "timestamp": iso(at), "data": data}, separators=(",", ":"),
+    finished = data.get("finished_at") if isinstance(data, dict) and event_type == "job.finished" else None
+    timestamp = finished if isinstance(finished, str) and finished else iso(at)  # when the job ended, if known
+    return json.dumps({"type": event_type, "timestamp": timestamp, "data": data}, separators=(",", ":"),
                       ensure_ascii=False).encode()
 
 

@@ -3,12 +3,14 @@ checks every request with the Standard Webhooks algorithm (tests/integration/web
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
 
 import pytest
 from pydantic import SecretStr
 
+from agentq.async_client import AsyncClient
 from agentq.client import Client
 from agentq.errors import JobValidationError
 from agentq.settings import Settings
@@ -68,6 +70,7 @@ def test_job_finished_is_signed_retried_after_two_500s_and_keeps_one_id(hooks):
     assert payload["type"] == "job.finished"
     assert payload["data"]["id"] == handle.id and payload["data"]["status"] == "succeeded"
     assert payload["data"]["result"] == {"sum": 3} == record["result"]
+    assert payload["timestamp"] == record["finished_at"]
 
     deliveries = wait_for(lambda: [d for d in handle.deliveries() if d["state"] == "delivered"], 10, "delivered")
     (delivery,) = deliveries
@@ -75,6 +78,12 @@ def test_job_finished_is_signed_retried_after_two_500s_and_keeps_one_id(hooks):
     assert [a["status"] for a in delivery["attempts"]] == [500, 500, 200]
     assert delivery["attempts"][0]["error"] == "answered 500" and delivery["next_attempt_at"] is None
     assert len(receiver.received) == 3  # nothing after the 2xx
+
+    async def listed() -> list[dict]:
+        async with AsyncClient(settings=hooks.settings) as client:
+            return await (await client.job(handle.id)).deliveries()
+
+    assert asyncio.run(listed()) == deliveries
 
 
 def test_a_tampered_body_fails_the_receivers_check(hooks):
@@ -192,3 +201,25 @@ def test_a_delivery_survives_its_process_dying_mid_retry(worker_procs, redis_url
             assert second.alive()
     finally:
         receiver.close()
+
+
+def test_webhooks_on_a_redis_cluster(cluster_harness, local_cluster):
+    """Every webhook step keeps the cluster rule: jobs on two nodes, their events delivered from a third slot's
+    fleet-wide keys."""
+    from tests.integration.test_cluster import ids_on_nodes
+
+    h = cluster_harness
+    h.settings = h.settings.model_copy(update=FAST)
+    receiver = Receiver([500])
+    h.on_close(receiver.close)
+    _serve_add(h)
+    client = h.client()
+    ids = ids_on_nodes(local_cluster, "hook", local_cluster.ports[:2])
+    handles = [client.submit(_add_job(receiver.url, ["call.finished", "job.finished"]), job_id=job_id)
+               for job_id in ids]
+    for handle in handles:
+        assert handle.result(timeout=30)["status"] == "succeeded"
+        done = wait_for(lambda handle=handle: _all_delivered(handle, 2), 20, f"deliveries of {handle.id}")
+        assert sorted(d["type"] for d in done) == ["call.finished", "job.finished"]
+    finished = {r.payload["data"]["id"] for r in receiver.received if r.payload["type"] == "job.finished"}
+    assert finished == set(ids) and all(r.verified for r in receiver.received)
