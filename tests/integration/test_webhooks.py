@@ -223,3 +223,60 @@ def test_webhooks_on_a_redis_cluster(cluster_harness, local_cluster):
         assert sorted(d["type"] for d in done) == ["call.finished", "job.finished"]
     finished = {r.payload["data"]["id"] for r in receiver.received if r.payload["type"] == "job.finished"}
     assert finished == set(ids) and all(r.verified for r in receiver.received)
+
+
+def _sender(allow: list[str], timeout_s: float = 3.0):
+    from agentq.webhooks.sender import Sender
+    from agentq.webhooks.signing import secret_keys
+    from agentq.webhooks.targets import Allowlist
+
+    return Sender(Allowlist.parse(allow), keys=secret_keys(SECRET), timeout_s=timeout_s)
+
+
+def _delivery(url: str):
+    from agentq.webhooks.records import Delivery
+
+    return Delivery(id="msg_test", job_id="j", type="job.finished", url=url, created_at=time.time())
+
+
+def test_a_listed_name_resolving_to_loopback_is_refused_and_the_connection_goes_to_the_checked_address(
+        monkeypatch):
+    """DNS is faked for one name only: `hooks.test` resolves to 127.0.0.1. Listed by name alone, the attempt is
+    refused before any connection; with the address listed too, it is delivered (to the checked address: the
+    name resolves nowhere else)."""
+    import socket
+
+    receiver = Receiver()
+    real = socket.getaddrinfo
+    port = receiver.server.server_address[1]
+
+    def fake(host, *args, **kwargs):
+        return real("127.0.0.1", *args, **kwargs) if host == "hooks.test" else real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    url = f"http://hooks.test:{port}/hook"
+    try:
+        refused = _sender(["hooks.test"]).send(_delivery(url), b"{}")
+        assert refused.status is None and "resolves to 127.0.0.1" in (refused.error or ""), refused
+        assert receiver.received == []
+        answer = _sender(["hooks.test", "127.0.0.1"]).send(_delivery(url), b'{"a":1}')
+        assert answer.delivered, answer
+        (got,) = receiver.received
+        assert got.verified and got.headers["host"] == f"hooks.test:{port}" and got.body == b'{"a":1}'
+    finally:
+        receiver.close()
+
+
+def test_redirects_are_not_followed_and_a_slow_receiver_times_out():
+    redirecting, slow = Receiver([302]), Receiver(delay_s=2.0)
+    try:
+        answer = _sender(["127.0.0.1"]).send(_delivery(redirecting.url), b"{}")
+        assert answer.status == 302 and not answer.delivered and "not followed" in (answer.error or "")
+        assert len(redirecting.received) == 1
+        started = time.monotonic()
+        answer = _sender(["127.0.0.1"], timeout_s=0.5).send(_delivery(slow.url), b"{}")
+        assert answer.status is None and "Timeout" in (answer.error or ""), answer
+        assert time.monotonic() - started < 1.8
+    finally:
+        redirecting.close()
+        slow.close()

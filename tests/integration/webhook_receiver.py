@@ -56,8 +56,9 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, script: list[int] | None = None, secret: str = SECRET):
+    def __init__(self, script: list[int] | None = None, secret: str = SECRET, delay_s: float = 0.0):
         self.script = list(script or [])
+        self.delay_s = delay_s  # how long each answer waits (a slow receiver)
         self.secret = secret
         self.received: list[Received] = []
         self.lock = threading.Condition()
@@ -72,7 +73,10 @@ class Receiver:
                     receiver.received.append(Received(self.path, headers, body,
                                                       verify(receiver.secret, headers, body), status))
                     receiver.lock.notify_all()
+                time.sleep(receiver.delay_s)
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("location", "https://elsewhere.example.org/hook")
                 self.send_header("content-length", "0")
                 self.end_headers()
 
