@@ -3,7 +3,7 @@
 (`python3 dev.py lint` runs ruff and mypy, as CI does before the tests; `python3 dev.py floors` runs the LLM
 tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them).
 
-Creates `.venv` next to this file on first use, installs agentq with its test extras into it (again only
+Creates `.venv` next to this file on first use, installs agentq with its test extras (`EXTRAS`) into it (again only
 when pyproject.toml changes), then runs the command inside it. Needs nothing but Python 3.11+. Before the
 tests it installs Debian's `chromium` package when it is missing (the web page test drives it; Playwright
 never downloads a browser): with `apt-get`, as root or through `sudo`.
@@ -27,6 +27,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".install-stamp"
+# The extras `dev.py` installs: the test tools, and the optional features the suite tests (otel: the tracing
+# tests; mcp: the MCP tests start real MCP servers and clients)
+EXTRAS = "dev,otel,mcp"
 
 # `dev.py floors`: every dependency at the floor pyproject.toml declares, in a venv of its own
 FLOORS_VENV = ROOT / ".venv-floors"
@@ -64,7 +67,7 @@ def ensure_environment() -> None:
     print("[dev] installing agentq and its dependencies (first run only)", flush=True)
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "install", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-e", f"{ROOT}[dev,otel]"], check=True)  # otel: the tracing tests
+    subprocess.run([*pip, "install", "-e", f"{ROOT}[{EXTRAS}]"], check=True)
     STAMP.write_text(_wanted_stamp())
 
 

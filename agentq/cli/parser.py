@@ -10,6 +10,7 @@ from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
+from agentq.cli.mcp import cmd_mcp
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
 
 REDIS_RULE = (
@@ -93,6 +94,10 @@ def _process_commands(command: Commands) -> None:
         p.add_argument("--pool", default=None, choices=["prefork", "threads", "solo"],
                        help=f"Celery pool (default: {pool_note})")
         p.add_argument("--loglevel", default="INFO")
+        if name == "worker":
+            p.add_argument("--mcp", metavar="FILE", default=None,
+                           help="serve the tools of the MCP servers FILE lists ({\"mcpServers\": ...}, as Claude "
+                                "Desktop writes it) as tools and activities; without -m, no other modules")
         p.add_argument("--hostname", default=None, metavar="NAME@HOST",
                        help=f"Celery node name (default: agentq-{name}@<this host's name>, or the lowest free "
                             f"agentq-{name}-N@<host> while a live process holds it); expands %%h (hostname), "
@@ -117,6 +122,15 @@ def _process_commands(command: Commands) -> None:
                                   "the engine queue) or either (default)")
     healthcheck.add_argument("--hostname", default=None, help="the host to check (default: this one)")
     healthcheck.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for Redis (default: 5)")
+
+    mcp = command("mcp", cmd_mcp, "serve agentq as an MCP server (submit jobs, read their status and results, "
+                  "approve calls): over stdio, or streamable HTTP with --port")
+    mcp.add_argument("--port", type=int, default=None,
+                     help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (0: any free port)")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --port: the address to listen on (default: 127.0.0.1)")
+    mcp.add_argument("--no-auth", action="store_true",
+                     help="with --port: serve without a bearer token (default: AGENTQ_API_TOKENS, or a random one "
+                          "printed at start)")
 
     metrics = command("metrics", cmd_metrics, "serve the Prometheus metrics at http://HOST:PORT/metrics "
                       "(without the API)")

@@ -14,8 +14,13 @@ def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bo
     from agentq.runtime.root import Runtime
     from agentq.runtime.worker import DEFAULT_MODULES, load_modules, serve
 
-    modules = args.module or (list(DEFAULT_MODULES) if activities else [])
+    mcp_config = getattr(args, "mcp", None)
+    modules = args.module or (list(DEFAULT_MODULES) if activities and not mcp_config else [])
     registries = load_modules(args.settings, modules=modules, tool_dirs=args.tools)  # what the modules filled
+    if mcp_config:  # the tools of MCP servers, each with an activity calling it (SPEC §18)
+        from agentq.mcp import register_servers
+
+        register_servers(mcp_config, registries.activities, registries.tools)
     runtime = Runtime(settings=args.settings, activities=registries.activities, tools=registries.tools)
     serve(runtime, activities=activities, engine=engine, concurrency=args.concurrency, pool=args.pool,
           loglevel=args.loglevel, hostname=args.hostname)
