@@ -37,6 +37,11 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
     │   ├── BudgetExceeded             the job's budget does not allow the request: it was not sent
+    │   ├── ModelStopped               the model answered, but not with an answer agentq can use (`usage`)
+    │   │   ├── ModelRefused           it declined (stop_reason `refusal`): never retried
+    │   │   ├── ModelOutputTruncated   its answers keep stopping at `max_tokens`
+    │   │   ├── ContextWindowExceeded  the request does not fit its context window, even compacted once
+    │   │   └── UnknownStopReason      a stop reason agentq does not know (the message names it)
     │   └── LLMRetryableError          rate limit, overload, 5xx, an error mid-stream: ask again later
     └── NonRetryableError              raise from an activity to fail at once, skipping retries
 
@@ -212,6 +217,34 @@ class BudgetExceeded(LLMError):
     job fails with this error; the message names what ran out."""
 
 
+class ModelStopped(LLMError):
+    """The model answered, but its answer cannot be used as it is (SPEC §16 "Stop reasons"); `usage` is the
+    request's token usage (`agentq.llm.base.Usage`) when the API reported it, so it is still counted."""
+
+    def __init__(self, message: str, *, usage: Any = None, stop_reason: str | None = None):
+        super().__init__(message)
+        self.usage = usage
+        self.stop_reason = stop_reason
+
+
+class ModelRefused(ModelStopped):
+    """The model declined the request (stop_reason `refusal`); the message is the model's own text. Asking again
+    would only be refused again: the job fails at once."""
+
+
+class ModelOutputTruncated(ModelStopped):
+    """The model's answer stopped at `max_tokens` again after agentq asked for the rest of a cut solution."""
+
+
+class ContextWindowExceeded(ModelStopped):
+    """The request does not fit the model's context window (stop_reason `model_context_window_exceeded`, or the
+    API's 400 "prompt is too long"), and compacting the conversation once did not make it fit."""
+
+
+class UnknownStopReason(ModelStopped):
+    """The model stopped for a reason agentq does not know; the message names it (never a silent success)."""
+
+
 class LLMRetryableError(LLMError):
     """A transient provider failure; `retry_after_s` is the wait the provider asked for, if any."""
 
@@ -272,6 +305,7 @@ __all__ = [
     "CallFailedError",
     "CallValidationError",
     "ConfigurationError",
+    "ContextWindowExceeded",
     "DuplicateRegistrationError",
     "InvalidInputError",
     "InvalidJobIdError",
@@ -283,6 +317,9 @@ __all__ = [
     "LLMRetryableError",
     "MessageError",
     "ModelDeferred",
+    "ModelOutputTruncated",
+    "ModelRefused",
+    "ModelStopped",
     "ModuleError",
     "ModuleInvalid",
     "ModuleNotFound",
@@ -299,6 +336,7 @@ __all__ = [
     "StoreUnavailableError",
     "ToolSchemaError",
     "UnknownMethodError",
+    "UnknownStopReason",
     "UnknownToolError",
     "WriteError",
 ]

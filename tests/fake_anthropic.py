@@ -42,7 +42,10 @@ turns the checks off.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
+import hmac
 import json
 import math
 import queue
@@ -77,6 +80,10 @@ class Answer:
     ``cache_creation`` split by TTL is added as the real API reports it (the TTL of the request's last
     breakpoint) unless the usage gives one.
     ``preamble``: an optional text block the model writes before the tool_use.
+    ``thinking``: the summaries of thinking blocks sent first (``thinking_delta`` pieces, then a ``signature_delta``
+    the fake can verify), and ``redacted_thinking`` opaque blocks after them (SPEC §16; only with thinking on).
+    ``cut_after``: the stream stops after that many chunks of the tool input with ``stop_reason`` (max_tokens).
+    ``no_tool``: no tool_use block at all (the ``preamble`` is the whole answer: a refusal, a chatty answer).
     """
 
     chunks: list[str] = field(default_factory=list)
@@ -92,6 +99,10 @@ class Answer:
     tool_use_id: str | None = None
     preamble: str | None = None
     first_byte_delay_s: float = 0.0
+    thinking: list[str] = field(default_factory=list)
+    redacted_thinking: int = 0
+    cut_after: int | None = None
+    no_tool: bool = False
 
     @classmethod
     def solution(cls, solution: Any, *, chunk_size: int = 16, **kw: Any) -> Answer:
@@ -117,6 +128,25 @@ class Answer:
         """A stream that starts the solution and then sends an ``error`` event after ``after`` chunks."""
         answer = cls.solution(solution, **kw)
         answer.error_after, answer.error_type = after, error_type
+        return answer
+
+    @classmethod
+    def cut(cls, solution: Any, *, after: int, **kw: Any) -> Answer:
+        """A solution whose stream stops with ``stop_reason: max_tokens`` after ``after`` chunks of its input."""
+        answer = cls.solution(solution, **kw)
+        answer.cut_after, answer.stop_reason = after, "max_tokens"
+        return answer
+
+    @classmethod
+    def refusal(cls, text: str, **kw: Any) -> Answer:
+        """The model declines: a text block and ``stop_reason: refusal``, no tool call."""
+        return cls(preamble=text, no_tool=True, stop_reason="refusal", **kw)
+
+    @classmethod
+    def window_full(cls, solution: Any, *, after: int = 1, **kw: Any) -> Answer:
+        """The answer stops with ``stop_reason: model_context_window_exceeded`` after ``after`` chunks."""
+        answer = cls.solution(solution, **kw)
+        answer.cut_after, answer.stop_reason = after, "model_context_window_exceeded"
         return answer
 
     @property
@@ -199,6 +229,7 @@ class FakeAnthropic:
         self.model = model
         self.check_requests = check_requests
         self.context_window: int | None = None  # tokens (about 4 bytes each of a body): longer prompts are refused
+        self.thought: dict[str, list[dict]] = {}  # tool_use id -> the thinking blocks sent before it
         self.refusals: list[tuple[RecordedRequest, str]] = []
         self.refusals_expected = False
         self.responder: Callable[[RecordedRequest], Answer] | None = None
@@ -358,6 +389,13 @@ class FakeAnthropic:
         with self._lock:
             self.peak_in_flight = self.in_flight
 
+    def history_refusal(self, body: Any) -> str | None:
+        """What the API refuses in a request because of what this server answered before: thinking blocks left
+        out of (or changed in) the assistant turns that had them."""
+        with self._lock:
+            thought = dict(self.thought)
+        return thinking_history_refusal(body, thought)
+
     def _refuse(self, request: RecordedRequest, message: str) -> None:
         self._record(request, Answer.http_error(400, message=message))
         with self._lock:
@@ -390,7 +428,12 @@ class FakeAnthropic:
 #   ``"ephemeral"`` and its ``ttl``, when given, ``"5m"`` or ``"1h"`` (the default is 5m); a 1h breakpoint may not
 #   come after a 5m one, in the order tools, system, messages ("a ttl='1h' cache_control block must not come
 #   after a ttl='5m' cache_control block ...");
-# * ``thinking`` may not be enabled with a ``tool_choice`` that forces tool use ("any" or "tool").
+# * ``thinking`` may not be enabled with a ``tool_choice`` that forces tool use ("any" or "tool"); its type is
+#   enabled, disabled or adaptive; an enabled one's ``budget_tokens`` is >= 1024 and below ``max_tokens``;
+#   ``temperature`` other than 1 and ``top_k`` are refused with it; a ``thinking`` block whose thinking or
+#   signature changed, or a ``redacted_thinking`` block that is not the API's, is refused ("Invalid `signature`
+#   in `thinking` block"); with thinking on, an assistant turn whose tool_use came with thinking must start with
+#   it (the server remembers what it sent: ``FakeAnthropic.history_refusal``).
 #
 # The fake adds, after the real message of an invalid JSON Schema, what jsonschema found (the real API does
 # not say): it is what a developer needs to fix the schema.
@@ -607,11 +650,92 @@ def _usage(answer: Answer, body: Any) -> dict[str, Any]:
     return usage
 
 
+_THINKING_DOCS = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+_SIGNING_KEY = b"fake-anthropic-thinking"
+_MIN_THINKING_BUDGET = 1024
+
+
+def thinking_signature(thinking: str) -> str:
+    """The signature the fake gives a thinking block: it verifies that the thinking came back unchanged."""
+    return base64.b64encode(hmac.new(_SIGNING_KEY, thinking.encode(), hashlib.sha256).digest()).decode()
+
+
+def redacted_data(seed: str) -> str:
+    """An opaque redacted_thinking payload the fake can recognise as its own."""
+    mac = hmac.new(_SIGNING_KEY, seed.encode(), hashlib.sha256).hexdigest()[:16]
+    return base64.b64encode(f"{seed}.{mac}".encode()).decode()
+
+
+def _redacted_valid(data: Any) -> bool:
+    try:
+        seed, mac = base64.b64decode(str(data)).decode().rsplit(".", 1)
+    except ValueError:
+        return False
+    return hmac.compare_digest(mac, hmac.new(_SIGNING_KEY, seed.encode(), hashlib.sha256).hexdigest()[:16])
+
+
+def _thinking_config_refusal(thinking: Any, body: dict) -> str | None:
+    """The rules of the `thinking` parameter itself: its type, its budget (>= 1024, below max_tokens), and the
+    sampling parameters it does not allow."""
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled", "adaptive"):
+        return "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'"
+    if thinking["type"] == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < _MIN_THINKING_BUDGET:
+            return f"thinking.enabled.budget_tokens: Input should be greater than or equal to {_MIN_THINKING_BUDGET}"
+        if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] <= budget:
+            return f"`max_tokens` must be greater than `thinking.budget_tokens`. {_THINKING_DOCS}#max-tokens"
+    if thinking["type"] != "disabled":
+        if body.get("temperature") not in (None, 1):
+            return f"`temperature` may only be set to 1 when thinking is enabled. {_THINKING_DOCS}"
+        if body.get("top_k") is not None:
+            return f"`top_k` is not supported when thinking is enabled. {_THINKING_DOCS}"
+    return None
+
+
 def _thinking_refusal(body: dict) -> str | None:
     thinking, choice = body.get("thinking"), body.get("tool_choice")
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled" and isinstance(choice, dict) \
+    if thinking is not None:
+        refusal = _thinking_config_refusal(thinking, body)
+        if refusal is not None:
+            return refusal
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive") and isinstance(choice, dict) \
             and choice.get("type") in ("any", "tool"):
         return "Thinking may not be enabled when tool_choice forces tool use."
+    return _signature_refusal(body.get("messages"))
+
+
+def _signature_refusal(messages: Any) -> str | None:
+    """A thinking block whose thinking or signature was changed, or a redacted block that is not the API's."""
+    for i, turn in enumerate(messages if isinstance(messages, list) else []):
+        for j, block in enumerate(_blocks(turn.get("content")) if isinstance(turn, dict) else []):
+            if block.get("type") == "thinking" and not hmac.compare_digest(
+                    str(block.get("signature") or ""), thinking_signature(str(block.get("thinking") or ""))):
+                return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+            if block.get("type") == "redacted_thinking" and not _redacted_valid(block.get("data")):
+                return f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+    return None
+
+
+def thinking_history_refusal(body: Any, thought: dict[str, list[dict]]) -> str | None:
+    """With thinking on, an assistant turn holding a tool_use the fake answered with thinking must start with that
+    thinking, unchanged (the API wants at least the last one's; the fake wants every one, as agentq keeps them
+    all so the cached prefix stays valid). `thought`: tool_use id -> the blocks sent before it."""
+    thinking = body.get("thinking") if isinstance(body, dict) else None
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    for i, turn in enumerate(body.get("messages") or []):
+        if not isinstance(turn, dict) or turn.get("role") != "assistant":
+            continue
+        blocks = _blocks(turn.get("content"))
+        for j, block in enumerate(blocks):
+            expected = thought.get(str(block.get("id"))) if block.get("type") == "tool_use" else None
+            if expected and [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks[:j]] != expected:
+                return (f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                        f"`{(blocks[0] if blocks else {}).get('type')}`. When `thinking` is enabled, a final "
+                        "`assistant` message must start with a thinking block (preceeding the lastmost set of "
+                        "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks from "
+                        f"previous turns. To avoid this requirement, disable `thinking`. {_THINKING_DOCS}")
     return None
 
 
@@ -657,6 +781,8 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                     limited)
                 return
             refusal = request_refusal(body) if fake.check_requests else None
+            if refusal is None and fake.check_requests:
+                refusal = fake.history_refusal(body)
             if refusal is None and fake.context_window is not None and len(raw) // 4 > fake.context_window:
                 refusal = f"prompt is too long: {len(raw) // 4} tokens > {fake.context_window} maximum"
             if refusal is not None:
@@ -724,40 +850,81 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 "model": body.get("model", fake.model), "content": [], "stop_reason": None,
                 "stop_sequence": None, "usage": start_usage}}))
             index = 0
+            thought = self._thinking_blocks(answer)
+            for block in thought:
+                self._block(index, block)
+                index += 1
             if answer.preamble:
-                self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                                         "content_block": {"type": "text", "text": ""}}))
-                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                         "delta": {"type": "text_delta", "text": answer.preamble}}))
-                self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
-                index = 1
-            self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
-                "type": "tool_use", "id": answer.tool_use_id or fake._next_id("toolu"), "name": "solution",
-                "input": {}}}))
-            self._chunk(_sse("ping", {"type": "ping"}))
-            for sent, piece in enumerate(answer.chunks):
-                if answer.drop_after is not None and sent >= answer.drop_after:
-                    self.close_connection = True
-                    self.wfile.flush()
-                    self.connection.shutdown(2)
-                    return
-                if answer.error_after is not None and sent >= answer.error_after:
-                    self._error_event(answer)
-                    return
-                if sent and answer.delay_s:
-                    time.sleep(answer.delay_s)
-                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
-                exchange.chunk_times.append(time.monotonic())
-            if answer.error_after is not None:
-                self._error_event(answer)
-                return
-            self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+                self._block(index, {"type": "text", "text": answer.preamble})
+                index += 1
+            if not answer.no_tool and not self._tool_use(answer, index, exchange, thought):
+                return  # broken off (an error event, a dropped connection)
             self._chunk(_sse("message_delta", {"type": "message_delta",
                                                "delta": {"stop_reason": answer.stop_reason, "stop_sequence": None},
                                                "usage": {"output_tokens": answer.usage.get("output_tokens", 0)}}))
             self._chunk(_sse("message_stop", {"type": "message_stop"}))
             self._chunk(b"")
+
+        def _tool_use(self, answer: Answer, index: int, exchange: Exchange, thought: list[dict]) -> bool:
+            """The solution tool_use block, its input in chunks; False when the stream was broken off."""
+            tool_use_id = answer.tool_use_id or fake._next_id("toolu")
+            if thought:
+                fake.thought[tool_use_id] = thought
+            self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": tool_use_id, "name": "solution", "input": {}}}))
+            self._chunk(_sse("ping", {"type": "ping"}))
+            for sent, piece in enumerate(answer.chunks):
+                if answer.cut_after is not None and sent >= answer.cut_after:
+                    break  # the output limit: the block and the message end here (stop_reason says why)
+                if answer.drop_after is not None and sent >= answer.drop_after:
+                    self.close_connection = True
+                    self.wfile.flush()
+                    self.connection.shutdown(2)
+                    return False
+                if answer.error_after is not None and sent >= answer.error_after:
+                    self._error_event(answer)
+                    return False
+                if sent and answer.delay_s:
+                    time.sleep(answer.delay_s)
+                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
+                exchange.chunk_times.append(time.monotonic())
+            if answer.error_after is not None and answer.cut_after is None:
+                self._error_event(answer)
+                return False
+            self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+            return True
+
+        def _thinking_blocks(self, answer: Answer) -> list[dict]:
+            """The answer's thinking blocks as the API gives them (signed), then its redacted ones."""
+            blocks = [{"type": "thinking", "thinking": text, "signature": thinking_signature(text)}
+                      for text in answer.thinking]
+            blocks += [{"type": "redacted_thinking", "data": redacted_data(fake._next_id("redacted"))}
+                       for _ in range(answer.redacted_thinking)]
+            return blocks
+
+        def _block(self, index: int, block: dict) -> None:
+            """One whole content block as the API streams it: its start, its deltas, its stop."""
+            kind = block["type"]
+            if kind == "redacted_thinking":  # opaque: it comes whole with its start
+                self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index,
+                                                         "content_block": block}))
+            elif kind == "thinking":
+                self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index,
+                                                         "content_block": {"type": "thinking", "thinking": "",
+                                                                           "signature": ""}}))
+                text = block["thinking"]
+                for i in range(0, len(text), 24):
+                    self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                        "type": "thinking_delta", "thinking": text[i:i + 24]}}))
+                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                    "type": "signature_delta", "signature": block["signature"]}}))
+            else:
+                self._chunk(_sse("content_block_start", {"type": "content_block_start", "index": index,
+                                                         "content_block": {"type": "text", "text": ""}}))
+                self._chunk(_sse("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                         "delta": {"type": "text_delta", "text": block["text"]}}))
+            self._chunk(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
 
         def _error_event(self, answer: Answer) -> None:
             self._chunk(_sse("error", {"type": "error", "error": {"type": answer.error_type,

@@ -14,6 +14,7 @@ from agentq.protocol.envelopes import (
     Envelope,
     JobQueued,
     Part,
+    Thinking,
     Thought,
     TickFinished,
     TickStarted,
@@ -58,8 +59,9 @@ class LiveView:
                          f"{error.get('type')}: {error.get('message')}")
             case CallFinished():
                 self._call_finished(event, name)
-            case Thought(part=part):
-                self.out(f"  💭 {(part or {}).get('content')}")
+            case Thought(part=part) | Thinking(part=part):
+                label = "thinking: " if isinstance(event, Thinking) else ""
+                self.out(f"  💭 {label}{(part or {}).get('content')}")
             case Part(part=part):
                 self.show_part(part or {})
 

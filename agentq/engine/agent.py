@@ -23,7 +23,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentq import telemetry
@@ -32,12 +32,20 @@ from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
-from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, Problem
+from agentq.errors import (
+    BudgetExceeded,
+    ContextWindowExceeded,
+    LLMError,
+    LLMRetryableError,
+    ModelDeferred,
+    ModelStopped,
+    Problem,
+)
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks
-from agentq.protocol.envelopes import Envelope, JobStarted, Part, TickFinished, TickStarted
-from agentq.protocol.events import activity_part, error_part, text_part
+from agentq.protocol.envelopes import Envelope, JobStarted, Part, Thinking, TickFinished, TickStarted
+from agentq.protocol.events import activity_part, error_part, text_part, thinking_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
@@ -70,6 +78,45 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
     """The ids of the calls of a job's request number `n`, the same on every attempt of that request."""
     seed = hashlib.sha1(f"{job_id}\x00{n}".encode()).hexdigest()[:24]
     return lambda i: f"call_{seed}{i:04x}"
+
+
+NO_SOLUTION_PROBLEM = "you answered without calling the `solution` tool: answer by calling it exactly once"
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """What one tick asks with: the job, its conversation, the solution schema and the tools composed for it."""
+
+    job_id: str
+    n: int
+    token: str
+    attempt: int
+    info: JobInfo
+    transcript: Transcript
+    solution_schema: dict[str, Any]
+    composed: dict[str, dict]
+    known: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass
+class _Run:
+    """One request's stream: its plan, the complete calls that came (in order), how many were written."""
+
+    plan: TickPlan
+    streamed: list[dict] = field(default_factory=list)
+    written: int = 0
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A request the model answered, and what its end needs to know of the tick."""
+
+    answer: LLMAnswer
+    corrective: bool
+    log_length: int
+    tick_no: int
+    model: str
+    saved: int = 0
 
 
 KnownActivities = Callable[[Collection[str]], Mapping[str, Mapping[str, Any]]]
@@ -139,33 +186,54 @@ class AgentLoop:
             self._give_up(job_id, token, n, "LLMNotConfigured", "agent jobs (no `calls`) need an LLM: set "
                           "ANTHROPIC_API_KEY (or AGENTQ_LLM) for the dispatcher, or submit a plan job with calls")
             return None
-        index, exchanges = transcript.index, transcript.exchanges
         known = self.known_activities(tuple(inputs.registered))
         solution_schema = compose(list(inputs.registered.values()), tuple(known), info.output,
                                   plan=False, module_loader=self.module_loader)
         composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
         self.store.set_job_tools(job_id, composed)
-        corrective = bool(exchanges) and bool(exchanges[-1].problems)
-        request = self._request(info, transcript, solution_schema)
-        saved = transcript.saved_tokens  # what compaction kept out of this request
         self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
+        tick = _Tick(job_id, n, token, attempt, info, transcript, solution_schema, composed, known)
+        for compacted in (False, True):  # a request the context window refuses is compacted once, then fails
+            outcome = self._solve(tick)
+            if not isinstance(outcome, ContextWindowExceeded):
+                return outcome
+            if compacted or not transcript.compact_all():
+                self._give_up(job_id, token, n, "ContextWindowExceeded", f"{outcome}; " + (
+                    "compacting the conversation once did not make it fit" if compacted
+                    else "there is no earlier exchange left to compact"))
+                return None
+            log.warning("job %s: request %d does not fit the model's context window: compacted, asked again",
+                        job_id, n)
+        return None
+
+    def _solve(self, tick: _Tick) -> float | ContextWindowExceeded | None:
+        """Ask the model, writing each complete call of its streamed solution as it arrives; returns the wait
+        before trying again (or None), or the context window's refusal (the caller compacts and asks again)."""
+        info, job_id, token = tick.info, tick.job_id, tick.token
+        request = self._request(info, tick.transcript, tick.solution_schema)
+        saved = tick.transcript.saved_tokens  # what compaction kept out of this request
+        exchanges = tick.transcript.exchanges
+        corrective = bool(exchanges) and bool(exchanges[-1].problems)
+        continued = bool(exchanges) and exchanges[-1].truncated  # asks for the rest of a cut solution
         tick_no = info.ticks + 1
 
         def started() -> None:  # once the gates let the request through: a deferred one has not started
+            label = " (correction)" if corrective else " (continued)" if continued else ""
             self.store.add_events(job_id, [TickStarted(
-                job_id=job_id, tick=tick_no, attempt=attempt, corrective=corrective,
-                part=activity_part(f"Tick {tick_no}" + (" (correction)" if corrective else ""), source=self.source,
-                                   locale=info.locale))])
+                job_id=job_id, tick=tick_no, attempt=tick.attempt, corrective=corrective or continued,
+                part=activity_part(f"Tick {tick_no}{label}", source=self.source, locale=info.locale))])
 
-        plan = TickPlan(composed, index, options=info.options, ids=call_ids(job_id, n))
-        written = 0
+        run = _Run(TickPlan(tick.composed, tick.transcript.index, options=info.options, ids=call_ids(job_id, tick.n)))
 
         def on_call(i: int, call: dict) -> None:
-            nonlocal written
-            written += self._write(job_id, token, info, plan.add(i, call), known)
+            if i == len(run.streamed):
+                run.streamed.append(call)
+            run.written += self._write(job_id, token, info, run.plan.add(i, call), tick.known)
 
+        model = self.model
+        assert model is not None  # `_ask` gave up without one
         try:
-            answer = self.model.solve(info, request, on_call=on_call, place=f"{job_id}/tick/{n}", on_send=started)
+            answer = model.solve(info, request, on_call=on_call, place=f"{job_id}/tick/{tick.n}", on_send=started)
         except BudgetExceeded as error:  # not sent: the job (and its root job) fails
             self.store.release_tick(job_id, token=token)
             stop_for_budget(self.progress, info, error)
@@ -174,12 +242,37 @@ class AgentLoop:
             self.store.release_tick(job_id, token=token)
             return deferred.retry_after_s
         except LLMError as error:
-            return self._failed_request(job_id, token, n, attempt, error)
-        written += self._write(job_id, token, info, plan.finish(_solution_part(answer.solution, "calls")), known)
-        problems = _problems(plan, answer, solution_schema["properties"]["output"])
-        return self._end(job_id, token, info, answer, problems, corrective=corrective,
-                         log_length=len(transcript.log), tick_no=tick_no, written=written, model=request.model,
-                         saved=saved)
+            self._count_stopped(job_id, error, request.model)
+            if isinstance(error, ContextWindowExceeded):
+                return error
+            return self._failed_request(job_id, token, tick.n, tick.attempt, error)
+        ended = _Ended(answer, corrective=corrective, log_length=len(tick.transcript.log), tick_no=tick_no,
+                       model=request.model, saved=saved)
+        if answer.truncated:
+            return self._truncated(tick, run, ended, continued=continued, max_tokens=request.max_tokens)
+        run.written += self._write(job_id, token, info, run.plan.finish(_solution_part(answer.solution, "calls")),
+                                   tick.known)
+        problems = _problems(run.plan, answer, tick.solution_schema["properties"]["output"])
+        return self._end(job_id, token, info, ended, problems, written=run.written)
+
+    def _truncated(self, tick: _Tick, run: _Run, ended: _Ended, *, continued: bool, max_tokens: int) -> float | None:
+        """An answer cut at max_tokens: its complete calls run (each once: they were written as they came), and
+        the next request reports them and asks for the rest; cut again right after that, the job fails."""
+        run.written += self._write(tick.job_id, tick.token, tick.info, run.plan.finish(run.streamed), tick.known)
+        if continued:
+            self.store.add_usage(tick.job_id, ended.answer.usage.counters(ended.model))
+            self._give_up(tick.job_id, tick.token, tick.n, "ModelOutputTruncated",
+                          f"the model's answer stopped at max_tokens ({max_tokens}) again after it was asked for the "
+                          f"rest of a cut solution ({len(run.streamed)} complete call(s) came)")
+            return None
+        kept = replace(ended, answer=replace(ended.answer, solution={"calls": list(run.streamed), "output": None}))
+        return self._end(tick.job_id, tick.token, tick.info, kept, list(run.plan.problems), written=run.written,
+                         truncated=True)
+
+    def _count_stopped(self, job_id: str, error: LLMError, model: str) -> None:
+        """A request the model answered unusably (a refusal, a full context window) was still paid for."""
+        if isinstance(error, ModelStopped) and isinstance(error.usage, Usage):
+            self.store.add_usage(job_id, error.usage.counters(model))
 
     def _request(self, info: JobInfo, transcript: Transcript, solution_schema: dict[str, Any]) -> LLMRequest:
         """The tick's model request: the job's system texts, the conversation so far, the solution's schema."""
@@ -191,6 +284,7 @@ class AgentLoop:
             max_tokens=self.settings.llm_max_tokens,
             purpose="module" if info.parent is not None else "tick",
             cache_ttl=info.job_options.cache_ttl,
+            thinking=info.job_options.thinking,
         )
 
     def _failed_request(self, job_id: str, token: str, n: int, attempt: int, error: LLMError) -> float | None:
@@ -207,32 +301,46 @@ class AgentLoop:
         self._give_up(job_id, token, n, type(error).__name__, f"{error} (after {attempt} attempts)")
         return None
 
-    def _end(self, job_id: str, token: str, info: JobInfo, answer: LLMAnswer, problems: list[Problem], *,
-             corrective: bool, log_length: int, tick_no: int, written: int, model: str,
-             saved: int = 0) -> float | None:
+    def _end(self, job_id: str, token: str, info: JobInfo, ended: _Ended, problems: list[Problem], *,
+             written: int, truncated: bool = False) -> float | None:
         """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
-        becomes structural errors in the log); the job's next step follows when no call is open.
+        becomes structural errors in the log; a cut one asks for the rest); the job's next step follows when no
+        call is open.
 
         A tick whose lease lapsed meanwhile (its renewals late: a paused process, an overloaded store) keeps
         nothing: the request is made again (returns the wait before it), unless another attempt took it over,
         which the next try finds."""
+        answer, tick_no, model = ended.answer, ended.tick_no, ended.model
         solution = answer.solution
-        output = None if problems else _solution_part(solution, "output")
+        output = None if problems or truncated else _solution_part(solution, "output")
         has_output = output is not None
-        resend = bool(problems) and not corrective  # an invalid answer is sent back once
+        resend = (bool(problems) and not ended.corrective) or truncated  # sent back once; a cut one continues
         calls = _solution_part(solution, "calls")
         structural = [] if resend else [_structural_error(p, calls, info) for p in problems]
-        exchange = Exchange(log_length, answer.tool_use_id, solution, tuple(problems) if resend else ())
-        events: list[Envelope] = [TickFinished(
-            job_id=job_id, tick=tick_no, calls=written, problems=[p.to_dict() for p in problems],
-            usage=answer.usage.to_dict(), output=has_output, part=self._problems_part(problems, resend, info))]
-        if has_output:  # the answer, as the text a front end shows last (seed 004's final text part)
+        exchange = Exchange(ended.log_length, answer.tool_use_id, solution, tuple(problems) if resend else (),
+                            blocks=answer.blocks, text=answer.text if not answer.tool_use_id else "",
+                            truncated=truncated)
+        events = self._end_events(job_id, info, ended, problems, resend=resend, written=written, output=output)
+        result = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
+                                     output=output, has_output=has_output,
+                                     usage={**answer.usage.counters(model), **saved_counters(model, ended.saved)},
+                                     messages=structural, events=events)
+        return self._ended(job_id, tick_no, None if result is None else result[0], has_output)
+
+    def _end_events(self, job_id: str, info: JobInfo, ended: _Ended, problems: list[Problem], *, resend: bool,
+                    written: int, output: Any) -> list[Envelope]:
+        """What a tick's end tells front ends: the model's thinking (its summaries), `tick.finished`, the final
+        output as text."""
+        answer = ended.answer
+        events: list[Envelope] = [Thinking(job_id=job_id, tick=ended.tick_no, part=thinking_part(
+            summary, source=self.source, locale=info.locale)) for summary in answer.thinking]
+        events.append(TickFinished(
+            job_id=job_id, tick=ended.tick_no, calls=written, problems=[p.to_dict() for p in problems],
+            usage=answer.usage.to_dict(), output=output is not None,
+            part=self._problems_part(problems, resend, info)))
+        if output is not None:  # the answer, as the text a front end shows last (seed 004's final text part)
             events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
-        ended = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
-                                    output=output, has_output=has_output,
-                                    usage={**answer.usage.counters(model), **saved_counters(model, saved)},
-                                    messages=structural, events=events)
-        return self._ended(job_id, tick_no, None if ended is None else ended[0], has_output)
+        return events
 
     def _ended(self, job_id: str, tick_no: int, open_calls: int | None, has_output: bool) -> float | None:
         """After `end_tick`: the job's next step when no call is open; a wait when the tick had lost its lease."""
@@ -283,9 +391,11 @@ def _solution_part(solution: Any, key: str) -> Any:
 
 def _problems(plan: TickPlan, answer: LLMAnswer, output_schema: dict[str, Any]) -> list[Problem]:
     """Every problem of the model's solution, by pointer: its calls' (found as they streamed in), its JSON's, its
-    output's."""
+    output's; an answer without the solution tool (thinking on) is one problem."""
     problems = list(plan.problems)
-    if answer.solution is None:
+    if not answer.tool_use_id:
+        problems.insert(0, Problem("", NO_SOLUTION_PROBLEM))
+    elif answer.solution is None:
         problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
     else:
         problems += output_problems(answer.solution, output_schema)

@@ -15,8 +15,8 @@ from jsonschema import Draft202012Validator
 
 from agentq.engine.failures import CallDeferred, CallFailure
 from agentq.engine.requests import ModelRequests
-from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, Problem
-from agentq.llm.base import LLMAnswer, LLMRequest
+from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, ModelStopped, Problem
+from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.conversation import (
     corrective_turn,
     job_system_texts,
@@ -26,6 +26,7 @@ from agentq.protocol.conversation import (
     solution_turn,
 )
 from agentq.protocol.records import CallRecord, JobInfo
+from agentq.protocol.thinking import thinking_param
 from agentq.protocol.tool_models import tool_model
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
@@ -59,10 +60,23 @@ def ask(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMReq
         raise CallDeferred(str(deferred), deferred.retry_after_s or 0.0) from None
     except LLMRetryableError as error:
         raise CallFailure(type(error).__name__, str(error), retryable=True, retry_in=error.retry_after_s) from None
-    except LLMError as error:
+    except LLMError as error:  # a refusal, a full context window, an unknown stop reason: asking again won't help
+        if isinstance(error, ModelStopped) and isinstance(error.usage, Usage):
+            store.add_usage(job.id, error.usage.counters(request.model))
         raise CallFailure(type(error).__name__, str(error), retryable=False) from None
     store.add_usage(job.id, answer.usage.counters(request.model))
     return answer
+
+
+def answer_problems(answer: LLMAnswer, schema: dict) -> list[Problem]:
+    """What is wrong with a latent call's answer: no solution tool called (thinking on), an answer cut at
+    max_tokens, or a solution that does not match its schema."""
+    if not answer.tool_use_id:
+        return [Problem("", "you answered without calling the `solution` tool: answer by calling it exactly once")]
+    if answer.truncated:
+        return [Problem("", "your answer was cut off at the output token limit (max_tokens): answer again, "
+                            "shorter")]
+    return schema_problems(answer.solution, schema)
 
 
 def schema_problems(value: Any, schema: dict) -> list[Problem]:
@@ -70,6 +84,27 @@ def schema_problems(value: Any, schema: dict) -> list[Problem]:
         return [Problem("", "the answer is not valid JSON")]
     errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     return [Problem("".join(f"/{p}" for p in e.absolute_path), e.message) for e in errors]
+
+
+def _valid_answer(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *,
+                  place: str) -> LLMAnswer:
+    """The model's answer to a latent call's request, valid against its solution schema: an invalid one is sent
+    back once, with the problems and their pointers (and the answer's thinking, unchanged); a second fails the
+    call."""
+    schema = request.solution_schema
+    answer = ask(store, model, job, request, purpose="latent", place=place)
+    problems = answer_problems(answer, schema)
+    if not problems:
+        return answer
+    said = solution_turn(answer.tool_use_id, answer.solution, blocks=answer.blocks, text=answer.text)
+    retry = replace(request, messages=(*request.messages, said, corrective_turn(answer.tool_use_id, problems)))
+    answer = ask(store, model, job, retry, purpose="latent", place=f"{place}/again")
+    problems = answer_problems(answer, schema)
+    if problems:
+        kind = "ModelOutputTruncated" if answer.truncated else "InvalidSolution"
+        raise CallFailure(kind, "the model's answer is invalid twice: " + "; ".join(
+            f"{p.pointer or '/'}: {p.message}" for p in problems), retryable=False)
+    return answer
 
 
 def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *, job: JobInfo, call_id: str,
@@ -80,18 +115,9 @@ def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *,
         model=tool_model(tool) or job.job_options.model or settings.model,
         system=latent_system(job_system_texts(index)),
         messages=latent_messages(index, call, tool, scopes=record.scopes), solution_schema=schema,
-        max_tokens=settings.llm_max_tokens, purpose="latent", cache_ttl=job.job_options.cache_ttl)
-    answer = ask(store, model, job, request, purpose="latent", place=f"{job.id}/{call_id}")
-    problems = schema_problems(answer.solution, schema)
-    if problems:  # sent back once, with the problems and their pointers
-        retry = replace(request, messages=(*request.messages, solution_turn(answer.tool_use_id, answer.solution),
-                                           corrective_turn(answer.tool_use_id, problems)))
-        answer = ask(store, model, job, retry, purpose="latent", place=f"{job.id}/{call_id}/again")
-        problems = schema_problems(answer.solution, schema)
-        if problems:
-            raise CallFailure("InvalidSolution", "the model's answer is invalid twice: " + "; ".join(
-                f"{p.pointer or '/'}: {p.message}" for p in problems), retryable=False)
-    output = answer.solution["output"]
+        max_tokens=settings.llm_max_tokens, purpose="latent", cache_ttl=job.job_options.cache_ttl,
+        thinking=thinking_param(tool.get("x-thinking")))
+    output = _valid_answer(store, model, job, request, place=f"{job.id}/{call_id}").solution["output"]
     alternatives = output_alternatives(call)
     date = now_iso()
     if not alternatives:

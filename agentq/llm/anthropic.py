@@ -25,7 +25,13 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from agentq.errors import LLMError, LLMRetryableError
+from agentq.errors import (
+    ContextWindowExceeded,
+    LLMError,
+    LLMRetryableError,
+    ModelRefused,
+    UnknownStopReason,
+)
 from agentq.llm.base import (
     SOLUTION_TOOL_DESCRIPTION,
     SOLUTION_TOOL_NAME,
@@ -37,6 +43,7 @@ from agentq.llm.base import (
 )
 from agentq.llm.scanner import CallReporter
 from agentq.llm.sdk import canned_stream, make_client, post
+from agentq.protocol.thinking import fitted
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,10 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
         "tool_choice": {"type": "tool", "name": SOLUTION_TOOL_NAME},
         "stream": True,
     }
+    thinking = fitted(request.thinking, request.max_tokens)  # a budget may have lowered max_tokens
+    if thinking:  # the API refuses a forced tool with thinking: the tool is offered (SPEC §16)
+        params["thinking"] = thinking
+        params["tool_choice"] = {"type": "auto"}
     if system:
         params["system"] = system
     return params
@@ -206,7 +217,7 @@ def _headers(stream: Any) -> Mapping[str, str] | None:
 
 
 class _StreamState:
-    """What the stream has said so far about the solution block and the usage."""
+    """What the stream has said so far about the solution block, the other blocks and the usage."""
 
     def __init__(self, on_call: OnCall | None) -> None:
         self.reporter = CallReporter(on_call)
@@ -215,6 +226,7 @@ class _StreamState:
         self.start_input: Any = None
         self.stopped = False
         self.stop_reason: str | None = None
+        self.blocks: dict[int, dict[str, Any]] = {}  # thinking, redacted_thinking and text blocks, by index
         self.usage = {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
                       "cache_read_input_tokens": 0, "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}
 
@@ -242,16 +254,39 @@ class _StreamState:
                 self.stopped = True
 
     def _block_started(self, index: int, block: Any) -> None:
-        """The first call of the solution tool is the answer (its input streams in the block's deltas)."""
-        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == SOLUTION_TOOL_NAME \
-                and self.block_index is None:
+        """The first call of the solution tool is the answer (its input streams in the block's deltas); thinking
+        and text blocks are kept as the API will want them back."""
+        kind = getattr(block, "type", None)
+        if kind == "tool_use" and getattr(block, "name", None) == SOLUTION_TOOL_NAME and self.block_index is None:
             self.block_index = index
             self.tool_use_id = block.id
             self.start_input = getattr(block, "input", None)
+        elif kind in _KEPT_BLOCKS:  # in the API's own key order, so they go back byte for byte
+            self.blocks[index] = {"type": kind, **{key: getattr(block, key, "") or "" for key in _KEPT_BLOCKS[kind]}}
 
     def _block_delta(self, index: int, delta: Any) -> None:
-        if index == self.block_index and getattr(delta, "type", None) == "input_json_delta":
+        kind = getattr(delta, "type", None)
+        if index == self.block_index and kind == "input_json_delta":
             self.reporter.feed(delta.partial_json or "")
+        elif index in self.blocks and kind in _DELTA_FIELDS:
+            field = _DELTA_FIELDS[kind]
+            self.blocks[index][field] += getattr(delta, field, "") or ""
+
+    def thinking_blocks(self) -> tuple[dict, ...]:
+        """The thinking and redacted thinking blocks, in the order they came (signatures included)."""
+        return tuple(self.blocks[i] for i in sorted(self.blocks) if self.blocks[i]["type"] != "text")
+
+    def text(self) -> str:
+        """What the model wrote outside its tool call."""
+        return "\n\n".join(b["text"] for i, b in sorted(self.blocks.items()) if b["type"] == "text" and b["text"])
+
+
+_KEPT_BLOCKS = {"thinking": ("thinking", "signature"), "redacted_thinking": ("data",), "text": ("text",)}
+_DELTA_FIELDS = {"thinking_delta": "thinking", "signature_delta": "signature", "text_delta": "text"}
+
+KNOWN_STOP_REASONS = frozenset({"tool_use", "end_turn", "stop_sequence", "max_tokens", "refusal",
+                                "model_context_window_exceeded"})
+"""The stop reasons agentq acts on (SPEC §16); any other is an :class:`UnknownStopReason`."""
 
 
 def _events(stream: Any) -> Iterator[Any]:
@@ -273,16 +308,33 @@ def _read(stream: Any, on_call: OnCall | None) -> LLMAnswer:
         state.handle(event)  # on_call's own exceptions propagate unchanged
     if not state.stopped:
         raise LLMRetryableError("the Anthropic stream ended before message_stop")
-    if state.block_index is None:
-        raise LLMError(f"the model answered without calling the solution tool (stop_reason {state.stop_reason})")
+    usage = Usage(requests=1, **state.usage)
+    _check_stop(state.stop_reason, state.text(), usage)
+    if state.block_index is None:  # no solution (thinking on, or cut before it): the engine sends it back
+        return LLMAnswer(solution=None, raw="", tool_use_id="", usage=usage, stop_reason=state.stop_reason,
+                         blocks=state.thinking_blocks(), text=state.text())
     raw = state.reporter.text or _whole_input(state.start_input, on_call)
     try:
         solution = json.loads(raw) if raw.strip() else {}
     except ValueError:
         solution = None
-    usage = Usage(requests=1, **state.usage)
     return LLMAnswer(solution=solution, raw=raw, tool_use_id=state.tool_use_id, usage=usage,
-                     stop_reason=state.stop_reason)
+                     stop_reason=state.stop_reason, blocks=state.thinking_blocks(), text=state.text())
+
+
+def _check_stop(stop_reason: str | None, text: str, usage: Usage) -> None:
+    """Raise for a stop reason whose answer cannot be used (SPEC §16): a refusal (with the model's text), a full
+    context window, a reason agentq does not know. No stop reason at all is taken as the end of the answer."""
+    if stop_reason is None or stop_reason in KNOWN_STOP_REASONS - {"refusal", "model_context_window_exceeded"}:
+        return
+    if stop_reason == "refusal":
+        raise ModelRefused(text or "the model declined to answer (stop_reason refusal)", usage=usage,
+                           stop_reason=stop_reason)
+    if stop_reason == "model_context_window_exceeded":
+        raise ContextWindowExceeded("the model's context window is full (stop_reason model_context_window_exceeded)",
+                                    usage=usage, stop_reason=stop_reason)
+    raise UnknownStopReason(f"the model stopped for a reason agentq does not know: stop_reason {stop_reason!r}",
+                            usage=usage, stop_reason=stop_reason)
 
 
 def _whole_input(start_input: Any, on_call: OnCall | None) -> str:
@@ -355,7 +407,13 @@ def _status_error(exc: Any) -> LLMError:
     if _retryable(exc, status, headers):
         return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status,
                                  rate_limits=rate_limits_of(headers))
+    if status == 400 and PROMPT_TOO_LONG in str(exc.api_message or exc.message or "").lower():
+        return ContextWindowExceeded(_status_text(exc))
     return LLMError(_status_text(exc))
+
+
+PROMPT_TOO_LONG = "prompt is too long"
+"""What the API's 400 says of a request longer than the model's context window."""
 
 
 def _retryable(exc: Any, status: int, headers: Any) -> bool:
@@ -368,4 +426,5 @@ def _retryable(exc: Any, status: int, headers: Any) -> bool:
     return status in _RETRYABLE_STATUS or status >= 500 or (exc.type in _RETRYABLE_TYPES and status != 400)
 
 
-__all__ = ["AnthropicLLM", "cache_control", "map_error", "parse_retry_after", "request_params"]
+__all__ = ["KNOWN_STOP_REASONS", "PROMPT_TOO_LONG", "AnthropicLLM", "cache_control",
+           "map_error", "parse_retry_after", "request_params"]

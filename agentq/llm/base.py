@@ -2,7 +2,8 @@
 
 The engine decides *what* to ask (``agentq.protocol.conversation`` builds the system texts, the turns and
 the solution schema); a provider only talks to a model and streams the answer back. Every request forces
-one tool, ``solution``, whose input is the answer (SPEC §13).
+one tool, ``solution``, whose input is the answer (SPEC §13); with thinking on, the tool is offered, not forced
+(SPEC §16), and an answer may come without it.
 """
 
 from __future__ import annotations
@@ -83,12 +84,19 @@ class LLMRequest:
     max_tokens: int
     purpose: str = "tick"  # "tick" | "latent" | "module": for replay keys, metrics and logs
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint: "5m" or "1h"
+    thinking: Mapping[str, Any] | None = None  # the API's `thinking` ({"type": "enabled", "budget_tokens": N} or
+    # {"type": "adaptive"}); None: off, and the solution tool is forced
 
 
 @dataclass(frozen=True)
 class LLMAnswer:
     """The model's solution: ``solution`` is the parsed tool input, ``None`` when ``raw`` is not valid JSON;
-    ``rate_limits``: what the response said of the account's rate limits, when it said anything."""
+    ``rate_limits``: what the response said of the account's rate limits, when it said anything.
+
+    ``tool_use_id`` is "" when the model answered without calling the solution tool (possible with thinking on);
+    ``text`` is what it wrote outside the tool. ``blocks`` are its ``thinking`` and ``redacted_thinking`` blocks,
+    exactly as they came (signatures included): they go back to the model unchanged (SPEC §16).
+    ``stop_reason == "max_tokens"`` (``truncated``): the answer was cut; ``raw`` holds what came of it."""
 
     solution: Any
     raw: str
@@ -96,6 +104,17 @@ class LLMAnswer:
     usage: Usage
     stop_reason: str | None
     rate_limits: RateLimits | None = None
+    blocks: tuple[dict, ...] = ()
+    text: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.stop_reason == "max_tokens"
+
+    @property
+    def thinking(self) -> tuple[str, ...]:
+        """The summaries of the answer's thinking blocks that have one (a redacted block has none)."""
+        return tuple(str(b["thinking"]) for b in self.blocks if b.get("type") == "thinking" and b.get("thinking"))
 
 
 @dataclass(frozen=True)

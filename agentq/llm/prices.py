@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentq.errors import ConfigurationError
+from agentq.errors import ConfigurationError, ModelStopped
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall, Usage
 
 log = logging.getLogger("agentq.llm")
@@ -153,7 +153,12 @@ class PricedLLM:
         self.table = table
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        answer = self.llm.solve(request, on_call=on_call)
+        try:
+            answer = self.llm.solve(request, on_call=on_call)
+        except ModelStopped as stopped:  # an answer that cannot be used (a refusal, ...) was still paid for
+            if isinstance(stopped.usage, Usage):
+                stopped.usage = replace(stopped.usage, cost_nanousd=self.table.cost_nanousd(request, stopped.usage))
+            raise
         cost = self.table.cost_nanousd(request, answer.usage)
         return replace(answer, usage=replace(answer.usage, cost_nanousd=cost))
 

@@ -139,11 +139,20 @@ def context_turn(log_or_index: LogIndex | Sequence[Any]) -> dict:
     return {"role": "user", "content": [_text("\n\n".join(blocks) or _EMPTY_CONTEXT)]}
 
 
-def solution_turn(tool_use_id: str, solution: Any) -> dict:
-    """The assistant turn of an earlier tick: its ``solution`` tool_use (``{}`` when it was not an object)."""
-    tool_input = solution if isinstance(solution, dict) else {}
-    return {"role": "assistant",
-            "content": [{"type": "tool_use", "id": tool_use_id, "name": SOLUTION_TOOL_NAME, "input": tool_input}]}
+_NO_SOLUTION = "(I answered without calling the solution tool.)"
+
+
+def solution_turn(tool_use_id: str, solution: Any, *, blocks: Sequence[dict] = (), text: str = "") -> dict:
+    """The assistant turn of an earlier tick: its thinking ``blocks`` exactly as the model gave them (signatures
+    included: the API wants them back unchanged), then its ``solution`` tool_use (``{}`` when it was not an
+    object). An answer without the tool (``tool_use_id`` "") is the text the model wrote instead."""
+    content: list[dict] = [dict(block) for block in blocks]
+    if tool_use_id:
+        tool_input = solution if isinstance(solution, dict) else {}
+        content.append({"type": "tool_use", "id": tool_use_id, "name": SOLUTION_TOOL_NAME, "input": tool_input})
+    else:
+        content.append(_text(text.strip() or _NO_SOLUTION))
+    return {"role": "assistant", "content": content}
 
 
 def _call_label(call: Mapping[str, Any] | None, instance: Any) -> str:
@@ -198,8 +207,14 @@ def _problem_line(problem: Problem | Mapping[str, Any]) -> str:
     return f"- {pointer or '/'}: {message}"
 
 
+_TRUNCATED = ("Your solution was cut off at the output token limit (max_tokens) after {n} complete call(s). Those "
+              "calls were started and are never started again; what they wrote is below. Answer again with only "
+              "the remaining calls (and \"output\" when the job is done), and write fewer or shorter calls.")
+
+
 def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: LogIndex, *,
-                problems: Sequence[Problem | Mapping[str, Any]] = (), preview_bytes: int | None = None) -> dict:
+                problems: Sequence[Problem | Mapping[str, Any]] = (), preview_bytes: int | None = None,
+                truncated: int | None = None) -> dict:
     """The user turn after a tick: a ``tool_result`` for ``tool_use_id`` and what else was added meanwhile.
 
     ``new_messages`` are the log messages appended since that tick's request (canonical form);
@@ -209,9 +224,13 @@ def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: Log
     messages no call wrote (text, and data writes with their description and schema). Views are never
     rendered again: the turn grows with what the tick changed, not with the job's state. A written value longer
     than ``preview_bytes`` (``options.context.result_preview_bytes``) shows as a preview and its reference.
+    ``truncated`` (the number of complete calls of a solution cut at max_tokens) asks for the rest of it. An answer
+    without the solution tool (``tool_use_id`` "") gets a text turn instead of a tool_result.
     """
     lines = _result_lines(new_messages, index_after, preview_bytes)
     parts: list[str] = []
+    if truncated is not None:
+        parts.append(_TRUNCATED.format(n=truncated))
     if problems:
         parts.append("Your solution is invalid; answer again with a corrected solution. Problems:\n"
                      + "\n".join(_problem_line(p) for p in problems))
@@ -222,7 +241,7 @@ def result_turn(tool_use_id: str, new_messages: Sequence[dict], index_after: Log
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": [_text("\n\n".join(parts))]}
     if problems:
         result["is_error"] = True
-    content: list[dict] = [result]
+    content: list[dict] = [result if tool_use_id else _text("\n\n".join(parts))]
     changed = _changed_context(new_messages, index_after)
     if changed:
         content.append(_text("Added to the context meanwhile:\n\n" + changed))
@@ -272,22 +291,43 @@ class Exchange:
 
     ``log_length`` is how many log messages existed when the request was built; ``problems`` are the
     validation problems of its solution (sent back in an error tool_result), empty when it was valid.
+    ``blocks`` are the answer's thinking blocks as the model gave them; ``text`` what it wrote instead of calling
+    the solution tool (``tool_use_id`` ""); ``truncated`` whether the answer was cut at max_tokens (its solution
+    then holds the complete calls that came, and the next turn asks for the rest).
     """
 
     log_length: int
     tool_use_id: str
     solution: Any
     problems: tuple[Problem | Mapping[str, Any], ...] = field(default=())
+    blocks: tuple[dict, ...] = ()
+    text: str = ""
+    truncated: bool = False
 
     def to_dict(self) -> dict:
-        return {"log_length": self.log_length, "tool_use_id": self.tool_use_id, "solution": self.solution,
+        data = {"log_length": self.log_length, "tool_use_id": self.tool_use_id, "solution": self.solution,
                 "problems": [p.to_dict() if isinstance(p, Problem) else dict(p) for p in self.problems]}
+        optional = {"blocks": list(self.blocks), "text": self.text, "truncated": self.truncated}
+        return {**data, **{key: value for key, value in optional.items() if value}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Exchange:
         problems = tuple(Problem(str(p.get("pointer", "")), str(p.get("message", "")))
                          for p in data.get("problems") or ())
-        return cls(int(data["log_length"]), str(data["tool_use_id"]), data.get("solution"), problems)
+        return cls(int(data["log_length"]), str(data["tool_use_id"]), data.get("solution"), problems,
+                   blocks=tuple(data.get("blocks") or ()), text=str(data.get("text") or ""),
+                   truncated=bool(data.get("truncated")))
+
+    def answer_turn(self) -> dict:
+        """The assistant turn of this exchange."""
+        return solution_turn(self.tool_use_id, self.solution, blocks=self.blocks, text=self.text)
+
+    def result_turn(self, segment: Sequence[dict], index_after: LogIndex, *, preview_bytes: int | None) -> dict:
+        """The user turn after this exchange, for the log messages `segment` appended since its request."""
+        calls = self.solution.get("calls") if isinstance(self.solution, dict) else None
+        truncated = len(calls) if isinstance(calls, list) else 0
+        return result_turn(self.tool_use_id, segment, index_after, problems=self.problems,
+                           preview_bytes=preview_bytes, truncated=truncated if self.truncated else None)
 
 
 def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] = (), *,
@@ -309,9 +349,8 @@ def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] =
         start = exchange.log_length
         segment = messages[start:end]
         index.extend(segment)
-        turns.append(solution_turn(exchange.tool_use_id, exchange.solution))
-        turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
-                                 preview_bytes=preview_bytes))
+        turns.append(exchange.answer_turn())
+        turns.append(exchange.result_turn(segment, index, preview_bytes=preview_bytes))
     return tuple(turns)
 
 

@@ -99,6 +99,15 @@ class Thought(_Envelope):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Thinking(_Envelope):
+    """The summary of the model's thinking during a tick (extended thinking, SPEC §16): a seed 004 `thought` part
+    marked as the model's own (`display_info.id` "thinking"). Redacted thinking is never shown."""
+
+    name = "thinking"
+    tick: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TickStarted(_Envelope):
     """An agent job asks the model for its next solution (`tick` counts from 1; `attempt` > 1 is a retry of
     the same request, `corrective` a request that sends an invalid solution back)."""
@@ -129,12 +138,12 @@ class Part(_Envelope):
     call_id: str | None = None
 
 
-Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | TickStarted
-            | TickFinished | Part)
+Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | Thinking
+            | TickStarted | TickFinished | Part)
 
 ENVELOPES: dict[str, type[_Envelope]] = {
     cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallRetrying, CallFinished,
-                              Thought, TickStarted, TickFinished, Part)
+                              Thought, Thinking, TickStarted, TickFinished, Part)
 }
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

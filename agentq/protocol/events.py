@@ -253,6 +253,19 @@ def thought_part(content: str, *, source: str, locale: str = "en") -> dict:
     return _part("thought", source=source, content=content, display_info=_display("thought", locale, None))
 
 
+def thinking_part(content: str, *, source: str, locale: str = "en") -> dict:
+    """The summary of the model's extended thinking: a ``thought`` part whose display says it is the model's
+    thinking (``id`` "thinking")."""
+    return _part("thought", source=source, content=content,
+                 display_info=_display("thought", locale, _THINKING_DISPLAY[_language(locale)], default_id="thinking"))
+
+
+_THINKING_DISPLAY = {
+    "en": {"friendly_name": "💭 Thinking", "description": "The model's thinking (a summary)"},
+    "fr": {"friendly_name": "💭 Réflexion du modèle", "description": "Le raisonnement du modèle (résumé)"},
+}
+
+
 def error_part(content: str, *, source: str, locale: str = "en") -> dict:
     """An error during processing."""
     return _part("error", source=source, content=content, display_info=_display("error", locale, None))
@@ -368,6 +381,7 @@ __all__ = [
     "strip_technical_details",
     "technical_details",
     "text_part",
+    "thinking_part",
     "thought_part",
     "timestamp_now",
     "tool_call_part",

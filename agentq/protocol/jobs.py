@@ -20,6 +20,7 @@ from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
 from agentq.protocol.records import JobKind
+from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
 from agentq.protocol.tool_models import tool_model_problems
 from agentq.protocol.tools import ToolRegistry
 
@@ -57,6 +58,7 @@ def plan_job(
     job_tools = _plan_tools(job.get("tools"), job.get("calls"), tools, problems)
     listed = job["tools"] if job.get("tools") is not None else _default_tools(job.get("calls"), tools)
     problems.items.extend(tool_model_problems(listed, tools, limits.known_model))
+    problems.items.extend(tool_thinking_problems(listed, tools, limits.max_output_tokens))
     output = _plan_output(job.get("output"), problems)
     options = _plan_options(job.get("options", {}), limits, problems)
     raw_calls = _raw_calls(job.get("calls"), limits, problems)
@@ -221,6 +223,9 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
             problems.items.extend(found)
         else:
             options[key] = value
+    model = options["model"] if isinstance(options.get("model"), str) else limits.model
+    problems.items.extend(thinking_problems(options.get("thinking"), "/options/thinking",
+                                            max_tokens=limits.max_output_tokens, model=model))
     return options
 
 
@@ -232,7 +237,7 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
     "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "webhook"])
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "thinking", "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
@@ -252,6 +257,8 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
         return [problem] if problem is not None else []
     if key == "context":
         return context_problems(value, pointer)
+    if key == "thinking":
+        return []  # checked with the job's model and max_tokens (`_plan_options`)
     if key not in _OPTION_CHECKS:
         return [Problem(pointer, f"unknown option; options are {', '.join(_OPTIONS)}")]
     check, expected = _OPTION_CHECKS[key]

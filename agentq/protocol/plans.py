@@ -23,6 +23,8 @@ class JobLimits:
     # checks `options.webhook` (value, pointer) -> problems; the runtime passes its allowlist's (None: a job may
     # name no webhook)
     webhook_problems: Callable[[Any, str], list[Problem]] | None = None
+    max_output_tokens: int | None = 8192  # AGENTQ_LLM_MAX_TOKENS: a thinking budget must stay below it
+    model: str | None = None  # AGENTQ_MODEL: the model of a job whose options name none
 
 
 @dataclass

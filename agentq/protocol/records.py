@@ -15,6 +15,7 @@ from typing import Any
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, Budget
 from agentq.protocol.context import ContextOptions
 from agentq.protocol.status import JobStatus
+from agentq.protocol.thinking import thinking_param
 from agentq.protocol.usage import empty_usage
 
 
@@ -173,6 +174,7 @@ class JobOptions:
     budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
+    thinking: dict[str, Any] | None = None  # the API's `thinking` of its ticks (`options.thinking`); None: off
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -183,7 +185,7 @@ class JobOptions:
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
             locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
-            context=ContextOptions.of(raw.get("context")),
+            context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
         )
 
 

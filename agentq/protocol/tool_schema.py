@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 from agentq.errors import ReferenceSyntaxError, RegistrationError, ToolSchemaError, UnknownMethodError
 from agentq.protocol.cache import LRU
 from agentq.protocol.sensitive import check_sensitive
+from agentq.protocol.thinking import thinking_problems
 
 __all__ = [
     "KNOWN_META_FIELDS",
@@ -225,6 +226,8 @@ def check_tool_schema(name: str, schema: Any) -> dict:
     _check_meta_names(name, props)
     _check_meta_fields(name, props)
     check_sensitive(name, copy)
+    for problem in thinking_problems(copy.get("x-thinking"), "/x-thinking"):
+        raise _schema_error(name, "x-thinking", problem.pointer, problem.message)
     return copy
 
 

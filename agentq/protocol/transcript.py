@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.protocol.compaction import compact_bytes, compaction_point, turn_tokens
-from agentq.protocol.conversation import Exchange, context_turn, result_turn, solution_turn
+from agentq.protocol.conversation import Exchange, context_turn
 from agentq.protocol.views import LogIndex
 
 
@@ -68,7 +68,7 @@ class Transcript:
             else:
                 self._add_result(built - 1)
         for i in range(built, len(self.exchanges)):
-            self._turns.append(solution_turn(self.exchanges[i].tool_use_id, self.exchanges[i].solution))
+            self._turns.append(self.exchanges[i].answer_turn())
             self._add_result(i)
         return True
 
@@ -78,8 +78,7 @@ class Transcript:
         end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
         segment = self.log[exchange.log_length:end]
         index = self.index if end == len(self.log) else LogIndex(self.log[:end])
-        self._turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
-                                       preview_bytes=self.preview_bytes))
+        self._turns.append(exchange.result_turn(segment, index, preview_bytes=self.preview_bytes))
 
     def _compact(self, max_input_tokens: int) -> None:
         """Show the oldest exchanges compacted, as many as `compaction_point` says (it only grows)."""
@@ -94,6 +93,18 @@ class Transcript:
         self.compacted = max(self.compacted, point)
         self.saved_tokens = sum(whole[i] - compacted[i] for i in range(self.compacted))
 
+    def compact_all(self) -> bool:
+        """Show every exchange but the last compacted, now: the model's context window refused the request
+        (SPEC §16 "Stop reasons"). False when there is nothing more to compact."""
+        point = len(self.exchanges) - 1
+        if point <= self.compacted:
+            return False
+        for i in range(self.compacted, point):
+            self._turns[2 + 2 * i] = self._result(i, preview_bytes=compact_bytes(self.preview_bytes))
+        self.compacted = point
+        self.saved_tokens = sum(whole - compacted for whole, compacted in self._sizes[:point])
+        return True
+
     def _tokens(self, i: int) -> int:
         """Exchange `i`'s tokens as its turns show it whole."""
         return turn_tokens(self._turns[1 + 2 * i]) + turn_tokens(self._turns[2 + 2 * i])
@@ -102,8 +113,8 @@ class Transcript:
         """Exchange `i`'s tokens compacted (estimated without the log before it, so the same however it is built)."""
         exchange = self.exchanges[i]
         end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
-        result = result_turn(exchange.tool_use_id, self.log[exchange.log_length:end], LogIndex(),
-                             problems=exchange.problems, preview_bytes=compact_bytes(self.preview_bytes))
+        result = exchange.result_turn(self.log[exchange.log_length:end], LogIndex(),
+                                      preview_bytes=compact_bytes(self.preview_bytes))
         return turn_tokens(self._turns[1 + 2 * i]) + turn_tokens(result)
 
     def _result(self, i: int, *, preview_bytes: int | None) -> dict:
@@ -111,8 +122,7 @@ class Transcript:
         exchange = self.exchanges[i]
         end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
         index = self.index if end == len(self.log) else LogIndex(self.log[:end])
-        return result_turn(exchange.tool_use_id, self.log[exchange.log_length:end], index,
-                           problems=exchange.problems, preview_bytes=preview_bytes)
+        return exchange.result_turn(self.log[exchange.log_length:end], index, preview_bytes=preview_bytes)
 
     def _rebuild(self) -> None:
         """The turns from the whole log and every exchange (what `tick_messages` does)."""
@@ -126,9 +136,8 @@ class Transcript:
             end = self.exchanges[i + 1].log_length if i + 1 < len(self.exchanges) else len(self.log)
             segment = self.log[exchange.log_length:end]
             index.extend(segment)
-            turns.append(solution_turn(exchange.tool_use_id, exchange.solution))
-            turns.append(result_turn(exchange.tool_use_id, segment, index, problems=exchange.problems,
-                                     preview_bytes=self.preview_bytes))
+            turns.append(exchange.answer_turn())
+            turns.append(exchange.result_turn(segment, index, preview_bytes=self.preview_bytes))
         self._turns = turns
 
 

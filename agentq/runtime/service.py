@@ -87,7 +87,8 @@ class JobService:
         allowlist = Allowlist.parse(settings.webhook_allowlist)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget,
-                                known_model=self.known_model,
+                                known_model=self.known_model, max_output_tokens=settings.llm_max_tokens,
+                                model=settings.model,
                                 webhook_problems=lambda value, pointer: webhook_problems(value, pointer, allowlist))
         self._prices: PriceTable | None = None
         # the webhook keys: a job with a webhook is watched before it is written (None: a store without them)

@@ -14,7 +14,7 @@ from agentq.llm.anthropic import request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.compose import compose
 from agentq.protocol.conversation import Exchange, system_blocks, tick_messages
-from tests.fake_anthropic import Answer, FakeAnthropic, input_schema_refusal, request_refusal
+from tests.fake_anthropic import Answer, FakeAnthropic, input_schema_refusal, request_refusal, thinking_signature
 
 SCHEMA = {"type": "object", "properties": {"calls": {"type": "array", "maxItems": 0}, "output": {}},
           "required": ["calls", "output"]}
@@ -134,11 +134,31 @@ REFUSED: dict[str, tuple[dict, str]] = {
     "a 1h breakpoint after a default (5m) one": (
         body(system=[text("instructions", cache_control=HOUR)]),  # the tool's breakpoint comes first: 5m
         "system.0.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m'"),
-    "thinking with a forced tool": (body(thinking={"type": "enabled", "budget_tokens": 1024}),
+    "thinking with a forced tool": (body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 1024}),
                                     "Thinking may not be enabled when tool_choice forces tool use."),
-    "thinking with tool_choice any": (body(thinking={"type": "enabled", "budget_tokens": 1024},
+    "thinking with tool_choice any": (body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 1024},
                                            tool_choice={"type": "any"}),
                                       "Thinking may not be enabled when tool_choice forces tool use."),
+    "adaptive thinking with a forced tool": (body(thinking={"type": "adaptive"}),
+                                             "Thinking may not be enabled when tool_choice forces tool use."),
+    "a thinking budget below 1024": (
+        body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 1000}, tool_choice={"type": "auto"}),
+        "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"),
+    "a thinking budget not below max_tokens": (
+        body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 2048}, tool_choice={"type": "auto"}),
+        "`max_tokens` must be greater than `thinking.budget_tokens`"),
+    "a changed thinking block": (
+        body(max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 1024}, tool_choice={"type": "auto"},
+             messages=[user(text("the context")),
+                       assistant({"type": "thinking", "thinking": "I changed this",
+                                  "signature": thinking_signature("I thought this")}, tool_use("toolu_01")),
+                       user(tool_result("toolu_01"))]),
+        "messages.1.content.0: Invalid `signature` in `thinking` block"),
+    "a redacted thinking block the API did not send": (
+        body(messages=[user(text("the context")),
+                       assistant({"type": "redacted_thinking", "data": "bm90IG1pbmU="}, tool_use("toolu_01")),
+                       user(tool_result("toolu_01"))]),
+        "messages.1.content.0: Invalid `data` in `redacted_thinking` block"),
 }
 
 
@@ -186,7 +206,7 @@ def test_the_valid_request_they_start_from_is_answered(client, fake_anthropic: F
     {"messages": [user(text("a")), user(text("b"))]},  # consecutive turns of one role are combined, not refused
     {"messages": [user(text("q")), assistant(text("A prefill"))]},  # a final assistant turn (prefill)
     {"messages": [user(text("  "), text("real text"))]},  # whitespace next to real text
-    {"thinking": {"type": "enabled", "budget_tokens": 1024}, "tool_choice": {"type": "auto"}},
+    {"thinking": {"type": "enabled", "budget_tokens": 1024}, "tool_choice": {"type": "auto"}, "max_tokens": 2048},
     {"system": "a plain string system"},
     {"tools": [{**body()["tools"][0], "cache_control": HOUR}], "system": [text("instructions", cache_control=HOUR)],
      "messages": [user(text("q", cache_control=FIVE))]},  # 1h breakpoints before 5m ones
