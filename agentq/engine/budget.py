@@ -63,7 +63,8 @@ class BudgetGate(Hook):
         asked = ended.asked
         if asked.job.job_options.budget is None:
             return
-        usage = ended.answer.usage if ended.answer is not None else Usage()
+        stopped = getattr(ended.error, "usage", None)  # an answer that could not be used was still paid for
+        usage = ended.answer.usage if ended.answer is not None else stopped if isinstance(stopped, Usage) else Usage()
         self.store.settle_budget(asked.job.root_job, asked.key, Spend(
             requests=usage.requests, input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
             cost_nanousd=usage.cost_nanousd or 0))

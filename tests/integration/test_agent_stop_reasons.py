@@ -102,7 +102,7 @@ def test_a_refusal_fails_the_job_with_model_refused_and_the_models_text_after_on
     assert record["status"] == "failed", record
     assert record["error"] == {"type": "ModelRefused", "message": "I can't help with that request."}
     assert len(anthropic_env.requests) == 1
-    assert record["usage"]["requests"] == 1  # the refused request was still paid for
+    assert record["usage"]["requests"] == 1 and record["usage"]["cost_usd"] > 0  # the refusal was still paid for
     assert not counter.runs  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,82 @@
+"""The request a thinking job sends (SPEC §16 "Thinking"), checked against the fake's copy of the API's rules, and the
+conversation an exchange with thinking, a cut answer or no solution becomes (pure)."""
+
+from __future__ import annotations
+
+import json
+
+from agentq.errors import Problem
+from agentq.llm.anthropic import request_params
+from agentq.llm.base import LLMRequest
+from agentq.protocol.conversation import Exchange, tick_messages
+from agentq.protocol.thinking import fitted, thinking_param
+from agentq.protocol.transcript import Transcript
+from tests.fake_anthropic import request_refusal, thinking_signature
+
+SCHEMA = {"type": "object", "properties": {"calls": {"type": "array"}, "output": {}}, "required": ["calls", "output"]}
+CONTEXT = [{"type": "text", "text": "Do it.", "role": "user"}]
+
+
+def request(thinking, max_tokens: int = 8192) -> LLMRequest:
+    return LLMRequest(model="claude-sonnet-4-6", system=("instructions",),
+                      messages=({"role": "user", "content": [{"type": "text", "text": "go"}]},),
+                      solution_schema=SCHEMA, max_tokens=max_tokens, thinking=thinking)
+
+
+def test_thinking_offers_the_tool_instead_of_forcing_it_and_the_api_accepts_it():
+    body = request_params(request(thinking_param({"budget_tokens": 2048})))
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["tool_choice"] == {"type": "auto"}
+    assert request_refusal(body) is None
+    adaptive = request_params(request(thinking_param("adaptive")))
+    assert adaptive["thinking"] == {"type": "adaptive"} and request_refusal(adaptive) is None
+    plain = request_params(request(None))
+    assert "thinking" not in plain and plain["tool_choice"] == {"type": "tool", "name": "solution"}
+    forced = {**body, "tool_choice": {"type": "tool", "name": "solution"}}  # what agentq must never send
+    assert request_refusal(forced) == "Thinking may not be enabled when tool_choice forces tool use."
+
+
+def test_a_budget_that_lowered_max_tokens_cuts_the_thinking_budget_to_fit_or_leaves_thinking_off():
+    thinking = thinking_param({"budget_tokens": 6000})
+    assert fitted(thinking, 3000) == {"type": "enabled", "budget_tokens": 2999}
+    assert fitted(thinking, 1024) is None
+    assert fitted({"type": "adaptive"}, 100) == {"type": "adaptive"}
+    lowered = request_params(request(thinking, max_tokens=3000))
+    assert lowered["thinking"]["budget_tokens"] == 2999 and request_refusal(lowered) is None
+    off = request_params(request(thinking, max_tokens=1000))
+    assert "thinking" not in off and off["tool_choice"]["type"] == "tool" and request_refusal(off) is None
+
+
+BLOCKS = ({"type": "thinking", "thinking": "Step one first.", "signature": thinking_signature("Step one first.")},)
+
+
+def exchanges() -> list[Exchange]:
+    return [
+        Exchange(1, "toolu_1", {"calls": [{"_tool": "step", "n": 0}], "output": None}, blocks=BLOCKS,
+                 truncated=True),
+        Exchange(1, "", None, (Problem("", "you answered without calling the `solution` tool"),), text="Hmm."),
+        Exchange(1, "toolu_3", {"calls": [], "output": None}, blocks=BLOCKS),
+    ]
+
+
+def test_exchanges_with_thinking_a_cut_answer_and_no_solution_make_a_conversation_the_api_accepts():
+    turns = tick_messages(CONTEXT, exchanges())
+    assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert turns[1]["content"][0] == BLOCKS[0] and turns[1]["content"][1]["type"] == "tool_use"
+    assert "cut off at the output token limit (max_tokens) after 1 complete call(s)" in json.dumps(turns[2])
+    assert turns[3]["content"] == [{"type": "text", "text": "Hmm."}]
+    assert turns[4]["content"][0]["type"] == "text" and "without calling" in turns[4]["content"][0]["text"]
+    body = request_params(LLMRequest(model="m", system=("s",), messages=turns, solution_schema=SCHEMA,
+                                     max_tokens=8192, thinking=thinking_param({"budget_tokens": 2048})))
+    assert request_refusal(body) is None
+    changed = json.loads(json.dumps(body).replace("Step one first.", "Step two first."))
+    assert "Invalid `signature` in `thinking` block" in str(request_refusal(changed))
+
+
+def test_the_stored_exchange_round_trips_and_the_transcript_agrees_with_tick_messages():
+    stored = [Exchange.from_dict(json.loads(json.dumps(e.to_dict()))) for e in exchanges()]
+    assert stored == exchanges()
+    assert "blocks" not in Exchange(1, "t", {}).to_dict()  # the stored form of a plain exchange is unchanged
+    transcript = Transcript(max_input_tokens=200_000)
+    transcript.grow(CONTEXT, stored)
+    assert transcript.turns == tick_messages(CONTEXT, stored)
