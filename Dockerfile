@@ -1,11 +1,12 @@
 FROM python:3.11-slim
 WORKDIR /app
 # Install agentq as a regular (non-editable) package, like its wheel, with the `monitoring` extra so the same
-# image also runs Flower (docker-compose.yml). The sources are removed afterwards: the installed package runs.
+# image also runs Flower (docker-compose.yml), and the `otel` extra so its processes export traces once
+# OTEL_EXPORTER_OTLP_ENDPOINT is set. The sources are removed afterwards: the installed package runs.
 COPY pyproject.toml README.md ./src/
 COPY agentq ./src/agentq
 COPY workers ./src/workers
-RUN pip install --no-cache-dir "./src[monitoring]" && rm -rf ./src && useradd --create-home agentq \
+RUN pip install --no-cache-dir "./src[monitoring,otel]" && rm -rf ./src && useradd --create-home agentq \
     && mkdir -p /var/lib/agentq/metrics && chown agentq /var/lib/agentq/metrics
 # config/: settings documentation, saved `_module` requests (config/modules, the default AGENTQ_MODULE_DIRS)
 # and your own tool folders.

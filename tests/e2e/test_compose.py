@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 CREDENTIALS = {"FLOWER_PASSWORD": "flower-secret", "AGENTQ_API_TOKENS": "api-token-1,api-token-2"}
 AGENTQ_SERVICES = ("dispatcher", "worker", "api", "flower")
+TRACING_SERVICES = ("otel-collector", "jaeger")  # the `tracing` profile (docs/tracing.md)
 
 
 def _compose_command() -> list[str]:
@@ -89,7 +90,7 @@ def mounts(service: dict) -> dict[str, str]:
 
 
 def test_the_file_is_valid_and_names_its_services(config: dict):
-    assert set(config["services"]) == {"redis", *AGENTQ_SERVICES}
+    assert set(config["services"]) == {"redis", *AGENTQ_SERVICES, *TRACING_SERVICES}
 
 
 def test_a_broken_file_is_refused(compose: list[str], tmp_path: Path):
@@ -156,7 +157,9 @@ def test_the_worker_service_scales(config: dict):
 
 def test_published_ports_are_on_loopback_and_only_where_credentials_are_asked(config: dict):
     published = {name: service.get("ports") or [] for name, service in config["services"].items()}
-    assert {name for name, ports in published.items() if ports} == {"api", "flower"}
+    # Jaeger's UI asks for none: it is published only with `--profile tracing`, and on loopback as every port
+    assert {name for name, ports in published.items() if ports} == {"api", "flower", "jaeger"}
+    assert config["services"]["jaeger"]["profiles"] == ["tracing"]
     for name, ports in published.items():
         for port in ports:
             host_ip = port.split(":")[0] if isinstance(port, str) else port.get("host_ip")
@@ -169,7 +172,7 @@ def test_workers_api_and_dispatcher_share_the_metrics_folder(config: dict):
         target = service["environment"]["AGENTQ_METRICS_DIR"]
         assert mounts(service)[target] == "metrics", name
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert '"./src[monitoring]"' in dockerfile  # the image runs Flower too
+    assert '"./src[monitoring,otel]"' in dockerfile  # the image runs Flower too, and exports traces when asked
     assert "chown agentq /var/lib/agentq/metrics" in dockerfile  # a new volume takes the folder's owner
 
 
@@ -183,3 +186,29 @@ def test_the_workers_healthcheck_command_as_written_passes_against_a_live_worker
     assert done.returncode == 0, done.stderr
     dispatcher = cli(redis_url, *config["services"]["dispatcher"]["healthcheck"]["test"][2:])
     assert dispatcher.returncode == 1 and "no dispatcher of host" in dispatcher.stderr  # none runs here
+
+
+def test_traces_are_off_unless_asked_and_the_tracing_profile_runs_a_collector_and_jaeger(compose: list[str],
+                                                                                         config: dict):
+    services = config["services"]
+    for name in ("dispatcher", "worker", "api"):
+        environment = services[name]["environment"]
+        assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "", name  # empty: agentq installs no provider
+        assert environment["OTEL_SERVICE_NAME"] == f"agentq-{name}"
+        assert not Settings(otel_exporter_otlp_endpoint="").tracing_requested
+        assert "profiles" not in services[name]
+    for name in TRACING_SERVICES:
+        assert services[name]["profiles"] == ["tracing"], name
+    assert services["otel-collector"]["depends_on"] == {"jaeger": {"condition": "service_healthy"}}
+    collector = yaml.safe_load((ROOT / "config" / "otel-collector.yaml").read_text())
+    assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert collector["service"]["pipelines"]["traces"] == {
+        "receivers": ["otlp"], "processors": ["batch"], "exporters": ["otlp/jaeger"]}
+    mounted = mounts(services["otel-collector"])["/etc/otelcol-contrib/config.yaml"]
+    assert Path(mounted) == ROOT / "config" / "otel-collector.yaml"
+    endpoint = "http://otel-collector:4318"
+    done = _config(compose, **CREDENTIALS, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    assert done.returncode == 0, done.stderr
+    for name in ("dispatcher", "worker", "api"):
+        assert yaml.safe_load(done.stdout)["services"][name]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
