@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from agentq.client import BaseClient, Event, event_of
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
 
@@ -82,10 +83,10 @@ class AsyncClient(BaseClient):
     `await client.aclose()` or use it as `async with`."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None, tools: ToolRegistry | None = None):
+                 settings: Settings | None = None, tools: ToolRegistry | None = None, tenant: str = DEFAULT_TENANT):
         from agentq.store.aio import open_async_store
 
-        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools)
+        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, tenant=tenant)
         self._reads = open_async_store(self.settings)
 
     async def _thread(self, function: Callable[..., T], *args: Any) -> T:

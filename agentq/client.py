@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentq.errors import ConfigurationError
 from agentq.protocol.envelopes import Envelope, parse_envelope
 from agentq.protocol.events import strip_technical_details
+from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings, load_settings
 
@@ -50,11 +52,16 @@ class BaseClient:
     reads are the same steps of `store/core.py`, each client sending them with its own I/O."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None):
+                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None,
+                 tenant: str = DEFAULT_TENANT):
         """`parts`: the composition root's parts of a runtime this process already built (embedded mode), used
-        instead of building new ones; the client then leaves closing them to their owner."""
+        instead of building new ones; the client then leaves closing them to their owner. `tenant`: the tenant
+        of the jobs this client submits (SPEC §17)."""
         from agentq.runtime.root import connect
 
+        if (problem := tenant_problem(tenant)) is not None:
+            raise ConfigurationError(f"Client(tenant=...): {problem}")
+        self.tenant = tenant
         self._owns_parts = parts is None
         if parts is not None:
             self.settings, self._parts = parts.settings, parts
@@ -69,7 +76,7 @@ class BaseClient:
             self._parts.close()
 
     def _submitted(self, job: Any, job_id: str | None, traceparent: str | None = None) -> str:
-        return self._parts.jobs.submit(job, job_id=job_id, traceparent=traceparent)
+        return self._parts.jobs.submit(job, job_id=job_id, traceparent=traceparent, tenant=self.tenant)
 
     def _canceled(self, job_id: str) -> str:
         return self._parts.jobs.cancel(job_id).value
@@ -179,8 +186,10 @@ class Client(BaseClient):
     own tool files); the client never needs activity code."""
 
     def __init__(self, redis_url: str | None = None, *, broker_url: str | None = None,
-                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None):
-        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, parts=parts)
+                 settings: Settings | None = None, tools: ToolRegistry | None = None, parts: Parts | None = None,
+                 tenant: str = DEFAULT_TENANT):
+        super().__init__(redis_url, broker_url=broker_url, settings=settings, tools=tools, parts=parts,
+                         tenant=tenant)
         self._reads = self._parts.reads
 
     def submit(self, job: Any, *, job_id: str | None = None, traceparent: str | None = None) -> JobHandle:

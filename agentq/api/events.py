@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from agentq.api.deps import AuthorizedOrQuery, app_parts, app_store
+from agentq.api.deps import AuthorizedOrQuery, app_parts, app_store, visible_job
 from agentq.api.errors import ApiError, NoContent
 from agentq.api.models import responses
 from agentq.errors import AgentQError, Problem
@@ -62,6 +62,7 @@ async def _resume(request: Request, job_id: str,
     cursor, where = (last_event_id, "/headers/Last-Event-ID") if last_event_id else (after, "/query/after")
     after_id, marker_of = _position(cursor, where, with_markers=format == "parts" and markers)
     store = app_store(request)
+    await visible_job(request, job_id)
     status = await store.job_status(job_id)
     if status.is_final and marker_of is None and cursor and not await store.read_events(job_id, after_id, count=1):
         raise NoContent()

@@ -1,4 +1,4 @@
-"""Fleet routes (SPEC §14): tools, activities, health, readiness."""
+"""Fleet routes (SPEC §14): tools, activities, health, readiness, metrics, and whom a token acts for."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from agentq.api.deps import Authorized, app_parts, app_store
+from agentq.api.deps import Authorized, app_parts, app_store, principal
 from agentq.api.errors import ApiError
 from agentq.api.models import ActivityModel, ToolsModel, responses
 from agentq.errors import StoreUnavailableError
@@ -43,6 +43,14 @@ async def tools(request: Request) -> JSONResponse:
             responses={200: {"model": dict[str, ActivityModel]}, **responses(401, 503)})
 async def activities(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(app_parts(request).jobs.known_activities))
+
+
+@router.get("/v1/me", dependencies=[Authorized], summary="The tenant and role of the token in use (SPEC §17)",
+            responses={200: {"description": '{"tenant": "...", "role": "admin" | "submit" | "read"}'},
+                       **responses(401)})
+async def me(request: Request) -> JSONResponse:
+    who = principal(request)
+    return JSONResponse({"tenant": who.tenant, "role": who.role.value})
 
 
 @router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"description": "ok"}})
@@ -78,9 +86,11 @@ def example_jobs() -> dict[str, Any]:
 
 @router.get("/metrics", dependencies=[Authorized], summary="Prometheus metrics (SPEC §15)",
             responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
-                       **responses(401)})
+                       **responses(401, 403)})
 async def metrics(request: Request) -> Response:
     from agentq.metrics import render_metrics
 
+    if not principal(request).is_admin:  # fleet-wide figures, every tenant's among them
+        raise ApiError(403, "Forbidden", "the metrics are for admin tokens")
     body, content_type = await run_in_threadpool(render_metrics, app_parts(request))
     return Response(body, media_type=content_type)

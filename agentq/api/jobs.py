@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentq.api.deps import Authorized, app_parts, app_store
+from agentq.api.deps import Authorized, app_parts, app_store, principal, visible_job
 from agentq.api.errors import ApiError
 from agentq.api.models import (
     JOB_BODY_SCHEMA,
@@ -28,9 +28,12 @@ from agentq.api.models import (
 )
 from agentq.errors import JobExistsError, Problem
 from agentq.protocol.jsonsafe import text_depth_problem
+from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.calls import job_call, job_calls
 from agentq.runtime.history import history_of
+from agentq.store.aio import AsyncStateStore
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Authorized])
 
@@ -51,13 +54,16 @@ TraceParent = Annotated[str | None, Header(
                  "schema": JOB_BODY_SCHEMA}}}})
 async def submit_job(request: Request, idempotency_key: IdempotencyKey = None,
                      traceparent: TraceParent = None) -> JSONResponse:
-    parts = app_parts(request)
+    parts, who = app_parts(request), principal(request)
+    if not who.may_write:
+        raise ApiError(403, "Forbidden", f"this token may only read (role {who.role.value!r})")
     text, job = await json_body(request)
-    job_id = None if idempotency_key is None else idempotent_job_id(idempotency_key)
+    job_id = None if idempotency_key is None else idempotent_job_id(idempotency_key, who.tenant)
     if job_id is not None and (replay := await _replay(request, job_id, job)) is not None:
         return replay
     try:
-        job_id = await run_in_threadpool(parts.jobs.submit, text, job_id=job_id, traceparent=traceparent)
+        job_id = await run_in_threadpool(parts.jobs.submit, text, job_id=job_id, traceparent=traceparent,
+                                         tenant=who.tenant)
     except JobExistsError:
         if job_id is None:
             raise
@@ -69,10 +75,12 @@ async def submit_job(request: Request, idempotency_key: IdempotencyKey = None,
     return JSONResponse(record.to_dict(), status_code=201, headers={"Location": f"/v1/jobs/{job_id}"})
 
 
-def idempotent_job_id(key: str) -> str:
+def idempotent_job_id(key: str, tenant: str = DEFAULT_TENANT) -> str:
     """The job id an `Idempotency-Key` stands for: a twin request names the same job, which can only be
-    created once (the store's submit step refuses an id that exists), so no extra record is needed."""
-    return "job_idem_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    created once (the store's submit step refuses an id that exists), so no extra record is needed. Keys are
+    the tenant's own: the same key sent by two tenants names two jobs."""
+    scoped = key if tenant == DEFAULT_TENANT else f"{tenant}\n{key}"
+    return "job_idem_" + hashlib.sha256(scoped.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 async def _replay(request: Request, job_id: str, job: Any) -> JSONResponse | None:
@@ -114,31 +122,49 @@ async def json_body(request: Request, *, required: bool = True) -> tuple[str, An
 @router.get("", summary="The newest jobs, newest first",
             responses={200: {"model": list[JobRecordModel]}, **responses(401, 422, 503)})
 async def list_jobs(request: Request, status: JobStatus | None = None,
-                    limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JSONResponse:
-    store = app_store(request)
+                    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                    tenant: Annotated[str | None, Query(max_length=64, description="only this tenant's jobs (an "
+                                                        "admin token's listing holds every tenant's)")] = None,
+                    ) -> JSONResponse:
+    who = principal(request)
+    if not who.is_admin:
+        if tenant is not None and tenant != who.tenant:
+            return JSONResponse([])  # another tenant's jobs do not exist for this token
+        tenant = who.tenant
+    return JSONResponse(await _newest(app_store(request), limit, status, tenant))
+
+
+async def _newest(store: AsyncStateStore, limit: int, status: JobStatus | None, tenant: str | None) -> list[dict]:
+    """Up to `limit` records of the newest jobs with `status` of `tenant` (None: any). A filter that the listing
+    does not apply by itself (a status; the default tenant, whose jobs are among every tenant's) reads pages of
+    the listing until enough match, looking through `_LIST_SCAN_LIMIT` jobs at most."""
     found: list[dict] = []
-    offset, page = 0, max(limit, 100) if status else limit
+    filtered = status is not None or tenant == DEFAULT_TENANT
+    offset, page = 0, max(limit, 100) if filtered else limit
     while len(found) < limit and offset < _LIST_SCAN_LIMIT:
-        ids = await store.recent_jobs(page, offset=offset)
-        for record in await store.records(ids):
-            if status is None or record.status is status:
-                found.append(record.to_dict())
-        if len(ids) < page or status is None:
+        ids = await store.recent_jobs(page, offset=offset, tenant=tenant)
+        found += [record.to_dict() for record in await store.records(ids) if _matches(record, status, tenant)]
+        if len(ids) < page or not filtered:
             break
         offset += page
-    return JSONResponse(found[:limit])
+    return found[:limit]
+
+
+def _matches(record: JobRecord, status: JobStatus | None, tenant: str | None) -> bool:
+    return (status is None or record.status is status) and (tenant is None or record.tenant == tenant)
 
 
 @router.get("/{job_id}", summary="A job's record",
             responses={200: {"model": JobRecordModel}, **responses(401, 404, 503)})
 async def get_job(request: Request, job_id: str) -> JSONResponse:
+    await visible_job(request, job_id)
     return JSONResponse((await app_store(request).record(job_id)).to_dict())
 
 
 @router.post("/{job_id}/cancel", summary="Cancel a job: no call starts after this",
              responses={200: {"model": JobRecordModel}, **responses(401, 403, 404, 503)})
 async def cancel_job(request: Request, job_id: str) -> JSONResponse:
-    await app_store(request).job_status(job_id)  # 404 before anything else
+    await visible_job(request, job_id, write=True)  # 404 (or 403) before anything else
     await run_in_threadpool(app_parts(request).jobs.cancel, job_id)
     return JSONResponse((await app_store(request).record(job_id)).to_dict())
 
@@ -146,6 +172,7 @@ async def cancel_job(request: Request, job_id: str) -> JSONResponse:
 @router.get("/{job_id}/calls", summary="A job's calls: status, attempts, duration, what each waits on",
             responses={200: {"model": list[CallModel]}, **responses(401, 404, 503)})
 async def list_calls(request: Request, job_id: str) -> JSONResponse:
+    await visible_job(request, job_id)
     return JSONResponse(await run_in_threadpool(job_calls, app_parts(request).store, job_id))
 
 
@@ -158,6 +185,7 @@ async def list_deliveries(request: Request, job_id: str) -> JSONResponse:
 @router.post("/{job_id}/calls/{call_id}/approve", summary="Let a call awaiting approval run",
              responses={200: {"model": CallModel}, **responses(401, 403, 404, 409, 503)})
 async def approve_call(request: Request, job_id: str, call_id: str) -> JSONResponse:
+    await visible_job(request, job_id, write=True)
     parts = app_parts(request)
     await run_in_threadpool(parts.jobs.approve, job_id, call_id)
     return JSONResponse(await run_in_threadpool(job_call, parts.store, job_id, call_id))
@@ -168,6 +196,7 @@ async def approve_call(request: Request, job_id: str, call_id: str) -> JSONRespo
              openapi_extra={"requestBody": {"required": False, "content": {"application/json": {
                  "schema": RejectBody.model_json_schema()}}}})
 async def reject_call(request: Request, job_id: str, call_id: str) -> JSONResponse:
+    await visible_job(request, job_id, write=True)
     _, body = await json_body(request, required=False)
     reason = _field(body, "reason", str, required=False)
     parts = app_parts(request)
@@ -180,6 +209,7 @@ async def reject_call(request: Request, job_id: str, call_id: str) -> JSONRespon
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": EditBody.model_json_schema()}}}})
 async def edit_call(request: Request, job_id: str, call_id: str) -> JSONResponse:
+    await visible_job(request, job_id, write=True)
     _, body = await json_body(request)
     params = _field(body, "params", dict, required=True)
     parts = app_parts(request)
@@ -210,5 +240,5 @@ def _field(body: Any, name: str, kind: type, *, required: bool) -> Any:
             responses={200: {"model": HistoryModel}, **responses(401, 404, 503)})
 async def history(request: Request, job_id: str) -> JSONResponse:
     store = app_store(request)
-    await store.job_status(job_id)
+    await visible_job(request, job_id)
     return JSONResponse(history_of([entry async for entry in store.events(job_id, follow=False, batch=1000)]))

@@ -36,6 +36,7 @@ class JobRecordModel(BaseModel):
 
     id: str
     status: Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
+    tenant: str = "default"  # whose job it is (SPEC §17)
     result: Any = None
     state: Any = None
     instances: dict[str, Any] = Field(default_factory=dict)

@@ -34,11 +34,12 @@ def print_table(rows: Sequence[Sequence[str]]) -> None:
         print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]))
 
 
-def client(args: argparse.Namespace, *, tools: ToolRegistry | None = None) -> Client:
-    """An `agentq.Client` on the command's settings (it gets its parts from the composition root)."""
+def client(args: argparse.Namespace, *, tools: ToolRegistry | None = None, tenant: str = "default") -> Client:
+    """An `agentq.Client` on the command's settings (it gets its parts from the composition root), submitting
+    for `tenant`."""
     from agentq.client import Client
 
-    return Client(settings=args.settings, tools=tools)
+    return Client(settings=args.settings, tools=tools, tenant=tenant)
 
 
 def local_tools(modules: list[str], tool_dirs: list[str]) -> ToolRegistry:

@@ -17,7 +17,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    with client(args) as jobs:
+    with client(args, tenant=args.tenant) as jobs:
         print(jobs.submit(read_job(args.file)).id)
     return 0
 

@@ -36,8 +36,8 @@ def _serve_http(server: object, args: argparse.Namespace) -> None:
 
     app = server.streamable_http_app(host=args.host)  # type: ignore[attr-defined]
     auth = ApiAuth.configure(args.settings.api_tokens, enabled=not args.no_auth)
-    if auth.enabled:
-        app = bearer_guard(app, auth.accepts)
+    if auth.enabled:  # its tools act for every tenant (a Client): admin tokens only (SPEC §17)
+        app = bearer_guard(app, auth.admits_admin)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
     _announce(http, args, auth)

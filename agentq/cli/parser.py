@@ -61,6 +61,7 @@ def _job_commands(command: Commands) -> None:
 
     submit = command("submit", cmd_submit, "submit a job and print its id")
     submit.add_argument("file", help="job JSON file ('-' for stdin)")
+    submit.add_argument("--tenant", default="default", help="the tenant the job belongs to (default: default)")
 
     status = command("status", cmd_status, "print a job's status")
     status.add_argument("id")

@@ -42,7 +42,7 @@ log = logging.getLogger("agentq.modules")
 class SubmitChild(Protocol):
     """The job service's submission of a module's child job (`JobService.submit_child`)."""
 
-    def __call__(self, job: Any, *, job_id: str, parent: ParentLink) -> str: ...
+    def __call__(self, job: Any, *, job_id: str, parent: ParentLink, tenant: str) -> str: ...
 
 
 def child_job_id(call_id: str) -> str:
@@ -95,7 +95,7 @@ class Delegation:
                           root=parent.root_job)
         self.store.hold_lease(job_id, call_id, token=token)
         try:
-            self.submit_child(child, job_id=child_job_id(call_id), parent=link)
+            self.submit_child(child, job_id=child_job_id(call_id), parent=link, tenant=parent.tenant)
         except JobValidationError as error:
             problems = "; ".join(f"{p.pointer or '/'}: {p.message}" for p in error.problems) or str(error)
             raise CallFailure("InvalidModule", f"module {reference!r} cannot run: {problems}",

@@ -15,6 +15,7 @@ from typing import Any
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, Budget
 from agentq.protocol.context import ContextOptions
 from agentq.protocol.status import JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.thinking import thinking_param
 from agentq.protocol.usage import empty_usage
 
@@ -100,12 +101,13 @@ class JobRecord:
     usage: dict[str, Any] = field(default_factory=empty_usage)  # `agentq.protocol.usage.usage_record`'s form
     created_at: str | None = None
     finished_at: str | None = None
+    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "status": self.status.value, "result": self.result, "state": self.state,
-            "instances": self.instances, "error": self.error.to_dict() if self.error is not None else None,
-            "usage": self.usage,
+            "id": self.id, "status": self.status.value, "tenant": self.tenant, "result": self.result,
+            "state": self.state, "instances": self.instances,
+            "error": self.error.to_dict() if self.error is not None else None, "usage": self.usage,
             "created_at": self.created_at, "finished_at": self.finished_at,
         }
 
@@ -115,7 +117,7 @@ class JobRecord:
             id=data["id"], status=JobStatus(data["status"]), result=data.get("result"),
             state=data.get("state", {}), instances=data.get("instances") or {}, error=ErrorInfo.of(data.get("error")),
             usage={**empty_usage(), **(data.get("usage") or {})}, created_at=data.get("created_at"),
-            finished_at=data.get("finished_at"),
+            finished_at=data.get("finished_at"), tenant=data.get("tenant") or DEFAULT_TENANT,
         )
 
 
@@ -142,6 +144,7 @@ class JobInfo:
     ticking: bool = False  # agent jobs: a model request is in flight
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
     traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (SPEC §18)
+    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is (a module's child job has its parent's)
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from agentq.errors import CallFailedError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.broker import broker_of
 from agentq.runtime.messages import SENT_EVENTS_GROUP, SentEvents, task_messages
 from agentq.runtime.outages import store_backoff_s
@@ -222,10 +223,11 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
     returns the engine queue. `redeliveries` counts the call tasks the broker delivered again."""
 
     @app.task(name=SUBMIT_TASK, bind=True, shared=False, max_retries=None)
-    def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, **kwargs: Any) -> None:
+    def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, tenant: Any = DEFAULT_TENANT,
+               **kwargs: Any) -> None:
         try:
             with telemetry.continued(telemetry.task_traceparent(task.request)):
-                service.submit_by_task(job, job_id=job_id)
+                service.submit_by_task(job, job_id=job_id, tenant=tenant)
         except StoreUnavailableError as error:
             raise _store_retry(task, error) from error
 

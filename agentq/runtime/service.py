@@ -40,6 +40,7 @@ from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
@@ -192,14 +193,17 @@ class JobService:
                         size=size, job_id=job_id, module_loader=self.module_loader)
 
     def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None,
-               traceparent: str | None = None) -> str:
-        """Validate, write and start a job; returns its id. Raises `JobValidationError` and writes nothing.
-        `parent` links a module's child job to the call it runs for (see `engine/delegation.py`); the job's trace
-        continues `traceparent` (W3C), else the current context (SPEC §18)."""
+               traceparent: str | None = None, tenant: str = DEFAULT_TENANT) -> str:
+        """Validate, write and start a job of `tenant`; returns its id. Raises `JobValidationError` and writes
+        nothing. `parent` links a module's child job to the call it runs for (see `engine/delegation.py`); the
+        job's trace continues `traceparent` (W3C), else the current context (SPEC §18)."""
+        if (tenant_error := tenant_problem(tenant)) is not None:
+            raise JobValidationError("job rejected", [Problem("", f"tenant: {tenant_error}")])
         with telemetry.submission(traceparent) as trace:
-            return self._submit(job, job_id, parent, trace)
+            return self._submit(job, job_id, parent, trace, tenant)
 
-    def _submit(self, job: Any, job_id: str | None, parent: ParentLink | None, trace: telemetry.Submission) -> str:
+    def _submit(self, job: Any, job_id: str | None, parent: ParentLink | None, trace: telemetry.Submission,
+                tenant: str) -> str:
         job, size = self._decode(job, job_id)
         plan, known = self._plan(job, size, job_id)
         trace.job(plan.id, plan.kind.value)
@@ -212,7 +216,7 @@ class JobService:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
         if not self.store.create_job(plan, records, submitted=job, events=[queued],
                                      parent=parent.to_dict() if parent is not None else None,
-                                     traceparent=trace.traceparent):
+                                     traceparent=trace.traceparent, tenant=tenant):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
@@ -255,23 +259,25 @@ class JobService:
         except (TypeError, ValueError) as error:
             raise JobValidationError("job rejected", [Problem("", f"not JSON: {error}")]) from None
 
-    def submit_by_task(self, job: Any, *, job_id: Any = None) -> None:
+    def submit_by_task(self, job: Any, *, job_id: Any = None, tenant: Any = DEFAULT_TENANT) -> None:
         """Submission through the `agentq.engine.submit` task: a rejected job with a usable id is recorded
         as failed so its sender can read why; an id that cannot be used is only logged (no key is written)."""
         if job_id is not None and (problem := job_id_problem(job_id)):
             log.warning("submission by task name rejected before anything was written: %s", problem)
             return
         try:
-            self.submit(job, job_id=job_id)
+            self.submit(job, job_id=job_id, tenant=tenant)
         except JobValidationError as error:
             log.warning("job %s rejected: %s", job_id or "(no id)", error)
             if job_id:
                 self.store.record_rejection(job_id, ErrorInfo.from_dict(error.to_dict()),
-                                            ttl_s=self.settings.job_ttl_s)
+                                            ttl_s=self.settings.job_ttl_s,
+                                            tenant=DEFAULT_TENANT if tenant_problem(tenant) else tenant)
 
-    def submit_child(self, job: Any, *, job_id: str, parent: ParentLink) -> str:
-        """Submit a module's child job (idempotent: a child job that exists already is left as it is)."""
-        return self.submit(job, job_id=job_id, parent=parent)
+    def submit_child(self, job: Any, *, job_id: str, parent: ParentLink, tenant: str) -> str:
+        """Submit a module's child job, of its parent's tenant (idempotent: a child job that exists already is
+        left as it is)."""
+        return self.submit(job, job_id=job_id, parent=parent, tenant=tenant)
 
     # ------------------------------------------------------------------------------------ approvals
 

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.settings import Settings
 from agentq.store import core
 from agentq.store.boundary import map_store_errors
@@ -97,6 +98,9 @@ class AsyncStateStore:
     async def job_status(self, job_id: str) -> JobStatus:
         return await arun(self.redis, core.job_status(self.keys(job_id)))
 
+    async def job_tenant(self, job_id: str) -> str:
+        return await arun(self.redis, core.job_tenant(self.keys(job_id)))
+
     async def record(self, job_id: str) -> JobRecord:
         """The job record of SPEC §12 (see `core.record`)."""
         return await arun(self.redis, core.record(self.keys(job_id)))
@@ -109,9 +113,11 @@ class AsyncStateStore:
         """The job as it was submitted, or None for no such job."""
         return await arun(self.redis, core.submitted(self.keys(job_id)))
 
-    async def recent_jobs(self, limit: int, *, offset: int = 0) -> list[str]:
-        """Job ids, newest first."""
-        return list(await self.redis.zrevrange(self.fleet.jobs, offset, offset + limit - 1))
+    async def recent_jobs(self, limit: int, *, offset: int = 0, tenant: str | None = None) -> list[str]:
+        """Job ids, newest first: every tenant's, or those of `tenant` when it is a named one (the default tenant's
+        are among every tenant's: see `StateStore._queue_listing`)."""
+        listing = self.fleet.jobs if tenant in (None, DEFAULT_TENANT) else self.fleet.tenant_jobs(tenant)
+        return list(await self.redis.zrevrange(listing, offset, offset + limit - 1))
 
     async def read_events(self, job_id: str, after: str = "0-0", *, count: int | None = None,
                           block_ms: int | None = None) -> list[Entry]:

@@ -24,6 +24,7 @@ from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store.replies import (
     BudgetReply,
     Claim,
@@ -49,14 +50,15 @@ class Store(Protocol):
 
     # ---------------------------------------------------------------------------- submission
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None) -> bool: ...
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
+                   tenant: str = DEFAULT_TENANT) -> bool: ...
 
     def job_tools(self, job_id: str) -> dict[str, dict]: ...
 
     def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
                token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision: ...
 
-    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int) -> bool: ...
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool: ...
 
     # ----------------------------------------------------------------------------- execution
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
@@ -149,7 +151,7 @@ class Store(Protocol):
 
     def call_table(self, job_id: str) -> CallTable: ...
 
-    def recent_jobs(self, limit: int = 50) -> list[str]: ...
+    def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]: ...
 
     # --------------------------------------------------------------------------------- fleet
     def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...

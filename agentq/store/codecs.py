@@ -13,6 +13,7 @@ from typing import Any
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.usage import usage_record
 from agentq.store.event_codec import pack
 
@@ -68,6 +69,7 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
         ticking=fields.get("ticking") == "1",
         exchanges=_count(fields, "exchanges"), traceparent=fields.get("traceparent") or None,
+        tenant=fields.get("tenant") or DEFAULT_TENANT,
     )
 
 

@@ -26,6 +26,7 @@ from agentq.errors import JobNotFoundError, JobTimeoutError
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store.codecs import decode_job, saved_record, standing_record
 from agentq.store.event_codec import unpack
 from agentq.store.keys import JobKeys
@@ -65,6 +66,14 @@ def job_status(keys: JobKeys) -> Step[JobStatus]:
     if status is None:
         raise not_found(keys.job_id)
     return JobStatus(status)
+
+
+def job_tenant(keys: JobKeys) -> Step[str]:
+    """The tenant of a job (SPEC §17); raises `JobNotFoundError` when there is no such job."""
+    ((status, tenant),) = yield (command("hmget", keys.job, "status", "tenant"),)
+    if status is None:
+        raise not_found(keys.job_id)
+    return tenant or DEFAULT_TENANT
 
 
 def read_events(keys: JobKeys, after: str = "0-0", *, count: int | None = None,

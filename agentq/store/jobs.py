@@ -18,6 +18,7 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso
@@ -37,9 +38,10 @@ class JobSteps(StatsSteps):
     # ------------------------------------------------------------------------------------------ submission
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None) -> bool:
-        """Write a planned job (its calls as routed `records`) in one atomic step; False if a job with that id
-        exists already. `parent` links a module's child job to the call it runs for.
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
+                   tenant: str = DEFAULT_TENANT) -> bool:
+        """Write a planned job (its calls as routed `records`) of `tenant` in one atomic step; False if a job with
+        that id exists already. `parent` links a module's child job to the call it runs for.
 
         One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
         active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
@@ -48,7 +50,7 @@ class JobSteps(StatsSteps):
         refused or failed submission is taken back."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
         payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
-                                 traceparent=traceparent))
+                                           traceparent=traceparent, tenant=tenant))
         now = time.time()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)
@@ -57,7 +59,8 @@ class JobSteps(StatsSteps):
                 return False
         else:
             self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
-        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held)
+        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
+                                         tenant=tenant)
         replies = pipe.execute(raise_on_error=False)
         if self.cluster:
             written: bool | Exception = True
@@ -69,15 +72,24 @@ class JobSteps(StatsSteps):
                 raise written
         return bool(written)
 
-    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool) -> list[str]:
-        """Queue a new job's fleet-wide entries (listing, active, approvals) and the trimming of expired ones;
-        returns the keys added to, in the order of their replies."""
-        fleet_keys = [self.fleet.jobs, self.fleet.active_jobs] + ([self.fleet.approval_jobs] if held else [])
+    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool,
+                       tenant: str) -> list[str]:
+        """Queue a new job's fleet-wide entries (listing, a named tenant's listing, active, approvals) and the
+        trimming of expired ones; returns the keys added to, in the order of their replies. The default tenant has
+        no listing of its own (its jobs are read from the fleet's, filtered), so a deployment without tenants pays
+        nothing for them."""
+        tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)
+        fleet_keys = [self.fleet.jobs] + ([tenant_jobs] if tenant_jobs else []) + [self.fleet.active_jobs] + (
+            [self.fleet.approval_jobs] if held else [])
         pipe.zadd(self.fleet.jobs, {job_id: now}, nx=True)
+        if tenant_jobs:
+            pipe.zadd(tenant_jobs, {job_id: now}, nx=True)
         pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
         if held:
             pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
         pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
+        if tenant_jobs:
+            pipe.zremrangebyscore(tenant_jobs, 0, now - JOB_LISTING_S)
         pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
         return fleet_keys
 
@@ -89,12 +101,14 @@ class JobSteps(StatsSteps):
                     back.zrem(key, job_id)
                 back.execute()
 
-    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int) -> bool:
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why. The job hash,
         its TTL and the end signal are written in one MULTI; nothing when the id is taken."""
         keys, now = self.keys(job_id), now_iso()
-        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
-        fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "created_at": now,
+        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now,
+                           tenant=tenant)
+        fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "tenant": tenant,
+                  "created_at": now,
                   "finished_at": now, "error": dumps(error.to_dict()), "record": dumps(record.to_dict()),
                   "expire_at_ms": int((time.time() + ttl_s) * 1000)}
 
@@ -195,5 +209,8 @@ class JobSteps(StatsSteps):
         return FinishInputs(decode_job(fields), [json.loads(m) for m in log],
                             {k: CallStatus(v) for k, v in statuses.items()})
 
-    def recent_jobs(self, limit: int = 50) -> list[str]:
-        return list(self.redis.zrevrange(self.fleet.jobs, 0, limit - 1))
+    def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]:
+        """Job ids, newest first: every tenant's, or those of `tenant` when it is a named one (the default tenant's
+        are among every tenant's: see `_queue_listing`)."""
+        listing = self.fleet.jobs if tenant in (None, DEFAULT_TENANT) else self.fleet.tenant_jobs(tenant)
+        return list(self.redis.zrevrange(listing, 0, limit - 1))

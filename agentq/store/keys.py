@@ -165,6 +165,9 @@ class FleetKeys:
     def jobs(self) -> str:  # zset: job id -> created_at (unix seconds), for listings
         return f"{self.namespace}:jobs"
 
+    def tenant_jobs(self, tenant: str) -> str:  # zset: job id -> created_at, the listing of one tenant's jobs
+        return f"{self.namespace}:jobs:tenant:{tenant}"
+
     @property
     def active_jobs(self) -> str:  # zset: job id -> its expiry (unix seconds), while the job is active (metrics)
         return f"{self.namespace}:jobs:active"

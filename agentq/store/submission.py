@@ -9,6 +9,7 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobKind
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store.codecs import dumps, entry, now_iso
 
 
@@ -18,13 +19,14 @@ def held_calls(plan: JobPlan) -> set[str]:
 
 
 def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                       events: Sequence[Envelope], parent: dict | None, traceparent: str | None = None) -> dict:
+                       events: Sequence[Envelope], parent: dict | None, traceparent: str | None = None,
+                       tenant: str = DEFAULT_TENANT) -> dict:
     """submit.lua's payload: the job hash's (hot) fields and its spec's (cold) ones, its log, its calls (as routed
     `records`) with their statuses, waiting counts, approvals and dependents, its tools and its first events."""
     waiting = {c.id: c.waiting for c in plan.calls}
     held = held_calls(plan)
     return {
-        "job": _job_fields(plan, parent=parent, held=len(held), traceparent=traceparent),
+        "job": _job_fields(plan, parent=parent, held=len(held), traceparent=traceparent, tenant=tenant),
         "spec": _spec_fields(plan, submitted=submitted),
         "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
@@ -48,7 +50,8 @@ def _dependents(plan: JobPlan) -> dict[str, str]:
     return {c.id: dumps(c.dependents) for c in plan.calls if c.dependents}
 
 
-def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: str | None) -> dict[str, Any]:
+def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: str | None,
+                tenant: str) -> dict[str, Any]:
     job = {
         "id": plan.id, "kind": plan.kind.value, "created_at": now_iso(),
         "status": (JobStatus.AWAITING_APPROVAL if held else JobStatus.QUEUED).value,
@@ -57,6 +60,8 @@ def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: s
     }
     if parent is not None:
         job["parent"] = dumps(parent)
+    if tenant != DEFAULT_TENANT:
+        job["tenant"] = tenant  # SPEC §17 (absent: the default tenant)
     if traceparent:
         job["traceparent"] = traceparent  # the job's trace context (SPEC §18): its ticks continue it
     return job

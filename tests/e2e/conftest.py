@@ -3,6 +3,7 @@ workers), the fake Messages API, and `serve_api` to start a real uvicorn server 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from tests.api_server import ApiServer
 from tests.fake_anthropic import anthropic_env, fake_anthropic  # noqa: F401  (fixtures)
 from tests.integration.conftest import Harness, harness, worker_procs  # noqa: F401  (fixtures)
+from tests.integration.test_plan_jobs import start_worker
 
 
 @pytest.fixture
@@ -29,3 +31,35 @@ def serve_api(harness: Harness) -> Iterator[Callable[..., ApiServer]]:  # noqa: 
     yield start
     for server in reversed(started):
         server.stop()
+
+
+class Gate:
+    """An activity that waits until the test opens the gate (so a job is still running while the test acts)."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.entered = threading.Event()
+
+    def activity(self, call: dict) -> dict:
+        self.entered.set()
+        assert self.opened.wait(30), "the test never opened the gate"
+        return {"passed": call["text"]}
+
+
+@pytest.fixture
+def echo(harness: Harness) -> Gate:  # noqa: F811
+    """Tools `echo` (text → {"said": text}), `gate` (waits for the test) and `boom` (always fails), served by a
+    started worker."""
+    gate = Gate()
+    harness.tool("echo", params={"text": {"type": "string"}}, required=["text"])
+    harness.tool("gate", params={"text": {"type": "string"}})
+    harness.tool("boom", params={})
+    harness.activities.register("echo", lambda call: {"said": call["text"]})
+    harness.activities.register("gate", gate.activity)
+
+    def boom(call: dict) -> None:
+        raise RuntimeError("boom")
+
+    harness.activities.register("boom", boom)
+    start_worker(harness)
+    return gate

@@ -17,41 +17,8 @@ from agentq.protocol.history import STREAM_MARKER_PREFIX, legacy_activity
 from tests.api_server import ApiServer, SseMessage
 from tests.integration.conftest import store_of
 from tests.integration.test_approvals import wait_until
-from tests.integration.test_plan_jobs import start_worker
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Gate:
-    """An activity that waits until the test opens the gate (so a job is still running while the test acts)."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.entered = threading.Event()
-
-    def activity(self, call: dict) -> dict:
-        self.entered.set()
-        assert self.opened.wait(30), "the test never opened the gate"
-        return {"passed": call["text"]}
-
-
-@pytest.fixture
-def echo(harness) -> Gate:
-    """Tools `echo` (text → {"said": text}), `gate` (waits for the test) and `boom` (always fails), served by a
-    started worker."""
-    gate = Gate()
-    harness.tool("echo", params={"text": {"type": "string"}}, required=["text"])
-    harness.tool("gate", params={"text": {"type": "string"}})
-    harness.tool("boom", params={})
-    harness.activities.register("echo", lambda call: {"said": call["text"]})
-    harness.activities.register("gate", gate.activity)
-
-    def boom(call: dict) -> None:
-        raise RuntimeError("boom")
-
-    harness.activities.register("boom", boom)
-    start_worker(harness)
-    return gate
 
 
 def chain(*texts: str) -> dict:
@@ -88,8 +55,9 @@ def test_a_plan_job_submitted_over_http_runs_and_its_record_calls_and_history_ar
     body = created.json()
     job_id = body["id"]
     assert created.headers["location"] == f"/v1/jobs/{job_id}"
-    assert set(body) == {"id", "status", "result", "state", "instances", "error", "usage", "created_at",
+    assert set(body) == {"id", "status", "tenant", "result", "state", "instances", "error", "usage", "created_at",
                          "finished_at"}
+    assert body["tenant"] == "default"
     record = finished(api, job_id)
     assert record["status"] == "succeeded"
     assert record["state"] == {"first": {"said": "hi"}, "second": {"said": "hi"}}

@@ -117,3 +117,19 @@ def test_help_lists_the_options():
     assert result.returncode == 0
     for option in ("--host", "--port", "--no-auth", "--embedded", "--module"):
         assert option in result.stdout
+
+
+def test_a_tokens_file_gives_tenants_and_one_that_cannot_be_used_stops_the_api_with_one_line(api_process, tmp_path):
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"acme-token-0123456789": {"tenant": "acme", "role": "read"}}')
+    _, api = api_process(AGENTQ_API_TOKENS=f"@{tokens}")
+    wait_healthy(api)
+    assert api.request("GET", "/v1/me", token="acme-token-0123456789").json() == {"tenant": "acme", "role": "read"}
+    tokens.write_text('{"acme-token-0123456789": {"tenant": "acme", "role": "owner"}}')
+    result = subprocess.run([sys.executable, "-m", "agentq.cli", "api", "--port", str(free_port())], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "AGENTQ_API_TOKENS": f"@{tokens}"})
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert str(tokens) in lines[0] and "role 'owner' is none of admin, submit, read" in lines[0]

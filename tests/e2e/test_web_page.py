@@ -353,6 +353,27 @@ def test_the_submit_form_shows_syntax_errors_and_the_apis_problems_with_their_po
     assert page.problems == []
 
 
+def test_the_page_shows_the_tenant_of_its_token_and_only_that_tenants_jobs(shop, serve_api, browser, tmp_path):
+    from playwright.sync_api import expect
+
+    acme, globex = "acme-page-token-0123456789", "globex-page-token-0123456789"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({acme: {"tenant": "acme"}, globex: {"tenant": "globex"}}))
+    api = serve_api(tokens=[f"@{tokens}"])  # the page opens with the first token: acme's
+    job = {"context": [{"type": "state", "data": {"n": 1}}], "calls": []}
+    mine = api.request("POST", "/v1/jobs", json_body=job, token=acme).json()["id"]
+    theirs = api.request("POST", "/v1/jobs", json_body=job, token=globex).json()["id"]
+    page = Page(browser, api)
+    tab = page.open("/")
+    expect(tab.locator("#tenant")).to_have_text("tenant acme")
+    expect(tab.locator(f"a.job-link[href='/jobs/{mine}']")).to_be_visible()
+    expect(tab.locator(f"a.job-link[href='/jobs/{theirs}']")).to_have_count(0)
+    tab = page.open(f"/jobs/{mine}")
+    expect(tab.locator("#tenant")).to_have_text("tenant acme")
+    expect(tab.locator("#job-id")).to_have_text(mine)
+    assert not page.problems, page.problems
+
+
 def test_the_page_scripts_never_insert_text_as_html():
     """Every text of a job goes in with textContent / text nodes: no HTML parsing sink in the page's scripts,
     and no inline script or style the page's Content-Security-Policy would refuse."""

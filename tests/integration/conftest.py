@@ -79,14 +79,14 @@ class Harness:
         self._workers.append(worker)
         return worker
 
-    def client(self, *, tools: ToolRegistry | None = None) -> Client:
-        client = Client(settings=self.settings, tools=tools)
+    def client(self, *, tools: ToolRegistry | None = None, tenant: str = "default") -> Client:
+        client = Client(settings=self.settings, tools=tools, tenant=tenant)
         self._clients.append(client)
         return client
 
-    def run(self, job: dict, timeout: float = 20.0) -> dict:
-        """Submit `job` with a new client and wait for its record."""
-        return self.client().submit(job).result(timeout=timeout)
+    def run(self, job: dict, timeout: float = 20.0, *, tenant: str = "default") -> dict:
+        """Submit `job` (for `tenant`) with a new client and wait for its record."""
+        return self.client(tenant=tenant).submit(job).result(timeout=timeout)
 
     def close(self) -> None:
         for worker in reversed(self._workers):

@@ -8,12 +8,13 @@ Tools reach the client the way they reach any submitter: published in the store 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 
 from agentq.client import Client
-from agentq.errors import JobValidationError
+from agentq.errors import ConfigurationError, JobValidationError
 from agentq.runtime.worker import InProcessWorker
 from agentq.store.keys import JobKeys
 from tests.integration.conftest import store_of, tool_schema
@@ -338,6 +339,26 @@ def test_submission_by_task_name_runs_a_valid_job(harness, client):
     assert record["id"] == "job_x"
     assert record["status"] == "succeeded", record
     assert record["state"] == {"city": "Lyon", "shipping": "shipped to Lyon"}
+
+
+def test_submission_by_task_name_and_by_client_carries_the_tenant(harness, client):
+    harness.tools.register("ship", TOOLS["ship"])
+    harness.activities.register("ship", lambda call: f"shipped to {call['to']}")
+    _start_worker(harness)
+    job = {"calls": [{"_tool": "ship", "to": "Lyon", "_outputPath": "†state.shipping"}]}
+    sender(harness).send_task("agentq.engine.submit", args=[job], kwargs={"job_id": "job_acme", "tenant": "acme"})
+    sender(harness).send_task("agentq.engine.submit", args=[job], kwargs={"job_id": "job_bad_tenant",
+                                                                          "tenant": "no such/tenant"})
+    _wait_for_job(client, "job_acme")
+    _wait_for_job(client, "job_bad_tenant")
+    assert client.job("job_acme").result(timeout=10)["tenant"] == "acme"
+    refused = client.job("job_bad_tenant").result(timeout=10)
+    assert (refused["status"], refused["tenant"], refused["error"]["type"]) == ("failed", "default",
+                                                                                "JobValidationError")
+    assert "not a tenant name" in refused["error"]["problems"][0]["message"]
+    assert harness.client(tenant="globex").submit(job).result(timeout=10)["tenant"] == "globex"
+    with pytest.raises(ConfigurationError, match=re.escape("Client(tenant=...): 'a b' is not a tenant name")):
+        Client(settings=harness.settings, tenant="a b")
 
 
 def test_submission_by_task_name_records_a_rejected_job_as_failed(harness, client):

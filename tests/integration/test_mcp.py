@@ -171,13 +171,19 @@ def test_agentq_mcp_over_stdio_submits_a_job_and_reads_its_result(doubler: Harne
     assert "/calls/0/n" in refused.content[0].text  # every problem with its JSON pointer
 
 
+TENANT_TOKEN = "acme-token-0123456789"
+
+
 @pytest.fixture
 def agentq_mcp_http(redis_url: str, tmp_path: Path) -> Iterator[str]:
-    """`agentq mcp --port 0` with the API token `secret-token`: its URL, read from what it prints."""
+    """`agentq mcp --port 0` with the API token `secret-token` (an admin) and a tenant's token from a tokens file:
+    its URL, read from what it prints."""
     log_path = tmp_path / "agentq-mcp.log"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({TENANT_TOKEN: {"tenant": "acme", "role": "submit"}}))
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "agentq.cli", "mcp", "--port", "0"], cwd=str(ROOT),
-                                env=base_env(redis_url, AGENTQ_API_TOKENS="secret-token"), stdout=log,
+                                env=base_env(redis_url, AGENTQ_API_TOKENS=f"secret-token,@{tokens}"), stdout=log,
                                 stderr=subprocess.STDOUT)
     try:
         def url() -> str | None:
@@ -197,7 +203,8 @@ def test_agentq_mcp_over_streamable_http_needs_the_api_token_and_decides_approva
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     accept = {"Accept": "application/json, text/event-stream"}
-    for headers in ({}, {"Authorization": "Bearer wrong"}):
+    # its tools act for every tenant: a tenant's token is refused as a wrong one is
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {TENANT_TOKEN}"}):
         answer = httpx2.post(url, json=initialize, headers={**accept, **headers}, timeout=10)
         assert answer.status_code == 401, answer.text
 

@@ -77,8 +77,9 @@ def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
     record = research.run({"context": [
         {"type": "data", "kind": "brief", "data": {"topic": "lighthouses"}},
         {"type": "data", "kind": "secret", "data": {"pin": SECRET}},
-        {"type": "text", "text": "Research the lighthouse."}], "tools": ["research"]}, timeout=40)
+        {"type": "text", "text": "Research the lighthouse."}], "tools": ["research"]}, timeout=40, tenant="lab")
     assert record["status"] == "succeeded", record
+    assert record["tenant"] == "lab"
     assert record["state"] == {"research": {"facts": ["lighthouse is old"]}}
     assert record["usage"]["requests"] == 4  # the child's requests are counted on the parent
     child_requests = [r for r in anthropic_env.requests if "Researcher" in json.dumps(r.body.get("system"))]
@@ -94,6 +95,7 @@ def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
     assert any(e["event"] == "call.finished" and e.get("tool") == "lookup" for e in relayed)
     child = store.record(relayed[0]["relayed_from"])
     assert child.status.value == "succeeded" and child.state == {"facts": ["lighthouse is old", "lighthouse is tall"]}
+    assert child.tenant == "lab"  # a module's child job is its parent's tenant's
 
 
 @pytest.mark.parametrize("tool", sorted(ESCAPES))

@@ -32,10 +32,10 @@ def store(redis_url: str) -> Iterator[StateStore]:
     store.close()
 
 
-def create(store: StateStore, job_id: str) -> bool:
+def create(store: StateStore, job_id: str, tenant: str = "default") -> bool:
     plan = make_plan(JOB, TOOLS, job_id=job_id)
     return store.create_job(plan, records_of(plan), submitted=JOB,
-                            events=[JobQueued(job_id=plan.id, kind="plan", calls=1)])
+                            events=[JobQueued(job_id=plan.id, kind="plan", calls=1)], tenant=tenant)
 
 
 def test_a_submission_is_one_round_trip_with_its_listing(store: StateStore):
@@ -52,6 +52,21 @@ def test_a_submission_is_one_round_trip_with_its_listing(store: StateStore):
     assert len(trips.requests) == 1
     assert store.redis.zscore(store.fleet.jobs, "job_one") == listed_at
     assert store.recent_jobs() == ["job_one", "job_zero"]
+
+
+def test_a_named_tenants_job_is_listed_for_its_tenant_too_in_the_same_round_trip(store: StateStore):
+    assert create(store, "job_zero")
+    trips = RoundTrips(store.redis)
+    assert create(store, "job_acme", tenant="acme")
+    assert trips.requests == [["EVALSHA", "ZADD", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE",
+                               "ZREMRANGEBYSCORE"]]
+    assert store.recent_jobs(tenant="acme") == ["job_acme"]
+    assert store.recent_jobs() == ["job_acme", "job_zero"]  # the default tenant's are among every tenant's
+    assert (store.record("job_acme").tenant, store.record("job_zero").tenant) == ("acme", "default")
+    assert store.job_info("job_acme").tenant == "acme"
+    trips.take()
+    assert not create(store, "job_acme", tenant="globex")  # a refused id leaves no listing behind
+    assert store.recent_jobs(tenant="globex") == []
 
 
 def test_a_redis_that_lost_its_scripts_still_takes_a_submission(store: StateStore):

@@ -77,6 +77,18 @@ export async function api(method, path, { body, headers } = {}) {
   return data;
 }
 
+/** Show in the top bar the tenant (and role) of the token the page was opened with (`GET /v1/me`). */
+export async function showTenant() {
+  try {
+    const me = await api("GET", "/v1/me");
+    const badge = h("p", { id: "tenant", class: "tenant", title: `this page acts as a ${me.role} token of tenant ${me.tenant}` },
+      "tenant ", h("strong", {}, String(me.tenant)), me.role === "admin" ? " · admin" : me.role === "read" ? " · read only" : "");
+    $(".topbar nav").after(badge);
+  } catch {
+    // signed out: the banner says so
+  }
+}
+
 /** The banner shown when the page's cookie is missing or no longer accepted. */
 export function showSignedOut() {
   if ($("#signed-out")) return;

@@ -2,6 +2,7 @@
 import {
   $, FINAL_JOB, api, errorView, formatAgo, formatDuration, h, jsonEditor, parseTime, statusBadge,
   timeView,
+  showTenant,
 } from "/static/common.js";
 
 const REFRESH_MS = 3000;
@@ -154,6 +155,7 @@ async function refreshFleet() {
 }
 
 $("#status-filter").addEventListener("change", refreshJobs);
+showTenant();
 loadExamples();
 refreshJobs();
 refreshFleet();

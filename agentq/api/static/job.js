@@ -9,6 +9,7 @@
 import {
   $, FINAL_JOB, api, classOf, contentView, errorView, formatDuration, h, jsonEditor, jsonView, parseTime,
   statusBadge, timeView,
+  showTenant,
 } from "/static/common.js";
 
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
@@ -636,6 +637,7 @@ $("#cancel-yes").addEventListener("click", async () => {
 // ------------------------------------------------------------------------------------------------ start
 
 (async () => {
+  showTenant();
   const record = await refresh();
   if (missing || record === null && !view.record) {
     if (!missing) setLive("offline", "cannot read the job");

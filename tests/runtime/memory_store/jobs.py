@@ -16,6 +16,7 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store.codecs import USAGE_PREFIX, dumps, entry, now_iso
 from agentq.store.event_codec import pack
 from agentq.store.replies import BudgetGranted, BudgetRefused, BudgetReply
@@ -29,11 +30,12 @@ class JobSteps(MemoryCore):
     _task_key: str | None
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None) -> bool:
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
+                   tenant: str = DEFAULT_TENANT) -> bool:
         """submit.lua, on the payload `StateStore.create_job` sends it: all of the job or nothing when its id is
         taken."""
         payload = submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
-                                 traceparent=traceparent)
+                                     traceparent=traceparent, tenant=tenant)
         with self._changed:
             current = self._get(plan.id)
             if current is not None and current.job:  # EXISTS job
@@ -47,9 +49,10 @@ class JobSteps(MemoryCore):
             self._recent.setdefault(plan.id, time.time())  # ZADD NX
             return True
 
-    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int) -> bool:
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool:
         now = now_iso()
-        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now)
+        record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now,
+                           tenant=tenant)
         with self._changed:
             current = self._get(job_id)
             if current is not None and current.job:
@@ -57,6 +60,7 @@ class JobSteps(MemoryCore):
             state = current or JobState()
             state.expire_at_ms = int((self.clock() + ttl_s) * 1000)
             state.job.update({"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value,
+                              "tenant": tenant,
                               "created_at": now, "finished_at": now, "error": dumps(error.to_dict()),
                               "record": dumps(record.to_dict()), "expire_at_ms": str(state.expire_at_ms)})
             self._jobs[job_id] = state

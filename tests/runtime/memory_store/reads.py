@@ -116,6 +116,7 @@ class Reads(MemoryCore):
                          attempts=dict(state.attempts),
                          dependents={k: json.loads(v) for k, v in state.dependents.items()})
 
-    def recent_jobs(self, limit: int = 50) -> list[str]:
+    def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]:
         with self._changed:
-            return sorted(self._recent, key=lambda j: self._recent[j], reverse=True)[:limit]
+            jobs = [j for j in self._recent if tenant in (None, "default") or self._jobs[j].job.get("tenant") == tenant]
+            return sorted(jobs, key=lambda j: self._recent[j], reverse=True)[:limit]
