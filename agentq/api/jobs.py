@@ -179,6 +179,7 @@ async def list_calls(request: Request, job_id: str) -> JSONResponse:
 @router.get("/{job_id}/deliveries", summary="A job's webhook deliveries: each event, its id and every attempt",
             responses={200: {"model": list[DeliveryModel]}, **responses(401, 404, 503)})
 async def list_deliveries(request: Request, job_id: str) -> JSONResponse:
+    await visible_job(request, job_id)
     return JSONResponse(await run_in_threadpool(app_parts(request).jobs.deliveries, job_id))
 
 

@@ -49,7 +49,8 @@ def test_a_tenant_sees_and_acts_on_its_own_jobs_only(harness, echo, serve_api, t
     # another tenant's job does not exist for this token: every route is 404, exactly as for an unknown job
     unknown = api.request("GET", "/v1/jobs/job_never_submitted", token=ACME).json()
     for method, path in (("GET", ""), ("GET", "/calls"), ("GET", "/history"), ("GET", "/events"),
-                         ("POST", "/cancel"), ("POST", "/calls/call_x/approve"), ("POST", "/calls/call_x/reject")):
+                         ("GET", "/deliveries"), ("POST", "/cancel"), ("POST", "/calls/call_x/approve"),
+                         ("POST", "/calls/call_x/reject")):
         answer = api.request(method, f"/v1/jobs/{theirs['id']}{path}", token=ACME)
         assert answer.status == 404, (method, path, answer.body)
         assert answer.json()["error"]["type"] == unknown["error"]["type"] == "JobNotFound"
