@@ -4,8 +4,9 @@
     python -m tests.mcp_server --http PORT      # over streamable HTTP at http://127.0.0.1:PORT/mcp
 
 Tools: `add` and `whoami` (structured output), `shout` (text only), `tag` (a nested model: `$defs` and `$ref` in
-its inputSchema), `peek` (what the request's `_meta` carried), `fail` (an error result), `crash` (exits the server
-process: the client sees the connection close), and `broken`, whose inputSchema is not a valid JSON Schema.
+its inputSchema), `peek` (what the request's `_meta` carried), `fail` (an error result), `flaky` (an error result
+on its first call only), `slow` (answers after some seconds), `crash` (exits the server process: the client sees
+the connection close), and `broken`, whose inputSchema is not a valid JSON Schema.
 `MCP_TEST_PREFIX` prefixes every tool name (two servers listing the same names).
 """
 
@@ -66,6 +67,25 @@ def fail() -> str:
     raise ToolError("this tool always fails")
 
 
+_FLAKY_CALLS = [0]
+
+
+def flaky() -> str:
+    """Fails its first call in each server process, then succeeds."""
+    _FLAKY_CALLS[0] += 1
+    if _FLAKY_CALLS[0] == 1:
+        raise ToolError("first call fails")
+    return f"ok after {_FLAKY_CALLS[0]} calls"
+
+
+async def slow(seconds: float) -> str:
+    """Answers after `seconds`."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "done"
+
+
 def crash() -> str:
     """Exits the server process before answering."""
     sys.stderr.flush()
@@ -78,9 +98,9 @@ def broken(x: int) -> str:
 
 
 TRANSPORT = "stdio"
-for function in (add, shout, whoami, tag, peek, fail, crash, broken):
+for function in (add, shout, whoami, tag, peek, fail, flaky, slow, crash, broken):
     server.add_tool(function, name=PREFIX + function.__name__,
-                    structured_output=False if function in (shout, tag, peek, fail, crash, broken) else None)
+                    structured_output=False if function not in (add, whoami) else None)
 server._tool_manager.get_tool(PREFIX + "broken").parameters = {  # type: ignore[union-attr]
     "type": "object", "properties": {"x": {"type": "integer", "minimum": "zero"}}}
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from agentq.errors import AgentQError, ConfigurationError
+from agentq.errors import ConfigurationError
 from agentq.mcp.config import ServerConfig
 
 __all__ = ["MCPCallError", "MCPConnection", "close_all", "connection_for"]
@@ -32,9 +32,11 @@ DEFAULT_CALL_TIMEOUT_S = 900.0
 _CONNECTION_CLOSED = -32000  # the JSON-RPC code the `mcp` client gives a request whose transport closed
 
 
-class MCPCallError(AgentQError):
-    """A tools/call that did not give a result: the tool answered an error, or its server went away (the call's
-    retries apply). One string argument, so it pickles across a prefork pool."""
+class MCPCallError(RuntimeError):
+    """A tools/call that did not give a result: the tool answered an error, its server went away or could not
+    start again, or it did not answer in time. Deliberately not an `AgentQError`: an activity that raises one of
+    agentq's errors fails its call for good, where this is the tool's own runtime error, tried again within the
+    call's retries. One string argument, so it pickles across a prefork pool."""
 
 
 def innermost(error: BaseException) -> BaseException:
@@ -127,7 +129,10 @@ class MCPConnection:
                   meta: dict | None = None) -> Any:
         """The `CallToolResult` of a tools/call; `MCPCallError` when the server went away or did not answer."""
         limit = timeout or DEFAULT_CALL_TIMEOUT_S
-        return self._run(self._call_tool(name, arguments, limit, meta), START_TIMEOUT_S + limit + 5)
+        try:
+            return self._run(self._call_tool(name, arguments, limit, meta), START_TIMEOUT_S + limit + 5)
+        except ConfigurationError as error:  # the server could not start again: maybe it can at the next attempt
+            raise MCPCallError(str(error)) from None
 
     def close(self, timeout: float = 10.0) -> None:
         if self._loop.is_closed():

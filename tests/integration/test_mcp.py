@@ -133,6 +133,26 @@ def test_a_stdio_server_that_crashed_is_started_again_and_the_next_call_succeeds
     assert "MCP server 'demo' went away; starting it again" in proc.output()
 
 
+def test_mcp_tools_have_the_retries_and_timeouts_their_config_gives(harness: Harness, worker_procs: WorkerProcs,
+                                                                     tmp_path: Path):
+    config = write_config(tmp_path, {"demo": {**stdio_server(), "agentq": {
+        "timeout": 1, "tools": {"flaky": {"retries": 1, "retry_backoff": 0.1}}}}})
+    _, announcement = mcp_worker(worker_procs, config, ["flaky", "slow"])
+    options = {a["name"]: a for a in announcement["activities"]}
+    assert (options["flaky"]["retries"], options["slow"]["retries"], options["slow"]["timeout"]) == (1, 0, 1.0)
+    harness.worker()
+    retried = harness.run({"calls": [{"_tool": "flaky", "_outputPath": "†state.flaky"}]}, timeout=60)
+    assert retried["status"] == "succeeded", (retried["error"], harness.client().calls(retried["id"])[0])
+    assert retried["state"] == {"flaky": "ok after 2 calls"}
+    (call,) = harness.client().calls(retried["id"])
+    assert call["attempts"] == 2
+    late = harness.run({"calls": [{"_tool": "slow", "seconds": 5, "_outputPath": "†state.slow"}]}, timeout=60)
+    assert late["status"] == "failed", late
+    (call,) = harness.client().calls(late["id"])
+    assert late["state"] == {} and call["attempts"] == 1, (late, call)
+    assert "tools/call 'slow'" in call["error"]["message"], call["error"]
+
+
 @pytest.fixture
 def doubler(harness: Harness) -> Harness:
     """A worker serving `double` (a Python activity) and the engine, for jobs submitted through `agentq mcp`."""

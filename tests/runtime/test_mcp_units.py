@@ -110,7 +110,7 @@ def test_the_tools_of_a_stdio_server_become_tools_and_activities(registries, cap
     caplog.set_level(logging.WARNING, "agentq.mcp")
     activities, tools, names = registries({"demo": {**stdio_server(), "agentq": {
         "retries": 1, "timeout": 20, "tools": {"peek": {"scopes": ["state"]}, "tag": {"sensitive": ["/note"]}}}}})
-    assert names == ["add", "shout", "whoami", "tag", "peek", "fail", "crash"]
+    assert names == ["add", "shout", "whoami", "tag", "peek", "fail", "flaky", "slow", "crash"]
     assert "MCP server 'demo': tool 'broken' skipped: its inputSchema is not a valid JSON Schema" in caplog.text
     assert activities.get("add").retries == 1 and activities.get("add").timeout == 20
     assert tools.get("peek")["properties"]["_scopes"] == {"const": ["state"]}
