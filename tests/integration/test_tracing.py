@@ -20,6 +20,7 @@ from agentq import telemetry
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness
 from tests.integration.test_agent_jobs import OUTPUT, ticks_then_latent
+from tests.integration.test_modules import by_role, modules, research  # noqa: F401  (fixtures of the module test)
 
 CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 CLIENT_SPAN = 0x00F067AA0BA902B7
@@ -111,3 +112,38 @@ def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
         assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_use",)
     assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
     assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) == record["usage"]["output_tokens"]
+
+
+def test_a_module_calls_child_job_is_traced_under_the_parents_call(
+        spans: InMemorySpanExporter, research: Harness, anthropic_env: FakeAnthropic):  # noqa: F811  (spans first:
+    # the worker's `chat` hook is installed when its runtime is built, with tracing on)
+    anthropic_env.responder = by_role(
+        parent=[Answer.solution({"calls": [{"_tool": "research", "question": "the lighthouse",
+                                            "_outputPath": "†state.research"}], "output": None}),
+                Answer.solution({"calls": [], "output": "done"})],
+        child=[Answer.solution({"calls": [{"_tool": "lookup", "topic": "lighthouse",
+                                           "_outputPath": "†state.facts"}], "output": None}),
+               Answer.solution({"calls": [], "output": {"facts": ["lighthouse is old"]}})])
+    handle = research.client().submit({"context": [{"type": "data", "kind": "brief", "data": {"topic": "x"}},
+                                                   {"type": "text", "text": "Research the lighthouse."}],
+                                       "tools": ["research"]}, traceparent=TRACEPARENT)
+    record = handle.result(timeout=40)
+    assert record["status"] == "succeeded", record
+
+    found = finished(spans, {"submit job": 2, "invoke_agent": 4, "activity lookup": 1})
+    assert {s.context.trace_id for s in found} == {CLIENT_TRACE}
+    (parent_submit,) = [s for s in by_name(found, "submit job") if s.attributes["agentq.job.id"] == record["id"]]
+    (child_submit,) = [s for s in by_name(found, "submit job") if s is not parent_submit]
+    (module_call,) = by_name(found, "execute_tool research")
+    assert parent_of(parent_submit, found) is None  # the client's span, not exported here
+    assert parent_of(module_call, found).name == "invoke_agent"
+    assert parent_of(parent_of(module_call, found), found) is parent_submit
+    assert parent_of(child_submit, found) is module_call  # the child job's whole tree hangs under the call
+    child_ticks = [t for t in by_name(found, "invoke_agent") if parent_of(t, found) is child_submit]
+    assert len(child_ticks) == 2
+    (lookup,) = by_name(found, "execute_tool lookup")
+    assert parent_of(lookup, found) in child_ticks
+    chats = by_name(finished(spans, {"chat claude-sonnet-4-6": 4}), "chat claude-sonnet-4-6")
+    assert len([c for c in chats if parent_of(c, found) in child_ticks]) == 2
+    # the child's requests count in the parent's usage (SPEC §8), and so do their spans
+    assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
