@@ -8,6 +8,8 @@ Every setting is documented in `config/README.md`; keep the two in step.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin
@@ -170,6 +172,19 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, value: Any) -> Any:
         """An empty variable is an unset one (prometheus_client reads it so)."""
         return None if value == "" else value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _whsec_is_base64(cls, value: SecretStr | None) -> SecretStr | None:
+        """A `whsec_` secret (Standard Webhooks' form) must be base64 after its prefix: checked at start, never
+        shown."""
+        for item in (value.get_secret_value() if value is not None else "").split():
+            if item.startswith("whsec_"):
+                try:
+                    base64.b64decode(item[len("whsec_"):], validate=True)
+                except binascii.Error:
+                    raise ValueError("a whsec_ secret must be base64 after its prefix") from None
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -115,3 +115,15 @@ def test_outcomes_end_on_2xx_on_410_and_after_the_retry_window():
     now[0] = 1099.0
     late, next_at = deliverer.outcome(retried, Answer(None, "ConnectError", None, 1.0))
     assert late.state is DeliveryState.FAILED and next_at is None and len(late.attempts) == 2
+
+
+def test_a_broken_whsec_secret_stops_the_process_at_start_without_showing_it(monkeypatch):
+    from agentq.settings import load_settings
+
+    monkeypatch.setenv("AGENTQ_WEBHOOK_SECRET", "whsec_not*base64")
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings()
+    assert "AGENTQ_WEBHOOK_SECRET" in str(caught.value) and "base64" in str(caught.value)
+    assert "not*base64" not in str(caught.value)
+    monkeypatch.setenv("AGENTQ_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw plain")
+    assert load_settings().webhook_secret is not None
