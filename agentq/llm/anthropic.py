@@ -42,7 +42,7 @@ from agentq.llm.base import (
     Usage,
 )
 from agentq.llm.scanner import CallReporter
-from agentq.llm.sdk import canned_stream, make_client, post
+from agentq.llm.sdk import canned_stream, events, make_client, post
 from agentq.protocol.thinking import fitted
 
 log = logging.getLogger(__name__)
@@ -290,8 +290,9 @@ KNOWN_STOP_REASONS = frozenset({"tool_use", "end_turn", "stop_sequence", "max_to
 
 
 def _events(stream: Any) -> Iterator[Any]:
-    """The stream's events, with every SDK or transport exception mapped into agentq's errors."""
-    iterator = iter(stream)
+    """The stream's events (their JSON, `sdk.events`), with every SDK or transport exception mapped into agentq's
+    errors."""
+    iterator = events(stream)
     while True:
         try:
             event = next(iterator)
