@@ -98,14 +98,24 @@ class Dispatcher:
                                       start_new_session=True)
         self.process = psutil.Process(self.popen.pid)
         self.peak_rss = 0
+        self._found: list[psutil.Process] = []
+        self._found_at = -1e9
         self._sampling = threading.Event()
         self._sampler: threading.Thread | None = None
 
-    def processes(self) -> list[psutil.Process]:
-        try:
-            return [self.process, *self.process.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
+    def processes(self, *, fresh: bool = True) -> list[psutil.Process]:
+        """The dispatcher and its pool's children. Finding the children reads every process of the machine
+        (psutil scans /proc: about 14 ms of CPU with 140 processes), so the RSS sampler (`fresh=False`) looks
+        for new ones once a second only, not at every sample: at 10 samples a second that scan took a seventh
+        of a CPU from the processes measured."""
+        now = time.monotonic()
+        if fresh or now - self._found_at >= 1.0:
+            try:
+                self._found = [self.process, *self.process.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                self._found = []
+            self._found_at = now
+        return self._found
 
     def cpu_s(self) -> float:
         total = 0.0
@@ -119,7 +129,7 @@ class Dispatcher:
 
     def rss(self) -> int:
         total = 0
-        for proc in self.processes():
+        for proc in self.processes(fresh=False):
             with contextlib.suppress(psutil.NoSuchProcess):
                 total += proc.memory_info().rss
         return total
@@ -178,18 +188,22 @@ class Held:
     cpu_s: float
     requests: int
     failed: int
+    fake_cpu_s: float  # this process: the fake Messages API (its server threads)
+    client_cpu_s: float  # the client process: submitting, then waiting
+    redis_cpu_s: float
 
 
-def run_jobs(redis_url: str, count: int, max_ticks: int) -> tuple[float, float, list[dict]]:
+def run_jobs(redis_url: str, count: int, max_ticks: int) -> tuple[float, float, list[dict], float]:
     """Submit `count` agent jobs and wait for every record, from a client process of its own (its own GIL, not
-    this process's, which the fake server's threads keep busy): (wall s, submit s, records)."""
+    this process's, which the fake server's threads keep busy): (wall s, submit s, records, the client's CPU s
+    from its first submission to its last record)."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     process = context.Process(target=client_process, args=(redis_url, count, max_ticks, results))
     process.start()
-    wall, submitted, records = results.get(timeout=1200)
+    wall, submitted, records, cpu = results.get(timeout=1200)
     process.join(60)
-    return wall, submitted, records
+    return wall, submitted, records, cpu
 
 
 def client_process(redis_url: str, count: int, max_ticks: int, results: Any) -> None:
@@ -200,28 +214,37 @@ def client_process(redis_url: str, count: int, max_ticks: int, results: Any) -> 
         with client._parts.app.connection_for_write() as connection:
             connection.ensure_connection()
         client._parts.jobs.fleet()
+        cpu = time.process_time()
         start = time.perf_counter()
         handles = list(pool.map(lambda _: client.submit(job), range(count)))
         submitted = time.perf_counter() - start
         records = list(pool.map(lambda handle: handle.result(timeout=900), handles))
         wall = time.perf_counter() - start
-    results.put((wall, submitted, [{"status": r["status"], "usage": r["usage"]} for r in records]))
+        cpu = time.process_time() - cpu
+    results.put((wall, submitted, [{"status": r["status"], "usage": r["usage"]} for r in records], cpu))
 
 
-def held(redis_url: str, fake: FakeAnthropic, dispatcher: Dispatcher, count: int, stream_s: float,
+def cpu_of(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def held(redis: RedisServer, fake: FakeAnthropic, dispatcher: Dispatcher, count: int, stream_s: float,
          chunks: int) -> Held:
     fake.responder = lambda request: streamed(GOING_ON if tick_of(request) == 0 else FINAL, stream_s, chunks)
     answered = len(fake.exchanges)
     fake.reset_peak()
     dispatcher.sample()
-    cpu = dispatcher.cpu_s()
-    wall, submitted, records = run_jobs(redis_url, count, max_ticks=4)
+    redis_process, this_process = psutil.Process(redis.pid), psutil.Process()
+    cpu, fake_cpu, redis_cpu = dispatcher.cpu_s(), cpu_of(this_process), cpu_of(redis_process)
+    wall, submitted, records, client_cpu = run_jobs(redis.url, count, max_ticks=4)
     cpu = dispatcher.cpu_s() - cpu
+    fake_cpu, redis_cpu = cpu_of(this_process) - fake_cpu, cpu_of(redis_process) - redis_cpu
     dispatcher.stop_sampling()
     failed = sum(1 for r in records if r["status"] != "succeeded")
     return Held(jobs=count, peak=fake.peak_in_flight, wall_s=wall, ideal_s=2 * stream_s, submit_s=submitted,
                 rss_mb=dispatcher.peak_rss / 2**20, cpu_s=cpu, requests=len(fake.exchanges) - answered,
-                failed=failed)
+                failed=failed, fake_cpu_s=fake_cpu, client_cpu_s=client_cpu, redis_cpu_s=redis_cpu)
 
 
 @dataclass
@@ -238,7 +261,7 @@ def overhead(redis_url: str, fake: FakeAnthropic, dispatcher: Dispatcher, ticks:
     fake.responder = lambda request: Answer.solution(FINAL if tick_of(request) >= ticks - 1 else GOING_ON)
     answered = len(fake.exchanges)
     cpu = dispatcher.cpu_s()
-    wall, _, records = run_jobs(redis_url, 1, max_ticks=ticks + 1)
+    wall, _, records, _ = run_jobs(redis_url, 1, max_ticks=ticks + 1)
     cpu = dispatcher.cpu_s() - cpu
     if records[0]["status"] != "succeeded" or records[0]["usage"]["requests"] != ticks:  # as planned
         raise SystemExit(f"the {ticks}-tick job did not end as planned: {records[0]}")
@@ -281,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             overhead(redis.url, fake, dispatcher, 3)  # a first job: the dispatcher's first requests, its pools
             rows = []
             for count in counts:
-                rows.append(held(redis.url, fake, dispatcher, count, args.stream_s, args.chunks))
+                rows.append(held(redis, fake, dispatcher, count, args.stream_s, args.chunks))
                 print(f"  (1) {count} jobs done", flush=True)
             costs = []
             for ticks in tick_counts:
@@ -304,6 +327,12 @@ def report(rows: list[Held], costs: list[Overhead], args: Any) -> None:
         print(f"{r.jobs:>6}  {r.peak:>14}  {r.wall_s:>7.2f}  {r.ideal_s:>7.2f}  {r.wall_s / r.ideal_s:>10.2f}  "
               f"{r.submit_s:>8.2f}  {r.rss_mb:>7.0f}  {r.cpu_s:>6.1f}  {r.cpu_s / max(1, r.requests) * 1000:>10.1f}  "
               f"{r.failed:>6}")
+    print("    CPU per model request of the other processes on the same CPUs, ms: the fake Messages API (this "
+          "process), the client (submitting and waiting), redis-server")
+    for r in rows:
+        per = 1000 / max(1, r.requests)
+        print(f"{r.jobs:>6}  fake {r.fake_cpu_s * per:>5.1f}  client {r.client_cpu_s * per:>5.1f}  "
+              f"redis {r.redis_cpu_s * per:>5.1f}")
     print()
     print("(2) tick overhead, zero-latency model: one job of T ticks; per tick over the whole job (submission to "
           "record), and from one request to the next over its last fifth (medians), the fake's time and agentq's")
