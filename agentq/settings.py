@@ -142,6 +142,7 @@ class Settings(BaseSettings):
     webhook_backoff_s: float = Field(default=5.0, gt=0)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
     webhook_poll_s: float = Field(default=1.0, gt=0)
+    webhook_concurrency: int = Field(default=4, ge=1)  # attempts one process makes at once
 
     # the HTTP API (SPEC §14): bearer tokens in AGENTQ_API_TOKENS (none: `agentq api` makes one)
     api_tokens: EnvList[str] = Field(default_factory=list, repr=False)

@@ -1,10 +1,10 @@
 """The delivery loop every worker and dispatcher process runs when `AGENTQ_WEBHOOK_ALLOWLIST` is set.
 
 Each poll (`AGENTQ_WEBHOOK_POLL_S`) one process of the fleet looks for new webhook events (`watcher.py`; the
-`agentq:webhooks:scan` key elects it for that poll), and every process attempts the deliveries that are due,
-one at a time, each taken with a lease (`store.claim_due`). All of it lives in Redis, so a delivery that fell
-due while no process ran is attempted by the first one that starts, and one whose process died mid-attempt is
-attempted again, with the same id, when its lease ends.
+`agentq:webhooks:scan` key elects it for that poll), and every process attempts the deliveries that are due
+on `AGENTQ_WEBHOOK_CONCURRENCY` threads, each taking one at a time with a lease (`store.claim_due`). All of it
+lives in Redis, so a delivery that fell due while no process ran is attempted by the first one that starts, and
+one whose process died mid-attempt is attempted again, with the same id, when its lease ends.
 
 Retries: the n-th failed attempt waits `AGENTQ_WEBHOOK_BACKOFF_S * 2^(n-1)` (at most an hour, ±10 % jitter; a
 longer `Retry-After` is honoured up to an hour) until `AGENTQ_WEBHOOK_RETRY_S` after the event: then the
@@ -99,7 +99,8 @@ class Deliverer:
 
 
 class WebhookLoop:
-    """The thread of one process that looks for webhook events and attempts due deliveries."""
+    """The threads of one process: one looks for webhook events, `AGENTQ_WEBHOOK_CONCURRENCY` attempt due
+    deliveries, so a slow receiver holds one thread, neither the other deliveries nor the finding of events."""
 
     def __init__(self, store: Store, redis: Any, settings: Settings):
         self.settings = settings
@@ -112,31 +113,31 @@ class WebhookLoop:
         self.deliverer = Deliverer(self.deliveries, self.sender, settings)
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> WebhookLoop:
-        self._thread = threading.Thread(target=self._run, name="agentq-webhooks", daemon=True)
-        self._thread.start()
+        rounds = [self.scan, *[self.deliverer.attempt_due] * self.settings.webhook_concurrency]
+        for n, work in enumerate(rounds):
+            thread = threading.Thread(target=self._run, args=(work,), name=f"agentq-webhooks-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
-    def poll(self) -> None:
-        """One round: look for new events when this process is the one elected for this poll, then attempt
-        what is due."""
-        poll_ms = int(self.settings.webhook_poll_s * 1000)
-        if self.deliveries.take_scan(self.token, poll_ms):
+    def scan(self) -> None:
+        """Look for new events when this process is the one elected for this poll."""
+        if self.deliveries.take_scan(self.token, int(self.settings.webhook_poll_s * 1000)):
             self.watcher.scan()
-        self.deliverer.attempt_due()
 
-    def _run(self) -> None:
+    def _run(self, work: Callable[[], object]) -> None:
         while not self._stop.is_set():
             try:
-                self.poll()
+                work()
             except Exception:
                 log.warning("webhook delivery loop failed; retrying", exc_info=True)
             self._stop.wait(self.settings.webhook_poll_s)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.settings.webhook_timeout_s + 5)
+        for thread in self._threads:
+            thread.join(timeout=self.settings.webhook_timeout_s + 5)
         self.sender.close()

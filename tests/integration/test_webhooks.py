@@ -280,3 +280,22 @@ def test_redirects_are_not_followed_and_a_slow_receiver_times_out():
     finally:
         redirecting.close()
         slow.close()
+
+
+def test_a_receiver_that_hangs_does_not_hold_up_other_deliveries(hooks):
+    """One receiver holds its request (within a 20 s timeout); another job's delivery goes meanwhile."""
+    import threading
+
+    hooks.settings = hooks.settings.model_copy(update={"webhook_timeout_s": 20.0})
+    hanging, fast = hooks.receiver(), hooks.receiver()
+    hanging.hold = threading.Event()
+    _serve_add(hooks)
+    client = hooks.client()
+    try:
+        client.submit(_add_job(hanging.url)).result(timeout=20)
+        hanging.wait(1)  # its request arrived and is held
+        other = client.submit(_add_job(fast.url))
+        got = fast.delivered(lambda r: True, timeout=8)
+        assert got.payload["data"]["id"] == other.id
+    finally:
+        hanging.hold.set()

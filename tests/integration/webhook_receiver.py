@@ -59,6 +59,7 @@ class Receiver:
     def __init__(self, script: list[int] | None = None, secret: str = SECRET, delay_s: float = 0.0):
         self.script = list(script or [])
         self.delay_s = delay_s  # how long each answer waits (a slow receiver)
+        self.hold: threading.Event | None = None  # set: answers wait until it is set (at most 30 s)
         self.secret = secret
         self.received: list[Received] = []
         self.lock = threading.Condition()
@@ -74,6 +75,8 @@ class Receiver:
                                                       verify(receiver.secret, headers, body), status))
                     receiver.lock.notify_all()
                 time.sleep(receiver.delay_s)
+                if receiver.hold is not None:
+                    receiver.hold.wait(30)
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("location", "https://elsewhere.example.org/hook")
