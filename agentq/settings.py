@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     # fleet-wide model rate limits: JSON `{"<model>" | "*": {"requests_per_minute": N, "input_tokens_per_minute":
     # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py)
     llm_limits: Annotated[dict[str, Any] | None, NoDecode] = None
+    # the batch lane (`options.priority: "batch"`, docs/batch.md): requests wait in Redis until this many are due or the
+    # oldest is this old, then go to the Message Batches API as one batch; dispatchers poll open batches this often
+    batch_max_requests: int = Field(default=10_000, ge=1, le=100_000)
+    batch_max_bytes: int = Field(default=200_000_000, ge=1_000, le=256_000_000)
+    batch_max_age_s: float = Field(default=60.0, ge=0)
+    batch_poll_s: float = Field(default=30.0, gt=0)
 
     # activities (SPEC §3): an activity stays known this long after its last announcement
     activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)

@@ -62,8 +62,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-__all__ = ["Answer", "Exchange", "FakeAnthropic", "RecordedRequest", "anthropic_env", "cache_creation",
-           "fake_anthropic", "input_schema_refusal", "request_refusal"]
+__all__ = ["Answer", "Exchange", "FakeAnthropic", "FakeBatch", "FakeBatches", "RecordedRequest", "anthropic_env",
+           "cache_creation", "fake_anthropic", "input_schema_refusal", "request_refusal"]
 
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
@@ -245,6 +245,7 @@ class FakeAnthropic:
         self.rate_limited = 0  # how many requests it answered 429 for that limit
         self.admitted_at: list[float] = []  # time.monotonic() of each request the limit let through
         self._bucket = (0.0, 0.0)  # (level, when)
+        self.batches = FakeBatches(self)  # /v1/messages/batches (see the Message Batches section)
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -752,6 +753,9 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
+            if self.path.startswith(BATCHES_PATH):
+                self._batches("POST")
+                return
             fake._enter()
             try:
                 self._answer()
@@ -802,6 +806,26 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             else:
                 self._message(answer, body if isinstance(body, dict) else {}, exchange)
             exchange.finished_at = time.monotonic()
+
+        def do_GET(self) -> None:
+            if self.path.startswith(BATCHES_PATH):
+                self._batches("GET")
+                return
+            self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+
+        def _batches(self, method: str) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            status, body, content_type = fake.batches.handle(method, self.path.split("?")[0], raw)
+            if content_type == "json":
+                self._json(status, body)
+                return
+            data = body.encode() if isinstance(body, str) else body
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(body).encode()
@@ -932,6 +956,216 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self._chunk(b"")
 
     return Handler
+
+
+# ------------------------------------------------------------------------------- the Message Batches API
+#
+# `POST /v1/messages/batches` (create), `GET /v1/messages/batches/{id}` (retrieve), `GET .../{id}/results` (the
+# results as JSONL), `POST .../{id}/cancel`, as the real API has them:
+#
+# * a batch holds 1 to 100,000 requests and its body at most 256 MB (413 `request_too_large` beyond); each request
+#   is `{"custom_id", "params"}`, `custom_id` matching ``^[a-zA-Z0-9_-]{1,64}$`` and unique within the batch;
+#   `params` may not ask to stream (the batch is refused with a 400 `invalid_request_error`);
+# * a batch is `in_progress` (its `request_counts.processing` = its size, `results_url` null) until it ends, here
+#   `delay_s` after its creation (`fake.batches.delay_s`); it is processed when it ends: each request checked as a
+#   Messages request (`request_refusal`: an `errored` result with the refusal, the batch still succeeds) and
+#   answered from the script as a plain Message (`succeeded`); `fake.batches.outcome = {custom_id: "expired" |
+#   "canceled" | "errored"}` forces a request's result. Then `ended`, with its counts and its `results_url`;
+# * results of a batch that has not ended are refused (400); they come in an order of their own (reversed here),
+#   matched by `custom_id`;
+# * cancel: an `in_progress` batch becomes `canceling` and ends at the next look, every request not processed
+#   `canceled`; canceling an ended batch is refused (400).
+#
+# `fake.batches.created` lists the batches made (each with its `requests`), `fake.batches.answered` the requests
+# answered (RecordedRequest, path `/v1/messages/batches#<custom_id>`).
+
+BATCHES_PATH = "/v1/messages/batches"
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class FakeBatch:
+    """One batch as the fake keeps it."""
+
+    id: str
+    requests: list[dict]
+    created_at: datetime
+    ends_at: float  # time.monotonic()
+    status: str = "in_progress"
+    ended_at: datetime | None = None
+    cancel_initiated_at: datetime | None = None
+    results: list[dict] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if self.status != "ended":
+            counts["processing"] = len(self.requests)
+            return counts
+        for line in self.results:
+            counts[line["result"]["type"]] += 1
+        return counts
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat().replace("+00:00", "Z") if when is not None else None
+
+
+def _batch_error(status: int, message: str) -> tuple[int, dict, str]:
+    kind = _ERROR_TYPES.get(status, "invalid_request_error")
+    return status, {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fakebatch"}, \
+        "json"
+
+
+class FakeBatches:
+    """The fake's Message Batches API (see the section's comment)."""
+
+    def __init__(self, fake: FakeAnthropic) -> None:
+        self.fake = fake
+        self.delay_s = 0.5
+        self.outcome: dict[str, str] = {}
+        self.created: list[FakeBatch] = []
+        self.answered: list[RecordedRequest] = []
+        self.canceled: list[str] = []
+        self._by_id: dict[str, FakeBatch] = {}
+        self._lock = threading.Lock()
+
+    def handle(self, method: str, path: str, raw: bytes) -> tuple[int, Any, str]:
+        """(status, body, content type: "json" or a MIME type) of one request to the batches endpoints."""
+        rest = path[len(BATCHES_PATH):].strip("/")
+        parts = rest.split("/") if rest else []
+        if method == "POST" and not parts:
+            return self.create(raw)
+        batch = self._by_id.get(parts[0]) if parts else None
+        if batch is None:
+            return _batch_error(404, f"batch {parts[0] if parts else ''!r} not found")
+        if method == "GET" and len(parts) == 1:
+            return 200, self.view(self._advance(batch)), "json"
+        if method == "GET" and parts[1:] == ["results"]:
+            return self.results(self._advance(batch))
+        if method == "POST" and parts[1:] == ["cancel"]:
+            return self.cancel(batch)
+        return _batch_error(404, f"no such endpoint: {method} {path}")
+
+    def create(self, raw: bytes) -> tuple[int, Any, str]:
+        if len(raw) > MAX_BATCH_BYTES:
+            return _batch_error(413, f"Request exceeds the maximum size of {MAX_BATCH_BYTES} bytes")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _batch_error(400, "request body is not valid JSON")
+        refusal = _create_refusal(body)
+        if refusal is not None:
+            return _batch_error(400, refusal)
+        with self._lock:
+            batch = FakeBatch(self.fake._next_id("msgbatch"), body["requests"], datetime.now(UTC),
+                              time.monotonic() + self.delay_s)
+            self.created.append(batch)
+            self._by_id[batch.id] = batch
+            self.fake._counter += 1
+        return 200, self.view(batch), "json"
+
+    def view(self, batch: FakeBatch) -> dict[str, Any]:
+        ended = batch.status == "ended"
+        return {"id": batch.id, "type": "message_batch", "processing_status": batch.status,
+                "request_counts": batch.counts(), "created_at": _iso(batch.created_at),
+                "expires_at": _iso(batch.created_at + timedelta(hours=24)), "ended_at": _iso(batch.ended_at),
+                "archived_at": None, "cancel_initiated_at": _iso(batch.cancel_initiated_at),
+                "results_url": f"{self.fake.base_url}{BATCHES_PATH}/{batch.id}/results" if ended else None}
+
+    def results(self, batch: FakeBatch) -> tuple[int, Any, str]:
+        if batch.status != "ended":
+            return _batch_error(400, f"Batch {batch.id} has not finished processing: its results are not ready")
+        lines = "".join(json.dumps(line) + "\n" for line in reversed(batch.results))  # not in request order
+        return 200, lines, "application/binary"
+
+    def cancel(self, batch: FakeBatch) -> tuple[int, Any, str]:
+        with self._lock:
+            if batch.status == "ended":
+                return _batch_error(400, f"Batch {batch.id} has ended: it cannot be canceled")
+            if batch.status == "in_progress":
+                batch.status = "canceling"
+                batch.cancel_initiated_at = datetime.now(UTC)
+                self.canceled.append(batch.id)
+        return 200, self.view(batch), "json"
+
+    def _advance(self, batch: FakeBatch) -> FakeBatch:
+        """Process the batch once its time came (or it was canceled)."""
+        with self._lock:
+            if batch.status == "ended" or (batch.status == "in_progress" and time.monotonic() < batch.ends_at):
+                return batch
+            canceled = batch.status == "canceling"
+            batch.results = [{"custom_id": entry["custom_id"], "result": self._result(entry, canceled)}
+                             for entry in batch.requests]
+            batch.status, batch.ended_at = "ended", datetime.now(UTC)
+        return batch
+
+    def _result(self, entry: dict, canceled: bool) -> dict[str, Any]:
+        forced = self.outcome.get(entry["custom_id"])
+        if canceled or forced in ("canceled", "expired"):
+            return {"type": "canceled" if canceled else str(forced)}
+        if forced == "errored":
+            return {"type": "errored", "error": {"type": "error", "error": {"type": "api_error",
+                                                                           "message": "fake api_error"}}}
+        params = entry["params"]
+        request = RecordedRequest("POST", f"{BATCHES_PATH}#{entry['custom_id']}", {}, params,
+                                  json.dumps(params).encode(), time.monotonic())
+        refusal = request_refusal(params) if self.fake.check_requests else None
+        if refusal is not None:
+            self.fake._refuse(request, refusal)
+            return {"type": "errored", "error": {"type": "error", "error": {"type": "invalid_request_error",
+                                                                           "message": refusal}}}
+        answer = self.fake._next_answer(request)
+        self.answered.append(request)
+        if answer is None or answer.status != 200:
+            error = (answer.body or {}).get("error") if answer is not None else {
+                "type": "api_error", "message": "fake Anthropic server: no answer was scripted for this request"}
+            return {"type": "errored", "error": {"type": "error", "error": error}}
+        return {"type": "succeeded", "message": _plain_message(self.fake, answer, params)}
+
+
+def _create_refusal(body: Any) -> str | None:
+    """Why the real API refuses a batch creation (400), or None."""
+    requests = body.get("requests") if isinstance(body, dict) else None
+    if not isinstance(requests, list) or not requests:
+        return "requests: List should have at least 1 item after validation, not 0"
+    if len(requests) > MAX_BATCH_REQUESTS:
+        return f"requests: List should have at most {MAX_BATCH_REQUESTS} items after validation, not {len(requests)}"
+    seen: set[str] = set()
+    for i, entry in enumerate(requests):
+        if not isinstance(entry, dict) or not isinstance(entry.get("params"), dict):
+            return f"requests.{i}.params: Field required"
+        cid = entry.get("custom_id")
+        if not isinstance(cid, str) or not _CUSTOM_ID.match(cid):
+            return f"requests.{i}.custom_id: String should match pattern '{_CUSTOM_ID.pattern}'"
+        if cid in seen:
+            return f"requests: custom_id values must be unique within a batch; {cid!r} is repeated"
+        seen.add(cid)
+        if "stream" in entry["params"]:
+            return f"requests.{i}.params.stream: Extra inputs are not permitted"
+    return None
+
+
+def _plain_message(fake: FakeAnthropic, answer: Answer, params: dict) -> dict[str, Any]:
+    """A scripted answer as a non-streamed Message: its signed thinking blocks, its text, its solution tool_use
+    (none for a `no_tool` answer)."""
+    try:
+        tool_input = json.loads(answer.text_of_solution)
+    except ValueError:
+        tool_input = {}
+    content: list[dict] = [{"type": "thinking", "thinking": text, "signature": thinking_signature(text)}
+                           for text in answer.thinking]
+    content += [{"type": "redacted_thinking", "data": redacted_data(fake._next_id("redacted"))}
+                for _ in range(answer.redacted_thinking)]
+    if answer.preamble:
+        content.append({"type": "text", "text": answer.preamble})
+    if not answer.no_tool:
+        content.append({"type": "tool_use", "id": answer.tool_use_id or fake._next_id("toolu"), "name": "solution",
+                        "input": tool_input})
+    return {"id": fake._next_id("msg"), "type": "message", "role": "assistant", "model": params.get("model",
+            fake.model), "content": content, "stop_reason": answer.stop_reason, "stop_sequence": None,
+            "usage": _usage(answer, params)}
 
 
 @pytest.fixture

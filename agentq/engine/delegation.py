@@ -142,7 +142,8 @@ def _child_job(module: SavedModule, parent: JobInfo, record: CallRecord, call: d
                                      "description": f"The parameters of the call of {record.tool!r}."}
     if module.input:
         input_message["schema"] = module.input
-    options = {k: parent.options[k] for k in ("model", "locale", "max_ticks", "cache_ttl") if parent.options.get(k)}
+    options = {k: parent.options[k] for k in ("model", "locale", "max_ticks", "cache_ttl", "priority")
+               if parent.options.get(k)}
     options["budget"] = parent.options.get("budget") or {}
     if tool_model(tool) is not None:  # the tool's `x-model` runs the module's ticks (and its latent calls)
         options["model"] = tool_model(tool)

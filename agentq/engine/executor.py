@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentq.engine.agent import AgentLoop, KnownActivities
+from agentq.engine.batch import BatchLane
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import solution_for
 from agentq.engine.commits import Shown, commit_failure
@@ -80,7 +81,7 @@ class Executor:
                  known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
-                 hooks: Hook | None = None):
+                 hooks: Hook | None = None, batch: BatchLane | None = None):
         self.settings = settings
         # every store step is retried while the store is unreachable (see runtime/outages.py); the lease
         # keeper has its own loop and keeps the store itself
@@ -89,7 +90,8 @@ class Executor:
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
         self.hooks = hooks if hooks is not None else Hooks()
         # every model request goes through the hooks' gates (the budget, ...) to the LLM
-        self.model = ModelRequests(llm, self.hooks) if llm is not None else None
+        # (`batch`: the batch lane, for jobs with `options.priority: "batch"`)
+        self.model = ModelRequests(llm, self.hooks, batch=batch) if llm is not None else None
         self.leases = LeaseKeeper(store, settings.lease_s)
         self.intake = CallIntake(self.store, activities, lease_ms=int(settings.lease_s * 1000), signer=signer,
                                  source=source)

@@ -46,6 +46,7 @@ class ModelRequest:
     request: LLMRequest
     key: str
     place: str = ""
+    batch: bool = False  # sent through the Message Batches API (the batch lane: no rate-limit buckets hold it)
 
 
 @dataclass(frozen=True)

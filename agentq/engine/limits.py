@@ -47,6 +47,8 @@ class ModelLimiter(Hook):
 
     def before_request(self, asked: ModelRequest) -> LLMRequest:
         request = asked.request
+        if asked.batch:  # the Message Batches API has limits of its own, not these buckets
+            return request
         limits = limits_for(self.limits, request.model)
         ask = self.ask(limits, request)
         reply = self.store.take_model_request(request.model, asked.place, limits, ask)
@@ -62,6 +64,8 @@ class ModelLimiter(Hook):
 
     def after_request(self, ended: RequestEnded) -> None:
         request = ended.asked.request
+        if ended.asked.batch:
+            return
         with self._lock:
             estimated = self._estimated.pop(ended.asked.key, 0)
         observed = self.observed(request, ended, estimated)

@@ -2,7 +2,8 @@
 
 `ModelRequests.solve(job, request)` runs the hooks' gates in order (`Hook.before_request`: the budget today, a
 fleet-wide limiter beside it), sends what they let through to the provider, and tells the hooks how it ended
-(`Hook.after_request`), whatever happened. A gate refuses by raising: the request is not sent.
+(`Hook.after_request`), whatever happened. A gate refuses by raising: the request is not sent. A job with
+`options.priority: "batch"` takes the batch lane instead (`engine/batch.py`): queued for a batch, nothing waits.
 """
 
 from __future__ import annotations
@@ -10,24 +11,33 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from agentq.engine.hooks import Hook, Hooks, ModelRequest, RequestEnded
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
+from agentq.protocol.priority import is_batch
 from agentq.protocol.records import JobInfo
+
+if TYPE_CHECKING:
+    from agentq.engine.batch import BatchLane
 
 
 class ModelRequests:
     """The provider behind the hooks' gates; one per process, shared by threads."""
 
-    def __init__(self, llm: LLM, hooks: Hook | None = None):
+    def __init__(self, llm: LLM, hooks: Hook | None = None, *, batch: BatchLane | None = None):
         self.llm = llm
         self.hooks = hooks if hooks is not None else Hooks()
+        self.batch = batch  # the batch lane, for jobs with `options.priority: "batch"` (None: they stream too)
 
     def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None,
               place: str | None = None, on_send: Callable[[], None] | None = None) -> LLMAnswer:
         """One request for `job`, through the gates; raises what a gate or the provider raised. `place` names the
         request across its attempts (see `ModelRequest`; default: this attempt's key); `on_send()` runs once the
         gates let it through, before it is sent."""
+        if self.batch is not None and is_batch(job.job_options.priority):
+            return self.batch.solve(self.hooks, job, request, place=place or uuid.uuid4().hex, on_send=on_send,
+                                    on_call=on_call)
         key = uuid.uuid4().hex
         asked = ModelRequest(job=job, request=request, key=key, place=place or key)
         sent = replace(asked, request=self.hooks.before_request(asked))

@@ -36,6 +36,7 @@ class Usage:
     cache_read_input_tokens: int = 0
     ephemeral_5m_input_tokens: int = 0
     ephemeral_1h_input_tokens: int = 0
+    batch_requests: int = 0  # of `requests`, those answered through the Message Batches API (the batch lane)
     cost_nanousd: int | None = None
 
     def __add__(self, other: object) -> Usage:
@@ -61,7 +62,7 @@ class Usage:
 
     def counters(self, model: str) -> dict[str, int]:
         """The counters this request's usage adds to its job's (`agentq.protocol.usage`)."""
-        return request_counters(model, self.to_dict(), self.cost_nanousd)
+        return request_counters(model, self.to_dict(), self.cost_nanousd, batch=self.batch_requests > 0)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:

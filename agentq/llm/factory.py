@@ -44,6 +44,12 @@ def create_llm(settings: Settings) -> LLM | None:
     return provider
 
 
+def uses_anthropic(settings: Settings) -> bool:
+    """Whether `settings` ask for the Anthropic provider (the one with a Message Batches API: the batch lane)."""
+    choice = (getattr(settings, "llm", None) or "").strip()
+    return choice.lower() == "anthropic" or (not choice and api_key(settings) is not None)
+
+
 def api_key(settings: Settings) -> str | None:
     """The Anthropic API key of `settings` (`ANTHROPIC_API_KEY`), None when unset or empty."""
     secret = getattr(settings, "anthropic_api_key", None)
@@ -57,4 +63,4 @@ def _anthropic(settings: Settings) -> LLM:
                         connections=int(getattr(settings, "engine_concurrency", 100)))
 
 
-__all__ = ["api_key", "create_llm"]
+__all__ = ["api_key", "create_llm", "uses_anthropic"]

@@ -131,11 +131,12 @@ class PriceTable:
         """The price of `model`: its own, its undated name's, the `"*"` entry's, else None."""
         return self.prices.get(model) or self.prices.get(_SUFFIX.sub("", model)) or self.prices.get("*")
 
-    def cost_nanousd(self, request: LLMRequest, usage: Usage) -> int | None:
-        """What `usage` of `request` cost (None: no price for its model, warned once per process and model)."""
+    def cost_nanousd(self, request: LLMRequest, usage: Usage, *, batch: bool = False) -> int | None:
+        """What `usage` of `request` cost (None: no price for its model, warned once per process and model);
+        `batch`: sent through the Message Batches API, at the model's batch discount."""
         price = self.price(request.model)
         if price is not None:
-            return price.cost_nanousd(usage, request.cache_ttl)
+            return price.cost_nanousd(usage, request.cache_ttl, batch=batch)
         with self._lock:
             first = request.model not in self._warned
             self._warned.add(request.model)

@@ -19,6 +19,7 @@ from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
+from agentq.protocol.priority import priority_problem
 from agentq.protocol.records import JobKind
 from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
 from agentq.protocol.tool_models import tool_model_problems
@@ -237,7 +238,7 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
     "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "thinking", "webhook"])
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "priority", "thinking", "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
@@ -259,6 +260,9 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
         return context_problems(value, pointer)
     if key == "thinking":
         return []  # checked with the job's model and max_tokens (`_plan_options`)
+    if key == "priority":
+        found = priority_problem(value, pointer)
+        return [found] if found is not None else []
     if key not in _OPTION_CHECKS:
         return [Problem(pointer, f"unknown option; options are {', '.join(_OPTIONS)}")]
     check, expected = _OPTION_CHECKS[key]

@@ -178,6 +178,7 @@ class JobOptions:
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
     thinking: dict[str, Any] | None = None  # the API's `thinking` of its ticks (`options.thinking`); None: off
+    priority: str | None = None  # "batch": its model requests go through the Message Batches API
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -189,6 +190,7 @@ class JobOptions:
             locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
+            priority=str(raw["priority"]) if raw.get("priority") else None,
         )
 
 

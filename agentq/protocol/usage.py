@@ -9,7 +9,9 @@ them as SPEC §16 has it:
      "cost_usd", "by_model": {"<model>": {the same counters, "cost_usd"}}}
 
 `cost_usd` is null when some request of the job (or of that model) had no price: a partial sum would look like
-the whole bill.
+the whole bill. Requests of the batch lane (`options.priority: "batch"`) are counted in the totals at their batch
+price and again as `"batch": {"requests", "cost_usd"}` (in the totals and per model), so the record says which
+part of the bill went through the Message Batches API.
 """
 
 from __future__ import annotations
@@ -24,15 +26,21 @@ TOKEN_COUNTERS = ("requests", "input_tokens", "output_tokens", "cache_creation_i
 SAVED = "context_tokens_saved"  # about how many input tokens compaction kept out of the job's requests
 COST = "cost_nanousd"
 UNPRICED = "unpriced_requests"
+BATCH_REQUESTS = "batch_requests"  # requests answered through the Message Batches API
+BATCH_COST = "batch_cost_nanousd"  # what they cost (at the batch price)
 _SEPARATOR = "|"  # `<counter>|<model>`: counter names have no `|`, model names may have anything after it
 
 
-def request_counters(model: str, tokens: Mapping[str, int], cost_nanousd: int | None) -> dict[str, int]:
+def request_counters(model: str, tokens: Mapping[str, int], cost_nanousd: int | None, *,
+                     batch: bool = False) -> dict[str, int]:
     """The counters one answered request adds to its job: the totals and its model's. `cost_nanousd` None:
-    no price covered the request."""
+    no price covered the request; `batch`: it went through the Message Batches API."""
     own = {name: int(tokens.get(name) or 0) for name in TOKEN_COUNTERS}
     own[COST] = cost_nanousd or 0
     own[UNPRICED] = 1 if cost_nanousd is None else 0
+    if batch:
+        own[BATCH_REQUESTS] = int(tokens.get("requests") or 1)
+        own[BATCH_COST] = cost_nanousd or 0
     return {**own, **{f"{name}{_SEPARATOR}{model}": count for name, count in own.items()}}
 
 
@@ -64,8 +72,19 @@ def record_counters(usage: Mapping[str, Any]) -> dict[str, int]:
         mine[UNPRICED] = 0 if cost is not None else mine["requests"]
         counters[COST] += mine[COST]
         counters[UNPRICED] += mine[UNPRICED]
+        _add_batch(counters, mine, own.get("batch"))
         counters.update({f"{name}{_SEPARATOR}{model}": count for name, count in mine.items()})
     return counters
+
+
+def _add_batch(counters: dict[str, int], mine: dict[str, int], batch: Any) -> None:
+    """A model's batch-lane counters (its usage's `batch`), into its own and the totals."""
+    if not isinstance(batch, Mapping) or not batch.get("requests"):
+        return
+    mine[BATCH_REQUESTS] = int(batch["requests"])
+    mine[BATCH_COST] = round((batch.get("cost_usd") or 0) * NANOS_PER_USD)
+    for name in (BATCH_REQUESTS, BATCH_COST):
+        counters[name] = counters.get(name, 0) + mine[name]
 
 
 def empty_usage() -> dict[str, Any]:
@@ -82,8 +101,11 @@ def _shown(counters: Mapping[str, int]) -> dict[str, Any]:
     shown["cost_usd"] = None if counters.get(UNPRICED) else cost_usd(int(counters.get(COST) or 0))
     if counters.get(SAVED):  # only for jobs whose conversation was compacted
         shown[SAVED] = int(counters[SAVED])
+    if counters.get(BATCH_REQUESTS):  # only for jobs with requests of the batch lane
+        shown["batch"] = {"requests": int(counters[BATCH_REQUESTS]),
+                          "cost_usd": None if counters.get(UNPRICED) else cost_usd(int(counters.get(BATCH_COST) or 0))}
     return shown
 
 
-__all__ = ["COST", "SAVED", "TOKEN_COUNTERS", "UNPRICED", "cost_usd", "empty_usage", "record_counters",
-           "request_counters", "saved_counters", "usage_record"]
+__all__ = ["BATCH_COST", "BATCH_REQUESTS", "COST", "SAVED", "TOKEN_COUNTERS", "UNPRICED", "cost_usd", "empty_usage",
+           "record_counters", "request_counters", "saved_counters", "usage_record"]

@@ -21,14 +21,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from agentq import telemetry
+from agentq.engine.batch import BatchLane, BatchPoller, BatchRound, TaskWaker
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hook, Hooks
 from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
 from agentq.errors import LLMError
-from agentq.llm.factory import create_llm
+from agentq.llm.batch import BatchClient
+from agentq.llm.factory import api_key, create_llm, uses_anthropic
 from agentq.llm.prices import PriceTable, load_prices, priced
+from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
@@ -39,6 +42,7 @@ from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.batches import BatchQueue
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
 from agentq.webhooks.store import DeliveryStore
@@ -62,6 +66,7 @@ class Parts:
     jobs: JobService
     modules: ModuleLibrary
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
+    batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
 
     def close(self) -> None:
         try:
@@ -97,7 +102,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                       webhooks=DeliveryStore(store.redis, settings.namespace))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
-                 jobs=jobs, modules=modules, metrics=metrics)
+                 jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet))
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
@@ -117,10 +122,12 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
     budget = BudgetGate(patient, table)
     limiter = ModelLimiter(patient, settings.model_limits)  # after the budget: a refused request takes nothing
+    lane = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
+                     recheck_s=max(settings.batch_poll_s * 4, 10.0)) if uses_anthropic(settings) else None
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter, *tracing_hooks()]))
+                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter, *tracing_hooks()]), batch=lane)
 
 
 def tracing_hooks() -> list[Hook]:
@@ -130,6 +137,23 @@ def tracing_hooks() -> list[Hook]:
     from agentq.telemetry.hook import TracingHook
 
     return [TracingHook()]
+
+
+def batch_poller(parts: Parts) -> BatchPoller | None:
+    """The batch lane's round for a dispatcher (`engine/batch.py`): None unless the provider is Anthropic."""
+    settings = parts.settings
+    if not uses_anthropic(settings):
+        return None
+    queue = parts.batches
+
+    def make_round() -> BatchRound:
+        client = make_client(api_key=api_key(settings), base_url=None, timeout_s=settings.llm_timeout_s,
+                             max_retries=2, connections=4)
+        return BatchRound(queue, BatchClient(client), TaskWaker(parts.store, parts.dispatcher),
+                          max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
+                          max_age_s=settings.batch_max_age_s)
+
+    return BatchPoller(queue, make_round, interval_s=settings.batch_poll_s)
 
 
 @dataclass
@@ -195,6 +219,10 @@ class Runtime:
             prepare()
         except LLMError as error:  # the requests will fail with it: their jobs say so
             log.warning("the model provider is not ready: %s", error)
+
+    def batch_poller(self) -> BatchPoller | None:
+        """The batch lane's round for this process when it is a dispatcher (None: the provider has no batches)."""
+        return batch_poller(self.parts)
 
     def close(self) -> None:
         self.executor.leases.stop()

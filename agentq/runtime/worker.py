@@ -103,6 +103,8 @@ class Heartbeat:
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # a dispatcher also runs the batch lane's round (sends due batches, polls open ones: engine/batch.py)
+        self.batch_lane = runtime.batch_poller() if engine else None
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
@@ -114,6 +116,8 @@ class Heartbeat:
         self.beat()
         self._thread = threading.Thread(target=self._run, name="agentq-heartbeat", daemon=True)
         self._thread.start()
+        if self.batch_lane is not None:
+            self.batch_lane.start()
         return self
 
     def beat(self) -> None:
@@ -130,6 +134,8 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.batch_lane is not None:
+            self.batch_lane.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:

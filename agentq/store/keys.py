@@ -202,6 +202,25 @@ class FleetKeys:
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
         return f"{self.namespace}:stats:jobs"
 
+    # the batch lane (engine/batch.py): one hash tag, so its pipelines stay in one Redis Cluster slot
+    @property
+    def batch_queue(self) -> str:  # zset: custom_id of a request waiting for its batch -> when it came (ms)
+        return f"{self.namespace}:{{batch}}:queue"
+
+    def batch_request(self, custom_id: str) -> str:  # hash: a batch-lane request (place, job, params, batch, result)
+        return f"{self.namespace}:{{batch}}:req:{custom_id}"
+
+    @property
+    def batch_open(self) -> str:  # set: ids of the batches sent and not yet ended
+        return f"{self.namespace}:{{batch}}:open"
+
+    def batch_members(self, batch_id: str) -> str:  # set: the custom_ids a sent batch holds
+        return f"{self.namespace}:{{batch}}:members:{batch_id}"
+
+    @property
+    def batch_lock(self) -> str:  # string: the dispatcher running the lane's round (flush, poll), with a TTL
+        return f"{self.namespace}:{{batch}}:lock"
+
 
 _PLAIN_MODEL = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 
