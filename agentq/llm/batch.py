@@ -121,18 +121,28 @@ def _message_answer(message: dict[str, Any]) -> LLMAnswer:
     thinking blocks kept as they came (they go back to the model unchanged), no solution when it called no tool."""
     spent = _usage(message)
     stop_reason = message.get("stop_reason")
-    content = [block for block in message.get("content") or () if isinstance(block, dict)]
-    text = "".join(str(block.get("text") or "") for block in content if block.get("type") == "text")
-    blocks = tuple(block for block in content if block.get("type") in ("thinking", "redacted_thinking"))
+    text, blocks, tool = _content(message)
     _check_stop(stop_reason, text, spent)
-    for block in content:
-        if block.get("type") == "tool_use" and block.get("name") == SOLUTION_TOOL_NAME:
-            solution = block.get("input")
-            return LLMAnswer(solution=solution, raw=json.dumps(solution, ensure_ascii=False),
-                             tool_use_id=str(block.get("id")), usage=spent, stop_reason=stop_reason, blocks=blocks,
-                             text=text)
-    return LLMAnswer(solution=None, raw="", tool_use_id="", usage=spent, stop_reason=stop_reason, blocks=blocks,
-                     text=text)
+    if tool is None:  # no solution (thinking on): the engine sends it back, as a streamed one
+        return LLMAnswer(solution=None, raw="", tool_use_id="", usage=spent, stop_reason=stop_reason, blocks=blocks,
+                         text=text)
+    solution = tool.get("input")
+    return LLMAnswer(solution=solution, raw=json.dumps(solution, ensure_ascii=False), tool_use_id=str(tool.get("id")),
+                     usage=spent, stop_reason=stop_reason, blocks=blocks, text=text)
+
+
+def _content(message: dict[str, Any]) -> tuple[str, tuple[dict, ...], dict | None]:
+    """A message's text, its thinking blocks, and its solution tool_use block (None: none)."""
+    text, blocks, tool = "", [], None
+    for block in message.get("content") or ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            text += str(block.get("text") or "")
+        elif kind in ("thinking", "redacted_thinking"):
+            blocks.append(block)
+        elif kind == "tool_use" and tool is None and block.get("name") == SOLUTION_TOOL_NAME:
+            tool = block
+    return text, tuple(blocks), tool
 
 
 __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchClient", "BatchState", "answer_of", "batch_params",
