@@ -224,14 +224,31 @@ class MCPConnection:
     async def _call_tool(self, name: str, arguments: dict, timeout: float, meta: dict | None) -> Any:
         client = await self._session()
         try:
+            try:
+                return await client.call_tool(name, arguments, read_timeout_seconds=timeout, meta=meta)
+            except Exception as error:
+                if not _session_unknown(error):
+                    raise
+            # an HTTP server that restarted no longer knows the session: it refused the request without running
+            # it, so a new session may send it again (once)
+            self._ended.set()
+            client = await self._session()
             return await client.call_tool(name, arguments, read_timeout_seconds=timeout, meta=meta)
         except Exception as error:
-            if getattr(innermost(error), "code", None) == _CONNECTION_CLOSED or self._ended.is_set():
-                self._ended.set()  # the next call starts the server again
-                raise MCPCallError(f"MCP server {self.server.name!r} went away during tools/call {name!r} "
-                                   f"({reason_of(error)}); it is started again for the next call") from None
-            raise MCPCallError(f"MCP server {self.server.name!r}: tools/call {name!r} failed: "
-                               f"{reason_of(error)}") from None
+            raise self._failure(name, error) from None
+
+    def _failure(self, name: str, error: Exception) -> MCPCallError:
+        if getattr(innermost(error), "code", None) == _CONNECTION_CLOSED or self._ended.is_set():
+            self._ended.set()  # the next call starts the server again
+            return MCPCallError(f"MCP server {self.server.name!r} went away during tools/call {name!r} "
+                                f"({reason_of(error)}); it is started again for the next call")
+        return MCPCallError(f"MCP server {self.server.name!r}: tools/call {name!r} failed: {reason_of(error)}")
+
+
+def _session_unknown(error: Exception) -> bool:
+    """The streamable-HTTP answer to a session id the server does not know (404, "Session not found")."""
+    text = str(innermost(error)).lower()
+    return "session not found" in text or "session terminated" in text
 
 
 class _Transport:

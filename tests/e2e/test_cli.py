@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["run", "demo", "submit", "status", "result", "events", "cancel", "worker", "dispatcher", "tools"]
+COMMANDS = ["run", "demo", "submit", "status", "result", "events", "cancel", "worker", "dispatcher", "tools", "mcp"]
 
 
 def agentq(*args: str, env: dict | None = None, timeout: float = 120, stdin: str | None = None):

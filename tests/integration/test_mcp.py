@@ -48,20 +48,38 @@ def listening(port: int) -> bool:
     return False
 
 
+class HttpServer:
+    """tests/mcp_server.py over streamable HTTP on a port of its own; `restart()` starts a new process there."""
+
+    def __init__(self, log_path: Path):
+        self.port, self.log_path = free_port(), log_path
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "--http", str(self.port)],
+                                    cwd=str(ROOT), env=base_env(""), stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: listening(self.port) or proc.poll() is not None, 30, "the MCP server to listen")
+        assert proc.poll() is None, self.log_path.read_text()
+        return proc
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.proc = self._start()
+
+
 @pytest.fixture
-def http_mcp_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """tests/mcp_server.py over streamable HTTP: its URL and process."""
-    port = free_port()
-    with open(tmp_path / "mcp-http.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_server", "--http", str(port)], cwd=str(ROOT),
-                                env=base_env(""), stdout=log, stderr=subprocess.STDOUT)
+def http_mcp_server(tmp_path: Path) -> Iterator[HttpServer]:
+    server = HttpServer(tmp_path / "mcp-http.log")
     try:
-        wait_for(lambda: listening(port) or proc.poll() is not None, 30, "the MCP server to listen")
-        assert proc.poll() is None, (tmp_path / "mcp-http.log").read_text()
-        yield f"http://127.0.0.1:{port}/mcp", proc
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 def mcp_worker(worker_procs: WorkerProcs, config: Path, tools: list[str], **kw: Any) -> tuple[Any, dict]:
@@ -104,10 +122,9 @@ def test_an_agent_job_calls_the_tools_of_a_stdio_mcp_server_through_a_worker(
 
 
 def test_a_plan_job_calls_the_tools_of_a_streamable_http_mcp_server_from_a_prefork_worker(
-        harness: Harness, worker_procs: WorkerProcs, http_mcp_server: tuple[str, subprocess.Popen],
-        tmp_path: Path):
-    url, server = http_mcp_server
-    config = write_config(tmp_path, {"remote": {"url": url, "headers": {"X-Client": "agentq-test"}}})
+        harness: Harness, worker_procs: WorkerProcs, http_mcp_server: HttpServer, tmp_path: Path):
+    server = http_mcp_server
+    config = write_config(tmp_path, {"remote": {"url": server.url, "headers": {"X-Client": "agentq-test"}}})
     mcp_worker(worker_procs, config, ["add", "whoami"], pool="prefork", concurrency=2)
     harness.worker()
     record = harness.run({"calls": [
@@ -115,8 +132,14 @@ def test_a_plan_job_calls_the_tools_of_a_streamable_http_mcp_server_from_a_prefo
         {"_tool": "whoami", "_outputPath": "†state.server"},
         {"_tool": "add", "a": "†state.sum.result", "b": 10, "_outputPath": "†state.total"}]}, timeout=60)
     assert record["status"] == "succeeded", record
-    assert record["state"] == {"sum": {"result": 5}, "server": {"pid": server.pid, "transport": "http"},
+    assert record["state"] == {"sum": {"result": 5}, "server": {"pid": server.proc.pid, "transport": "http"},
                                "total": {"result": 15}}
+    # a restarted server no longer knows the workers' sessions: each worker process starts a new one
+    server.restart()
+    again = harness.run({"calls": [{"_tool": "whoami", "_outputPath": "†state.server"},
+                                   {"_tool": "add", "a": 1, "b": 1, "_outputPath": "†state.sum"}]}, timeout=60)
+    assert again["status"] == "succeeded", again
+    assert again["state"] == {"server": {"pid": server.proc.pid, "transport": "http"}, "sum": {"result": 2}}
 
 
 def test_a_stdio_server_that_crashed_is_started_again_and_the_next_call_succeeds(

@@ -16,7 +16,7 @@ from agentq.errors import ConfigurationError
 from agentq.mcp import parse_config, register_servers
 from agentq.mcp.activities import CONTEXT_META_KEY
 from agentq.mcp.config import ServerConfig
-from agentq.mcp.connection import MCPCallError, close_all
+from agentq.mcp.connection import MCPCallError, MCPConnection, close_all
 from agentq.mcp.schemas import SchemaRefused, agentq_names, tool_schema
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
@@ -142,3 +142,20 @@ def test_a_server_nothing_listens_for_cannot_start_and_says_which(registries):
     with pytest.raises(ConfigurationError, match=r"^MCP server 'down' \(streamable HTTP, http://127.0.0.1:\d+/mcp\) "
                                                  r"cannot start: "):
         registries({"down": {"url": f"http://127.0.0.1:{free_port()}/mcp"}})
+
+
+def test_a_session_an_http_server_lost_when_it_restarted_is_started_again_and_the_call_sent_again(tmp_path: Path):
+    from tests.integration.test_mcp import HttpServer
+
+    server = HttpServer(tmp_path / "mcp-http.log")
+    connection = MCPConnection(ServerConfig(name="web", url=server.url))
+    try:
+        first = connection.call_tool("whoami", {}, timeout=20).structured_content
+        server.restart()
+        # the new server answers the old session's request with 404 "Session not found": a new session sends it
+        second = connection.call_tool("whoami", {}, timeout=20).structured_content
+        assert (first["pid"], second["pid"]) == (first["pid"], server.proc.pid) and first != second
+        assert connection.starts == 2
+    finally:
+        connection.close()
+        server.stop()
