@@ -970,7 +970,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 #   `delay_s` after its creation (`fake.batches.delay_s`); it is processed when it ends: each request checked as a
 #   Messages request (`request_refusal`: an `errored` result with the refusal, the batch still succeeds) and
 #   answered from the script as a plain Message (`succeeded`); `fake.batches.outcome = {custom_id: "expired" |
-#   "canceled" | "errored"}` forces a request's result. Then `ended`, with its counts and its `results_url`;
+#   "canceled" | "errored"}` forces a request's result (once). Then `ended`, with its counts and its `results_url`;
 # * results of a batch that has not ended are refused (400); they come in an order of their own (reversed here),
 #   matched by `custom_id`;
 # * cancel: an `in_progress` batch becomes `canceling` and ends at the next look, every request not processed
@@ -1102,7 +1102,7 @@ class FakeBatches:
         return batch
 
     def _result(self, entry: dict, canceled: bool) -> dict[str, Any]:
-        forced = self.outcome.get(entry["custom_id"])
+        forced = self.outcome.pop(entry["custom_id"], None)  # once: a request sent again is answered
         if canceled or forced in ("canceled", "expired"):
             return {"type": "canceled" if canceled else str(forced)}
         if forced == "errored":

@@ -16,7 +16,7 @@ from agentq.llm.batch import BatchClient, custom_id
 from agentq.llm.prices import SHIPPED
 from agentq.protocol.status import JobStatus
 from agentq.store.batches import BatchQueue
-from tests.fake_anthropic import BATCHES_PATH, Answer, FakeAnthropic, RecordedRequest
+from tests.fake_anthropic import BATCHES_PATH, Answer, FakeAnthropic, RecordedRequest, thinking_signature
 from tests.integration.conftest import Harness, store_of, tool_schema
 from tests.integration.procs import wait_for
 
@@ -202,3 +202,52 @@ def test_a_new_round_picks_up_the_open_batches_and_mapping_another_one_sent(
     assert woken == [f"{job.id}/call_x"] and queue.open_batches() == []
     assert '"succeeded"' in queue.request(cid)["result"]
     assert anthropic_env.batches.answered[0].path == f"{BATCHES_PATH}#{cid}"
+
+
+def test_a_batch_job_with_thinking_sends_its_thinking_blocks_back_unchanged(
+        harness: Harness, anthropic_env: FakeAnthropic):
+    harness.tool("step", params={"n": {"type": "integer"}}, output={"type": "integer"}, required=["n"])
+
+    @harness.activities.register("step")
+    def step(call):
+        return call["n"] * 10
+
+    anthropic_env.batches.delay_s = 0.2
+    harness.worker(llm="anthropic", model=MODEL, concurrency=4, **{**LANE, "batch_max_age_s": 0.2})
+
+    def agent(request: RecordedRequest) -> Answer:
+        if len(request.body["messages"]) == 1:
+            return Answer.solution({"calls": [{"_tool": "step", "n": 1, "_outputPath": "†state.s1"}],
+                                    "output": None}, thinking=["I should take step 1."], redacted_thinking=1)
+        return Answer.solution({"calls": [], "output": "done"}, thinking=["Done."])
+
+    anthropic_env.responder = agent
+    record = harness.client().submit({"context": [{"type": "text", "text": "Take a step, thinking first."}],
+                                      "tools": ["step"], "options": {"priority": "batch",
+                                                                     "thinking": {"budget_tokens": 2048}}}
+                                     ).result(timeout=60)
+    assert record["status"] == "succeeded", record
+    assert record["state"] == {"s1": 10} and record["usage"]["batch"]["requests"] == 2
+    first, second = anthropic_env.batches.answered
+    assert first.body["thinking"] == {"type": "enabled", "budget_tokens": 2048} and "stream" not in first.body
+    [assistant] = [turn for turn in second.body["messages"] if turn["role"] == "assistant"]
+    thinking, redacted, tool_use = assistant["content"]
+    assert thinking == {"type": "thinking", "thinking": "I should take step 1.",
+                        "signature": thinking_signature("I should take step 1.")}  # as the batch result gave it
+    assert redacted["type"] == "redacted_thinking" and tool_use["type"] == "tool_use"
+    assert not anthropic_env.refusals and [r for r in anthropic_env.requests if r.path == "/v1/messages"] == []
+
+
+def test_an_expired_or_errored_batch_request_goes_again_in_the_next_batch(lane: Harness, anthropic_env: FakeAnthropic):
+    anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": "done"}, usage=dict(USAGE))
+    anthropic_env.batches.outcome = {custom_id("job_expires_once/tick/0"): "expired",
+                                     custom_id("job_errs_once/tick/0"): "errored"}  # a transient api_error
+    client = lane.client()
+    handles = [client.submit({"context": [{"type": "text", "text": "Answer."}], "options": {"priority": "batch"}},
+                             job_id=job_id) for job_id in ("job_expires_once", "job_errs_once")]
+    for handle in handles:
+        record = handle.result(timeout=60)
+        assert record["status"] == "succeeded" and record["result"] == "done"
+        assert record["usage"]["batch"] == {"requests": 1, "cost_usd": pytest.approx(full_price(USAGE) / 2)}
+    sent = [e["custom_id"] for b in anthropic_env.batches.created for e in b.requests]
+    assert sorted(sent) == sorted([custom_id("job_expires_once/tick/0"), custom_id("job_errs_once/tick/0")] * 2)
