@@ -299,3 +299,23 @@ def test_a_receiver_that_hangs_does_not_hold_up_other_deliveries(hooks):
         assert got.payload["data"]["id"] == other.id
     finally:
         hanging.hold.set()
+
+
+def test_failed_and_canceled_jobs_send_job_finished_with_their_status_and_error(hooks):
+    receiver = hooks.receiver()
+    hooks.tool("boom", params={})
+    hooks.activities.register("boom", lambda call: (_ for _ in ()).throw(ValueError("no luck")), retries=0)
+    _serve_add(hooks)
+    client = hooks.client()
+    failed = client.submit({"calls": [{"_tool": "boom", "_outputPath": "†state.x"}],
+                            "options": {"webhook": {"url": receiver.url}}})
+    waiting = client.submit(_add_job(receiver.url, approval=["add"]))
+    assert failed.result(timeout=20)["status"] == "failed"
+    waiting.cancel()
+    by_job = {}
+    for job in (failed, waiting):
+        got = receiver.delivered(lambda r, job=job: r.payload["data"]["id"] == job.id)
+        assert got.verified and got.payload["type"] == "job.finished"
+        by_job[job.id] = got.payload["data"]
+    assert by_job[failed.id]["status"] == "failed" and "no luck" in by_job[failed.id]["error"]["message"]
+    assert by_job[waiting.id]["status"] == "canceled" and by_job[waiting.id]["result"] is None
