@@ -17,7 +17,10 @@ submitted and waited on by one ``agentq.Client`` shared by a few threads of a cl
     pieces of the solution, evenly spaced). The ideal is two streams back to back: 2 x ``--stream-s``. Shown: the
     most requests the fake answered at once, wall time from the first submission to the last job's record and
     its ratio to the ideal, the time the submissions took, the dispatcher's peak RSS and the CPU it used (and per
-    model request).
+    model request). The ideal counts from the first submission, so the time the client takes to submit the
+    last job (on the same CPUs) is in the wall time; the ratio to the best the dispatcher could do once that
+    job was submitted (the submissions' time + 2 x ``--stream-s``) is shown beside it, and the CPU per model
+    request of the other processes sharing the CPUs (the fake Messages API, the client, redis-server).
 (2) Tick overhead. One agent job of T ticks against a zero-latency model (each answer comes at once: no call,
     no output, until the last), timed from submission to its record, divided by T; and the time from one request
     to the next over its last fifth (the median), which is what a tick costs once the conversation is T
@@ -322,11 +325,12 @@ def report(rows: list[Held], costs: list[Overhead], args: Any) -> None:
     print(f"(1) concurrent agent jobs, 2 ticks each, every answer streaming {args.stream_s:g} s in {args.chunks} "
           f"pieces; one dispatcher {args.dispatcher_args or '(defaults)'}")
     print(f"{'jobs':>6}  {'peak in flight':>14}  {'wall s':>7}  {'ideal s':>7}  {'wall/ideal':>10}  "
-          f"{'submit s':>8}  {'RSS MB':>7}  {'CPU s':>6}  {'CPU ms/req':>10}  {'failed':>6}")
+          f"{'submit s':>8}  {'wall/(submit+ideal)':>19}  {'RSS MB':>7}  {'CPU s':>6}  {'CPU ms/req':>10}  "
+          f"{'failed':>6}")
     for r in rows:
         print(f"{r.jobs:>6}  {r.peak:>14}  {r.wall_s:>7.2f}  {r.ideal_s:>7.2f}  {r.wall_s / r.ideal_s:>10.2f}  "
-              f"{r.submit_s:>8.2f}  {r.rss_mb:>7.0f}  {r.cpu_s:>6.1f}  {r.cpu_s / max(1, r.requests) * 1000:>10.1f}  "
-              f"{r.failed:>6}")
+              f"{r.submit_s:>8.2f}  {r.wall_s / (r.submit_s + r.ideal_s):>19.2f}  {r.rss_mb:>7.0f}  {r.cpu_s:>6.1f}  "
+              f"{r.cpu_s / max(1, r.requests) * 1000:>10.1f}  {r.failed:>6}")
     print("    CPU per model request of the other processes on the same CPUs, ms: the fake Messages API (this "
           "process), the client (submitting and waiting), redis-server")
     for r in rows:
