@@ -268,17 +268,21 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
         job_id, call_id, record = pointer.job_id, pointer.call_id, pointer.record
         if redeliveries is not None:
             redeliveries.count_redelivery(task.request.delivery_info, name, record)
-        shown = {"argsrepr": call_argsrepr(job_id, call_id, record), "kwargsrepr": "{}"}
         try:
             with telemetry.call_span(task.request, job_id, call_id, record):
                 outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
         except StoreUnavailableError as error:
-            raise _store_retry(task, error, **shown) from error
+            raise _store_retry(task, error, **_shown(pointer)) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
-            raise task.retry(countdown=outcome.retry_in, max_retries=None, **shown)
+            raise task.retry(countdown=outcome.retry_in, max_retries=None, **_shown(pointer))
         if outcome.status is OutcomeStatus.FAILED:  # committed as failed: the task fails too (message acked)
             raise CallFailedError(failed_call_message(job_id, call_id, outcome.error))
         return outcome.status.value
+
+
+def _shown(pointer: CallPointer) -> dict[str, str]:
+    """What monitoring shows of a call task's arguments when it is sent again (a retry)."""
+    return {"argsrepr": call_argsrepr(pointer.job_id, pointer.call_id, pointer.record), "kwargsrepr": "{}"}
 
 
 def failed_call_message(job_id: str, call_id: str, error: ErrorInfo | None) -> str:

@@ -49,7 +49,7 @@ class PatientStore:
 
     Waits grow from 0.1 s to 2 s (jittered); a step that still fails after `window_s` raises
     `StoreUnavailableError`. Attributes that are not methods pass through. Thread-safe (no state of its own
-    besides counters)."""
+    besides counters, and the wrapper made for each step, made again when the store's step changes)."""
 
     def __init__(self, store: Store, window_s: float, *, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
@@ -59,6 +59,7 @@ class PatientStore:
         self._clock = clock
         self._lock = threading.Lock()
         self.retried_steps = 0  # steps that needed more than one try (for logs and tests)
+        self._patient: dict[str, tuple[Any, Callable[..., Any]]] = {}  # name -> (the step, its patient wrapper)
 
     @property
     def inner(self) -> Store:
@@ -69,11 +70,15 @@ class PatientStore:
         attribute = getattr(self._store, name)
         if name.startswith("_") or not callable(attribute):
             return attribute
+        made = self._patient.get(name)
+        if made is not None and made[0] == attribute:  # the same step as before (a bound method compares equal)
+            return made[1]
 
         @functools.wraps(attribute)
         def patient(*args: Any, **kwargs: Any) -> Any:
             return self._run(name, attribute, args, kwargs)
 
+        self._patient[name] = (attribute, patient)
         return patient
 
     def _run(self, name: str, step: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentq.protocol.cache import LRU
 from agentq.store.boundary import map_store_errors
 from agentq.store.connect import DEFAULT_MAX_CONNECTIONS, connect_redis
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.scripts import Scripts
+
+KEPT_JOB_KEYS = 4096  # the jobs whose key names one store keeps (a few hundred bytes each)
 
 
 @map_store_errors
@@ -32,9 +35,15 @@ class StoreConnection:
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
         self.scripts = Scripts(self.redis)
+        self._keys: LRU[str, JobKeys] = LRU(KEPT_JOB_KEYS)
 
     def keys(self, job_id: str) -> JobKeys:
-        return JobKeys(self.namespace, job_id)
+        """The keys of job `job_id` (raises `InvalidJobIdError`); those of the jobs this process works on are kept,
+        so a call's steps do not build and check them again."""
+        keys = self._keys.get(job_id)
+        if keys is None:
+            keys = self._keys.put(job_id, JobKeys(self.namespace, job_id))
+        return keys
 
     def ping(self) -> None:
         self.redis.ping()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from agentq.errors import InvalidJobIdError
 from agentq.protocol.ids import job_id_problem
@@ -25,7 +26,8 @@ SPEC_FIELDS = ("submitted", "solution", "registered")
 
 @dataclass(frozen=True)
 class JobKeys:
-    """The keys of one job, in the order the Lua scripts expect them (see `all`).
+    """The keys of one job, in the order the Lua scripts expect them (see `all`). Each key's name is built on its
+    first use and kept (a store keeps the keys of the jobs it works on, see `StoreConnection.keys`).
 
     The job id is checked here too (SPEC §10), so no code path can build a key from an id that would change
     the key's hash slot or meaning: `InvalidJobIdError` before any key exists."""
@@ -38,78 +40,78 @@ class JobKeys:
         if problem is not None:
             raise InvalidJobIdError(problem)
 
-    @property
+    @cached_property
     def _prefix(self) -> str:
         return f"{self.namespace}:{{{self.job_id}}}"
 
-    @property
+    @cached_property
     def job(self) -> str:  # hash: status, counters, timestamps, options, output schema, parent, final record
         return f"{self._prefix}:job"
 
-    @property
+    @cached_property
     def spec(self) -> str:  # hash: the job's cold spec, written once at submission (see `SPEC_FIELDS`)
         return f"{self._prefix}:spec"
 
-    @property
+    @cached_property
     def log(self) -> str:  # list: the context log, JSON messages, append-only
         return f"{self._prefix}:log"
 
-    @property
+    @cached_property
     def calls(self) -> str:  # hash: call id -> call record JSON
         return f"{self._prefix}:calls"
 
-    @property
+    @cached_property
     def dependents(self) -> str:  # hash: call id -> JSON list of the calls that wait on it
         return f"{self._prefix}:dependents"
 
-    @property
+    @cached_property
     def status(self) -> str:  # hash: call id -> status
         return f"{self._prefix}:status"
 
-    @property
+    @cached_property
     def waiting(self) -> str:  # hash: call id -> unfinished calls it still waits on
         return f"{self._prefix}:waiting"
 
-    @property
+    @cached_property
     def attempts(self) -> str:  # hash: call id -> attempts started
         return f"{self._prefix}:attempts"
 
-    @property
+    @cached_property
     def lost(self) -> str:  # hash: call id -> attempts lost (their process died before they ended)
         return f"{self._prefix}:lost"
 
-    @property
+    @cached_property
     def tools(self) -> str:  # hash: tool name -> the job's composed tool schema JSON
         return f"{self._prefix}:tools"
 
-    @property
+    @cached_property
     def events(self) -> str:  # stream: event envelopes for front ends and clients
         return f"{self._prefix}:events"
 
-    @property
+    @cached_property
     def exchanges(self) -> str:  # list: an agent job's model requests and answers (`Exchange` JSON), oldest first
         return f"{self._prefix}:exchanges"
 
-    @property
+    @cached_property
     def approval(self) -> str:  # hash: call id -> 1 for the calls a reviewer must approve (SPEC §9)
         return f"{self._prefix}:approval"
 
-    @property
+    @cached_property
     def done(self) -> str:  # list: the final status, pushed once when the job ends; waiters BLMOVE it onto itself
         return f"{self._prefix}:done"
 
-    @property
+    @cached_property
     def budget(self) -> str:  # hash: what the job and its module child jobs spent and hold in flight (budget.lua)
         return f"{self._prefix}:budget"
 
-    @property
+    @cached_property
     def leases(self) -> str:  # key prefix; one string key per running call, see `lease`
         return f"{self._prefix}:lease:"
 
     def lease(self, call_id: str) -> str:  # string: the token of the attempt running the call
         return f"{self.leases}{call_id}"
 
-    @property
+    @cached_property
     def tick_lease(self) -> str:  # string: the token of the agent tick in flight
         return self.lease(TICK)
 

@@ -99,6 +99,7 @@ class Scripts:
     """The Lua steps registered on one Redis client (a script is loaded on first use, again after a flush)."""
 
     def __init__(self, redis: Any):
+        self._redis = redis
         self._scripts = {name: redis.register_script(lua_source(name)) for name in SCRIPT_NAMES}
 
     @property
@@ -107,7 +108,16 @@ class Scripts:
         return dict(self._scripts)
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return self._scripts[name](keys=list(keys), args=list(args))
+        """EVALSHA the step, as redis-py's `Script` does but without its layers: a Redis that lost its scripts (a
+        restart, SCRIPT FLUSH) is sent the script, then the step again."""
+        from redis.exceptions import NoScriptError
+
+        script = self._scripts[name]
+        try:
+            return self._redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            script.sha = self._redis.script_load(script.script)
+            return self._redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the step `name` for a companion that lays out its own steps (`limit_scripts.py`)."""

@@ -272,3 +272,28 @@ def test_no_delivery_limit_with_zero(memory_store: MemoryStore, clock: ManualClo
         clock.advance(2)
     assert rig.executor.run_call(job_id, call_id).status == "done"
     rig.executor.leases.stop()
+
+
+def test_a_patient_step_is_wrapped_once_and_again_when_the_store_changes_it(monkeypatch: pytest.MonkeyPatch):
+    """A worker takes a few store steps per call: each step's retrying wrapper is made on its first use only
+    (`functools.wraps` once, not on every call), and made again for a step the store replaced."""
+    import functools
+
+    class Steps:
+        def claim(self, n: int) -> str:
+            return f"claimed {n}"
+
+    made: list[str] = []
+    wraps = functools.wraps
+
+    def counted_wraps(wrapped: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(wrapped.__name__)
+        return wraps(wrapped, *args, **kwargs)
+
+    monkeypatch.setattr(functools, "wraps", counted_wraps)
+    inner = Steps()
+    patient = PatientStore(inner, 1.0)
+    assert [patient.claim(n) for n in range(5)] == [f"claimed {n}" for n in range(5)]
+    assert made == ["claim"] and patient.claim is patient.claim
+    inner.claim = lambda n: f"replaced {n}"  # type: ignore[method-assign]
+    assert patient.claim(7) == "replaced 7" and made == ["claim", "<lambda>"]

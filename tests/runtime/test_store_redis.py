@@ -78,6 +78,25 @@ def test_a_redis_that_lost_its_scripts_still_takes_a_submission(store: StateStor
     assert store.recent_jobs() == ["job_after_flush"]
 
 
+def test_a_call_step_is_one_evalsha_and_the_store_keeps_the_jobs_keys(store: StateStore):
+    """A claim and a commit are one request each (EVALSHA, as redis-py's `Script` sends it, without its layers),
+    and the store builds and checks a job's key names once, not in each step."""
+    from agentq.protocol.status import CallStatus
+    from agentq.store.keys import JobKeys
+
+    assert create(store, "job_keys")
+    keys = store.keys("job_keys")
+    assert store.keys("job_keys") is keys and keys == JobKeys(store.namespace, "job_keys")
+    assert keys.lease("call_x") == f"{keys.leases}call_x" and keys.job is keys.job
+    call_id = next(iter(store.call_records("job_keys")))
+    for script in store.scripts.registered.values():  # loaded now (a test before may have flushed them)
+        store.redis.script_load(script.script)
+    trips = RoundTrips(store.redis)
+    assert store.claim("job_keys", call_id, token="t", lease_ms=10_000).outcome.value == "claimed"
+    assert store.commit("job_keys", call_id, token="t", status=CallStatus.DONE).outcome.value == "committed"
+    assert trips.requests == [["EVALSHA"], ["EVALSHA"]]
+
+
 def test_old_listings_are_trimmed_by_the_next_submission(store: StateStore):
     store.redis.zadd(store.fleet.jobs, {"job_ancient": 1.0})
     assert create(store, "job_new")
