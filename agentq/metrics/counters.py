@@ -25,7 +25,7 @@ TOKEN_TYPES = ("input", "output", "cache_creation_input", "cache_read_input")
 
 class Metrics:
     """One process's counters (`agentq_calls`, `agentq_call_duration_seconds`, `agentq_call_redeliveries`,
-    `agentq_llm_requests`, `agentq_llm_tokens`, `agentq_llm_cost_usd`) in `registry`."""
+    `agentq_llm_requests`, `agentq_llm_tokens`, `agentq_llm_cost_usd`, `agentq_webhook_attempts`) in `registry`."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -44,6 +44,13 @@ class Metrics:
         self.llm_cost = Counter("agentq_llm_cost_usd", "Cost of answered model requests in US dollars, by model, "
                                 "priced by the price table (AGENTQ_LLM_PRICES); unpriced requests are not counted",
                                 ["model"], registry=self.registry)
+        self.webhook_attempts = Counter("agentq_webhook_attempts", "Webhook delivery attempts by event type and "
+                                        "outcome (delivered, retry: tried again later, failed: given up)",
+                                        ["type", "outcome"], registry=self.registry)
+
+    def webhook_attempted(self, event_type: str, outcome: str) -> None:
+        """Count one webhook delivery attempt (docs/webhooks.md)."""
+        self.webhook_attempts.labels(event_type, outcome).inc()
 
     def call_ended(self, record: CallRecord, status: str, seconds: float) -> None:
         """Count an attempt of `record` that ended with `status` after `seconds` (the engine's hooks tell only

@@ -154,7 +154,7 @@ def start_webhooks(runtime: Runtime) -> WebhookLoop | None:
     from agentq.webhooks.loop import WebhookLoop
 
     redis = cast("StateStore", runtime.store).redis  # the Redis state store's connection (root.open_store)
-    return WebhookLoop(runtime.store, redis, runtime.settings).start()
+    return WebhookLoop(runtime.store, redis, runtime.settings, metrics=runtime.parts.metrics).start()
 
 
 def new_worker_id() -> str:

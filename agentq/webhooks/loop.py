@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -46,11 +46,18 @@ def retry_delay(failures: int, backoff_s: float, retry_after_s: float | None = N
     return delay
 
 
+class AttemptCounter(Protocol):
+    """What counts delivery attempts (`agentq.metrics.Metrics`)."""
+
+    def webhook_attempted(self, event_type: str, outcome: str) -> None: ...
+
+
 class Deliverer:
     """Attempts due deliveries and keeps each outcome."""
 
     def __init__(self, deliveries: DeliveryStore, sender: Sender, settings: Settings, *,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, metrics: AttemptCounter | None = None):
+        self.metrics = metrics
         self.deliveries = deliveries
         self.sender = sender
         self.settings = settings
@@ -77,6 +84,9 @@ class Deliverer:
         delivery, body = stored
         answer = self.sender.send(delivery, body)
         delivery, next_at = self.outcome(delivery, answer)
+        if self.metrics is not None:
+            outcome = "retry" if delivery.state is DeliveryState.PENDING else delivery.state.value
+            self.metrics.webhook_attempted(delivery.type, outcome)
         self.deliveries.save(delivery, int(next_at * 1000) if next_at is not None else None)
         if delivery.state is DeliveryState.PENDING:
             log.info("webhook %s of job %s not delivered (%s); next attempt in %.1f s", delivery.id, job_id,
@@ -102,7 +112,7 @@ class WebhookLoop:
     """The threads of one process: one looks for webhook events, `AGENTQ_WEBHOOK_CONCURRENCY` attempt due
     deliveries, so a slow receiver holds one thread, neither the other deliveries nor the finding of events."""
 
-    def __init__(self, store: Store, redis: Any, settings: Settings):
+    def __init__(self, store: Store, redis: Any, settings: Settings, *, metrics: AttemptCounter | None = None):
         self.settings = settings
         secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret is not None else ""
         allowlist = Allowlist.parse(settings.webhook_allowlist)
@@ -110,7 +120,7 @@ class WebhookLoop:
                                         keep_s=settings.webhook_retry_s + settings.job_ttl_s)
         self.sender = Sender(allowlist, keys=secret_keys(secret), timeout_s=settings.webhook_timeout_s)
         self.watcher = Watcher(store, self.deliveries)
-        self.deliverer = Deliverer(self.deliveries, self.sender, settings)
+        self.deliverer = Deliverer(self.deliveries, self.sender, settings, metrics=metrics)
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -78,6 +78,10 @@ def test_job_finished_is_signed_retried_after_two_500s_and_keeps_one_id(hooks):
     assert [a["status"] for a in delivery["attempts"]] == [500, 500, 200]
     assert delivery["attempts"][0]["error"] == "answered 500" and delivery["next_attempt_at"] is None
     assert len(receiver.received) == 3  # nothing after the 2xx
+    counted = {outcome: hooks.metrics.registry.get_sample_value(
+        "agentq_webhook_attempts_total", {"type": "job.finished", "outcome": outcome}) for outcome in ("retry",
+                                                                                                  "delivered")}
+    assert counted == {"retry": 2.0, "delivered": 1.0}
 
     async def listed() -> list[dict]:
         async with AsyncClient(settings=hooks.settings) as client:
