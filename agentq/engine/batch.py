@@ -46,14 +46,20 @@ log = logging.getLogger("agentq.batch")
 ENTRY_OVERHEAD_BYTES = 100  # a batch entry's own JSON around its params
 
 
+Counted = Callable[[str, LLMAnswer | None, BaseException | None], None]
+"""`counted(model, answer, error)`: a result taken, counted into the metrics as a streamed request is."""
+
+
 class BatchLane:
     """A batch-lane job's requests: queued for a batch, their results picked up (one per process)."""
 
-    def __init__(self, queue: BatchQueue, prices: PriceTable, *, max_attempts: int, recheck_s: float):
+    def __init__(self, queue: BatchQueue, prices: PriceTable, *, max_attempts: int, recheck_s: float,
+                 counted: Counted | None = None):
         self.queue = queue
         self.prices = prices
         self.max_attempts = max_attempts
         self.recheck_s = recheck_s  # the waiting task's fallback countdown (the round wakes it before)
+        self.counted = counted  # the process's metrics, told of each result taken (as a streamed request's)
 
     def solve(self, hooks: Hook, job: JobInfo, request: LLMRequest, *, place: str,
               on_send: Callable[[], None] | None = None, on_call: OnCall | None = None) -> LLMAnswer:
@@ -72,6 +78,19 @@ class BatchLane:
         raise ModelDeferred(f"the request waits for its batch (custom_id {cid})", retry_after_s=self.recheck_s)
 
     def _answered(self, hooks: Hook, asked: ModelRequest, cid: str, held: dict[str, str]) -> LLMAnswer:
+        answer: LLMAnswer | None = None
+        error: BaseException | None = None
+        try:
+            answer = self._taken(hooks, asked, cid, held)
+            return answer
+        except LLMError as failed:
+            error = failed
+            raise
+        finally:
+            if self.counted is not None:
+                self.counted(asked.request.model, answer, error)
+
+    def _taken(self, hooks: Hook, asked: ModelRequest, cid: str, held: dict[str, str]) -> LLMAnswer:
         tries = int(held.get("tries") or 1)
         try:
             answer = answer_of(json.loads(held["result"]))

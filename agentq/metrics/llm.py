@@ -20,28 +20,32 @@ class MeteredLLM:
         self.metrics = metrics
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        requests = self.metrics.llm_requests
         try:
             answer = self.llm.solve(request, on_call=on_call)
-        except LLMRetryableError:
-            requests.labels(request.model, "retry").inc()
+        except Exception as error:
+            count_request(self.metrics, request.model, None, error)
             raise
-        except Exception:
-            requests.labels(request.model, "error").inc()
-            raise
-        requests.labels(request.model, "ok").inc()
-        usage = answer.usage
-        for kind, count in zip(TOKEN_TYPES, (usage.input_tokens, usage.output_tokens,
-                                             usage.cache_creation_input_tokens, usage.cache_read_input_tokens),
-                               strict=True):
-            if count:
-                self.metrics.llm_tokens.labels(request.model, kind).inc(count)
-        if usage.cost_nanousd:
-            self.metrics.llm_cost.labels(request.model).inc(usage.cost_nanousd / NANOS_PER_USD)
+        count_request(self.metrics, request.model, answer, None)
         return answer
 
     def __getattr__(self, name: str) -> Any:  # anything else of the provider (e.g. a replay's bookkeeping)
         return getattr(self.llm, name)
+
+
+def count_request(metrics: Metrics, model: str, answer: LLMAnswer | None, error: BaseException | None) -> None:
+    """Count one model request of `model` that ended with `answer` (its tokens and cost too) or `error` (a retry
+    when it is transient); also what the batch lane's answers are counted with."""
+    if answer is None:
+        metrics.llm_requests.labels(model, "retry" if isinstance(error, LLMRetryableError) else "error").inc()
+        return
+    metrics.llm_requests.labels(model, "ok").inc()
+    usage = answer.usage
+    for kind, count in zip(TOKEN_TYPES, (usage.input_tokens, usage.output_tokens, usage.cache_creation_input_tokens,
+                                         usage.cache_read_input_tokens), strict=True):
+        if count:
+            metrics.llm_tokens.labels(model, kind).inc(count)
+    if usage.cost_nanousd:
+        metrics.llm_cost.labels(model).inc(usage.cost_nanousd / NANOS_PER_USD)
 
 
 def metered(llm: LLM | None, metrics: Metrics) -> LLM | None:

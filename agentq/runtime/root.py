@@ -16,6 +16,7 @@ It sits above the engine and the Celery glue (`runtime/app.py`), which never imp
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -33,6 +34,7 @@ from agentq.llm.factory import api_key, create_llm, uses_anthropic
 from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
+from agentq.metrics.llm import count_request
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
@@ -123,7 +125,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     budget = BudgetGate(patient, table)
     limiter = ModelLimiter(patient, settings.model_limits)  # after the budget: a refused request takes nothing
     lane = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
-                     recheck_s=max(settings.batch_poll_s * 4, 10.0)) if uses_anthropic(settings) else None
+                     recheck_s=max(settings.batch_poll_s * 4, 10.0),
+                     counted=functools.partial(count_request, parts.metrics)) if uses_anthropic(settings) else None
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,

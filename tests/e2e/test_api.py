@@ -169,6 +169,11 @@ def test_approve_reject_and_edit_over_http(harness, echo, serve_api):
      422, "JobValidationError", "/options/budget/max_requests"),
     (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"cache_ttl": "1d"}}).encode(), 422,
      "JobValidationError", "/options/cache_ttl"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"priority": "urgent"}}).encode(), 422,
+     "JobValidationError", "/options/priority"),
+    (json.dumps({"context": [], "tools": [{"type": "object", "x-model": "claude-unknown-1", "properties": {
+        "_tool": {"const": "cheap"}, "_output": {"type": "string"}}}]}).encode(), 422, "JobValidationError",
+     "/tools/0/x-model"),
 ])
 def test_invalid_bodies_are_answered_4xx_with_every_problem_and_nothing_written(harness, echo, serve_api, body,
                                                                                 status, error_type, pointer):

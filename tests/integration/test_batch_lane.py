@@ -135,6 +135,9 @@ def test_a_hundred_batch_jobs_complete_through_a_handful_of_batches_with_no_slot
     # three batches of 100: every job's first tick, then its latent call, then its second tick, all waiting at once
     assert [len(b.requests) for b in anthropic_env.batches.created] == [100, 100, 100]
     assert len(anthropic_env.batches.answered) == 300
+    metrics = harness.metrics  # counted as streamed requests are: 300 answered, their tokens and (half) cost
+    assert metrics.llm_requests.labels(MODEL, "ok")._value.get() == 300
+    assert metrics.llm_cost.labels(MODEL)._value.get() == pytest.approx(300 * full_price(USAGE) / 2)
     for record in records:
         usage = record["usage"]
         assert usage["requests"] == 3 and usage["batch"]["requests"] == 3
