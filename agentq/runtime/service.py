@@ -284,7 +284,8 @@ class JobService:
     def approve(self, job_id: str, call_id: str) -> CallRecord:
         """Let a call awaiting approval run (SPEC §9); its task is sent now."""
         record = self._decide(job_id, call_id, "approve")
-        self.dispatcher(job_id, [record])
+        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
+            self.dispatcher(job_id, [record])
         return record
 
     def edit(self, job_id: str, call_id: str, params: Any) -> CallRecord:
@@ -307,7 +308,8 @@ class JobService:
             raise JobValidationError("edit rejected", problems)
         edited = replace(record, call=call)
         record = self._decide(job_id, call_id, "edit", record=edited)
-        self.dispatcher(job_id, [record])
+        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
+            self.dispatcher(job_id, [record])
         return record
 
     def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:

@@ -32,7 +32,7 @@ import contextlib
 import contextvars
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,8 +65,10 @@ def configure(settings: Settings) -> bool:
     if settings.tracing_requested:
         from agentq.telemetry.setup import install_provider
 
-        install(install_provider(settings), capture_params=settings.otel_capture_params)
-        return True
+        provider = install_provider(settings)
+        if provider is not None:  # None: the `otel` extra is not installed (a warning said so); tracing stays off
+            install(provider, capture_params=settings.otel_capture_params)
+        return _tracer is not None
     provider = _application_provider()
     if provider is not None:
         install(provider, capture_params=settings.otel_capture_params)
@@ -156,6 +158,14 @@ def _sending(traceparent: str | None) -> Iterator[None]:
         yield
     finally:
         _sender.reset(token)
+
+
+def resumed(traceparent: Callable[[], str | None]) -> Any:
+    """The calls sent inside continue the job whose stored context `traceparent()` reads (called only while
+    tracing is on): a call an approval lets run is its job's, like the calls its commits release."""
+    if _tracer is None:
+        return _NO_SPAN
+    return _sending(traceparent())
 
 
 def task_headers() -> dict[str, str] | None:
@@ -296,6 +306,6 @@ def start_span(name: str, attributes: Mapping[str, Any], *, client: bool = False
                               attributes=dict(attributes))
 
 
-__all__ = ["Submission", "activity_span", "call_span", "configure", "continued", "enabled", "install",
+__all__ = ["Submission", "activity_span", "call_span", "configure", "continued", "enabled", "install", "resumed",
            "shown_params", "start_span", "submission", "task_headers", "task_traceparent", "tick_span",
            "uninstall"]

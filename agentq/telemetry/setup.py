@@ -10,16 +10,20 @@ process exits.
 from __future__ import annotations
 
 import atexit
+import logging
 from typing import Any
 
 from agentq.errors import ConfigurationError
 from agentq.settings import Settings
 
+log = logging.getLogger("agentq.telemetry")
 _installed: Any = None
+_warned: list[bool] = []  # the missing SDK is said once per process
 
 
 def install_provider(settings: Settings) -> Any:
-    """The process's provider (installed as OpenTelemetry's global one, once) with the exporter asked for."""
+    """The process's provider (installed as OpenTelemetry's global one, once) with the exporter asked for; None
+    when the SDK is not installed. An exporter agentq cannot make is a `ConfigurationError`."""
     global _installed
     if _installed is not None:
         return _installed
@@ -29,8 +33,11 @@ def install_provider(settings: Settings) -> Any:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        raise ConfigurationError("OTEL_* variables ask for traces, but OpenTelemetry's SDK is not installed: "
-                                 "pip install 'agentq[otel]'") from None
+        if not _warned:
+            log.warning("the OTEL_* variables ask for traces, but OpenTelemetry's SDK is not installed (pip install "
+                        "'agentq[otel]'): nothing is traced")
+            _warned.append(True)
+        return None
     named = settings.otel_service_name  # read by the SDK itself; agentq's name when it is not set
     provider = TracerProvider(resource=Resource.create({} if named else {"service.name": "agentq"}))
     provider.add_span_processor(BatchSpanProcessor(_exporter(settings)))
@@ -54,6 +61,6 @@ def _exporter(settings: Settings) -> Any:
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
     except ImportError as error:
-        raise ConfigurationError(f"the OTLP exporter asked for is not installed ({error.name}): "
-                                 "pip install 'agentq[otel]'") from None
+        raise ConfigurationError(f"the OTLP exporter asked for is not installed ({error.name}): pip install "
+                                 "'agentq[otel]' (and opentelemetry-exporter-otlp-proto-grpc for grpc)") from None
     return OTLPSpanExporter()

@@ -114,6 +114,22 @@ def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
     assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) == record["usage"]["output_tokens"]
 
 
+def test_a_call_an_approval_lets_run_continues_its_jobs_trace(harness: Harness, spans: InMemorySpanExporter):
+    harness.tool("send", params={"to": {"type": "string"}}, output={"type": "string"}, required=["to"])
+    harness.activities.register("send", lambda call: f"sent to {call['to']}")
+    harness.worker()
+    client = harness.client()
+    handle = client.submit({"calls": [{"_tool": "send", "to": "ada", "_outputPath": "†state.sent"}],
+                            "options": {"approval": ["send"]}}, traceparent=TRACEPARENT)
+    (call,) = handle.calls()
+    client.approve(handle.id, call["id"])
+    assert handle.result(timeout=30)["status"] == "succeeded"
+    found = finished(spans, {"activity send": 1})
+    (submit,) = by_name(found, "submit job")
+    (sent,) = by_name(found, "execute_tool send")
+    assert parent_of(sent, found) is submit and sent.context.trace_id == CLIENT_TRACE
+
+
 def test_a_module_calls_child_job_is_traced_under_the_parents_call(
         spans: InMemorySpanExporter, research: Harness, anthropic_env: FakeAnthropic):  # noqa: F811  (spans first:
     # the worker's `chat` hook is installed when its runtime is built, with tracing on)

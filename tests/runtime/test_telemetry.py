@@ -130,3 +130,29 @@ def test_a_submission_continues_the_submitters_traceparent(spans):
         assert trace.traceparent.startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-")
     (span,) = spans.get_finished_spans()
     assert span.parent.span_id == 0x00F067AA0BA902B7 and span.context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+
+
+def _configured(env: dict[str, str], *, without_sdk: bool = False) -> subprocess.CompletedProcess:
+    """`telemetry.configure(Settings())` in a fresh process with `env` (and no OpenTelemetry SDK, if asked)."""
+    code = ("import logging, os, sys\n"
+            "logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(message)s')\n"
+            "for k in [k for k in os.environ if k.startswith('OTEL_')]: del os.environ[k]\n"
+            f"os.environ.update({env!r})\n"
+            + ("sys.modules['opentelemetry.sdk'] = None\n" if without_sdk else "")
+            + "from agentq import telemetry\nfrom agentq.settings import Settings\n"
+            "print('on' if telemetry.configure(Settings()) else 'off')\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_otel_variables_without_the_extra_log_one_warning_and_trace_nothing():
+    done = _configured({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, without_sdk=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "off"
+    assert "pip install 'agentq[otel]'" in done.stderr and "nothing is traced" in done.stderr
+
+
+def test_an_exporter_agentq_cannot_make_stops_the_process_naming_the_variable():
+    pytest.importorskip("opentelemetry.sdk")
+    done = _configured({"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert done.returncode != 0 and "OTEL_TRACES_EXPORTER='zipkin'" in done.stderr
+    assert _configured({"OTEL_TRACES_EXPORTER": "console"}).stdout.strip() == "on"
