@@ -79,10 +79,11 @@ def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
     ], latent={"summarize": Answer.solution({"output": "mild"})})
     handle = harness.client().submit({"context": [{"type": "text", "text": "Weather in Paris?"}],
                                       "tools": ["weather", "summarize"], "output": OUTPUT}, traceparent=TRACEPARENT)
-    record = handle.result(timeout=30)
+    record = handle.result(timeout=60)
     assert record["status"] == "succeeded", record
 
-    found = finished(spans, {"invoke_agent": 2, "chat claude-sonnet-4-6": 3, "activity weather": 1})
+    found = finished(spans, {"invoke_agent": 2, "chat claude-sonnet-4-6": 3, "execute_tool weather": 1,
+                                    "execute_tool summarize": 1})
     assert {s.context.trace_id for s in found} == {CLIENT_TRACE}  # one trace: the submitter's
     (submit,) = by_name(found, "submit job")
     assert submit.parent is not None and submit.parent.span_id == CLIENT_SPAN
@@ -123,8 +124,8 @@ def test_a_call_an_approval_lets_run_continues_its_jobs_trace(harness: Harness, 
                             "options": {"approval": ["send"]}}, traceparent=TRACEPARENT)
     (call,) = handle.calls()
     client.approve(handle.id, call["id"])
-    assert handle.result(timeout=30)["status"] == "succeeded"
-    found = finished(spans, {"activity send": 1})
+    assert handle.result(timeout=60)["status"] == "succeeded"
+    found = finished(spans, {"execute_tool send": 1})
     (submit,) = by_name(found, "submit job")
     (sent,) = by_name(found, "execute_tool send")
     assert parent_of(sent, found) is submit and sent.context.trace_id == CLIENT_TRACE
@@ -143,10 +144,11 @@ def test_a_module_calls_child_job_is_traced_under_the_parents_call(
     handle = research.client().submit({"context": [{"type": "data", "kind": "brief", "data": {"topic": "x"}},
                                                    {"type": "text", "text": "Research the lighthouse."}],
                                        "tools": ["research"]}, traceparent=TRACEPARENT)
-    record = handle.result(timeout=40)
+    record = handle.result(timeout=60)
     assert record["status"] == "succeeded", record
 
-    found = finished(spans, {"submit job": 2, "invoke_agent": 4, "activity lookup": 1})
+    found = finished(spans, {"submit job": 2, "invoke_agent": 4, "execute_tool research": 1,
+                                    "execute_tool lookup": 1})
     assert {s.context.trace_id for s in found} == {CLIENT_TRACE}
     (parent_submit,) = [s for s in by_name(found, "submit job") if s.attributes["agentq.job.id"] == record["id"]]
     (child_submit,) = [s for s in by_name(found, "submit job") if s is not parent_submit]
