@@ -32,6 +32,12 @@ true``) gets server-sent events exactly like the real API's (message_start, cont
 input_json_delta chunks, content_block_stop, message_delta with usage, message_stop); any other request gets a
 plain JSON Message.
 
+Stop reasons and thinking: ``Answer.cut(solution, after=k)`` stops with ``max_tokens`` after k chunks of the tool
+input (mid ``input_json_delta``), ``Answer.refusal(text)`` declines, ``Answer.window_full(...)`` stops with
+``model_context_window_exceeded``; ``thinking=[...]`` / ``redacted_thinking=n`` on any answer sends signed thinking
+blocks first (``thinking_delta``, ``signature_delta``), which later requests must carry back unchanged;
+``context_window`` (tokens, about 4 bytes each) answers a longer request 400 "prompt is too long".
+
 Before any answer, the request is checked the way the real API checks it (:func:`request_refusal`): a request
 the real API refuses gets the same 400 ``invalid_request_error`` here, with the real error body ``{"type":
 "error", "error": {"type": "invalid_request_error", "message": ...}, "request_id": ...}``, and uses no scripted

@@ -13,6 +13,13 @@ exchange and its usage; whoever sees the job with no open call and no tick in fl
 Transient model failures (429, overload, an `error` event mid-stream) are retried as Celery countdowns that
 honour `retry-after`, up to `AGENTQ_LLM_MAX_ATTEMPTS`; calls already dispatched from the broken stream keep
 their ids, so the retried stream cannot dispatch them again.
+
+Stop reasons (SPEC §16): an answer cut at max_tokens keeps the calls that came whole (already written) as its
+solution, and the next request asks for the rest; cut again right after, the job fails (`ModelOutputTruncated`).
+A refusal fails the job at once. A request the context window refuses is compacted once (`Transcript.compact_all`)
+and made again within the same tick, then fails the job (`ContextWindowExceeded`). With thinking on
+(`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking blocks
+stay in its exchange, to go back unchanged; their summaries become `thinking` events.
 """
 
 from __future__ import annotations

@@ -5,6 +5,13 @@ blocks with ``cache_control`` on the last one, and reads the raw event stream: t
 ``input_json_delta`` pieces go through a :class:`CallReporter`, so each complete element of ``calls`` is
 reported while the model is still writing the rest.
 
+With thinking on (``LLMRequest.thinking``) the tool is offered instead (``tool_choice: auto``: the API refuses a
+forced tool with thinking), and the answer's ``thinking`` / ``redacted_thinking`` blocks (``thinking_delta`` and
+``signature_delta`` pieces) are kept exactly as they came, to go back unchanged. The stop reason decides what
+the answer is (SPEC §16): ``max_tokens`` a cut one (``LLMAnswer.truncated``), ``refusal`` a
+:class:`ModelRefused` with the model's text, ``model_context_window_exceeded`` (like a 400 "prompt is too long")
+a :class:`ContextWindowExceeded`, any reason not in :data:`KNOWN_STOP_REASONS` an :class:`UnknownStopReason`.
+
 Every SDK and transport exception is mapped here: transient ones (429, 408, 5xx, 529 overloaded, connection
 errors and timeouts, an ``error`` event or a cut in the middle of the stream) become
 :class:`LLMRetryableError` with the provider's ``retry-after``; everything else :class:`LLMError`. The SDK's
