@@ -280,8 +280,10 @@ class _StreamState:
             self.blocks[index][field] += getattr(delta, field, "") or ""
 
     def thinking_blocks(self) -> tuple[dict, ...]:
-        """The thinking and redacted thinking blocks, in the order they came (signatures included)."""
-        return tuple(self.blocks[i] for i in sorted(self.blocks) if self.blocks[i]["type"] != "text")
+        """The thinking and redacted thinking blocks, in the order they came (signatures included); a thinking
+        block the output limit cut before its signature came is left out (the API would refuse it unsigned)."""
+        return tuple(block for _, block in sorted(self.blocks.items())
+                     if block["type"] == "redacted_thinking" or (block["type"] == "thinking" and block["signature"]))
 
     def text(self) -> str:
         """What the model wrote outside its tool call."""

@@ -4,9 +4,12 @@ conversation an exchange with thinking, a cut answer or no solution becomes (pur
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
-from agentq.errors import Problem
-from agentq.llm.anthropic import request_params
+import pytest
+
+from agentq.errors import ContextWindowExceeded, ModelRefused, Problem, UnknownStopReason
+from agentq.llm.anthropic import _read, request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.conversation import Exchange, tick_messages
 from agentq.protocol.thinking import fitted, thinking_param
@@ -80,3 +83,48 @@ def test_the_stored_exchange_round_trips_and_the_transcript_agrees_with_tick_mes
     transcript = Transcript(max_input_tokens=200_000)
     transcript.grow(CONTEXT, stored)
     assert transcript.turns == tick_messages(CONTEXT, stored)
+
+
+def events(*items: dict) -> list:
+    """SDK-like stream events (attribute access) from dicts."""
+    def wrap(value):
+        if isinstance(value, dict):
+            return SimpleNamespace(**{k: wrap(v) for k, v in value.items()})
+        return value
+    return [wrap(item) for item in items]
+
+
+def stream(*middle: dict, stop_reason: str) -> list:
+    return events({"type": "message_start", "message": {"usage": {"input_tokens": 10, "output_tokens": 1}}}, *middle,
+                  {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 5}},
+                  {"type": "message_stop"})
+
+
+def thinking_block(index: int, text: str, signature: str | None) -> list[dict]:
+    parts = [{"type": "content_block_start", "index": index,
+              "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+             {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}]
+    if signature is not None:
+        parts.append({"type": "content_block_delta", "index": index,
+                      "delta": {"type": "signature_delta", "signature": signature}})
+    return parts
+
+
+def test_the_stream_reader_keeps_signed_thinking_and_leaves_out_a_block_cut_before_its_signature():
+    answer = _read(stream(*thinking_block(0, "First.", "sig1"), *thinking_block(1, "Then", None),
+                          stop_reason="max_tokens"), None)
+    assert answer.truncated and answer.tool_use_id == "" and answer.solution is None
+    assert answer.blocks == ({"type": "thinking", "thinking": "First.", "signature": "sig1"},)
+    assert answer.thinking == ("First.",) and answer.usage.output_tokens == 5
+
+
+def test_a_refusal_and_an_unknown_stop_reason_raise_with_the_text_and_the_reason():
+    text = [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I won't."}}]
+    with pytest.raises(ModelRefused, match=r"^I won't\.$") as refused:
+        _read(stream(*text, stop_reason="refusal"), None)
+    assert refused.value.usage.requests == 1
+    with pytest.raises(UnknownStopReason, match="'pause_turn'"):
+        _read(stream(*text, stop_reason="pause_turn"), None)
+    with pytest.raises(ContextWindowExceeded):
+        _read(stream(*text, stop_reason="model_context_window_exceeded"), None)
