@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from agentq.errors import ContextWindowExceeded, ModelRefused, Problem, UnknownStopReason
+from agentq.llm import anthropic as anthropic_provider
 from agentq.llm.anthropic import _read, request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.conversation import Exchange, tick_messages
@@ -110,6 +111,13 @@ def thinking_block(index: int, text: str, signature: str | None) -> list[dict]:
     return parts
 
 
+@pytest.fixture
+def plain_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_read` takes a list of events as the stream (no HTTP response under it)."""
+    monkeypatch.setattr(anthropic_provider, "_events", iter)
+
+
+@pytest.mark.usefixtures("plain_events")
 def test_the_stream_reader_keeps_signed_thinking_and_leaves_out_a_block_cut_before_its_signature():
     answer = _read(stream(*thinking_block(0, "First.", "sig1"), *thinking_block(1, "Then", None),
                           stop_reason="max_tokens"), None)
@@ -118,6 +126,7 @@ def test_the_stream_reader_keeps_signed_thinking_and_leaves_out_a_block_cut_befo
     assert answer.thinking == ("First.",) and answer.usage.output_tokens == 5
 
 
+@pytest.mark.usefixtures("plain_events")
 def test_a_refusal_and_an_unknown_stop_reason_raise_with_the_text_and_the_reason():
     text = [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I won't."}}]
