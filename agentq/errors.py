@@ -190,6 +190,15 @@ class CallNotFoundError(StoreError):
     """The job exists but has no call with that id."""
 
 
+class RateLimited(AgentQError):
+    """A tenant's limit (`AGENTQ_TENANTS`: jobs per minute, active jobs) refused a job, and nothing was written:
+    submit it again after `retry_after_s` (the HTTP API answers 429 with `Retry-After`)."""
+
+    def __init__(self, message: str, *, tenant: str, retry_after_s: float):
+        super().__init__(message)
+        self.tenant, self.retry_after_s = tenant, retry_after_s
+
+
 class ConflictError(AgentQError):
     """What was asked conflicts with the state of the call or job (HTTP 409)."""
 

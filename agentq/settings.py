@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agentq.errors import ConfigurationError
 from agentq.protocol.budgets import budget_problems
 from agentq.protocol.limits import ModelLimits, limits_problems, parse_limits
+from agentq.protocol.tenants import TenantLimits, parse_tenants, tenants_problems
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 ENV_PREFIX = "AGENTQ_"
@@ -128,6 +129,8 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(default=200_000_000, ge=1_000, le=256_000_000)
     batch_max_age_s: float = Field(default=60.0, ge=0)
     batch_poll_s: float = Field(default=30.0, gt=0)
+    # tenants' limits (SPEC §17): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`
+    tenants: Annotated[dict[str, Any] | None, NoDecode] = None
 
     # activities (SPEC §3): an activity stays known this long after its last announcement
     activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)
@@ -253,6 +256,28 @@ class Settings(BaseSettings):
             raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(str(p) for p in problems))
         return {**values, "llm_limits": raw}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_tenants(cls, values: Any) -> Any:
+        """`AGENTQ_TENANTS`: the tenants' limits as JSON or `@/path`; a broken value is named with every problem."""
+        if not isinstance(values, dict):
+            return values
+        raw = values.get("tenants")
+        if raw is None or raw == "":  # unset, or set empty: no tenant is limited
+            return {k: v for k, v in values.items() if k != "tenants"}
+        variable = f"{ENV_PREFIX}TENANTS"
+        if isinstance(raw, str):
+            raw = _json_or_file(variable, raw)
+        problems = tenants_problems(raw)
+        if problems:
+            raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(problems))
+        return {**values, "tenants": raw}
+
+    @property
+    def tenant_limits(self) -> dict[str, TenantLimits]:
+        """`AGENTQ_TENANTS` by tenant."""
+        return parse_tenants(self.tenants or {})
+
     @property
     def model_limits(self) -> dict[str, ModelLimits]:
         """`AGENTQ_LLM_LIMITS` by model (`"*"` for every other model)."""
@@ -298,3 +323,19 @@ def _variable(loc: tuple[int | str, ...]) -> str:
 _UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir", "otel_traces_exporter",
                          "otel_exporter_otlp_endpoint", "otel_exporter_otlp_traces_endpoint",
                          "otel_exporter_otlp_protocol", "otel_service_name"})  # other tools' own variables
+
+
+def _json_or_file(variable: str, raw: str) -> Any:
+    """A setting's JSON, given inline or as `@/path` of a file that holds it."""
+    source = raw
+    if raw.startswith("@"):
+        try:
+            source = Path(raw[1:]).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigurationError(f"invalid settings: {variable}: cannot read {raw[1:]}: "
+                                     f"{error.strerror or error}") from None
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(f"invalid settings: {variable} is not valid JSON ({error.msg} at line "
+                                 f"{error.lineno} column {error.colno})") from None

@@ -9,6 +9,7 @@ without one.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,6 +25,7 @@ from agentq.errors import (
     InvalidJobIdError,
     JobNotFoundError,
     Problem,
+    RateLimited,
     StoreUnavailableError,
 )
 
@@ -66,6 +68,9 @@ def as_api_error(error: AgentQError) -> ApiError:
         return ApiError(409, "Conflict", str(error))
     if isinstance(error, InvalidInputError):
         return ApiError(422, type(error).__name__, error.summary, error.problems)
+    if isinstance(error, RateLimited):
+        wait_s = max(1, math.ceil(error.retry_after_s))
+        return ApiError(429, "RateLimited", str(error), headers={"Retry-After": str(wait_s)})
     if isinstance(error, StoreUnavailableError):
         return ApiError(503, "StoreUnavailable", str(error), headers={"Retry-After": "5"})
     return ApiError(400, type(error).__name__, str(error))

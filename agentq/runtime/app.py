@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentq import telemetry
-from agentq.errors import CallFailedError, StoreUnavailableError
+from agentq.errors import CallFailedError, RateLimited, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
@@ -228,6 +228,8 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
         try:
             with telemetry.continued(telemetry.task_traceparent(task.request)):
                 service.submit_by_task(job, job_id=job_id, tenant=tenant)
+        except RateLimited as error:  # the tenant's limit: the job waits in the broker, nothing was written
+            raise task.retry(countdown=error.retry_after_s, exc=error) from error
         except StoreUnavailableError as error:
             raise _store_retry(task, error) from error
 

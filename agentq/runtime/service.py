@@ -30,7 +30,14 @@ from agentq.engine.commits import commit_failure
 from agentq.engine.hooks import Hook
 from agentq.engine.progress import Dispatch as EngineDispatch
 from agentq.engine.progress import JobProgress
-from agentq.errors import CallNotFoundError, ConflictError, JobExistsError, JobValidationError, Problem
+from agentq.errors import (
+    CallNotFoundError,
+    ConflictError,
+    JobExistsError,
+    JobValidationError,
+    Problem,
+    RateLimited,
+)
 from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.envelopes import JobFinished, JobQueued
@@ -214,15 +221,40 @@ class JobService:
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
-        if not self.store.create_job(plan, records, submitted=job, events=[queued],
-                                     parent=parent.to_dict() if parent is not None else None,
-                                     traceparent=trace.traceparent, tenant=tenant):
+        admitted = self._admit(plan, tenant, child=parent is not None)
+        try:
+            written = self.store.create_job(plan, records, submitted=job, events=[queued],
+                                            parent=parent.to_dict() if parent is not None else None,
+                                            traceparent=trace.traceparent, tenant=tenant)
+        except Exception:
+            if admitted:
+                self.store.release_job(tenant, plan.id)
+            raise
+        if not written:
+            if admitted:
+                self.store.release_job(tenant, plan.id)
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
         self._start(plan, records)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         return plan.id
+
+    def _admit(self, plan: JobPlan, tenant: str, *, child: bool) -> bool:
+        """Admit a valid job under its tenant's limits (`AGENTQ_TENANTS`, SPEC §17) before anything is written;
+        whether it now holds a place among its tenant's active jobs. Raises `RateLimited`. A module's child job
+        is part of its parent's work and is not limited again."""
+        limits = self.settings.tenant_limits.get(tenant)
+        if child or limits is None or not limits.limited:
+            return False
+        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
+        refused = self.store.admit_job(tenant, plan.id, limits, expire_at_ms=expire_at_ms)
+        if refused is not None:
+            what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
+                    else f"{limits.jobs_per_minute:g} jobs per minute")
+            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (AGENTQ_TENANTS): nothing was written; "
+                              f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
+        return limits.max_active_jobs is not None
 
     def _start(self, plan: JobPlan, records: list[CallRecord]) -> None:
         """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls."""

@@ -24,7 +24,7 @@ from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.protocol.tenants import DEFAULT_TENANT
+from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
 from agentq.store.replies import (
     BudgetReply,
     Claim,
@@ -36,6 +36,7 @@ from agentq.store.replies import (
     LimitReply,
     Settle,
     SettleOutcome,
+    TenantRefusal,
     TickClaim,
     TickEnded,
 )
@@ -84,6 +85,12 @@ class Store(Protocol):
     def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int: ...
 
     def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
+
+    # ------------------------------------------------------------------------------- tenants
+    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
+                  expire_at_ms: int) -> TenantRefusal | None: ...
+
+    def release_job(self, tenant: str, job_id: str) -> None: ...
 
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
 

@@ -125,7 +125,7 @@ class JobSteps(StatsSteps):
 
         replies = self.redis.transaction(write, keys.job)
         if replies:
-            self._count_end(job_id, JobStatus.FAILED)
+            self._count_end(job_id, JobStatus.FAILED, tenant)
         return bool(replies)
 
     # ------------------------------------------------------------------------------------------- its end
@@ -133,7 +133,7 @@ class JobSteps(StatsSteps):
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         ended = self.scripts.finalize(self.keys(job_id), record=record, event=event)
         if ended:
-            self._count_end(job_id, record.status)
+            self._count_end(job_id, record.status, record.tenant)
         return ended
 
     def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
@@ -145,7 +145,8 @@ class JobSteps(StatsSteps):
             case AlreadyEnded(status=status):
                 return status, []
             case canceled:
-                self._count_end(job_id, JobStatus.CANCELED)
+                tenant = self.redis.hget(self.keys(job_id).job, "tenant") or DEFAULT_TENANT
+                self._count_end(job_id, JobStatus.CANCELED, tenant)
                 return JobStatus.CANCELED, canceled.ready
 
     def save_record(self, job_id: str, record: JobRecord) -> None:

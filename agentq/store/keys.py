@@ -167,6 +167,12 @@ class FleetKeys:
     def jobs(self) -> str:  # zset: job id -> created_at (unix seconds), for listings
         return f"{self.namespace}:jobs"
 
+    def tenant_active(self, tenant: str) -> str:  # zset: job id -> its expiry (s), a limited tenant's active jobs
+        return f"{self.namespace}:tenant:{{{tenant}}}:active"
+
+    def tenant_rate(self, tenant: str) -> str:  # hash: `tat` (ms), a limited tenant's rate of jobs (GCRA)
+        return f"{self.namespace}:tenant:{{{tenant}}}:rate"
+
     def tenant_jobs(self, tenant: str) -> str:  # zset: job id -> created_at, the listing of one tenant's jobs
         return f"{self.namespace}:jobs:tenant:{tenant}"
 

@@ -313,3 +313,12 @@ class LimitWait:
 
 
 LimitReply = LimitGo | LimitWait
+
+
+@dataclass(frozen=True)
+class TenantRefusal:
+    """tenant_admit.lua refused a job: its tenant has `max_active_jobs` active (`by_active`; no step knows when one
+    ends, so `wait_s` is a hint), or is over its rate of jobs (`wait_s`: until the next one is admitted)."""
+
+    by_active: bool
+    wait_s: float

@@ -23,10 +23,11 @@ from agentq.store.calls import CallSteps
 from agentq.store.fleet import FleetSteps
 from agentq.store.jobs import JobSteps
 from agentq.store.limits import LimitSteps
+from agentq.store.tenants import TenantSteps
 from agentq.store.ticks import TickSteps
 
 
-class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps):
+class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=...)` (see `connection.StoreConnection`). Every public

@@ -100,15 +100,17 @@ class StatsSteps(StoreConnection):
             log.warning("job %s may hold calls for a reviewer, but the metrics' approvals set could not be updated",
                         job_id, exc_info=True)
 
-    def _count_end(self, job_id: str, status: JobStatus) -> None:
-        """The metrics' bookkeeping of a job that just ended (its end is already written): it leaves the active
-        and approvals sets and counts once under its final status. Separate commands after the job's script,
+    def _count_end(self, job_id: str, status: JobStatus, tenant: str) -> None:
+        """The bookkeeping of a job that just ended (its end is already written): it leaves the active and
+        approvals sets (the metrics') and its tenant's active set (SPEC §17: the limit of active jobs), and counts
+        once under its final status. Separate commands after the job's script,
         never inside it (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is
         logged, never raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zrem(self.fleet.active_jobs, job_id)
             pipe.zrem(self.fleet.approval_jobs, job_id)
+            pipe.zrem(self.fleet.tenant_active(tenant), job_id)
             pipe.hincrby(self.fleet.job_totals, status.value, 1)
             pipe.execute()
         except Exception:

@@ -119,3 +119,25 @@ def test_a_tokens_file_that_cannot_be_used_is_one_error_naming_every_problem(tmp
     assert "x" * 20 not in message  # a token is never printed
     with pytest.raises(ConfigurationError, match="cannot read it"):
         ApiAuth.configure([f"@{tmp_path / 'missing.json'}"])
+
+
+def test_a_tenants_limits_answer_429_with_retry_after_and_write_nothing(harness, echo, serve_api, tokens_file):
+    api = serve_api(tokens=[tokens_file], tenants={"acme": {"jobs_per_minute": 2}, "globex": {"max_active_jobs": 1}})
+    first, second = submit(api, ACME, "one"), submit(api, ACME, "two")
+    refused = api.request("POST", "/v1/jobs", json_body=chain("three"), token=ACME)
+    assert refused.status == 429, refused.body
+    error = refused.json()["error"]
+    assert error["type"] == "RateLimited" and "2 jobs per minute" in error["message"]
+    assert 29 <= int(refused.headers["retry-after"]) <= 30
+    assert {r["id"] for r in api.request("GET", "/v1/jobs?tenant=acme", token=ADMIN).json()} == {first["id"],
+                                                                                              second["id"]}
+    assert submit(api, ADMIN, "another tenant's")["tenant"] == "ops"  # not limited
+
+    gate = {"calls": [{"_tool": "gate", "text": "g", "_outputPath": "†state.g"}]}
+    held = api.request("POST", "/v1/jobs", json_body=gate, token=GLOBEX).json()
+    busy = api.request("POST", "/v1/jobs", json_body=chain("busy"), token=GLOBEX)
+    assert busy.status == 429 and "1 active jobs" in busy.json()["error"]["message"], busy.body
+    assert int(busy.headers["retry-after"]) >= 1
+    echo.opened.set()
+    assert finished(api, held["id"])["status"] == "succeeded"
+    assert submit(api, GLOBEX, "after")["tenant"] == "globex"  # the ended job left its place

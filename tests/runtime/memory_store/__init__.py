@@ -24,12 +24,13 @@ from tests.runtime.memory_store.fleet import Fleet
 from tests.runtime.memory_store.jobs import JobSteps
 from tests.runtime.memory_store.limits import LimitSteps
 from tests.runtime.memory_store.reads import Reads
+from tests.runtime.memory_store.tenants import TenantSteps
 from tests.runtime.memory_store.ticks import TickSteps
 
 __all__ = ["JobState", "ManualClock", "MemoryStore"]
 
 
-class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps):
+class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps, TenantSteps):
     """An in-memory state store with `StateStore`'s contract. Thread-safe (one lock)."""
 
     def __init__(self, *, clock: Callable[[], float] | None = None, namespace: str = "agentq"):

@@ -135,6 +135,8 @@ class MemoryCore:
 
     def _end(self, state: JobState, status: str) -> None:
         state.done[:] = [status]
+        tenant_active = self.__dict__.get("_tenant_active", {}).get(state.job.get("tenant", "default"), {})
+        tenant_active.pop(state.job.get("id"), None)  # it leaves its tenant's active set (`_count_end`)
         self._changed.notify_all()
 
 

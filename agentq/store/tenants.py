@@ -1,0 +1,40 @@
+"""The store's side of the tenants' limits (SPEC §17): `TenantSteps`.
+
+A limited tenant's active jobs (a zset: job id -> its expiry) and its rate (a GCRA hash) share a hash tag of the
+tenant's name (`agentq:tenant:{<tenant>}:…`), so admitting a job is one Lua step on one node of a cluster
+(tenant_admit.lua), run on the server's clock. A job leaves its tenant's active set when it ends (`_count_end`);
+one that expired without ending is dropped by the next admission.
+"""
+
+from __future__ import annotations
+
+import math
+
+from agentq.protocol.tenants import TenantLimits
+from agentq.store.boundary import map_store_errors
+from agentq.store.connection import StoreConnection
+from agentq.store.replies import TenantRefusal
+
+NO_HINT_S = 5.0  # what a refusal for too many active jobs advises to wait: no step knows when one will end
+
+
+@map_store_errors
+class TenantSteps(StoreConnection):
+    """Admitting a limited tenant's jobs (see the module docstring)."""
+
+    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
+                  expire_at_ms: int) -> TenantRefusal | None:
+        """Admit `job_id` of `tenant` under `limits` before it is written: None when admitted (it counts as active
+        until it ends or expires), else why not and when to try again."""
+        interval_ms = round(60_000 / limits.jobs_per_minute) if limits.jobs_per_minute else 0
+        burst = max(1, math.floor(limits.jobs_per_minute or 1))
+        reply = self.scripts.run("tenant_admit", [self.fleet.tenant_active(tenant), self.fleet.tenant_rate(tenant)],
+                                 [job_id, expire_at_ms / 1000, limits.max_active_jobs or 0, interval_ms, burst])
+        verdict, wait_ms = int(reply[0]), int(reply[1])
+        if verdict == 0:
+            return None
+        return TenantRefusal(by_active=verdict == 1, wait_s=NO_HINT_S if verdict == 1 else max(wait_ms / 1000, 0.001))
+
+    def release_job(self, tenant: str, job_id: str) -> None:
+        """Take an admitted job out of its tenant's active set (its submission failed after it was admitted)."""
+        self.redis.zrem(self.fleet.tenant_active(tenant), job_id)
