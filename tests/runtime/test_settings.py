@@ -21,6 +21,7 @@ LIST_SETTINGS = {
     "AGENTQ_MODULE_DIRS": ("module_dirs", Path),
     "AGENTQ_MODULE_URL_ALLOWLIST": ("module_url_allowlist", str),
     "AGENTQ_API_TOKENS": ("api_tokens", str),
+    "AGENTQ_WEBHOOK_ALLOWLIST": ("webhook_allowlist", str),
 }
 
 
