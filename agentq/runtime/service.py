@@ -16,12 +16,13 @@ known (a tool's schema, an activity's queue, an activity forgotten) within one h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -221,24 +222,35 @@ class JobService:
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
-        admitted = self._admit(plan, tenant, child=parent is not None)
-        try:
+        with self._admitted(plan, tenant, child=parent is not None) as taken_back:
             written = self.store.create_job(plan, records, submitted=job, events=[queued],
                                             parent=parent.to_dict() if parent is not None else None,
                                             traceparent=trace.traceparent, tenant=tenant)
-        except Exception:
-            if admitted:
-                self.store.release_job(tenant, plan.id)
-            raise
+            if not written:
+                taken_back()
         if not written:
-            if admitted:
-                self.store.release_job(tenant, plan.id)
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
         self._start(plan, records)
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         return plan.id
+
+    @contextlib.contextmanager
+    def _admitted(self, plan: JobPlan, tenant: str, *, child: bool) -> Iterator[Callable[[], None]]:
+        """Admit the job under its tenant's limits (`_admit`) around its writing; what it yields takes the
+        admission back (an id that exists already), as does an error while it is written."""
+        admitted = self._admit(plan, tenant, child=child)
+
+        def take_back() -> None:
+            if admitted:
+                self.store.release_job(tenant, plan.id)
+
+        try:
+            yield take_back
+        except BaseException:
+            take_back()
+            raise
 
     def _admit(self, plan: JobPlan, tenant: str, *, child: bool) -> bool:
         """Admit a valid job under its tenant's limits (`AGENTQ_TENANTS`, SPEC §17) before anything is written;
