@@ -235,7 +235,7 @@ class Executor:
         done = done_event(job_id, call_id, record, tool, resolved, result, started, finished, source=self.source)
         # the activity ran: its result is held here, and the commit sent again while the store is unreachable
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
-                                   events=[done])
+                                   events=[done], awaited=record.awaited)
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id)
         return Outcome(OutcomeStatus.DONE)

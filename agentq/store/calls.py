@@ -52,9 +52,11 @@ class CallSteps(StatsSteps):
                                   record_sha=record_sha, tool_sha=tool_sha, start_events=start_events)
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = ()) -> Commit:
+               events: Sequence[Envelope] = (), awaited: bool | None = None) -> Commit:
+        """Write a running call's outcome exactly once (see commit.lua). A caller holding the call's stored record
+        (the claim gave it) passes its `awaited`, so the step does not read and decode the record again."""
         commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
-                                     events=events)
+                                     events=events, awaited=awaited)
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
         return commit

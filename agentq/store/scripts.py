@@ -177,13 +177,15 @@ class Scripts:
         raise ValueError(f"claim.lua replied {reply[0]!r}")
 
     def commit(self, keys: JobKeys, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope]) -> Commit:
-        """commit.lua: write a running call's outcome exactly once."""
+               events: Sequence[Envelope], awaited: bool | None = None) -> Commit:
+        """commit.lua: write a running call's outcome exactly once (`awaited`: None reads it from the stored
+        record)."""
         reply = self._run(
             "commit",
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
              keys.dependents, keys.approval],
-            [call_id, token, status.value, len(messages), *(dumps(m) for m in messages),
+            [call_id, token, status.value, "" if awaited is None else "1" if awaited else "0", len(messages),
+             *(dumps(m) for m in messages),
              *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":

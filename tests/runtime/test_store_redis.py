@@ -97,6 +97,42 @@ def test_a_call_step_is_one_evalsha_and_the_store_keeps_the_jobs_keys(store: Sta
     assert trips.requests == [["EVALSHA"], ["EVALSHA"]]
 
 
+def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(store: StateStore):
+    """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 11 (its job started already,
+    no start events to publish), a commit (no messages, no events) 8 when its caller passes the stored record's
+    `awaited` (the claim gave the record), 9 when it reads and decodes the stored record itself."""
+    from agentq.protocol.status import CallStatus
+
+    job = {"calls": [{"_tool": "first", "x": i, "_outputPath": f"†state.a{i}"} for i in range(3)]}
+    plan = make_plan(job, TOOLS, job_id="job_counted")
+    assert store.create_job(plan, records_of(plan), submitted=job, events=[])
+    first, second, third = store.call_records("job_counted")
+    for script in store.scripts.registered.values():
+        store.redis.script_load(script.script)
+
+    def commands(step: Any) -> int:
+        store.redis.config_resetstat()
+        step()
+        stats = store.redis.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_config|resetstat")
+
+    def claim(call_id: str) -> None:
+        assert store.claim("job_counted", call_id, token=call_id, lease_ms=10_000).outcome.value == "claimed"
+
+    def commit(call_id: str, awaited: bool | None) -> None:
+        assert store.commit("job_counted", call_id, token=call_id, status=CallStatus.DONE, messages=[],
+                            awaited=awaited).outcome.value == "committed"
+
+    claim(first)
+    assert commands(lambda: claim(second)) == 11
+    claim(third)
+    assert commands(lambda: commit(second, True)) == 8
+    assert commands(lambda: commit(first, None)) == 9
+    assert store.job_info("job_counted").open_calls == 1  # each commit counted its call out once
+    commit(third, True)
+    assert store.job_info("job_counted").open_calls == 0
+
+
 def test_old_listings_are_trimmed_by_the_next_submission(store: StateStore):
     store.redis.zadd(store.fleet.jobs, {"job_ancient": 1.0})
     assert create(store, "job_new")

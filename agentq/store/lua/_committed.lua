@@ -42,14 +42,14 @@ local function release_dependents(k, call_id, job)
   return released
 end
 
--- Count the call out of the job's open awaited calls (if it was awaited) and build the reply:
+-- Count the call out of the job's open awaited calls (if it was `awaited`) and build the reply:
 -- {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
 --  number of released calls n, record of each released call..., then, when this was the last awaited call of an
 --  active plan job with no tick in flight: the job hash's field count m, its m fields and values, the log's
 --  length k, its k messages, the call statuses' fields and values}
-local function committed_reply(k, record, job, released)
+local function committed_reply(k, awaited, job, released)
   local open
-  if record.awaited then
+  if awaited then
     open = redis.call('HINCRBY', k.job, 'open', -1)
   else
     open = tonumber(job.open)

@@ -49,4 +49,4 @@ for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
            dependents = KEYS[9], approval = KEYS[10]}
 local released = release_dependents(k, call_id, job)
-return committed_reply(k, cjson.decode(stored), job, released)
+return committed_reply(k, cjson.decode(stored).awaited, job, released)

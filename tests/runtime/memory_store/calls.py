@@ -132,8 +132,8 @@ class CallSteps(MemoryCore):
                 self._xadd(state, entry(envelope, job_id))
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = ()) -> Commit:
-        """commit.lua."""
+               events: Sequence[Envelope] = (), awaited: bool | None = None) -> Commit:
+        """commit.lua (a caller's `awaited` must be the stored record's: checked here)."""
         with self._changed:
             state = self._get(job_id)
             if state is None or state.status.get(call_id) != _RUNNING:
@@ -150,7 +150,9 @@ class CallSteps(MemoryCore):
                 packed = entry(envelope, job_id)
                 self._xadd(state, marked(packed, "after_cancel", True) if late else packed)
             released, job_status = release_dependents(state, call_id, job_status)
-            return committed_reply(state, json.loads(state.calls[call_id]), job_status, released)
+            record = json.loads(state.calls[call_id])
+            assert awaited is None or awaited == record["awaited"], "the caller's record is not the stored one"
+            return committed_reply(state, record, job_status, released)
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
