@@ -9,14 +9,14 @@ import schemathesis
 from hypothesis import HealthCheck, strategies
 from schemathesis import GenerationMode
 
-from tests.e2e.test_api import chain, echo, finished  # noqa: F401  (the `echo` fixture)
+from tests.e2e.test_api import chain, finished
 
 pytestmark = pytest.mark.timeout(600)
 
 EXAMPLES = 25  # per operation and generation mode; the run is derandomized, so it is the same every time
 
 
-def test_no_request_the_document_allows_or_forbids_gets_a_5xx(harness, echo, serve_api):  # noqa: F811
+def test_no_request_the_document_allows_or_forbids_gets_a_5xx(harness, echo, serve_api):
     api = serve_api(max_job_bytes=20_000)
     echo.opened.set()
     jobs = [api.request("POST", "/v1/jobs", json_body=chain("seed")).json()["id"],
