@@ -84,7 +84,7 @@ def test_public_surface_is_pinned():
         "Activity", "ActivityRegistry", "AgentQError", "AsyncClient", "AsyncJobHandle", "CallValidationError", "Client",
         "ConfigurationError",
         "DuplicateRegistrationError", "JobHandle", "JobNotFoundError", "JobTimeoutError", "JobValidationError",
-        "NonRetryableError", "ProtocolError", "ReferenceSyntaxError", "Settings", "StoreError",
+        "NonRetryableError", "ProtocolError", "RateLimited", "ReferenceSyntaxError", "Settings", "StoreError",
         "StoreUnavailableError", "Tool", "ToolRegistry",
         "ToolSchemaError", "UnknownToolError", "__version__",
     ])
