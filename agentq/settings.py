@@ -224,11 +224,7 @@ class Settings(BaseSettings):
         if raw is None or raw == "":  # unset, or set empty: no default budget
             return {k: v for k, v in values.items() if k != "default_budget"}
         if isinstance(raw, str):
-            try:
-                raw = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET is not valid JSON "
-                                         f"({error.msg} at column {error.colno})") from None
+            raw = _json_setting(f"{ENV_PREFIX}DEFAULT_BUDGET", raw)
         problems = budget_problems(raw, "")
         if problems:
             raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET: "
@@ -246,11 +242,7 @@ class Settings(BaseSettings):
             return {k: v for k, v in values.items() if k != "llm_limits"}
         variable = f"{ENV_PREFIX}LLM_LIMITS"
         if isinstance(raw, str):
-            try:
-                raw = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise ConfigurationError(f"invalid settings: {variable} is not valid JSON ({error.msg} at column "
-                                         f"{error.colno})") from None
+            raw = _json_setting(variable, raw)
         problems = limits_problems(raw)
         if problems:
             raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(str(p) for p in problems))
@@ -267,7 +259,7 @@ class Settings(BaseSettings):
             return {k: v for k, v in values.items() if k != "tenants"}
         variable = f"{ENV_PREFIX}TENANTS"
         if isinstance(raw, str):
-            raw = _json_or_file(variable, raw)
+            raw = _json_setting(variable, _file_text(variable, raw[1:]) if raw.startswith("@") else raw)
         problems = tenants_problems(raw)
         if problems:
             raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(problems))
@@ -325,17 +317,19 @@ _UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir", "otel_
                          "otel_exporter_otlp_protocol", "otel_service_name"})  # other tools' own variables
 
 
-def _json_or_file(variable: str, raw: str) -> Any:
-    """A setting's JSON, given inline or as `@/path` of a file that holds it."""
-    source = raw
-    if raw.startswith("@"):
-        try:
-            source = Path(raw[1:]).read_text(encoding="utf-8")
-        except OSError as error:
-            raise ConfigurationError(f"invalid settings: {variable}: cannot read {raw[1:]}: "
-                                     f"{error.strerror or error}") from None
+def _file_text(variable: str, path: str) -> str:
+    """The text of the file a setting names (`@/path`)."""
     try:
-        return json.loads(source)
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigurationError(f"invalid settings: {variable}: cannot read {path}: "
+                                 f"{error.strerror or error}") from None
+
+
+def _json_setting(variable: str, text: str) -> Any:
+    """A JSON setting's value; one line naming the variable and where the JSON broke when it does not parse."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ConfigurationError(f"invalid settings: {variable} is not valid JSON ({error.msg} at line "
-                                 f"{error.lineno} column {error.colno})") from None
+        where = f"line {error.lineno} column {error.colno}" if error.lineno > 1 else f"column {error.colno}"
+        raise ConfigurationError(f"invalid settings: {variable} is not valid JSON ({error.msg} at {where})") from None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentq.errors import Problem
+from agentq.protocol.listed_tools import listed_tools
 
 MIN_BUDGET_TOKENS = 1024  # the API's least thinking budget
 ADAPTIVE = "adaptive"
@@ -55,14 +56,11 @@ def tool_thinking_problems(raw_tools: Any, available: Mapping[str, Mapping[str, 
     """What is wrong with the `x-thinking` of the tools a job lists (`raw_tools`: its `tools`, names of `available`
     tools or inline schemas), each with the tool's pointer: a budget its latent calls' max_tokens cannot hold, or
     adaptive thinking on a tool whose `x-model` does not support it."""
-    if not isinstance(raw_tools, list):
-        return []
     problems: list[Problem] = []
-    for i, item in enumerate(raw_tools):
-        inline = isinstance(item, Mapping)
-        schema = item if inline else available.get(item) if isinstance(item, str) else None
-        for problem in _tool_problems(schema, f"/tools/{i}/{THINKING_KEYWORD}", max_tokens, inline=inline):
-            problems.append(problem if inline else Problem(f"/tools/{i}", f"tool {item!r}: {problem.message}"))
+    for tool in listed_tools(raw_tools, available):
+        pointer = f"/tools/{tool.index}/{THINKING_KEYWORD}"
+        for problem in _tool_problems(tool.schema, pointer, max_tokens, inline=tool.inline):
+            problems.append(problem if tool.inline else tool.problem(THINKING_KEYWORD, problem.message))
     return problems
 
 

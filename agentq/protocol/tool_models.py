@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.errors import Problem
+from agentq.protocol.listed_tools import listed_tools
 
 MODEL_KEYWORD = "x-model"
 
@@ -28,19 +29,10 @@ def tool_model_problems(raw_tools: Any, available: Mapping[str, Mapping[str, Any
                         known_model: KnownModel | None) -> list[Problem]:
     """What is wrong with the `x-model` of the tools a job lists (`raw_tools`: its `tools`, names of `available`
     tools or inline schemas): each one not a non-empty string, or (with `known_model`) not a priced model."""
-    if not isinstance(raw_tools, list):
-        return []
     problems: list[Problem] = []
-    for i, item in enumerate(raw_tools):
-        inline = isinstance(item, Mapping)
-        schema = item if inline else available.get(item) if isinstance(item, str) else None
-        if not isinstance(schema, Mapping) or MODEL_KEYWORD not in schema:
-            continue
-        pointer = f"/tools/{i}/{MODEL_KEYWORD}" if inline else f"/tools/{i}"
-        named = "" if inline else f"tool {item!r}: "
-        problem = _model_problem(schema[MODEL_KEYWORD], known_model)
-        if problem is not None:
-            problems.append(Problem(pointer, named + problem))
+    for tool in listed_tools(raw_tools, available):
+        if MODEL_KEYWORD in tool.schema and (problem := _model_problem(tool.schema[MODEL_KEYWORD], known_model)):
+            problems.append(tool.problem(MODEL_KEYWORD, problem))
     return problems
 
 

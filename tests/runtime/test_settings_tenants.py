@@ -31,7 +31,7 @@ def test_limits_are_read_inline_or_from_a_file(monkeypatch: pytest.MonkeyPatch, 
 
 
 @pytest.mark.parametrize(("raw", "problem"), [
-    ("{acme: 1}", "AGENTQ_TENANTS is not valid JSON (Expecting property name enclosed in double quotes at line 1"),
+    ("{acme: 1}", "AGENTQ_TENANTS is not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
     ("[]", 'AGENTQ_TENANTS: expected an object of tenants'),
     ('{"a b": {}, "acme": {"jobs_per_minute": 0, "max_active_jobs": 1.5, "burst": 3}, "x": {"weight": 2}, "y": 4}',
      "AGENTQ_TENANTS: 'a b' is not a tenant name: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or "
