@@ -6,7 +6,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./src/
 COPY agentq ./src/agentq
 COPY workers ./src/workers
-RUN pip install --no-cache-dir "./src[monitoring,otel]" && rm -rf ./src && useradd --create-home agentq \
+RUN pip install --no-cache-dir "./src[monitoring,otel,mcp]" && rm -rf ./src && useradd --create-home agentq \
     && mkdir -p /var/lib/agentq/metrics && chown agentq /var/lib/agentq/metrics
 # config/: settings documentation, saved `_module` requests (config/modules, the default AGENTQ_MODULE_DIRS)
 # and your own tool folders.

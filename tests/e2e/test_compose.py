@@ -172,7 +172,8 @@ def test_workers_api_and_dispatcher_share_the_metrics_folder(config: dict):
         target = service["environment"]["AGENTQ_METRICS_DIR"]
         assert mounts(service)[target] == "metrics", name
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert '"./src[monitoring,otel]"' in dockerfile  # the image runs Flower too, and exports traces when asked
+    # the image runs Flower too, exports traces when asked, and serves MCP servers' tools (agentq worker --mcp)
+    assert '"./src[monitoring,otel,mcp]"' in dockerfile
     assert "chown agentq /var/lib/agentq/metrics" in dockerfile  # a new volume takes the folder's owner
 
 
