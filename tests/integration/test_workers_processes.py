@@ -174,8 +174,8 @@ def test_cli_submits_to_and_follows_a_running_worker_process(worker_procs, redis
     result = cli(redis_url, "result", job_id, "--wait", "--timeout", "20")
     assert result.returncode == 0, result
     record = json.loads(result.stdout)
-    assert set(record) == {"id", "status", "result", "state", "instances", "error", "usage", "created_at",
-                           "finished_at"}
+    assert set(record) == {"id", "status", "tenant", "result", "state", "instances", "error", "usage",
+                           "created_at", "finished_at"}
     assert (record["id"], record["status"]) == (job_id, "succeeded")
     assert record["state"]["a"]["pid"] == record["state"]["b"]["pid"] == proc.pid
     assert cli(redis_url, "status", job_id).stdout == "succeeded\n"
