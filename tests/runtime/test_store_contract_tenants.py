@@ -52,3 +52,20 @@ def test_active_jobs_are_capped_until_one_ends_is_canceled_expires_or_is_release
     assert store.admit_job("acme", "job_w", two_active, expire_at_ms=expiry_ms(backend)) is not None
     backend.advance(0.4)  # job_z expired without ending: its place is free again
     assert store.admit_job("acme", "job_w", two_active, expire_at_ms=expiry_ms(backend)) is None
+
+
+def test_an_ended_job_whose_end_bookkeeping_was_lost_holds_no_place(backend: Backend):
+    """The step that ends a job and the one that takes it out of its tenant's active set are two (different slots
+    of a cluster): a process dying between them, or an admission between them, finds an ended job in the set."""
+    store, one_active = backend.store, TenantLimits(max_active_jobs=1)
+    plan = make_plan({"calls": []}, {}, job_id="job_ended")
+    assert store.admit_job("acme", plan.id, one_active, expire_at_ms=expiry_ms(backend)) is None
+    assert store.create_job(plan, records_of(plan), submitted={}, events=[], tenant="acme")
+    record = JobRecord(id=plan.id, status=JobStatus.SUCCEEDED, tenant="acme")
+    assert store.finalize(plan.id, record=record, event=JobFinished(job_id=plan.id, status="succeeded"))
+    if backend.name == "memory":  # as if the end's bookkeeping never ran
+        store._tenant("acme")[0][plan.id] = expiry_ms(backend) / 1000
+    else:
+        store.redis.zadd(store.fleet.tenant_active("acme"), {plan.id: expiry_ms(backend) / 1000})
+    assert store.admit_job("acme", "job_next", one_active, expire_at_ms=expiry_ms(backend)) is None
+    assert store.admit_job("acme", "job_after", one_active, expire_at_ms=expiry_ms(backend)) is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import TenantLimits
 from agentq.store.replies import TenantRefusal
 from agentq.store.tenants import NO_HINT_S
@@ -26,6 +27,8 @@ class TenantSteps(MemoryCore):
             for job in [j for j, expiry in active.items() if expiry * 1000 <= now]:
                 del active[job]
             if limits.max_active_jobs and len(active) >= limits.max_active_jobs and job_id not in active:
+                self._drop_ended(active)  # `TenantSteps._drop_ended`: an ended job holds no place
+            if limits.max_active_jobs and len(active) >= limits.max_active_jobs and job_id not in active:
                 return TenantRefusal(by_active=True, wait_s=NO_HINT_S)
             if limits.jobs_per_minute:
                 interval = round(60_000 / limits.jobs_per_minute)
@@ -37,6 +40,13 @@ class TenantSteps(MemoryCore):
             if limits.max_active_jobs:
                 active[job_id] = expire_at_ms / 1000
             return None
+
+    def _drop_ended(self, active: dict[str, float]) -> None:
+        for job in list(active):
+            state = self._jobs.get(job)
+            status = state.job.get("status") if state is not None else None
+            if status is not None and JobStatus(status).is_final:
+                del active[job]
 
     def release_job(self, tenant: str, job_id: str) -> None:
         with self._changed:
