@@ -9,6 +9,7 @@ the activity part with ``"type"`` set to its ``activity_type`` and no ``activity
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from agentq.protocol.events import strip_technical_details, tool_call_part
 
@@ -106,15 +107,41 @@ def _fold_text(parts: list[dict]) -> list[dict]:
     return out
 
 
+def chronological(parts: list[dict]) -> list[dict]:
+    """The parts in the order of their timestamps. A job's stream holds them in the order they were appended, which
+    can differ by a few ms from the order they were made in: calls running in parallel threads or processes each
+    stamp a part, then append it. A part without a timestamp (a text chunk) keeps its place after the part it
+    followed; parts of the same moment keep their stream order (the sort is stable)."""
+    keyed, moment = [], ""
+    for n, part in enumerate(parts):
+        stamp = part.get("timestamp")
+        if isinstance(stamp, str) and stamp:
+            moment = _utc(stamp) or moment
+        keyed.append((moment, n, part))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [part for _, _, part in keyed]
+
+
+def _utc(stamp: str) -> str | None:
+    """A comparable form of an ISO 8601 timestamp (UTC, microseconds), or None when it does not parse."""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds")
+
+
 def build_history_message(parts: list[dict], *, role: str = "assistant") -> dict:
-    """One history message from a job's stored parts, in the given (chronological) order.
+    """One history message from a job's stored parts, put in chronological order (`chronological`).
 
     ``tool_request`` + matching ``tool_result`` (by call id) become one ``tool_call`` at the request's
     position (an unmatched request stays a ``tool_request``, an unmatched result stays a ``tool_result``);
     stream chunks are folded into ``text_output``; markers are dropped; technical details are stripped.
     ``activity_parts`` holds the legacy dicts of the same activities in the same order.
     """
-    history_parts = strip_technical_details(_fold_text(_consolidate(list(parts))))
+    history_parts = strip_technical_details(_fold_text(_consolidate(chronological(list(parts)))))
     return {"role": role, "parts": history_parts,
             "activity_parts": [legacy_activity(p) for p in history_parts if _is_activity(p)]}
 

@@ -150,3 +150,17 @@ def test_stream_parts():
     assert parse_stream_marker(sent[1]["text"]) == legacy_activity(part)
     assert stream_parts(part, markers=False) == sent[:1]
     assert stream_parts(text_part("hi")) == [text_part("hi")]
+
+
+def test_parts_appended_out_of_their_timestamps_order_are_told_in_time_order():
+    """Parallel calls stamp a part, then append it: the stream can hold them a few ms out of order."""
+    late, early = _request("late"), _request("early")
+    late["timestamp"], early["timestamp"] = "2030-01-01T00:00:00.005000Z", "2030-01-01T00:00:00.002000+00:00"
+    chunk = {"type": "text_output_stream", "text": "after the late request"}
+    message = build_history_message([late, chunk, early])
+    assert [p.get("tools", [{}])[0].get("id") for p in message["parts"] if p["type"] == "activity"] == ["early",
+                                                                                                     "late"]
+    assert message["parts"][-1] == {"type": "text_output", "text": "after the late request"}  # it kept its place
+    same = [_request("one"), _request("two")]
+    same[0]["timestamp"] = same[1]["timestamp"] = "2030-01-01T00:00:00Z"
+    assert [p["tools"][0]["id"] for p in build_history_message(same)["parts"]] == ["one", "two"]  # stream order
