@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin
 
@@ -216,54 +217,25 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _parse_default_budget(cls, values: Any) -> Any:
-        """`AGENTQ_DEFAULT_BUDGET`: a JSON budget (as `options.budget`); a broken one is named with its problems."""
+    def _parse_json_settings(cls, values: Any) -> Any:
+        """The JSON settings (`_JSON_SETTINGS`): unset or set empty, none; a broken one is named with every problem."""
         if not isinstance(values, dict):
             return values
-        raw = values.get("default_budget")
-        if raw is None or raw == "":  # unset, or set empty: no default budget
-            return {k: v for k, v in values.items() if k != "default_budget"}
-        if isinstance(raw, str):
-            raw = _json_setting(f"{ENV_PREFIX}DEFAULT_BUDGET", raw)
-        problems = budget_problems(raw, "")
-        if problems:
-            raise ConfigurationError(f"invalid settings: {ENV_PREFIX}DEFAULT_BUDGET: "
-                                     + "; ".join(str(p) for p in problems))
-        return {**values, "default_budget": raw}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_llm_limits(cls, values: Any) -> Any:
-        """`AGENTQ_LLM_LIMITS`: the models' rate limits as JSON; a broken value is named with every problem."""
-        if not isinstance(values, dict):
-            return values
-        raw = values.get("llm_limits")
-        if raw is None or raw == "":  # unset, or set empty: no limits but what the API's headers teach
-            return {k: v for k, v in values.items() if k != "llm_limits"}
-        variable = f"{ENV_PREFIX}LLM_LIMITS"
-        if isinstance(raw, str):
-            raw = _json_setting(variable, raw)
-        problems = limits_problems(raw)
-        if problems:
-            raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(str(p) for p in problems))
-        return {**values, "llm_limits": raw}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_tenants(cls, values: Any) -> Any:
-        """`AGENTQ_TENANTS`: the tenants' limits as JSON or `@/path`; a broken value is named with every problem."""
-        if not isinstance(values, dict):
-            return values
-        raw = values.get("tenants")
-        if raw is None or raw == "":  # unset, or set empty: no tenant is limited
-            return {k: v for k, v in values.items() if k != "tenants"}
-        variable = f"{ENV_PREFIX}TENANTS"
-        if isinstance(raw, str):
-            raw = _json_setting(variable, _file_text(variable, raw[1:]) if raw.startswith("@") else raw)
-        problems = tenants_problems(raw)
-        if problems:
-            raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(problems))
-        return {**values, "tenants": raw}
+        parsed = dict(values)
+        for name, (problems_of, from_file) in _JSON_SETTINGS.items():
+            raw = parsed.get(name)
+            if raw is None or raw == "":
+                parsed.pop(name, None)
+                continue
+            variable = f"{ENV_PREFIX}{name.upper()}"
+            if isinstance(raw, str):
+                raw = _json_setting(variable, _file_text(variable, raw[1:]) if from_file and raw.startswith("@")
+                                    else raw)
+            problems = problems_of(raw)
+            if problems:
+                raise ConfigurationError(f"invalid settings: {variable}: " + "; ".join(str(p) for p in problems))
+            parsed[name] = raw
+        return parsed
 
     @property
     def tenant_limits(self) -> dict[str, TenantLimits]:
@@ -316,6 +288,14 @@ _UNPREFIXED = frozenset({"anthropic_api_key", "prometheus_multiproc_dir", "otel_
                          "otel_exporter_otlp_endpoint", "otel_exporter_otlp_traces_endpoint",
                          "otel_exporter_otlp_protocol", "otel_service_name"})  # other tools' own variables
 
+
+
+# the JSON settings: field -> (every problem of a value, whether `@/path` of a file holding it is taken too)
+_JSON_SETTINGS: dict[str, tuple[Callable[[Any], Sequence[object]], bool]] = {
+    "default_budget": (lambda raw: budget_problems(raw, ""), False),  # AGENTQ_DEFAULT_BUDGET, as options.budget
+    "llm_limits": (limits_problems, False),  # AGENTQ_LLM_LIMITS
+    "tenants": (tenants_problems, True),  # AGENTQ_TENANTS
+}
 
 def _file_text(variable: str, path: str) -> str:
     """The text of the file a setting names (`@/path`)."""
