@@ -121,9 +121,7 @@ class WorkerProcs:
         serves no activity)."""
         serve = list(serve or [])
         log_path = self.tmp_path / f"{command}-{len(self.procs)}-{'_'.join(serve) or 'all'}.log"
-        args = list(args)
-        if self.procs and not any(a == "--hostname" or a.startswith("--hostname=") for a in args):
-            args += ["--hostname", f"procs-{len(self.procs)}@%h"]  # two workers on one host need two node names
+        args = self._named(args, env)
         line = [sys.executable, "-m", "agentq.cli", command, *(["-m", module] if module else []), "--pool", pool,
                 "--concurrency", str(concurrency), "--loglevel", "WARNING", *args]
         with open(log_path, "wb") as log:
@@ -133,11 +131,21 @@ class WorkerProcs:
         self.procs.append(proc)
         return proc
 
+    def _named(self, args: Iterable[str], env: dict[str, str]) -> list[str]:
+        """`args` with a node name of the process's own: two workers on one host need two, and on a RabbitMQ
+        shared with other test runs (`PROCS_QUEUE_PREFIX` set) a name no other run uses, since a node's pidbox
+        queue is exclusive there and a second holder of the name dies with RESOURCE_LOCKED."""
+        args = list(args)
+        if any(a == "--hostname" or a.startswith("--hostname=") for a in args):
+            return args
+        prefix = env.get("PROCS_QUEUE_PREFIX")
+        if prefix:
+            return [*args, "--hostname", f"{prefix}-{len(self.procs)}@%h"]
+        return [*args, "--hostname", f"procs-{len(self.procs)}@%h"] if self.procs else args
+
     def dispatcher(self, args: Iterable[str] = (), **env: str) -> WorkerProc:
         """Start `agentq dispatcher` with its own defaults (pool, concurrency) unless `args` say otherwise."""
-        args = list(args)
-        if self.procs and not any(a == "--hostname" or a.startswith("--hostname=") for a in args):
-            args += ["--hostname", f"procs-{len(self.procs)}@%h"]
+        args = self._named(args, env)
         log_path = self.tmp_path / f"dispatcher-{len(self.procs)}.log"
         line = [sys.executable, "-m", "agentq.cli", "dispatcher", "--loglevel", "WARNING", *args]
         with open(log_path, "wb") as log:

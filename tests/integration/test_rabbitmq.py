@@ -187,7 +187,9 @@ def test_a_killed_worker_process_hands_its_call_to_another_at_once(amqp_names: A
         with Client(redis_url, broker_url=amqp_names.url) as client:
             handle = client.submit({"calls": [{"_tool": "procSlow", "seconds": 2.0, "tag": "amqp",
                                                "_outputPath": "†state.slow"}]})
-            first = int(wait_for(lambda: store.redis.lindex("procs:pids:procSlow:amqp", 0), 20, "procSlow to start"))
+            outputs = lambda: "".join(f"\n--- worker {w.pid} ---\n{w.output()}" for w in workers)  # noqa: E731
+            first = int(wait_for(lambda: store.redis.lindex("procs:pids:procSlow:amqp", 0), 20, "procSlow to start",
+                                 on_timeout=outputs))
             victim = next(p for p in workers if _is_child_of(first, p.pid))  # the handler runs in a pool child
             killed_at = time.monotonic()
             os.killpg(victim.pid, signal.SIGKILL)  # the whole worker (main process and pool child), no goodbye
