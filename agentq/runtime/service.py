@@ -1,10 +1,11 @@
-"""Job submission and cancellation, shared by the Python client, the CLI, the engine's submit task and
+"""Job submission, shared by the Python client, the CLI, the engine's submit task and
 the HTTP API.
 
 Submission validates the whole job before anything is written (`plan_job`, after the id, size and nesting
 checks), routes its calls, writes it in one atomic step, then sends the tasks of the calls that are ready at
 once. Tool schemas come from the store (what workers and dispatchers published) plus this process's own
-registry, so a submitter needs no tool or activity code.
+registry, so a submitter needs no tool or activity code. A reviewer's decisions and a cancellation are in
+`decisions.py`.
 
 What the fleet published (tools) and announced (known activities) is read once per heartbeat
 (`AGENTQ_HEARTBEAT_S`, the pace at which workers announce it) and reused by the submissions meanwhile,
@@ -21,19 +22,14 @@ import json
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from agentq import telemetry
-from agentq.engine.commits import commit_failure
 from agentq.engine.hooks import Hook
-from agentq.engine.progress import Dispatch as EngineDispatch
 from agentq.engine.progress import JobProgress
 from agentq.errors import (
-    CallNotFoundError,
-    ConflictError,
     JobExistsError,
     JobValidationError,
     Problem,
@@ -41,30 +37,23 @@ from agentq.errors import (
 )
 from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
-from agentq.protocol.envelopes import JobFinished, JobQueued
+from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
-from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
-from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
 from agentq.webhooks.store import DeliveryStore
 from agentq.webhooks.targets import Allowlist, webhook_problems
 
 log = logging.getLogger("agentq.service")
-
-
-class Dispatch(EngineDispatch, Protocol):
-    """What the service needs of the dispatcher (the runtime's Celery adapter, or a stand-in in unit tests)."""
-
-    def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +65,10 @@ class FleetView:
     read_at: float
 
 
-class JobService:
+class JobService(JobDecisions):
+    """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
+    (`runtime/decisions.py`)."""
+
     def __init__(self, store: Store, dispatcher: Dispatch, *, settings: Settings, routing: Routing,
                  tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
                  local_activities_are_live: bool = False,
@@ -323,83 +315,6 @@ class JobService:
         left as it is)."""
         return self.submit(job, job_id=job_id, parent=parent, tenant=tenant)
 
-    # ------------------------------------------------------------------------------------ approvals
-
-    def approve(self, job_id: str, call_id: str) -> CallRecord:
-        """Let a call awaiting approval run (SPEC §9); its task is sent now."""
-        record = self._decide(job_id, call_id, "approve")
-        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
-            self.dispatcher(job_id, [record])
-        return record
-
-    def edit(self, job_id: str, call_id: str, params: Any) -> CallRecord:
-        """Replace the parameters of a call awaiting approval, re-validated against its tool, and let it run.
-        Meta fields (`_tool`, `_outputPath`, ...) stay as they were; raises `JobValidationError` (nothing
-        changes) when the edited call is invalid."""
-        if not isinstance(params, dict):
-            raise JobValidationError("edit rejected", [Problem("/params", "params must be an object")])
-        record = self._awaiting(job_id, call_id)
-        call = _edited(record.call, params)
-        tool = self.store.job_tools(job_id).get(record.tool)
-        problems = [Problem("/params", f"{k!r}: meta fields cannot be edited") for k in params if k.startswith("_")]
-        if tool is not None:
-            from agentq.protocol.jobs import plan_calls
-
-            found: list[Problem] = []
-            plan_calls([call], {record.tool: tool}, {record.tool: tool}, found)
-            problems += [Problem("/params" + p.pointer.removeprefix("/calls/0"), p.message) for p in found]
-        if problems:
-            raise JobValidationError("edit rejected", problems)
-        edited = replace(record, call=call)
-        record = self._decide(job_id, call_id, "edit", record=edited)
-        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
-            self.dispatcher(job_id, [record])
-        return record
-
-    def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:
-        """Fail a call awaiting approval with "rejected by reviewer" (and the reason); the job goes on."""
-        token = uuid.uuid4().hex
-        record = self._decide(job_id, call_id, "reject", token=token)
-        message = "rejected by reviewer" + (f": {reason}" if reason else "")
-        commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record, error_type="Rejected",
-                                   message=message, source="agentq")
-        self.progress.committed(job_id, commit)
-        return record
-
-    def _awaiting(self, job_id: str, call_id: str) -> CallRecord:
-        records = self.store.call_records(job_id, [call_id])
-        if call_id not in records:
-            self.store.job_status(job_id)  # JobNotFoundError for an unknown job
-            raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
-        return records[call_id]
-
-    def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
-                token: str = "") -> CallRecord:
-        self._awaiting(job_id, call_id)
-        match self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
-                                lease_ms=int(self.settings.lease_s * 1000)):
-            case Decided(record=decided):
-                return decided
-            case DecisionConflict(status=CallStatus.AWAITING_APPROVAL):  # the call waits, but its job ended
-                ended = self.store.job_status(job_id)
-                raise ConflictError(f"job {job_id} has ended ({ended}): call {call_id} can no longer be decided")
-            case DecisionConflict(status=status):
-                raise ConflictError(f"call {call_id} of job {job_id} is {status}, not awaiting approval")
-            case DecisionMissing():
-                raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
-
-    def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a job: no call starts after this; queued tasks are revoked; a module's child job fails the call it
-        ran for, and its parent goes on. Returns the job's status."""
-        event = JobFinished(job_id=job_id, status=JobStatus.CANCELED.value, error=None,
-                            part=activity_part("Job canceled", source="agentq"))
-        status, ready = self.store.cancel(job_id, event=event)
-        if status is not JobStatus.CANCELED:
-            return status
-        self.dispatcher.revoke(job_id, ready)
-        self.progress.canceled(job_id)
-        return status
-
     def record(self, job_id: str) -> JobRecord:
         return self.store.record(job_id)
 
@@ -422,10 +337,3 @@ def _certain(plan: JobPlan) -> bool:
     """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
     activities (a call the view would hand to the model may only lack an activity announced since)."""
     return plan.kind is JobKind.PLAN and all(call.mode is CallMode.EXPLICIT for call in plan.calls)
-
-
-def _edited(call: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """A call with a reviewer's parameters: its meta fields (`_tool`, `_outputPath`, ...) as they were, the edited
-    parameters in place of its own."""
-    return {**{k: v for k, v in call.items() if k.startswith("_")},
-            **{k: v for k, v in params.items() if not k.startswith("_")}}

@@ -1,0 +1,119 @@
+"""A job's decisions after submission: a reviewer's approve, edit or reject of a call awaiting approval (SPEC §9),
+and a job's cancellation. A mixin of `JobService` (`runtime/service.py`), which builds the parts it uses."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any, Protocol
+
+from agentq import telemetry
+from agentq.engine.commits import commit_failure
+from agentq.engine.progress import Dispatch as EngineDispatch
+from agentq.engine.progress import JobProgress
+from agentq.errors import CallNotFoundError, ConflictError, JobValidationError, Problem
+from agentq.protocol.envelopes import JobFinished
+from agentq.protocol.events import activity_part
+from agentq.protocol.records import CallRecord
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.settings import Settings
+from agentq.store.base import Store
+from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
+
+
+class Dispatch(EngineDispatch, Protocol):
+    """What the service needs of the dispatcher (the runtime's Celery adapter, or a stand-in in unit tests)."""
+
+    def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
+
+
+class JobDecisions:
+    """Approve, edit, reject a call awaiting approval; cancel a job."""
+
+    store: Store
+    dispatcher: Dispatch
+    progress: JobProgress
+    settings: Settings
+
+    def approve(self, job_id: str, call_id: str) -> CallRecord:
+        """Let a call awaiting approval run (SPEC §9); its task is sent now."""
+        record = self._decide(job_id, call_id, "approve")
+        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
+            self.dispatcher(job_id, [record])
+        return record
+
+    def edit(self, job_id: str, call_id: str, params: Any) -> CallRecord:
+        """Replace the parameters of a call awaiting approval, re-validated against its tool, and let it run.
+        Meta fields (`_tool`, `_outputPath`, ...) stay as they were; raises `JobValidationError` (nothing
+        changes) when the edited call is invalid."""
+        if not isinstance(params, dict):
+            raise JobValidationError("edit rejected", [Problem("/params", "params must be an object")])
+        record = self._awaiting(job_id, call_id)
+        call = _edited(record.call, params)
+        tool = self.store.job_tools(job_id).get(record.tool)
+        problems = [Problem("/params", f"{k!r}: meta fields cannot be edited") for k in params if k.startswith("_")]
+        if tool is not None:
+            from agentq.protocol.jobs import plan_calls
+
+            found: list[Problem] = []
+            plan_calls([call], {record.tool: tool}, {record.tool: tool}, found)
+            problems += [Problem("/params" + p.pointer.removeprefix("/calls/0"), p.message) for p in found]
+        if problems:
+            raise JobValidationError("edit rejected", problems)
+        edited = replace(record, call=call)
+        record = self._decide(job_id, call_id, "edit", record=edited)
+        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
+            self.dispatcher(job_id, [record])
+        return record
+
+    def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:
+        """Fail a call awaiting approval with "rejected by reviewer" (and the reason); the job goes on."""
+        token = uuid.uuid4().hex
+        record = self._decide(job_id, call_id, "reject", token=token)
+        message = "rejected by reviewer" + (f": {reason}" if reason else "")
+        commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record, error_type="Rejected",
+                                   message=message, source="agentq")
+        self.progress.committed(job_id, commit)
+        return record
+
+    def _awaiting(self, job_id: str, call_id: str) -> CallRecord:
+        records = self.store.call_records(job_id, [call_id])
+        if call_id not in records:
+            self.store.job_status(job_id)  # JobNotFoundError for an unknown job
+            raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
+        return records[call_id]
+
+    def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
+                token: str = "") -> CallRecord:
+        self._awaiting(job_id, call_id)
+        match self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
+                                lease_ms=int(self.settings.lease_s * 1000)):
+            case Decided(record=decided):
+                return decided
+            case DecisionConflict(status=CallStatus.AWAITING_APPROVAL):  # the call waits, but its job ended
+                ended = self.store.job_status(job_id)
+                raise ConflictError(f"job {job_id} has ended ({ended}): call {call_id} can no longer be decided")
+            case DecisionConflict(status=status):
+                raise ConflictError(f"call {call_id} of job {job_id} is {status}, not awaiting approval")
+            case DecisionMissing():
+                raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
+
+    def cancel(self, job_id: str) -> JobStatus:
+        """Cancel a job: no call starts after this; queued tasks are revoked; a module's child job fails the call it
+        ran for, and its parent goes on. Returns the job's status."""
+        event = JobFinished(job_id=job_id, status=JobStatus.CANCELED.value, error=None,
+                            part=activity_part("Job canceled", source="agentq"))
+        status, ready = self.store.cancel(job_id, event=event)
+        if status is not JobStatus.CANCELED:
+            return status
+        self.dispatcher.revoke(job_id, ready)
+        self.progress.canceled(job_id)
+        return status
+
+
+
+def _edited(call: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A call with a reviewer's parameters: its meta fields (`_tool`, `_outputPath`, ...) as they were, the edited
+    parameters in place of its own."""
+    return {**{k: v for k, v in call.items() if k.startswith("_")},
+            **{k: v for k, v in params.items() if not k.startswith("_")}}
