@@ -14,8 +14,8 @@ from agentq.engine.relay import relay_events
 from agentq.protocol.envelopes import Envelope, JobQueued
 from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
+from agentq.store import call_scripts, scripts, submission
 from agentq.store import events as event_steps
-from agentq.store import scripts, submission
 from agentq.store.codecs import dumps
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
@@ -186,7 +186,7 @@ def test_the_events_read_are_the_envelopes_the_workers_built(store: StateStore, 
         built.append(envelope.to_dict())
         return original(envelope, job_id)
 
-    for encoder in (scripts, event_steps, submission):  # every module that packs an envelope for the stream
+    for encoder in (scripts, call_scripts, event_steps, submission):  # every module packing an envelope for the stream
         monkeypatch.setattr(encoder, "entry", recording)
     rig = Rig(store)
     flaky_runs: list[int] = []

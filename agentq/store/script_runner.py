@@ -1,0 +1,56 @@
+"""Loading the store's Lua steps and running one by EVALSHA (`ScriptRunner`, the base of `store/scripts.py`).
+
+Loading: each script gets the status preamble (`agentq.protocol.status.lua_preamble`) in front, and each line
+`--#include <fragment>` is replaced by `lua/<fragment>.lua` (functions several scripts share).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+from agentq.protocol.status import lua_preamble
+
+_INCLUDE = "--#include "
+
+
+def lua_source(name: str) -> str:
+    """The runnable source of the step `lua/<name>.lua`: the status preamble, then the script with its
+    `--#include` lines expanded."""
+    lines = [_lua_file(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
+             for line in _lua_file(name).splitlines(keepends=True)]
+    return lua_preamble() + "".join(lines)
+
+
+def _lua_file(name: str) -> str:
+    return resources.files("agentq.store").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+class ScriptRunner:
+    """The Lua steps `names` registered on one Redis client (a script is loaded on first use, again after a flush)."""
+
+    def __init__(self, redis: Any, names: Iterable[str]):
+        self._redis = redis
+        self._scripts = {name: redis.register_script(lua_source(name)) for name in names}
+
+    @property
+    def registered(self) -> dict[str, Any]:
+        """Step name -> its registered redis-py `Script` (`sha`, `script`): what tells EVALSHA commands apart."""
+        return dict(self._scripts)
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """EVALSHA the step, as redis-py's `Script` does but without its layers: a Redis that lost its scripts (a
+        restart, SCRIPT FLUSH) is sent the script, then the step again."""
+        from redis.exceptions import NoScriptError
+
+        script = self._scripts[name]
+        try:
+            return self._redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            script.sha = self._redis.script_load(script.script)
+            return self._redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run the step `name` for a companion that lays out its own steps (`limits.py`, `tenants.py`)."""
+        return self._run(name, keys, args)
