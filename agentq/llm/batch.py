@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq.errors import LLMError, LLMRetryableError
-from agentq.llm.anthropic import _check_stop, map_error, request_params
+from agentq.llm.anthropic_errors import map_error
+from agentq.llm.anthropic_request import request_params
+from agentq.llm.anthropic_stream import check_stop
 from agentq.llm.base import SOLUTION_TOOL_NAME, LLMAnswer, LLMRequest, Usage
 
 MAX_BATCH_REQUESTS = 100_000  # the API's limits of one batch
@@ -117,12 +119,13 @@ def _usage(message: dict[str, Any]) -> Usage:
 
 
 def _message_answer(message: dict[str, Any]) -> LLMAnswer:
-    """A batch's message as a streamed answer would have come (`anthropic._read`): its stop reason checked, its
-    thinking blocks kept as they came (they go back to the model unchanged), no solution when it called no tool."""
+    """A batch's message as a streamed answer would have come (`anthropic_stream.read_answer`): its stop reason
+    checked, its thinking blocks kept as they came (they go back to the model unchanged), no solution when it
+    called no tool."""
     spent = _usage(message)
     stop_reason = message.get("stop_reason")
     text, blocks, tool = _content(message)
-    _check_stop(stop_reason, text, spent)
+    check_stop(stop_reason, text, spent)
     if tool is None:  # no solution (thinking on): the engine sends it back, as a streamed one
         return LLMAnswer(solution=None, raw="", tool_use_id="", usage=spent, stop_reason=stop_reason, blocks=blocks,
                          text=text)

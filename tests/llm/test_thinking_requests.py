@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from agentq.errors import ContextWindowExceeded, ModelRefused, Problem, UnknownStopReason
-from agentq.llm import anthropic as anthropic_provider
-from agentq.llm.anthropic import _read, request_params
+from agentq.llm import anthropic_stream
+from agentq.llm.anthropic import request_params
+from agentq.llm.anthropic_stream import read_answer
 from agentq.llm.base import LLMRequest
 from agentq.protocol.conversation import Exchange, tick_messages
 from agentq.protocol.thinking import fitted, thinking_param
@@ -113,14 +114,14 @@ def thinking_block(index: int, text: str, signature: str | None) -> list[dict]:
 
 @pytest.fixture
 def plain_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`_read` takes a list of events as the stream (no HTTP response under it)."""
-    monkeypatch.setattr(anthropic_provider, "_events", iter)
+    """`read_answer` takes a list of events as the stream (no HTTP response under it)."""
+    monkeypatch.setattr(anthropic_stream, "_events", iter)
 
 
 @pytest.mark.usefixtures("plain_events")
 def test_the_stream_reader_keeps_signed_thinking_and_leaves_out_a_block_cut_before_its_signature():
-    answer = _read(stream(*thinking_block(0, "First.", "sig1"), *thinking_block(1, "Then", None),
-                          stop_reason="max_tokens"), None)
+    answer = read_answer(stream(*thinking_block(0, "First.", "sig1"), *thinking_block(1, "Then", None),
+                                stop_reason="max_tokens"), None)
     assert answer.truncated and answer.tool_use_id == "" and answer.solution is None
     assert answer.blocks == ({"type": "thinking", "thinking": "First.", "signature": "sig1"},)
     assert answer.thinking == ("First.",) and answer.usage.output_tokens == 5
@@ -131,9 +132,9 @@ def test_a_refusal_and_an_unknown_stop_reason_raise_with_the_text_and_the_reason
     text = [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I won't."}}]
     with pytest.raises(ModelRefused, match=r"^I won't\.$") as refused:
-        _read(stream(*text, stop_reason="refusal"), None)
+        read_answer(stream(*text, stop_reason="refusal"), None)
     assert refused.value.usage.requests == 1
     with pytest.raises(UnknownStopReason, match="'pause_turn'"):
-        _read(stream(*text, stop_reason="pause_turn"), None)
+        read_answer(stream(*text, stop_reason="pause_turn"), None)
     with pytest.raises(ContextWindowExceeded):
-        _read(stream(*text, stop_reason="model_context_window_exceeded"), None)
+        read_answer(stream(*text, stop_reason="model_context_window_exceeded"), None)
