@@ -35,7 +35,7 @@ class JobRecordModel(BaseModel):
     """The job record (SPEC §12)."""
 
     id: str
-    status: Literal["queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
+    status: Literal["waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
     tenant: str = "default"  # whose job it is (SPEC §17)
     result: Any = None
     state: Any = None

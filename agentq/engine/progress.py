@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from agentq.engine.concurrency import release_keys, start_jobs
 from agentq.engine.delegation import resume_parent
 from agentq.engine.finalize import finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
@@ -109,6 +110,8 @@ class JobProgress:
         """Give a job its final status and record (idempotent); a module's child job then resumes the call it
         ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
         finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
+        if finalized.ended:
+            release_keys(self.store, self.dispatch, self, finalized.info)
         if finalized.ended and finalized.info.parent is not None:
             self.child_ended(finalized.info, finalized.record)
         return finalized.ended
@@ -119,8 +122,13 @@ class JobProgress:
         info = self.store.job_info(job_id)
         record = build_job_record(info, self.store.read_log(job_id))
         self.store.save_record(job_id, record)
+        release_keys(self.store, self.dispatch, self, info)
         if info.parent is not None:
             self.child_ended(info, record)
+
+    def start(self, tenant: str, job_ids: list[str]) -> None:
+        """Start the jobs that hold their concurrency keys now (`engine/concurrency.py`)."""
+        start_jobs(self.store, self.dispatch, self, tenant, job_ids)
 
     def child_ended(self, child: JobInfo, outcome: JobRecord) -> None:
         """A module's child job ended: its last events reach the parent's stream, then the parent's call is

@@ -15,6 +15,7 @@ from agentq.errors import InvalidInputError, JobValidationError, Problem, Protoc
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, budget_problems, cache_ttl_problem
 from agentq.protocol.call_plans import link_dependencies, plan_calls, planned_calls
 from agentq.protocol.compose import compose, composed_tools
+from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
@@ -219,7 +220,8 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
         problems.add("/options", "options must be an object")
         return options
     for key, value in raw.items():
-        found = _webhook_problems(value, limits) if key == "webhook" else _option_problems(key, value)
+        found = (_webhook_problems(value, limits) if key == "webhook" else concurrency_problems(value)
+                 if key == "concurrency" else _option_problems(key, value))
         if found:
             problems.items.extend(found)
         else:
@@ -238,7 +240,7 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
     "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "context", "priority", "thinking", "webhook"])
+_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking", "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, Budget
+from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
 from agentq.protocol.context import ContextOptions
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
@@ -179,6 +180,7 @@ class JobOptions:
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
     thinking: dict[str, Any] | None = None  # the API's `thinking` of its ticks (`options.thinking`); None: off
     priority: str | None = None  # "batch": its model requests go through the Message Batches API
+    concurrency: ConcurrencyKeys = ()  # its concurrency keys and their limits (SPEC §17, `protocol/concurrency.py`)
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -191,6 +193,7 @@ class JobOptions:
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
+            concurrency=concurrency_keys(raw.get("concurrency")),
         )
 
 

@@ -31,8 +31,9 @@ class CallStatus(StrEnum):
 
 
 class JobStatus(StrEnum):
-    """`queued → running → succeeded | failed | canceled`, plus `awaiting_approval`."""
+    """`[waiting →] queued → running → succeeded | failed | canceled`, plus `awaiting_approval`."""
 
+    WAITING = "waiting"  # accepted, waits for room under its concurrency keys (SPEC §17): nothing of it is sent
     QUEUED = "queued"
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"

@@ -38,8 +38,7 @@ class JobDecisions:
     def approve(self, job_id: str, call_id: str) -> CallRecord:
         """Let a call awaiting approval run (SPEC §9); its task is sent now."""
         record = self._decide(job_id, call_id, "approve")
-        with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
-            self.dispatcher(job_id, [record])
+        self._send(job_id, record)
         return record
 
     def edit(self, job_id: str, call_id: str, params: Any) -> CallRecord:
@@ -62,9 +61,15 @@ class JobDecisions:
             raise JobValidationError("edit rejected", problems)
         edited = replace(record, call=call)
         record = self._decide(job_id, call_id, "edit", record=edited)
+        self._send(job_id, record)
+        return record
+
+    def _send(self, job_id: str, record: CallRecord) -> None:
+        """Send a decided call's task, unless its job waits for its concurrency keys (its start sends it)."""
+        if self.store.job_status(job_id) is JobStatus.WAITING:
+            return
         with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
             self.dispatcher(job_id, [record])
-        return record
 
     def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:
         """Fail a call awaiting approval with "rejected by reviewer" (and the reason); the job goes on."""

@@ -37,12 +37,14 @@ from agentq.errors import (
 )
 from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
+from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.decisions import Dispatch, JobDecisions
@@ -208,8 +210,7 @@ class JobService(JobDecisions):
         plan, known = self._plan(job, size, job_id)
         trace.job(plan.id, plan.kind.value)
         records = [self.routing.route(c.record(), known) for c in plan.calls]
-        queued = JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
-                           part=activity_part("Job queued", source="agentq", locale=plan.options["locale"]))
+        queued = _queued(plan)
         if parent is not None:
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
@@ -224,8 +225,7 @@ class JobService(JobDecisions):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
-        self._start(plan, records)
-        log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
+        self._start(plan, records, tenant)
         return plan.id
 
     @contextlib.contextmanager
@@ -260,8 +260,21 @@ class JobService(JobDecisions):
                               f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
         return limits.max_active_jobs is not None
 
-    def _start(self, plan: JobPlan, records: list[CallRecord]) -> None:
-        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls."""
+    def _admit_keys(self, plan: JobPlan, tenant: str, keys: ConcurrencyKeys) -> None:
+        """A written job with concurrency keys waits until it holds every one (SPEC §17): it starts now when they
+        have room (and so do the jobs let in before it, whose holders had expired or ended)."""
+        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
+        started = self.store.admit_concurrency(tenant, plan.id, keys, expire_at_ms=expire_at_ms)
+        self.progress.start(tenant, started)
+        log.info("job %s %s: %d calls", plan.id, "queued" if plan.id in started else "waiting", len(plan.calls))
+
+    def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
+        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
+        concurrency keys once it holds them."""
+        if keys := concurrency_keys(plan.options.get("concurrency")):
+            self._admit_keys(plan, tenant, keys)
+            return
+        log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         if plan.kind is JobKind.AGENT:
             self.dispatcher.tick(plan.id)
             return
@@ -331,6 +344,15 @@ class JobService(JobDecisions):
         from agentq.runtime.calls import job_calls
 
         return job_calls(self.store, job_id)
+
+
+def _queued(plan: JobPlan) -> JobQueued:
+    """A job's first event: queued, or waiting for its concurrency keys."""
+    waits = bool(plan.options.get("concurrency"))
+    return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
+                     status=(JobStatus.WAITING if waits else JobStatus.QUEUED).value,
+                     part=activity_part("Job waiting for its concurrency keys" if waits else "Job queued",
+                                        source="agentq", locale=plan.options["locale"]))
 
 
 def _certain(plan: JobPlan) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.concurrency import ConcurrencyKeys
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
@@ -91,6 +92,13 @@ class Store(Protocol):
                   expire_at_ms: int) -> TenantRefusal | None: ...
 
     def release_job(self, tenant: str, job_id: str) -> None: ...
+
+    def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *,
+                          expire_at_ms: int) -> list[str]: ...
+
+    def release_concurrency(self, tenant: str, job_id: str) -> list[str]: ...
+
+    def start_waiting(self, job_id: str, *, event: Envelope) -> bool: ...
 
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
 

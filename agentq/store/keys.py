@@ -173,6 +173,12 @@ class FleetKeys:
     def tenant_rate(self, tenant: str) -> str:  # hash: `tat` (ms), a limited tenant's rate of jobs (GCRA)
         return f"{self.namespace}:tenant:{{{tenant}}}:rate"
 
+    def concurrency(self, tenant: str) -> str:  # hash: job id -> its concurrency keys JSON (concurrency.lua)
+        return f"{self.namespace}:conc:{{{tenant}}}:jobs"
+
+    def concurrency_prefix(self, tenant: str) -> str:  # key prefix: `h:<key>` holders, `w:<key>` waiters, `seq`
+        return f"{self.namespace}:conc:{{{tenant}}}:"
+
     def tenant_jobs(self, tenant: str) -> str:  # zset: job id -> created_at, the listing of one tenant's jobs
         return f"{self.namespace}:jobs:tenant:{tenant}"
 

@@ -58,6 +58,8 @@ def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: s
         "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": held,
         "options": dumps(plan.options), "output": dumps(plan.output),
     }
+    if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (SPEC §17)
+        job["start_status"], job["status"] = job["status"], JobStatus.WAITING.value
     if parent is not None:
         job["parent"] = dumps(parent)
     if tenant != DEFAULT_TENANT:

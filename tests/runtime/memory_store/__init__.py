@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.runtime.memory_store.calls import CallSteps
+from tests.runtime.memory_store.concurrency import ConcurrencySteps
 from tests.runtime.memory_store.core import JobState, ManualClock
 from tests.runtime.memory_store.fleet import Fleet
 from tests.runtime.memory_store.jobs import JobSteps
@@ -30,7 +31,7 @@ from tests.runtime.memory_store.ticks import TickSteps
 __all__ = ["JobState", "ManualClock", "MemoryStore"]
 
 
-class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps, TenantSteps):
+class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps, TenantSteps, ConcurrencySteps):
     """An in-memory state store with `StateStore`'s contract. Thread-safe (one lock)."""
 
     def __init__(self, *, clock: Callable[[], float] | None = None, namespace: str = "agentq"):
