@@ -50,9 +50,10 @@ from agentq.errors import (
 )
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
-from agentq.protocol.conversation import Exchange, job_system_texts, system_blocks
+from agentq.protocol.conversation import Exchange
 from agentq.protocol.envelopes import Envelope, JobStarted, Part, Thinking, TickFinished, TickStarted
 from agentq.protocol.events import activity_part, error_part, text_part, thinking_part
+from agentq.protocol.instructions import job_system_texts, system_blocks
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems

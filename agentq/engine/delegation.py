@@ -20,9 +20,9 @@ from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.failures import CallFailure
 from agentq.engine.modules import ModuleLibrary, SavedModule
 from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
-from agentq.protocol.conversation import call_parameters
 from agentq.protocol.envelopes import CallFinished, Part, Thought
 from agentq.protocol.events import skill_loading_part, technical_details, thought_part, tool_result_part
+from agentq.protocol.latent_prompt import call_parameters
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, ParentLink
 from agentq.protocol.scopes import effective_imports
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths

@@ -17,14 +17,9 @@ from agentq.engine.failures import CallDeferred, CallFailure
 from agentq.engine.requests import ModelRequests
 from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, ModelStopped, Problem
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
-from agentq.protocol.conversation import (
-    corrective_turn,
-    job_system_texts,
-    latent_messages,
-    latent_solution_schema,
-    latent_system,
-    solution_turn,
-)
+from agentq.protocol.conversation import corrective_turn, solution_turn
+from agentq.protocol.instructions import job_system_texts, latent_system
+from agentq.protocol.latent_prompt import latent_messages, latent_solution_schema
 from agentq.protocol.records import CallRecord, JobInfo
 from agentq.protocol.thinking import thinking_param
 from agentq.protocol.tool_models import tool_model

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL
-from agentq.protocol.conversation import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME
+from agentq.protocol.instructions import SOLUTION_TOOL_DESCRIPTION, SOLUTION_TOOL_NAME
 from agentq.protocol.usage import TOKEN_COUNTERS, request_counters
 
 OnCall = Callable[[int, dict], None]

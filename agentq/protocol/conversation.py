@@ -1,4 +1,4 @@
-"""What each model request says (SPEC §13): system texts, conversation turns, latent-call requests.
+"""What an agent job's model requests say (SPEC §13): the conversation turns of its ticks.
 
 Pure: no I/O, no provider. The runtime puts the pieces into an ``agentq.llm.LLMRequest``.
 
@@ -21,9 +21,7 @@ log is append-only and every turn renders only the part of the log it covers, re
 prefix of request *n+1*'s. Nothing in a turn depends on ids or dates (they differ between runs), and JSON that
 agentq writes itself is rendered with sorted keys.
 
-A latent call gets its own small request (:func:`latent_system`, :func:`latent_messages`,
-:func:`latent_solution_schema`): the scoped context, the call's parameters as an ``input`` block and the
-tool's description, nothing else of the job.
+The system texts are `instructions.py`'s; a latent call's own small request is `latent_prompt.py`'s.
 """
 
 from __future__ import annotations
@@ -36,82 +34,12 @@ from typing import Any
 from agentq.errors import Problem
 from agentq.protocol.context import appended_items, previewed
 from agentq.protocol.expressions import DAGGER
-from agentq.protocol.render import ALL_INSTANCES, data_block, render_blocks, text_block
+from agentq.protocol.instructions import SOLUTION_TOOL_NAME
+from agentq.protocol.render import ALL_INSTANCES, render_blocks, text_block
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex, as_index, write_of
-from agentq.protocol.writes import output_alternatives
-
-SOLUTION_TOOL_NAME = "solution"
-SOLUTION_TOOL_DESCRIPTION = (
-    "Your answer. Always answer by calling this tool exactly once; its input must match the schema."
-)
-
-PROTOCOL_INSTRUCTIONS = """\
-You are the planner of agentq, a task queue that executes tool calls for you. Answer every request by \
-calling the `solution` tool exactly once with {"calls": [...], "output": ...}.
-
-Calls
-- Each element of "calls" is one call of a tool described in the solution schema: "_tool" names the tool, \
-the fields without a leading "_" are its parameters, and "_reasoningForCall" says in a sentence why you make \
-the call (the user sees it).
-- Calls start as soon as you finish writing them and run in parallel unless one needs another's result. \
-Write each call completely before starting the next.
-- A parameter whose whole value is a reference such as "†state.user.email" or "†input.city" (the dagger, \
-a kind of data, then a dot-separated path; a number indexes an array) is replaced by that value before the \
-call runs, and the call waits for every call of the same solution that could write it. "A || B" takes the \
-first reference that exists; "A && B" needs all of them and gives the last.
-- "_outputPath" is where a call's result is written, e.g. "†state.weather". "A && B" writes the result to \
-every path. "A || B" declares alternative outcomes: a success goes to the first, and a failure is written to \
-the last as {"error": {"type", "message"}} while the work continues. A call without an output path is \
-fire-and-forget: it runs, but its result is not written anywhere. "_outputMethod" says how the result \
-combines with what is there: set (the default), merge, assign, push (append one item) or concat (append \
-items).
-- "_instance" runs a call for one instance (e.g. one employee among several): it reads that instance's data, \
-falling back to the shared data, and writes its result for that instance. Calls of different instances run \
-in parallel.
-- "_scopes" and "_imports", where a tool lets you choose, list the kinds of context the call may see.
-
-Context
-- The context comes as blocks: "## Text" (instructions and messages), "## Data: ¶kind [instance]" (the current \
-value of that kind of data, with its description and schema; kind "input" is the job's input, "state" the \
-work done so far) and "## Error" (a call that failed).
-- After each solution, a tool_result reports what each of its calls wrote (the output path, the method and \
-the value) and which of them failed, followed by any context added meanwhile. The data shown before, with \
-these writes applied in order, is the current data. When your solution was invalid, the tool_result is an \
-error listing each problem with its JSON pointer: answer again with a corrected solution.
-
-Ending
-- Keep "output" null while work remains. A non-null "output" is the final answer of the job and ends it: \
-give it, matching the output schema, once you have what it needs, usually with no further calls."""
-
-LATENT_INSTRUCTIONS = """\
-You are executing one tool call for agentq. Below come the context the tool may see, the call's parameters \
-(the "## Data: ¶input" block) and the tool's description. Do what the tool describes and answer by calling \
-the `solution` tool exactly once, with the tool's result in "output", matching its schema. When "output" \
-offers alternatives, each with a "path", choose the one that describes the outcome and put the result in \
-its "value"."""
 
 _EMPTY_CONTEXT = "(The context is empty.)"
-
-
-# ------------------------------------------------------------------------------------------------ system
-
-
-def job_system_texts(log_or_index: LogIndex | Sequence[Any]) -> tuple[str, ...]:
-    """The texts of the job's ``system`` text messages, in log order."""
-    index = as_index(log_or_index)
-    return tuple(str(m.get("text", "")) for m in index.text_messages() if m.get("role") == "system")
-
-
-def system_blocks(job_system: Iterable[str] = (), *, purpose: str = "tick") -> tuple[str, ...]:
-    """agentq's instructions (the latent ones for ``purpose="latent"``), then the job's system texts."""
-    instructions = LATENT_INSTRUCTIONS if purpose == "latent" else PROTOCOL_INSTRUCTIONS
-    return (instructions, *(t for t in job_system if t))
-
-
-def latent_system(job_system: Iterable[str] = ()) -> tuple[str, ...]:
-    """The system texts of a latent call's request."""
-    return system_blocks(job_system, purpose="latent")
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -354,78 +282,12 @@ def tick_messages(log: LogIndex | Sequence[Any], exchanges: Sequence[Exchange] =
     return tuple(turns)
 
 
-# ---------------------------------------------------------------------------------------- latent calls
-
-
-def _tool_output_schema(tool_schema: Mapping[str, Any]) -> Any:
-    """The tool's ``_output``; a composed tool's nullable wrapper ``{"anyOf": [X, {"type": "null"}]}`` is undone."""
-    output = (tool_schema.get("properties") or {}).get("_output", {})
-    if isinstance(output, Mapping) and list(output) == ["anyOf"]:
-        options = output["anyOf"]
-        if isinstance(options, list) and len(options) == 2 and options[1] == {"type": "null"}:
-            return options[0]
-    return output
-
-
-def latent_solution_schema(tool_schema: Mapping[str, Any], call: Mapping[str, Any]) -> dict:
-    """The solution schema of a latent call (SPEC §13).
-
-    ``{"type": "object", "properties": {"output": <_output>}, "required": ["output"]}``, or, when the call's
-    ``_outputPath`` has ``||`` alternatives, ``output`` is an ``anyOf`` of ``{path: {const: alternative},
-    value: <_output>}`` objects, one per alternative, so the model picks its branch. ``tool_schema`` may be the
-    registered or the composed tool.
-    """
-    output = _tool_output_schema(tool_schema)
-    alternatives = output_alternatives(dict(call))
-    if len(alternatives) > 1:
-        output = {"anyOf": [
-            {"type": "object",
-             "properties": {"path": {"const": " && ".join(str(ref) for ref in group)}, "value": output},
-             "required": ["path", "value"]}
-            for group in alternatives
-        ]}
-    return {"type": "object", "properties": {"output": output}, "required": ["output"]}
-
-
-def call_parameters(call: Mapping[str, Any]) -> dict:
-    """The parameters of a call: its fields without a leading ``_``."""
-    return {k: v for k, v in call.items() if not k.startswith("_")}
-
-
-def latent_messages(log_or_index: LogIndex | Sequence[Any], call: Mapping[str, Any], tool_schema: Mapping[str, Any],
-                    *, scopes: Iterable[str] = ()) -> tuple[dict, ...]:
-    """The one user turn of a latent call's request: the scoped context (instance-aware; the kinds ``text`` and
-    ``error`` select text and error messages), the call's (resolved) parameters as an ``input`` data block,
-    and the tool's name and description."""
-    index = as_index(log_or_index)
-    kinds = list(dict.fromkeys(scopes))
-    blocks = context_blocks(index, kinds=kinds, instance=call.get("_instance"),
-                            include_text="text" in kinds, include_errors="error" in kinds) if kinds else []
-    params = LogIndex([{"type": "data", "kind": "input", "data": call_parameters(call),
-                        "description": "The parameters of this call."}])
-    blocks.append(data_block(params, "input"))
-    name = str(call.get("_tool") or (tool_schema.get("properties") or {}).get("_tool", {}).get("const", "?"))
-    description = str(tool_schema.get("description") or "").strip()
-    blocks.append(f"## Tool: {name}\n{description}" if description else f"## Tool: {name}")
-    return ({"role": "user", "content": [_text("\n\n".join(blocks))]},)
-
-
 __all__ = [
-    "LATENT_INSTRUCTIONS",
-    "PROTOCOL_INSTRUCTIONS",
-    "SOLUTION_TOOL_DESCRIPTION",
-    "SOLUTION_TOOL_NAME",
     "Exchange",
-    "call_parameters",
     "context_blocks",
     "context_turn",
     "corrective_turn",
-    "job_system_texts",
-    "latent_messages",
-    "latent_solution_schema",
-    "latent_system",
     "result_turn",
     "solution_turn",
-    "system_blocks",
     "tick_messages",
 ]

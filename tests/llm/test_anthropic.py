@@ -13,7 +13,7 @@ import pytest
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.anthropic import AnthropicLLM, parse_retry_after
 from agentq.llm.base import LLMRequest, Usage
-from agentq.protocol.conversation import SOLUTION_TOOL_DESCRIPTION
+from agentq.protocol.instructions import SOLUTION_TOOL_DESCRIPTION
 from tests.fake_anthropic import Answer, FakeAnthropic
 
 SCHEMA = {"type": "object", "properties": {"calls": {"type": "array"}, "output": {}}, "required": ["calls", "output"]}

@@ -9,19 +9,15 @@ from agentq.errors import Problem
 from agentq.llm.anthropic import request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol import LogIndex, compose
-from agentq.protocol.conversation import (
+from agentq.protocol.conversation import Exchange, context_turn, solution_turn, tick_messages
+from agentq.protocol.instructions import (
     LATENT_INSTRUCTIONS,
     PROTOCOL_INSTRUCTIONS,
-    Exchange,
-    context_turn,
     job_system_texts,
-    latent_messages,
-    latent_solution_schema,
     latent_system,
-    solution_turn,
     system_blocks,
-    tick_messages,
 )
+from agentq.protocol.latent_prompt import latent_messages, latent_solution_schema
 from agentq.protocol.writes import failure_messages, output_messages
 
 WEATHER = {

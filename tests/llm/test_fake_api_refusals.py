@@ -13,7 +13,8 @@ import pytest
 from agentq.llm.anthropic import request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.compose import compose
-from agentq.protocol.conversation import Exchange, system_blocks, tick_messages
+from agentq.protocol.conversation import Exchange, tick_messages
+from agentq.protocol.instructions import system_blocks
 from tests.fake_anthropic import Answer, FakeAnthropic, input_schema_refusal, request_refusal, thinking_signature
 
 SCHEMA = {"type": "object", "properties": {"calls": {"type": "array", "maxItems": 0}, "output": {}},

@@ -16,14 +16,9 @@ from agentq.engine.modules import ANONYMOUS, ModuleLibrary, packaged_modules_dir
 from agentq.llm.anthropic import request_params
 from agentq.llm.base import LLMRequest
 from agentq.protocol.compose import compose, composed_tools
-from agentq.protocol.conversation import (
-    Exchange,
-    latent_messages,
-    latent_solution_schema,
-    latent_system,
-    system_blocks,
-    tick_messages,
-)
+from agentq.protocol.conversation import Exchange, tick_messages
+from agentq.protocol.instructions import latent_system, system_blocks
+from agentq.protocol.latent_prompt import latent_messages, latent_solution_schema
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.tool_files import load_tool_dir
 from tests.fake_anthropic import input_schema_refusal, request_refusal
