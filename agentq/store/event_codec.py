@@ -30,7 +30,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from agentq.protocol.events import default_display_info
+from agentq.protocol.display_info import default_display_info
 
 MARK = "~"  # the first key of a packed entry; no envelope field is named so
 _ESCAPED = ""  # code of an envelope that has a "~" key of its own: stored whole under "v"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
-from agentq.protocol.events import ActivityOutputPart, parse_part
 from agentq.protocol.history import build_history_message
+from agentq.protocol.part_models import ActivityOutputPart, parse_part
 from agentq.runtime.worker import InProcessWorker
 from tests.integration.conftest import tool_schema
 

@@ -6,16 +6,11 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
+from agentq.protocol.display_info import default_display_info
 from agentq.protocol.events import (
-    ActivityOutputPart,
-    DisplayInfo,
-    TechnicalDetails,
-    TextOutputPart,
     activity_part,
-    default_display_info,
     error_part,
     format_timestamp,
-    parse_part,
     skill_loading_part,
     strip_technical_details,
     technical_details,
@@ -26,6 +21,7 @@ from agentq.protocol.events import (
     tool_request_part,
     tool_result_part,
 )
+from agentq.protocol.part_models import ActivityOutputPart, DisplayInfo, TechnicalDetails, TextOutputPart, parse_part
 
 # Every JSON example of an ActivityOutputPart in the guide, in document order.
 SEED_ACTIVITY_EXAMPLES = [

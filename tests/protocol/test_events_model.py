@@ -7,11 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agentq.protocol import events
+from agentq.protocol import display_info
 from agentq.protocol.events import (
-    ActivityOutputPart,
-    DisplayInfo,
-    TechnicalDetails,
     activity_part,
     error_part,
     technical_details,
@@ -20,6 +17,7 @@ from agentq.protocol.events import (
     tool_request_part,
     tool_result_part,
 )
+from agentq.protocol.part_models import ActivityOutputPart, DisplayInfo, TechnicalDetails
 
 SEARCH_DISPLAY = {"friendly_name": "🔍 Recherche web", "description": "Recherche", "icon": "🔍",
                   "category": "search"}
@@ -79,7 +77,7 @@ def test_a_raw_result_that_is_not_json_is_kept_as_its_repr():
 
 
 def test_cached_display_info_equals_a_fresh_one():
-    fresh = DisplayInfo.model_validate({**events.default_display_info("tool_request", "fr"), "id": "search",
+    fresh = DisplayInfo.model_validate({**display_info.default_display_info("tool_request", "fr"), "id": "search",
                                         **SEARCH_DISPLAY}).model_dump(mode="json")
     for _ in range(3):
-        assert events._display("tool_request", "fr", SEARCH_DISPLAY, default_id="search") == fresh
+        assert display_info.display_of("tool_request", "fr", SEARCH_DISPLAY, default_id="search") == fresh

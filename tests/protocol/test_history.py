@@ -3,7 +3,6 @@
 import json
 
 from agentq.protocol.events import (
-    ActivityOutputPart,
     activity_part,
     technical_details,
     text_part,
@@ -20,6 +19,7 @@ from agentq.protocol.history import (
     stream_marker,
     stream_parts,
 )
+from agentq.protocol.part_models import ActivityOutputPart
 
 SEARCH_DISPLAY = {"friendly_name": "🔍 Recherche web", "icon": "🔍", "category": "search"}
 

@@ -33,11 +33,11 @@ import pytest
 from agentq.errors import AgentQError, JobValidationError
 from agentq.protocol.compose import compose_tool
 from agentq.protocol.envelopes import parse_envelope
-from agentq.protocol.events import parse_part
 from agentq.protocol.expressions import parse_ref
 from agentq.protocol.history import build_history_message, stream_parts
 from agentq.protocol.jobs import JobPlan, plan_job
 from agentq.protocol.messages import normalize_message, normalize_messages
+from agentq.protocol.part_models import parse_part
 from agentq.protocol.scopes import ScopedContext
 from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.values import MISSING
