@@ -24,6 +24,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from agentq.runtime.rollouts import Rollouts
     from agentq.runtime.root import Parts
 
 
@@ -256,6 +257,11 @@ class Client(BaseClient):
         again): for this client's next submission at once, for other submitting processes within one
         heartbeat (`AGENTQ_HEARTBEAT_S`). False when it was not known."""
         return self._forget_activity(name)
+
+    @property
+    def rollouts(self) -> Rollouts:
+        """The tools' rollout rules (`set`, `clear`, `rules`) and their `report()` (SPEC §17, docs/rollouts.md)."""
+        return self._parts.rollouts
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""

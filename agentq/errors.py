@@ -19,6 +19,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── ReferenceCycleError    Calls that wait on each other
     │       ├── JobValidationError     a job rejected as a whole before anything is written
     │       │   └── JobExistsError     a job with the id asked for exists already
+    │       ├── RolloutRuleError       a tool's rollout rule refused (SPEC §17), nothing written
     │       └── ModuleError            a saved module (SPEC §8) that cannot be used; `ref` names it
     │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
     │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
@@ -164,6 +165,10 @@ class ReferenceCycleError(InvalidInputError):
 
 class JobValidationError(InvalidInputError):
     """A job rejected before anything was written; `problems` names every problem."""
+
+
+class RolloutRuleError(InvalidInputError):
+    """A tool's rollout rule refused (SPEC §17): `problems` names every problem; nothing was written."""
 
 
 class JobExistsError(JobValidationError):
@@ -340,6 +345,7 @@ __all__ = [
     "ReferenceCycleError",
     "ReferenceSyntaxError",
     "RegistrationError",
+    "RolloutRuleError",
     "ScopeError",
     "StoreError",
     "StoreUnavailableError",

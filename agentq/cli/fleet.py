@@ -55,13 +55,15 @@ def cmd_activities_forget(args: argparse.Namespace) -> int:
 
 
 def _print_activities(known: dict[str, dict]) -> None:
-    """The known activities as a table: name, live or not, workers, queue, last announcement (and its age)."""
+    """The known activities as a table: name, version (SPEC §17), live or not, workers, queue, last announcement
+    (and its age)."""
     if not known:
         print("no known activities (none announced within AGENTQ_ACTIVITY_MEMORY_S)")
         return
-    rows = [("ACTIVITY", "LIVE", "WORKERS", "QUEUE", "LAST ANNOUNCED")]
+    rows = [("ACTIVITY", "VERSION", "LIVE", "WORKERS", "QUEUE", "LAST ANNOUNCED")]
     for name, entry in known.items():
-        rows.append((name, "yes" if entry["live"] else "no", ", ".join(entry["workers"]) or "-",
+        rows.append((entry.get("activity") or name.partition("@")[0], str(entry.get("version") or "1"),
+                     "yes" if entry["live"] else "no", ", ".join(entry["workers"]) or "-",
                      str(entry.get("queue") or "-"), _when(entry["last_seen"])))
     print_table(rows)
 

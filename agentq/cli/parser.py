@@ -11,6 +11,7 @@ from agentq.cli.demo import cmd_demo
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
 from agentq.cli.mcp import cmd_mcp
+from agentq.cli.rollouts import cmd_rollouts, cmd_rollouts_clear, cmd_rollouts_set
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
 
 REDIS_RULE = (
@@ -155,6 +156,22 @@ def _fleet_commands(command: Commands) -> None:
     forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
     forget.add_argument("name", metavar="NAME", help="the activity to forget")
     forget.set_defaults(handler=cmd_activities_forget)
+
+    rollouts = command("rollouts", cmd_rollouts, "report the tools' rollout routes side by side: calls, success "
+                       "rate, p50/p95 duration, cost (docs/rollouts.md)")
+    rollouts.add_argument("--json", action="store_true", help="print the report as JSON")
+    rollouts.usage = "%(prog)s [-h] [--json] [set TOOL FILE | clear TOOL]"
+    rules = rollouts.add_subparsers(title="actions", metavar="ACTION")
+    set_help = "check and store a tool's rollout rule, from a JSON file ('-' for stdin)"
+    set_rule = rules.add_parser("set", help=set_help, description=set_help, epilog=REDIS_RULE)
+    set_rule.add_argument("tool", metavar="TOOL")
+    set_rule.add_argument("file", metavar="FILE", help='{"routes": [{"to": "<activity>@<version>" | "", '
+                          '"tenants": [...]} | {"to": ..., "share": 0.0-1.0}, ...]}')
+    set_rule.set_defaults(handler=cmd_rollouts_set)
+    clear_help = "remove a tool's rollout rule: its calls follow the usual resolution again"
+    clear = rules.add_parser("clear", help=clear_help, description=clear_help, epilog=REDIS_RULE)
+    clear.add_argument("tool", metavar="TOOL")
+    clear.set_defaults(handler=cmd_rollouts_clear)
 
 
 def _call_commands(command: Commands) -> None:

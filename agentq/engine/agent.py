@@ -375,7 +375,7 @@ class AgentLoop:
         ready ones; returns how many were written."""
         if not plans:
             return 0
-        records = [self.routing.route(p.record(), known) for p in plans]
+        records = self.routing.route_calls(plans, known, info.tenant)
         if info.parent is not None:
             records = [replace(r, relay=info.parent.job) for r in records]
         ready = self.store.add_calls(job_id, token=token, records=records, plans=plans)

@@ -28,9 +28,30 @@ from typing import Any, TypeGuard, TypeVar
 from agentq.errors import DuplicateRegistrationError, RegistrationError
 from agentq.protocol.tools import is_valid_name, next_version, unknown_name
 
-__all__ = ["Activity", "ActivityRegistry", "ActivitySpec", "invoke_handler"]
+__all__ = ["Activity", "ActivityRegistry", "ActivitySpec", "activity_key", "invoke_handler", "split_key"]
 
 _RATE_LIMIT_RE = re.compile(r"^\d+(\.\d+)?/(s|m|h)$")
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+DEFAULT_VERSION = "1"
+
+
+def activity_key(name: str, version: str = DEFAULT_VERSION) -> str:
+    """The registry and fleet key of an activity's version: its name for version "1" (today's names stay), else
+    `<name>@<version>` (its task `agentq.activity.<name>@<version>`, its queue of the same name)."""
+    return name if version == DEFAULT_VERSION else f"{name}@{version}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """`(name, version)` of an activity key: `sendEmail@2` -> ("sendEmail", "2"), `sendEmail` -> (.., "1")."""
+    name, _, version = key.partition("@")
+    return name, version or DEFAULT_VERSION
+
+
+def version_problem(version: object) -> str | None:
+    """Why `version` cannot be an activity version (None: it can)."""
+    if isinstance(version, str) and _VERSION_RE.match(version):
+        return None
+    return f"a version is 1 to 32 letters, digits, '.', '_' or '-' starting with a letter or digit, got {version!r}"
 _ARG_NAMES = ("call", "tool", "context")
 _BY_COUNT = {1: ("call",), 2: ("call", "context"), 3: ("call", "tool", "context")}
 
@@ -53,7 +74,10 @@ def _check_options(
     queue: object,
     rate_limit: object,
 ) -> None:
-    if not is_valid_name(name):
+    base, version = split_key(name) if isinstance(name, str) else (name, DEFAULT_VERSION)
+    if (problem := version_problem(version)) is not None:
+        raise _fail(base, "version", problem.replace("a version is", "must be", 1))
+    if not is_valid_name(base):
         raise RegistrationError(
             f"invalid activity name {name!r}: use a letter followed by letters, digits, '_' or '-' (max 128)"
         )
@@ -167,7 +191,10 @@ def _is_async(handler: Callable[..., Any]) -> bool:
 
 @dataclass(frozen=True)
 class ActivitySpec:
-    """One registered activity: its handler and options. Constructing one validates everything."""
+    """One registered activity: its handler and options. Constructing one validates everything.
+
+    `name` is the activity's key: its name, or `<name>@<version>` for a version other than "1" (SPEC §17
+    rollouts; `activity` and `version` are its parts)."""
 
     name: str
     handler: Callable[..., Any]
@@ -188,6 +215,16 @@ class ActivitySpec:
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
     @property
+    def activity(self) -> str:
+        """The activity's name without its version."""
+        return split_key(self.name)[0]
+
+    @property
+    def version(self) -> str:
+        """The activity's version ("1" unless registered with another)."""
+        return split_key(self.name)[1]
+
+    @property
     def parameters(self) -> tuple[str, ...]:
         """What the handler receives, in order: a subset of ``("call", "tool", "context")``."""
         return self._invocation[1]
@@ -197,6 +234,8 @@ class ActivitySpec:
         and hostname)."""
         return {
             "name": self.name,
+            "activity": self.activity,
+            "version": self.version,
             "queue": self.queue,
             "retries": self.retries,
             "retry_backoff": float(self.retry_backoff),
@@ -239,6 +278,7 @@ class ActivityRegistry:
         rate_limit: str | None = None,
         idempotent: bool = False,
         replace: bool = False,
+        version: str = DEFAULT_VERSION,
     ) -> Any:
         """Register an activity.
 
@@ -255,11 +295,19 @@ class ActivityRegistry:
         function is even defined). Registering the same handler with the same options again is a no-op; any
         other second registration under a name raises :class:`DuplicateRegistrationError` unless
         ``replace=True``.
+
+        ``version`` (default "1") registers a version of the activity (SPEC §17 rollouts): a worker may serve
+        several versions of one activity; each is its own task and queue (`<name>@<version>`, see
+        :func:`activity_key`), and a tool's rollout rule decides which calls go to it.
         """
         if handler is None and callable(name):
             raise RegistrationError(
                 f"Activity.register needs a name: write @Activity.register({getattr(name, '__name__', 'name')!r})"
             )
+        if (problem := version_problem(version)) is not None:
+            raise _fail(name, "version", problem.replace("a version is", "must be", 1))
+        if isinstance(name, str) and version != DEFAULT_VERSION:
+            name = activity_key(split_key(name)[0], version)
         _check_options(name, retries, retry_backoff, timeout, queue, rate_limit)
         options = dict(retries=retries, retry_backoff=retry_backoff, timeout=timeout, queue=queue,
                        rate_limit=rate_limit, idempotent=idempotent)

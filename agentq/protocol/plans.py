@@ -47,12 +47,13 @@ class PlannedCall:
     locale: str = "en"  # the job's locale, for the display info of this call's event parts
     approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides (SPEC §9)
     depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
+    route: str | None = None  # the rollout route its tool's rule gave it (`protocol/rollouts.py`)
 
     def record(self) -> CallRecord:
         return CallRecord(
             id=self.id, index=self.index, call=self.call, tool=self.tool, activity=self.activity, mode=self.mode,
             awaited=self.awaited, instance=self.instance, scopes=tuple(self.scopes), needs_log=self.needs_log,
-            locale=self.locale,
+            locale=self.locale, route=self.route,
         )
 
 

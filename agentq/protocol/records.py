@@ -55,6 +55,8 @@ class CallRecord:
     task: str = ""
     queue: str = ""
     relay: str | None = None  # a module's child job: the parent job its events are relayed to
+    route: str | None = None  # the rollout route its tool's rule gave it (SPEC §17): `<activity>@<version>`, ""
+    # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -66,7 +68,7 @@ class CallRecord:
             "mode": self.mode.value, "awaited": self.awaited, "instance": self.instance,
             "scopes": list(self.scopes), "needs_log": self.needs_log, "locale": self.locale,
             "task": self.task, "queue": self.queue,
-        } | ({"relay": self.relay} if self.relay else {})
+        } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {})
 
     def to_task(self) -> dict[str, Any]:
         """What a call's task carries: `to_dict()` without the optional fields that hold their default value
@@ -82,6 +84,7 @@ class CallRecord:
             scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False),
             locale=data.get("locale", "en"),
             task=data.get("task", ""), queue=data.get("queue", ""), relay=data.get("relay"),
+            route=data.get("route"),
         )
 
 

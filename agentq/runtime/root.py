@@ -28,6 +28,7 @@ from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hook, Hooks
 from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
+from agentq.engine.rollout_stats import RolloutStats
 from agentq.errors import LLMError
 from agentq.llm.batch import BatchClient
 from agentq.llm.factory import api_key, create_llm, uses_anthropic
@@ -39,12 +40,14 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
 from agentq.runtime.outages import PatientStore
+from agentq.runtime.rollouts import Rollouts
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
+from agentq.store.rollouts import RolloutStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
 from agentq.webhooks.store import DeliveryStore
@@ -69,6 +72,7 @@ class Parts:
     modules: ModuleLibrary
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
+    rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
 
     def close(self) -> None:
         try:
@@ -95,7 +99,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
     store = open_store(settings)
     app = create_app(settings)
-    routing = Routing.from_settings(settings)
+    rollout_store = RolloutStore(store.redis, store.fleet)
+    routing = Routing.from_settings(settings, rules=rollout_store.rules)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
     modules = ModuleLibrary.from_settings(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
@@ -104,7 +109,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                       webhooks=DeliveryStore(store.redis, settings.namespace))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
-                 jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet))
+                 jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
+                 rollouts=Rollouts(rollout_store, jobs))
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
@@ -130,7 +136,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics), budget, limiter, *tracing_hooks()]), batch=lane)
+                    hooks=Hooks([CallMetrics(parts.metrics), RolloutStats(parts.rollouts.store), budget, limiter,
+                                 *tracing_hooks()]), batch=lane)
 
 
 def tracing_hooks() -> list[Hook]:

@@ -2,17 +2,22 @@
 
 The activity `x` runs as task `agentq.activity.x` on its own queue (`agentq.activity.x`, or the queue the
 activity declares); engine work (latent calls, modules, agent ticks, submission by task name) runs on the
-engine queue (`AGENTQ_ENGINE_QUEUE`, default `agentq.engine`), so LLM-bound work scales separately.
+engine queue (`AGENTQ_ENGINE_QUEUE`, default `agentq.engine`), so LLM-bound work scales separately. A version
+other than "1" of an activity (SPEC §17) is an activity of its own key, `x@2`: task and queue `agentq.activity.x@2`
+(or the queue it declares, suffixed `@2`); a tool's rollout rule (`protocol/rollouts.py`, read through `rules`)
+decides which calls go to it before they are routed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from agentq.protocol.activities import ActivitySpec
+from agentq.protocol.activities import DEFAULT_VERSION, ActivitySpec
+from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.rollouts import Rule, apply_rules
 from agentq.settings import Settings
 
 ACTIVITY_TASK_PREFIX = "agentq.activity."
@@ -32,15 +37,30 @@ class Routing:
     """Where each kind of task goes, for one deployment's settings."""
 
     engine_queue: str
+    rules: Callable[[], Mapping[str, Rule]] | None = field(default=None, compare=False)  # the tools' rollout
+    # rules, read for every routing of calls (`store/rollouts.py`); None: no rollouts
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Routing:
-        return cls(engine_queue=settings.engine_queue)
+    def from_settings(cls, settings: Settings, rules: Callable[[], Mapping[str, Rule]] | None = None) -> Routing:
+        return cls(engine_queue=settings.engine_queue, rules=rules)
 
     @staticmethod
     def activity_queue(spec: ActivitySpec) -> str:
-        """The queue an activity's workers consume: the one it declares, else its own."""
+        """The queue an activity's workers consume: the one it declares (suffixed `@<version>` for a version
+        other than "1"), else its own."""
+        if spec.queue and spec.version != DEFAULT_VERSION:
+            return f"{spec.queue}@{spec.version}"
         return spec.queue or activity_task(spec.name)
+
+    def route_calls(self, calls: Sequence[PlannedCall], known: Mapping[str, Mapping[str, Any]],
+                    tenant: str) -> list[CallRecord]:
+        """The records of planned calls of `tenant`'s job, each given its tool's rollout route (the planned calls
+        change with it, so what the job counts as awaited stays true) and routed against `known`."""
+        if self.rules is not None and calls:
+            rules = self.rules()
+            if rules:
+                apply_rules(calls, rules, tenant, known)
+        return [self.route(c.record(), known) for c in calls]
 
     def announcement(self, spec: ActivitySpec) -> dict[str, Any]:
         """What a worker announces of an activity it serves: its options, task and queue."""

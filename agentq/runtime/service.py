@@ -209,7 +209,7 @@ class JobService(JobDecisions):
         job, size = self._decode(job, job_id)
         plan, known = self._plan(job, size, job_id)
         trace.job(plan.id, plan.kind.value)
-        records = [self.routing.route(c.record(), known) for c in plan.calls]
+        records = self.routing.route_calls(plan.calls, known, tenant)
         queued = _queued(plan)
         if parent is not None:
             records = [replace(r, relay=parent.job) for r in records]

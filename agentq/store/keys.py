@@ -216,6 +216,15 @@ class FleetKeys:
     def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
         return f"{self.namespace}:stats:jobs"
 
+    # rollouts (SPEC §17, store/rollouts.py): one hash tag, so the report reads rules and figures in one slot
+    @property
+    def rollout_rules(self) -> str:  # hash: tool -> its rollout rule JSON
+        return f"{self.namespace}:{{rollouts}}:rules"
+
+    @property
+    def rollout_stats(self) -> str:  # hash: "<tool>|<route>|<figure>" -> count (calls, done, failed, cost, b<bucket>)
+        return f"{self.namespace}:{{rollouts}}:stats"
+
     # the batch lane (engine/batch.py): one hash tag, so its pipelines stay in one Redis Cluster slot
     @property
     def batch_queue(self) -> str:  # zset: custom_id of a request waiting for its batch -> when it came (ms)

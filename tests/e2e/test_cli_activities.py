@@ -50,9 +50,9 @@ def test_activities_prints_every_known_activity_as_a_table(store: StateStore, re
     shown = agentq("activities", redis_url=redis_url)
     assert shown.returncode == 0 and shown.stderr == "", shown
     header, *rows = shown.stdout.splitlines()
-    assert header.split() == ["ACTIVITY", "LIVE", "WORKERS", "QUEUE", "LAST", "ANNOUNCED"]
-    assert [row.split()[:4] for row in rows] == [["mail", "no", "-", "agentq.activity.mail"],
-                                                 ["pay", "yes", "host:1:live", "payments"]]
+    assert header.split() == ["ACTIVITY", "VERSION", "LIVE", "WORKERS", "QUEUE", "LAST", "ANNOUNCED"]
+    assert [row.split()[:5] for row in rows] == [["mail", "1", "no", "-", "agentq.activity.mail"],
+                                                 ["pay", "1", "yes", "host:1:live", "payments"]]
     # announced just now (the command's own start-up may take a second or two on a loaded machine)
     assert all(re.search(r" UTC \([0-9] s ago\)$", row) for row in rows), rows
     assert header.index("QUEUE") == rows[0].index("agentq.activity.mail") == rows[1].index("payments")  # aligned

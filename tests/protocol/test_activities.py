@@ -133,6 +133,8 @@ def test_announcement_carries_the_options_and_the_declared_queue(registry: Activ
     announcement = registry.get("b").to_announcement()
     assert announcement == {
         "name": "b",
+        "activity": "b",
+        "version": "1",
         "queue": "io",
         "retries": 2,
         "retry_backoff": 0.5,
