@@ -99,7 +99,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
     store = open_store(settings)
     app = create_app(settings)
-    rollout_store = RolloutStore(store.redis, store.fleet)
+    rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
     modules = ModuleLibrary.from_settings(settings)

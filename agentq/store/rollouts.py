@@ -1,6 +1,7 @@
 """Rollout rules and their figures in Redis (SPEC §17): `RolloutStore`.
 
-The rules are one hash (tool -> rule JSON, `FleetKeys.rollout_rules`), read whenever calls are routed; the figures
+The rules are one hash (tool -> rule JSON, `FleetKeys.rollout_rules`), read when calls are routed and reused for
+`ttl_s` (a heartbeat, as a submitter reuses what the fleet announced: no round trip per submission); the figures
 one hash of counters (`FleetKeys.rollout_stats`, see `protocol/rollout_report.py`), added to by one pipeline per
 ended call of a tool with a rule. Both keys share the `{rollouts}` hash tag, so on a Redis Cluster the report reads
 them from one node. Single commands and pipelines only.
@@ -9,7 +10,9 @@ them from one node. Single commands and pipelines only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.protocol.rollout_report import bucket_of, field, report
@@ -21,13 +24,26 @@ from agentq.store.keys import FleetKeys
 class RolloutStore:
     """The rollout keys over the store's Redis connection; thread-safe (each step is one command or pipeline)."""
 
-    def __init__(self, redis: Any, fleet: FleetKeys):
+    def __init__(self, redis: Any, fleet: FleetKeys, *, ttl_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.redis = redis
         self.fleet = fleet
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._read: tuple[float, dict[str, Rule]] | None = None  # when the rules were read, and what they were
+        self._lock = threading.Lock()
 
     def rules(self) -> dict[str, Rule]:
-        """Every tool's rule."""
-        return {tool: Rule.from_dict(tool, rule) for tool, rule in self.rule_dicts().items()}
+        """Every tool's rule, as read within the last `ttl_s` (this process's own changes are seen at once)."""
+        now = self._clock()
+        with self._lock:
+            read = self._read
+        if read is not None and 0 <= now - read[0] < self.ttl_s:
+            return read[1]
+        rules = {tool: Rule.from_dict(tool, rule) for tool, rule in self.rule_dicts().items()}
+        with self._lock:
+            self._read = (now, rules)
+        return rules
 
     def rule_dicts(self) -> dict[str, dict]:
         """Every tool's rule in its JSON form."""
@@ -35,10 +51,17 @@ class RolloutStore:
 
     def set_rule(self, rule: Rule) -> None:
         self.redis.hset(self.fleet.rollout_rules, rule.tool, dumps(rule.to_dict()))
+        self._forget()
 
     def clear_rule(self, tool: str) -> bool:
         """Remove a tool's rule (its figures stay in the report); True when it had one."""
-        return bool(self.redis.hdel(self.fleet.rollout_rules, tool))
+        cleared = bool(self.redis.hdel(self.fleet.rollout_rules, tool))
+        self._forget()
+        return cleared
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._read = None
 
     def call_ended(self, tool: str, route: str, status: str, seconds: float, cost_nanousd: int | None) -> None:
         """Count an attempt of a routed call that ended: `done` or `failed` (a call), or `retry`."""
