@@ -25,7 +25,6 @@ stay in its exchange, to go back unchanged; their summaries become `thinking` ev
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import uuid
@@ -39,6 +38,8 @@ from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
+from agentq.engine.solutions import solution_part, solution_problems
+from agentq.engine.tick_end import TickAnswer, TickEnding
 from agentq.errors import (
     BudgetExceeded,
     ContextWindowExceeded,
@@ -46,32 +47,24 @@ from agentq.errors import (
     LLMRetryableError,
     ModelDeferred,
     ModelStopped,
-    Problem,
 )
-from agentq.llm.base import LLMAnswer, LLMRequest, Usage
+from agentq.llm.base import LLMRequest, Usage
 from agentq.protocol.compose import compose, composed_tools
-from agentq.protocol.conversation import Exchange
-from agentq.protocol.envelopes import Envelope, JobStarted, Part, Thinking, TickFinished, TickStarted
-from agentq.protocol.events import activity_part, error_part, text_part, thinking_part
+from agentq.protocol.envelopes import JobStarted, TickStarted
+from agentq.protocol.events import activity_part
 from agentq.protocol.instructions import job_system_texts, system_blocks
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
-from agentq.protocol.ticks import TickPlan, output_problems
+from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
-from agentq.protocol.usage import saved_counters
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.codecs import now_iso
 from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
 from agentq.store.views import AgentInputs
 
 log = logging.getLogger("agentq.agent")
-
-
-SUPERSEDED_RETRY_S = 0.5
-"""The wait before a tick whose lease lapsed during its request tries again."""
 
 
 def backoff_s(attempt: int, retry_after_s: float | None) -> float:
@@ -86,9 +79,6 @@ def call_ids(job_id: str, n: int) -> Callable[[int], str]:
     """The ids of the calls of a job's request number `n`, the same on every attempt of that request."""
     seed = hashlib.sha1(f"{job_id}\x00{n}".encode()).hexdigest()[:24]
     return lambda i: f"call_{seed}{i:04x}"
-
-
-NO_SOLUTION_PROBLEM = "you answered without calling the `solution` tool: answer by calling it exactly once"
 
 
 @dataclass(frozen=True)
@@ -115,23 +105,11 @@ class _Run:
     written: int = 0
 
 
-@dataclass(frozen=True)
-class _Ended:
-    """A request the model answered, and what its end needs to know of the tick."""
-
-    answer: LLMAnswer
-    corrective: bool
-    log_length: int
-    tick_no: int
-    model: str
-    saved: int = 0
-
-
 KnownActivities = Callable[[Collection[str]], Mapping[str, Mapping[str, Any]]]
 """`known_activities(tool names)`: the known activities a tick of a job with those tools composes against."""
 
 
-class AgentLoop:
+class AgentLoop(TickEnding):
     """Runs agent ticks for one process (any number of threads)."""
 
     def __init__(self, store: Store, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
@@ -254,16 +232,17 @@ class AgentLoop:
             if isinstance(error, ContextWindowExceeded):
                 return error
             return self._failed_request(job_id, token, tick.n, tick.attempt, error)
-        ended = _Ended(answer, corrective=corrective, log_length=len(tick.transcript.log), tick_no=tick_no,
-                       model=request.model, saved=saved)
+        ended = TickAnswer(answer, corrective=corrective, log_length=len(tick.transcript.log), tick_no=tick_no,
+                           model=request.model, saved=saved)
         if answer.truncated:
             return self._truncated(tick, run, ended, continued=continued, max_tokens=request.max_tokens)
-        run.written += self._write(job_id, token, info, run.plan.finish(_solution_part(answer.solution, "calls")),
+        run.written += self._write(job_id, token, info, run.plan.finish(solution_part(answer.solution, "calls")),
                                    tick.known)
-        problems = _problems(run.plan, answer, tick.solution_schema["properties"]["output"])
+        problems = solution_problems(run.plan, answer, tick.solution_schema["properties"]["output"])
         return self._end(job_id, token, info, ended, problems, written=run.written)
 
-    def _truncated(self, tick: _Tick, run: _Run, ended: _Ended, *, continued: bool, max_tokens: int) -> float | None:
+    def _truncated(self, tick: _Tick, run: _Run, ended: TickAnswer, *, continued: bool,
+                   max_tokens: int) -> float | None:
         """An answer cut at max_tokens: its complete calls run (each once: they were written as they came), and
         the next request reports them and asks for the rest; cut again right after that, the job fails."""
         run.written += self._write(tick.job_id, tick.token, tick.info, run.plan.finish(run.streamed), tick.known)
@@ -309,66 +288,6 @@ class AgentLoop:
         self._give_up(job_id, token, n, type(error).__name__, f"{error} (after {attempt} attempts)")
         return None
 
-    def _end(self, job_id: str, token: str, info: JobInfo, ended: _Ended, problems: list[Problem], *,
-             written: int, truncated: bool = False) -> float | None:
-        """Keep the tick's exchange, usage and final output (an invalid answer is sent back once; a second one
-        becomes structural errors in the log; a cut one asks for the rest); the job's next step follows when no
-        call is open.
-
-        A tick whose lease lapsed meanwhile (its renewals late: a paused process, an overloaded store) keeps
-        nothing: the request is made again (returns the wait before it), unless another attempt took it over,
-        which the next try finds."""
-        answer, tick_no, model = ended.answer, ended.tick_no, ended.model
-        solution = answer.solution
-        output = None if problems or truncated else _solution_part(solution, "output")
-        has_output = output is not None
-        resend = (bool(problems) and not ended.corrective) or truncated  # sent back once; a cut one continues
-        calls = _solution_part(solution, "calls")
-        structural = [] if resend else [_structural_error(p, calls, info) for p in problems]
-        exchange = Exchange(ended.log_length, answer.tool_use_id, solution, tuple(problems) if resend else (),
-                            blocks=answer.blocks, text=answer.text if not answer.tool_use_id else "",
-                            truncated=truncated)
-        events = self._end_events(job_id, info, ended, problems, resend=resend, written=written, output=output)
-        result = self.store.end_tick(job_id, token=token, exchange=exchange.to_dict(), counts=not resend,
-                                     output=output, has_output=has_output,
-                                     usage={**answer.usage.counters(model), **saved_counters(model, ended.saved)},
-                                     messages=structural, events=events)
-        return self._ended(job_id, tick_no, None if result is None else result[0], has_output)
-
-    def _end_events(self, job_id: str, info: JobInfo, ended: _Ended, problems: list[Problem], *, resend: bool,
-                    written: int, output: Any) -> list[Envelope]:
-        """What a tick's end tells front ends: the model's thinking (its summaries), `tick.finished`, the final
-        output as text."""
-        answer = ended.answer
-        events: list[Envelope] = [Thinking(job_id=job_id, tick=ended.tick_no, part=thinking_part(
-            summary, source=self.source, locale=info.locale)) for summary in answer.thinking]
-        events.append(TickFinished(
-            job_id=job_id, tick=ended.tick_no, calls=written, problems=[p.to_dict() for p in problems],
-            usage=answer.usage.to_dict(), output=output is not None,
-            part=self._problems_part(problems, resend, info)))
-        if output is not None:  # the answer, as the text a front end shows last (seed 004's final text part)
-            events.append(Part(job_id=job_id, part=text_part(_answer_text(output))))
-        return events
-
-    def _ended(self, job_id: str, tick_no: int, open_calls: int | None, has_output: bool) -> float | None:
-        """After `end_tick`: the job's next step when no call is open; a wait when the tick had lost its lease."""
-        if open_calls is None:
-            log.warning("tick %d of job %s lost its lease while the model answered; the request is made again",
-                        tick_no, job_id)
-            return SUPERSEDED_RETRY_S
-        if has_output:
-            self.transcripts.forget(job_id)  # nothing more is asked
-        if open_calls <= 0:
-            self.progress.advance(job_id)
-        return None
-
-    def _problems_part(self, problems: list[Problem], resend: bool, info: JobInfo) -> dict[str, Any] | None:
-        """What `tick.finished` shows of an invalid solution (nothing for a valid one)."""
-        if not problems:
-            return None
-        return error_part(f"{len(problems)} problem(s) in the model's solution" + (": sent back" if resend else ""),
-                          source=self.source, locale=info.locale)
-
     def _write(self, job_id: str, token: str, info: JobInfo, plans: list[PlannedCall],
                known: Mapping[str, Mapping[str, Any]]) -> int:
         """Write planned calls of the tick (routed against `known`, what the tick composed against) and send the
@@ -390,41 +309,6 @@ class AgentLoop:
         log.warning("job %s fails at request %d: %s: %s", job_id, n, error_type, message)
         self.store.release_tick(job_id, token=token)
         self.progress.finish(job_id, error=ErrorInfo(error_type, message))
-
-
-def _solution_part(solution: Any, key: str) -> Any:
-    """The solution's `calls` or `output` (None for a solution that is no JSON object)."""
-    return solution.get(key) if isinstance(solution, dict) else None
-
-
-def _problems(plan: TickPlan, answer: LLMAnswer, output_schema: dict[str, Any]) -> list[Problem]:
-    """Every problem of the model's solution, by pointer: its calls' (found as they streamed in), its JSON's, its
-    output's; an answer without the solution tool (thinking on) is one problem."""
-    problems = list(plan.problems)
-    if not answer.tool_use_id:
-        problems.insert(0, Problem("", NO_SOLUTION_PROBLEM))
-    elif answer.solution is None:
-        problems.insert(0, Problem("", f"the solution is not valid JSON: {answer.raw[:200]!r}"))
-    else:
-        problems += output_problems(answer.solution, output_schema)
-    return sorted(problems, key=lambda p: p.pointer)
-
-
-def _answer_text(output: Any) -> str:
-    """The final output as text: a string as it is, anything else as indented JSON."""
-    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, indent=2)
-
-
-def _structural_error(problem: Problem, calls: Any, info: JobInfo) -> dict:
-    """An error message for a problem of a solution that was already sent back once (SPEC §9)."""
-    parts = problem.pointer.split("/")
-    call: dict[str, Any] = {}
-    if len(parts) > 2 and parts[1] == "calls" and isinstance(calls, list) and parts[2].isdigit():
-        position = int(parts[2])
-        if position < len(calls) and isinstance(calls[position], dict):
-            call = calls[position]
-    return {"type": "error", "data": {"call": call, "error": {
-        "type": "StructuralError", "message": f"{problem.pointer or '/'}: {problem.message}"}}, "_date": now_iso()}
 
 
 __all__ = ["AgentLoop", "Usage", "backoff_s", "call_ids"]

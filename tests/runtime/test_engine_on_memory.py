@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentq.engine.agent import SUPERSEDED_RETRY_S
 from agentq.engine.modules import ModuleLibrary
+from agentq.engine.tick_end import SUPERSEDED_RETRY_S
 from agentq.errors import LLMError, LLMRetryableError
 from agentq.llm.base import LLMRequest
 from agentq.protocol.conversation import Exchange, tick_messages
