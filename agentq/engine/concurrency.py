@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
+from agentq.errors import AgentQError
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.records import CallRecord, JobInfo, JobKind
@@ -36,9 +37,14 @@ class Finisher(Protocol):
 
 
 def release_keys(store: Store, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
-    """A job that ended leaves its concurrency keys; the jobs that hold theirs now start."""
-    if info.job_options.concurrency:
+    """A job that ended leaves its concurrency keys; the jobs that hold theirs now start. Best effort: the job's
+    end stands either way."""
+    if not info.job_options.concurrency:
+        return
+    try:
         start_jobs(store, dispatch, progress, info.tenant, store.release_concurrency(info.tenant, info.id))
+    except AgentQError:  # the job did end: the next job that would wait for its keys releases it (store/concurrency)
+        log.warning("job %s ended, but its concurrency keys could not be released now", info.id, exc_info=True)
 
 
 def start_jobs(store: Store, dispatch: Dispatch, progress: Finisher, tenant: str, job_ids: Iterable[str]) -> None:
