@@ -16,7 +16,7 @@ gate reserved is settled exactly once — also when a later gate refused the req
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -132,15 +132,17 @@ class Hooks(Hook):
 class CallCounter(Protocol):
     """What counts ended attempts (`agentq.metrics.Metrics`)."""
 
-    def call_ended(self, record: CallRecord, status: str, seconds: float) -> None: ...
+    def call_ended(self, record: CallRecord, status: str, seconds: float, *, tenant: str = "default") -> None: ...
 
 
 class CallMetrics(Hook):
     """Counts ended attempts into the process's metrics (`agentq_calls`, `agentq_call_duration_seconds`), which
-    the composition root passes in."""
+    the composition root passes in; `tenant_label` gives a job's `tenant` label (`agentq.metrics.tenants`)."""
 
-    def __init__(self, counter: CallCounter):
+    def __init__(self, counter: CallCounter, tenant_label: Callable[[str], str] | None = None):
         self.counter = counter
+        self.tenant_label = tenant_label
 
     def after_call(self, ended: CallEnded) -> None:
-        self.counter.call_ended(ended.record, ended.status, ended.seconds)
+        tenant = self.tenant_label(ended.job_id) if self.tenant_label is not None else "default"
+        self.counter.call_ended(ended.record, ended.status, ended.seconds, tenant=tenant)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.routing import ACTIVITY_TASK_PREFIX
 
 #: Call durations span a cache lookup (milliseconds) to a long agent tool or a human-speed model (an hour).
@@ -29,8 +30,9 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.calls = Counter("agentq_calls", "Call attempts that ended, by activity and outcome (done, failed, or "
-                             "retry: failed and tried again)", ["activity", "status"], registry=self.registry)
+        self.calls = Counter("agentq_calls", "Call attempts that ended, by activity, outcome (done, failed, or "
+                             "retry: failed and tried again) and tenant (configured ones; default; other)",
+                             ["activity", "status", "tenant"], registry=self.registry)
         self.call_duration = Histogram("agentq_call_duration_seconds", "Run time of each call attempt that ended, "
                                        "by activity", ["activity"], buckets=DURATION_BUCKETS, registry=self.registry)
         self.redeliveries = Counter("agentq_call_redeliveries", "Call tasks the broker delivered again (a worker "
@@ -52,11 +54,12 @@ class Metrics:
         """Count one webhook delivery attempt (docs/webhooks.md)."""
         self.webhook_attempts.labels(event_type, outcome).inc()
 
-    def call_ended(self, record: CallRecord, status: str, seconds: float) -> None:
-        """Count an attempt of `record` that ended with `status` after `seconds` (the engine's hooks tell only
-        of attempts whose outcome took effect: a duplicate was counted by its winner)."""
+    def call_ended(self, record: CallRecord, status: str, seconds: float, *, tenant: str = DEFAULT_TENANT) -> None:
+        """Count an attempt of `record` that ended with `status` after `seconds`, of a job whose `tenant` label is
+        `tenant` (`metrics/tenants.py`). The engine's hooks tell only of attempts whose outcome took effect: a
+        duplicate was counted by its winner."""
         activity = activity_label(record)
-        self.calls.labels(activity, status).inc()
+        self.calls.labels(activity, status, tenant).inc()
         self.call_duration.labels(activity).observe(max(0.0, seconds))
 
     def count_redelivery(self, delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None:

@@ -12,8 +12,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agentq.errors import AgentQError
 from agentq.metrics.counters import ENGINE
+from agentq.metrics.tenants import TenantLabels
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import JOB_FINAL
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ def fleet_families(parts: Parts) -> list[Metric]:
         return [GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=0)]
     families: list[Metric] = [
         GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=1),
-        _jobs_ended(stats.jobs_total),
+        _jobs_ended(stats.jobs_total, stats.jobs_by_tenant, TenantLabels.of(settings)),
         GaugeMetricFamily("agentq_jobs_active", "Jobs queued, running or awaiting approval", value=stats.jobs_active),
         GaugeMetricFamily("agentq_approvals_pending", "Calls awaiting a reviewer's approval",
                           value=stats.approvals_pending),
@@ -46,14 +48,22 @@ def fleet_families(parts: Parts) -> list[Metric]:
     return families + _broker_families(parts.app, sorted(queues))
 
 
-def _jobs_ended(jobs_total: dict[str, int]) -> CounterMetricFamily:
-    """`agentq_jobs`: every final status (0 when none ended with it), then any other status counted."""
-    family = CounterMetricFamily("agentq_jobs", "Jobs that ended, by final status", labels=["status"])
-    for final in sorted(JOB_FINAL):
-        family.add_metric([final.value], jobs_total.get(final.value, 0))
-    for status, count in sorted(jobs_total.items()):
-        if status not in {s.value for s in JOB_FINAL}:
-            family.add_metric([status], count)
+def _jobs_ended(jobs_total: dict[str, int], by_tenant: dict[tuple[str, ...], int],
+                labels: TenantLabels) -> CounterMetricFamily:
+    """`agentq_jobs`: by status and `tenant` label (`metrics/tenants.py`), every final status under `default` at
+    least (0 when none ended with it). Jobs counted before the store kept the tenant are under `default`."""
+    family = CounterMetricFamily("agentq_jobs", "Jobs that ended, by final status and tenant (configured tenants; "
+                                 "default; other)", labels=["status", "tenant"])
+    counts: dict[tuple[str, str], int] = {(final.value, DEFAULT_TENANT): 0 for final in JOB_FINAL}
+    for (status, tenant), count in by_tenant.items():
+        key = (status, labels.label(tenant))
+        counts[key] = counts.get(key, 0) + count
+    for status, total in jobs_total.items():
+        untold = total - sum(count for (counted, _), count in by_tenant.items() if counted == status)
+        if untold > 0:
+            counts[(status, DEFAULT_TENANT)] = counts.get((status, DEFAULT_TENANT), 0) + untold
+    for (status, tenant), count in sorted(counts.items()):
+        family.add_metric([status, tenant], count)
     return family
 
 

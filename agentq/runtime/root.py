@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +37,7 @@ from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
 from agentq.metrics.llm import count_request
+from agentq.metrics.tenants import JobTenantLabels, TenantLabels
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
@@ -73,6 +75,8 @@ class Parts:
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
     rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
+    # a job's `tenant` label in the call counters (`metrics/tenants.py`; None: every call is labelled `default`)
+    tenant_labels: Callable[[str], str] | None = None
 
     def close(self) -> None:
         try:
@@ -103,14 +107,15 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
     modules = ModuleLibrary.from_settings(settings)
+    tenant_labels = JobTenantLabels(lambda job_id: store.job_info(job_id).tenant, TenantLabels.of(settings))
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
-                      hooks=Hooks([CallMetrics(metrics)]),
+                      hooks=Hooks([CallMetrics(metrics, tenant_labels)]),
                       webhooks=DeliveryStore(store.redis, settings.namespace))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
-                 rollouts=Rollouts(rollout_store, jobs))
+                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels)
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
@@ -136,8 +141,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics), RolloutStats(parts.rollouts.store), budget, limiter,
-                                 *tracing_hooks()]), batch=lane)
+                    hooks=Hooks([CallMetrics(parts.metrics, parts.tenant_labels), RolloutStats(parts.rollouts.store),
+                                 budget, limiter, *tracing_hooks()]), batch=lane)
 
 
 def tracing_hooks() -> list[Hook]:

@@ -213,7 +213,7 @@ class FleetKeys:
         return f"{self.namespace}:webhooks:scan"
 
     @property
-    def job_totals(self) -> str:  # hash: final status -> how many jobs ended with it (metrics)
+    def job_totals(self) -> str:  # hash: final status, and `<status>:<tenant>` -> jobs that ended so (metrics)
         return f"{self.namespace}:stats:jobs"
 
     # rollouts (SPEC §17, store/rollouts.py): one hash tag, so the report reads rules and figures in one slot

@@ -55,7 +55,7 @@ class StatsSteps(StoreConnection):
             self.redis.zrem(active_key, *gone)
         pending = self._approvals_pending(candidates_key, candidates, rows)
         return FleetStats(jobs_active=int(active) - len(gone), approvals_pending=pending,
-                          jobs_total={status: int(count) for status, count in totals.items()})
+                          jobs_total=_by_status(totals), jobs_by_tenant=_by_tenant(totals))
 
     def _approvals_pending(self, key: str, candidates: list[tuple[str, float]],
                            rows: dict[str, _Row]) -> int:
@@ -112,7 +112,18 @@ class StatsSteps(StoreConnection):
             pipe.zrem(self.fleet.approval_jobs, job_id)
             pipe.zrem(self.fleet.tenant_active(tenant), job_id)
             pipe.hincrby(self.fleet.job_totals, status.value, 1)
+            pipe.hincrby(self.fleet.job_totals, f"{status.value}:{tenant}", 1)  # by tenant (a name has no ':')
             pipe.execute()
         except Exception:
             log.warning("job %s ended %s, but the metrics' job counts could not be updated", job_id, status,
                         exc_info=True)
+
+
+def _by_status(totals: dict[str, str]) -> dict[str, int]:
+    """The job totals' `<status>` fields: jobs ended by final status."""
+    return {status: int(count) for status, count in totals.items() if ":" not in status}
+
+
+def _by_tenant(totals: dict[str, str]) -> dict[tuple[str, ...], int]:
+    """The job totals' `<status>:<tenant>` fields: jobs ended by final status and tenant."""
+    return {tuple(field.split(":", 1)): int(count) for field, count in totals.items() if ":" in field}

@@ -6,7 +6,7 @@ them, so code written against the protocol imports nothing from the Redis implem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentq.protocol.records import CallRecord, JobInfo, ParentLink, WorkerAnnouncement
 from agentq.protocol.status import CallStatus
@@ -49,6 +49,7 @@ class FleetStats:
     jobs_active: int
     approvals_pending: int
     jobs_total: dict[str, int]  # final status -> jobs that ended with it
+    jobs_by_tenant: dict[tuple[str, ...], int] = field(default_factory=dict)  # (final status, tenant) -> jobs
 
 
 @dataclass(frozen=True)

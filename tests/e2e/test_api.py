@@ -484,6 +484,6 @@ def test_metrics_are_served_with_auth_in_prometheus_text(harness, echo, serve_ap
     answer = api.request("GET", "/metrics")
     assert answer.status == 200 and answer.headers["content-type"].startswith("text/plain")
     text = answer.body.decode()
-    assert 'agentq_calls_total{activity="echo",status="done"}' in text
-    assert 'agentq_jobs_total{status="succeeded"}' in text
+    assert 'agentq_calls_total{activity="echo",status="done",tenant="default"}' in text
+    assert 'agentq_jobs_total{status="succeeded",tenant="default"}' in text
     assert "agentq_call_duration_seconds_bucket" in text and job_id not in text

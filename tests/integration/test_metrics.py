@@ -38,6 +38,9 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 
 
 def value(found: dict, name: str, **labels: str) -> float | None:
+    """A sample's value; the job and call counters' `tenant` label is `default` unless `labels` name one."""
+    if name in ("agentq_calls_total", "agentq_jobs_total"):
+        labels.setdefault("tenant", "default")
     return found.get((name, frozenset(labels.items())))
 
 

@@ -1,0 +1,83 @@
+"""The `tenant` label of the job and call counters (SPEC §17), of bounded cardinality.
+
+A tenant configured in `AGENTQ_TENANTS` or named by a token of an `AGENTQ_API_TOKENS` tokens file is its own label;
+the default tenant is `default`; any other tenant (one a `Client(tenant=...)` or a submit task named, unbounded) is
+`other`. So a deployment's series grow with its configuration, never with its callers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentq.errors import AgentQError
+from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
+from agentq.settings import Settings
+
+log = logging.getLogger("agentq.metrics")
+
+OTHER = "other"  # the label of a tenant nobody configured
+
+
+@dataclass(frozen=True)
+class TenantLabels:
+    """The configured tenants, and the label of any tenant."""
+
+    configured: frozenset[str] = frozenset()
+
+    def label(self, tenant: str | None) -> str:
+        if not tenant or tenant == DEFAULT_TENANT:
+            return DEFAULT_TENANT
+        return tenant if tenant in self.configured else OTHER
+
+    @classmethod
+    def of(cls, settings: Settings) -> TenantLabels:
+        """The tenants of `AGENTQ_TENANTS` and of the tokens files of `AGENTQ_API_TOKENS` (a file that cannot be
+        read names none here: the API refuses to start on it)."""
+        named = set(settings.tenant_limits)
+        for item in settings.api_tokens:
+            if item.startswith("@"):
+                named |= _file_tenants(Path(item[1:]))
+        return cls(frozenset(named))
+
+
+def _file_tenants(path: Path) -> set[str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        log.warning("metrics: the tokens file %s cannot be read: its tenants are labelled %r", path, OTHER)
+        return set()
+    entries = data.values() if isinstance(data, dict) else []
+    return {e["tenant"] for e in entries if isinstance(e, dict) and tenant_problem(e.get("tenant")) is None}
+
+
+class JobTenantLabels:
+    """The `tenant` label of a job's calls: its job's tenant read once (then remembered for the last `size` jobs)
+    and labelled by `labels`."""
+
+    def __init__(self, tenant_of: Callable[[str], str], labels: TenantLabels, *, size: int = 4096):
+        self._tenant_of = tenant_of
+        self._labels = labels
+        self._size = size
+        self._known: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, job_id: str) -> str:
+        with self._lock:
+            if job_id in self._known:
+                self._known.move_to_end(job_id)
+                return self._known[job_id]
+        try:
+            label = self._labels.label(self._tenant_of(job_id))
+        except AgentQError:  # the store did not answer (or the job expired): counted, under `other`, not remembered
+            return OTHER
+        with self._lock:
+            self._known[job_id] = label
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
+        return label
