@@ -4,8 +4,14 @@ subprocess) or over streamable HTTP on `--port`, behind the API's bearer tokens.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from agentq.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from agentq.api.auth import ApiAuth
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -28,13 +34,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_http(server: object, args: argparse.Namespace) -> None:
+def _serve_http(server: MCPServer, args: argparse.Namespace) -> None:
     import uvicorn
 
     from agentq.api.auth import ApiAuth
     from agentq.mcp.server import bearer_guard
 
-    app = server.streamable_http_app(host=args.host)  # type: ignore[attr-defined]
+    app = server.streamable_http_app(host=args.host)
     auth = ApiAuth.configure(args.settings.api_tokens, enabled=not args.no_auth)
     if auth.enabled:  # its tools act for every tenant (a Client): admin tokens only (SPEC §17)
         app = bearer_guard(app, auth.admits_admin)
@@ -44,7 +50,7 @@ def _serve_http(server: object, args: argparse.Namespace) -> None:
     http.run()
 
 
-def _announce(http: object, args: argparse.Namespace, auth: object) -> None:
+def _announce(http: object, args: argparse.Namespace, auth: ApiAuth) -> None:
     """Print the endpoint (its port once bound, for `--port 0`) and, when it was made at start, the token."""
     import threading
     import time
@@ -55,10 +61,10 @@ def _announce(http: object, args: argparse.Namespace, auth: object) -> None:
         sockets = [s for server in getattr(http, "servers", []) for s in server.sockets]
         port = sockets[0].getsockname()[1] if sockets else args.port
         print(f"agentq mcp: serving http://{args.host}:{port}/mcp (streamable HTTP)", flush=True)
-        if getattr(auth, "generated", False):
-            print(f"agentq mcp: no AGENTQ_API_TOKENS set; send `Authorization: Bearer {auth.page_token}`",  # type: ignore[attr-defined]
+        if auth.generated:
+            print(f"agentq mcp: no AGENTQ_API_TOKENS set; send `Authorization: Bearer {auth.page_token}`",
                   flush=True)
-        elif not getattr(auth, "enabled", True):
+        elif not auth.enabled:
             print("agentq mcp: authentication is off (--no-auth)", flush=True)
 
     threading.Thread(target=announce, name="agentq-mcp-announce", daemon=True).start()

@@ -50,8 +50,9 @@ def reason_of(error: BaseException) -> str:
     """The innermost error of a (possibly grouped) failure, as one line."""
     error = innermost(error)
     text = str(getattr(error, "strerror", None) or error) or type(error).__name__
-    if getattr(error, "filename", None):
-        text = f"{text}: {error.filename!r}"  # type: ignore[attr-defined]
+    filename = getattr(error, "filename", None)  # an OSError's, when it has one
+    if filename:
+        text = f"{text}: {filename!r}"
     return text.splitlines()[0] if text else type(error).__name__
 
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.errors import AgentQError, JobTimeoutError
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["bearer_guard", "build_server"]
 
@@ -29,7 +32,7 @@ __all__ = ["bearer_guard", "build_server"]
 MAX_WAIT_S = 300.0
 
 
-def build_server(client: Any) -> Any:
+def build_server(client: Any) -> MCPServer:
     """The MCPServer with agentq's tools over `client` (an `agentq.Client`)."""
     from mcp.server.mcpserver import MCPServer
 

@@ -42,8 +42,9 @@ def validator_for(tool_schema: Mapping[str, Any]) -> Draft202012Validator:
     return Draft202012Validator(tool_schema)
 
 
-def _index(solution_schema: Mapping[str, Any]) -> dict[str, dict]:
-    index = {}
+def _index(solution_schema: Mapping[str, Any]) -> dict[Any, dict]:
+    """Composed tools by their `_tool` const (a JSON value, as a call's `_tool` is)."""
+    index: dict[Any, dict] = {}
     for tool in composed_tools(solution_schema):
         try:
             index[tool["properties"]["_tool"]["const"]] = tool
@@ -60,7 +61,7 @@ def _find(call: Any, solution_schema: Mapping[str, Any], prefix: str) -> tuple[d
     """(composed tool, problem, whether the problem is an unknown tool)."""
     index = _index(solution_schema)
     if isinstance(call, Mapping):
-        tool = index.get(call.get("_tool"))  # type: ignore[arg-type]
+        tool = index.get(call.get("_tool"))
         if tool is not None:
             return tool, None, False
     known = ", ".join(sorted(index)) or "none"

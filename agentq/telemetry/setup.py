@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agentq.errors import ConfigurationError
@@ -56,11 +57,16 @@ def _exporter(settings: Settings) -> Any:
     if kind != "otlp":
         raise ConfigurationError(f"OTEL_TRACES_EXPORTER={kind!r}: agentq exports traces with 'otlp' or 'console'")
     try:
+        exporter: Callable[[], Any]
         if (settings.otel_exporter_otlp_protocol or "http/protobuf").strip().lower() == "grpc":
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+            exporter = GrpcSpanExporter
         else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[assignment]
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+            exporter = HttpSpanExporter
     except ImportError as error:
         raise ConfigurationError(f"the OTLP exporter asked for is not installed ({error.name}): pip install "
                                  "'agentq[otel]' (and opentelemetry-exporter-otlp-proto-grpc for grpc)") from None
-    return OTLPSpanExporter()
+    return exporter()
