@@ -73,3 +73,11 @@ def _send(store: Store, dispatch: Dispatch, progress: Finisher, info: JobInfo) -
         dispatch(info.id, list(store.call_records(info.id, ready).values()))
     if info.open_calls <= 0:
         progress.finish(info.id)  # nothing awaited: no commit will finalize it (as at submission)
+
+
+def sweep_keys(store: Store, dispatch: Dispatch, progress: Finisher) -> None:
+    """Start the jobs a lost release or start left waiting (`Store.sweep_concurrency`); a dispatcher's heartbeat
+    runs it."""
+    for tenant, job_ids in store.sweep_concurrency().items():
+        log.info("concurrency keys of tenant %s: %d job(s) let in by the sweep", tenant, len(job_ids))
+        start_jobs(store, dispatch, progress, tenant, job_ids)

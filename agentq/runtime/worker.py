@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from agentq.engine.concurrency import sweep_keys
 from agentq.errors import ConfigurationError
 from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.records import WorkerAnnouncement
@@ -105,6 +106,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         # a dispatcher also runs the batch lane's round (sends due batches, polls open ones: engine/batch.py)
         self.batch_lane = runtime.batch_poller() if engine else None
+        self.sweeps = engine  # a dispatcher also starts jobs a lost release left waiting for their concurrency keys
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
@@ -129,6 +131,8 @@ class Heartbeat:
         while not self._stop.wait(self.interval_s):
             try:
                 self.beat()
+                if self.sweeps:
+                    sweep_keys(self.runtime.store, self.runtime.dispatcher, self.runtime.executor.progress)
             except Exception:
                 log.warning("heartbeat failed; retrying", exc_info=True)
 

@@ -38,7 +38,25 @@ class ConcurrencySteps(StoreConnection):
         started = [str(j) for j in reply[1:]]
         if int(reply[0]) == 1:
             return [job_id, *started]
+        self.redis.sadd(self.fleet.concurrency_tenants, tenant)  # a job waits: `sweep_concurrency` looks at it
         return _unique(started + self._unblock(tenant, job_id, [key for key, _ in keys]))
+
+    def sweep_concurrency(self) -> dict[str, list[str]]:
+        """Look at every tenant with jobs waiting for keys: release the holders and waiters that ended, let the
+        first in line in where they fit; the jobs to start, by tenant. (What a lost release or start left, when no
+        job that would wait comes to look.)"""
+        found: dict[str, list[str]] = {}
+        for tenant in sorted(self.redis.smembers(self.fleet.concurrency_tenants)):
+            specs = self.redis.hvals(self.fleet.concurrency(tenant))
+            if not specs:
+                self.redis.srem(self.fleet.concurrency_tenants, tenant)
+                continue
+            keys = sorted({key for spec in specs for key, _ in json.loads(spec)["k"]})
+            args = [self.fleet.concurrency_prefix(tenant), "promote", "", json.dumps(keys)]
+            started = [str(j) for j in self.scripts.run("concurrency", [self.fleet.concurrency(tenant)], args)[1:]]
+            if started := _unique(started + self._unblock(tenant, "", keys)):
+                found[tenant] = started
+        return found
 
     def release_concurrency(self, tenant: str, job_id: str) -> list[str]:
         """The job ended or waits no more: it leaves its keys; the ids of the waiting jobs that hold theirs now."""

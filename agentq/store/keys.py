@@ -176,6 +176,10 @@ class FleetKeys:
     def concurrency(self, tenant: str) -> str:  # hash: job id -> its concurrency keys JSON (concurrency.lua)
         return f"{self.namespace}:conc:{{{tenant}}}:jobs"
 
+    @property
+    def concurrency_tenants(self) -> str:  # set: tenants that had jobs waiting for concurrency keys (the sweep's)
+        return f"{self.namespace}:conc:tenants"
+
     def concurrency_prefix(self, tenant: str) -> str:  # key prefix: `h:<key>` holders, `w:<key>` waiters, `seq`
         return f"{self.namespace}:conc:{{{tenant}}}:"
 

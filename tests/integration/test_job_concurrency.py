@@ -5,6 +5,7 @@ cancel. Real Redis, real in-process Celery workers; each job's activity writes w
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 
@@ -142,3 +143,32 @@ def test_a_malformed_concurrency_option_names_every_problem_and_writes_nothing(h
     with pytest.raises(JobValidationError) as rejected:
         client.submit({"calls": [], "options": {"concurrency": {"key": "a"}}})
     assert [p.pointer for p in rejected.value.problems] == ["/options/concurrency"]
+
+
+def test_a_lost_release_is_swept_by_the_dispatchers_heartbeat(harness: Harness, ledger: Ledger):
+    """The process that ended a job died before releasing its keys, and no job that would wait comes to look: a
+    dispatcher's heartbeat (every AGENTQ_HEARTBEAT_S) finds the ended holder and lets the next job in."""
+    from agentq.protocol.envelopes import JobFinished
+    from agentq.protocol.records import JobRecord
+    from agentq.protocol.status import JobStatus
+
+    client = harness.client()
+    store = store_of(client)
+    ghost = client.submit({"calls": [], "options": {"concurrency": [{"key": "acct-42", "limit": 1}]}},
+                          job_id="job_ghost")
+    wait_for(lambda: ghost.status() == "succeeded")  # it awaited no call: it ended (and released) at once
+    store.redis.zadd(store.fleet.concurrency_prefix("default") + "h:acct-42", {"job_ghost": time.time() + 3600})
+    store.redis.hset(store.fleet.concurrency("default"), "job_ghost",  # as if its release never ran
+                     json.dumps({"k": [["acct-42", 1]], "x": time.time() + 3600, "p": 0}))
+    waiting = client.submit(job(1))  # its admission's look finds the ended holder: it is let in at once
+    assert waiting.result(timeout=30)["status"] == "succeeded"
+
+    held = client.submit(job(2))
+    record = JobRecord(id=held.id, status=JobStatus.FAILED, tenant="default")
+    ledger.open.clear()
+    second = client.submit(job(3))
+    assert second.status() == "waiting"
+    wait_for(lambda: 2 in ledger.spans)
+    assert store.finalize(held.id, record=record, event=JobFinished(job_id=held.id, status="failed"))  # no release
+    ledger.open.set()
+    assert second.result(timeout=30)["status"] == "succeeded"  # the sweep let it in

@@ -122,3 +122,27 @@ def test_admitting_again_answers_as_it_stands(backend: Backend):
     assert backend.store.admit_concurrency("acme", "job_a", (one,), expire_at_ms=expiry_ms(backend)) == ["job_a"]
     assert admit(backend, "job_b", one) == []
     assert backend.store.admit_concurrency("acme", "job_b", (one,), expire_at_ms=expiry_ms(backend)) == []
+
+
+def test_a_sweep_starts_what_a_lost_release_or_start_left_waiting(backend: Backend):
+    """No job that would wait comes to look: the dispatchers' sweep does. A holder that ended without its release,
+    one let in and never started, one that expired: each line moves on."""
+    store, one = backend.store, ("k", 1)
+    assert store.sweep_concurrency() == {}
+    assert admit(backend, "job_a", one) == ["job_a"]
+    assert admit(backend, "job_b", one) == []
+    assert admit(backend, "job_x", ("k2", 1), tenant="globex") == ["job_x"]
+    assert store.sweep_concurrency() == {}  # nothing ended: nothing moves
+    record = JobRecord(id="job_a", status=JobStatus.SUCCEEDED, tenant="acme")
+    assert store.finalize("job_a", record=record, event=JobFinished(job_id="job_a", status="succeeded"))
+    assert store.sweep_concurrency() == {"acme": ["job_b"]}  # job_a's release was lost; job_b let in
+    assert store.sweep_concurrency() == {"acme": ["job_b"]}  # let in, never started: handed back again
+    started(backend, ["job_b"])
+    assert store.sweep_concurrency() == {}
+
+    write(backend, "job_c", ("k3", 1))
+    assert started(backend, store.admit_concurrency("acme", "job_c", (("k3", 1),),
+                                                    expire_at_ms=expiry_ms(backend, 200))) == ["job_c"]
+    assert admit(backend, "job_d", ("k3", 1)) == []
+    backend.advance(0.4)  # job_c expired holding k3
+    assert store.sweep_concurrency() == {"acme": ["job_d"]}

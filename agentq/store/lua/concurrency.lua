@@ -3,8 +3,8 @@
 -- KEYS[1]: the tenant's jobs hash (job id -> JSON {k: [[key, limit], ...], x: expiry (s), p: place in line})
 -- ARGV[1]: the prefix of the tenant's other keys: `h:<key>` holders (zset: job id -> expiry, s), `w:<key>` waiters
 --          (zset: job id -> place), `seq` (the last place given)
--- ARGV[2]: 'admit' | 'release'; ARGV[3]: the job id; admit: ARGV[4] its keys JSON [[key, limit], ...], ARGV[5]
---          its expiry (s)
+-- ARGV[2]: 'admit' | 'release' | 'promote'; ARGV[3]: the job id ('' for promote); admit: ARGV[4] its keys JSON
+--          [[key, limit], ...], ARGV[5] its expiry (s); promote: ARGV[4] the keys to look at, JSON [key, ...]
 -- Returns {state, started...}: state 1 when the job admitted holds its keys, 0 when it waits (or was released);
 -- then the ids of waiting jobs that hold their keys now (a release's, or ones whose holders had expired)
 local t = redis.call('TIME')
@@ -95,6 +95,11 @@ if op == 'admit' then
     redis.call('ZADD', waiters(kl[1]), spec.p, job)
     last(waiters(kl[1]), spec.x)
   end
+  return {0, unpack(started)}
+end
+
+if op == 'promote' then  -- a sweep: the first in line of these keys, while they fit (holders that expired drop out)
+  promote(cjson.decode(ARGV[4]))
   return {0, unpack(started)}
 end
 

@@ -46,6 +46,16 @@ class ConcurrencySteps(MemoryCore):
                 conc.waiters.setdefault(key, {})[job_id] = conc.seq
             return list(dict.fromkeys(started + self._unblock(tenant, conc, job_id, [k for k, _ in keys])))
 
+    def sweep_concurrency(self) -> dict[str, list[str]]:
+        with self._changed:
+            found: dict[str, list[str]] = {}
+            for tenant, conc in sorted(self.__dict__.get("_concurrency", {}).items()):
+                keys = sorted({k for spec in conc.jobs.values() for k, _ in spec[0]})
+                started = self._promote(conc, keys) + self._unblock(tenant, conc, "", keys)
+                if started:
+                    found[tenant] = list(dict.fromkeys(started))
+            return found
+
     def release_concurrency(self, tenant: str, job_id: str) -> list[str]:
         with self._changed:
             conc = self._conc(tenant)
