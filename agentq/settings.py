@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     prefetch_multiplier: int = Field(default=1, ge=1)  # with late acks: a worker holds only what it runs
+    # admission of ready calls (SPEC §17): calls admitted and not ended per activity queue; 0: the slots of the live
+    # workers serving the queue plus `admission_prefetch`
+    admission_window: int = Field(default=0, ge=0)
+    admission_prefetch: int = Field(default=16, ge=1)
+    # an admitted call still ready (never claimed) this long after its admission is published again
+    admission_republish_s: float = Field(default=300.0, gt=0)
     # `agentq dispatcher`: the threads of its engine pool, each holding one engine task (a tick or a latent call
     # waiting on its model stream); a waiting stream holds a thread, not a process
     engine_concurrency: int = Field(default=256, ge=1)

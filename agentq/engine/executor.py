@@ -48,7 +48,16 @@ from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso, record_digest
-from agentq.store.replies import Claimed, ClaimFinished, ClaimLeased, ClaimNotReady, Commit, Committed
+from agentq.store.replies import (
+    Claim,
+    Claimed,
+    ClaimFinished,
+    ClaimLeased,
+    ClaimNotReady,
+    ClaimOutcome,
+    Commit,
+    Committed,
+)
 
 log = logging.getLogger("agentq.executor")
 
@@ -143,10 +152,15 @@ class Executor:
             case ClaimFinished():
                 self.progress.recover(job_id, call_id)
                 return Outcome(OutcomeStatus.FINISHED)
-            case ClaimNotReady(status=status):
-                log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, status)
-            case _:
-                log.info("call %s of job %s not run: %s", call_id, job_id, claim.outcome)
+        return self._not_run(job_id, call_id, claim)
+
+    def _not_run(self, job_id: str, call_id: str, claim: Claim) -> Outcome:
+        """A delivery that found its call will not run (canceled, gone, not ready): its place in its queue is given
+        back (one that must claim again keeps it)."""
+        status = claim.status if isinstance(claim, ClaimNotReady) else ""
+        log.info("call %s of job %s not run: %s %s", call_id, job_id, claim.outcome, status)
+        if claim.outcome is not ClaimOutcome.UNSTARTED:
+            self.progress.gone(job_id, call_id)
         return Outcome(OutcomeStatus(claim.outcome.value))
 
     def _run_ahead(self, job_id: str, call_id: str, record: CallRecord,

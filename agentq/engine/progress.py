@@ -29,9 +29,13 @@ log = logging.getLogger("agentq.executor")
 _ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)  # a canceled job's record is always computed anew
 
 class Dispatch(Protocol):
-    """Sends tasks: `dispatch(job_id, records)` the calls' tasks, `dispatch.tick(job_id, n)` an agent tick's."""
+    """Sends tasks: `dispatch(job_id, records)` the calls' tasks (those admitted to their queues, SPEC §17),
+    `dispatch.ended(job_id, call_ids, released)` after calls ended (their places go to waiting calls; `released`:
+    calls their end made ready), `dispatch.tick(job_id, n)` an agent tick's."""
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None: ...
+
+    def ended(self, job_id: str, call_ids: list[str], released: list[CallRecord]) -> None: ...
 
     def tick(self, job_id: str, n: int = 0) -> None: ...
 
@@ -57,8 +61,7 @@ class JobProgress:
         if commit.job_status is JobStatus.CANCELED and call_id is not None:
             log.info("call %s of job %s ended after its job was canceled: its outcome is recorded, marked "
                      "after_cancel", call_id, job_id)
-        if commit.released:
-            self.dispatch(job_id, commit.released)
+        self.dispatch.ended(job_id, _ids(call_id), commit.released)
         if _step_due(commit.open_calls, commit.job_status, ticking=commit.ticking):
             if commit.kind is JobKind.PLAN:
                 self.finish(job_id, inputs=commit.finish_inputs)
@@ -77,6 +80,10 @@ class JobProgress:
         if record is not None and record.awaited:
             self.store.save_record(job_id, build_job_record(self.store.job_info(job_id),
                                                             self.store.read_log(job_id)))
+
+    def gone(self, job_id: str, call_id: str) -> None:
+        """A call's task found it will not run (canceled, gone, not ready): its place in its queue is given back."""
+        self.dispatch.ended(job_id, [call_id], [])
 
     def recover(self, job_id: str, call_id: str) -> None:
         """A redelivered task of a finished call: finish what a crash after the commit may have skipped."""
@@ -147,6 +154,10 @@ class JobProgress:
             relay_events(self.store, job_id)
         except AgentQError:
             log.warning("could not relay the events of job %s to its parent job", job_id, exc_info=True)
+
+
+def _ids(call_id: str | None) -> list[str]:
+    return [] if call_id is None else [call_id]
 
 
 def _step_due(open_calls: int, status: JobStatus, *, ticking: bool) -> bool:

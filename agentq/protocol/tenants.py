@@ -60,19 +60,23 @@ class TenantLimits:
 
     jobs_per_minute: float | None = None  # a burst of up to this many, then one every 60 / jobs_per_minute s
     max_active_jobs: int | None = None  # jobs submitted and not yet ended (expired ones are not counted)
+    weight: float = 1.0  # its share of the places of every activity queue against other tenants with calls waiting
+    max_running_calls: int | None = None  # calls admitted to their queues and not yet ended
 
     @property
     def limited(self) -> bool:
         return self.jobs_per_minute is not None or self.max_active_jobs is not None
 
 
-_NOT_YET = {"weight": "fair admission across tenants", "max_running_calls": "admission of calls"}
+_LIMITS = ("jobs_per_minute", "max_active_jobs", "weight", "max_running_calls")
+_WHOLE = ("max_active_jobs", "max_running_calls")
 
 
 def tenants_problems(raw: object) -> list[str]:
     """Every problem of an `AGENTQ_TENANTS` value (`{"<tenant>": {"jobs_per_minute": N, "max_active_jobs": N}}`)."""
     if not isinstance(raw, dict):
-        return ['expected an object of tenants, {"<tenant>": {"jobs_per_minute": N, "max_active_jobs": N}}']
+        return ['expected an object of tenants, {"<tenant>": {"jobs_per_minute": N, "max_active_jobs": N, "weight": N, '
+                '"max_running_calls": N}}']
     problems = []
     for tenant, entry in raw.items():
         if (problem := tenant_problem(tenant)) is not None:
@@ -87,19 +91,18 @@ def tenants_problems(raw: object) -> list[str]:
 def _limit_problems(entry: dict) -> list[str]:
     problems = []
     for key, value in entry.items():
-        if key in _NOT_YET:
-            problems.append(f"{key!r} is not supported by this version ({_NOT_YET[key]} is not built yet); "
-                            "jobs_per_minute and max_active_jobs are")
-        elif key not in ("jobs_per_minute", "max_active_jobs"):
-            problems.append(f"unknown limit {key!r} (jobs_per_minute, max_active_jobs)")
+        if key not in _LIMITS:
+            problems.append(f"unknown limit {key!r} ({', '.join(_LIMITS)})")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             problems.append(f"{key} must be a number above 0, not {value!r}")
-        elif key == "max_active_jobs" and not isinstance(value, int):
-            problems.append(f"max_active_jobs must be a whole number, not {value!r}")
+        elif key in _WHOLE and not isinstance(value, int):
+            problems.append(f"{key} must be a whole number, not {value!r}")
     return problems
 
 
 def parse_tenants(raw: dict) -> dict[str, TenantLimits]:
     """The limits of a valid `AGENTQ_TENANTS` value (see `tenants_problems`), by tenant."""
     return {tenant: TenantLimits(jobs_per_minute=entry.get("jobs_per_minute"),
-                                 max_active_jobs=entry.get("max_active_jobs")) for tenant, entry in raw.items()}
+                                 max_active_jobs=entry.get("max_active_jobs"), weight=float(entry.get("weight", 1)),
+                                 max_running_calls=entry.get("max_running_calls"))
+            for tenant, entry in raw.items()}

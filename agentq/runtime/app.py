@@ -36,6 +36,7 @@ from agentq.store.codecs import record_digest
 
 if TYPE_CHECKING:
     from agentq.engine.executor import Executor
+    from agentq.runtime.admission import Admission
     from agentq.runtime.service import JobService
 
 log = logging.getLogger("agentq.runtime")
@@ -107,20 +108,44 @@ class Dispatcher:
     worker needs not read it back (the claim checks it against the stored one, which is what runs), signed so
     that a worker may run an idempotent activity's record before its claim (`runtime/signing.py`)."""
 
-    def __init__(self, app: Any, routing: Routing, signer: TaskSigner | None = None):
+    def __init__(self, app: Any, routing: Routing, signer: TaskSigner | None = None,
+                 admission: Admission | None = None):
         self.app = app
         self.routing = routing
         self.signer = signer
+        self.admission = admission  # None: every ready call is published at once
         self._events: Any = None  # the app's event dispatcher for `task-sent` events (made on first use)
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
+        """Publish the tasks of a job's ready calls, those the admission lets through (the rest wait for places)."""
+        if self.admission is None:
+            self.publish([(job_id, record) for record in records])
+        elif records:
+            self.publish(self.admission.admit(job_id, records))
+
+    def ended(self, job_id: str, call_ids: list[str], released: list[CallRecord]) -> None:
+        """Calls of a job ended: their places go to waiting calls, published with what the end released."""
+        if self.admission is None:
+            self.publish([(job_id, record) for record in released])
+        else:
+            self.publish(self.admission.ended(job_id, call_ids, released))
+
+    def sweep(self, holder: str) -> None:
+        """The admission's sweep (`runtime/admission.py`), in a heartbeat."""
+        if self.admission is not None:
+            self.publish(self.admission.sweep(holder))
+
+    def publish(self, calls: list[tuple[str, CallRecord]]) -> None:
+        """Send the task of each (job id, call record)."""
+        if not calls:
+            return
         with self.app.producer_or_acquire() as producer:
             # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
-            _declare_queues(self.app, producer, dict.fromkeys(record.queue for record in records))
+            _declare_queues(self.app, producer, dict.fromkeys(record.queue for _, record in calls))
             sent = SentEvents(self.app, self._event_dispatcher(), producer)
             headers = telemetry.task_headers()  # the trace the tasks continue (None: tracing off)
-            with _publish_batch(producer, len(records) * (2 if self.app.conf.task_send_sent_event else 1)):
-                for record in records:
+            with _publish_batch(producer, len(calls) * (2 if self.app.conf.task_send_sent_event else 1)):
+                for job_id, record in calls:
                     args: list[Any] = [job_id, record.id, record.to_task()]
                     if self.signer is not None:
                         args.append(self.signer.sign(job_id, record.id, record_digest(record)))

@@ -112,6 +112,7 @@ class JobDecisions:
         if status is not JobStatus.CANCELED:
             return status
         self.dispatcher.revoke(job_id, ready)
+        self.dispatcher.ended(job_id, ready, [])  # their places in their queues go to waiting calls
         self.progress.canceled(job_id)
         return status
 

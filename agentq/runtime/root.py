@@ -40,6 +40,7 @@ from agentq.metrics.llm import count_request
 from agentq.metrics.tenants import JobTenantLabels, TenantLabels
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
+from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
 from agentq.runtime.outages import PatientStore
 from agentq.runtime.rollouts import Rollouts
@@ -105,7 +106,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     app = create_app(settings)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
-    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key))
+    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), Admission(store, settings))
     modules = ModuleLibrary.from_settings(settings)
     tenant_labels = JobTenantLabels(lambda job_id: store.job_info(job_id).tenant, TenantLabels.of(settings))
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,

@@ -271,6 +271,9 @@ class JobService(JobDecisions):
     def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
         """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
         concurrency keys once it holds them."""
+        admission = getattr(self.dispatcher, "admission", None)
+        if admission is not None:  # what its calls' admission needs of the job (SPEC §17), known here
+            admission.know(plan.id, tenant, plan.options.get("priority"))
         if keys := concurrency_keys(plan.options.get("concurrency")):
             self._admit_keys(plan, tenant, keys)
             return

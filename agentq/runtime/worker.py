@@ -91,7 +91,7 @@ class Heartbeat:
     the claim of its node name (`nodes.py`), which it drops when stopped."""
 
     def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None,
-                 node: NodeClaim | None = None):
+                 node: NodeClaim | None = None, concurrency: int = 0):
         self.runtime = runtime
         self.interval_s = runtime.settings.heartbeat_s
         self.worker_id = worker_id or new_worker_id()
@@ -101,6 +101,7 @@ class Heartbeat:
             queues=tuple(queues), engine=engine, started_at=time.time(),
             activities=tuple(runtime.routing.announcement(spec) for spec in runtime.activities.specs()),
             tools=tuple(sorted(runtime.tools.names)), node=node.name if node is not None else None,
+            concurrency=concurrency,
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,6 +127,7 @@ class Heartbeat:
         self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
         if self.node is not None:
             self.node.renew()
+        self.runtime.dispatcher.sweep(self.worker_id)  # admitted calls lost with their process (one per fleet)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -186,7 +188,7 @@ class InProcessWorker:
                  pool: str = "threads", hostname: str | None = None, loglevel: str = "WARNING"):
         self.runtime = runtime
         self.queues = worker_queues(runtime, activities=activities, engine=engine)
-        self.heartbeat = Heartbeat(runtime, queues=self.queues, engine=engine)
+        self.heartbeat = Heartbeat(runtime, queues=self.queues, engine=engine, concurrency=concurrency)
         self.hostname = hostname or f"agentq-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
         self.concurrency, self.pool, self.loglevel = concurrency, pool, loglevel
         self._controller: Any = None
@@ -344,7 +346,8 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     worker_id = new_worker_id()
     node = claim_node(runtime.store, hostname, engine=engine, worker_id=worker_id,
                       ttl_s=runtime.settings.heartbeat_s * 3)
-    heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node)
+    heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node,
+                          concurrency=concurrency or os.cpu_count() or 1)  # Celery's default: one per CPU
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
     ShutdownGrace(node.name, runtime.settings.shutdown_grace_s).install()

@@ -183,6 +183,9 @@ class FleetKeys:
     def concurrency_prefix(self, tenant: str) -> str:  # key prefix: `h:<key>` holders, `w:<key>` waiters, `seq`
         return f"{self.namespace}:conc:{{{tenant}}}:"
 
+    def admission(self, part: str) -> str:  # the admission of calls (store/admission.py); one hash tag
+        return f"{self.namespace}:{{admission}}:{part}"
+
     def tenant_jobs(self, tenant: str) -> str:  # zset: job id -> created_at, the listing of one tenant's jobs
         return f"{self.namespace}:jobs:tenant:{tenant}"
 

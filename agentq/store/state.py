@@ -12,7 +12,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `fleet.py`: workers, activities and the known policy, published tools, the task-signing secret, node names;
 - `stats.py`: the metrics' bookkeeping of jobs;
 - `limits.py`: the models' fleet-wide rate limits (their two steps laid out and read there);
-- `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (SPEC §17).
+- `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (SPEC §17);
+- `admission.py`: the admission of ready calls to their queues (SPEC §17).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
 (`runtime/root.py`) constructs a `StateStore`.
@@ -20,6 +21,7 @@ The runtime is written against the `Store` protocol (`base.py`); only the compos
 
 from __future__ import annotations
 
+from agentq.store.admission import AdmissionSteps
 from agentq.store.calls import CallSteps
 from agentq.store.concurrency import ConcurrencySteps
 from agentq.store.fleet import FleetSteps
@@ -29,7 +31,7 @@ from agentq.store.tenants import TenantSteps
 from agentq.store.ticks import TickSteps
 
 
-class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps):
+class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=...)` (see `connection.StoreConnection`). Every public

@@ -91,9 +91,10 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
     assert counts["XADD"] == 5
 
 
-def test_a_single_call_job_costs_its_client_two_round_trips(harness):
-    """Submit and wait for a one-call job: the job's script with its listing (one pipeline), the wait for its
-    end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait returns).
+def test_a_single_call_job_costs_its_client_three_round_trips(harness):
+    """Submit and wait for a one-call job: the job's script with its listing (one pipeline), the admission of its
+    ready call to its queue (SPEC §17), the wait for its end signal with the read of the saved record (one
+    pipeline: Redis reads it as soon as the wait returns).
     What the fleet published and announced was read by an earlier submission (once per heartbeat, see
     `JobService.fleet`), and the task goes to the broker, not the state store."""
     from tests.redis_trips import RoundTrips
@@ -108,14 +109,14 @@ def test_a_single_call_job_costs_its_client_two_round_trips(harness):
     for _ in range(3):
         record = client.submit(job).result(timeout=TIMEOUT)
         assert record["status"] == "succeeded" and record["state"] == {"r": 7}
-        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"],
+        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE"], ["EVALSHA"],
                                 ["BLMOVE", "HGETALL"]]
 
 
-def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempotent(harness):
-    """Claim, commit, finalize: the commit of a plan job's last awaited call brings back what finalizing reads
-    (no read of the job, its log or its statuses of their own). An idempotent activity's call settles in one
-    step: settle, finalize."""
+def test_a_single_call_job_costs_its_worker_four_round_trips_or_three_when_idempotent(harness):
+    """Claim, commit, the call's place in its queue given back (admission, SPEC §17), finalize: the commit of a
+    plan job's last awaited call brings back what finalizing reads (no read of the job, its log or its statuses of
+    their own). An idempotent activity's call settles in one step: settle, admission, finalize."""
     from tests.redis_trips import RoundTrips
 
     harness.tool("noop", params={"i": {"type": "integer"}})
@@ -124,7 +125,8 @@ def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempo
     harness.activities.register("noop_i", lambda call: call["i"], idempotent=True)
     worker = _worker(harness)
     client = harness.client()
-    for tool, scripts in (("noop", ["claim", "commit", "finalize"]), ("noop_i", ["settle", "finalize"])):
+    for tool, scripts in (("noop", ["claim", "commit", "admission", "finalize"]),
+                          ("noop_i", ["settle", "admission", "finalize"])):
         job = {"calls": [{"_tool": tool, "i": 7, "_outputPath": "†state.r"}]}
         assert client.submit(job).result(timeout=TIMEOUT)["state"] == {"r": 7}  # the worker has the tool now
         commands = StoreCommands(worker.runtime.store)

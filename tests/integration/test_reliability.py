@@ -122,6 +122,25 @@ def test_sigkill_of_a_prefork_child_requeues_at_once(worker_procs, redis_url, re
 # ------------------------------------------------------------------ duplicate delivery, exactly once
 
 
+class _Counting:
+    """The real dispatcher, counting the calls it is asked to send (made ready, not the waiting calls an end lets
+    through)."""
+
+    def __init__(self, real, dispatched: list[str]) -> None:
+        self.real, self.dispatched = real, dispatched
+
+    def __call__(self, job_id: str, records: list) -> None:
+        self.dispatched.extend(r.id for r in records)
+        self.real(job_id, records)
+
+    def ended(self, job_id: str, call_ids: list[str], released: list) -> None:
+        self.dispatched.extend(r.id for r in released)
+        self.real.ended(job_id, call_ids, released)
+
+    def tick(self, job_id: str, n: int = 0) -> None:
+        self.real.tick(job_id, n)
+
+
 class _Recorder:
     """A dispatcher that records the call ids it was asked to send instead of sending them."""
 
@@ -133,6 +152,9 @@ class _Recorder:
 
     def tick(self, job_id: str) -> None:  # pragma: no cover - plan jobs only here
         raise AssertionError("no agent ticks expected")
+
+    def ended(self, job_id: str, call_ids: list[str], released: list) -> None:
+        self(job_id, released)
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         pass
@@ -184,11 +206,7 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
     dispatched: list[str] = []
     real_dispatch = runtime.executor.progress.dispatch
 
-    def counting_dispatch(job_id: str, records: list) -> None:
-        dispatched.extend(r.id for r in records)
-        real_dispatch(job_id, records)
-
-    runtime.executor.progress.dispatch = counting_dispatch
+    runtime.executor.progress.dispatch = _Counting(real_dispatch, dispatched)
     finished: dict[str, list[tuple[str, object]]] = {}
 
     def on_postrun(task_id=None, retval=None, state=None, **_):
@@ -377,8 +395,7 @@ def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
     store = worker.runtime.store
     dispatched: list[str] = []
     real_dispatch = worker.runtime.executor.progress.dispatch
-    worker.runtime.executor.progress.dispatch = lambda job_id, records: (dispatched.extend(r.id for r in records),
-                                                                 real_dispatch(job_id, records))
+    worker.runtime.executor.progress.dispatch = _Counting(real_dispatch, dispatched)
     client = harness.client()
     handle = client.submit(CANCEL_JOB)
     slow_id = next(c for c, r in store.call_records(handle.id).items() if r.tool == "slow")

@@ -10,6 +10,7 @@ from agentq.errors import JobValidationError
 from agentq.llm.base import LLMRequest
 from agentq.llm.batch import batch_params, custom_id
 from agentq.protocol.jobs import plan_job
+from agentq.protocol.priority import admission_level, priority_problem
 from agentq.protocol.records import JobOptions
 from agentq.protocol.usage import record_counters, request_counters, usage_record
 
@@ -22,8 +23,14 @@ def test_priority_batch_is_an_option_and_anything_else_a_problem_with_its_pointe
     assert JobOptions.of(plan.options).priority == "batch"
     assert JobOptions.of({}).priority is None
     with pytest.raises(JobValidationError) as raised:
-        plan_job({"context": [], "options": {"priority": 1, "max_ticks": 0}}, tools={})
+        plan_job({"context": [], "options": {"priority": 4, "max_ticks": 0}}, tools={})
     assert {p.pointer for p in raised.value.problems} == {"/options/priority", "/options/max_ticks"}
+    assert "expected 1, 2 or 3" in str(raised.value) and '"batch"' in str(raised.value)
+    for level in (1, 2, 3):
+        assert JobOptions.of(plan_job({"context": [], "options": {"priority": level}}, tools={}).options).priority
+    for bad in (0, "1", 2.0, True, None):
+        problem = priority_problem(bad, "/options/priority")
+        assert (problem is None) == (bad is None), bad
 
 
 def test_batched_requests_show_as_batch_in_the_totals_and_per_model_and_survive_a_childs_usage():
@@ -45,3 +52,7 @@ def test_custom_ids_match_the_apis_pattern_and_a_batch_body_does_not_stream():
                                      solution_schema={"type": "object"}, max_tokens=10))
     assert "stream" not in params and "eager_input_streaming" not in params["tools"][0]
     assert params["tool_choice"] == {"type": "tool", "name": "solution"}
+
+
+def test_a_job_s_calls_are_admitted_at_its_priority_level():
+    assert [admission_level(p) for p in (1, 2, 3, None, "batch", "1")] == [1, 2, 3, 2, 2, 1]

@@ -54,6 +54,9 @@ class Recorder:
     def tick(self, job_id: str, n: int = 0) -> None:
         self.ticks.append(job_id)
 
+    def ended(self, job_id: str, call_ids: list[str], released: list[CallRecord]) -> None:
+        self(job_id, released)  # no admission here: every released call is sent
+
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         self.revoked.append((job_id, list(call_ids)))
 

@@ -96,6 +96,9 @@ class QueueDispatcher:
         with self._lock:
             self._put(Task(job_id, n=n))
 
+    def ended(self, job_id: str, call_ids: list[str], released: list[CallRecord]) -> None:
+        self(job_id, released)  # no admission here: every released call is sent
+
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         self.revoked.append((job_id, list(call_ids)))
 

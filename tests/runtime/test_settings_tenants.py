@@ -26,6 +26,8 @@ def test_limits_are_read_inline_or_from_a_file(monkeypatch: pytest.MonkeyPatch, 
     path.write_text('{"acme": {"jobs_per_minute": 0.5}}')
     monkeypatch.setenv("AGENTQ_TENANTS", f"@{path}")
     assert Settings().tenant_limits == {"acme": TenantLimits(jobs_per_minute=0.5)}
+    monkeypatch.setenv("AGENTQ_TENANTS", '{"acme": {"weight": 2.5, "max_running_calls": 4}}')
+    assert Settings().tenant_limits == {"acme": TenantLimits(weight=2.5, max_running_calls=4)}
     monkeypatch.setenv("AGENTQ_TENANTS", "")
     assert Settings().tenant_limits == {}
 
@@ -33,11 +35,12 @@ def test_limits_are_read_inline_or_from_a_file(monkeypatch: pytest.MonkeyPatch, 
 @pytest.mark.parametrize(("raw", "problem"), [
     ("{acme: 1}", "AGENTQ_TENANTS is not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
     ("[]", 'AGENTQ_TENANTS: expected an object of tenants'),
-    ('{"a b": {}, "acme": {"jobs_per_minute": 0, "max_active_jobs": 1.5, "burst": 3}, "x": {"weight": 2}, "y": 4}',
+    ('{"a b": {}, "acme": {"jobs_per_minute": 0, "max_active_jobs": 1.5, "burst": 3}, "x": {"weight": -2, '
+     '"max_running_calls": 2.5}, "y": 4}',
      "AGENTQ_TENANTS: 'a b' is not a tenant name: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or "
      "digit; acme: jobs_per_minute must be a number above 0, not 0; acme: max_active_jobs must be a whole number, not "
-     "1.5; acme: unknown limit 'burst' (jobs_per_minute, max_active_jobs); x: 'weight' is not supported by this "
-     "version (fair admission across tenants is not built yet); jobs_per_minute and max_active_jobs are; y: expected "
+     "1.5; acme: unknown limit 'burst' (jobs_per_minute, max_active_jobs, weight, max_running_calls); x: weight must "
+     "be a number above 0, not -2; x: max_running_calls must be a whole number, not 2.5; y: expected "
      "an object of limits"),
     ("@/nonexistent/tenants.json", "AGENTQ_TENANTS: cannot read /nonexistent/tenants.json"),
 ])

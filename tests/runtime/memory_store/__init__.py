@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.runtime.memory_store.admission import AdmissionSteps
 from tests.runtime.memory_store.calls import CallSteps
 from tests.runtime.memory_store.concurrency import ConcurrencySteps
 from tests.runtime.memory_store.core import JobState, ManualClock
@@ -31,7 +32,8 @@ from tests.runtime.memory_store.ticks import TickSteps
 __all__ = ["JobState", "ManualClock", "MemoryStore"]
 
 
-class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps, TenantSteps, ConcurrencySteps):
+class MemoryStore(JobSteps, CallSteps, TickSteps, Reads, Fleet, LimitSteps, TenantSteps, ConcurrencySteps,
+                  AdmissionSteps):
     """An in-memory state store with `StateStore`'s contract. Thread-safe (one lock)."""
 
     def __init__(self, *, clock: Callable[[], float] | None = None, namespace: str = "agentq"):

@@ -1,0 +1,53 @@
+"""The admission of ready calls (SPEC §17), as records: what a call asks (`Ticket`) and what the fleet allows
+(`AdmissionConfig`). The store's step (`store/admission.py`, `admission.lua`) keeps the admitted and parked calls;
+the runtime (`runtime/admission.py`) builds these and publishes what is admitted. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """A ready call asking to be admitted: `member` (`admission_member`), its queue, tenant, priority (1 first),
+    concurrency key ('' none) and the key's limit, and `payload`: what publishes it when it is admitted later."""
+
+    member: str
+    queue: str
+    tenant: str
+    priority: int = 2
+    key: str = ""
+    limit: int = 0
+    payload: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    """The windows (calls admitted and not ended per queue; `default_window` for a queue not named), the free places
+    a queue's parked calls wait for (`batch`: they are published a few at a time), the tenants' weights and their
+    `max_running_calls`."""
+
+    windows: Mapping[str, int] = field(default_factory=dict)
+    default_window: int = 1
+    batch: int = 1
+    weights: Mapping[str, float] = field(default_factory=dict)
+    maxima: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"w": dict(self.windows), "d": self.default_window, "b": self.batch, "wt": dict(self.weights),
+                           "mx": dict(self.maxima)}, separators=(",", ":"))
+
+
+def admission_member(job_id: str, call_id: str) -> str:
+    """A call's name in the admission keys (a job id has no '/')."""
+    return f"{job_id}/{call_id}"
+
+
+def split_member(member: str) -> tuple[str, str]:
+    job_id, _, call_id = member.partition("/")
+    return job_id, call_id
+
+

@@ -1,0 +1,164 @@
+"""The admission of ready calls to their Celery queues (SPEC §17): `Admission`.
+
+A ready call of an activity queue is published only once admitted: per queue, at most a window of calls are
+admitted and not yet ended (`AGENTQ_ADMISSION_WINDOW`, else the slots of the live workers serving the queue, as
+their heartbeats announce them, plus `AGENTQ_ADMISSION_PREFETCH`); the others wait in Redis, parked per tenant and
+priority, and each place an ended call gives back goes to the next parked call, round-robin across tenants by
+`AGENTQ_TENANTS` weight, by `options.priority` inside a tenant, never over a tenant's `max_running_calls`. So one
+tenant's burst delays another tenant's job by no more than the calls already admitted. The engine's own calls
+(latent and module calls, on the engine queue) are not gated.
+
+The state is the store's (`store/admission.py`, one Lua step); this module builds what the step takes and turns
+its answer into calls to publish. `sweep` (every heartbeat, one process of the fleet at a time) gives back the
+places of calls that ended without saying so (a canceled job, a process that died between a call's end and the
+step) and publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died
+before publishing it; a duplicate task is harmless: a claim is taken once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agentq.protocol.admission import AdmissionConfig, Ticket, admission_member, split_member
+from agentq.protocol.cache import LRU
+from agentq.protocol.priority import admission_level
+from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.status import CallStatus
+
+if TYPE_CHECKING:
+    from agentq.settings import Settings
+    from agentq.store.base import Store
+
+log = logging.getLogger("agentq.admission")
+
+Publish = list[tuple[str, CallRecord]]  # (job id, call record) of each call to publish
+KEPT_JOBS = 4096  # jobs whose tenant and priority one process keeps
+
+
+class Admission:
+    """What one process asks of the admission step and what it publishes (shared by threads)."""
+
+    def __init__(self, store: Store, settings: Settings):
+        self.store = store
+        self.settings = settings
+        self.engine_queue = settings.engine_queue
+        limits = settings.tenant_limits
+        self.weights = {t: lim.weight for t, lim in limits.items() if lim.weight != 1}
+        self.maxima = {t: lim.max_running_calls for t, lim in limits.items() if lim.max_running_calls}
+        self._jobs: LRU[str, tuple[str, int]] = LRU(KEPT_JOBS)
+        self._windows: tuple[float, dict[str, int]] = (0.0, {})
+
+    def gated(self, record: CallRecord) -> bool:
+        """Whether the call waits for admission: an activity's call (not the engine's own)."""
+        return record.mode is CallMode.EXPLICIT and bool(record.queue) and record.queue != self.engine_queue
+
+    def know(self, job_id: str, tenant: str, priority: object) -> None:
+        """Remember a job's tenant and `options.priority` (the job service, which just wrote it)."""
+        self._jobs.replace(job_id, (tenant, admission_level(priority)))
+
+    def config(self) -> AdmissionConfig:
+        fixed = self.settings.admission_window
+        prefetch = self.settings.admission_prefetch
+        return AdmissionConfig(windows={} if fixed else self._live_windows(), default_window=fixed or prefetch,
+                               batch=max(1, min(prefetch, fixed or prefetch) // 2), weights=self.weights,
+                               maxima=self.maxima)
+
+    def _live_windows(self) -> dict[str, int]:
+        """Per queue: the slots of the live workers serving it, plus the prefetch (read once per heartbeat)."""
+        at, windows = self._windows
+        if time.monotonic() - at < min(self.settings.heartbeat_s, 2.0):
+            return windows
+        slots: dict[str, int] = defaultdict(int)
+        for worker in self.store.live_workers():
+            for queue in worker.queues:
+                slots[queue] += max(worker.concurrency, 1)
+        windows = {queue: n + self.settings.admission_prefetch for queue, n in slots.items()}
+        self._windows = (time.monotonic(), windows)
+        return windows
+
+    def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:
+        """Which of a job's ready calls (and of the parked calls the `ended` members' places go to) to publish."""
+        gated = [r for r in records if self.gated(r)]
+        out: Publish = [(job_id, r) for r in records if not self.gated(r)]
+        if not gated and not ended:
+            return out
+        tenant, priority = self._job(job_id) if gated else ("", 0)
+        tickets = [Ticket(member=admission_member(job_id, r.id), queue=r.queue, tenant=tenant, priority=priority,
+                          payload=json.dumps([job_id, r.to_task()], separators=(",", ":"))) for r in gated]
+        return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
+
+    def ended(self, job_id: str, call_ids: Sequence[str], released: Sequence[CallRecord]) -> Publish:
+        """Calls of a job ended (their places go to parked calls) and others became ready: what to publish."""
+        return self.admit(job_id, released, ended=[admission_member(job_id, c) for c in call_ids])
+
+    def _job(self, job_id: str) -> tuple[str, int]:
+        known = self._jobs.get(job_id)
+        if known is None:
+            info = self.store.job_info(job_id)
+            known = (info.tenant, admission_level(info.job_options.priority))
+            self._jobs.replace(job_id, known)
+        return known
+
+    @staticmethod
+    def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
+        out: Publish = []
+        for item in reply:
+            if item.startswith("#"):
+                out.append((job_id, gated[int(item[1:]) - 1]))
+            else:
+                parked_job, task = json.loads(item)
+                out.append((parked_job, CallRecord.from_dict(task)))
+        return out
+
+    def sweep(self, holder: str) -> Publish:
+        """Give back the places of admitted calls that ended, fill the queues with parked calls, and return what to
+        publish: those parked calls, and admitted calls never claimed after `AGENTQ_ADMISSION_REPUBLISH_S`. Done by
+        one process of the fleet per heartbeat."""
+        beat_ms = int(self.settings.heartbeat_s * 1000)
+        if not self.store.take_admission_sweep(holder, max(beat_ms - 100, 100)):
+            return []
+        now_ms = int(time.time() * 1000)
+        stale = self.store.admitted_before(now_ms - beat_ms)
+        old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
+        ended, again = self._look_at(stale, old)
+        out = self._again(again)
+        queues = self.store.parked_queues()
+        if ended or queues:
+            out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
+        if ended or again:
+            log.info("admission sweep: %d places given back, %d admitted calls published again", len(ended),
+                     sum(len(c) for c in again.values()))
+        return out
+
+    def _again(self, again: dict[str, list[str]]) -> Publish:
+        """The records of admitted calls to publish again, counted as admitted now."""
+        out: Publish = []
+        for job_id, call_ids in again.items():
+            out += [(job_id, r) for r in self.store.call_records(job_id, call_ids).values()]
+        self.store.touch_admitted([admission_member(j, c) for j, calls in again.items() for c in calls])
+        return out
+
+    def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]]]:
+        """Of admitted members: those whose call ended (or whose job is gone), and the calls still ready among
+        `old` (by job)."""
+        by_job: dict[str, list[str]] = defaultdict(list)
+        for member in stale:
+            job_id, call_id = split_member(member)
+            by_job[job_id].append(call_id)
+        ended: list[str] = []
+        again: dict[str, list[str]] = defaultdict(list)
+        for job_id, call_ids in by_job.items():
+            statuses = self.store.call_statuses(job_id)
+            for call_id in call_ids:
+                status = statuses.get(call_id)
+                member = admission_member(job_id, call_id)
+                if status is None or status.is_final:
+                    ended.append(member)
+                elif status is CallStatus.READY and member in old:
+                    again[job_id].append(call_id)
+        return ended, dict(again)

@@ -1,0 +1,141 @@
+"""The admission of ready calls (SPEC §17) with real Redis and real Celery workers: one tenant's burst does not
+delay another tenant's job by more than the calls already admitted; priorities order a tenant's waiting calls;
+a tenant's max_running_calls holds; an admitted call whose publisher died is published by the sweep."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agentq.errors import JobValidationError
+from agentq.protocol.admission import admission_member
+from tests.integration.conftest import Harness
+from tests.integration.procs import wait_for
+from tests.integration.test_plan_jobs import start_worker
+
+
+@pytest.fixture
+def admitting(redis_url: str) -> Iterator[Harness]:
+    """A harness whose queues admit one call at a time (so the order of waiting calls shows in their starts)."""
+    h = Harness(redis_url, admission_window=1, admission_republish_s=1.0)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+class Overlaps:
+    """An activity's ledger: the order calls start in and the most that ran at once, per group."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started: list[str] = []
+        self.running: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+
+    def run(self, name: str, group: str, seconds: float) -> None:
+        with self.lock:
+            self.started.append(name)
+            self.running[group] = self.running.get(group, 0) + 1
+            self.most[group] = max(self.most.get(group, 0), self.running[group])
+        time.sleep(seconds)
+        with self.lock:
+            self.running[group] -= 1
+
+
+def test_priorities_order_the_waiting_calls_of_a_tenant(admitting: Harness):
+    ledger, gate = Overlaps(), threading.Event()
+    admitting.tool("step", params={"name": {"type": "string"}})
+
+    def step(call: dict) -> str:
+        if call["name"] == "hold":  # holds the queue's one place while the other jobs are submitted
+            gate.wait(10)
+        else:
+            ledger.run(call["name"], "all", 0)
+        return call["name"]
+
+    admitting.activities.register("step", step)
+    client = admitting.client()
+    start_worker(admitting, concurrency=2)
+    first = client.submit({"calls": [{"_tool": "step", "name": "hold", "_outputPath": "†state.h"}]})
+    wait_for(lambda: admitting.client().calls(first.id)[0]["status"] == "running", 10, "the holder to run")
+
+    def job(prefix: str, priority: int) -> dict:
+        return {"calls": [{"_tool": "step", "name": f"{prefix}{n}", "_outputPath": f"†state.s{n}"} for n in range(3)],
+                "options": {"priority": priority}}
+
+    handles = [client.submit(job("low", 3)), client.submit(job("mid", 2)), client.submit(job("high", 1))]
+    gate.set()
+    for handle in [first, *handles]:
+        assert handle.result(timeout=20)["status"] == "succeeded"
+    assert ledger.started == ["high0", "high1", "high2", "mid0", "mid1", "mid2", "low0", "low1", "low2"]
+
+
+def test_a_tenant_s_max_running_calls_is_never_exceeded_while_others_go_ahead(redis_url: str):
+    harness = Harness(redis_url, tenants={"capped": {"max_running_calls": 2}})
+    try:
+        ledger = Overlaps()
+        harness.tool("work", params={"group": {"type": "string"}})
+        harness.activities.register("work", lambda call: ledger.run(call["group"], call["group"], 0.1) or 1)
+        start_worker(harness, concurrency=6)
+        jobs = {tenant: harness.client(tenant=tenant).submit(
+            {"calls": [{"_tool": "work", "group": tenant, "_outputPath": f"†state.w{n}"} for n in range(10)]})
+            for tenant in ("capped", "free")}
+        for handle in jobs.values():
+            assert handle.result(timeout=30)["status"] == "succeeded"
+        assert ledger.most["capped"] == 2
+        assert ledger.most["free"] > 2  # the window's other places went to the other tenant
+        assert harness.runtime().store.admission_counts() == {}  # every place given back
+    finally:
+        harness.close()
+
+
+def test_an_admitted_call_its_publisher_never_sent_is_published_by_the_sweep(admitting: Harness):
+    admitting.tool("echo", params={"x": {"type": "integer"}})
+    admitting.activities.register("echo", lambda call: call["x"])
+    client = admitting.client()
+    worker = start_worker(admitting)
+    store = worker.runtime.store
+    dispatcher = client._parts.dispatcher
+    dispatcher.publish = lambda calls: None  # the submitting process dies after the admission, before publishing
+    handle = client.submit({"calls": [{"_tool": "echo", "x": 7, "_outputPath": "†state.x"}]})
+    call_id = client.calls(handle.id)[0]["id"]
+    assert store.admitted_before(2**53) == [admission_member(handle.id, call_id)]
+    assert handle.result(timeout=20)["state"] == {"x": 7}  # the worker's sweep sent it after 1 s
+    assert store.admitted_before(2**53) == []
+
+
+def test_an_unknown_priority_is_refused_with_its_pointer(harness: Harness):
+    harness.tool("echo", params={"x": {"type": "integer"}})
+    with pytest.raises(JobValidationError) as raised:
+        harness.client().submit({"calls": [], "options": {"priority": 0}})
+    assert [p.pointer for p in raised.value.problems] == ["/options/priority"]
+    assert "expected 1, 2 or 3" in raised.value.problems[0].message
+
+
+@pytest.mark.exclusive
+def test_one_tenant_s_burst_does_not_hold_up_another_tenant_s_job(harness: Harness, worker_procs):
+    """Tenant a submits 2,000 calls of a 50 ms activity served by one `agentq worker` process with two slots (40
+    calls a second: the burst takes 50 s); then tenant b submits a three-call job. Published at once (Celery's
+    FIFO), b's calls would wait behind a's 2,000; admitted, they wait behind the window's few calls only."""
+    proc = worker_procs.start(["procSlow"], pool="threads", concurrency=2)
+    worker_procs.wait_live(proc, ["procSlow"])
+    client_a, client_b = harness.client(tenant="a"), harness.client(tenant="b")
+    store = harness.runtime().store
+    burst = client_a.submit({"calls": [{"_tool": "procSlow", "seconds": 0.05, "tag": "a", "_outputPath": f"†state.a{n}"}
+                                       for n in range(2000)]})
+    wait_for(lambda: int(store.redis.get("procs:runs:procSlow:a") or 0) >= 40, 20, "tenant a's burst to be running")
+    runs_before, started = int(store.redis.get("procs:runs:procSlow:a")), time.monotonic()
+    job = client_b.submit({"calls": [{"_tool": "procSlow", "seconds": 0.05, "tag": "b", "_outputPath": f"†state.b{n}"}
+                                     for n in range(3)]})
+    assert job.result(timeout=20)["status"] == "succeeded"
+    took = time.monotonic() - started
+    rate = (int(store.redis.get("procs:runs:procSlow:a")) - runs_before) / took
+    print(f"tenant b's job finished {took:.2f} s after its submission; tenant a ran {rate:.1f} calls/s meanwhile")
+    assert took < 2.0
+    assert burst.cancel() == "canceled"
+    counts = store.admission_counts()
+    assert counts.get("q:agentq.activity.procSlow", 0) <= 2 + 16  # 2 slots + the prefetch, never the whole burst

@@ -1,0 +1,89 @@
+"""The admission of ready calls (SPEC §17), the same contract on Redis, a Redis Cluster and the memory store: per
+queue a window of calls admitted and not ended; the rest parked and given the places ended calls give back,
+round-robin across tenants by weight, by priority inside a tenant, under each tenant's max_running_calls and each
+concurrency key's limit."""
+
+from __future__ import annotations
+
+from agentq.protocol.admission import AdmissionConfig, Ticket
+from tests.runtime.conftest import Backend
+
+Q = "agentq.activity.work"
+
+
+def ticket(n: int | str, tenant: str = "a", priority: int = 2, key: str = "", limit: int = 0,
+           queue: str = Q) -> Ticket:
+    return Ticket(member=f"job_{tenant}/call_{n}", queue=queue, tenant=tenant, priority=priority, key=key,
+                  limit=limit, payload=f"payload {tenant} {n}")
+
+
+def test_the_window_admits_at_once_then_parks_and_gives_ended_places_to_parked_calls(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 2})
+    assert store.admit_calls([ticket(1), ticket(2), ticket(3)], config) == ["#1", "#2"]
+    assert store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}
+    assert store.parked_queues() == [Q]
+    assert store.admit_calls([ticket(4)], config) == []  # parked behind call 3
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 3"]
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == []  # ended once
+    assert store.admit_calls([], config, ended=["job_a/call_2", "job_a/call_3"]) == ["payload a 4"]
+    assert store.parked_queues() == []
+    assert store.admit_calls([ticket(5)], config) == ["#1"]  # the fast path again
+    assert store.admit_calls([ticket(5)], config) == ["#1"]  # admitted already: sent again, counted once
+    assert store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}
+
+
+def test_tenants_take_turns_by_weight_and_priorities_order_a_tenant_s_calls(backend: Backend):
+    store = backend.store
+    config = AdmissionConfig(windows={Q: 1}, weights={"b": 2})
+    assert store.admit_calls([ticket(0)], config) == ["#1"]
+    store.admit_calls([ticket(n) for n in range(1, 7)], config)  # tenant a's burst, parked
+    store.admit_calls([ticket(1, "b", 3), ticket(2, "b", 1), ticket(3, "b"), ticket(4, "b")], config)
+    order, ended = [], "job_a/call_0"
+    for _ in range(10):
+        (payload,) = store.admit_calls([], config, ended=[ended])
+        order.append(payload.removeprefix("payload "))
+        tenant, n = payload.split()[1:]
+        ended = f"job_{tenant}/call_{n}"
+    # b (weight 2) has two turns for a's one; b's priority 1 call first, its priority 3 call last
+    assert order == ["a 1", "b 2", "b 3", "a 2", "b 4", "b 1", "a 3", "a 4", "a 5", "a 6"]
+
+
+def test_a_tenant_s_max_running_calls_lets_other_tenants_go_ahead(backend: Backend):
+    store = backend.store
+    config = AdmissionConfig(windows={Q: 10}, maxima={"a": 2})
+    assert store.admit_calls([ticket(n) for n in range(4)], config) == ["#1", "#2"]
+    assert store.admit_calls([ticket(1, "b"), ticket(2, "b")], config) == ["payload b 1", "payload b 2"]
+    assert store.admission_counts()["t:a"] == 2
+    assert store.admit_calls([], config, ended=["job_a/call_0"]) == ["payload a 2"]
+
+
+def test_a_concurrency_key_holds_its_calls_and_lets_others_pass(backend: Backend):
+    store = backend.store
+    config = AdmissionConfig(windows={Q: 10})
+    got = store.admit_calls([ticket(1, key="acct:1", limit=1), ticket(2, key="acct:1", limit=1),
+                             ticket(3, key="acct:2", limit=1)], config)
+    assert got == ["#1", "payload a 3"]
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
+
+
+def test_other_queues_have_their_own_windows(backend: Backend):
+    store = backend.store
+    config = AdmissionConfig(windows={Q: 1}, default_window=1)
+    assert store.admit_calls([ticket(1), ticket(2, queue="agentq.activity.other")], config) == ["#1", "#2"]
+    assert store.admit_calls([ticket(3)], config) == []
+
+
+def test_a_sweep_finds_old_admissions_and_takes_turns(backend: Backend):
+    store = backend.store
+    store.admit_calls([ticket(1)], AdmissionConfig(windows={Q: 1}))
+    assert store.admitted_before(2**53) == ["job_a/call_1"]
+    assert store.admitted_before(0) == []
+    assert store.take_admission_sweep("me", 60_000)
+    assert not store.take_admission_sweep("other", 60_000)
+
+
+def test_parked_calls_wait_for_a_batch_of_free_places(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 4}, batch=2)
+    assert store.admit_calls([ticket(n) for n in range(6)], config) == ["#1", "#2", "#3", "#4"]
+    assert store.admit_calls([], config, ended=["job_a/call_0"]) == []
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 4", "payload a 5"]
