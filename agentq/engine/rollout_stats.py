@@ -14,6 +14,8 @@ from typing import Protocol
 from agentq.engine.hooks import CallEnded, Hook, RequestEnded
 from agentq.protocol.records import CallRecord
 
+MAX_OPEN = 10_000  # running routed attempts whose cost this process sums at most (the oldest go first)
+
 
 class RouteCounter(Protocol):
     """What keeps the figures (`store.rollouts.RolloutStore`)."""
@@ -32,6 +34,8 @@ class RolloutStats(Hook):
     def before_call(self, job_id: str, record: CallRecord, attempt: int) -> None:
         if record.route is not None:
             with self._lock:
+                while len(self._costs) >= MAX_OPEN:  # attempts that lost to a duplicate are never told to end
+                    del self._costs[next(iter(self._costs))]
                 self._costs[f"{job_id}/{record.id}"] = 0
 
     def after_request(self, ended: RequestEnded) -> None:

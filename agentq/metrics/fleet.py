@@ -1,5 +1,6 @@
-"""The fleet's state, read when scraped: jobs, approvals and live workers from the state store, queue depths
-from the broker. Either being down is a gauge at 0 (`agentq_store_up`, `agentq_broker_up`), never a failed scrape."""
+"""The fleet's state, read when scraped: jobs, approvals, live workers and the rollout routes' figures from the
+state store, queue depths from the broker. Either being down is a gauge at 0 (`agentq_store_up`,
+`agentq_broker_up`), never a failed scrape."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def fleet_families(parts: Parts) -> list[Metric]:
         stats = store.fleet_stats()
         live_workers: list[WorkerAnnouncement] = store.live_workers()
         known = store.known_activities(settings.activity_memory_s)
+        rollouts = parts.rollouts.report()
     except AgentQError as error:
         log.warning("metrics: the state store did not answer: %s", error)
         return [GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=0)]
@@ -42,6 +44,7 @@ def fleet_families(parts: Parts) -> list[Metric]:
         GaugeMetricFamily("agentq_approvals_pending", "Calls awaiting a reviewer's approval",
                           value=stats.approvals_pending),
         _workers_live(known, live_workers),
+        *_rollout_families(rollouts),
     ]
     queues = {settings.engine_queue, *(str(e["queue"]) for e in known.values() if e.get("queue")),
               *(q for w in live_workers for q in w.queues)}
@@ -75,6 +78,30 @@ def _workers_live(known: dict[str, Any], live_workers: list[WorkerAnnouncement])
         family.add_metric([name], len(entry.get("workers") or []))
     family.add_metric([ENGINE], sum(1 for w in live_workers if w.engine))
     return family
+
+
+ROUTE_LABELS = {"": "(latent)", "*": "(usual)"}  # a rollout route's label: the model, the usual resolution
+
+
+def _rollout_families(report: dict[str, Any]) -> list[Metric]:
+    """The rollout report (SPEC §17, docs/rollouts.md) as metrics: calls by outcome, cost, and the p50/p95."""
+    calls = CounterMetricFamily("agentq_rollout_calls", "Calls of tools with a rollout rule that ended, by tool, "
+                                "route and outcome (done, failed)", labels=["tool", "route", "outcome"])
+    cost = CounterMetricFamily("agentq_rollout_cost_usd", "US dollars of the model requests of a rollout route's "
+                               "calls (left out while one was unpriced)", labels=["tool", "route"])
+    duration = GaugeMetricFamily("agentq_rollout_duration_seconds", "Run time of a rollout route's calls at a "
+                                 "quantile (0.5, 0.95; within 1%)", labels=["tool", "route", "quantile"])
+    for tool, entry in report["tools"].items():
+        for row in entry["routes"]:
+            route = ROUTE_LABELS.get(row["route"], row["route"])
+            calls.add_metric([tool, route, "done"], row["done"])
+            calls.add_metric([tool, route, "failed"], row["failed"])
+            if row["cost_usd"] is not None:
+                cost.add_metric([tool, route], row["cost_usd"])
+            for quantile, key in (("0.5", "p50_s"), ("0.95", "p95_s")):
+                if row[key] is not None:
+                    duration.add_metric([tool, route, quantile], row[key])
+    return [calls, cost, duration]
 
 
 def _broker_families(app: Any, queues: list[str]) -> list[Metric]:

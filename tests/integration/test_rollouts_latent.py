@@ -4,13 +4,16 @@ cost on its route."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
+from agentq.metrics import render_metrics
 from agentq.protocol.records import CallMode
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.integration.conftest import Harness, store_of
+from tests.integration.test_metrics import samples, value
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,3 +49,39 @@ def test_a_latent_share_is_answered_by_the_model(harness: Harness, anthropic_env
     assert (rows[""]["calls"], rows[""]["success_rate"]) == (routes[""], 1.0)
     assert rows[""]["cost_usd"] == pytest.approx(routes[""] * PER_REQUEST_USD)
     assert (rows["*"]["calls"], rows["*"]["cost_usd"]) == (routes["*"], 0.0)
+
+    found = samples(render_metrics(client._parts)[0].decode())  # the same figures, as Prometheus metrics
+    assert value(found, "agentq_rollout_calls_total", tool="sendEmail", route="(latent)", outcome="done") == routes[""]
+    assert value(found, "agentq_rollout_calls_total", tool="sendEmail", route="(usual)", outcome="done") == routes["*"]
+    assert value(found, "agentq_rollout_cost_usd_total", tool="sendEmail", route="(latent)") == pytest.approx(
+        routes[""] * PER_REQUEST_USD)
+    assert value(found, "agentq_rollout_duration_seconds", tool="sendEmail", route="(usual)", quantile="0.95") == \
+        rows["*"]["p95_s"]
+
+
+def test_an_agents_calls_are_routed_by_the_rule_as_its_ticks_plan_them(harness: Harness, anthropic_env: FakeAnthropic):
+    """The calls an agent's model streams are routed when the tick plans them (engine/agent.py): the tenant route
+    sends acme's to version 2, another tenant's follow the usual resolution."""
+    harness.tool("sendEmail", params={"to": {"type": "string"}}, output={"type": "object"}, required=["to"])
+    harness.activities.register("sendEmail", lambda call: {"by": "v1"})
+    harness.activities.register("sendEmail", lambda call: {"by": "v2"}, version="2")
+    ticks = {"first": Answer.solution({"calls": [{"_tool": "sendEmail", "to": "a@example.com",
+                                                  "_outputPath": "†state.sent"}], "output": None}),
+             "then": Answer.solution({"calls": [], "output": "sent"})}
+
+    def answer(request: RecordedRequest) -> Answer:
+        return ticks["then"] if "sent" in json.dumps(request.body["messages"][-1]) else ticks["first"]
+
+    anthropic_env.responder = answer
+    harness.worker(llm="anthropic", concurrency=4)
+    admin = harness.client()
+    admin.rollouts.set("sendEmail", {"routes": [{"to": "sendEmail@2", "tenants": ["acme"]}]})
+    job = {"context": [{"type": "text", "text": "Send the mail."}], "tools": ["sendEmail"]}
+    for tenant, by, route, activity in (("acme", "v2", "sendEmail@2", "sendEmail@2"),
+                                        ("default", "v1", "*", "sendEmail")):
+        client = harness.client(tenant=tenant)
+        handle = client.submit(job)
+        record = handle.result(timeout=60)
+        assert (record["status"], record["state"]) == ("succeeded", {"sent": {"by": by}}), record
+        (call,) = store_of(client).call_records(handle.id).values()
+        assert (call.route, call.activity, call.queue) == (route, activity, f"agentq.activity.{activity}")
