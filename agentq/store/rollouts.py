@@ -17,10 +17,12 @@ from typing import Any
 
 from agentq.protocol.rollout_report import bucket_of, field, report
 from agentq.protocol.rollouts import Rule
+from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import dumps
 from agentq.store.keys import FleetKeys
 
 
+@map_store_errors
 class RolloutStore:
     """The rollout keys over the store's Redis connection; thread-safe (each step is one command or pipeline)."""
 

@@ -108,3 +108,10 @@ def test_activities_lists_each_version(fleet, redis_url):
     shown = cli(redis_url, "activities")
     assert [row.split()[:3] for row in shown.stdout.splitlines()[1:]] == [["sendEmail", "1", "yes"],
                                                                          ["sendEmail", "2", "yes"]]
+
+
+@pytest.mark.parametrize("args", [("rollouts",), ("rollouts", "clear", "sendEmail")])
+def test_an_unreachable_redis_is_one_line(args):
+    done = cli("redis://127.0.0.1:1/0", *args)
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.startswith("agentq: error: ") and done.stderr.count("\n") == 1, done.stderr
