@@ -14,6 +14,7 @@ from agentq.protocol.records import CallMode
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.integration.conftest import Harness, store_of
 from tests.integration.test_metrics import samples, value
+from tests.integration.test_rollouts import counted
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,7 +46,7 @@ def test_a_latent_share_is_answered_by_the_model(harness: Harness, anthropic_env
         assert (r.mode, by) == ((CallMode.LATENT, "model") if r.route == "" else (CallMode.EXPLICIT, "activity"))
     assert len(anthropic_env.requests) == routes[""]
 
-    rows = {row["route"]: row for row in client.rollouts.report()["tools"]["sendEmail"]["routes"]}
+    rows = {row["route"]: row for row in counted(client, {"sendEmail": 40})["sendEmail"]["routes"]}
     assert (rows[""]["calls"], rows[""]["success_rate"]) == (routes[""], 1.0)
     assert rows[""]["cost_usd"] == pytest.approx(routes[""] * PER_REQUEST_USD)
     assert (rows["*"]["calls"], rows["*"]["cost_usd"]) == (routes["*"], 0.0)
