@@ -13,6 +13,7 @@ from typing import Any
 
 from agentq.errors import InvalidInputError, JobValidationError, Problem, ProtocolError
 from agentq.protocol.budgets import DEFAULT_CACHE_TTL, budget_problems, cache_ttl_problem
+from agentq.protocol.call_keys import call_key_problems
 from agentq.protocol.call_plans import link_dependencies, plan_calls, planned_calls
 from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.concurrency import concurrency_problems
@@ -76,6 +77,7 @@ def plan_job(
         # every call and message could be planned (a call may still have schema problems): cycles and
         # unsatisfiable references are reported in the same error
         link_dependencies(calls, context, problems)
+        problems.items.extend(call_key_problems(calls, composed, context))
     if problems.items:
         raise JobValidationError("job rejected", problems.items)
     for call in calls:

@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 
 from agentq.errors import ReferenceSyntaxError, RegistrationError, ToolSchemaError, UnknownMethodError
 from agentq.protocol.cache import LRU
+from agentq.protocol.call_keys import x_concurrency_problems
 from agentq.protocol.sensitive import check_sensitive
 from agentq.protocol.thinking import thinking_problems
 
@@ -228,6 +229,11 @@ def check_tool_schema(name: str, schema: Any) -> dict:
     check_sensitive(name, copy)
     for problem in thinking_problems(copy.get("x-thinking"), "/x-thinking"):
         raise _schema_error(name, "x-thinking", problem.pointer, problem.message)
+    if "x-concurrency" in copy:
+        problems = x_concurrency_problems(copy["x-concurrency"])
+        if problems:
+            raise _schema_error(name, "x-concurrency", problems[0].pointer,
+                                "; ".join(f"{p.message} at {p.pointer}" for p in problems))
     return copy
 
 

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 
 from agentq.protocol.admission import AdmissionConfig, Ticket, admission_member, split_member
 from agentq.protocol.cache import LRU
+from agentq.protocol.call_keys import CallKey, call_key
 from agentq.protocol.priority import admission_level
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.status import CallStatus
+from agentq.protocol.views import LogIndex
 
 if TYPE_CHECKING:
     from agentq.settings import Settings
@@ -51,15 +53,18 @@ class Admission:
         self.weights = {t: lim.weight for t, lim in limits.items() if lim.weight != 1}
         self.maxima = {t: lim.max_running_calls for t, lim in limits.items() if lim.max_running_calls}
         self._jobs: LRU[str, tuple[str, int]] = LRU(KEPT_JOBS)
+        self._keys: LRU[str, dict[str, CallKey]] = LRU(KEPT_JOBS)  # a job's tools' x-concurrency, by tool
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
 
     def gated(self, record: CallRecord) -> bool:
         """Whether the call waits for admission: an activity's call (not the engine's own)."""
         return record.mode is CallMode.EXPLICIT and bool(record.queue) and record.queue != self.engine_queue
 
-    def know(self, job_id: str, tenant: str, priority: object) -> None:
-        """Remember a job's tenant and `options.priority` (the job service, which just wrote it)."""
+    def know(self, job_id: str, tenant: str, priority: object, tools: dict[str, dict] | None = None) -> None:
+        """Remember a job's tenant, `options.priority` and tools (the job service, which just wrote it)."""
         self._jobs.replace(job_id, (tenant, admission_level(priority)))
+        if tools is not None:
+            self._keys.replace(job_id, _keys_of(tools))
 
     def config(self) -> AdmissionConfig:
         fixed = self.settings.admission_window
@@ -88,13 +93,26 @@ class Admission:
         if not gated and not ended:
             return out
         tenant, priority = self._job(job_id) if gated else ("", 0)
+        keys = self._call_keys(job_id, gated)
         tickets = [Ticket(member=admission_member(job_id, r.id), queue=r.queue, tenant=tenant, priority=priority,
+                          key=keys.get(r.id, ("", 0))[0], limit=keys.get(r.id, ("", 0))[1],
                           payload=json.dumps([job_id, r.to_task()], separators=(",", ":"))) for r in gated]
         return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
 
     def ended(self, job_id: str, call_ids: Sequence[str], released: Sequence[CallRecord]) -> Publish:
         """Calls of a job ended (their places go to parked calls) and others became ready: what to publish."""
         return self.admit(job_id, released, ended=[admission_member(job_id, c) for c in call_ids])
+
+    def _call_keys(self, job_id: str, records: Sequence[CallRecord]) -> dict[str, tuple[str, int]]:
+        """The concurrency key (as counted) and limit of each call whose tool has `x-concurrency`."""
+        keys = self._keys.get(job_id)
+        if keys is None:
+            keys = self._keys.replace(job_id, _keys_of(self.store.job_tools(job_id)))
+        if not keys:
+            return {}
+        keyed = [(r, keys[r.tool]) for r in records if r.tool in keys]
+        index = LogIndex(self.store.read_log(job_id)) if any(k.is_reference for _, k in keyed) else None
+        return {r.id: (k.counted(k.value(index, r.instance)), k.limit) for r, k in keyed}
 
     def _job(self, job_id: str) -> tuple[str, int]:
         known = self._jobs.get(job_id)
@@ -162,3 +180,7 @@ class Admission:
                 elif status is CallStatus.READY and member in old:
                     again[job_id].append(call_id)
         return ended, dict(again)
+
+
+def _keys_of(tools: dict[str, dict]) -> dict[str, CallKey]:
+    return {name: key for name, tool in tools.items() if (key := call_key(name, tool)) is not None}

@@ -273,7 +273,7 @@ class JobService(JobDecisions):
         concurrency keys once it holds them."""
         admission = getattr(self.dispatcher, "admission", None)
         if admission is not None:  # what its calls' admission needs of the job (SPEC §17), known here
-            admission.know(plan.id, tenant, plan.options.get("priority"))
+            admission.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
         if keys := concurrency_keys(plan.options.get("concurrency")):
             self._admit_keys(plan, tenant, keys)
             return

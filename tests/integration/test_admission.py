@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.errors import JobValidationError
+from agentq.errors import JobValidationError, ToolSchemaError
 from agentq.protocol.admission import admission_member
-from tests.integration.conftest import Harness
+from tests.integration.conftest import Harness, tool_schema
 from tests.integration.procs import wait_for
 from tests.integration.test_plan_jobs import start_worker
 
@@ -139,3 +139,55 @@ def test_one_tenant_s_burst_does_not_hold_up_another_tenant_s_job(harness: Harne
     assert burst.cancel() == "canceled"
     counts = store.admission_counts()
     assert counts.get("q:agentq.activity.procSlow", 0) <= 2 + 16  # 2 slots + the prefetch, never the whole burst
+
+
+def _keyed_tool(harness: Harness, key: str, limit: int = 1) -> None:
+    schema = tool_schema("charge", params={"n": {"type": "integer"}})
+    schema["x-concurrency"] = {"key": key, "limit": limit}
+    harness.tools.register("charge", schema)
+
+
+def test_a_concurrency_key_with_limit_one_never_runs_two_calls_at_once(harness: Harness):
+    """Calls of a tool with `x-concurrency: {"key": "†input.account", "limit": 1}`: the activity keeps a ledger in
+    Redis of how many of its account's calls run as each starts; another account's calls run beside them."""
+    _keyed_tool(harness, "†input.account")
+    redis = harness.runtime().store.redis
+
+    def charge(call: dict) -> int:
+        account = call["n"] // 100  # 1: acme's calls, 2: globex's
+        running = redis.incr(f"running:{account}")
+        redis.rpush(f"ledger:{account}", running)
+        time.sleep(0.05)
+        redis.decr(f"running:{account}")
+        return call["n"]
+
+    harness.activities.register("charge", charge)
+    start_worker(harness, concurrency=6)
+    client = harness.client()
+    jobs = [client.submit({"context": [{"type": "data", "kind": "input", "data": {"account": account}}],
+                           "calls": [{"_tool": "charge", "n": base + n, "_outputPath": f"†state.c{n}"}
+                                     for n in range(6)]})
+            for account, base in (("acme", 100), ("globex", 200))]
+    for handle in jobs:
+        assert handle.result(timeout=30)["status"] == "succeeded"
+    for account in (1, 2):
+        ledger = [int(n) for n in redis.lrange(f"ledger:{account}", 0, -1)]
+        assert len(ledger) == 6 and max(ledger) == 1, ledger
+
+
+def test_a_malformed_x_concurrency_is_refused_at_registration_with_its_pointer(harness: Harness):
+    with pytest.raises(ToolSchemaError) as raised:
+        _keyed_tool(harness, "", limit=0)
+    assert raised.value.pointer == "/x-concurrency/key"
+    assert "at /x-concurrency/limit" in str(raised.value)
+
+
+def test_a_key_the_context_gives_as_no_string_is_refused_at_submission(harness: Harness):
+    _keyed_tool(harness, "†input.account")
+    harness.activities.register("charge", lambda call: call["n"])
+    start_worker(harness)
+    with pytest.raises(JobValidationError) as raised:
+        harness.client().submit({"context": [{"type": "data", "kind": "input", "data": {"account": 42}}],
+                                 "calls": [{"_tool": "charge", "n": 1, "_outputPath": "†state.c"}]})
+    assert [p.pointer for p in raised.value.problems] == ["/calls/0"]
+    assert "x-concurrency" in raised.value.problems[0].message and "not a string" in raised.value.problems[0].message
