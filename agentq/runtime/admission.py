@@ -105,6 +105,8 @@ class Admission:
 
     def _call_keys(self, job_id: str, records: Sequence[CallRecord]) -> dict[str, tuple[str, int]]:
         """The concurrency key (as counted) and limit of each call whose tool has `x-concurrency`."""
+        if not records:
+            return {}
         keys = self._keys.get(job_id)
         if keys is None:
             keys = self._keys.replace(job_id, _keys_of(self.store.job_tools(job_id)))
