@@ -112,6 +112,9 @@ class ActivityModel(BaseModel):
     workers: list[str]
     queue: str | None = None
     last_seen: str
+    activity: str | None = Field(default=None, description="the activity's name (the key sendEmail@2 is a version)")
+    version: str | None = Field(default=None, description='the version this entry is (SPEC §17; "1" unless registered '
+                                "with another)")
 
 
 class RejectBody(BaseModel):

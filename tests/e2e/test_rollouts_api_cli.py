@@ -42,6 +42,10 @@ def fleet(harness, redis_url, tmp_path: Path):
 
 def test_the_api_sets_reports_and_clears_rules_for_admins(fleet, serve_api):
     api = serve_api(tokens=[fleet])
+    activities = api.request("GET", "/v1/activities", token=ACME).json()  # each version is listed with its workers
+    assert {k: (v["activity"], v["version"], v["queue"], v["workers"]) for k, v in activities.items()} == {
+        "sendEmail": ("sendEmail", "1", "agentq.activity.sendEmail", ["host:1:live"]),
+        "sendEmail@2": ("sendEmail", "2", "agentq.activity.sendEmail@2", ["host:1:live"])}
     assert api.request("GET", "/v1/rollouts", token=ADMIN).json() == {"tools": {}}
     assert api.request("PUT", "/v1/rollouts/sendEmail", json_body=GOOD, token=ACME).status == 403
     assert api.request("GET", "/v1/rollouts", token=ACME).status == 403
