@@ -91,7 +91,8 @@ def test_announcements_list_activities_with_options_and_expire_when_the_process_
     live = store.live_activities()
     assert set(live) == {"procA", "procEcho"}
     assert live["procEcho"] == {
-        "name": "procEcho", "task": "agentq.activity.procEcho", "queue": "procs.echo", "retries": 2,
+        "name": "procEcho", "activity": "procEcho", "version": "1",
+        "task": "agentq.activity.procEcho", "queue": "procs.echo", "retries": 2,
         "retry_backoff": 0.5, "timeout": None, "rate_limit": "50/s", "is_async": False, "idempotent": False,
         "workers": [announcement["id"]]}
     assert live["procA"]["queue"] == "agentq.activity.procA" and live["procA"]["retries"] == 0
