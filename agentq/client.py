@@ -153,7 +153,8 @@ class JobHandle:
 
     def calls(self) -> list[dict]:
         """The job's calls (SPEC §14 `/calls`): id, tool, activity, mode, instance, status, attempts,
-        depends_on, output_path, started_at, finished_at, duration_ms, error."""
+        depends_on, output_path, started_at, finished_at, duration_ms, error, and the rollout route of a call whose
+        tool has a rule (SPEC §17)."""
         return self._client.calls(self.id)
 
     def deliveries(self) -> list[dict]:

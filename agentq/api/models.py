@@ -64,6 +64,8 @@ class CallModel(BaseModel):
     error: CallError | None
     params: dict[str, Any] = Field(default_factory=dict, description="the call's parameters as planned (no meta "
                                    "fields; references unresolved): what a call awaiting approval would do")
+    route: str | None = Field(default=None, description='the rollout route its tool\'s rule gave it (SPEC §17): '
+                              '"<activity>@<version>", "" (the model) or "*" (the usual resolution); absent: no rule')
 
 
 class DeliveryAttempt(BaseModel):

@@ -60,7 +60,7 @@ def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
             "started_at": _iso(started), "finished_at": _iso(finished), "duration_ms": duration, "error": error,
             "params": mask({key: value for key, value in record.call.items() if not key.startswith("_")},
                            hidden.get(record.tool, ())),
-        })
+        } | ({"route": record.route} if record.route is not None else {}))  # its tool's rollout route (SPEC §17)
     return items
 
 

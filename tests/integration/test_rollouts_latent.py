@@ -45,6 +45,8 @@ def test_a_latent_share_is_answered_by_the_model(harness: Harness, anthropic_env
         by = record["state"][f"r{r.index}"]["by"]
         assert (r.mode, by) == ((CallMode.LATENT, "model") if r.route == "" else (CallMode.EXPLICIT, "activity"))
     assert len(anthropic_env.requests) == routes[""]
+    shown = {c["id"]: (c["route"], c["mode"]) for c in handle.calls()}  # the calls view names each one's route
+    assert shown == {r.id: (r.route, r.mode.value) for r in records}
 
     rows = {row["route"]: row for row in counted(client, {"sendEmail": 40})["sendEmail"]["routes"]}
     assert (rows[""]["calls"], rows[""]["success_rate"]) == (routes[""], 1.0)
