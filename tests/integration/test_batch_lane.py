@@ -166,13 +166,14 @@ def test_a_canceled_batch_jobs_batch_is_canceled_and_its_result_ignored(lane: Ha
 def test_an_invalid_priority_is_refused_at_submission_with_its_pointer(lane: Harness, anthropic_env: FakeAnthropic):
     client = lane.client()
     before = store_of(client).recent_jobs(100)
-    for value in (2, "high", True):
+    for value in (4, "high", True):
         with pytest.raises(JobValidationError) as raised:
             client.submit({"context": [{"type": "text", "text": "Go."}], "options": {"priority": value}})
         [problem] = raised.value.problems
         assert problem.pointer == "/options/priority"
-        assert problem.message == ('expected "batch" (the job\'s model requests go through the Message Batches API '
-                                   f"at half price), got {value!r}")
+        assert problem.message == ("expected 1, 2 or 3 (the order of the job's calls against its tenant's others, 1 "
+                                   "first; default 2) or \"batch\" (the job's model requests go through the Message "
+                                   f"Batches API at half price), got {value!r}")
     assert store_of(client).recent_jobs(100) == before
     assert anthropic_env.requests == []
 
