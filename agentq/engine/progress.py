@@ -61,7 +61,14 @@ class JobProgress:
         if commit.job_status is JobStatus.CANCELED and call_id is not None:
             log.info("call %s of job %s ended after its job was canceled: its outcome is recorded, marked "
                      "after_cancel", call_id, job_id)
-        self.dispatch.ended(job_id, _ids(call_id), commit.released)
+        if commit.released:  # they go first; a call's place alone is given back after the job's next step
+            self.dispatch.ended(job_id, _ids(call_id), commit.released)
+        self.step(job_id, commit, call_id)
+        if not commit.released:
+            self.dispatch.ended(job_id, _ids(call_id), [])
+
+    def step(self, job_id: str, commit: Committed, call_id: str | None) -> None:
+        """The job's next step after a commit, when it is due (else a late call's record saved again)."""
         if _step_due(commit.open_calls, commit.job_status, ticking=commit.ticking):
             if commit.kind is JobKind.PLAN:
                 self.finish(job_id, inputs=commit.finish_inputs)
