@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from agentq.errors import AgentQError
+from agentq.errors import AgentQError, JobNotFoundError
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.records import CallRecord, JobInfo, JobKind
@@ -52,7 +52,11 @@ def start_jobs(store: Store, dispatch: Dispatch, progress: Finisher, tenant: str
     pending = list(job_ids)
     while pending:
         job_id = pending.pop(0)
-        info = store.job_info(job_id)
+        try:
+            info = store.job_info(job_id)
+        except JobNotFoundError:  # expired meanwhile: its place goes on
+            pending += store.release_concurrency(tenant, job_id)
+            continue
         event = JobQueued(job_id=job_id, kind=info.kind.value, calls=len(store.call_statuses(job_id)),
                           part=activity_part("Job queued", source="agentq", locale=info.locale))
         if store.start_waiting(job_id, event=event):

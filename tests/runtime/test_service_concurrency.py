@@ -79,3 +79,10 @@ def test_a_canceled_waiting_job_never_sends_and_the_next_one_starts(rig: Rig):
     assert rig.drain(limit=1) == ["done"]
     assert [job_id for job_id, _ in rig.dispatcher.sent] == [holder, third]
     assert rig.drain() == ["done"] and rig.store.job_status(third) is JobStatus.SUCCEEDED
+
+
+def test_a_job_let_in_that_expired_meanwhile_passes_its_place_on(rig: Rig):
+    holder, gone, third = rig.submit(plan(1)), rig.submit(plan(2)), rig.submit(plan(3))
+    del rig.store._jobs[gone]  # its keys expired before its place in line did
+    assert rig.drain(limit=1) == ["done"]
+    assert [job_id for job_id, _ in rig.dispatcher.sent] == [holder, third]
