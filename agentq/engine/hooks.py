@@ -137,12 +137,13 @@ class CallCounter(Protocol):
 
 class CallMetrics(Hook):
     """Counts ended attempts into the process's metrics (`agentq_calls`, `agentq_call_duration_seconds`), which
-    the composition root passes in; `tenant_label` gives a job's `tenant` label (`agentq.metrics.tenants`)."""
+    the composition root passes in; `tenant_label` gives the `tenant` label of a call's tenant (its record carries
+    it; `agentq.metrics.tenants`)."""
 
     def __init__(self, counter: CallCounter, tenant_label: Callable[[str], str] | None = None):
         self.counter = counter
         self.tenant_label = tenant_label
 
     def after_call(self, ended: CallEnded) -> None:
-        tenant = self.tenant_label(ended.job_id) if self.tenant_label is not None else "default"
+        tenant = self.tenant_label(ended.record.tenant) if self.tenant_label is not None else "default"
         self.counter.call_ended(ended.record, ended.status, ended.seconds, tenant=tenant)

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentq.errors import AgentQError
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.settings import Settings
 
@@ -54,30 +50,3 @@ def _file_tenants(path: Path) -> set[str]:
         return set()
     entries = data.values() if isinstance(data, dict) else []
     return {e["tenant"] for e in entries if isinstance(e, dict) and tenant_problem(e.get("tenant")) is None}
-
-
-class JobTenantLabels:
-    """The `tenant` label of a job's calls: its job's tenant read once (then remembered for the last `size` jobs)
-    and labelled by `labels`."""
-
-    def __init__(self, tenant_of: Callable[[str], str], labels: TenantLabels, *, size: int = 4096):
-        self._tenant_of = tenant_of
-        self._labels = labels
-        self._size = size
-        self._known: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __call__(self, job_id: str) -> str:
-        with self._lock:
-            if job_id in self._known:
-                self._known.move_to_end(job_id)
-                return self._known[job_id]
-        try:
-            label = self._labels.label(self._tenant_of(job_id))
-        except AgentQError:  # the store did not answer (or the job expired): counted, under `other`, not remembered
-            return OTHER
-        with self._lock:
-            self._known[job_id] = label
-            while len(self._known) > self._size:
-                self._known.popitem(last=False)
-        return label

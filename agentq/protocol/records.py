@@ -57,6 +57,7 @@ class CallRecord:
     relay: str | None = None  # a module's child job: the parent job its events are relayed to
     route: str | None = None  # the rollout route its tool's rule gave it (SPEC §17): `<activity>@<version>`, ""
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
+    tenant: str = DEFAULT_TENANT  # its job's tenant (SPEC §17): the `tenant` label it is counted under
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -68,7 +69,8 @@ class CallRecord:
             "mode": self.mode.value, "awaited": self.awaited, "instance": self.instance,
             "scopes": list(self.scopes), "needs_log": self.needs_log, "locale": self.locale,
             "task": self.task, "queue": self.queue,
-        } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {})
+        } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {}) \
+            | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {})
 
     def to_task(self) -> dict[str, Any]:
         """What a call's task carries: `to_dict()` without the optional fields that hold their default value
@@ -84,7 +86,7 @@ class CallRecord:
             scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False),
             locale=data.get("locale", "en"),
             task=data.get("task", ""), queue=data.get("queue", ""), relay=data.get("relay"),
-            route=data.get("route"),
+            route=data.get("route"), tenant=data.get("tenant") or DEFAULT_TENANT,
         )
 
 

@@ -37,7 +37,7 @@ from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
 from agentq.metrics.llm import count_request
-from agentq.metrics.tenants import JobTenantLabels, TenantLabels
+from agentq.metrics.tenants import TenantLabels
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
@@ -76,7 +76,7 @@ class Parts:
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
     rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
-    # a job's `tenant` label in the call counters (`metrics/tenants.py`; None: every call is labelled `default`)
+    # a tenant's label in the call counters (`metrics/tenants.py`; None: every call is labelled `default`)
     tenant_labels: Callable[[str], str] | None = None
 
     def close(self) -> None:
@@ -108,7 +108,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), Admission(store, settings))
     modules = ModuleLibrary.from_settings(settings)
-    tenant_labels = JobTenantLabels(lambda job_id: store.job_info(job_id).tenant, TenantLabels.of(settings))
+    tenant_labels = TenantLabels.of(settings).label
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels)]),

@@ -11,7 +11,7 @@ decides which calls go to it before they are routed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentq.protocol.activities import DEFAULT_VERSION, ActivitySpec
@@ -60,7 +60,7 @@ class Routing:
             rules = self.rules()
             if rules:
                 apply_rules(calls, rules, tenant, known)
-        return [self.route(c.record(), known) for c in calls]
+        return [self.route(replace(c.record(), tenant=tenant), known) for c in calls]
 
     def announcement(self, spec: ActivitySpec) -> dict[str, Any]:
         """What a worker announces of an activity it serves: its options, task and queue."""

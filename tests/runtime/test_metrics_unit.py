@@ -135,8 +135,7 @@ def test_each_metrics_counts_into_its_own_registry_and_the_composition_root_inst
         assert parts.metrics is mine
         # the job service's rejections and cancellations (a module's child job ending) count there too
         parts.jobs.progress.hooks.after_call(CallEnded("job_1", _record(CallMode.MODULE, "m"), "failed", 1.0))
-        # (the store cannot be reached here: the job's tenant is unknown, its label `other`)
-        assert mine.calls.labels("(module)", "failed", "other")._value.get() == 1
+        assert mine.calls.labels("(module)", "failed", "default")._value.get() == 1
         assert [f.name for f in render.collect_families(parts) if f.name == "agentq_calls"] == ["agentq_calls"]
     finally:
         parts.close()
