@@ -44,8 +44,15 @@ def sender(harness):
     return app
 
 
+#: Hash tags of fleet-wide keys (admission, rollouts, the batch lane): housekeeping of the fleet, not a job's.
+FLEET_TAGS = ("{admission}", "{rollouts}", "{batch}")
+
+
 def job_keys(client: Client) -> list[str]:
-    return sorted(store_of(client).redis.scan_iter(match=f"{client.settings.namespace}:{{*"))
+    """Every key of a job (`<namespace>:{<job id>}:...`), whatever its id."""
+    namespace = client.settings.namespace
+    keys = store_of(client).redis.scan_iter(match=f"{namespace}:{{*")
+    return sorted(k for k in keys if not k.startswith(tuple(f"{namespace}:{tag}" for tag in FLEET_TAGS)))
 
 
 def assert_nothing_written(client: Client) -> None:
