@@ -13,15 +13,23 @@ its answer into calls to publish. `sweep` (every heartbeat, one process of the f
 places of calls that ended without saying so (a canceled job, a process that died between a call's end and the
 step) and publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died
 before publishing it; a duplicate task is harmless: a claim is taken once).
+
+The place of a call that ended and released nothing is given back off the caller's path, in groups: once a
+`publisher` is set, `ended` only notes the call, and a thread of the process gives back what was noted in the
+last `GIVE_BACK_S` in one step (and publishes the parked calls it admits); the next step this process makes for
+other reasons (a submission, an end that released calls) takes the noted places along. A process that dies with
+places noted leaves them to the sweep, as one dying between a call's end and its step always did.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentq.protocol.admission import AdmissionConfig, Ticket, admission_member, split_member
@@ -40,6 +48,7 @@ log = logging.getLogger("agentq.admission")
 
 Publish = list[tuple[str, CallRecord]]  # (job id, call record) of each call to publish
 KEPT_JOBS = 4096  # jobs whose tenant and priority one process keeps
+GIVE_BACK_S = 0.01  # the places of calls that ended within this long are given back in one step
 
 
 class Admission:
@@ -55,6 +64,8 @@ class Admission:
         self._jobs: LRU[str, tuple[str, int]] = LRU(KEPT_JOBS)
         self._keys: LRU[str, dict[str, CallKey]] = LRU(KEPT_JOBS)  # a job's tools' x-concurrency, by tool
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
+        self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
+        self._noted = _Noted()
 
     def gated(self, record: CallRecord) -> bool:
         """Whether the call waits for admission: an activity's call (not the engine's own)."""
@@ -92,6 +103,7 @@ class Admission:
         out: Publish = [(job_id, r) for r in records if not self.gated(r)]
         if not gated and not ended:
             return out
+        ended = [*ended, *self._noted.take()]  # the places noted go along with the step
         tenant, priority = self._job(job_id) if gated else ("", 0)
         keys = self._call_keys(job_id, gated)
         tickets = [Ticket(member=admission_member(job_id, r.id), queue=r.queue, tenant=tenant, priority=priority,
@@ -100,8 +112,19 @@ class Admission:
         return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
 
     def ended(self, job_id: str, call_ids: Sequence[str], released: Sequence[CallRecord]) -> Publish:
-        """Calls of a job ended (their places go to parked calls) and others became ready: what to publish."""
-        return self.admit(job_id, released, ended=[admission_member(job_id, c) for c in call_ids])
+        """Calls of a job ended (their places go to parked calls) and others became ready: what to publish. With a
+        `publisher` and nothing released, the places are only noted: a thread gives them back soon, in a group."""
+        members = [admission_member(job_id, c) for c in call_ids]
+        if released or self.publisher is None:
+            return self.admit(job_id, released, ended=members)
+        self._noted.add(members, self._give_back)
+        return []
+
+    def _give_back(self) -> None:
+        """Give back the places noted (the thread's turn): the parked calls they admit are published."""
+        members = self._noted.take()
+        if members and self.publisher is not None:
+            self.publisher(self._answer(self.store.admit_calls([], self.config(), ended=members), "", []))
 
     def _call_keys(self, job_id: str, records: Sequence[CallRecord]) -> dict[str, tuple[str, int]]:
         """The concurrency key (as counted) and limit of each call whose tool has `x-concurrency`."""
@@ -182,6 +205,42 @@ class Admission:
                 elif status is CallStatus.READY and member in old:
                     again[job_id].append(call_id)
         return ended, dict(again)
+
+
+class _Noted:
+    """The places of ended calls waiting to be given back, and the thread of the process that gives them back
+    (started on first use, again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._members: list[str] = []
+        self._wake = threading.Condition()
+
+    def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
+        if self._pid != os.getpid():  # a forked child has the lock's state and none of the threads
+            self._pid, self._members, self._wake = os.getpid(), [], threading.Condition()
+            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
+                             daemon=True).start()
+        with self._wake:
+            self._members += members
+            self._wake.notify()
+
+    def take(self) -> list[str]:
+        if not self._members:
+            return []
+        with self._wake:
+            members, self._members = self._members, []
+        return members
+
+    def _run(self, wake: threading.Condition, give_back: Callable[[], None]) -> None:
+        while True:
+            with wake:
+                wake.wait_for(lambda: bool(self._members))
+            time.sleep(GIVE_BACK_S)  # the ends that follow join the group
+            try:
+                give_back()
+            except Exception:  # the places are the sweep's now; the thread goes on with the next ones
+                log.warning("could not give back the places of ended calls", exc_info=True)
 
 
 def _keys_of(tools: dict[str, dict]) -> dict[str, CallKey]:

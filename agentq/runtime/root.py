@@ -106,7 +106,9 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     app = create_app(settings)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
-    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), Admission(store, settings))
+    admission = Admission(store, settings)
+    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
+    admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     modules = ModuleLibrary.from_settings(settings)
     tenant_labels = TenantLabels.of(settings).label
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,

@@ -1,0 +1,55 @@
+"""The places of ended calls (SPEC §17) are given back off the call's path, in groups: `Admission.ended` of a call
+that released nothing only notes its place; the process's admission thread gives back what was noted in one step
+and publishes the parked calls it admits, and the next step the process makes for other reasons takes the noted
+places along (on Redis, a Redis Cluster and the memory store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentq.protocol.records import CallMode, CallRecord
+from agentq.runtime import admission as admission_module
+from agentq.runtime.admission import Admission
+from agentq.settings import Settings
+from tests.integration.procs import wait_for
+from tests.runtime.conftest import Backend
+
+Q = "agentq.activity.work"
+
+
+def record(n: int) -> CallRecord:
+    return CallRecord(id=f"call_{n}", index=n, call={"n": n}, tool="work", activity="work", mode=CallMode.EXPLICIT,
+                      awaited=True, task="agentq.activity.work", queue=Q)
+
+
+def admission(backend: Backend) -> tuple[Admission, list[str]]:
+    adm = Admission(backend.store, Settings(admission_window=2))
+    published: list[str] = []
+    adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
+    adm.know("job_g", "a", None, tools={})
+    return adm, published
+
+
+def test_noted_places_go_along_with_the_next_step_of_the_process(backend: Backend,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(admission_module, "GIVE_BACK_S", 60.0)  # the thread waits: only the next step gives back
+    adm, published = admission(backend)
+    assert [r.id for _, r in adm.admit("job_g", [record(0), record(1), record(2)])] == ["call_0", "call_1"]
+    assert adm.ended("job_g", ["call_0"], []) == [] and adm.ended("job_g", ["call_1"], []) == []
+    assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}  # noted, not given back yet
+    # one step: both places given back, the parked call and the new one admitted (the parked one first)
+    assert [r.id for _, r in adm.admit("job_g", [record(3)])] == ["call_2", "call_3"]
+    assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}
+    assert published == []  # what a step of the process admits is its to publish, not the thread's
+
+
+def test_the_admission_thread_gives_noted_places_back_and_publishes_what_they_admit(backend: Backend):
+    adm, published = admission(backend)
+    assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(4)])] == ["call_0", "call_1"]
+    assert adm.ended("job_g", ["call_0"], []) == [] and adm.ended("job_g", ["call_1"], []) == []
+    wait_for(lambda: len(published) == 2, 10.0, "the parked calls to be published")
+    assert sorted(published) == ["job_g/call_2", "job_g/call_3"]
+    adm.ended("job_g", ["call_2"], [])
+    adm.ended("job_g", ["call_3"], [])
+    wait_for(lambda: not backend.store.admission_counts(), 10.0, "every place to be given back")
+    assert len(published) == 2 and backend.store.parked_queues() == []
