@@ -6,10 +6,12 @@ on the default registries two no-op activities and their tools: `noop` returns i
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentq.protocol.activities import Activity
 from agentq.protocol.tools import Tool
 
-NOOP_TOOL = {
+NOOP_TOOL: dict[str, Any] = {
     "type": "object", "description": "does nothing and returns its index",
     "properties": {"_tool": {"type": "string", "const": "noop"}, "i": {"type": "integer"}, "_output": {}},
 }

@@ -36,9 +36,11 @@ def tool_schema(name: str, *, params: dict | None = None, output: dict | None = 
     return schema
 
 
-def store_of(client: Client) -> StateStore:
-    """The state store behind a client, for assertions on what was written (tests only)."""
-    return client._parts.store
+def store_of(owner: Client | Runtime) -> StateStore:
+    """The Redis state store behind a client or a runtime, for assertions on what was written (tests only)."""
+    store = owner._parts.store if isinstance(owner, Client) else owner.store
+    assert isinstance(store, StateStore), f"{type(store).__name__} is not the Redis state store"
+    return store
 
 
 class Harness:

@@ -12,7 +12,7 @@ import pytest
 
 from agentq.errors import JobValidationError, ToolSchemaError
 from agentq.protocol.admission import admission_member
-from tests.integration.conftest import Harness, tool_schema
+from tests.integration.conftest import Harness, store_of, tool_schema
 from tests.integration.procs import wait_for
 from tests.integration.test_plan_jobs import start_worker
 
@@ -79,7 +79,12 @@ def test_a_tenant_s_max_running_calls_is_never_exceeded_while_others_go_ahead(re
     try:
         ledger = Overlaps()
         harness.tool("work", params={"group": {"type": "string"}})
-        harness.activities.register("work", lambda call: ledger.run(call["group"], call["group"], 0.1) or 1)
+
+        def work(call: dict) -> int:
+            ledger.run(call["group"], call["group"], 0.1)
+            return 1
+
+        harness.activities.register("work", work)
         start_worker(harness, concurrency=6)
         jobs = {tenant: harness.client(tenant=tenant).submit(
             {"calls": [{"_tool": "work", "group": tenant, "_outputPath": f"†state.w{n}"} for n in range(10)]})
@@ -125,7 +130,7 @@ def test_one_tenant_s_burst_does_not_hold_up_another_tenant_s_job(harness: Harne
     proc = worker_procs.start(["procSlow"], pool="threads", concurrency=2)
     worker_procs.wait_live(proc, ["procSlow"])
     client_a, client_b = harness.client(tenant="a"), harness.client(tenant="b")
-    store = harness.runtime().store
+    store = store_of(harness.runtime())
     burst = client_a.submit({"calls": [{"_tool": "procSlow", "seconds": 0.05, "tag": "a", "_outputPath": f"†state.a{n}"}
                                        for n in range(2000)]})
     wait_for(lambda: int(store.redis.get("procs:runs:procSlow:a") or 0) >= 40, 20, "tenant a's burst to be running")
@@ -152,7 +157,7 @@ def test_a_concurrency_key_with_limit_one_never_runs_two_calls_at_once(harness: 
     """Calls of a tool with `x-concurrency: {"key": "†input.account", "limit": 1}`: the activity keeps a ledger in
     Redis of how many of its account's calls run as each starts; another account's calls run beside them."""
     _keyed_tool(harness, "†input.account")
-    redis = harness.runtime().store.redis
+    redis = store_of(harness.runtime()).redis
 
     def charge(call: dict) -> int:
         account = call["n"] // 100  # 1: acme's calls, 2: globex's

@@ -121,7 +121,12 @@ def test_approve_and_reject_on_a_cluster(cluster_harness: Harness, local_cluster
     h = cluster_harness
     ran: list[str] = []
     h.tool("wire", params={"amount": {"type": "number"}})
-    h.activities.register("wire", lambda call: ran.append(f"wire {call['amount']}") or {"wired": call["amount"]})
+
+    def wire(call: dict) -> dict:
+        ran.append(f"wire {call['amount']}")
+        return {"wired": call["amount"]}
+
+    h.activities.register("wire", wire)
     start_worker(h)
     client = h.client()
     ids = ids_on_nodes(local_cluster, "approval", local_cluster.ports[:2])
@@ -157,7 +162,12 @@ def test_cancel_on_a_cluster(cluster_harness: Harness, local_cluster: LocalClust
     h.tool("slow", params={})
     h.tool("after", params={"x": {}})
     h.activities.register("slow", slow)
-    h.activities.register("after", lambda call: ran.append("after") or "never")
+
+    def after(call: dict) -> str:
+        ran.append("after")
+        return "never"
+
+    h.activities.register("after", after)
     start_worker(h)
     client = h.client()
     (job_id,) = ids_on_nodes(local_cluster, "cancel", local_cluster.ports[2:])

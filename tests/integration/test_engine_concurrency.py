@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agentq.client import Client
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
-from tests.integration.conftest import Harness
+from tests.integration.conftest import Harness, store_of
 from tests.integration.procs import WorkerProcs
 
 OUTPUT = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
@@ -57,7 +57,7 @@ def test_200_threads_waiting_on_jobs_share_8_store_connections(harness: Harness)
     harness.worker(concurrency=8)
     client = Client(settings=harness.settings.model_copy(update={"redis_max_connections": 8}))
     harness.on_close(client.close)
-    assert client._parts.store.redis.connection_pool.max_connections == 8
+    assert store_of(client).redis.connection_pool.max_connections == 8
     handles = [client.submit({"calls": [{"_tool": "hold", "i": i, "_outputPath": "†state.i"}]}) for i in range(200)]
     waiting = threading.Semaphore(0)
 

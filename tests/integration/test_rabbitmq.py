@@ -143,7 +143,12 @@ def test_cancel_revokes_a_queued_call_through_the_broadcast(rabbit_harness: Harn
     slow_queue, later_queue = amqp_names.activity("slow"), amqp_names.activity("later")
     h.activities.register("slow", slow, queue=slow_queue)
     later_only = type(h.activities)()
-    later_only.register("later", lambda call: ran.append("later") or "later", queue=later_queue)
+
+    def later(call: dict) -> str:
+        ran.append("later")
+        return "later"
+
+    later_only.register("later", later, queue=later_queue)
     # `later` is known (a worker announced it, then stopped), so its call waits on its queue for a worker
     h.worker(activities=later_only, engine=False).stop()
     slow_only = type(h.activities)()

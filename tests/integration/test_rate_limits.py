@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from agentq.client import Client
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
+from tests.integration.conftest import store_of
 from tests.integration.procs import WorkerProcs, wait_for
 
 OUTPUT = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
@@ -78,7 +79,7 @@ def test_a_429_pauses_every_dispatcher_for_its_retry_after(worker_procs: WorkerP
     with client(redis_url, "a") as a, client(redis_url, "b") as b:
         first = a.submit(job("refused first"))
         assert refused.wait(60)
-        store, model = a._parts.store, Settings().model
+        store, model = store_of(a), Settings().model
         wait_for(lambda: store.redis.hget(store.fleet.llm(model), "paused_until"), 30,
                  "dispatcher a to pause the model for the fleet")
         second = b.submit(job("after the 429"))  # the other process's first request to the model

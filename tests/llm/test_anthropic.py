@@ -7,6 +7,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ SOLUTION = {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†s
 
 
 def request(**kw) -> LLMRequest:
-    base = dict(model="claude-test", system=("agentq instructions", "the job's system text"),
+    base: dict[str, Any] = dict(model="claude-test", system=("agentq instructions", "the job's system text"),
                 messages=({"role": "user", "content": [{"type": "text", "text": "## Data: ¶input\n{}"}]},),
                 solution_schema=SCHEMA, max_tokens=1024)
     base.update(kw)

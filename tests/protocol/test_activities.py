@@ -266,7 +266,7 @@ def test_callable_objects_and_methods(registry: ActivityRegistry) -> None:
     spec = registry.get("async")
     assert spec.is_async
     result = invoke_handler(spec, 1, 2, 3)
-    assert inspect.isawaitable(result)
+    assert inspect.iscoroutine(result)
     assert asyncio.run(result) == ("async", 1)
 
 

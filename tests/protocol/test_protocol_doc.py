@@ -149,7 +149,7 @@ def _plan_table(plan: JobPlan) -> list[list[str]]:
 
 
 def check_job(example: Example, following: list[Example]) -> None:
-    activities = {name: {} for name in example.args.get("activities", "").split(",") if name}
+    activities: dict[str, dict] = {name: {} for name in example.args.get("activities", "").split(",") if name}
     outcome = _outcome(example, following)
     if outcome is not None and outcome.kind == "problems":
         with pytest.raises(JobValidationError) as caught:

@@ -19,7 +19,7 @@ FILE_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "g
 
 def _imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

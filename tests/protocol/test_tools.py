@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -397,11 +398,15 @@ def test_unicode_file(registry: ToolRegistry, tmp_path) -> None:
 def test_the_metaschema_check_is_remembered_for_a_schema_seen_before_but_failures_are_not(monkeypatch) -> None:
     from agentq.protocol import tool_schema as tools_module
 
-    checks = []
+    checks: list[dict] = []
     original = tools_module.Draft202012Validator.check_schema
-    monkeypatch.setattr(tools_module.Draft202012Validator, "check_schema",
-                        lambda schema: checks.append(schema) or original(schema))
-    schema = {"type": "object", "description": "cached check",
+
+    def check_schema(schema: dict) -> None:
+        checks.append(schema)
+        original(schema)
+
+    monkeypatch.setattr(tools_module.Draft202012Validator, "check_schema", check_schema)
+    schema: dict[str, Any] = {"type": "object", "description": "cached check",
               "properties": {"_tool": {"const": "cachedCheck"}, "q": {"type": "string", "minLength": 1},
                              "_output": {"type": "object"}}}
     for _ in range(3):

@@ -4,6 +4,7 @@ exchange, whatever the order the log and the exchanges grow in (SPEC §13: the c
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,8 @@ def message(rng: random.Random, n: int) -> dict:
     if kind == "error":
         call = {"_tool": "t", "id": f"c{n}"}
         return {"type": "error", "data": {"call": call, "error": {"type": "E", "message": "m"}}, "_call": call}
-    written = {"type": "data", "kind": "state", "data": {f"k{n % 4}": n}, "_instance": rng.choice([None, "a"])}
+    written: dict[str, Any] = {"type": "data", "kind": "state", "data": {f"k{n % 4}": n},
+                               "_instance": rng.choice([None, "a"])}
     if kind == "called":
         written.update(_call={"_tool": "t", "id": f"c{n}", "x": n}, _path=f"†state.k{n % 4}", data=n)
     return written
@@ -67,7 +69,12 @@ def test_a_tick_after_a_tick_only_adds_the_new_turns(monkeypatch: pytest.MonkeyP
     built before are kept, never built again."""
     rebuilt = []
     original = Transcript._rebuild
-    monkeypatch.setattr(Transcript, "_rebuild", lambda self: (rebuilt.append(1), original(self)))
+
+    def rebuild(self: Transcript) -> None:
+        rebuilt.append(1)
+        original(self)
+
+    monkeypatch.setattr(Transcript, "_rebuild", rebuild)
     log = [{"type": "text", "role": "user", "text": "go"}]
     transcript = Transcript()
     first = transcript.grow(log, [])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agentq.errors import CallValidationError, InvalidInputError, Problem, UnknownToolError
@@ -68,7 +70,7 @@ def test_valid_calls_return_their_composed_tool(solution: dict) -> None:
 
 
 def test_meta_fields_on_calls(solution: dict) -> None:
-    call = {
+    call: dict[str, Any] = {
         "_tool": "weatherCheck",
         "_activity": "weatherCheck",
         "_reasoningForCall": "The user asked for the weather.",

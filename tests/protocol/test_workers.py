@@ -8,6 +8,7 @@ import inspect
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -36,7 +37,7 @@ def check_output(name: str, result: object) -> None:
     Draft202012Validator(tool_schema(name)["properties"]["_output"]).validate(result)
 
 
-ORDER = {
+ORDER: dict[str, Any] = {
     "id": "ord_1",
     "customer": {"name": " Ada Lovelace ", "email": "Ada@Example.COM"},
     "currency": "eur",
@@ -397,7 +398,7 @@ def run_plan_in_process(path: Path) -> tuple[dict, dict, list[str]]:
             context = ScopedContext.build(index, call.scopes, call.instance)
             try:
                 result = invoke_handler(Activity.get(call.activity), params, tools[call.tool], context)
-                if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
                     result = asyncio.run(result)
                 check_output(call.tool, result)
                 messages = output_messages(params, result, call_id=call.id, date="2024-01-01T00:00:00Z")

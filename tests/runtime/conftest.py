@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
+from agentq.store.base import Store
 from tests.runtime.memory_store import ManualClock, MemoryStore
 
 
@@ -64,10 +65,14 @@ class Recorder:
         return [r.id for _, r in self.sent]
 
 
-class Rig:
-    """A job service and an executor sharing one MemoryStore and one recording dispatcher."""
+S = TypeVar("S", bound=Store)
 
-    def __init__(self, store: MemoryStore, settings: Settings | None = None, **executor: Any):
+
+class Rig(Generic[S]):
+    """A job service and an executor sharing one store (a MemoryStore, or a StateStore on real Redis) and one
+    recording dispatcher."""
+
+    def __init__(self, store: S, settings: Settings | None = None, **executor: Any):
         self.store = store
         self.dispatcher = Recorder()
         self.tools = ToolRegistry()
@@ -105,7 +110,7 @@ class Rig:
 
     def drain(self, limit: int = 50) -> list[str]:
         """Run every dispatched record not run yet (retries run again at once); the outcomes' statuses."""
-        statuses = []
+        statuses: list[str] = []
         while self._next < len(self.dispatcher.sent) and limit:
             job_id, record = self.dispatcher.sent[self._next]
             outcome = self.executor.run_call(job_id, record.id, record=record)

@@ -34,7 +34,7 @@ from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 from tests.runtime.conftest import tool_schema
-from tests.runtime.memory_store import MemoryStore
+from tests.runtime.memory_store import ManualClock, MemoryStore
 
 ANSWER_USAGE = Usage(requests=1, input_tokens=100, output_tokens=20)
 
@@ -138,6 +138,13 @@ class Engine:
         self.outcomes: list[tuple[str, Outcome]] = []
         self.waits: list[float] = []  # what tick tasks asked to wait before their next attempt
 
+    @property
+    def clock(self) -> ManualClock:
+        """The store's clock, which the rig moves on (a `ManualClock`, the memory store's default)."""
+        clock = self.store.clock
+        assert isinstance(clock, ManualClock), "the rig moves only a ManualClock"
+        return clock
+
     def activity(self, name: str, fn: Callable[..., Any], params: dict | None = None, *,
                  required: tuple[str, ...] = (), **options: Any) -> None:
         """Register a tool (its `required` parameters) and the activity that serves it (its runs counted; `fn`
@@ -157,7 +164,7 @@ class Engine:
     def run(self, limit: int = 200, *, wait: bool = False) -> list[str]:
         """Deliver the queued tasks in order until none is left (a retry goes to the back at once; with `wait`, the
         store's clock first moves on by the wait it asked for); the calls' outcomes."""
-        statuses = []
+        statuses: list[str] = []
         while self.dispatcher.queue and limit:
             limit -= 1
             task = self.dispatcher.queue.popleft()
@@ -176,7 +183,7 @@ class Engine:
     def _later(self, task: Task, delay: float) -> None:
         """A task that retries: at the back of the queue, once the store's clock moved on by `delay`."""
         if delay > 0:
-            self.store.clock.advance(delay)
+            self.clock.advance(delay)
         self.dispatcher.queue.append(task)
 
     def _deliver(self, task: Task) -> Outcome:

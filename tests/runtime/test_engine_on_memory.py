@@ -6,8 +6,9 @@ Milliseconds each: no Redis, no Celery (the same paths on real parts live in tes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,16 @@ def engines() -> Iterator[list[Engine]]:
     yield made
     for engine in made:
         engine.close()
+
+
+def _counted(step: Callable[..., Any], name: str, steps: list[str]) -> Callable[..., Any]:
+    """`step`, its name appended to `steps` at each call."""
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        steps.append(name)
+        return step(*args, **kwargs)
+
+    return counted
 
 
 def engine(engines: list[Engine], **options) -> Engine:
@@ -65,7 +76,7 @@ def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines:
     rig.activity("flaky", down, retries=2, retry_backoff=0.5)
     job_id = rig.service.submit({"calls": [{"_tool": "flaky", "_outputPath": "†state.r"}]})
     assert rig.run() == ["retry", "retry", "failed"]
-    delays = [o.retry_in for _, o in rig.outcomes if o.status == "retry"]
+    delays = [o.retry_in or 0.0 for _, o in rig.outcomes if o.status == "retry"]  # None fails the bounds
     assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0  # backoff * 2**(attempt-1), jittered
     events = rig.events(job_id)
     assert [e["attempt"] for e in events if e["event"] == "call.retrying"] == [1, 2]
@@ -82,7 +93,7 @@ def test_an_idempotent_activity_runs_ahead_and_settles_in_one_step(engines: list
     steps: list[str] = []
     for name in ("claim", "settle"):
         step = getattr(rig.store, name)
-        setattr(rig.store, name, lambda *a, _step=step, _name=name, **k: steps.append(_name) or _step(*a, **k))
+        setattr(rig.store, name, _counted(step, name, steps))
     job_id = rig.service.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"}
                                            for i in range(3)]})
     assert rig.run() == ["done"] * 3
@@ -149,7 +160,7 @@ def test_a_tick_whose_lease_lapsed_during_its_request_asks_again_instead_of_leav
 
     def answer(request: LLMRequest) -> dict:
         if len(model.requests) == 1:
-            rig.store.clock.advance(31)  # longer than the tick's lease (30 s), with no renewal
+            rig.clock.advance(31)  # longer than the tick's lease (30 s), with no renewal
         return {"calls": [], "output": {"answer": "mild"}}
 
     model = ScriptedModel(answer)
@@ -185,8 +196,10 @@ def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines:
     rig.run()
     assert rig.store.record(job_id).result == {"answer": "mild"}
     assert reads == [(0, 0, 2, 0), (2, 0, 1, 1), (3, 1, 1, 1)]  # the context; then one exchange and one result each
-    log = [json.loads(m) for m in rig.store._get(job_id).log]
-    exchanges = [Exchange.from_dict(json.loads(e)) for e in rig.store._get(job_id).exchanges]
+    state = rig.store._get(job_id)
+    assert state is not None
+    log = [json.loads(m) for m in state.log]
+    exchanges = [Exchange.from_dict(json.loads(e)) for e in state.exchanges]
     assert model.requests[2].messages == tick_messages(log, exchanges[:2])
 
 

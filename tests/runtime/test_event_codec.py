@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -65,7 +65,7 @@ def started(locale: str = "en", *, display: dict | None = None, arguments: dict 
 def finished(result: Any, *, locale: str = "en", display: dict | None = None, error: str | None = None,
              name: str = "weather", started_at: float = 1_795_475_605.4950, finished_at: float = 1_795_475_605.4961,
              **fields: Any) -> dict:
-    status = "error" if error else "success"
+    status: Literal["success", "error"] = "error" if error else "success"
     technical = technical_details(name, {"city": "Paris"}, None if error else result, started_at, finished_at,
                                   status, error)
     part = tool_result_part(call_id=CALL, name=name, content=error or result, is_error=bool(error), source="agentq",

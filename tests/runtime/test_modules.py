@@ -357,7 +357,12 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[tuple[str, type[_Handler]]]:
     """A real HTTP server on 127.0.0.1 (a free port); yields its base URL and the handler class (routes, hits)."""
-    handler = type("Handler", (_Handler,), {"routes": {}, "hits": []})
+
+    class Handler(_Handler):  # routes and hits of this server's own
+        routes: ClassVar[dict[str, tuple[int, dict[str, str], bytes]]] = {}
+        hits: ClassVar[list[str]] = []
+
+    handler = Handler
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -6,7 +6,7 @@ processes is tests/integration/test_outages.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -14,6 +14,7 @@ from agentq.errors import StoreUnavailableError
 from agentq.protocol.status import JobStatus
 from agentq.runtime.outages import PatientStore, store_backoff_s
 from agentq.settings import Settings
+from agentq.store.base import Store
 from tests.runtime.conftest import Rig
 from tests.runtime.memory_store import ManualClock, MemoryStore
 
@@ -154,7 +155,8 @@ def test_a_result_is_held_while_its_commit_cannot_reach_the_store(rig: Rig, flak
     assert flaky.calls["commit"] == 5  # 3 failed tries, then first's commit and second's
     assert list(outputs(rig, job_id).values()) == [1, 1]
     assert rig.store.record(job_id).state == {"x": 1, "a": 2, "b": 4}
-    assert rig.executor.store.retried_steps == 1
+    patient = rig.executor.store
+    assert isinstance(patient, PatientStore) and patient.retried_steps == 1
 
 
 def test_a_commit_whose_reply_was_lost_is_not_written_twice_and_its_successor_is_sent(rig: Rig, flaky: FlakyStore):
@@ -292,7 +294,7 @@ def test_a_patient_step_is_wrapped_once_and_again_when_the_store_changes_it(monk
 
     monkeypatch.setattr(functools, "wraps", counted_wraps)
     inner = Steps()
-    patient = PatientStore(inner, 1.0)
+    patient = PatientStore(cast(Store, inner), 1.0)  # a stand-in with the one step this test takes
     assert [patient.claim(n) for n in range(5)] == [f"claimed {n}" for n in range(5)]
     assert made == ["claim"] and patient.claim is patient.claim
     inner.claim = lambda n: f"replaced {n}"  # type: ignore[method-assign]

@@ -16,19 +16,19 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
-from agentq.store.replies import SettleOutcome
+from agentq.store.replies import SettleOutcome, SettleStaleTool
 from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig, tool_schema
 
 pytestmark = pytest.mark.timeout(20)
 
 
-class SignedRig(Rig):
+class SignedRig(Rig[StateStore]):
     """A rig on real Redis whose executor checks signatures; `drain` delivers each task signed."""
 
     def __init__(self, store: StateStore):
         self.signer = TaskSigner(store.task_signing_key)
-        super().__init__(store, Settings(), signer=self.signer)  # type: ignore[arg-type]
+        super().__init__(store, Settings(), signer=self.signer)
         self.steps: Counter[str] = Counter()
         for name in ("claim", "commit", "settle"):
             self._count(store, name)
@@ -135,8 +135,12 @@ def test_idempotent_calls_settle_on_a_redis_cluster(local_cluster: Any):
 
 def test_a_task_not_signed_by_agentq_is_claimed_first_and_runs_the_stored_call(rig: SignedRig):
     seen: list[Any] = []
-    rig.activity("noop", lambda call: seen.append(call["i"]) or call["i"], {"i": {"type": "integer"}},
-                 idempotent=True)
+
+    def noop(call: dict) -> Any:
+        seen.append(call["i"])
+        return call["i"]
+
+    rig.activity("noop", noop, {"i": {"type": "integer"}}, idempotent=True)
     job_id = rig.submit({"calls": calls(3)})
     (_, first), (_, second), (_, third) = rig.dispatcher.sent
     assert rig.deliver(job_id, first) == "done"  # now the process has the tool
@@ -243,7 +247,7 @@ def test_the_settle_step_writes_nothing_unless_it_may(rig: SignedRig, case: str)
     rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}}, idempotent=True)
     job_id = rig.submit({"calls": calls(1)})
     _, record = rig.dispatcher.sent[0]
-    store: StateStore = rig.store  # type: ignore[assignment]
+    store = rig.store
     tool_json = store.redis.hget(store.keys(job_id).tools, "noop")
     tool_sha = __import__("hashlib").sha1(tool_json.encode()).hexdigest()
     record_sha = record_digest(record)
@@ -260,5 +264,5 @@ def test_the_settle_step_writes_nothing_unless_it_may(rig: SignedRig, case: str)
     expected = SettleOutcome.STALE_TOOL if case == "tool" else SettleOutcome.OTHER
     assert settle.outcome is expected
     if case == "tool":
-        assert settle.tool == json.loads(tool_json)
+        assert isinstance(settle, SettleStaleTool) and settle.tool == json.loads(tool_json)
     assert snapshot(store, job_id) == before

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from agentq.protocol.records import WorkerAnnouncement
+from agentq.protocol.status import JobStatus
 from agentq.store.codecs import dumps, now_iso
 from agentq.store.fleet import known_view, live_view, seen_activities
-from agentq.store.views import WorkerBeat
+from agentq.store.views import FleetStats, WorkerBeat
 from tests.runtime.memory_store.core import MemoryCore
 
 
@@ -78,6 +80,28 @@ class Fleet(MemoryCore):
     def tool_conflicts(self) -> dict[str, dict]:
         with self._changed:
             return {k: json.loads(v) for k, v in self._tool_conflicts.items()}
+
+    def fleet_stats(self, *, sample: int = 256) -> FleetStats:
+        """`StatsSteps.fleet_stats` read off the jobs kept (`sample` has no use here: nothing is left behind):
+        jobs active, their calls awaiting approval, and the jobs ended by final status (and tenant)."""
+        active = awaiting = 0
+        totals: Counter[tuple[str, ...]] = Counter()
+        with self._changed:
+            for job_id in list(self._jobs):
+                state = self._get(job_id)
+                if state is None or not state.job.get("status"):
+                    continue
+                status = JobStatus(state.job["status"])
+                if status.is_active and not state.done:
+                    active += 1
+                    awaiting += int(state.job.get("awaiting") or 0)
+                elif status.is_final:
+                    totals[(status.value, state.job.get("tenant", "default"))] += 1
+        by_status: Counter[str] = Counter()
+        for (status_value, _), count in totals.items():
+            by_status[status_value] += count
+        return FleetStats(jobs_active=active, approvals_pending=awaiting, jobs_total=dict(by_status),
+                          jobs_by_tenant=dict(totals))
 
     # ------------------------------------------------------------------------ node names (store/fleet.py)
 
