@@ -113,7 +113,8 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.02) -> Any:
 def run_case(redis_url: str, admin: Any, profile: str, system: str, kill: str, *, seconds: float,
              max_wait: float, logs: Path) -> Case:
     env = PROFILES[profile]
-    settings = Settings(redis_url=redis_url, **{k.removeprefix("AGENTQ_").lower(): v for k, v in env.items()})
+    overrides: dict[str, Any] = {k.removeprefix("AGENTQ_").lower(): v for k, v in env.items()}  # parsed by Settings
+    settings = Settings(redis_url=redis_url, **overrides)
     sweep = settings.unacked_restore_s or min(60.0, max(0.5, settings.visibility_timeout_s / 4))
     bound = settings.lease_s if kill == "child" else settings.visibility_timeout_s + sweep
     if system == "celery" and kill == "child":

@@ -54,7 +54,7 @@ def compose() -> list[str]:
     return _compose_command()
 
 
-def _config(compose: list[str], path: Path = COMPOSE_FILE, **env: str) -> subprocess.CompletedProcess:
+def _config(compose: list[str], path: Path = COMPOSE_FILE, /, **env: str) -> subprocess.CompletedProcess:
     environment = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), **env}
     return subprocess.run([*compose, "-f", str(path), "--project-directory", str(ROOT), "config"],
                           capture_output=True, text=True, env=environment, timeout=120)

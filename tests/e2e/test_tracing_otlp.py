@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -122,7 +122,15 @@ def receiver() -> Iterator[Receiver]:
         found.close()
 
 
-def otel_env(receiver: Receiver, service: str) -> dict[str, str]:
+class OtelEnv(TypedDict):
+    """The OTLP variables of one process (a TypedDict: passed as `**` keywords, none of them a typed parameter)."""
+
+    OTEL_EXPORTER_OTLP_ENDPOINT: str
+    OTEL_SERVICE_NAME: str
+    OTEL_BSP_SCHEDULE_DELAY: str
+
+
+def otel_env(receiver: Receiver, service: str) -> OtelEnv:
     return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_SERVICE_NAME": service,
             "OTEL_BSP_SCHEDULE_DELAY": "100"}  # the batch processor sends every 0.1 s (default 5 s)
 
@@ -142,7 +150,8 @@ def test_api_dispatcher_and_worker_export_one_trace_per_job_through_otlp(
     worker_procs.wait_dispatcher(dispatcher)
     port = free_port()
     api = Process("api", "--port", str(port), "--no-auth",
-                  env={"AGENTQ_REDIS_URL": redis_url, **otel_env(receiver, "agentq-api")})
+                  env={"AGENTQ_REDIS_URL": redis_url,
+                       **{name: str(value) for name, value in otel_env(receiver, "agentq-api").items()}})
     try:
         from tests.api_server import ApiServer
 

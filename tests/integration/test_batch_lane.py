@@ -5,9 +5,11 @@ at half price, grouped across jobs, with nothing waiting for them. The real `ant
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anthropic
 import pytest
+from anthropic.types import ToolUseBlock
 
 from agentq.engine.batch import BatchRound
 from agentq.errors import JobValidationError
@@ -26,7 +28,7 @@ MODEL = "claude-sonnet-4-6"
 USAGE = {"input_tokens": 2000, "output_tokens": 300, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 SUMMARIZE = tool_schema("summarize", params={"text": {"type": "string"}}, output={"type": "string"},
                         required=["text"])  # no activity serves it: the model answers (a latent call)
-LANE = {"batch_poll_s": 0.2, "batch_max_age_s": 1.0, "batch_max_requests": 1000}
+LANE: dict[str, Any] = {"batch_poll_s": 0.2, "batch_max_age_s": 1.0, "batch_max_requests": 1000}
 
 
 def full_price(usage: dict) -> float:
@@ -81,7 +83,10 @@ def test_a_fake_batch_ends_after_its_delay_with_results_by_custom_id_and_a_cance
     assert ended.results_url and ended.request_counts.succeeded == 1 and ended.request_counts.expired == 1
     results = {line.custom_id: line.result for line in client.messages.batches.results(batch.id)}
     assert results["late"].type == "expired"
-    assert results["first"].type == "succeeded" and results["first"].message.content[0].input == {"output": "ok"}
+    first = results["first"]
+    assert first.type == "succeeded"
+    block = first.message.content[0]
+    assert isinstance(block, ToolUseBlock) and block.input == {"output": "ok"}
     other = client.messages.batches.create(requests=[entry("x")])  # type: ignore[list-item]
     assert client.messages.batches.cancel(other.id).processing_status == "canceling"
     assert client.messages.batches.retrieve(other.id).request_counts.canceled == 1

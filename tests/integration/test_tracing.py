@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,18 @@ def parent_of(span: ReadableSpan, found: tuple[ReadableSpan, ...]) -> ReadableSp
     return next((s for s in found if s.context.span_id == span.parent.span_id), None)
 
 
+def parent(span: ReadableSpan, found: tuple[ReadableSpan, ...]) -> ReadableSpan:
+    """The span's parent, which must be among `found`."""
+    found_parent = parent_of(span, found)
+    assert found_parent is not None, f"the parent of {span.name} was not exported"
+    return found_parent
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    """The span's attributes (none: an empty dict)."""
+    return dict(span.attributes or {})
+
+
 def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
         harness: Harness, anthropic_env: FakeAnthropic, spans: InMemorySpanExporter):
     harness.tool("weather", params={"city": {"type": "string"}, "card": {"type": "string"}},
@@ -87,32 +100,32 @@ def test_an_agent_job_is_one_trace_continued_from_the_submitters_traceparent(
     assert {s.context.trace_id for s in found} == {CLIENT_TRACE}  # one trace: the submitter's
     (submit,) = by_name(found, "submit job")
     assert submit.parent is not None and submit.parent.span_id == CLIENT_SPAN
-    assert submit.attributes["agentq.job.id"] == record["id"]
+    assert attrs(submit)["agentq.job.id"] == record["id"]
     ticks = by_name(found, "invoke_agent")  # a tick whose lease lapsed under load is made again: same number
-    assert {t.attributes["agentq.tick"] for t in ticks} == {0, 1}
+    assert {attrs(t)["agentq.tick"] for t in ticks} == {0, 1}
     assert all(parent_of(t, found) is submit for t in ticks)
     chats = by_name(found, "chat claude-sonnet-4-6")
     assert len(chats) >= 3
     weather_call, = by_name(found, "execute_tool weather")
     summarize_call, = by_name(found, "execute_tool summarize")
     # the tick's calls are its children (summarize was released by weather's commit: still the tick's)
-    first = [t for t in ticks if t.attributes["agentq.tick"] == 0]
+    first = [t for t in ticks if attrs(t)["agentq.tick"] == 0]
     assert parent_of(weather_call, found) in first and parent_of(summarize_call, found) in first
-    assert weather_call.attributes["gen_ai.tool.call.id"].startswith("call_")
-    assert weather_call.attributes["gen_ai.tool.name"] == "weather"
+    assert attrs(weather_call)["gen_ai.tool.call.id"].startswith("call_")
+    assert attrs(weather_call)["gen_ai.tool.name"] == "weather"
     (run,) = by_name(found, "activity weather")
     assert parent_of(run, found) is weather_call
-    assert "gen_ai.tool.call.arguments" not in run.attributes  # parameter values only when opted in
+    assert "gen_ai.tool.call.arguments" not in attrs(run)  # parameter values only when opted in
     # two model requests made by the ticks, one by the latent call
-    assert sorted({parent_of(c, found).name for c in chats}) == ["execute_tool summarize", "invoke_agent"]
+    assert sorted({parent(c, found).name for c in chats}) == ["execute_tool summarize", "invoke_agent"]
     assert len([c for c in chats if parent_of(c, found) is summarize_call]) == 1
     for chat in chats:
-        assert chat.attributes["gen_ai.operation.name"] == "chat"
-        assert chat.attributes["gen_ai.provider.name"] == "anthropic"
-        assert chat.attributes["gen_ai.request.model"] == "claude-sonnet-4-6"
-        assert chat.attributes["gen_ai.response.finish_reasons"] == ("tool_use",)
-    assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
-    assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) == record["usage"]["output_tokens"]
+        assert attrs(chat)["gen_ai.operation.name"] == "chat"
+        assert attrs(chat)["gen_ai.provider.name"] == "anthropic"
+        assert attrs(chat)["gen_ai.request.model"] == "claude-sonnet-4-6"
+        assert attrs(chat)["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert sum(attrs(c)["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
+    assert sum(attrs(c)["gen_ai.usage.output_tokens"] for c in chats) == record["usage"]["output_tokens"]
 
 
 def test_a_call_an_approval_lets_run_continues_its_jobs_trace(harness: Harness, spans: InMemorySpanExporter):
@@ -150,12 +163,12 @@ def test_a_module_calls_child_job_is_traced_under_the_parents_call(
     found = finished(spans, {"submit job": 2, "invoke_agent": 4, "execute_tool research": 1,
                                     "execute_tool lookup": 1})
     assert {s.context.trace_id for s in found} == {CLIENT_TRACE}
-    (parent_submit,) = [s for s in by_name(found, "submit job") if s.attributes["agentq.job.id"] == record["id"]]
+    (parent_submit,) = [s for s in by_name(found, "submit job") if attrs(s)["agentq.job.id"] == record["id"]]
     (child_submit,) = [s for s in by_name(found, "submit job") if s is not parent_submit]
     (module_call,) = by_name(found, "execute_tool research")
     assert parent_of(parent_submit, found) is None  # the client's span, not exported here
-    assert parent_of(module_call, found).name == "invoke_agent"
-    assert parent_of(parent_of(module_call, found), found) is parent_submit
+    assert parent(module_call, found).name == "invoke_agent"
+    assert parent_of(parent(module_call, found), found) is parent_submit
     assert parent_of(child_submit, found) is module_call  # the child job's whole tree hangs under the call
     child_ticks = [t for t in by_name(found, "invoke_agent") if parent_of(t, found) is child_submit]
     assert len(child_ticks) == 2
@@ -164,4 +177,4 @@ def test_a_module_calls_child_job_is_traced_under_the_parents_call(
     chats = by_name(finished(spans, {"chat claude-sonnet-4-6": 4}), "chat claude-sonnet-4-6")
     assert len([c for c in chats if parent_of(c, found) in child_ticks]) == 2
     # the child's requests count in the parent's usage (SPEC §8), and so do their spans
-    assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
+    assert sum(attrs(c)["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
