@@ -30,6 +30,7 @@ from agentq.client import Client
 from agentq.embedded import RedisServer
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
+from agentq.store.state import StateStore
 from tests.integration.conftest import tool_schema
 from tests.integration.rabbitmq import AmqpNames, rabbitmq_url, unreachable_reason
 
@@ -44,7 +45,9 @@ def measure(settings: Settings, *, n: int, repeat: int, confirm: bool | None = N
         app.conf.broker_transport_options = {**app.conf.broker_transport_options, "confirm_publish": confirm}
     queue = f"{settings.engine_queue}.far"
     # `far` is known on its own queue (a worker announced it once), so its calls are explicit and wait there
-    client._parts.store.redis.hset(client._parts.store.fleet.activities, "far", json.dumps(
+    store = client._parts.store
+    assert isinstance(store, StateStore), "the benchmark writes to the Redis state store"
+    store.redis.hset(store.fleet.activities, "far", json.dumps(
         {"name": "far", "queue": queue, "task": "agentq.activity.far", "last_seen": time.time()}))
     job = {"calls": [{"_tool": "far", "n": i, "_outputPath": f"†state.n{i}"} for i in range(n)]}
     try:
@@ -74,7 +77,8 @@ def main() -> int:
         names = AmqpNames(url)
         engine = names.queue("engine")
         names.queue("engine.far")
-        cases = [("redis", Settings(redis_url=redis_server.url, engine_queue=engine), None)]
+        on_redis = Settings(redis_url=redis_server.url, engine_queue=engine)
+        cases: list[tuple[str, Settings, bool | None]] = [("redis", on_redis, None)]  # None: confirms do not apply
         reason = unreachable_reason(url)
         if reason is None:
             rabbit = Settings(redis_url=redis_server.url, broker_url=url, engine_queue=engine)

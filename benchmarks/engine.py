@@ -59,7 +59,7 @@ from agentq.settings import Settings  # noqa: E402
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest  # noqa: E402
 
 OUTPUT = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
-GOING_ON = {"calls": [], "output": None}
+GOING_ON: dict[str, Any] = {"calls": [], "output": None}
 FINAL = {"calls": [], "output": {"done": True}}
 CLIENT_THREADS = 16
 

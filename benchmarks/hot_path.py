@@ -32,8 +32,6 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
-from bench_activities import NOOP_TOOL  # noqa: E402
-
 from agentq.client import Client  # noqa: E402
 from agentq.embedded import RedisServer  # noqa: E402
 from agentq.engine.caches import solution_for  # noqa: E402
@@ -47,6 +45,9 @@ from agentq.protocol.writes import output_messages  # noqa: E402
 from agentq.runtime.app import call_pointer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 from agentq.store.codecs import dumps, entry, now_iso, record_digest  # noqa: E402
+from agentq.store.replies import Claimed  # noqa: E402
+from agentq.store.state import StateStore  # noqa: E402
+from benchmarks.bench_activities import NOOP_TOOL  # noqa: E402
 
 
 class Clock:
@@ -66,6 +67,7 @@ class Clock:
 
 def run_round(client: Client, calls: int, clock: Clock) -> None:
     store = client._parts.store
+    assert isinstance(store, StateStore), "the benchmark reads the Redis state store"
     handle = client.submit({"calls": [{"_tool": "noop", "i": i, "_outputPath": f"†state.r{i}"} for i in range(calls)]})
     job_id = handle.id
     records = list(store.call_records(job_id).values())
@@ -92,7 +94,7 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
         with clock("claim: one EVALSHA round trip"):
             claim = store.claim(job_id, call_id, token=token, lease_ms=30_000, job_started=started, record=carried,
                                 record_sha=digest, tool_sha=tool_sha, start_events=ahead)
-        assert claim.outcome.value == "claimed", claim
+        assert isinstance(claim, Claimed), claim
         tool_sha = claim.tool_sha or tool_sha
         with clock("output messages"):
             messages = output_messages(carried.call, carried.call["i"], call_id=call_id, date=now_iso())

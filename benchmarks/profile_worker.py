@@ -38,10 +38,9 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
-from throughput import AgentQ, WorkerProcess, chain_job, independent_job  # noqa: E402
-
 from agentq.embedded import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
+from benchmarks.throughput import AgentQ, WorkerProcess, chain_job, independent_job  # noqa: E402
 
 # Parts of a call's handling, by the frames that mark them (the first match from the innermost frame out).
 PARTS = [

@@ -77,6 +77,7 @@ from agentq.embedded import RedisServer  # noqa: E402
 from agentq.protocol.records import WorkerAnnouncement  # noqa: E402
 from agentq.protocol.tools import ToolRegistry  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
+from agentq.store.state import StateStore  # noqa: E402
 
 PARK_QUEUE = "bench.park"
 
@@ -319,7 +320,7 @@ class Bare:
     """The producer side of bare Celery (the worker is `bench_bare.py` in its own process)."""
 
     def __init__(self, counter: Path):
-        import bench_bare
+        from benchmarks import bench_bare
 
         self.module = bench_bare
         self.app = bench_bare.app
@@ -395,12 +396,13 @@ def parked_independent_job(n: int) -> dict:
 
 class AgentQ:
     def __init__(self, settings: Settings):
-        from bench_activities import PARK_TOOL
+        from benchmarks.bench_activities import PARK_TOOL
 
         tools = ToolRegistry()
         tools.register("park", PARK_TOOL)
         self.client = Client(settings=settings, tools=tools)
         self.store = self.client._parts.store
+        assert isinstance(self.store, StateStore), "the benchmark counts the Redis state store's round trips"
         self.trips = RoundTrips(self.store.redis)
 
     def park(self) -> None:
@@ -575,7 +577,11 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
     m = min(n, 400)
     for name, job_size in (("h_job", m), ("h_one", 1)):
         k0, _ = aq.trips.snapshot()
-        _, requests = monitored(url, admin, lambda size=job_size: aq.run(independent_job(size)))
+
+        def run_job(size: int = job_size) -> tuple[float, float, dict]:
+            return aq.run(independent_job(size))
+
+        _, requests = monitored(url, admin, run_job)
         k1, _ = aq.trips.snapshot()
         r[name] = (requests, k1 - k0)
     r["h_size"] = m

@@ -761,6 +761,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         disable_nagle_algorithm = True  # small SSE writes go out at once (else ~40 ms per answer)
         protocol_version = "HTTP/1.1"
+        raw_requestline: bytes  # set by `handle_one_request` before `parse_request` (not in the stubs)
 
         def log_message(self, format: str, *args: Any) -> None:  # keep the test output quiet
             pass
@@ -771,7 +772,7 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             of the fake's CPU per request, CPU taken from what a benchmark measures on the same machine. Anything
             else (another HTTP version, a malformed line, too many or too long headers) is a 400. No
             ``Expect: 100-continue`` (the SDK sends none)."""
-            self.command, self.request_version, self.close_connection = None, "HTTP/1.1", True
+            self.command, self.request_version, self.close_connection = "", "HTTP/1.1", True  # no command yet
             self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
             words = self.requestline.split()
             if len(words) != 3 or words[2] not in ("HTTP/1.0", "HTTP/1.1"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -30,8 +30,8 @@ def chain(*texts: str) -> dict:
 def raw_keys(harness) -> set[str]:
     client = redis.Redis.from_url(harness.settings.redis_url, decode_responses=True)
     try:
-        return {k for k in client.keys("agentq:*") if not k.startswith(("agentq:worker", "agentq:activities",
-                                                                        "agentq:tools"))}
+        keys = cast(list[str], client.keys("agentq:*"))  # decode_responses=True: str, which redis-py's types miss
+        return {k for k in keys if not k.startswith(("agentq:worker", "agentq:activities", "agentq:tools"))}
     finally:
         client.close()
 

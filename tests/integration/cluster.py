@@ -167,8 +167,9 @@ class SentinelGroup:
     def start(self) -> SentinelGroup:
         try:
             self.first.start()
-            self.second = RedisServer(extra_args=(*_REPLICATION, "--replicaof", HOST, str(self.first.port))).start()
-            _wait(lambda: self._replication(self.second.port).get("master_link_status") == "up", 30,
+            second = self.second = RedisServer(extra_args=(*_REPLICATION, "--replicaof", HOST,
+                                                           str(self.first.port))).start()
+            _wait(lambda: self._replication(second.port).get("master_link_status") == "up", 30,
                   "the replica to sync with its master")
             self.sentinel = RedisServer(
                 config=(f"sentinel monitor {MASTER_NAME} {HOST} {self.first.port} 1\n"

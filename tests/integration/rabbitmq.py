@@ -74,7 +74,8 @@ class AmqpNames:
     def cleanup(self) -> None:
         from kombu import Connection
 
-        steps = [(delete, name, {}) for name in self.queues for delete in ("queue_delete", "exchange_delete")]
+        steps: list[tuple[str, str, dict[str, bool]]] = [
+            (delete, name, {}) for name in self.queues for delete in ("queue_delete", "exchange_delete")]
         steps += [(delete, name, {"if_unused": True, **({"if_empty": True} if delete == "queue_delete" else {})})
                   for name in self.defaults for delete in ("queue_delete", "exchange_delete")]
         with Connection(self.url) as connection:

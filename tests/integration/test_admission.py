@@ -99,14 +99,16 @@ def test_a_tenant_s_max_running_calls_is_never_exceeded_while_others_go_ahead(re
         harness.close()
 
 
-def test_an_admitted_call_its_publisher_never_sent_is_published_by_the_sweep(admitting: Harness):
+def test_an_admitted_call_its_publisher_never_sent_is_published_by_the_sweep(admitting: Harness,
+                                                                            monkeypatch: pytest.MonkeyPatch):
     admitting.tool("echo", params={"x": {"type": "integer"}})
     admitting.activities.register("echo", lambda call: call["x"])
     client = admitting.client()
     worker = start_worker(admitting)
     store = worker.runtime.store
     dispatcher = client._parts.dispatcher
-    dispatcher.publish = lambda calls: None  # the submitting process dies after the admission, before publishing
+    # the submitting process dies after the admission, before publishing
+    monkeypatch.setattr(dispatcher, "publish", lambda calls: None)
     handle = client.submit({"calls": [{"_tool": "echo", "x": 7, "_outputPath": "†state.x"}]})
     call_id = client.calls(handle.id)[0]["id"]
     assert store.admitted_before(2**53) == [admission_member(handle.id, call_id)]

@@ -121,7 +121,7 @@ BLOBS = {"context": [{"type": "text", "text": "Read the blobs."}], "tools": ["bl
 def blob_agent(window_full_at: int | None):
     """Tick k reads blob k; the request at turn `window_full_at` is answered `model_context_window_exceeded`
     the first time."""
-    full = []
+    full: list[RecordedRequest] = []
 
     def agent(request: RecordedRequest) -> Answer:
         turn = len(request.body["messages"])

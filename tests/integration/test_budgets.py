@@ -30,8 +30,11 @@ def dispatchers(worker_procs: WorkerProcs, anthropic_env: FakeAnthropic) -> Iter
            "AGENTQ_MODEL": MODEL}
     procs = [worker_procs.start(command="dispatcher", module=None, concurrency=4, **env) for _ in range(2)]
     for proc in procs:
-        wait_for(lambda proc=proc: (worker_procs.announcement(proc) or {}).get("engine"), 30,
-                 f"dispatcher {proc.pid} to announce itself", on_timeout=proc.output)
+
+        def engine_announced(proc: WorkerProc = proc) -> object:
+            return (worker_procs.announcement(proc) or {}).get("engine")
+
+        wait_for(engine_announced, 30, f"dispatcher {proc.pid} to announce itself", on_timeout=proc.output)
     yield procs
 
 

@@ -86,7 +86,8 @@ def test_a_429_pauses_every_dispatcher_for_its_retry_after(worker_procs: WorkerP
         records = [first.result(timeout=60), second.result(timeout=60)]
     assert [r["status"] for r in records] == ["succeeded", "succeeded"]
     log = anthropic_env.exchanges
-    assert [sender(e.request) for e in log[:1]] == ["a"] and log[0].answer.status == 429
+    refusal = log[0].answer
+    assert [sender(e.request) for e in log[:1]] == ["a"] and refusal is not None and refusal.status == 429
     refused_at = log[0].request.received_at
     later = {sender(e.request): e.request.received_at - refused_at for e in log[1:]}
     assert set(later) == {"a", "b"} and len(log) == 3

@@ -62,6 +62,7 @@ def test_stop_frees_the_port_removes_files_and_is_idempotent() -> None:
     server = RedisServer()
     with server:
         port, pid = server.port, server.pid
+        assert pid is not None
         assert ping(port) == "PONG"
         assert port != 6379
         tempdir = server._tempdir

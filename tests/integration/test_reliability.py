@@ -217,7 +217,7 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
                               queue=f"agentq.activity.{tool}", task_id=task_id)
 
     def wait_outcome(task_id: str, outcome: str) -> None:
-        wait_for(lambda: (finished.get(task_id) or [(None, None)])[-1] == ("SUCCESS", outcome), 15,
+        wait_for(lambda: (finished.get(task_id) or [("", None)])[-1] == ("SUCCESS", outcome), 15,
                  f"{task_id} to end with {outcome}", on_timeout=lambda: f": {finished.get(task_id)}")
 
     task_postrun.connect(on_postrun, weak=False)

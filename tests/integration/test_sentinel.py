@@ -61,6 +61,7 @@ def test_the_store_and_the_broker_find_the_master_through_the_sentinel(sentinel_
     h.activities.register("double", lambda call: call["n"] * 2)
     worker = start_worker(h)
     app = worker.runtime.app
+    assert group.sentinel is not None
     assert app.conf.broker_url == f"sentinel://127.0.0.1:{group.sentinel.port}/1"  # kombu's form of the URL
     assert app.conf.broker_transport_options["master_name"] == MASTER_NAME
     record = h.run(chain_job(3), timeout=TIMEOUT)
