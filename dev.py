@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_chromium()
         cmd = [str(PYTHON), "-m", "pytest", *parallel_options(rest), *rest]
-    elif command == "lint":  # ruff over the whole repository, mypy over agentq and workers (pyproject.toml)
+    elif command == "lint":  # ruff and mypy over the whole repository (mypy's `files`: pyproject.toml)
         status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
         return status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)
     elif command == "demo":
