@@ -14,9 +14,7 @@ and the instance, never the call's parameters.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,8 +25,9 @@ from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.broker import broker_of
-from agentq.runtime.messages import SENT_EVENTS_GROUP, SentEvents, task_messages
+from agentq.runtime.messages import task_messages
 from agentq.runtime.outages import store_backoff_s
+from agentq.runtime.publish import CallTasks
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
@@ -114,7 +113,7 @@ class Dispatcher:
         self.routing = routing
         self.signer = signer
         self.admission = admission  # None: every ready call is published at once
-        self._events: Any = None  # the app's event dispatcher for `task-sent` events (made on first use)
+        self.tasks = CallTasks(app)  # publishes their messages
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         """Publish the tasks of a job's ready calls, those the admission lets through (the rest wait for places)."""
@@ -136,31 +135,16 @@ class Dispatcher:
             self.publish(self.admission.sweep(holder))
 
     def publish(self, calls: list[tuple[str, CallRecord]]) -> None:
-        """Send the task of each (job id, call record)."""
+        """Send the task of each (job id, call record), in one batch of lean messages (`runtime/publish.py`)."""
         if not calls:
             return
-        with self.app.producer_or_acquire() as producer:
-            # each queue is declared once here, not once per task (kombu copies and binds the queue for each)
-            _declare_queues(self.app, producer, dict.fromkeys(record.queue for _, record in calls))
-            sent = SentEvents(self.app, self._event_dispatcher(), producer)
-            headers = telemetry.task_headers()  # the trace the tasks continue (None: tracing off)
-            with _publish_batch(producer, len(calls) * (2 if self.app.conf.task_send_sent_event else 1)):
-                for job_id, record in calls:
-                    args: list[Any] = [job_id, record.id, record.to_task()]
-                    if self.signer is not None:
-                        args.append(self.signer.sign(job_id, record.id, record_digest(record)))
-                    self.app.send_task(
-                        record.task, args=args,
-                        argsrepr=call_argsrepr(job_id, record.id, record), kwargsrepr="{}",
-                        queue=record.queue, task_id=task_id(job_id, record.id), producer=producer, declare=[],
-                        event_dispatcher=sent, headers=headers,
-                    )
-                sent.flush()
-
-    def _event_dispatcher(self) -> Any:
-        if self._events is None:
-            self._events = self.app.events.Dispatcher(enabled=False)  # publishes through the given producer only
-        return self._events
+        with self.tasks.batch(dict.fromkeys(record.queue for _, record in calls), len(calls)) as batch:
+            for job_id, record in calls:
+                args: list[Any] = [job_id, record.id, record.to_task()]
+                if self.signer is not None:
+                    args.append(self.signer.sign(job_id, record.id, record_digest(record)))
+                batch.send(record.task, record.queue, task_id(job_id, record.id), args,
+                           call_argsrepr(job_id, record.id, record))
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first)."""
@@ -170,34 +154,6 @@ class Dispatcher:
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:
             self.app.control.revoke([task_id(job_id, c) for c in call_ids])
-
-
-PUBLISH_BATCH_OPERATIONS = SENT_EVENTS_GROUP + 1
-"""Transport operations per publish batch: with a Redis broker a task is one (its LPUSH) and the `task-sent`
-events of `SENT_EVENTS_GROUP` tasks one more (a PUBLISH), so a batch is 32 tasks and their events. Small enough
-that workers start on the first tasks of a large submission while the rest are still being built; large enough that
-the round trips do not count."""
-
-
-def _publish_batch(producer: Any, operations: int) -> Any:
-    """Several publishes (tasks, their `task-sent` events) go out in batches where the transport batches them
-    (Redis: a pipeline, one round trip, per `PUBLISH_BATCH_OPERATIONS`); kombu publishes them one by one
-    elsewhere, and so do kombu versions without batches."""
-    batch = getattr(producer, "batch", None)
-    if operations > 1 and batch is not None:
-        return batch(max_size=PUBLISH_BATCH_OPERATIONS)
-    return contextlib.nullcontext()
-
-
-def _declare_queues(app: Any, producer: Any, names: Iterable[str]) -> None:
-    """Declare the queues tasks are about to be sent to, with the retries a task's publication has, unless kombu
-    declared them on this connection already (it remembers them by hash: then nothing is sent)."""
-    conf = app.conf
-    declared = getattr(producer.connection, "declared_entities", None) or ()
-    for name in names:
-        queue = app.amqp.queues[name]
-        if hash(queue) not in declared:
-            producer.maybe_declare(queue, retry=conf.task_publish_retry, **(conf.task_publish_retry_policy or {}))
 
 
 def task_id(job_id: str, call_id: str) -> str:

@@ -106,9 +106,13 @@ class SentEvents:
         events, self.events = self.events, []
         evd = self.dispatcher
         retry, policy = self._retry
+        # the exchange is declared unless kombu declared it on this connection already (its own check, without
+        # binding a copy of the exchange to the channel first)
+        declared = getattr(self.producer.connection, "declared_entities", None) or ()
+        declare = [] if hash(evd.exchange) in declared else [evd.exchange]
         try:
             self.producer.publish(events, routing_key="task.multi", exchange=evd.exchange.name,
-                                  declare=[evd.exchange], serializer=evd.serializer, headers=evd.headers,
+                                  declare=declare, serializer=evd.serializer, headers=evd.headers,
                                   delivery_mode=evd.delivery_mode, retry=retry, retry_policy=policy)
         except Exception:
             log.warning("could not publish the task-sent events of %d tasks", len(events), exc_info=True)
