@@ -16,9 +16,11 @@ The message is the one `send_task` publishes for the same call, field for field 
 `task-sent` event; `tests/integration/test_lean_publish.py` compares the two as read back from the broker). Where
 the app or the process asks for something the template does not do, a task goes through `send_task` as before: a
 receiver of the publish signals (`before_task_publish`, `after_task_publish`, `task_sent`), a routing table
-(`task_routes`), a task protocol other than 2, a parent task whose priority is inherited
-(`task_inherit_parent_priority`), a queue whose exchange is not direct, or a task registered in this process with
-publishing options other than its time limits and the app's serializer.
+(`task_routes`), a result backend (agentq's apps have none), a task protocol other than 2, a parent task whose
+priority is inherited (`task_inherit_parent_priority`), a queue whose exchange is not direct, or a task registered
+in this process with publishing options other than its time limits and the app's serializer. One thing `send_task`
+does is left out on purpose: it adds each task's `AsyncResult` to the trail of the task running in the worker
+(`request.children`), which only a result backend stores, and agentq ignores results.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ class _Settings:
     retry: bool
     retry_policy: dict[str, Any]
     delivery_mode: Any
-    lean: bool  # the app publishes as the templates do: protocol 2, no routing table
+    lean: bool  # the app publishes as the templates do: protocol 2, no routing table, no result backend (whose
+    # `on_task_call` `send_task` would call)
     inherit_priority: bool
 
     @classmethod
@@ -94,7 +97,7 @@ class _Settings:
         return cls(serializer=conf.task_serializer, compression=conf.task_compression,
                    retry=conf.task_publish_retry, retry_policy=dict(conf.task_publish_retry_policy or {}),
                    delivery_mode=conf.task_default_delivery_mode,
-                   lean=conf.task_protocol == 2 and not app.amqp.router.routes,
+                   lean=conf.task_protocol == 2 and not app.amqp.router.routes and not conf.result_backend,
                    inherit_priority=bool(conf.task_inherit_parent_priority))
 
 
