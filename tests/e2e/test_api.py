@@ -301,7 +301,7 @@ def test_ready_is_503_when_the_state_store_is_down(harness, serve_api):
 # -------------------------------------------------------------------------------------- idempotency
 
 
-def test_the_same_idempotency_key_returns_the_same_job(harness, echo, serve_api):
+def test_the_same_idempotency_key_returns_the_same_job(harness, echo, serve_api) -> None:
     api = serve_api()
     key = {"Idempotency-Key": "order-42"}
     first = api.request("POST", "/v1/jobs", json_body=chain("once"), headers=key)
@@ -324,7 +324,7 @@ def test_the_same_idempotency_key_returns_the_same_job(harness, echo, serve_api)
     assert other.status == 201 and other.json()["id"] != job_id
 
 
-def test_concurrent_first_requests_with_one_key_create_one_job(harness, echo, serve_api):
+def test_concurrent_first_requests_with_one_key_create_one_job(harness, echo, serve_api) -> None:
     api = serve_api()
     answers: list[Any] = []
     barrier = threading.Barrier(6)
@@ -395,7 +395,7 @@ def test_a_reconnect_with_last_event_id_receives_exactly_the_missed_events(harne
     assert bad.status == 422 and bad.json()["error"]["problems"][0]["pointer"] == "/headers/Last-Event-ID"
 
 
-def test_a_follower_sees_events_of_a_running_job_as_they_happen(harness, echo, serve_api):
+def test_a_follower_sees_events_of_a_running_job_as_they_happen(harness, echo, serve_api) -> None:
     api = serve_api()
     job_id = gated_job(api)
     seen: list[SseMessage] = []
@@ -436,7 +436,7 @@ def test_the_parts_format_sends_seed_004_parts_with_legacy_markers(harness, echo
     assert parts_of(resumed) == marked[1:]
 
 
-def test_many_followers_of_many_jobs_share_the_hub_and_all_see_every_event(harness, echo, serve_api):
+def test_many_followers_of_many_jobs_share_the_hub_and_all_see_every_event(harness, echo, serve_api) -> None:
     api = serve_api()
     jobs = [gated_job(api) for _ in range(3)]
     results: dict[int, list[str]] = {}
@@ -458,7 +458,7 @@ def test_many_followers_of_many_jobs_share_the_hub_and_all_see_every_event(harne
 
 
 def test_events_of_a_job_awaiting_a_reviewer_keep_the_stream_open_with_keepalive(harness, echo, serve_api,
-                                                                                  monkeypatch):
+                                                                                  monkeypatch) -> None:
     import fastapi.routing
 
     monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.2)

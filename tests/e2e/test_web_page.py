@@ -274,7 +274,7 @@ def test_an_edit_from_the_page_shows_the_apis_problems_with_their_pointers_then_
     assert page.problems == []
 
 
-def test_the_job_page_resumes_its_event_stream_after_the_api_restarts(shop, serve_api, browser):
+def test_the_job_page_resumes_its_event_stream_after_the_api_restarts(shop, serve_api, browser) -> None:
     """The API goes away while the job waits for its reviewer; the job ends meanwhile; when the API is back the
     page's EventSource resumes with Last-Event-ID and gets exactly the events it missed."""
     from playwright.sync_api import expect

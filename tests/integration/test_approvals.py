@@ -104,7 +104,7 @@ def submit_held(harness, mail: Seen, job: dict) -> tuple[Any, Any, str]:
 
 
 @pytest.mark.parametrize("how", ["options.approval", "x-approval"])
-def test_a_call_needing_approval_waits_then_runs_once_approved(harness, how):
+def test_a_call_needing_approval_waits_then_runs_once_approved(harness, how) -> None:
     seen = Seen()
     schema = tool_schema("wire", params={"amount": {"type": "number"}})
     if how == "x-approval":

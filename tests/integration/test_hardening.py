@@ -195,7 +195,7 @@ def test_a_bad_job_id_by_task_name_writes_nothing_and_logs_one_warning(harness, 
     no_tracebacks(caplog)
 
 
-def test_a_rejected_job_by_task_name_is_recorded_with_its_ttl_in_one_step(harness, tasks):
+def test_a_rejected_job_by_task_name_is_recorded_with_its_ttl_in_one_step(harness, tasks) -> None:
     """The rejection record (the job hash) and its end signal (the `done` list) are written in one MULTI with
     their TTLs: MONITOR sees every write to those keys between one MULTI and its EXEC."""
     harness.activities.register("good", lambda call: "ok")
@@ -254,7 +254,8 @@ def test_a_rejected_job_by_task_name_is_recorded_with_its_ttl_in_one_step(harnes
 
 @pytest.mark.parametrize("real_task", [True, False], ids=["beside-the-real-task", "instead-of-the-real-task"])
 @pytest.mark.parametrize("forged_activity", ["evil", "good"])
-def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, caplog, forged_activity, real_task):
+def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, caplog, forged_activity,
+                                                                real_task) -> None:
     """A task for a real call whose record names another activity (or the same one) and another output path:
     the stored call runs, writes where it was stored to write, and the other handler never runs. Either beside
     the call's real task (whichever runs first runs the stored call, the other finds it finished), or with the
@@ -263,8 +264,17 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
     ran: dict[str, list] = {"good": [], "evil": []}
     harness.tools.register("good", TOOLS["good"])
     harness.tools.register("evil", TOOLS["evil"])
-    harness.activities.register("good", lambda call: ran["good"].append(call) or "stored call")
-    harness.activities.register("evil", lambda call: ran["evil"].append(call) or "forged call")
+
+    def good(call: dict) -> str:
+        ran["good"].append(call)
+        return "stored call"
+
+    def evil(call: dict) -> str:
+        ran["evil"].append(call)
+        return "forged call"
+
+    harness.activities.register("good", good)
+    harness.activities.register("evil", evil)
     client = harness.client()
     publish(client)
     store = store_of(client)

@@ -277,7 +277,7 @@ def test_push_onto_a_non_array_fails_that_call_with_a_clear_error(harness):
 # ------------------------------------------------------------------------------------ instancing (§6)
 
 
-def test_instanced_calls_see_their_own_input_and_the_global_one(harness):
+def test_instanced_calls_see_their_own_input_and_the_global_one(harness) -> None:
     seen: dict[str, dict] = {}
     harness.tool("greet", params={"name": {"type": "string"}, "greeting": {"type": "string"}},
                  _scopes={"const": ["input"]})
@@ -330,7 +330,7 @@ def test_instanced_call_reads_only_its_instance_writes(harness):
 # ---------------------------------------------------------------------------------------- scopes (§7)
 
 
-def test_scoped_context_holds_exactly_the_scoped_kinds(harness):
+def test_scoped_context_holds_exactly_the_scoped_kinds(harness) -> None:
     seen: dict[str, dict] = {}
     scopes = {"type": "array", "items": {"enum": ["state", "input", "text"]}}
     harness.tool("look", params={"label": {"type": "string"}}, _scopes=scopes)

@@ -150,7 +150,7 @@ class _Recorder:
     def __call__(self, job_id: str, records: list) -> None:
         self.sent += [r.id for r in records]
 
-    def tick(self, job_id: str) -> None:  # pragma: no cover - plan jobs only here
+    def tick(self, job_id: str, n: int = 0) -> None:  # pragma: no cover - plan jobs only here
         raise AssertionError("no agent ticks expected")
 
     def ended(self, job_id: str, call_ids: list[str], released: list) -> None:
@@ -193,7 +193,7 @@ def _assert_exactly_once(store, job_id: str, ids: dict[str, str]) -> None:
     assert store.record(job_id).state == {"x": 1, "a": 2, "b": 4}
 
 
-def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harness):
+def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harness) -> None:
     """A's task sent again by hand: while A runs (B pending), after A committed (B running), after the job
     ended. The handlers run once, each call writes one output, B is dispatched once."""
     from celery.signals import task_postrun
@@ -259,7 +259,7 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
     assert store.record(job_id).to_dict() == record
 
 
-def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once(harness, redis_url):
+def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once(harness, redis_url) -> None:
     """No Celery: two executors (two processes' worth) race for one ready call; finished calls run again."""
     from agentq.engine.executor import Executor
     from agentq.runtime.routing import Routing
@@ -387,7 +387,7 @@ def _statuses_by_path(store, job_id: str) -> dict[str, str]:
     return {records[c].call["_outputPath"]: s for c, s in statuses.items()}
 
 
-def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
+def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness) -> None:
     runs: Counter = Counter()
     gate = threading.Event()
     _cancel_tools(harness, runs, gate)
@@ -428,7 +428,7 @@ def test_cancel_stops_dispatching_and_marks_pending_calls_canceled(harness):
     assert store.call_statuses(handle.id)[slow_id] == "done"
 
 
-def test_cancel_from_the_cli(harness, redis_url):
+def test_cancel_from_the_cli(harness, redis_url) -> None:
     runs: Counter = Counter()
     gate = threading.Event()
     _cancel_tools(harness, runs, gate)
@@ -456,7 +456,7 @@ def test_cancel_from_the_cli(harness, redis_url):
 # ------------------------------------------------------------------------------------------- job TTL
 
 
-def test_every_key_of_a_job_expires_within_its_ttl(harness):
+def test_every_key_of_a_job_expires_within_its_ttl(harness) -> None:
     """Including keys created after submission: the log (first RPUSH at a commit, the job having no context)
     and the attempts hash (first HINCRBY at a claim)."""
     runs: Counter = Counter()

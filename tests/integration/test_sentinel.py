@@ -131,7 +131,7 @@ def test_a_bad_sentinel_url_is_one_clear_error():
                                  broker_url="sentinel://127.0.0.1:26379;sentinel://127.0.0.1:26380"))
 
 
-def test_the_master_dies_during_a_job(record_property):
+def test_the_master_dies_during_a_job(record_property) -> None:
     """The master ends (SHUTDOWN NOSAVE) while a call runs: the sentinel promotes the replica, the worker's broker
     connection and the store find it (the worker survives: `runtime/sentinel_transport.py`), the call commits once,
     its task is acknowledged on the new master, the job succeeds and the next one runs."""

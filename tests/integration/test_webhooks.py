@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
@@ -24,9 +25,15 @@ FAST_ENV = {"AGENTQ_WEBHOOK_ALLOWLIST": "127.0.0.1", "AGENTQ_WEBHOOK_SECRET": SE
             "AGENTQ_WEBHOOK_BACKOFF_S": "0.3", "AGENTQ_WEBHOOK_POLL_S": "0.1", "AGENTQ_WEBHOOK_TIMEOUT_S": "3"}
 
 
+class HooksHarness(Harness):
+    """A harness that also starts webhook receivers (`receiver(script)`), closed with it."""
+
+    receiver: Callable[..., Receiver]
+
+
 @pytest.fixture
-def hooks(redis_url):
-    h = Harness(redis_url, **FAST)
+def hooks(redis_url: str) -> Iterator[HooksHarness]:
+    h = HooksHarness(redis_url, **FAST)
     receivers: list[Receiver] = []
 
     def receiver(script: list[int] | None = None) -> Receiver:
@@ -34,7 +41,7 @@ def hooks(redis_url):
         receivers.append(r)
         return r
 
-    h.receiver = receiver  # type: ignore[attr-defined]
+    h.receiver = receiver
     try:
         yield h
     finally:

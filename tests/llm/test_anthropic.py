@@ -18,7 +18,7 @@ from agentq.protocol.instructions import SOLUTION_TOOL_DESCRIPTION
 from tests.fake_anthropic import Answer, FakeAnthropic
 
 SCHEMA = {"type": "object", "properties": {"calls": {"type": "array"}, "output": {}}, "required": ["calls", "output"]}
-SOLUTION = {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.w"},
+SOLUTION: dict[str, Any] = {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.w"},
                       {"_tool": "mail", "to": "†state.w.email", "note": "a } in a string"}],
             "output": None}
 
@@ -89,7 +89,7 @@ def test_a_1h_cache_ttl_is_on_every_breakpoint_and_its_writes_are_read_apart(llm
                                  ephemeral_1h_input_tokens=2048)
 
 
-def test_calls_are_reported_while_the_stream_is_still_going(llm, anthropic_env):
+def test_calls_are_reported_while_the_stream_is_still_going(llm, anthropic_env) -> None:
     anthropic_env.script(Answer.solution(SOLUTION, chunk_size=4, delay_s=0.03))
     seen: list[tuple[int, dict, float]] = []
     answer = llm.solve(request(), on_call=lambda i, call: seen.append((i, call, time.monotonic())))

@@ -114,7 +114,7 @@ def test_turns_say_what_the_calls_wrote_and_what_failed():
     assert "## Data" not in json.dumps(turns[2]) and json.dumps(turns[2]).count('\\"temp\\": 21') == 1
 
 
-def test_a_turn_carries_each_write_once_never_the_views_again():
+def test_a_turn_carries_each_write_once_never_the_views_again() -> None:
     log = [{"type": "text", "text": "Read the pages."}]
     exchanges: list[Exchange] = []
     sizes = []
@@ -128,7 +128,7 @@ def test_a_turn_carries_each_write_once_never_the_views_again():
     assert max(growth) - min(growth) < 10 and max(growth) < 1500  # linear: one page (1 KB) per tick
 
 
-def test_messages_no_call_wrote_are_shown_once_with_their_description():
+def test_messages_no_call_wrote_are_shown_once_with_their_description() -> None:
     log: list[dict] = [{"type": "text", "text": "Go"}]
     exchanges = [Exchange(1, "toolu_1", {"calls": [], "output": None})]
     log += [{"type": "text", "text": "Also check Rome."},

@@ -9,7 +9,7 @@ import pytest
 
 from agentq.errors import ConfigurationError, LLMError
 from agentq.llm.anthropic import AnthropicLLM
-from agentq.llm.base import LLMRequest, Usage
+from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
 from agentq.llm.factory import create_llm
 from agentq.llm.replay import RecordingLLM, ReplayLLM, load_answers, request_fingerprint
 from agentq.settings import Settings
@@ -24,7 +24,7 @@ def request(text: str, purpose: str = "tick", **kw) -> LLMRequest:
                       solution_schema=SCHEMA, max_tokens=512, purpose=purpose, **kw)
 
 
-def collect(llm, req):
+def collect(llm: LLM, req: LLMRequest) -> tuple[LLMAnswer, list[tuple[int, dict]]]:
     seen: list[tuple[int, dict]] = []
     answer = llm.solve(req, on_call=lambda i, c: seen.append((i, c)))
     return answer, seen
@@ -135,7 +135,7 @@ def test_a_missing_replay_file_is_a_configuration_error(tmp_path):
         create_llm(Settings(llm=f"replay:{tmp_path / 'nope.jsonl'}"))
 
 
-def test_parallel_replays_each_get_their_own_answer(tmp_path):
+def test_parallel_replays_each_get_their_own_answer(tmp_path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps({"purpose": "latent", "match": f"item {i}:", "solution": {"output": i}}) + "\n"
                             for i in range(20)))

@@ -100,7 +100,7 @@ def test_elements_are_handed_out_as_soon_as_they_close():
     assert scanner.feed('], "output": {"calls": [{"x": 1}]}}') == []
 
 
-def test_reporter_skips_elements_that_are_not_valid_json_and_keeps_the_text():
+def test_reporter_skips_elements_that_are_not_valid_json_and_keeps_the_text() -> None:
     seen: list[tuple[int, dict]] = []
     reporter = CallReporter(lambda i, c: seen.append((i, c)))
     text = '{"calls": [{"_tool": "a", "x": tru}, {"_tool": "b"}, {"_tool": "c", "y": 1'  # truncated

@@ -4,6 +4,7 @@ server-sent-event decoder, each event's JSON read once, no SDK model built per e
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -30,18 +31,26 @@ def llm(anthropic_env: FakeAnthropic):
     provider.close()
 
 
-def test_a_streamed_answer_builds_no_sdk_model_per_event(llm, anthropic_env, monkeypatch):
+def test_a_streamed_answer_builds_no_sdk_model_per_event(llm, anthropic_env, monkeypatch) -> None:
     """The SDK's event models (a pydantic construction per event) were a fifth of the CPU of a streamed answer:
     a 20-piece answer is read with none built, and gives the same answer."""
     import anthropic._base_client
     import anthropic._models
 
-    built = []
+    built: list[dict[str, Any]] = []
     construct = anthropic._models.construct_type
-    monkeypatch.setattr(anthropic._models, "construct_type", lambda **kw: built.append(kw) or construct(**kw))
     process = anthropic._base_client.BaseClient._process_response_data
-    monkeypatch.setattr(anthropic._base_client.BaseClient, "_process_response_data",
-                        lambda self, **kw: built.append(kw) or process(self, **kw))
+
+    def counted_construct(**kw: Any) -> Any:
+        built.append(kw)
+        return construct(**kw)
+
+    def counted_process(self: Any, **kw: Any) -> Any:
+        built.append(kw)
+        return process(self, **kw)
+
+    monkeypatch.setattr(anthropic._models, "construct_type", counted_construct)
+    monkeypatch.setattr(anthropic._base_client.BaseClient, "_process_response_data", counted_process)
     text = json.dumps(SOLUTION, separators=(",", ":"))
     anthropic_env.script(Answer.solution(SOLUTION, chunk_size=-(-len(text) // 20)))
     seen: list[int] = []

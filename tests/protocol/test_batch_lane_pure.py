@@ -33,7 +33,7 @@ def test_priority_batch_is_an_option_and_anything_else_a_problem_with_its_pointe
         assert (problem is None) == (bad is None), bad
 
 
-def test_batched_requests_show_as_batch_in_the_totals_and_per_model_and_survive_a_childs_usage():
+def test_batched_requests_show_as_batch_in_the_totals_and_per_model_and_survive_a_childs_usage() -> None:
     counters: dict[str, int] = {}
     for batch, cost in ((True, 500), (False, 1000)):
         for name, count in request_counters("claude-sonnet-4-6", TOKENS, cost, batch=batch).items():

@@ -79,7 +79,7 @@ def test_a_requests_counters_carry_its_cost_and_its_model():
     assert unpriced["unpriced_requests"] == 1 and unpriced["cost_nanousd"] == 0
 
 
-def test_the_record_shows_totals_cost_and_each_model():
+def test_the_record_shows_totals_cost_and_each_model() -> None:
     counters: dict[str, int] = {}
     for model, cost in (("claude-a", 1_000), ("claude-a", 2_500), ("claude-b", 123_456_789)):
         for name, count in request_counters(model, {"requests": 1, "input_tokens": 7, "output_tokens": 1,

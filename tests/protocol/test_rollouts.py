@@ -123,7 +123,7 @@ def test_applying_a_route_changes_the_calls_mode_and_activity_not_its_call():
     assert (module.mode, module.route) == (CallMode.MODULE, None)
 
 
-def test_percentiles_are_within_one_percent_of_the_real_durations():
+def test_percentiles_are_within_one_percent_of_the_real_durations() -> None:
     durations = [0.001 * (i + 1) for i in range(1000)]  # 1 ms .. 1 s
     buckets: dict[int, int] = {}
     for d in durations:

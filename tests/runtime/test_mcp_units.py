@@ -106,7 +106,7 @@ def test_schemas_that_cannot_be_agentq_tools_are_refused_with_the_reason():
         tool_schema(ref, _Tool({"type": "object"}, {"type": "object", "required": "x"}))
 
 
-def test_the_tools_of_a_stdio_server_become_tools_and_activities(registries, caplog):
+def test_the_tools_of_a_stdio_server_become_tools_and_activities(registries, caplog) -> None:
     caplog.set_level(logging.WARNING, "agentq.mcp")
     activities, tools, names = registries({"demo": {**stdio_server(), "agentq": {
         "retries": 1, "timeout": 20, "tools": {"peek": {"scopes": ["state"]}, "tag": {"sensitive": ["/note"]}}}}})

@@ -89,7 +89,7 @@ def test_a_call_task_message_carries_its_record_once_and_its_shown_arguments_in_
     assert not {"instance", "scopes", "needs_log", "locale"} & set(plain_carried)  # defaults are left out
 
 
-def test_the_task_sent_events_of_a_dispatch_go_out_in_groups_as_workers_send_theirs(redis_url):
+def test_the_task_sent_events_of_a_dispatch_go_out_in_groups_as_workers_send_theirs(redis_url) -> None:
     settings = Settings(redis_url=redis_url)
     app = create_app(settings)
     job_id = f"job_{uuid.uuid4().hex}"
