@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 
 from agentq.runtime.worker import InProcessWorker
+from tests.integration.conftest import store_of
 from tests.integration.procs import wait_for
 
 TIMEOUT = 20.0
@@ -16,7 +17,7 @@ TIMEOUT = 20.0
 class StoreCommands:
     """Counts the commands a store's Redis client sends (EVALSHA by script name), one per round trip."""
 
-    def __init__(self, store):
+    def __init__(self, store) -> None:
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
         names = {script.sha: name for name, script in store.scripts.registered.items()}
@@ -154,18 +155,23 @@ def test_a_single_call_job_costs_its_worker_three_round_trips_or_two_when_idempo
         assert [n for n, thread in ran if thread == "agentq-admission"] == ["admission"]
 
 
-def test_start_events_rendered_ahead_from_a_record_that_is_not_the_stored_one_are_not_published(harness):
+def test_start_events_rendered_ahead_from_a_record_that_is_not_the_stored_one_are_not_published(harness) -> None:
     """A call that reads nothing is not validated again before its claim (it was when it was written); the
     claim publishes the start events rendered ahead only when the task's record is the stored one. A forged
     record's are dropped, and the stored call runs, validated after the claim."""
     harness.tool("strict", params={"n": {"type": "integer", "minimum": 0}})
     seen: list[int] = []
-    harness.activities.register("strict", lambda call: seen.append(call["n"]) or call["n"])
+
+    def strict(call: dict) -> int:
+        seen.append(call["n"])
+        return call["n"]
+
+    harness.activities.register("strict", strict)
     worker = _worker(harness)
     client = harness.client()
     handle = client.submit({"calls": [{"_tool": "strict", "n": 1, "_outputPath": "†state.a"}]})
     assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # the worker knows the tool now
-    executor, store = worker.runtime.executor, worker.runtime.store
+    executor, store = worker.runtime.executor, store_of(worker.runtime)
     held = client.submit({"calls": [{"_tool": "strict", "n": 2, "_outputPath": "†state.a"}]}, job_id="job_forged")
     held.result(timeout=TIMEOUT)
     call_id, record = next(iter(store.call_records(held.id).items()))
@@ -210,13 +216,13 @@ def _await_blocked_waiters(store, count: int) -> None:
     wait_for(blocked, TIMEOUT, f"{count} result() waiters to block on the job's end")
 
 
-def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness):
+def test_result_wakes_up_when_the_job_ends_and_when_it_is_canceled(harness) -> None:
     gate = threading.Event()
     harness.tool("wait", params={})
     harness.activities.register("wait", lambda call: gate.wait(TIMEOUT) or "released")
     worker = _worker(harness, concurrency=2)
     client = harness.client()
-    store = worker.runtime.store
+    store = store_of(worker.runtime)
 
     handle = client.submit({"calls": [{"_tool": "wait", "_outputPath": "†state.w"}]})
     results: list[dict] = []
@@ -270,7 +276,7 @@ def test_a_job_id_used_again_gets_its_own_tool_not_a_copy_cached_for_the_old_job
         assert [e["part"]["display_info"]["friendly_name"] for e in started] == [name] * 3
 
 
-def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harness, monkeypatch):
+def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harness, monkeypatch) -> None:
     """Celery publishes a task per round trip; agentq sends a job's ready calls in kombu publish batches of
     about 32 tasks (workers start on the first while the rest are built) with their `task-sent` events, a single
     task with its event too."""
@@ -297,7 +303,7 @@ def test_the_ready_calls_of_a_submission_are_published_in_pipelines_of_32(harnes
     assert [batch for batch in batches if "LPUSH" in batch] == [["LPUSH", "PUBLISH"]]
 
 
-def test_a_workers_task_events_reach_monitoring_in_groups(harness):
+def test_a_workers_task_events_reach_monitoring_in_groups(harness) -> None:
     """Every call's task events reach the event exchange (what Flower and `celery events` read), several to a
     `task.multi` message (a worker publishes its buffered events every TASK_EVENTS_FLUSH_S, see
     tests/runtime/test_monitoring_config.py, not on every turn of its event loop)."""
