@@ -109,8 +109,11 @@ def test_a_state_store_outage_loses_nothing_and_runs_nothing_twice(
     procs = WorkerProcs(state_redis.url, tmp_path)
     # prefetch 1: with the broker on the state Redis, tasks a worker prefetched but had not started when the
     # connection dropped could only come back after the visibility timeout (see docs/reliability.md)
+    # republish 30 s: with the broker on the state Redis, a task taken off its queue in the instant the server
+    # stopped is lost to the broker; the admission's sweep publishes its call again (docs/reliability.md)
     env = {**broker.env, "AGENTQ_BROKER_URL": broker.url, "PROCS_LEDGER": str(ledger), "AGENTQ_LEASE_S": "30",
-           "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "120", "AGENTQ_PREFETCH_MULTIPLIER": "1"}
+           "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "120", "AGENTQ_PREFETCH_MULTIPLIER": "1",
+           "AGENTQ_ADMISSION_REPUBLISH_S": "30"}
     try:
         workers = [procs.start(["procCharge"], concurrency=3, **env) for _ in range(2)]
         for proc in workers:
