@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             fast: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
             arrivals: list[float] = []
             for calls in (True, False):
-                fake.responder = lambda request, calls=calls: Answer.solution(  # type: ignore[misc]
+                fake.responder = lambda request, calls=calls: Answer.solution(
                     overhead_solution(tick_of(request), ticks, calls=calls), chunk_size=1 << 20)
                 job = agent_job("Run the ticks.", ["noop"], bench.max_ticks)
                 run_job(client, job)  # warm up

@@ -226,7 +226,7 @@ class Exchange:
 class _Headers(dict):
     """A request's headers by lower-cased name (`get` takes any case, as the email package's message does)."""
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return super().get(name.lower(), default)
 
 

@@ -251,7 +251,7 @@ def test_edit_runs_the_call_with_the_new_params_and_keeps_its_meta_fields(harnes
                       "_reasoningForCall": "tell the customer", "to": "b@example.com"}
 
 
-def test_edit_with_invalid_params_names_each_problem_and_changes_nothing(harness, mail):
+def test_edit_with_invalid_params_names_each_problem_and_changes_nothing(harness, mail) -> None:
     client, handle, send = submit_held(harness, mail, held_job())
     before = store_of(client).call_records(handle.id, [send])[send]
     with pytest.raises(JobValidationError) as caught:
@@ -263,7 +263,7 @@ def test_edit_with_invalid_params_names_each_problem_and_changes_nothing(harness
     assert [(p.pointer, "meta fields cannot be edited" in p.message) for p in meta.value.problems] == [
         ("/params", True)]
     with pytest.raises(JobValidationError, match="params must be an object"):
-        handle.edit(send, ["to", "b@example.com"])  # type: ignore[arg-type]
+        handle.edit(send, ["to", "b@example.com"])
     assert store_of(client).call_records(handle.id, [send])[send] == before
     assert call_status(client, handle.id, send) == "awaiting_approval"
     assert handle.status() == "awaiting_approval"

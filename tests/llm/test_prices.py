@@ -88,7 +88,8 @@ def test_a_price_file_replaces_entries_model_by_model(tmp_path: Path):
     assert table.prices["claude-haiku-4-5"] is SHIPPED["claude-haiku-4-5"]  # the others stay shipped
     mine = table.prices["mine"]
     assert (mine.rates.cache_read, mine.batch_discount, mine.long_above) == (0.05, 0.4, 1000)
-    assert table.price("unknown").rates.input == 7  # type: ignore[union-attr]
+    fallback = table.price("unknown")
+    assert fallback is not None and fallback.rates.input == 7
     assert load_prices(None).prices == SHIPPED
 
 

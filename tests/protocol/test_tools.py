@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -161,7 +161,10 @@ def test_default_instance() -> None:
 # ------------------------------------------------------------------------------------------ rejections
 
 
-def _rejects(registry: ToolRegistry, name: str, schema: object, exc: type[Exception], *fragments: str) -> Exception:
+E = TypeVar("E", bound=Exception)
+
+
+def _rejects(registry: ToolRegistry, name: str, schema: object, exc: type[E], *fragments: str) -> E:
     before = (registry.version, registry.snapshot())
     with pytest.raises(exc) as info:
         registry.register(name, schema)  # type: ignore[arg-type]
@@ -176,7 +179,7 @@ def test_invalid_draft_schema_names_tool_keyword_and_pointer(registry: ToolRegis
     bad = tool("t")
     bad["type"] = "objekt"
     err = _rejects(registry, "t", bad, ToolSchemaError, "'t'", "'type'", "/type", "Draft 2020-12")
-    assert err.keyword == "type" and err.pointer == "/type"  # type: ignore[attr-defined]
+    assert err.keyword == "type" and err.pointer == "/type"
 
 
 def test_invalid_nested_schema_keyword(registry: ToolRegistry) -> None:

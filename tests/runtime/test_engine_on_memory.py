@@ -63,7 +63,8 @@ def test_a_call_is_claimed_run_and_committed_and_its_job_finalized(engines: list
     record = rig.store.record(job_id)
     assert (record.status, record.state) == (JobStatus.SUCCEEDED, {"w": {"city": "Oslo", "temp_c": 21}})
     assert rig.names(job_id) == ["job.queued", "job.started", "call.started", "call.finished", "job.finished"]
-    assert rig.store.call_table(job_id).attempts == {rig.dispatcher.sent[0].record.id: 1}  # type: ignore[union-attr]
+    table, sent = rig.store.call_table(job_id), rig.dispatcher.sent[0].record
+    assert table is not None and sent is not None and table.attempts == {sent.id: 1}
     assert rig.run() == []  # nothing left
 
 
@@ -83,7 +84,7 @@ def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines:
     [failed] = [e for e in events if e["event"] == "call.finished"]
     assert failed["status"] == "failed" and failed["error"] == {"type": "ConnectionError", "message": "still down"}
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "still down" in record.error.message  # type: ignore[union-attr]
+    assert record.status is JobStatus.FAILED and record.error is not None and "still down" in record.error.message
     assert set(rig.store.call_statuses(job_id).values()) == {CallStatus.FAILED}
 
 
@@ -209,7 +210,7 @@ def test_an_agent_out_of_ticks_fails(engines: list[Engine]):
     job_id = rig.service.submit(agent_job(max_ticks=2))
     rig.run()
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and record.error.type == "max_ticks_exceeded"  # type: ignore[union-attr]
+    assert record.status is JobStatus.FAILED and record.error is not None and record.error.type == "max_ticks_exceeded"
     assert len(model.requests) == 2
 
 
@@ -232,7 +233,7 @@ def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
     job_id = rig.service.submit(agent_job())
     rig.run()
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and record.error.type == "LLMNotConfigured"  # type: ignore[union-attr]
+    assert record.status is JobStatus.FAILED and record.error is not None and record.error.type == "LLMNotConfigured"
 
 
 def test_an_agents_call_held_for_approval_runs_once_approved(engines: list[Engine]):
@@ -320,7 +321,7 @@ def test_a_failed_child_job_fails_its_parents_call(engines: list[Engine], librar
     [call_id] = rig.store.call_records(job_id)
     assert rig.store.job_status(f"{call_id}.module") is JobStatus.FAILED
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "refused" in record.error.message  # type: ignore[union-attr]
+    assert record.status is JobStatus.FAILED and record.error is not None and "refused" in record.error.message
     [finished] = [e for e in rig.events(job_id) if e["event"] == "call.finished" and not e.get("relayed_from")]
     assert finished["status"] == "failed" and finished["error"]["type"] == "LLMError"
 
@@ -331,4 +332,5 @@ def test_a_module_call_in_a_process_without_modules_fails(engines: list[Engine],
     job_id = rig.service.submit(PARENT)
     assert rig.run() == ["failed"]
     record = rig.store.record(job_id)
-    assert record.status is JobStatus.FAILED and "ModulesNotConfigured" in record.error.message  # type: ignore[union-attr]
+    assert (record.status is JobStatus.FAILED and record.error is not None
+            and "ModulesNotConfigured" in record.error.message)

@@ -34,14 +34,21 @@ CHARGE = {
 }
 
 
+class CardRig(Rig[MemoryStore]):
+    """A rig whose `charge` activity keeps the card numbers it received."""
+
+    def __init__(self, store: MemoryStore):
+        super().__init__(store)
+        self.received: list[str] = []
+
+
 @pytest.fixture
-def rig(memory_store: MemoryStore) -> Iterator[Rig]:
-    rig = Rig(memory_store)
-    rig.received = []  # type: ignore[attr-defined]
+def rig(memory_store: MemoryStore) -> Iterator[CardRig]:
+    rig = CardRig(memory_store)
 
     def charge(call: dict) -> dict:
         number = call["card"]["number"]
-        rig.received.append(number)  # type: ignore[attr-defined]
+        rig.received.append(number)
         if number.endswith("0000"):
             raise RuntimeError(f"the issuer declined card {number}")
         return {"last4": number[-4:]}
@@ -58,7 +65,7 @@ def _job(number: str, *, by_reference: bool = False) -> dict:
             "calls": [{"_tool": "charge", "orderId": "o1", "card": card, "_outputPath": "†state.paid"}]}
 
 
-def _shown(rig: Rig, job_id: str) -> str:
+def _shown(rig: CardRig, job_id: str) -> str:
     """Everything agentq shows of a job but its input: events, history, calls view, the record's error."""
     events = rig.events(job_id)
     parts = [e["part"] for e in events if e.get("part")]
@@ -67,10 +74,10 @@ def _shown(rig: Rig, job_id: str) -> str:
 
 
 @pytest.mark.parametrize("by_reference", [False, True])
-def test_a_done_call_shows_the_number_masked_and_the_activity_got_it(rig: Rig, by_reference: bool):
+def test_a_done_call_shows_the_number_masked_and_the_activity_got_it(rig: CardRig, by_reference: bool):
     job_id = rig.submit(_job(GOOD, by_reference=by_reference))
     assert rig.drain() == ["done"]
-    assert rig.received == [GOOD]  # type: ignore[attr-defined]
+    assert rig.received == [GOOD]
     (started,) = rig.named(job_id, "call.started")
     (request,) = started["part"]["tools"]
     assert request["arguments"] == {"orderId": "o1", "card": {"number": REDACTED, "holder": "Ada"}}
@@ -83,10 +90,10 @@ def test_a_done_call_shows_the_number_masked_and_the_activity_got_it(rig: Rig, b
     assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
 
 
-def test_a_failed_call_masks_the_number_its_error_quotes(rig: Rig):
+def test_a_failed_call_masks_the_number_its_error_quotes(rig: CardRig):
     job_id = rig.submit(_job(DECLINED))
     assert rig.drain() == ["retry", "failed"]
-    assert rig.received == [DECLINED, DECLINED]  # type: ignore[attr-defined]
+    assert rig.received == [DECLINED, DECLINED]
     expected = f"the issuer declined card {REDACTED}"
     (retrying,) = rig.named(job_id, "call.retrying")
     assert retrying["error"] == {"type": "RuntimeError", "message": expected}
@@ -105,17 +112,17 @@ def test_a_failed_call_masks_the_number_its_error_quotes(rig: Rig):
     assert DECLINED not in _shown(rig, job_id)
 
 
-def test_a_call_that_does_not_validate_after_resolution_does_not_quote_the_number(rig: Rig):
+def test_a_call_that_does_not_validate_after_resolution_does_not_quote_the_number(rig: CardRig):
     job_id = rig.submit(_job("4111-1111-1111-1111", by_reference=True))  # the reference validates at submission
     assert rig.drain() == ["failed"]
-    assert rig.received == []  # type: ignore[attr-defined]
+    assert rig.received == []
     (finished,) = rig.named(job_id, "call.finished")
     assert finished["error"]["type"] == "CallValidationError"
     assert f"/card/number: {REDACTED} does not match" in finished["error"]["message"]
     assert "4111-1111" not in _shown(rig, job_id)
 
 
-def test_submission_errors_do_not_quote_the_number(rig: Rig):
+def test_submission_errors_do_not_quote_the_number(rig: CardRig):
     from agentq.errors import JobValidationError
 
     with pytest.raises(JobValidationError) as caught:
@@ -125,7 +132,7 @@ def test_submission_errors_do_not_quote_the_number(rig: Rig):
     assert "4111-1111" not in str(caught.value)
 
 
-def test_the_reasoning_for_a_call_does_not_repeat_the_number(rig: Rig):
+def test_the_reasoning_for_a_call_does_not_repeat_the_number(rig: CardRig):
     job = _job(GOOD)
     job["calls"][0]["_reasoningForCall"] = f"Charging card {GOOD} for order o1."
     job_id = rig.submit(job)

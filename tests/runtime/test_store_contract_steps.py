@@ -118,7 +118,7 @@ def test_a_released_call_that_needs_approval_is_held_and_so_is_its_job(backend: 
         CommitOutcome.COMMITTED, [], JobStatus.AWAITING_APPROVAL, 1)
     assert store.call_statuses(job_id)[ids["second"]] is CallStatus.AWAITING_APPROVAL
     assert store.job_status(job_id) is JobStatus.AWAITING_APPROVAL
-    assert store.decide(job_id, ids["second"], decision="approve").record.id == ids["second"]  # type: ignore[union-attr]
+    assert store.decide(job_id, ids["second"], decision="approve").record.id == ids["second"]
     assert store.job_status(job_id) is JobStatus.RUNNING
 
 

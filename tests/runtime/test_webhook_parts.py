@@ -101,9 +101,10 @@ def test_the_retry_schedule_doubles_to_an_hour_and_honours_retry_after():
     assert retry_delay(1, 5.0, retry_after_s=10 ** 6, jitter=lambda: 0.5) == 3600
 
 
-def test_outcomes_end_on_2xx_on_410_and_after_the_retry_window():
+def test_outcomes_end_on_2xx_on_410_and_after_the_retry_window() -> None:
     settings = Settings(webhook_retry_s=100, webhook_backoff_s=5)
     now = [1000.0]
+    # only its outcome rules are used here: no store, no sender
     deliverer = Deliverer(None, None, settings, clock=lambda: now[0])  # type: ignore[arg-type]
     fresh = Delivery(id="msg_a", job_id="j", type="job.finished", url="https://x/", created_at=1000.0)
     done, next_at = deliverer.outcome(fresh, Answer(204, None, None, 1.0))
