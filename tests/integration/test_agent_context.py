@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,12 +26,27 @@ def page(n: int) -> str:
     return (line * (PAGE_BYTES // len(line) + 1))[:PAGE_BYTES]
 
 
+class ReaderHarness(Harness):
+    """A harness whose `count_words` activity keeps the texts it counted."""
+
+    def __init__(self, redis_url: str):
+        super().__init__(redis_url)
+        self.counted: list[str] = []
+
+
 @pytest.fixture
-def reader(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
+def reader(redis_url: str, anthropic_env: FakeAnthropic) -> Iterator[ReaderHarness]:
+    harness = ReaderHarness(redis_url)
+    try:
+        yield _reader(harness)
+    finally:
+        harness.close()
+
+
+def _reader(harness: ReaderHarness) -> ReaderHarness:
     harness.tool("read_page", params={"n": {"type": "integer"}}, output={"type": "string"}, required=["n"])
 
     harness.tool("count_words", params={"text": {"type": "string"}}, output={"type": "integer"}, required=["text"])
-    harness.counted = []  # type: ignore[attr-defined]
 
     @harness.activities.register("read_page")
     def read_page(call):
@@ -38,7 +54,7 @@ def reader(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
 
     @harness.activities.register("count_words")
     def count_words(call):
-        harness.counted.append(call["text"])  # type: ignore[attr-defined]
+        harness.counted.append(call["text"])
         return len(call["text"].split())
 
     harness.worker(llm="anthropic", concurrency=4)
@@ -65,7 +81,7 @@ def size(value: object) -> int:
 
 
 def test_each_tick_appends_one_page_and_keeps_the_earlier_messages_byte_identical(
-        reader: Harness, anthropic_env: FakeAnthropic):
+        reader: ReaderHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = reading_agent
     record = reader.run({"context": [{"type": "text", "text": "Read the pages one per tick."}],
                          "tools": ["read_page"], "output": {"type": "string"}}, timeout=60)
@@ -89,7 +105,7 @@ def test_each_tick_appends_one_page_and_keeps_the_earlier_messages_byte_identica
 
 
 def test_results_over_the_preview_reach_the_model_as_a_preview_it_can_pass_on_by_reference(
-        reader: Harness, anthropic_env: FakeAnthropic):
+        reader: ReaderHarness, anthropic_env: FakeAnthropic):
     references: list[str] = []
 
     def agent(request: RecordedRequest) -> Answer:
@@ -109,7 +125,7 @@ def test_results_over_the_preview_reach_the_model_as_a_preview_it_can_pass_on_by
                          "options": {"context": {"result_preview_bytes": 1000}}}, timeout=60)
     assert record["status"] == "succeeded", record
     assert references == ["†state.pages.2"]
-    assert reader.counted == [page(3)]  # type: ignore[attr-defined]  # the whole page reached the activity
+    assert reader.counted == [page(3)]  # the whole page reached the activity
     assert record["state"]["words"] == len(page(3).split())
     sizes = [len(r.raw) for r in anthropic_env.requests]
     print("request bytes per tick with a 1,000-byte preview:", sizes)
@@ -119,7 +135,7 @@ def test_results_over_the_preview_reach_the_model_as_a_preview_it_can_pass_on_by
 
 
 def test_a_30_tick_job_of_50_kb_pages_stays_within_a_100k_token_window_and_mostly_hits_the_cache(
-        reader: Harness, anthropic_env: FakeAnthropic):
+        reader: ReaderHarness, anthropic_env: FakeAnthropic):
     ticks = 30
     anthropic_env.context_window = 100_000  # the fake refuses a longer prompt (and the test fails)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -32,27 +34,42 @@ def ticks_then_latent(ticks: list[Answer], latent: dict[str, Answer] | None = No
     return answer
 
 
+class AgentHarness(Harness):
+    """A harness whose activities log their runs: ("start" | "end", instance, time) and ("context", messages)."""
+
+    def __init__(self, redis_url: str):
+        super().__init__(redis_url)
+        self.log: list[tuple[Any, ...]] = []
+
+
 @pytest.fixture
-def agent(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
+def agent(redis_url: str, anthropic_env: FakeAnthropic) -> Iterator[AgentHarness]:
+    harness = AgentHarness(redis_url)
+    try:
+        yield _agent(harness)
+    finally:
+        harness.close()
+
+
+def _agent(harness: AgentHarness) -> AgentHarness:
     harness.tool("weather", params={"city": {"type": "string"}}, output={"type": "object"}, required=["city"])
     harness.tool("summarize", params={"text": {}}, output={"type": "string"})
 
     harness.tool("briefed", params={"note": {"type": "string"}}, output={}, _scopes={"const": ["brief"]})
     harness.tool("recap", params={"note": {"type": "string"}}, output={"type": "string"},
                  _scopes={"const": ["brief"]})
-    harness.log = []  # type: ignore[attr-defined]
 
     @harness.activities.register("weather")
     def weather(call):
-        harness.log.append(("start", call.get("_instance"), time.monotonic()))  # type: ignore[attr-defined]
+        harness.log.append(("start", call.get("_instance"), time.monotonic()))
         if call["city"].startswith("slow"):
             time.sleep(0.3)
-        harness.log.append(("end", call.get("_instance"), time.monotonic()))  # type: ignore[attr-defined]
+        harness.log.append(("end", call.get("_instance"), time.monotonic()))
         return {"city": call["city"], "temp_c": 21}
 
     @harness.activities.register("briefed")
     def briefed(call, tool, context):
-        harness.log.append(("context", context.messages))  # type: ignore[attr-defined]
+        harness.log.append(("context", context.messages))
         return "ok"
 
     harness.worker(llm="anthropic", concurrency=8)
@@ -60,7 +77,7 @@ def agent(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
 
 
 def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid_output(
-        agent: Harness, anthropic_env: FakeAnthropic):
+        agent: AgentHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = ticks_then_latent([
         Answer.solution({"calls": [
             {"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather", "_reasoningForCall": "need it"},
@@ -101,7 +118,7 @@ def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid
     assert events.count("tick.started") == 2 and "thought" in events
 
 
-def test_an_invalid_solution_is_sent_back_once_then_corrected(agent: Harness, anthropic_env: FakeAnthropic):
+def test_an_invalid_solution_is_sent_back_once_then_corrected(agent: AgentHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = ticks_then_latent([
         Answer.solution({"calls": [{"_tool": "weather", "_outputPath": "†state.w"}], "output": None}),
         Answer.solution({"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.w"}], "output": None}),
@@ -117,7 +134,7 @@ def test_an_invalid_solution_is_sent_back_once_then_corrected(agent: Harness, an
 
 
 def test_a_twice_invalid_solution_becomes_a_structural_error_the_next_tick_sees(
-        agent: Harness, anthropic_env: FakeAnthropic):
+        agent: AgentHarness, anthropic_env: FakeAnthropic):
     bad = {"calls": [], "output": {"wrong": 1}}
     anthropic_env.responder = ticks_then_latent([
         Answer.solution(bad), Answer.solution(bad), Answer.solution({"calls": [], "output": {"answer": "ok"}})])
@@ -128,7 +145,7 @@ def test_a_twice_invalid_solution_becomes_a_structural_error_the_next_tick_sees(
     assert "StructuralError" in str(third[-1]) and "/output" in str(third[-1])
 
 
-def test_max_ticks_exceeded(agent: Harness, anthropic_env: FakeAnthropic):
+def test_max_ticks_exceeded(agent: AgentHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": None})
     record = agent.run({"context": [{"type": "text", "text": "Go"}], "tools": ["weather"],
                         "options": {"max_ticks": 2}}, timeout=30)
@@ -137,7 +154,7 @@ def test_max_ticks_exceeded(agent: Harness, anthropic_env: FakeAnthropic):
     assert len(anthropic_env.requests) == 2
 
 
-def test_a_429_and_an_error_event_mid_stream_are_retried(agent: Harness, anthropic_env: FakeAnthropic):
+def test_a_429_and_an_error_event_mid_stream_are_retried(agent: AgentHarness, anthropic_env: FakeAnthropic):
     anthropic_env.script(
         Answer.http_error(429, headers={"retry-after": "0.2"}),
         Answer.stream_error({"calls": [], "output": {"answer": "x"}}, after=2),
@@ -150,7 +167,7 @@ def test_a_429_and_an_error_event_mid_stream_are_retried(agent: Harness, anthrop
     assert record["usage"]["requests"] == 1  # only the answered request counts tokens
 
 
-def test_a_call_starts_while_the_model_is_still_streaming(agent: Harness, anthropic_env: FakeAnthropic):
+def test_a_call_starts_while_the_model_is_still_streaming(agent: AgentHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = ticks_then_latent([
         Answer.solution({"calls": [{"_tool": "weather", "city": "Rome", "_outputPath": "†state.a"},
                                    {"_tool": "weather", "city": "Lima", "_outputPath": "†state.b"}],
@@ -159,13 +176,13 @@ def test_a_call_starts_while_the_model_is_still_streaming(agent: Harness, anthro
     record = agent.run({"context": [{"type": "text", "text": "Go"}], "tools": ["weather"], "output": OUTPUT},
                        timeout=30)
     assert record["status"] == "succeeded"
-    first_start = min(t for kind, _, t in agent.log if kind == "start")  # type: ignore[attr-defined]
+    first_start = min(t for kind, _, t in agent.log if kind == "start")
     stream_end = anthropic_env.exchanges[0].last_chunk_at
     assert stream_end is not None and first_start < stream_end  # dispatched before the answer ended
 
 
 def test_one_tick_runs_calls_for_20_instances_in_parallel_with_isolated_state(
-        agent: Harness, anthropic_env: FakeAnthropic):
+        agent: AgentHarness, anthropic_env: FakeAnthropic):
     calls = [{"_tool": "weather", "city": f"slow-{i}", "_instance": f"e{i}", "_outputPath": "†state.w"}
              for i in range(20)]
     anthropic_env.responder = ticks_then_latent([
@@ -177,13 +194,14 @@ def test_one_tick_runs_calls_for_20_instances_in_parallel_with_isolated_state(
     assert record["state"] == {}
     assert record["instances"] == {f"e{i}": {"w": {"city": f"slow-{i}", "temp_c": 21}} for i in range(20)}
     running, most = 0, 0
-    for kind, _, _ in sorted((e for e in agent.log if e[0] in ("start", "end")), key=lambda e: e[2]):  # type: ignore[attr-defined]
+    for kind, _, _ in sorted((e for e in agent.log if e[0] in ("start", "end")), key=lambda e: e[2]):
         running += 1 if kind == "start" else -1
         most = max(most, running)
     assert most >= 4  # several instances at once (the worker runs 8 threads)
 
 
-def test_scopes_keep_unscoped_data_from_activities_and_latent_requests(agent: Harness, anthropic_env: FakeAnthropic):
+def test_scopes_keep_unscoped_data_from_activities_and_latent_requests(agent: AgentHarness,
+                                                                        anthropic_env: FakeAnthropic):
     secret = "card-4242-4242"
     anthropic_env.responder = ticks_then_latent([
         Answer.solution({"calls": [{"_tool": "briefed", "note": "a", "_outputPath": "†state.a"},
@@ -195,7 +213,7 @@ def test_scopes_keep_unscoped_data_from_activities_and_latent_requests(agent: Ha
                                     {"type": "text", "text": "Go"}],
                         "tools": ["briefed", "recap"], "output": OUTPUT}, timeout=30)
     assert record["status"] == "succeeded", record
-    (context,) = [e[1] for e in agent.log if e[0] == "context"]  # type: ignore[attr-defined]
+    (context,) = [e[1] for e in agent.log if e[0] == "context"]
     assert {m.get("kind") for m in context} == {"brief"} and secret not in json.dumps(context)
     (latent,) = [r for r in anthropic_env.requests if r.is_latent]
     assert secret not in json.dumps(latent.body) and "tides" in json.dumps(latent.body)

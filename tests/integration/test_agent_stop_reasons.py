@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,17 +18,32 @@ from tests.integration.conftest import Harness, store_of
 pytestmark = pytest.mark.timeout(120)
 
 
+class CountingHarness(Harness):
+    """A harness whose `step` activity counts its runs by step."""
+
+    def __init__(self, redis_url: str):
+        super().__init__(redis_url)
+        self.runs: Counter[int] = Counter()
+
+
 @pytest.fixture
-def counter(harness: Harness, anthropic_env: FakeAnthropic) -> Harness:
+def counter(redis_url: str, anthropic_env: FakeAnthropic) -> Iterator[CountingHarness]:
+    harness = CountingHarness(redis_url)
+    try:
+        yield _counter(harness)
+    finally:
+        harness.close()
+
+
+def _counter(harness: CountingHarness) -> CountingHarness:
     harness.tool("step", params={"n": {"type": "integer"}}, output={"type": "integer"}, required=["n"])
     harness.tool("blob", params={"n": {"type": "integer"}}, output={"type": "string"}, required=["n"])
-    harness.runs = Counter()  # type: ignore[attr-defined]
     lock = threading.Lock()
 
     @harness.activities.register("step")
     def step(call):
         with lock:
-            harness.runs[call["n"]] += 1  # type: ignore[attr-defined]
+            harness.runs[call["n"]] += 1
         return call["n"] * 10
 
     @harness.activities.register("blob")
@@ -52,7 +68,7 @@ def cut_after_two_of_five() -> Answer:
 
 
 def test_a_solution_cut_by_max_tokens_after_two_of_its_five_calls_runs_all_five_once_and_succeeds(
-        counter: Harness, anthropic_env: FakeAnthropic):
+        counter: CountingHarness, anthropic_env: FakeAnthropic):
     asked: list[str] = []
 
     def agent(request: RecordedRequest) -> Answer:
@@ -67,7 +83,7 @@ def test_a_solution_cut_by_max_tokens_after_two_of_its_five_calls_runs_all_five_
     anthropic_env.responder = agent
     record = counter.run(JOB, timeout=60)
     assert record["status"] == "succeeded", record
-    assert counter.runs == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}  # type: ignore[attr-defined]
+    assert counter.runs == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}
     assert record["state"] == {f"s{n}": n * 10 for n in range(5)}
     requests = anthropic_env.requests
     assert len(requests) == 3
@@ -79,7 +95,7 @@ def test_a_solution_cut_by_max_tokens_after_two_of_its_five_calls_runs_all_five_
 
 
 def test_a_job_whose_answers_keep_stopping_at_max_tokens_fails_with_model_output_truncated(
-        counter: Harness, anthropic_env: FakeAnthropic):
+        counter: CountingHarness, anthropic_env: FakeAnthropic):
     def agent(request: RecordedRequest) -> Answer:
         if len(request.body["messages"]) == 1:
             return cut_after_two_of_five()
@@ -96,17 +112,17 @@ def test_a_job_whose_answers_keep_stopping_at_max_tokens_fails_with_model_output
 
 
 def test_a_refusal_fails_the_job_with_model_refused_and_the_models_text_after_one_request(
-        counter: Harness, anthropic_env: FakeAnthropic):
+        counter: CountingHarness, anthropic_env: FakeAnthropic):
     anthropic_env.script(Answer.refusal("I can't help with that request."))
     record = counter.run(JOB, timeout=30)
     assert record["status"] == "failed", record
     assert record["error"] == {"type": "ModelRefused", "message": "I can't help with that request."}
     assert len(anthropic_env.requests) == 1
     assert record["usage"]["requests"] == 1 and record["usage"]["cost_usd"] > 0  # the refusal was still paid for
-    assert not counter.runs  # type: ignore[attr-defined]
+    assert not counter.runs
 
 
-def test_an_unknown_stop_reason_is_an_error_that_names_it(counter: Harness, anthropic_env: FakeAnthropic):
+def test_an_unknown_stop_reason_is_an_error_that_names_it(counter: CountingHarness, anthropic_env: FakeAnthropic):
     anthropic_env.script(Answer.solution({"calls": [], "output": "done"}, stop_reason="pause_for_tea"))
     record = counter.run(JOB, timeout=30)
     assert record["status"] == "failed", record
@@ -138,7 +154,7 @@ def blob_agent(window_full_at: int | None):
 
 
 def test_a_full_context_window_compacts_the_conversation_once_and_the_job_goes_on(
-        counter: Harness, anthropic_env: FakeAnthropic):
+        counter: CountingHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = blob_agent(window_full_at=5)
     record = counter.run(BLOBS, timeout=60)
     assert record["status"] == "succeeded", record
@@ -152,7 +168,7 @@ def test_a_full_context_window_compacts_the_conversation_once_and_the_job_goes_o
 
 
 def test_a_prompt_too_long_with_nothing_to_compact_fails_with_context_window_exceeded(
-        counter: Harness, anthropic_env: FakeAnthropic):
+        counter: CountingHarness, anthropic_env: FakeAnthropic):
     anthropic_env.context_window = 200  # tokens: agentq's instructions alone are longer
     anthropic_env.refusals_expected = True
     record = counter.run(JOB, timeout=30)
