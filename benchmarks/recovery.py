@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         for kill, label in (("child", "pool child"), ("worker", "worker process")):
             celery = next(c for c in cases if (c.profile, c.kill, c.system) == (profile, kill, "celery"))
             agentq = next(c for c in cases if (c.profile, c.kill, c.system) == (profile, kill, "agentq"))
-            both = celery.recovered_s is not None and agentq.recovered_s is not None
-            delta = f"{agentq.recovered_s - celery.recovered_s:+.1f} s" if both else "-"  # type: ignore[operator]
+            ours, theirs = agentq.recovered_s, celery.recovered_s
+            delta = f"{ours - theirs:+.1f} s" if ours is not None and theirs is not None else "-"
             print(f"{profile:9} {label:16} {_seconds(celery.recovered_s, args.max_wait):>12} "
                   f"{_seconds(agentq.recovered_s, args.max_wait):>10} {delta:>16} {f'~{agentq.bound_s:g} s':>9}")
     unfinished = [c for c in cases if c.recovered_s is not None and not c.finished]

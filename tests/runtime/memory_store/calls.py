@@ -274,10 +274,13 @@ def _is_current(stored: str, sha: str) -> bool:
 def _claimed(state: JobState, *, stored: str, tool: str, carried: CallRecord | None, attempt: int, lost: int,
              announced: bool, log_offset: int) -> Claimed:
     """claim.lua's reply: an empty `stored` record or `tool` means the caller's copy is the stored one."""
-    if not stored:
+    if stored:
+        record = CallRecord.from_dict(json.loads(stored))
+    else:
         assert carried is not None, "claim.lua leaves out only a record the caller carried"
+        record = carried
     return Claimed(
-        record=CallRecord.from_dict(json.loads(stored)) if stored else carried,  # type: ignore[arg-type]
+        record=record,
         record_replaced=bool(stored) and carried is not None,
         tool=json.loads(tool) if tool else None, tool_sha=sha1(tool) if tool else "",
         attempt=attempt, log_length=len(state.log), announced=announced, lost=lost,
