@@ -4,6 +4,7 @@ real SDK against the fake Messages API, real Redis and a real Celery worker."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,24 @@ def modules(tmp_path: Path) -> Path:
     return tmp_path
 
 
+class ResearchHarness(Harness):
+    """A harness whose `lookup` activity keeps what it was called with (`seen`: the call and its context)."""
+
+    def __init__(self, redis_url: str):
+        super().__init__(redis_url)
+        self.seen: list[dict] = []
+
+
 @pytest.fixture
-def research(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> Harness:
+def research(redis_url: str, anthropic_env: FakeAnthropic, modules: Path) -> Iterator[ResearchHarness]:
+    harness = ResearchHarness(redis_url)
+    try:
+        yield _research(harness, modules)
+    finally:
+        harness.close()
+
+
+def _research(harness: ResearchHarness, modules: Path) -> ResearchHarness:
     harness.tool("lookup", params={"topic": {"type": "string"}}, output={"type": "array"}, required=["topic"])
     harness.tool("research", params={"question": {"type": "string"}}, output={"type": "object"},
                  _module={"const": "researcher"}, _imports={"const": ["brief"]})
@@ -41,7 +58,7 @@ def research(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> H
                  _module={"const": "anonymous"}, _imports={"const": ["brief"]})
     for name, reference in ESCAPES.items():
         harness.tool(name, params={}, output={}, _module={"const": reference})
-    seen: list[dict] = []
+    seen = harness.seen
 
     @harness.activities.register("lookup")
     def lookup(call, tool, context):
@@ -49,7 +66,6 @@ def research(harness: Harness, anthropic_env: FakeAnthropic, modules: Path) -> H
         return [f"{call['topic']} is old", f"{call['topic']} is tall"]
 
     harness.on_close(seen.clear)
-    harness.seen = seen  # type: ignore[attr-defined]
     harness.worker(llm="anthropic", module_dirs=[modules])
     return harness
 
@@ -66,7 +82,7 @@ def by_role(parent: list[Answer], child: list[Answer]):
 
 
 def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
-        research: Harness, anthropic_env: FakeAnthropic):
+        research: ResearchHarness, anthropic_env: FakeAnthropic):
     anthropic_env.responder = by_role(
         parent=[Answer.solution({"calls": [{"_tool": "research", "question": "the lighthouse",
                                             "_outputPath": "†state.research"}], "output": None}),
@@ -87,7 +103,7 @@ def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
     for request in child_requests:  # clean room: the imported brief and the input, never the secret
         text = json.dumps(request.body)
         assert SECRET not in text and "lighthouses" in text and "the lighthouse" in text
-    assert research.seen[0]["call"]["topic"] == "lighthouse"  # type: ignore[attr-defined]
+    assert research.seen[0]["call"]["topic"] == "lighthouse"
     store = store_of(research.client())
     events = [e for _, e in store.read_events(record["id"])]
     relayed = [e for e in events if e.get("relayed_from")]
@@ -100,7 +116,7 @@ def test_a_module_call_runs_a_child_job_whose_output_is_the_calls_result(
 
 @pytest.mark.parametrize("tool", sorted(ESCAPES))
 def test_module_paths_that_leave_the_module_folders_are_refused(
-        research: Harness, anthropic_env: FakeAnthropic, tool: str):
+        research: ResearchHarness, anthropic_env: FakeAnthropic, tool: str):
     anthropic_env.script(
         Answer.solution({"calls": [{"_tool": tool, "_outputPath": "†state.x"}], "output": None}),
         Answer.solution({"calls": [], "output": "gave up"}))
@@ -117,7 +133,7 @@ def is_anonymous_child(request: RecordedRequest) -> bool:
 
 
 def test_an_anonymous_module_call_succeeds_through_the_messages_api(
-        research: Harness, anthropic_env: FakeAnthropic):
+        research: ResearchHarness, anthropic_env: FakeAnthropic):
     """The empty module has no tools: its request must still be one the Messages API accepts (no empty anyOf)."""
     parent = [Answer.solution({"calls": [{"_tool": "askAnyone", "question": "how tall is the lighthouse?",
                                           "_outputPath": "†state.answer"}], "output": None}),

@@ -21,7 +21,7 @@ from agentq import telemetry
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness
 from tests.integration.test_agent_jobs import OUTPUT, ticks_then_latent
-from tests.integration.test_modules import by_role, modules, research  # noqa: F401  (fixtures of the module test)
+from tests.integration.test_modules import ResearchHarness, by_role, modules, research  # noqa: F401  (fixtures of the module test)
 
 CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 CLIENT_SPAN = 0x00F067AA0BA902B7
@@ -145,7 +145,7 @@ def test_a_call_an_approval_lets_run_continues_its_jobs_trace(harness: Harness, 
 
 
 def test_a_module_calls_child_job_is_traced_under_the_parents_call(
-        spans: InMemorySpanExporter, research: Harness, anthropic_env: FakeAnthropic):  # noqa: F811  (spans first:
+        spans: InMemorySpanExporter, research: ResearchHarness, anthropic_env: FakeAnthropic):  # noqa: F811  (spans first:
     # the worker's `chat` hook is installed when its runtime is built, with tracing on)
     anthropic_env.responder = by_role(
         parent=[Answer.solution({"calls": [{"_tool": "research", "question": "the lighthouse",
