@@ -166,7 +166,7 @@ def test_what_is_derivable_is_not_stored():
         assert stored.startswith('{"' + MARK + '":')
         assert stored.count(CALL) == 1 and JOB not in stored
         assert '"Paris"' in stored and stored.count("Paris") == 1
-        for derived in ("display_info", "Tool call", "Result", "function_name", "null", "success", "2026"):
+        for derived in ("display_info", "Tool call", "Result", "function_name", "null", "success", "2026-"):
             assert derived not in stored, (derived, stored)
         assert len(stored.encode()) < len(text(envelope).encode()) / 3
 
