@@ -39,7 +39,7 @@ def fleet_families(parts: Parts) -> list[Metric]:
         return [GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=0)]
     families: list[Metric] = [
         GaugeMetricFamily("agentq_store_up", "1 when the state store answered this scrape", value=1),
-        _jobs_ended(stats.jobs_total, stats.jobs_by_tenant, TenantLabels.of(settings)),
+        _jobs_ended(stats.jobs_total, stats.jobs_by_tenant, parts.tenant_labels),
         GaugeMetricFamily("agentq_jobs_active", "Jobs waiting for concurrency keys, queued, running or awaiting "
                           "approval", value=stats.jobs_active),
         GaugeMetricFamily("agentq_approvals_pending", "Calls awaiting a reviewer's approval",

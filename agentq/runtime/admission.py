@@ -207,6 +207,15 @@ class Admission:
         return ended, dict(again)
 
 
+def _new_start_lock() -> None:
+    global _starting
+    _starting = threading.Lock()
+
+
+_starting = threading.Lock()  # two threads noting a process's first places start one thread, not two
+os.register_at_fork(after_in_child=_new_start_lock)  # a child never inherits it held by a parent's thread
+
+
 class _Noted:
     """The places of ended calls waiting to be given back, and the thread of the process that gives them back
     (started on first use, again in a forked child)."""
@@ -217,13 +226,21 @@ class _Noted:
         self._wake = threading.Condition()
 
     def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
-        if self._pid != os.getpid():  # a forked child has the lock's state and none of the threads
-            self._pid, self._members, self._wake = os.getpid(), [], threading.Condition()
-            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
-                             daemon=True).start()
+        if self._pid != os.getpid():
+            self._start(give_back)
         with self._wake:
             self._members += members
             self._wake.notify()
+
+    def _start(self, give_back: Callable[[], None]) -> None:
+        """Start this process's thread: a forked child has the parent's lock states and none of its threads."""
+        with _starting:
+            if self._pid == os.getpid():  # another thread of this process started it meanwhile
+                return
+            self._members, self._wake = [], threading.Condition()
+            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
+                             daemon=True).start()
+            self._pid = os.getpid()
 
     def take(self) -> list[str]:
         if not self._members:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -76,8 +75,8 @@ class Parts:
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
     rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
-    # a tenant's label in the call counters (`metrics/tenants.py`; None: every call is labelled `default`)
-    tenant_labels: Callable[[str], str] | None = None
+    # the `tenant` labels of the counters (`metrics/tenants.py`), from the settings read once
+    tenant_labels: TenantLabels
 
     def close(self) -> None:
         try:
@@ -110,10 +109,10 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     modules = ModuleLibrary.from_settings(settings)
-    tenant_labels = TenantLabels.of(settings).label
+    tenant_labels = TenantLabels.of(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
-                      hooks=Hooks([CallMetrics(metrics, tenant_labels)]),
+                      hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
                       webhooks=DeliveryStore(store.redis, settings.namespace))
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
@@ -144,8 +143,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
-                    hooks=Hooks([CallMetrics(parts.metrics, parts.tenant_labels), RolloutStats(parts.rollouts.store),
-                                 budget, limiter, *tracing_hooks()]), batch=lane)
+                    hooks=Hooks([CallMetrics(parts.metrics, parts.tenant_labels.label),
+                                 RolloutStats(parts.rollouts.store), budget, limiter, *tracing_hooks()]), batch=lane)
 
 
 def tracing_hooks() -> list[Hook]:
