@@ -77,6 +77,11 @@ def call_key(tool_name: str, tool: dict | None) -> CallKey | None:
     return CallKey(tool=tool_name, key=spec["key"], limit=spec["limit"])
 
 
+def tool_keys(tools: dict[str, dict]) -> dict[str, CallKey]:
+    """The parsed `x-concurrency` of each of `tools` that has one, by tool name."""
+    return {name: key for name, tool in tools.items() if (key := call_key(name, tool)) is not None}
+
+
 def key_problem(key: CallKey, index: LogIndex, instance: str | None, pointer: str) -> Problem | None:
     """At submission: a reference key whose value the job's context gives, and which is not a string."""
     value = key.value(index, instance)
@@ -88,7 +93,7 @@ def key_problem(key: CallKey, index: LogIndex, instance: str | None, pointer: st
 
 def call_key_problems(calls: Sequence[PlannedCall], tools: dict[str, dict], context: list[dict]) -> list[Problem]:
     """At submission: each call whose tool's x-concurrency key the job's context resolves to a non-string."""
-    keys = {name: key for name, tool in tools.items() if (key := call_key(name, tool)) is not None and key.is_reference}
+    keys = {name: key for name, key in tool_keys(tools).items() if key.is_reference}
     if not keys:
         return []
     index = LogIndex(context)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from agentq.protocol.admission import AdmissionConfig, Ticket, admission_member, split_member
 from agentq.protocol.cache import LRU
-from agentq.protocol.call_keys import CallKey, call_key
+from agentq.protocol.call_keys import CallKey, tool_keys
 from agentq.protocol.priority import admission_level
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.status import CallStatus
@@ -75,7 +75,7 @@ class Admission:
         """Remember a job's tenant, `options.priority` and tools (the job service, which just wrote it)."""
         self._jobs.replace(job_id, (tenant, admission_level(priority)))
         if tools is not None:
-            self._keys.replace(job_id, _keys_of(tools))
+            self._keys.replace(job_id, tool_keys(tools))
 
     def config(self) -> AdmissionConfig:
         fixed = self.settings.admission_window
@@ -132,7 +132,7 @@ class Admission:
             return {}
         keys = self._keys.get(job_id)
         if keys is None:
-            keys = self._keys.replace(job_id, _keys_of(self.store.job_tools(job_id)))
+            keys = self._keys.replace(job_id, tool_keys(self.store.job_tools(job_id)))
         if not keys:
             return {}
         keyed = [(r, keys[r.tool]) for r in records if r.tool in keys]
@@ -259,6 +259,3 @@ class _Noted:
             except Exception:  # the places are the sweep's now; the thread goes on with the next ones
                 log.warning("could not give back the places of ended calls", exc_info=True)
 
-
-def _keys_of(tools: dict[str, dict]) -> dict[str, CallKey]:
-    return {name: key for name, tool in tools.items() if (key := call_key(name, tool)) is not None}
