@@ -23,6 +23,7 @@ from agentq.engine.caches import solution_for
 from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.delegation import Delegation, SubmitChild
 from agentq.engine.failures import CallFailure, classify, masked, retry_in
+from agentq.engine.finalize import end_ahead
 from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.engine.intake import CallIntake
 from agentq.engine.latent import run_latent
@@ -245,14 +246,23 @@ class Executor:
         except Exception as error:
             failure = classify(error, where=f"call {call_id} of job {job_id}")
             return self._fail(job_id, call_id, token, claim, resolved, failure, started)
-        finished = time.time()
-        done = done_event(job_id, call_id, record, tool, resolved, result, started, finished, source=self.source)
+        self._commit_done(job_id, call_id, token, claim, resolved, result, messages, started)
+        return Outcome(OutcomeStatus.DONE)
+
+    def _commit_done(self, job_id: str, call_id: str, token: str, claim: Claimed, resolved: dict, result: Any,
+                     messages: list[dict], started: float) -> None:
+        """Commit a succeeded attempt, then the job-progress step. When the claim sent what finalizing the job
+        reads (`Claimed.last`: this is its plan job's last awaited call), the commit writes the job's end too."""
+        record, finished = claim.record, time.time()
+        done = done_event(job_id, call_id, record, claim.tool or {}, resolved, result, started, finished,
+                          source=self.source)
+        planned = (end_ahead(job_id, claim.last, call_id, messages, source=self.source)
+                   if claim.last is not None and record.awaited else None)
         # the activity ran: its result is held here, and the commit sent again while the store is unreachable
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
-                                   events=[done], awaited=record.awaited)
+                                   events=[done], awaited=record.awaited, ahead=planned.end if planned else None)
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
-        self.progress.committed(job_id, commit, call_id)
-        return Outcome(OutcomeStatus.DONE)
+        self.progress.committed(job_id, commit, call_id, planned)
 
     def _check_writes(self, job_id: str, messages: list[dict], index: LogIndex | None) -> None:
         """Raise for a write the log cannot take (a push or concat onto a non-array: SPEC §5, a runtime error of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from agentq.protocol.envelopes import JobFinished
@@ -10,8 +11,9 @@ from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, Job
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
 from agentq.store.base import FinishInputs, Store
-from agentq.store.codecs import now_iso
+from agentq.store.codecs import dumps, now_iso
 from agentq.store.records import build_job_record
+from agentq.store.replies import EndAhead, LastCall
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,42 @@ def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: Er
     info, log_messages, statuses = inputs if inputs is not None else store.finish_inputs(job_id)
     if error is None and info.kind is JobKind.PLAN:
         error = _calls_failed(store, job_id, statuses, log_messages)
+    record, event = job_end(job_id, info, log_messages, error, source=source)
+    return Finalized(store.finalize(job_id, record=record, event=event), info, record)
+
+
+def job_end(job_id: str, info: JobInfo, log_messages: list[dict], error: ErrorInfo | None, *,
+            source: str) -> tuple[JobRecord, JobFinished]:
+    """A job's final record and its `job.finished` event: failed with `error`, else succeeded."""
     status = JobStatus.FAILED if error is not None else JobStatus.SUCCEEDED
     record = build_job_record(info, log_messages, status=status, error=error, finished_at=now_iso())
     part = (error_part(error.message, source=source, locale=info.locale) if error is not None
             else activity_part(f"Job {status}", source=source, locale=info.locale))
     event = JobFinished(job_id=job_id, status=status.value, error=error.to_dict() if error is not None else None,
                         part=part)
-    return Finalized(store.finalize(job_id, record=record, event=event), info, record)
+    return record, event
+
+
+@dataclass(frozen=True)
+class PlannedEnd:
+    """A plan job's end built before the commit of its last awaited call (`end_ahead`): `end` for the commit to
+    write, `info` the job as its claim read it (what the job-progress step reads once the commit wrote it)."""
+
+    info: JobInfo
+    end: EndAhead
+
+
+def end_ahead(job_id: str, last: LastCall, call_id: str, messages: list[dict], *,
+              source: str) -> PlannedEnd | None:
+    """The end of a plan job whose last awaited call `call_id` succeeds writing `messages`, built from what its
+    claim sent (`Claimed.last`) for its commit to write: `finalize_job`'s, when no other call of the job failed
+    (None otherwise: the job-progress step finalizes the job after the commit, reading which failures count)."""
+    info, log_messages, statuses = last.inputs
+    if any(status is CallStatus.FAILED for other, status in statuses.items() if other != call_id):
+        return None
+    stored = [json.loads(dumps(m)) for m in messages]  # as the log will give them back
+    record, event = job_end(job_id, info, [*log_messages, *stored], None, source=source)
+    return PlannedEnd(info, EndAhead(last.digest, len(log_messages), record, event))
 
 
 def _calls_failed(store: Store, job_id: str, statuses: dict[str, CallStatus],

@@ -67,13 +67,15 @@ class CallIntake:
         ahead = (start_events(job_id, call_id, record, cached[0], record.call, 1, source=self.source)
                  if record and cached and not needs_log else [])
         offset = self.logs.offset(job_id) if needs_log else -1
+        # an activity's awaited call that may be its plan job's last: its commit may end the job (`end_ahead`)
+        last_call = record is not None and record.awaited and record.mode is CallMode.EXPLICIT
 
         def claim_once() -> Claim:
             started = self.job_started(job_id, record)
             return self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
                                     job_started=started, expect_started=started is None, record=record,
                                     record_sha=record_sha, tool_sha=cached[1] if cached else "",
-                                    start_events=ahead)
+                                    start_events=ahead, last_call=last_call)
 
         claim = claim_once()
         if isinstance(claim, ClaimUnstarted):  # a job id used again: this process's memory was stale

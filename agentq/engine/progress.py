@@ -14,7 +14,7 @@ from typing import Protocol
 
 from agentq.engine.concurrency import release_keys, start_jobs
 from agentq.engine.delegation import resume_parent
-from agentq.engine.finalize import finalize_job
+from agentq.engine.finalize import Finalized, PlannedEnd, finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.engine.relay import relay_events
 from agentq.errors import AgentQError
@@ -49,10 +49,12 @@ class JobProgress:
         self.source = source
         self.hooks = hooks if hooks is not None else Hooks()
 
-    def committed(self, job_id: str, commit: Commit | None, call_id: str | None = None) -> None:
+    def committed(self, job_id: str, commit: Commit | None, call_id: str | None = None,
+                  planned: PlannedEnd | None = None) -> None:
         """Send the calls a commit released and take the job's next step. A commit of this attempt's own call
         (`call_id`) that finds it committed already (its first reply was lost to a store outage, or a takeover
-        committed it) finishes whatever that commit may have left undone, as a redelivery would."""
+        committed it) finishes whatever that commit may have left undone, as a redelivery would. `planned`: the
+        job's end the commit was given to write (`engine/finalize.end_ahead`)."""
         if isinstance(commit, CommitDuplicate) and call_id is not None:
             self.recover(job_id, call_id)
             return
@@ -63,14 +65,17 @@ class JobProgress:
                      "after_cancel", call_id, job_id)
         if commit.released:  # they go first; a call's place alone is given back after the job's next step
             self.dispatch.ended(job_id, _ids(call_id), commit.released)
-        self.step(job_id, commit, call_id)
+        self.step(job_id, commit, call_id, planned)
         if not commit.released:
             self.dispatch.ended(job_id, _ids(call_id), [])
 
-    def step(self, job_id: str, commit: Committed, call_id: str | None) -> None:
-        """The job's next step after a commit, when it is due (else a late call's record saved again)."""
+    def step(self, job_id: str, commit: Committed, call_id: str | None, planned: PlannedEnd | None = None) -> None:
+        """The job's next step after a commit, when it is due (else a late call's record saved again). A commit
+        that wrote the job's end planned ahead (`Committed.finalized`) leaves what follows a job's end."""
         if _step_due(commit.open_calls, commit.job_status, ticking=commit.ticking):
-            if commit.kind is JobKind.PLAN:
+            if commit.finalized and planned is not None:
+                self.ended(Finalized(True, planned.info, planned.end.record))
+            elif commit.kind is JobKind.PLAN:
                 self.finish(job_id, inputs=commit.finish_inputs)
             else:
                 self.advance(job_id)
@@ -124,11 +129,16 @@ class JobProgress:
         """Give a job its final status and record (idempotent); a module's child job then resumes the call it
         ran for. `inputs`: what finalizing reads, when a commit's reply brought it."""
         finalized = finalize_job(self.store, job_id, source=self.source, error=error, inputs=inputs)
+        self.ended(finalized)
+        return finalized.ended
+
+    def ended(self, finalized: Finalized) -> None:
+        """What follows a job's end, for the one caller that gave the job its final status: its concurrency keys
+        go to the next jobs, and a module's child job resumes the call it ran for."""
         if finalized.ended:
             release_keys(self.store, self.dispatch, self, finalized.info)
         if finalized.ended and finalized.info.parent is not None:
             self.child_ended(finalized.info, finalized.record)
-        return finalized.ended
 
     def canceled(self, job_id: str) -> None:
         """A job was canceled (by `Store.cancel`): its record is kept, and a module's child job resumes the call

@@ -34,6 +34,7 @@ from agentq.store.replies import (
     Commit,
     CommitOutcome,
     Decision,
+    EndAhead,
     FinishInputs,
     LimitReply,
     Settle,
@@ -44,7 +45,8 @@ from agentq.store.replies import (
 )
 from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
-__all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "FinishInputs",
+__all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "EndAhead",
+           "FinishInputs",
            "FleetStats", "RelayCursor", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded", "WorkerBeat"]
 
 
@@ -66,12 +68,14 @@ class Store(Protocol):
     # ----------------------------------------------------------------------------- execution
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim: ...
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
+              last_call: bool = False) -> Claim: ...
 
     def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None: ...
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None) -> Commit: ...
+               events: Sequence[Envelope] = (), awaited: bool | None = None,
+               ahead: EndAhead | None = None) -> Commit: ...
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),

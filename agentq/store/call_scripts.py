@@ -29,7 +29,9 @@ from agentq.store.replies import (
     Decision,
     DecisionConflict,
     DecisionMissing,
+    EndAhead,
     FinishInputs,
+    LastCall,
     Settle,
     Settled,
     SettleOther,
@@ -46,6 +48,15 @@ def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_starte
     return "!" if expect_started else ""
 
 
+def _ahead_args(ahead: EndAhead | None, job_id: str) -> list[Any]:
+    """commit.lua's ARGV[5..10]: the job's end its caller built (or '' and five placeholders)."""
+    if ahead is None:
+        return ["", "", "", "", "", ""]
+    record = ahead.record
+    return [ahead.digest, ahead.log_length, record.status.value, dumps(record.to_dict()),
+            record.finished_at or now_iso(), entry(ahead.event, job_id)]
+
+
 def _renew_layout(keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> tuple[list[str], list[Any]]:
     """renew.lua's KEYS (the status hash, one lease key per call) and ARGV (lease_ms, the tokens, the call ids)."""
     ids = list(leases)
@@ -58,8 +69,8 @@ class CallScripts(ScriptRunner):
     # one case per reply of claim.lua
     def claim(self, keys: JobKeys, call_id: str, *, token: str, lease_ms: int, log_offset: int,
               job_started: Envelope | None, expect_started: bool, record: CallRecord | None, record_sha: str,
-              tool_sha: str, start_events: Sequence[Envelope]) -> Claim:
-        """claim.lua: claim a call for one attempt."""
+              tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False) -> Claim:
+        """claim.lua: claim a call for one attempt (`last_call`: send `Claimed.last` when it applies)."""
         job_id = keys.job_id
         reply = self._run(
             "claim",
@@ -67,7 +78,8 @@ class CallScripts(ScriptRunner):
              keys.lease(call_id), keys.lost],
             [call_id, token, lease_ms, now_iso(), _job_started_arg(job_started, job_id, expect_started=expect_started),
              log_offset, record_sha if record is not None else "", tool_sha,
-             record.tool if record is not None else "", *(entry(e, job_id) for e in start_events)])
+             record.tool if record is not None else "", "1" if last_call else "",
+             *(entry(e, job_id) for e in start_events)])
         match reply[0]:
             case "claimed":
                 return _claimed(reply, record)
@@ -86,15 +98,15 @@ class CallScripts(ScriptRunner):
         raise ValueError(f"claim.lua replied {reply[0]!r}")
 
     def commit(self, keys: JobKeys, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope], awaited: bool | None = None) -> Commit:
+               events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
         """commit.lua: write a running call's outcome exactly once (`awaited`: None reads it from the stored
-        record)."""
+        record; `ahead`: the job's end, written if this commit ends the job as its claim foresaw)."""
         reply = self._run(
             "commit",
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
-             keys.dependents, keys.approval],
-            [call_id, token, status.value, "" if awaited is None else "1" if awaited else "0", len(messages),
-             *(dumps(m) for m in messages),
+             keys.dependents, keys.approval, keys.done],
+            [call_id, token, status.value, "" if awaited is None else "1" if awaited else "0",
+             *_ahead_args(ahead, keys.job_id), len(messages), *(dumps(m) for m in messages),
              *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":
@@ -169,9 +181,11 @@ class CallScripts(ScriptRunner):
 
 
 def _claimed(reply: list, carried: CallRecord | None) -> Claimed:
-    """claim.lua's `{'claimed', stored record or '', tool schema or '', attempt, log length, announced, lost,
-    tail messages...}`: an empty record or tool means the caller's copy is the stored one."""
+    """claim.lua's `{'claimed', stored record or '', tool schema or '', attempt, log length or '', announced, lost,
+    t, t tail messages, [digest, what finalizing reads]}`: an empty record or tool means the caller's copy is the
+    stored one."""
     stored, tool = reply[1], reply[2]
+    tail_end = 8 + int(reply[7])
     if stored:
         record = CallRecord.from_dict(json.loads(stored))
     else:
@@ -180,19 +194,22 @@ def _claimed(reply: list, carried: CallRecord | None) -> Claimed:
     return Claimed(
         record=record, record_replaced=bool(stored) and carried is not None,
         tool=json.loads(tool) if tool else None, tool_sha=sha1(tool) if tool else "",
-        attempt=int(reply[3]), log_length=int(reply[4]), announced=reply[5] == "1", lost=int(reply[6]),
-        log_tail=[json.loads(m) for m in reply[7:]])
+        attempt=int(reply[3]), log_length=int(reply[4]) if reply[4] else None, announced=reply[5] == "1",
+        lost=int(reply[6]),
+        log_tail=[json.loads(m) for m in reply[8:tail_end]],
+        last=LastCall(_finish_inputs(reply[tail_end + 1:]), reply[tail_end]) if len(reply) > tail_end else None)
 
 
 def _committed(reply: list) -> Committed:
     """`committed_reply` of _committed.lua (commit.lua, settle.lua): `{'committed', open, job status, ticking,
-    kind, n, n released records, [what finalizing a plan job reads: m, m job fields and values, k, k log
-    messages, call statuses' fields and values]}`."""
+    kind, n, n released records, ['finalized' | what finalizing a plan job reads: m, m job fields and values, k,
+    k log messages, call statuses' fields and values]}`."""
     released_end = 6 + int(reply[5])
     return Committed(
         open_calls=int(reply[1]), job_status=JobStatus(reply[2]), ticking=reply[3] == "1", kind=JobKind(reply[4]),
         released=[CallRecord.from_dict(json.loads(r)) for r in reply[6:released_end]],
-        finish_inputs=_finish_inputs(reply[released_end:]) if len(reply) > released_end else None)
+        finish_inputs=_finish_inputs(reply[released_end:]) if len(reply) > released_end + 1 else None,
+        finalized=reply[released_end:] == ["finalized"])
 
 
 def _finish_inputs(rest: list) -> FinishInputs:

@@ -17,7 +17,7 @@ from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.core import not_found
-from agentq.store.replies import Claim, Commit, Committed, Decision, Settle, Settled
+from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, Settle, Settled
 from agentq.store.stats import StatsSteps
 from agentq.store.views import CallTable
 
@@ -30,7 +30,8 @@ class CallSteps(StatsSteps):
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim:
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
+              last_call: bool = False) -> Claim:
         """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
         A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
@@ -46,19 +47,28 @@ class CallSteps(StatsSteps):
 
         Replaying a claim with the `token` that holds the call (its reply was lost to a store outage) returns
         that claim again. Taking over a call whose lease expired counts a lost attempt (`Claim.lost`).
+
+        A caller that would build the job's end ahead of the call's commit passes `last_call`: when the call is
+        its plan job's one open awaited call, the claim sends what finalizing the job reads (`Claimed.last`).
         """
         return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
                                   job_started=job_started, expect_started=expect_started, record=record,
-                                  record_sha=record_sha, tool_sha=tool_sha, start_events=start_events)
+                                  record_sha=record_sha, tool_sha=tool_sha, start_events=start_events,
+                                  last_call=last_call)
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None) -> Commit:
+               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
         """Write a running call's outcome exactly once (see commit.lua). A caller holding the call's stored record
-        (the claim gave it) passes its `awaited`, so the step does not read and decode the record again."""
+        (the claim gave it) passes its `awaited`, so the step does not read and decode the record again. `ahead`
+        is the job's end built from `Claimed.last`: the commit writes it, as `finalize` would, when it ends the
+        job and nothing changed since the claim (`Committed.finalized`; else the reply brings what finalizing
+        reads, as without it)."""
         commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
-                                     events=events, awaited=awaited)
+                                     events=events, awaited=awaited, ahead=ahead)
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
+            if commit.finalized and ahead is not None:
+                self._count_end(job_id, ahead.record.status, ahead.record.tenant)
         return commit
 
     def _after_committed(self, job_id: str, commit: Committed) -> None:

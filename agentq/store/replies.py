@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, NamedTuple
 
-from agentq.protocol.records import CallRecord, JobInfo, JobKind
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 
 # ------------------------------------------------------------------------------------------------ claim
@@ -36,13 +37,24 @@ class Claimed:
     outcome: ClassVar[ClaimOutcome] = ClaimOutcome.CLAIMED
     record: CallRecord  # the stored record: what runs
     attempt: int
-    log_length: int = 0
+    log_length: int | None = None  # the log's length, when the caller asked for its tail (an offset)
     log_tail: list[dict] = field(default_factory=list)  # the log's messages from the caller's offset on
     tool: dict | None = None  # the call's tool schema, None when the caller's copy is current
     tool_sha: str = ""  # SHA-1 of the stored schema `tool` was decoded from (when the reply carried it)
     announced: bool = False  # the claim published the caller's start events
     record_replaced: bool = False  # the record the task carried was not the stored one: the stored one runs
     lost: int = 0  # attempts of this call lost so far: their process died before they ended
+    last: LastCall | None = None  # asked for, and the call is its plan job's one open awaited call
+
+
+@dataclass(frozen=True)
+class LastCall:
+    """What a claim sends when its call is the one open awaited call of an active plan job (claim.lua): what
+    finalizing the job reads, and the SHA-1 of the job hash's fields it read, so the call's commit can write the
+    job's end its caller builds from them (`EndAhead`) if nothing changed meanwhile."""
+
+    inputs: FinishInputs
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,18 @@ class FinishInputs(NamedTuple):
     statuses: dict[str, CallStatus]
 
 
+@dataclass(frozen=True)
+class EndAhead:
+    """A plan job's end, built from a `LastCall` and its call's outcome, for the call's commit to write (commit.lua)
+    as `finalize` would: when the commit ends the job, the job hash is the one `digest` names and the log is the
+    `log_length` messages the claim sent plus the commit's own."""
+
+    digest: str
+    log_length: int
+    record: JobRecord
+    event: Envelope
+
+
 class CommitOutcome(StrEnum):
     COMMITTED = "committed"
     DUPLICATE = "duplicate"  # the call was committed already (a redelivered task)
@@ -108,6 +132,7 @@ class Committed:
     released: list[CallRecord] = field(default_factory=list)
     ticking: bool = False  # an agent tick is in flight: it takes the job's next step when it ends
     finish_inputs: FinishInputs | None = None  # the last awaited call of a plan job: what finalizing it reads
+    finalized: bool = False  # the commit wrote the job's end its caller built (`EndAhead`)
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ def test_claim_outcomes_attempts_and_job_start(backend: Backend):
     assert claim.record == records_of(plan)[0]  # no record carried: the stored one
     assert claim.tool == plan.tools["first"]
     assert claim.tool_sha == hashlib.sha1(dumps(plan.tools["first"]).encode()).hexdigest()
-    assert claim.log_length == 2 and claim.log_tail == []  # no offset: no tail
+    assert claim.log_length is None and claim.log_tail == []  # no offset: neither the log's length nor a tail
     info = store.job_info(plan.id)
     assert info.status is JobStatus.RUNNING and info.started_at
     assert store.call_statuses(plan.id)[ids["first"]] is CallStatus.RUNNING

@@ -98,9 +98,10 @@ def test_a_call_step_is_one_evalsha_and_the_store_keeps_the_jobs_keys(store: Sta
 
 
 def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(store: StateStore):
-    """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 11 (its job started already,
-    no start events to publish), a commit (no messages, no events) 8 when its caller passes the stored record's
-    `awaited` (the claim gave the record), 9 when it reads and decodes the stored record itself."""
+    """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 9 (its job started already,
+    no start events to publish, a first attempt: no lost attempts to read, no log asked for), a commit (no
+    messages, no events) 8 when its caller passes the stored record's `awaited` (the claim gave the record), 9
+    when it reads and decodes the stored record itself."""
     from agentq.protocol.status import CallStatus
 
     job = {"calls": [{"_tool": "first", "x": i, "_outputPath": f"†state.a{i}"} for i in range(3)]}
@@ -124,7 +125,7 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
                             awaited=awaited).outcome.value == "committed"
 
     claim(first)
-    assert commands(lambda: claim(second)) == 11
+    assert commands(lambda: claim(second)) == 9
     claim(third)
     assert commands(lambda: commit(second, True)) == 8
     assert commands(lambda: commit(first, None)) == 9

@@ -8,13 +8,16 @@ local function job_fields(key)
 end
 
 -- Append messages to the log (at most 1000 per command); a log this creates gets the job's expiry (every step
--- that writes the log gives it the expiry when it creates it, so a log that exists has one already).
+-- that writes the log gives it the expiry when it creates it, so a log that exists has one already). Returns the
+-- log's length after the last append (nil when there was nothing to append).
 local function append_log(key, messages, expire_at_ms)
+  local length
   for first = 1, #messages, 1000 do
     local last = math.min(first + 999, #messages)
-    local length = redis.call('RPUSH', key, unpack(messages, first, last))
+    length = redis.call('RPUSH', key, unpack(messages, first, last))
     if length == last then redis.call('PEXPIREAT', key, expire_at_ms) end
   end
+  return length
 end
 
 -- Decrement the waiting counts of the call's dependents; each that waits on nothing more becomes ready (its
@@ -42,12 +45,23 @@ local function release_dependents(k, call_id, job)
   return released
 end
 
+-- Give the job its final status and record, as finalize.lua does, in the commit of its last awaited call: `ending`
+-- is what the caller built from what the claim sent (see commit.lua), `k.events` and `k.done` the job's keys.
+local function finalize_now(k, ending, expire_at_ms)
+  redis.call('HSET', k.job, 'status', ending.status, 'record', ending.record, 'finished_at', ending.finished_at)
+  redis.call('XADD', k.events, '*', 'e', ending.event)
+  redis.call('DEL', k.done)
+  redis.call('RPUSH', k.done, ending.status)
+  if expire_at_ms then redis.call('PEXPIREAT', k.done, expire_at_ms) end
+end
+
 -- Count the call out of the job's open awaited calls (if it was `awaited`) and build the reply:
 -- {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
 --  number of released calls n, record of each released call..., then, when this was the last awaited call of an
---  active plan job with no tick in flight: the job hash's field count m, its m fields and values, the log's
---  length k, its k messages, the call statuses' fields and values}
-local function committed_reply(k, awaited, job, released)
+--  active plan job with no tick in flight: 'finalized' when `ending` (the job's end the caller built, see
+--  commit.lua) was written, else the job hash's field count m, its m fields and values, the log's length k, its
+--  k messages, the call statuses' fields and values}
+local function committed_reply(k, awaited, job, released, ending)
   local open
   if awaited then
     open = redis.call('HINCRBY', k.job, 'open', -1)
@@ -57,7 +71,10 @@ local function committed_reply(k, awaited, job, released)
   local job_status, kind, ticking = job.status, job.kind, job.ticking
   local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
   for _, r in ipairs(released) do table.insert(result, r) end
-  if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
+  if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' and ending then
+    finalize_now(k, ending, job.expire_at_ms)
+    table.insert(result, 'finalized')
+  elseif open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' then
     -- a plan job's last awaited call: its caller finalizes the job next, with what it would read (job, log,
     -- call statuses) sent in this reply instead of a round trip of its own (the job hash holds the hot fields
     -- only: the submitted job and the rest of its cold spec are in the spec key)

@@ -8,7 +8,9 @@
 --       [8] the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the stored
 --           schema is left out of the reply, any other gets the stored one,
 --       [9] the tool name of the caller's record (trusted only when that record is the stored one),
---       [10..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
+--       [10] '1' when the caller would finalize the job in the call's commit if it is the job's last awaited
+--           call ('' otherwise: see "what finalizing reads" below),
+--       [11..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
 --           published if this is the first attempt and both the caller's record and tool are current (it
 --           rendered them from those), so the caller's start events cost no round trip of their own
 -- A claim replayed with the token that holds the call's lease (the caller lost the reply of its own claim to
@@ -18,8 +20,14 @@
 -- store was down says nothing about its holder, which may hold a result it could not commit; it gets that long
 -- to renew its lease or commit (the store retries of runtime/outages.py wait at most 2 s between tries).
 -- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
--- Returns {'claimed', stored record or '', tool schema or '', attempt, log length, '1' if the caller's start
---          events were published else '0', lost attempts, tail messages...}
+-- Returns {'claimed', stored record or '', tool schema or '', attempt, log length ('' when the log offset is -1),
+--          '1' if the caller's start events were published else '0', lost attempts, number of tail messages t,
+--          t tail messages, [what finalizing reads]}
+--      what finalizing reads, when ARGV[10] is '1' and the call is the one open awaited call of an active plan job
+--      with no tick in flight: the SHA-1 of the job hash's fields (cjson of HGETALL, after this claim's writes),
+--      the job hash's field count m, its m fields and values, the log's length k, its k messages, the call
+--      statuses' fields and values. The caller builds the job's record from them and its own outcome, and its
+--      commit finalizes the job when nothing changed meanwhile (see commit.lua).
 --      or {'finished', status} | {'leased', pttl} | {'canceled'} | {'not_ready', status} | {'missing'}
 --      or {'unstarted'}: the caller passed '!', but the job has not started
 -- The store's run id and how long it has served (ms, counted in whole seconds), from INFO server.
@@ -39,8 +47,10 @@ end
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
--- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run
-local job = redis.call('HMGET', KEYS[1], 'status', 'started_at', 'expire_at_ms', 'store_run')
+-- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run, kind, open,
+-- ticking
+local job = redis.call('HMGET', KEYS[1], 'status', 'started_at', 'expire_at_ms', 'store_run', 'kind', 'open',
+                      'ticking')
 local job_status = job[1]
 if job_status == JOB.CANCELED then
   -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
@@ -80,7 +90,8 @@ elseif status ~= CALL.READY then
 end
 
 local attempt
-local lost = tonumber(redis.call('HGET', KEYS[9], call_id) or '0')
+-- lost attempts: none before a call's first attempt (only a takeover, of an attempt counted before, counts one)
+local lost = 0
 if replay then
   attempt = tonumber(redis.call('HGET', KEYS[4], call_id))
   redis.call('PEXPIRE', KEYS[8], ARGV[3])
@@ -94,6 +105,9 @@ else
     lost = redis.call('HINCRBY', KEYS[9], call_id, 1)
     if lost == 1 and redis.call('PTTL', KEYS[9]) == -1 then redis.call('PEXPIREAT', KEYS[9], job[3]) end
   end
+end
+if attempt > 1 and lost == 0 then lost = tonumber(redis.call('HGET', KEYS[9], call_id) or '0') end
+if not replay then
   redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
   redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
 end
@@ -110,17 +124,28 @@ local name = record_current and ARGV[9] or cjson.decode(stored).tool
 local tool = redis.call('HGET', KEYS[5], name) or ''
 local tool_current = ARGV[8] ~= '' and tool ~= '' and redis.sha1hex(tool) == ARGV[8]
 local published = '0'
-if attempt == 1 and record_current and tool_current and #ARGV >= 10 then
+if attempt == 1 and record_current and tool_current and #ARGV >= 11 then
   if not replay then
-    for i = 10, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+    for i = 11, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
   end
   published = '1'
 end
 
+-- the log's length and its tail from the caller's offset, only when the caller reads the log ('' otherwise)
 local offset = tonumber(ARGV[6])
 local result = {'claimed', record_current and '' or stored, tool_current and '' or tool, tostring(attempt),
-                tostring(redis.call('LLEN', KEYS[7])), published, tostring(lost)}
-if offset >= 0 then
-  for _, message in ipairs(redis.call('LRANGE', KEYS[7], offset, -1)) do table.insert(result, message) end
+                offset >= 0 and tostring(redis.call('LLEN', KEYS[7])) or '', published, tostring(lost)}
+local tail = offset >= 0 and redis.call('LRANGE', KEYS[7], offset, -1) or {}
+table.insert(result, tostring(#tail))
+for _, message in ipairs(tail) do table.insert(result, message) end
+if ARGV[10] == '1' and job[5] == 'plan' and job[6] == '1' and (job[7] or '0') == '0' and JOB_ACTIVE[job_status] then
+  local fields = redis.call('HGETALL', KEYS[1])
+  table.insert(result, redis.sha1hex(cjson.encode(fields)))
+  table.insert(result, tostring(#fields))
+  for _, v in ipairs(fields) do table.insert(result, v) end
+  local log = redis.call('LRANGE', KEYS[7], 0, -1)
+  table.insert(result, tostring(#log))
+  for _, v in ipairs(log) do table.insert(result, v) end
+  for _, v in ipairs(redis.call('HGETALL', KEYS[3])) do table.insert(result, v) end
 end
 return result

@@ -26,6 +26,7 @@ from agentq.store.replies import (
     Decision,
     DecisionConflict,
     DecisionMissing,
+    EndAhead,
     Settle,
     Settled,
     SettleOther,
@@ -51,8 +52,10 @@ _RUNNING, _READY = CallStatus.RUNNING.value, CallStatus.READY.value
 class CallSteps(MemoryCore):
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False) -> Claim:
-        """claim.lua (a memory store never restarts: no restart grace)."""
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
+              last_call: bool = False) -> Claim:
+        """claim.lua (a memory store never restarts: no restart grace; it never sends `Claimed.last`, so its
+        commits never finalize: the job-progress step does)."""
         with self._changed:
             state = self._get(job_id)
             status = state.status.get(call_id, "") if state is not None else ""
@@ -132,7 +135,7 @@ class CallSteps(MemoryCore):
                 self._xadd(state, entry(envelope, job_id))
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None) -> Commit:
+               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
         """commit.lua (a caller's `awaited` must be the stored record's: checked here)."""
         with self._changed:
             state = self._get(job_id)
@@ -283,5 +286,5 @@ def _claimed(state: JobState, *, stored: str, tool: str, carried: CallRecord | N
         record=record,
         record_replaced=bool(stored) and carried is not None,
         tool=json.loads(tool) if tool else None, tool_sha=sha1(tool) if tool else "",
-        attempt=attempt, log_length=len(state.log), announced=announced, lost=lost,
+        attempt=attempt, log_length=len(state.log) if log_offset >= 0 else None, announced=announced, lost=lost,
         log_tail=[json.loads(m) for m in state.log[log_offset:]] if log_offset >= 0 else [])
