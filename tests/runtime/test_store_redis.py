@@ -98,8 +98,9 @@ def test_a_call_step_is_one_evalsha_and_the_store_keeps_the_jobs_keys(store: Sta
 
 
 def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(store: StateStore):
-    """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 9 (its job started already,
-    no start events to publish, a first attempt: no lost attempts to read, no log asked for), a commit (no
+    """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 8 (its plan job started already,
+    so its attempts hash has its expiry; no start events to publish, a first attempt: no lost attempts to read, no
+    log asked for), a commit (no
     messages, no events) 8 when its caller passes the stored record's `awaited` (the claim gave the record), 9
     when it reads and decodes the stored record itself."""
     from agentq.protocol.status import CallStatus
@@ -125,7 +126,7 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
                             awaited=awaited).outcome.value == "committed"
 
     claim(first)
-    assert commands(lambda: claim(second)) == 9
+    assert commands(lambda: claim(second)) == 8
     claim(third)
     assert commands(lambda: commit(second, True)) == 8
     assert commands(lambda: commit(first, None)) == 9
@@ -149,6 +150,24 @@ def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
     assert store.create_job(plan, records_of(plan), submitted=job, events=[])
     second = plan.calls[1].id
     assert store.redis.hgetall(store.keys(plan.id).waiting) == {second: "1"}
+
+
+def test_a_one_call_submission_gives_an_expiry_only_to_the_keys_it_wrote(store: StateStore):
+    """submit.lua of a one-call job without context: the job, its spec, calls, statuses, tools and events are
+    written (one command each, and the check that the id is free) and get the job's expiry; the log, waiting
+    counts, attempts, dependents, exchanges, approvals and lost attempts are not written, and get no PEXPIREAT."""
+    assert create(store, "job_counted_zero")  # the script is loaded
+    before = store.redis.info("commandstats")
+    assert create(store, "job_counted_one")
+    after = store.redis.info("commandstats")
+    commands = {name.removeprefix("cmdstat_"): after[name]["calls"] - before.get(name, {"calls": 0})["calls"]
+                for name in after}
+    commands = {name: n for name, n in commands.items() if n and name != "info"}
+    assert commands == {"evalsha": 1, "exists": 1, "hset": 5, "xadd": 1, "pexpireat": 6, "zadd": 2,
+                        "zremrangebyscore": 2}, commands
+    keys = store.keys("job_counted_one")
+    written = [key for key in keys.all if store.redis.exists(key)]
+    assert {store.redis.pexpiretime(key) for key in written} == {int(store.redis.hget(keys.job, "expire_at_ms"))}
 
 
 def test_a_large_job_is_written_whole_in_a_few_commands_and_every_key_expires_with_it(store: StateStore):
@@ -296,3 +315,23 @@ def test_a_budget_is_one_round_trip_per_step_and_expires_with_its_job(store: Sta
     assert store.redis.hgetall(keys.budget) == {
         "spent.requests": "1", "spent.input": "480", "spent.output": "99", "spent.cost": "0",
         "held.requests": "0", "held.input": "0", "held.output": "0", "held.cost": "0"}
+
+
+def test_the_attempts_hash_expires_with_its_job_whichever_step_created_it(store: StateStore):
+    """A plan job's attempts hash is created by the step that starts the job (its first claim or settle), which gives
+    it the job's expiry; an agent job starts with its first tick, so the claim that creates its hash later checks
+    for an expiry (PTTL) and gives it one."""
+    from tests.runtime.test_store_contract_steps import add, agent, planned
+
+    job_id = agent(store)
+    store.begin_tick(job_id, exchanges=0, token="t", lease_ms=10_000)
+    call, _ = planned("call_a")
+    assert add(store, job_id, "t", (call, _)) == [call]
+    assert store.claim(job_id, "call_a", token="c", lease_ms=10_000).outcome.value == "claimed"
+    plan = make_plan(JOB, TOOLS, job_id="job_plan_attempts")
+    assert store.create_job(plan, records_of(plan), submitted=JOB, events=[])
+    assert store.claim(plan.id, plan.calls[0].id, token="c", lease_ms=10_000).outcome.value == "claimed"
+    for each in (job_id, plan.id):
+        keys = store.keys(each)
+        assert store.redis.hget(keys.attempts, "call_a" if each == job_id else plan.calls[0].id) == "1"
+        assert store.redis.pexpiretime(keys.attempts) == int(store.redis.hget(keys.job, "expire_at_ms")) > 0

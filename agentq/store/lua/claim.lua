@@ -44,6 +44,14 @@ local function restart_grace_ms(lease_ms, job_run)
   return math.max(0, lease_ms + 2000 - uptime_ms)
 end
 
+-- Whether a call's first attempt may have created the attempts hash without an expiry (`job`: the HMGET below).
+-- A plan job's attempts hash is created by the step that starts the job (this claim, or settle.lua), so it has
+-- its expiry once the job started; an agent job starts with its first tick, before any claim: its hash is checked.
+local function attempts_unexpiring(job)
+  if not job[2] then return true end
+  return job[5] ~= 'plan' and redis.call('PTTL', KEYS[4]) == -1
+end
+
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
@@ -97,7 +105,7 @@ if replay then
   redis.call('PEXPIRE', KEYS[8], ARGV[3])
 else
   attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
-  if attempt == 1 and redis.call('PTTL', KEYS[4]) == -1 then
+  if attempt == 1 and attempts_unexpiring(job) then
     -- the attempts hash is created by a job's first claim, after submission set the other keys' expiry
     redis.call('PEXPIREAT', KEYS[4], job[3])
   end
@@ -111,13 +119,17 @@ if not replay then
   redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
   redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
 end
-if job_status == JOB.QUEUED then redis.call('HSET', KEYS[1], 'status', JOB.RUNNING) end
 -- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
--- its submission, the job was never `queued`): the status stays, the start is recorded and published once
+-- its submission, the job was never `queued`): the status stays, the start is recorded and published once;
+-- the job hash's fields this writes go in one command
+local job_writes = {}
+if job_status == JOB.QUEUED then job_writes = {'status', JOB.RUNNING} end
 if not job[2] then
-  redis.call('HSET', KEYS[1], 'started_at', ARGV[4], 'store_run', (store_run()))
-  if ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
+  local run = store_run()
+  for _, v in ipairs({'started_at', ARGV[4], 'store_run', run}) do job_writes[#job_writes + 1] = v end
 end
+if #job_writes > 0 then redis.call('HSET', KEYS[1], unpack(job_writes)) end
+if not job[2] and ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]
 local name = record_current and ARGV[9] or cjson.decode(stored).tool

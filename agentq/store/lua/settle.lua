@@ -28,7 +28,10 @@ if ARGV[6] == '!' and not started then return {'unstarted'} end
 
 -- the claim: attempt 1, the job running and started
 redis.call('HSET', KEYS[4], call_id, 1)
-if redis.call('PTTL', KEYS[4]) == -1 then redis.call('PEXPIREAT', KEYS[4], job.expire_at_ms) end
+-- the attempts hash gets the job's expiry when this step creates it: when it starts a plan job (see claim.lua)
+if not started or (job.kind ~= 'plan' and redis.call('PTTL', KEYS[4]) == -1) then
+  redis.call('PEXPIREAT', KEYS[4], job.expire_at_ms)
+end
 if job.status == JOB.QUEUED then
   redis.call('HSET', KEYS[1], 'status', JOB.RUNNING)
   job.status = JOB.RUNNING

@@ -13,10 +13,13 @@ local p = cjson.decode(ARGV[1])
 local expire_at = ARGV[2]
 local CHUNK = 2000  -- arguments per command (Lua's unpack takes a few thousand at most)
 
+local written = {}  -- the keys this step wrote: each gets the job's expiry (a key not written stays absent)
+
 local function write(command, key, args)
   for first = 1, #args, CHUNK do
     redis.call(command, key, unpack(args, first, math.min(first + CHUNK - 1, #args)))
   end
+  if #args > 0 then written[#written + 1] = key end
 end
 
 local function hset_all(key, map)
@@ -39,5 +42,6 @@ hset_all(KEYS[9], p.dependents)
 hset_all(KEYS[11], p.approval)
 hset_all(KEYS[13], p.spec)
 for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[8], '*', 'e', envelope) end
-for i = 1, #KEYS do redis.call('PEXPIREAT', KEYS[i], expire_at) end  -- a key not written stays absent
+if #p.events > 0 then written[#written + 1] = KEYS[8] end
+for _, key in ipairs(written) do redis.call('PEXPIREAT', key, expire_at) end
 return 1
