@@ -101,8 +101,9 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
     """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 8 (its plan job started already,
     so its attempts hash has its expiry; no start events to publish, a first attempt: no lost attempts to read, no
     log asked for), a commit (no
-    messages, no events) 8 when its caller passes the stored record's `awaited` (the claim gave the record), 9
-    when it reads and decodes the stored record itself."""
+    messages, no events; no call of the job waits on another, so no dependents are read) 7 when its caller passes
+    the stored record's `awaited` (the claim gave the record), 8 when it reads and decodes the stored record
+    itself."""
     from agentq.protocol.status import CallStatus
 
     job = {"calls": [{"_tool": "first", "x": i, "_outputPath": f"†state.a{i}"} for i in range(3)]}
@@ -128,8 +129,8 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
     claim(first)
     assert commands(lambda: claim(second)) == 8
     claim(third)
-    assert commands(lambda: commit(second, True)) == 8
-    assert commands(lambda: commit(first, None)) == 9
+    assert commands(lambda: commit(second, True)) == 7
+    assert commands(lambda: commit(first, None)) == 8
     assert store.job_info("job_counted").open_calls == 1  # each commit counted its call out once
     commit(third, True)
     assert store.job_info("job_counted").open_calls == 0
@@ -335,3 +336,27 @@ def test_the_attempts_hash_expires_with_its_job_whichever_step_created_it(store:
         keys = store.keys(each)
         assert store.redis.hget(keys.attempts, "call_a" if each == job_id else plan.calls[0].id) == "1"
         assert store.redis.pexpiretime(keys.attempts) == int(store.redis.hget(keys.job, "expire_at_ms")) > 0
+
+
+def test_a_commit_reads_dependents_only_in_a_job_where_a_call_waits_on_another(store: StateStore):
+    """submit.lua marks a job none of whose calls waits on another (`no_dependents`): its commits read no
+    dependents. An agent tick that writes a call waiting on another removes the mark, so that call is released."""
+    from agentq.protocol.status import CallStatus
+    from agentq.store.replies import Committed
+    from tests.runtime.test_store_contract_steps import add, agent, planned
+
+    plan = make_plan(JOB, TOOLS, job_id="job_marked")
+    assert store.create_job(plan, records_of(plan), submitted=JOB, events=[])
+    assert store.redis.hget(store.keys(plan.id).job, "no_dependents") == "1"
+    job_id = agent(store)
+    assert store.redis.hget(store.keys(job_id).job, "no_dependents") == "1"
+    store.begin_tick(job_id, exchanges=0, token="t", lease_ms=10_000)
+    first = planned("call_a")
+    assert add(store, job_id, "t", first) == [first[0]]
+    assert store.redis.hget(store.keys(job_id).job, "no_dependents") == "1"  # call_a waits on nothing
+    second = planned("call_b", "second", depends_on=("call_a",))
+    assert add(store, job_id, "t", second) == []
+    assert store.redis.hget(store.keys(job_id).job, "no_dependents") is None
+    assert store.claim(job_id, "call_a", token="c", lease_ms=10_000).outcome.value == "claimed"
+    committed = store.commit(job_id, "call_a", token="c", status=CallStatus.DONE, awaited=True)
+    assert isinstance(committed, Committed) and [r.id for r in committed.released] == ["call_b"]

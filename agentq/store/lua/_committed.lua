@@ -1,10 +1,13 @@
 -- What follows the write of a call's outcome, shared by commit.lua and settle.lua (included by `--#include
 -- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval.
 
--- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at}.
+-- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at,
+-- no_dependents} (no_dependents: no call of the job waits on another, see submit.lua).
 local function job_fields(key)
-  local v = redis.call('HMGET', key, 'status', 'kind', 'ticking', 'open', 'expire_at_ms', 'started_at')
-  return {status = v[1], kind = v[2], ticking = v[3] or '0', open = v[4], expire_at_ms = v[5], started_at = v[6]}
+  local v = redis.call('HMGET', key, 'status', 'kind', 'ticking', 'open', 'expire_at_ms', 'started_at',
+                       'no_dependents')
+  return {status = v[1], kind = v[2], ticking = v[3] or '0', open = v[4], expire_at_ms = v[5], started_at = v[6],
+          no_dependents = v[7] == '1'}
 end
 
 -- Append messages to the log (at most 1000 per command); a log this creates gets the job's expiry (every step
@@ -25,6 +28,7 @@ end
 -- `job` is the job's fields (`job_fields`): its status is updated. Returns the released records.
 local function release_dependents(k, call_id, job)
   local released = {}
+  if job.no_dependents then return released end
   local dependents = redis.call('HGET', k.dependents, call_id)
   for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
     local left = redis.call('HINCRBY', k.waiting, dependent, -1)

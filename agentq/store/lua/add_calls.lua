@@ -8,6 +8,7 @@ if redis.call('GET', KEYS[7]) ~= ARGV[1] then return {'superseded'} end
 local job_status = redis.call('HGET', KEYS[1], 'status')
 if not JOB_ACTIVE[job_status] then return {'finished'} end
 local result = {'ok'}
+local waits = false  -- a call written here waits on another: the job's `no_dependents` mark goes (see submit.lua)
 for i = 2, #ARGV, 4 do
   local id, record, flags = ARGV[i], ARGV[i + 1], ARGV[i + 3]
   if redis.call('HSETNX', KEYS[2], id, record) == 1 then
@@ -20,6 +21,7 @@ for i = 2, #ARGV, 4 do
         local dependents = listed and cjson.decode(listed) or {}
         table.insert(dependents, id)
         redis.call('HSET', KEYS[5], dependency, cjson.encode(dependents))
+        waits = true
       end
     end
     local approval = string.find(flags, 'a', 1, true) ~= nil
@@ -38,6 +40,7 @@ for i = 2, #ARGV, 4 do
     end
   end
 end
+if waits then redis.call('HDEL', KEYS[1], 'no_dependents') end
 local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
 for k = 2, 6 do
   if redis.call('PTTL', KEYS[k]) == -1 then redis.call('PEXPIREAT', KEYS[k], expire_at) end

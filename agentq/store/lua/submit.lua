@@ -32,6 +32,9 @@ local function hset_all(key, map)
 end
 
 p.job.expire_at_ms = expire_at
+-- a job none of whose calls waits on another is marked so: its commits read no dependents (_committed.lua);
+-- add_calls.lua removes the mark when it writes a call that waits
+if next(p.dependents) == nil then p.job.no_dependents = '1' end
 hset_all(KEYS[1], p.job)
 write('RPUSH', KEYS[2], p.log)
 hset_all(KEYS[3], p.calls)
