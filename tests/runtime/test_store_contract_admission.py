@@ -87,3 +87,56 @@ def test_parked_calls_wait_for_a_batch_of_free_places(backend: Backend):
     assert store.admit_calls([ticket(n) for n in range(6)], config) == ["#1", "#2", "#3", "#4"]
     assert store.admit_calls([], config, ended=["job_a/call_0"]) == []
     assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 4", "payload a 5"]
+
+
+def test_a_call_sent_again_while_parked_stays_parked_once(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(1), ticket(2), ticket(2)], config) == ["#1"]  # sent twice in one step
+    assert store.admit_calls([ticket(2)], config) == []  # and again by a recovery
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
+    assert store.admit_calls([], config, ended=["job_a/call_2"]) == []  # parked once, admitted once
+    assert store.parked_queues() == [] and store.admission_counts() == {}
+
+
+def test_a_call_behind_a_full_key_is_taken_after_heads_taken_in_the_same_step(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 3})
+    assert store.admit_calls([ticket(n) for n in (1, 2, 3)], config) == ["#1", "#2", "#3"]
+    parked = [ticket(4, key="acct:1", limit=1), ticket(5, key="acct:1", limit=1), ticket(6), ticket(7)]
+    assert store.admit_calls(parked, config) == []
+    # 4 is the list's head, 5 waits for its key, 6 and 7 are taken from behind it
+    got = store.admit_calls([], config, ended=["job_a/call_1", "job_a/call_2", "job_a/call_3"])
+    assert got == ["payload a 4", "payload a 6", "payload a 7"]
+    assert store.admission_counts() == {f"q:{Q}": 3, "t:a": 3, "k:acct:1": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_4"]) == ["payload a 5"]
+    assert store.parked_queues() == []
+
+
+def test_calls_parked_and_given_places_in_one_step_are_admitted_once(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 4}, batch=2)
+    assert store.admit_calls([ticket(n) for n in range(1, 6)], config) == ["#1", "#2", "#3", "#4"]
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == []  # one free place: less than a batch
+    got = store.admit_calls([ticket(6, "b")], config, ended=["job_a/call_2"])  # parked, then given a place
+    assert got == ["payload a 5", "payload b 6"]
+    assert store.parked_queues() == [] and store.admission_counts() == {f"q:{Q}": 4, "t:a": 3, "t:b": 1}
+    assert store.admit_calls([ticket(6, "b")], config) == ["#1"]  # sent again: admitted already, not parked
+
+
+def test_touching_admitted_calls_never_brings_back_an_ended_one(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 2})
+    store.admit_calls([ticket(1), ticket(2)], config)
+    store.admit_calls([], config, ended=["job_a/call_2"])
+    store.touch_admitted(["job_a/call_1", "job_a/call_2"])
+    assert store.admitted_before(2**53) == ["job_a/call_1"]
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == []
+    assert store.admitted_before(2**53) == [] and store.admission_counts() == {}
+
+
+def test_a_key_may_hold_tabs(backend: Backend):
+    store, config = backend.store, AdmissionConfig(windows={Q: 2})
+    tickets = [ticket(1, key="acct:a\tb", limit=1), ticket(2, key="acct:a\tb", limit=1)]
+    assert store.admit_calls(tickets, config) == ["#1"]
+    store.touch_admitted(["job_a/call_1"])
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1, "k:acct:a\tb": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1, "k:acct:a\tb": 1}

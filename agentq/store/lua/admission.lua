@@ -5,52 +5,144 @@
 -- never over a tenant's max_running_calls nor a concurrency key's limit.
 -- Every key shares the hash tag `{admission}`: the parked lists and the queues' rings are named from KEYS[1]'s
 -- prefix (same slot).
--- KEYS: held (zset: member -> admitted at, ms), info (hash: member -> "queue\ttenant\tkey"), counts (hash:
---       "q:<queue>", "t:<tenant>", "k:<key>" -> admitted), parked (hash: member -> 1 while parked), queues (set: the
---       queues with parked calls), virtual time (hash: queue -> the pass of the last call admitted)
+-- The step's commands grow with the queues, tenants, keys and lists it touches, not with its calls: each hash is
+-- read once (HMGET) and written once (HSET/HDEL of many fields) at the end, the counters and rings are kept in
+-- locals meanwhile, a list's parked calls are pushed with one RPUSH, read ahead with one LRANGE and taken with one
+-- LTRIM at the end (the rare take from behind a head whose key is full flushes that list and uses LREM).
+-- KEYS: info (the admitted calls, hash: member -> "queue\ttenant\tadmitted at (ms)\tkey", `_admitted.lua`; an
+--       entry without the time, written by an earlier version, is given back alike), counts (hash: "q:<queue>",
+--       "t:<tenant>", "k:<key>" -> admitted; a field back at 0 is deleted), parked (hash: member -> 1 while
+--       parked), queues (set: the queues with parked calls), virtual time (hash: queue -> the pass of the last
+--       call admitted)
+-- Other keys (prefix ARGV[1]): `<prefix>:ring:<queue>` (zset: tenant -> pass, the tenants with parked calls),
+--       `<prefix>:p:<queue>\t<tenant>\t<priority>` (list of parked calls: '["member","key","limit"]\n' .. payload)
 -- ARGV: prefix, now (ms), config JSON {"w": {queue: window}, "d": the window of another queue, "b": the free
 --       places a queue's parked calls wait for (so they are published a few at a time), "wt": {tenant: weight},
 --       "mx": {tenant: max running calls}},
 --       n ended members, the n members, f queues to fill, the f queues, then per new call 7 values: member, queue,
 --       tenant, priority (1-3), key ('' none), key limit, payload
 -- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload
-local held, info, counts, parked, queues, vtime = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local prefix, now = ARGV[1], tonumber(ARGV[2])
+--#include _admitted
+local admitted, counts, parked, queues, vtime = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prefix, now = ARGV[1], ARGV[2]
 local config = cjson.decode(ARGV[3])
 local windows, weights, maxima = config.w or {}, config.wt or {}, config.mx or {}
 local default_window = tonumber(config.d or 1)
 local batch = tonumber(config.b or 1)  -- parked calls are admitted once this many places are free (or the window's)
-local out, touched = {}, {}
+local CHUNK = 1000  -- the most values unpacked into one command
+local LOOKED_AT = 32  -- parked calls of one priority looked at for a key with room
+local out, touched, touched_order = {}, {}, {}
 
-local function count(field) return tonumber(redis.call('HGET', counts, field) or '0') end
 local function ring(q) return prefix .. ':ring:' .. q end
 local function list(q, t, p) return prefix .. ':p:' .. q .. '\t' .. t .. '\t' .. p end
+local function window_of(q) return tonumber(windows[q] or default_window) end
+local function touch(q) if not touched[q] then touched[q] = true; touched_order[#touched_order + 1] = q end end
+-- a number as it reads back from a zset or hash it was written to (Lua writes 14 significant digits)
+local function stored(x) return tonumber(string.format('%.14g', x)) end
 
--- whether a call of tenant t with key k (limit l) may be admitted in queue q now
+-- `cmd key values...` in chunks; the replies appended
+local function chunked(cmd, key, values, step)
+  local replies = {}
+  for i = 1, #values, step do
+    local reply = redis.call(cmd, key, unpack(values, i, math.min(i + step - 1, #values)))
+    if type(reply) == 'table' then for _, v in ipairs(reply) do replies[#replies + 1] = v end end
+  end
+  return replies
+end
+
+-- the counters: read once, kept here, written once at the end
+local counted, changed = {}, {}
+local function read_counts(fields)
+  local want, seen = {}, {}
+  for _, f in ipairs(fields) do
+    if counted[f] == nil and not seen[f] then seen[f] = true; want[#want + 1] = f end
+  end
+  local got = chunked('HMGET', counts, want, CHUNK)
+  for i, f in ipairs(want) do counted[f] = tonumber(got[i] or '0') end
+end
+local function count(f)
+  if counted[f] == nil then counted[f] = tonumber(redis.call('HGET', counts, f) or '0') end
+  return counted[f]
+end
+local function add(f, by) counted[f] = count(f) + by; changed[f] = true end
+
+-- the rings, read once per queue (tenant -> pass), written once at the end
+local rings, ring_order = {}, {}
+local function ring_of(q)
+  local r = rings[q]
+  if r == nil then
+    local z = redis.call('ZRANGE', ring(q), 0, -1, 'WITHSCORES')
+    r = {pass = {}, size = 0, was = #z > 0, changed = {}}
+    for i = 1, #z, 2 do r.pass[z[i]] = tonumber(z[i + 1]); r.size = r.size + 1 end
+    rings[q] = r
+    ring_order[#ring_order + 1] = q
+  end
+  return r
+end
+local function set_pass(r, t, pass)
+  if r.pass[t] == nil then r.size = r.size + 1 end
+  if pass == nil then r.size = r.size - 1 end
+  r.pass[t] = pass
+  r.changed[t] = true
+end
+
+-- the queues' virtual times, read once per queue, written once at the end
+local times, times_changed = {}, {}
+local function vtime_of(q)
+  if times[q] == nil then times[q] = tonumber(redis.call('HGET', vtime, q) or '0') end
+  return times[q]
+end
+
+-- admitted members: value (false: not admitted), the ones that ended, the ones admitted now
+local holding, gone, written = {}, {}, {}
+local function admit(member, q, t, k)
+  local v = admitted_entry(q, t, k, now)
+  holding[member] = v
+  written[#written + 1] = member
+  written[#written + 1] = v
+  add('q:' .. q, 1)
+  add('t:' .. t, 1)
+  if k ~= '' then add('k:' .. k, 1) end
+end
+
 local function room(q, t, k, l)
-  if count('q:' .. q) >= tonumber(windows[q] or default_window) then return false end
+  if count('q:' .. q) >= window_of(q) then return false end
   local mx = maxima[t]
   if mx and count('t:' .. t) >= tonumber(mx) then return false end
   if k ~= '' and count('k:' .. k) >= tonumber(l) then return false end
   return true
 end
 
-local function admit(member, q, t, k)
-  redis.call('ZADD', held, now, member)
-  redis.call('HSET', info, member, q .. '\t' .. t .. '\t' .. k)
-  redis.call('HINCRBY', counts, 'q:' .. q, 1)
-  redis.call('HINCRBY', counts, 't:' .. t, 1)
-  if k ~= '' then redis.call('HINCRBY', counts, 'k:' .. k, 1) end
+-- parking: parked members ('stored': parked before this step, true: parked now, false: taken; nil: as stored), the
+-- values pushed per list
+local parking, pushes, push_order = nil, {}, {}
+local function park(member, q, t, p, k, l, payload)
+  if parking[member] then return end  -- parked already (sent again by a recovery)
+  parking[member] = true
+  local r = ring_of(q)
+  if r.pass[t] == nil then set_pass(r, t, vtime_of(q)) end
+  local key = list(q, t, p)
+  if not pushes[key] then pushes[key] = {}; push_order[#push_order + 1] = key end
+  table.insert(pushes[key], cjson.encode({member, k, l}) .. '\n' .. payload)
 end
 
-local function park(member, q, t, p, k, l, payload)
-  if redis.call('HSETNX', parked, member, 1) == 0 then return end  -- parked already (sent again by a recovery)
-  local r = ring(q)
-  if not redis.call('ZSCORE', r, t) then
-    redis.call('ZADD', r, tonumber(redis.call('HGET', vtime, q) or '0'), t)
-    redis.call('SADD', queues, q)
+-- the parked lists as read: items (from the list's head), next (the first not taken), all (the whole list read)
+local lists, list_order, ahead = {}, {}, 1
+local function read_list(key, want)
+  local s = lists[key]
+  if s == nil then
+    s = {items = {}, next = 1, all = false}
+    lists[key] = s
+    list_order[#list_order + 1] = key
   end
-  redis.call('RPUSH', list(q, t, p), cjson.encode({member, k, l}) .. '\n' .. payload)
+  local have = #s.items - s.next + 1
+  if have < want and not s.all then
+    local n = math.max(want - have, ahead)
+    local more = redis.call('LRANGE', key, #s.items, #s.items + n - 1)
+    for _, e in ipairs(more) do s.items[#s.items + 1] = e end
+    s.all = #more < n
+  end
+  return s
 end
 
 local function parse(entry)
@@ -61,99 +153,216 @@ end
 
 local function free(k, l) return k == '' or count('k:' .. k) < l end
 
--- the first parked call of tenant t in queue q whose key has room, taken out: the head of a priority's list (one
--- LPOP), else one of the next few behind a head whose key is full
+-- one of the few parked calls behind a head whose key is full (the rare path): the list's taken calls are
+-- trimmed first, the call removed with LREM, and the list read again when next needed
+local function take_behind(key)
+  local s = read_list(key, LOOKED_AT)
+  for j = s.next + 1, math.min(s.next + LOOKED_AT - 1, #s.items) do
+    local entry = s.items[j]
+    local member, k, l, payload = parse(entry)
+    if free(k, l) then
+      if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
+      redis.call('LREM', key, 1, entry)
+      lists[key] = {items = {}, next = 1, all = false}
+      return member, k, payload
+    end
+  end
+  return nil
+end
+
+-- the first parked call of tenant t in queue q whose key has room, taken out: the head of a priority's list, else
+-- one of the next few behind a head whose key is full
 local function take(q, t)
   for p = 1, 3 do
     local key = list(q, t, p)
-    local head = redis.call('LINDEX', key, 0)
+    local s = read_list(key, 1)
+    local head = s.items[s.next]
     if head then
       local member, k, l, payload = parse(head)
       if free(k, l) then
-        redis.call('LPOP', key)
+        s.next = s.next + 1
         return member, k, payload
       end
-      for _, entry in ipairs(redis.call('LRANGE', key, 1, 31)) do
-        member, k, l, payload = parse(entry)
-        if free(k, l) then
-          redis.call('LREM', key, 1, entry)
-          return member, k, payload
-        end
-      end
+      member, k, payload = take_behind(key)
+      if member then return member, k, payload end
     end
   end
   return nil
 end
 
 local function empty(q, t)
-  return redis.call('EXISTS', list(q, t, 1), list(q, t, 2), list(q, t, 3)) == 0
+  for p = 1, 3 do
+    local s = read_list(list(q, t, p), 1)
+    if s.items[s.next] then return false end
+  end
+  return true
+end
+
+-- the tenants of a ring, lowest pass first (ties: by name, as a zset orders them)
+local function in_turn(r)
+  local order = {}
+  for t in pairs(r.pass) do order[#order + 1] = t end
+  table.sort(order, function(x, y)
+    if r.pass[x] ~= r.pass[y] then return r.pass[x] < r.pass[y] end
+    return x < y
+  end)
+  return order
+end
+
+-- the next parked call of a ring admitted (false: none may be)
+local function fill_one(q, r, blocked)
+  for _, t in ipairs(in_turn(r)) do
+    local pass = r.pass[t]
+    local mx = maxima[t]
+    if not blocked[t] and not (mx and count('t:' .. t) >= tonumber(mx)) then
+      local member, k, payload = take(q, t)
+      if member then
+        parking = parking or {}
+        parking[member] = false
+        admit(member, q, t, k)
+        table.insert(out, payload)
+        times[q] = pass
+        times_changed[q] = true
+        if empty(q, t) then set_pass(r, t, nil)
+        else set_pass(r, t, stored(pass + 1 / tonumber(weights[t] or 1))) end
+        return true
+      end
+    end
+    blocked[t] = true
+  end
+  return false
 end
 
 -- give the queue's free places to its parked calls
 local function fill(q)
-  local r = ring(q)
-  local window = tonumber(windows[q] or default_window)
+  local window = window_of(q)
+  local places = window - count('q:' .. q)
+  if places < math.min(batch, window) then return end
+  local r = ring_of(q)
+  local tenants = {}
+  for t in pairs(r.pass) do tenants[#tenants + 1] = 't:' .. t end
+  read_counts(tenants)
+  ahead = math.min(math.max(places, 1), CHUNK)
   local blocked = {}
-  if window - count('q:' .. q) < math.min(batch, window) then return end
-  while count('q:' .. q) < window do
-    local tenants = redis.call('ZRANGE', r, 0, -1, 'WITHSCORES')
-    if #tenants == 0 then redis.call('SREM', queues, q) return end
-    local admitted = false
-    for i = 1, #tenants, 2 do
-      local t, pass = tenants[i], tonumber(tenants[i + 1])
-      local mx = maxima[t]
-      if not blocked[t] and not (mx and count('t:' .. t) >= tonumber(mx)) then
-        local member, k, payload = take(q, t)
-        if member then
-          redis.call('HDEL', parked, member)
-          admit(member, q, t, k)
-          table.insert(out, payload)
-          redis.call('HSET', vtime, q, pass)
-          if empty(q, t) then redis.call('ZREM', r, t)
-          else redis.call('ZADD', r, pass + 1 / tonumber(weights[t] or 1), t) end
-          admitted = true
-          break
-        end
-      end
-      blocked[t] = true
-    end
-    if not admitted then return end
+  while r.size > 0 and count('q:' .. q) < window do
+    if not fill_one(q, r, blocked) then return end
   end
 end
 
--- the calls that ended give their places back
+-- the parked members among the new calls from the i-th on (read when the first is parked)
+local function read_parking(i)
+  parking = {}
+  local members = {}
+  for j = i, #ARGV, 7 do members[#members + 1] = ARGV[j] end
+  local got = chunked('HMGET', parked, members, CHUNK)
+  for j, m in ipairs(members) do if got[j] then parking[m] = 'stored' end end
+end
+
+-- 1. what the ended members and the new calls hold, and the counters they touch: read at once
 local n = tonumber(ARGV[4])
+local f = tonumber(ARGV[5 + n])
+local first = 6 + n + f
+local members, fields = {}, {}
+for i = 5, 4 + n do members[#members + 1] = ARGV[i] end
+for i = first, #ARGV, 7 do members[#members + 1] = ARGV[i] end
+local values = chunked('HMGET', admitted, members, CHUNK)
+for i, m in ipairs(members) do
+  if holding[m] == nil then holding[m] = values[i] end
+end
+local ended = {}
 for i = 5, 4 + n do
-  local member = ARGV[i]
-  if redis.call('ZREM', held, member) == 1 then
-    local v = redis.call('HGET', info, member) or ''
-    redis.call('HDEL', info, member)
-    local a = string.find(v, '\t', 1, true)
-    local b = string.find(v, '\t', a + 1, true)
-    local q, t, k = string.sub(v, 1, a - 1), string.sub(v, a + 1, b - 1), string.sub(v, b + 1)
-    redis.call('HINCRBY', counts, 'q:' .. q, -1)
-    redis.call('HINCRBY', counts, 't:' .. t, -1)
-    if k ~= '' then redis.call('HINCRBY', counts, 'k:' .. k, -1) end
-    touched[q] = true
+  local v = holding[ARGV[i]]
+  if v then
+    holding[ARGV[i]] = false
+    local q, t, k = split_admitted(v)
+    ended[#ended + 1] = {q, t, k}
+    gone[#gone + 1] = ARGV[i]
+    fields[#fields + 1] = 'q:' .. q
+    fields[#fields + 1] = 't:' .. t
+    if k ~= '' then fields[#fields + 1] = 'k:' .. k end
   end
 end
-local f = tonumber(ARGV[5 + n])
-for i = 6 + n, 5 + n + f do touched[ARGV[i]] = true end
+for i = first, #ARGV, 7 do
+  fields[#fields + 1] = 'q:' .. ARGV[i + 1]
+  fields[#fields + 1] = 't:' .. ARGV[i + 2]
+  if ARGV[i + 4] ~= '' then fields[#fields + 1] = 'k:' .. ARGV[i + 4] end
+end
+read_counts(fields)
 
--- the new calls: admitted at once when their queue has nothing parked and room, else parked
-local first, index = 6 + n + f, 0
+-- 2. the calls that ended give their places back
+for _, e in ipairs(ended) do
+  add('q:' .. e[1], -1)
+  add('t:' .. e[2], -1)
+  if e[3] ~= '' then add('k:' .. e[3], -1) end
+  touch(e[1])
+end
+local filled = {}
+for i = 6 + n, 5 + n + f do touch(ARGV[i]); filled[ARGV[i]] = true end
+
+-- 3. the new calls: admitted at once when their queue has nothing parked and room, else parked
+local index = 0
 for i = first, #ARGV, 7 do
   index = index + 1
   local member, q, t, p, k, l = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  if redis.call('ZSCORE', held, member) then
+  if holding[member] then
     table.insert(out, '#' .. index)  -- admitted already (sent again by a recovery): sent again
-  elseif redis.call('EXISTS', ring(q)) == 0 and room(q, t, k, l) then
+  elseif ring_of(q).size == 0 and room(q, t, k, l) then
     admit(member, q, t, k)
     table.insert(out, '#' .. index)
   else
+    if parking == nil then read_parking(i) end
     park(member, q, t, p, k, l, ARGV[i + 6])
-    touched[q] = true
+    touch(q)
   end
 end
-for q in pairs(touched) do fill(q) end
+for _, key in ipairs(push_order) do chunked('RPUSH', key, pushes[key], CHUNK) end
+
+-- 4. the free places of the queues touched go to their parked calls
+for _, q in ipairs(touched_order) do fill(q) end
+
+-- 5. everything changed, written once
+if #gone > 0 then chunked('HDEL', admitted, gone, CHUNK) end
+if #written > 0 then chunked('HSET', admitted, written, 2 * CHUNK) end
+local set, unset = {}, {}
+for field in pairs(changed) do
+  if counted[field] == 0 then unset[#unset + 1] = field
+  else set[#set + 1] = field; set[#set + 1] = counted[field] end
+end
+if #unset > 0 then chunked('HDEL', counts, unset, CHUNK) end
+if #set > 0 then chunked('HSET', counts, set, 2 * CHUNK) end
+if parking then
+  set, unset = {}, {}
+  for member, state in pairs(parking) do
+    if state == true then set[#set + 1] = member; set[#set + 1] = 1
+    elseif state == false then unset[#unset + 1] = member end
+  end
+  if #unset > 0 then chunked('HDEL', parked, unset, CHUNK) end
+  if #set > 0 then chunked('HSET', parked, set, 2 * CHUNK) end
+end
+for _, key in ipairs(list_order) do
+  local s = lists[key]
+  if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
+end
+local opened, closed = {}, {}
+for _, q in ipairs(ring_order) do
+  local r = rings[q]
+  if r.size == 0 then
+    if r.was then redis.call('DEL', ring(q)) end
+    if r.was or filled[q] then closed[#closed + 1] = q end
+  else
+    local add_pass, remove = {}, {}
+    for t in pairs(r.changed) do
+      if r.pass[t] then add_pass[#add_pass + 1] = r.pass[t]; add_pass[#add_pass + 1] = t
+      else remove[#remove + 1] = t end
+    end
+    if #remove > 0 then chunked('ZREM', ring(q), remove, CHUNK) end
+    if #add_pass > 0 then chunked('ZADD', ring(q), add_pass, 2 * CHUNK) end
+    if not r.was then opened[#opened + 1] = q end
+  end
+end
+if #opened > 0 then redis.call('SADD', queues, unpack(opened)) end
+if #closed > 0 then redis.call('SREM', queues, unpack(closed)) end
+local moved = {}
+for q in pairs(times_changed) do moved[#moved + 1] = q; moved[#moved + 1] = times[q] end
+if #moved > 0 then redis.call('HSET', vtime, unpack(moved)) end
 return out

@@ -1,0 +1,80 @@
+"""The admission step's Redis commands (those run inside its Lua script included, as `INFO commandstats` counts
+them) grow with the queues, tenants, keys and lists a step touches, not with its calls (issue 18)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agentq.protocol.admission import AdmissionConfig, Ticket
+
+Q = "agentq.activity.work"
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator:
+    from agentq.store.state import StateStore
+
+    store = StateStore(redis_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def ticket(n: int, tenant: str, key: str = "", limit: int = 0) -> Ticket:
+    return Ticket(member=f"job_{tenant}/call_{n}", queue=Q, tenant=tenant, key=key, limit=limit,
+                  payload=f"payload {tenant} {n}")
+
+
+def commands(store) -> dict[str, int]:
+    """The commands Redis has run so far, by name (INFO and CONFIG left out: the counting's own)."""
+    stats = store.redis.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(stat["calls"]) for name, stat in stats.items()
+            if name not in ("cmdstat_info", "cmdstat_config")}
+
+
+def cost(store, step) -> tuple[object, dict[str, int]]:
+    """What `step()` returns and the commands it ran (EVALSHA counted as one)."""
+    before = commands(store)
+    got = step()
+    after = commands(store)
+    return got, {name: n - before.get(name, 0) for name, n in after.items() if n - before.get(name, 0)}
+
+
+def test_fifty_calls_admitted_at_once_cost_a_few_commands(store):
+    config = AdmissionConfig(windows={Q: 100})
+    store.admit_calls([ticket(0, "a")], config)  # the script loaded
+    got, ran = cost(store, lambda: store.admit_calls([ticket(n, "a", "acct:1", 100) for n in range(1, 51)], config))
+    assert got == [f"#{i}" for i in range(1, 51)]
+    assert sum(ran.values()) <= 6, ran  # EVALSHA, HMGET admitted and counts, ZRANGE ring, HSET admitted and counts
+    got, ran = cost(store, lambda: store.admit_calls([], config, ended=[f"job_a/call_{n}" for n in range(51)]))
+    assert got == [] and store.admission_counts() == {}
+    assert sum(ran.values()) <= 6, ran  # EVALSHA, HMGET and HDEL admitted and counts, ZRANGE ring
+
+
+def test_fifty_calls_parked_and_given_places_cost_commands_per_tenant_and_list_not_per_call(store):
+    config = AdmissionConfig(windows={Q: 50})
+    assert len(store.admit_calls([ticket(n, "x") for n in range(50)], config)) == 50  # the window full
+    tickets = [ticket(n, tenant) for n in range(25) for tenant in ("a", "b")]
+    got, ran = cost(store, lambda: store.admit_calls(tickets, config))
+    assert got == [] and store.parked_queues() == [Q]
+    assert sum(ran.values()) <= 11, ran  # one RPUSH per list, the parked members read and written once
+    got, ran = cost(store, lambda: store.admit_calls([], config, ended=[f"job_x/call_{n}" for n in range(50)]))
+    assert sorted(got) == sorted(t.payload for t in tickets)
+    assert got[:4] == ["payload a 0", "payload b 0", "payload a 1", "payload b 1"]  # the tenants take turns
+    assert store.parked_queues() == [] and store.admission_counts() == {f"q:{Q}": 50, "t:a": 25, "t:b": 25}
+    assert sum(ran.values()) <= 21, ran  # 3 LRANGE per tenant (one per priority), one LTRIM per list read
+
+
+def test_a_call_admitted_by_an_earlier_version_gives_its_place_back(store):
+    """An entry of the `info` hash without its time (written before the times joined it) is given back alike,
+    and the sweep counts it as admitted long ago."""
+    config = AdmissionConfig(windows={Q: 1})
+    store.redis.hset(store.fleet.admission("info"), "job_a/call_1", f"{Q}\ta\tacct:1")
+    store.redis.hset(store.fleet.admission("counts"), mapping={f"q:{Q}": 1, "t:a": 1, "k:acct:1": 1})
+    assert store.admit_calls([ticket(2, "a")], config) == []  # the window is full
+    assert store.admitted_before(0) == ["job_a/call_1"]
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
