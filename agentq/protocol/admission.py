@@ -6,7 +6,7 @@ the runtime (`runtime/admission.py`) builds these and publishes what is admitted
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -39,6 +39,18 @@ class AdmissionConfig:
     def to_json(self) -> str:
         return json.dumps({"w": dict(self.windows), "d": self.default_window, "b": self.batch, "wt": dict(self.weights),
                            "mx": dict(self.maxima)}, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class AdmissionRequest:
+    """An admission step made with a new job's write: a single Redis runs it in the write's round trip, after the
+    job's script and only if that wrote the job; `reply` is its answer (as `admit_calls` returns it), None when it
+    did not run (a cluster, a job not written, a Redis that lost the step's script): then the step is made on its
+    own once the job is written."""
+
+    tickets: Sequence[Ticket]
+    config: AdmissionConfig
+    reply: list[str] | None = None
 
 
 def admission_member(job_id: str, call_id: str) -> str:

@@ -32,11 +32,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agentq.protocol.admission import AdmissionConfig, Ticket, admission_member, split_member
+from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket, admission_member, split_member
 from agentq.protocol.cache import LRU
 from agentq.protocol.call_keys import CallKey, tool_keys
+from agentq.protocol.concurrency import concurrency_keys
+from agentq.protocol.jobs import JobPlan
 from agentq.protocol.priority import admission_level
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
 
@@ -99,17 +101,64 @@ class Admission:
 
     def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:
         """Which of a job's ready calls (and of the parked calls the `ended` members' places go to) to publish."""
-        gated = [r for r in records if self.gated(r)]
-        out: Publish = [(job_id, r) for r in records if not self.gated(r)]
+        out, gated, tickets = self._tickets(job_id, records)
         if not gated and not ended:
             return out
         ended = [*ended, *self._noted.take()]  # the places noted go along with the step
-        tenant, priority = self._job(job_id) if gated else ("", 0)
+        return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
+
+    def _tickets(self, job_id: str, records: Sequence[CallRecord]) -> tuple[Publish, list[CallRecord], list[Ticket]]:
+        """The calls published without admission, the gated ones and their tickets."""
+        gated = [r for r in records if self.gated(r)]
+        out: Publish = [(job_id, r) for r in records if not self.gated(r)]
+        if not gated:
+            return out, gated, []
+        tenant, priority = self._job(job_id)
         keys = self._call_keys(job_id, gated)
         tickets = [Ticket(member=admission_member(job_id, r.id), queue=r.queue, tenant=tenant, priority=priority,
                           key=keys.get(r.id, ("", 0))[0], limit=keys.get(r.id, ("", 0))[1],
                           payload=json.dumps([job_id, r.to_task()], separators=(",", ":"))) for r in gated]
-        return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
+        return out, gated, tickets
+
+    def with_write(self, plan: JobPlan, ready: list[CallRecord], tenant: str, *, fresh: bool) -> WithWrite | None:
+        """The admission step of a new job's `ready` calls to make with its write (`Store.create_job`: one round
+        trip on a single Redis), for a plan job whose id was just made (`fresh`: its write never finds one, so
+        what is learnt of it here is its own) that starts at once (no concurrency keys), where this admission
+        publishes (`publisher`). None: none, or a concurrency key names the job's log (read once it is written)."""
+        if not fresh or self.publisher is None or not self._starts_gated(plan, ready):
+            return None
+        self.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
+        keys = self._keys.get(plan.id) or {}
+        if any(keys[r.tool].is_reference for r in ready if r.tool in keys):
+            return None
+        _, _, tickets = self._tickets(plan.id, ready)
+        return WithWrite(self, plan.id, ready, AdmissionRequest(tickets, self.config()))
+
+    def _starts_gated(self, plan: JobPlan, ready: list[CallRecord]) -> bool:
+        """Whether a plan job starts at once (no concurrency keys) with gated calls among its `ready` ones."""
+        return plan.kind is JobKind.PLAN and not concurrency_keys(plan.options.get("concurrency")) and \
+            any(self.gated(r) for r in ready)
+
+    def _written(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
+        """Which of a written job's ready calls to publish: what `request`'s step admitted with the write, or (it
+        did not run) what a step of their own admits."""
+        if request.reply is None:
+            return self.admit(job_id, records)
+        gated = [r for r in records if self.gated(r)]
+        return [(job_id, r) for r in records if not self.gated(r)] + self._answer(request.reply, job_id, gated)
+
+    def _withdrawn(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
+        """A job whose write failed after `request`'s step ran: its calls that step admitted give their places
+        back (never published); the other jobs' parked calls it admitted are what to publish."""
+        if request.reply is None:
+            return []
+        answered = self._answer(request.reply, job_id, [r for r in records if self.gated(r)])
+        others: Publish = []
+        while answered:  # a place given back may go to another of the job's parked calls: given back in turn
+            ours = [admission_member(job_id, r.id) for j, r in answered if j == job_id]
+            others += [(j, r) for j, r in answered if j != job_id]
+            answered = self._answer(self.store.admit_calls([], self.config(), ended=ours), "", []) if ours else []
+        return others
 
     def ended(self, job_id: str, call_ids: Sequence[str], released: Sequence[CallRecord]) -> Publish:
         """Calls of a job ended (their places go to parked calls) and others became ready: what to publish. With a
@@ -205,6 +254,24 @@ class Admission:
                 elif status is CallStatus.READY and member in old:
                     again[job_id].append(call_id)
         return ended, dict(again)
+
+
+class WithWrite:
+    """A new job's admission step made with its write (`Admission.with_write`): `request` goes to
+    `Store.create_job`; then `publish` (the job was written) or `withdraw` (it was not)."""
+
+    def __init__(self, admission: Admission, job_id: str, ready: list[CallRecord], request: AdmissionRequest):
+        self.admission, self.job_id, self.ready, self.request = admission, job_id, ready, request
+
+    def publish(self) -> None:
+        """Publish the job's ready calls the step admitted (or a step of their own admits, when it did not run)."""
+        if self.admission.publisher is not None:
+            self.admission.publisher(self.admission._written(self.job_id, self.ready, self.request))
+
+    def withdraw(self) -> None:
+        """The write failed after the step ran: the job's admitted calls give their places back, unpublished."""
+        if self.admission.publisher is not None:
+            self.admission.publisher(self.admission._withdrawn(self.job_id, self.ready, self.request))
 
 
 def _new_start_lock() -> None:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq import telemetry
 from agentq.engine.hooks import Hook
@@ -54,6 +54,9 @@ from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.webhooks.store import DeliveryStore
 from agentq.webhooks.targets import Allowlist, webhook_problems
+
+if TYPE_CHECKING:
+    from agentq.runtime.admission import Admission, WithWrite
 
 log = logging.getLogger("agentq.service")
 
@@ -215,18 +218,37 @@ class JobService(JobDecisions):
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
+        with_write = self._with_write(plan, records, tenant, fresh=job_id is None and parent is None)
         with self._admitted(plan, tenant, child=parent is not None) as taken_back:
-            written = self.store.create_job(plan, records, submitted=job, events=[queued],
-                                            parent=parent.to_dict() if parent is not None else None,
-                                            traceparent=trace.traceparent, tenant=tenant)
+            written = self._write(plan, records, job, queued, parent, trace.traceparent, tenant, with_write)
             if not written:
                 taken_back()
         if not written:
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
-        self._start(plan, records, tenant)
+        self._start(plan, records, tenant, with_write)
         return plan.id
+
+    def _write(self, plan: JobPlan, records: list[CallRecord], job: Any, queued: JobQueued,
+               parent: ParentLink | None, traceparent: str | None, tenant: str, with_write: WithWrite | None) -> bool:
+        """Write the job (`Store.create_job`) with its admission step, if any: withdrawn when it is not written."""
+        written = False
+        try:
+            written = self.store.create_job(plan, records, submitted=job, events=[queued],
+                                            parent=parent.to_dict() if parent is not None else None,
+                                            traceparent=traceparent, tenant=tenant,
+                                            admission=with_write.request if with_write is not None else None)
+        finally:
+            if not written and with_write is not None:
+                with_write.withdraw()
+        return written
+
+    def _with_write(self, plan: JobPlan, records: list[CallRecord], tenant: str, *,
+                    fresh: bool) -> WithWrite | None:
+        """The admission step of a job's ready calls to make with its write (`Admission.with_write`)."""
+        admission: Admission | None = getattr(self.dispatcher, "admission", None)
+        return None if admission is None else admission.with_write(plan, _ready(plan, records), tenant, fresh=fresh)
 
     @contextlib.contextmanager
     def _admitted(self, plan: JobPlan, tenant: str, *, child: bool) -> Iterator[Callable[[], None]]:
@@ -268,9 +290,10 @@ class JobService(JobDecisions):
         self.progress.start(tenant, started)
         log.info("job %s %s: %d calls", plan.id, "queued" if plan.id in started else "waiting", len(plan.calls))
 
-    def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
-        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
-        concurrency keys once it holds them."""
+    def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str,
+               with_write: WithWrite | None = None) -> None:
+        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls (those the
+        admission step made `with_write` admitted); a job with concurrency keys once it holds them."""
         admission = getattr(self.dispatcher, "admission", None)
         if admission is not None:  # what its calls' admission needs of the job (SPEC §17), known here
             admission.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
@@ -281,8 +304,10 @@ class JobService(JobDecisions):
         if plan.kind is JobKind.AGENT:
             self.dispatcher.tick(plan.id)
             return
-        ready = {c.id for c in plan.ready}
-        self.dispatcher(plan.id, [r for r in records if r.id in ready])
+        if with_write is not None:
+            with_write.publish()
+        else:
+            self.dispatcher(plan.id, _ready(plan, records))
         if not any(c.awaited for c in plan.calls):
             # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
             # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
@@ -362,3 +387,9 @@ def _certain(plan: JobPlan) -> bool:
     """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
     activities (a call the view would hand to the model may only lack an activity announced since)."""
     return plan.kind is JobKind.PLAN and all(call.mode is CallMode.EXPLICIT for call in plan.calls)
+
+
+def _ready(plan: JobPlan, records: list[CallRecord]) -> list[CallRecord]:
+    """The records of a plan's calls ready at submission."""
+    ready = {c.id for c in plan.ready}
+    return [r for r in records if r.id in ready]

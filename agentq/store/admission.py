@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from agentq.protocol.admission import AdmissionConfig, Ticket
+from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
 from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 
@@ -37,13 +38,8 @@ class AdmissionSteps(StoreConnection):
         """One admission step: the `ended` members give their places back, the `fill` queues' free places go to
         their parked calls, each ticket is admitted or parked. Returns what to publish: `#<i>` for the i-th ticket
         (1-based) admitted at once, else the payload of a parked call admitted now."""
-        keys = [self.fleet.admission(part) for part in ADMISSION_PARTS]
-        args: list[str | int] = [self.fleet.admission("q"), int(time.time() * 1000), config.to_json(),
-                                 len(ended), *ended, len(fill), *fill]
-        for t in tickets:
-            args += [t.member, t.queue, t.tenant, t.priority, t.key, t.limit, t.payload]
-        reply = self.scripts.run("admission", keys, args)
-        return [r.decode() if isinstance(r, bytes) else str(r) for r in reply]
+        keys, args = admission_step(self, tickets, config, ended, fill)
+        return _answer(self.scripts.run("admission", keys, args))
 
     def admitted_before(self, before_ms: int, limit: int = 500) -> list[str]:
         """The members admitted before `before_ms` (their place not given back yet), oldest first."""
@@ -72,3 +68,40 @@ class AdmissionSteps(StoreConnection):
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool:
         """Whether this process sweeps the admission now (one process of the fleet per `ttl_ms`)."""
         return bool(self.redis.set(self.fleet.admission("sweep"), holder, nx=True, px=ttl_ms))
+
+
+def admission_step(store: StoreConnection, tickets: Sequence[Ticket], config: AdmissionConfig,
+                   ended: Sequence[str] = (), fill: Sequence[str] = ()) -> tuple[list[str], list[str | int]]:
+    """The KEYS and ARGV of an `admission.lua` step."""
+    keys = [store.fleet.admission(part) for part in ADMISSION_PARTS]
+    args: list[str | int] = [store.fleet.admission("q"), int(time.time() * 1000), config.to_json(),
+                             len(ended), *ended, len(fill), *fill]
+    for t in tickets:
+        args += [t.member, t.queue, t.tenant, t.priority, t.key, t.limit, t.payload]
+    return keys, args
+
+
+def queue_admission(store: StoreConnection, pipe: Any, request: AdmissionRequest | None, job_key: str) -> bool:
+    """Add `request`'s step to a new job's write pipeline, after the job's script, on a single Redis (not on a
+    cluster: the job's keys are in another slot); whether it was added. The step runs only if the job's hash
+    `job_key` exists then (`admission.lua`'s KEYS[6]). `took_admission` reads its reply."""
+    if request is None or store.cluster:
+        return False
+    keys, args = admission_step(store, request.tickets, request.config)
+    pipe.evalsha(store.scripts.registered["admission"].sha, len(keys) + 1, *keys, job_key, *args)
+    return True
+
+
+def took_admission(request: AdmissionRequest | None, replies: list[Any], queued: bool) -> list[Any]:
+    """The pipeline's `replies` without the step's (the last, when `queued`), which goes to `request.reply`: None
+    when the step did not run (the job was not written) or failed (a Redis that lost its script: the step is
+    then made on its own)."""
+    if not queued or request is None:
+        return replies
+    reply = replies[-1]
+    request.reply = None if reply is None or isinstance(reply, Exception) else _answer(reply)
+    return replies[:-1]
+
+
+def _answer(reply: Any) -> list[str]:
+    return [r.decode() if isinstance(r, bytes) else str(r) for r in reply]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agentq.protocol.admission import AdmissionConfig, Ticket
+from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.concurrency import ConcurrencyKeys
 from agentq.protocol.envelopes import Envelope
@@ -56,7 +56,7 @@ class Store(Protocol):
     # ---------------------------------------------------------------------------- submission
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT) -> bool: ...
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool: ...
 
     def job_tools(self, job_id: str) -> dict[str, dict]: ...
 

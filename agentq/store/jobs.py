@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
@@ -20,6 +21,7 @@ from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, Job
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store import core
+from agentq.store.admission import queue_admission, took_admission
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso
 from agentq.store.core import not_found
@@ -39,9 +41,11 @@ class JobSteps(StatsSteps):
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT) -> bool:
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) of `tenant` in one atomic step; False if a job with
-        that id exists already. `parent` links a module's child job to the call it runs for.
+        that id exists already. `parent` links a module's child job to the call it runs for. On a single Redis,
+        `admission` (its ready calls' admission step) goes in the same round trip, run only if the job is written
+        (`request.reply`; None: not run, on a cluster too).
 
         One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
         active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
@@ -61,7 +65,8 @@ class JobSteps(StatsSteps):
             self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
         fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
                                          tenant=tenant)
-        replies = pipe.execute(raise_on_error=False)
+        queued = queue_admission(self, pipe, admission, keys.job)
+        replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)
         if self.cluster:
             written: bool | Exception = True
         else:

@@ -14,6 +14,8 @@
 --       "t:<tenant>", "k:<key>" -> admitted; a field back at 0 is deleted), parked (hash: member -> 1 while
 --       parked), queues (set: the queues with parked calls), virtual time (hash: queue -> the pass of the last
 --       call admitted)
+--       KEYS[6], on a single Redis only (never a cluster: another slot): a new job's hash, when the step is
+--       pipelined after the job's script (`create_job`); the step runs only if the job was written (else: nil)
 -- Other keys (prefix ARGV[1]): `<prefix>:ring:<queue>` (zset: tenant -> pass, the tenants with parked calls),
 --       `<prefix>:p:<queue>\t<tenant>\t<priority>` (list of parked calls: '["member","key","limit"]\n' .. payload)
 -- ARGV: prefix, now (ms), config JSON {"w": {queue: window}, "d": the window of another queue, "b": the free
@@ -22,8 +24,10 @@
 --       n ended members, the n members, f queues to fill, the f queues, then per new call 7 values: member, queue,
 --       tenant, priority (1-3), key ('' none), key limit, payload
 -- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload
+-- (nil when KEYS[6] names a job that does not exist: nothing done)
 --#include _admitted
 local admitted, counts, parked, queues, vtime = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return false end  -- the job was not written
 local prefix, now = ARGV[1], ARGV[2]
 local config = cjson.decode(ARGV[3])
 local windows, weights, maxima = config.w or {}, config.wt or {}, config.mx or {}

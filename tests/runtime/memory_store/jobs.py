@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
@@ -31,9 +32,9 @@ class JobSteps(MemoryCore):
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT) -> bool:
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool:
         """submit.lua, on the payload `StateStore.create_job` sends it: all of the job or nothing when its id is
-        taken."""
+        taken. `admission` is left to its own step, as on a cluster (its reply stays None)."""
         payload = submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
                                      traceparent=traceparent, tenant=tenant)
         with self._changed:
