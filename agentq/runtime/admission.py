@@ -68,6 +68,7 @@ class Admission:
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
         self._noted = _Noted()
+        self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
 
     def gated(self, record: CallRecord) -> bool:
         """Whether the call waits for admission: an activity's call (not the engine's own)."""
@@ -100,7 +101,11 @@ class Admission:
         return windows
 
     def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:
-        """Which of a job's ready calls (and of the parked calls the `ended` members' places go to) to publish."""
+        """Which of a job's ready calls (and of the parked calls the `ended` members' places go to) to publish: for
+        a new job's calls whose step was made with its write (`with_write`), what that step admitted."""
+        request = self._with_writes.pop(job_id, None) if self._with_writes else None
+        if request is not None and request.reply is not None and self._same_calls(job_id, records, request):
+            return self._written(job_id, records, request)
         out, gated, tickets = self._tickets(job_id, records)
         if not gated and not ended:
             return out
@@ -132,20 +137,24 @@ class Admission:
         if any(keys[r.tool].is_reference for r in ready if r.tool in keys):
             return None
         _, _, tickets = self._tickets(plan.id, ready)
-        return WithWrite(self, plan.id, ready, AdmissionRequest(tickets, self.config()))
+        request = self._with_writes[plan.id] = AdmissionRequest(tickets, self.config())
+        return WithWrite(self, plan.id, ready, request)
 
     def _starts_gated(self, plan: JobPlan, ready: list[CallRecord]) -> bool:
         """Whether a plan job starts at once (no concurrency keys) with gated calls among its `ready` ones."""
         return plan.kind is JobKind.PLAN and not concurrency_keys(plan.options.get("concurrency")) and \
             any(self.gated(r) for r in ready)
 
+    def _same_calls(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> bool:
+        """Whether `records` are the calls `request` asked for (else a step of their own: it finds those admitted
+        or parked already, and sends the admitted ones again)."""
+        return [t.member for t in request.tickets] == [admission_member(job_id, r.id) for r in records if self.gated(r)]
+
     def _written(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
-        """Which of a written job's ready calls to publish: what `request`'s step admitted with the write, or (it
-        did not run) what a step of their own admits."""
-        if request.reply is None:
-            return self.admit(job_id, records)
+        """Which of a written job's ready calls to publish: what `request`'s step, made with the write, admitted."""
         gated = [r for r in records if self.gated(r)]
-        return [(job_id, r) for r in records if not self.gated(r)] + self._answer(request.reply, job_id, gated)
+        reply = request.reply or []
+        return [(job_id, r) for r in records if not self.gated(r)] + self._answer(reply, job_id, gated)
 
     def _withdrawn(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
         """A job whose write failed after `request`'s step ran: its calls that step admitted give their places
@@ -258,18 +267,15 @@ class Admission:
 
 class WithWrite:
     """A new job's admission step made with its write (`Admission.with_write`): `request` goes to
-    `Store.create_job`; then `publish` (the job was written) or `withdraw` (it was not)."""
+    `Store.create_job`; then the dispatch of the job's ready calls publishes what it admitted (`Admission.admit`;
+    a step of their own when it did not run), or, the job not written, `withdraw`."""
 
     def __init__(self, admission: Admission, job_id: str, ready: list[CallRecord], request: AdmissionRequest):
         self.admission, self.job_id, self.ready, self.request = admission, job_id, ready, request
 
-    def publish(self) -> None:
-        """Publish the job's ready calls the step admitted (or a step of their own admits, when it did not run)."""
-        if self.admission.publisher is not None:
-            self.admission.publisher(self.admission._written(self.job_id, self.ready, self.request))
-
     def withdraw(self) -> None:
-        """The write failed after the step ran: the job's admitted calls give their places back, unpublished."""
+        """The write failed: the job's calls the step admitted give their places back, unpublished."""
+        self.admission._with_writes.pop(self.job_id, None)
         if self.admission.publisher is not None:
             self.admission.publisher(self.admission._withdrawn(self.job_id, self.ready, self.request))
 

@@ -227,7 +227,7 @@ class JobService(JobDecisions):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
-        self._start(plan, records, tenant, with_write)
+        self._start(plan, records, tenant)
         return plan.id
 
     def _write(self, plan: JobPlan, records: list[CallRecord], job: Any, queued: JobQueued,
@@ -290,10 +290,9 @@ class JobService(JobDecisions):
         self.progress.start(tenant, started)
         log.info("job %s %s: %d calls", plan.id, "queued" if plan.id in started else "waiting", len(plan.calls))
 
-    def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str,
-               with_write: WithWrite | None = None) -> None:
-        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls (those the
-        admission step made `with_write` admitted); a job with concurrency keys once it holds them."""
+    def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
+        """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
+        concurrency keys once it holds them."""
         admission = getattr(self.dispatcher, "admission", None)
         if admission is not None:  # what its calls' admission needs of the job (SPEC §17), known here
             admission.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
@@ -304,10 +303,7 @@ class JobService(JobDecisions):
         if plan.kind is JobKind.AGENT:
             self.dispatcher.tick(plan.id)
             return
-        if with_write is not None:
-            with_write.publish()
-        else:
-            self.dispatcher(plan.id, _ready(plan, records))
+        self.dispatcher(plan.id, _ready(plan, records))  # what a step made `with_write` admitted, if one was
         if not any(c.awaited for c in plan.calls):
             # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
             # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
