@@ -218,8 +218,8 @@ class JobService(JobDecisions):
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
-        with_write = self._with_write(plan, records, tenant, fresh=job_id is None and parent is None)
         with self._admitted(plan, tenant, child=parent is not None) as taken_back:
+            with_write = self._with_write(plan, records, tenant, fresh=job_id is None and parent is None)
             written = self._write(plan, records, job, queued, parent, trace.traceparent, tenant, with_write)
             if not written:
                 taken_back()
