@@ -21,7 +21,7 @@ from agentq.llm.anthropic_errors import PROMPT_TOO_LONG, map_error, parse_retry_
 from agentq.llm.anthropic_request import cache_control, request_params
 from agentq.llm.anthropic_stream import KNOWN_STOP_REASONS, read_answer
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall
-from agentq.llm.sdk import canned_stream, make_client, post
+from agentq.llm.sdk import Shards, canned_stream, make_client, post, shard_count
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +44,27 @@ class AnthropicLLM:
         self.max_retries = max_retries
         self.connections = connections  # streams this process may hold at once (its engine threads)
         self._client = client
+        self._shards: Shards | None = None
         self._lock = threading.Lock()
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self._make_client()
-        return self._client
+        return self._sharded().client()
 
-    def _make_client(self) -> Any:
-        return make_client(api_key=self.api_key, base_url=self.base_url, timeout_s=self.timeout_s,
-                           max_retries=self.max_retries, connections=self.connections)
+    def _sharded(self) -> Shards:
+        """The process's client and its copies with pools of their own (`sdk.Shards`; a client given is used as
+        it is, by every thread)."""
+        if self._shards is None:
+            with self._lock:
+                if self._shards is None:
+                    count = 1 if self._client is not None else shard_count(self.connections)
+                    per_copy = -(-self.connections // count)
+                    if self._client is None:
+                        self._client = make_client(api_key=self.api_key, base_url=self.base_url,
+                                                   timeout_s=self.timeout_s, max_retries=self.max_retries,
+                                                   connections=per_copy)
+                    self._shards = Shards(self._client, count=count, connections=per_copy)
+        return self._shards
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
         """Stream one answer; ``on_call(index, call)`` runs for each complete ``calls`` element as it arrives."""
@@ -80,9 +88,12 @@ class AnthropicLLM:
 
     def close(self) -> None:
         """Release the HTTP connections of the client made by this provider."""
-        if self._client is not None:
+        made = [self._client] + (self._shards.copies() if self._shards is not None else [])
+        for client in made:
+            if client is None:
+                continue
             try:
-                self._client.close()
+                client.close()
             except Exception:
                 log.debug("closing the Anthropic client failed", exc_info=True)
 

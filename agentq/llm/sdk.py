@@ -7,7 +7,9 @@ process's first requests.
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -29,10 +31,67 @@ def make_client(*, api_key: str | None, base_url: str | None, timeout_s: float, 
     if base_url is not None:
         kwargs["base_url"] = base_url
     try:
-        limits = _httpx().Limits(max_connections=max(1000, connections), max_keepalive_connections=connections)
-        return anthropic.Anthropic(**kwargs, http_client=anthropic.DefaultHttpxClient(limits=limits))
+        return anthropic.Anthropic(**kwargs, http_client=http_client(connections))
     except Exception as exc:  # the SDK raises on missing credentials and bad settings
         raise LLMError(f"cannot create the Anthropic client: {exc}") from exc
+
+
+def http_client(connections: int, *, like: Any = None) -> Any:
+    """The SDK's HTTP client (its defaults), keeping `connections` alive; `like`: an SDK client whose TLS settings
+    (its SSL context, about 50 ms of CPU to build) the new one shares."""
+    import anthropic
+
+    limits = _httpx().Limits(max_connections=max(1000, connections), max_keepalive_connections=connections)
+    pool = getattr(getattr(getattr(like, "_client", None), "_transport", None), "_pool", None)
+    context = getattr(pool, "_ssl_context", None)
+    if context is None:
+        return anthropic.DefaultHttpxClient(limits=limits)
+    return anthropic.DefaultHttpxClient(limits=limits, verify=context)
+
+
+PER_SHARD = 16
+"""Threads (and connections kept alive) per HTTP connection pool of a process's SDK clients (`Shards`)."""
+
+
+def shard_count(connections: int) -> int:
+    return max(1, -(-connections // PER_SHARD))
+
+
+class Shards:
+    """`count` copies of one SDK client that differ in their HTTP connection pool only, each for a share of the
+    threads of the process (a thread keeps to the one it first used).
+
+    A pool does work in proportion to its connections at every request and every answer's end, under one lock:
+    it looks at each connection and asks the kernel whether each idle one was closed. One pool for the 256
+    streams of a dispatcher made that a few hundred checks per request, by all its threads in turn; a pool per
+    sixteen threads makes it sixteen, with as many connections kept alive in all."""
+
+    def __init__(self, client: Any, *, count: int, connections: int) -> None:
+        self.connections = connections  # kept alive by each copy
+        self._clients: list[Any] = [client] + [None] * (count - 1)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._next = itertools.count()
+
+    def client(self) -> Any:
+        """This thread's client."""
+        index = getattr(self._local, "index", None)
+        if index is None:
+            index = self._local.index = next(self._next) % len(self._clients)
+        client = self._clients[index]
+        if client is None:
+            with self._lock:
+                client = self._clients[index]
+                if client is None:
+                    base = self._clients[0]
+                    client = base.with_options(http_client=http_client(self.connections, like=base))
+                    self._clients[index] = client
+        return client
+
+    def copies(self) -> list[Any]:
+        """The copies made so far (not the client given)."""
+        with self._lock:
+            return [client for client in self._clients[1:] if client is not None]
 
 
 def post(client: Any, params: dict[str, Any]) -> Any:
@@ -133,4 +192,5 @@ _CANNED_STREAM = b"".join(_sse(event["type"], event) for event in _CANNED_EVENTS
 """One answer as the API streams it (`canned_stream`)."""
 
 
-__all__ = ["Fields", "canned_stream", "events", "make_client", "post"]
+__all__ = ["PER_SHARD", "Fields", "Shards", "canned_stream", "events", "http_client", "make_client", "post",
+           "shard_count"]

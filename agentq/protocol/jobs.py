@@ -25,6 +25,7 @@ from agentq.protocol.priority import priority_problem
 from agentq.protocol.records import JobKind
 from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
 from agentq.protocol.tool_models import tool_model_problems
+from agentq.protocol.tool_schema import check_draft
 from agentq.protocol.tools import ToolRegistry
 
 __all__ = ["JOB_FIELDS", "LOCALES", "JobLimits", "JobPlan", "PlannedCall", "needs_approval", "plan_calls", "plan_job"]
@@ -199,14 +200,13 @@ def _tool_entry(item: Any, pointer: str, available: Mapping[str, dict],
 def _plan_output(raw: Any, problems: Problems) -> dict | None:
     if raw is None:
         return None
-    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     if not isinstance(raw, dict):
         problems.add("/output", "output must be a JSON Schema object")
         return None
     try:
-        Draft202012Validator.check_schema(raw)
+        check_draft(raw)  # remembered: most jobs name the output schema of the job before
     except SchemaError as error:
         where = "/".join(str(p) for p in error.absolute_path)
         problems.add(f"/output/{where}".rstrip("/"), f"not a valid JSON Schema: {error.message}")

@@ -24,6 +24,7 @@ from agentq.protocol.thinking import thinking_problems
 __all__ = [
     "KNOWN_META_FIELDS",
     "OUTPUT_METHODS",
+    "check_draft",
     "check_tool_schema",
     "is_valid_name",
     "tool_name_of",
@@ -94,21 +95,30 @@ def _json_copy(name: str, schema: Any) -> dict:
 _VALID_SCHEMAS: LRU[str, bool] = LRU(4096)  # canonical JSON of schemas that passed the metaschema check
 
 
-def _check_draft(name: str, schema: dict) -> None:
-    """The metaschema check (about 5 ms a tool). Schemas that passed are remembered by their canonical JSON,
-    since every job submission registers its tools again in a job-local registry."""
-    key = json.dumps(schema, sort_keys=True, ensure_ascii=False)
-    if _VALID_SCHEMAS.get(key):
-        return
+def check_draft(schema: Any) -> None:
+    """The Draft 2020-12 metaschema check (``SchemaError`` for an invalid schema; about 5 ms a tool). Schemas
+    that passed are remembered by their canonical JSON, since every job submission registers its tools again in
+    a job-local registry and names its output schema, most often the same as the job before."""
     try:
-        Draft202012Validator.check_schema(schema)
+        key: str | None = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON (a test's Python object): checked every time
+        key = None
+    if key is not None and _VALID_SCHEMAS.get(key):
+        return
+    Draft202012Validator.check_schema(schema)
+    if key is not None:
+        _VALID_SCHEMAS.put(key, True)
+
+
+def _check_draft(name: str, schema: dict) -> None:
+    try:
+        check_draft(schema)
     except SchemaError as exc:
         parts = list(exc.path)
         keyword = next((p for p in reversed(parts) if isinstance(p, str)), None) or str(exc.validator)
         raise _schema_error(
             name, keyword, _pointer(parts), f"not a valid Draft 2020-12 JSON Schema: {exc.message}"
         ) from None
-    _VALID_SCHEMAS.put(key, True)
 
 
 def _check_output_method(name: str, spec: Any) -> None:

@@ -247,3 +247,56 @@ def test_a_rate_limited_api_answers_429_with_retry_after_and_every_answer_says_w
     assert error.rate_limits.limits[0] == 2 and error.rate_limits.remaining[0] == 0
     assert "rate limit" in str(error)
     assert (anthropic_env.rate_limited, anthropic_env.most_in_window(60), len(anthropic_env.requests)) == (1, 2, 3)
+
+
+def test_the_threads_of_a_process_share_its_connections_in_pools_of_sixteen(anthropic_env):
+    """A provider for 40 streams has three HTTP connection pools (16 threads each): a thread keeps to one, every
+    pool answers, the copies share the first client's TLS context, and `close` closes them all."""
+    import threading
+
+    provider = AnthropicLLM(connections=40)
+    anthropic_env.responder = lambda _: Answer.solution(SOLUTION)
+    clients: dict[int, list[Any]] = {}
+    answers: list[Any] = []
+
+    def work(n: int) -> None:
+        clients[n] = [provider.client, provider.client]
+        answers.append(provider.solve(request()))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert all(first is second for first, second in clients.values())  # a thread keeps to its client
+        pools = {id(first._client) for first, _ in clients.values()}
+        assert len(pools) == 3 and len(answers) == 6 and all(a.solution == SOLUTION for a in answers)
+        contexts = {id(first._client._transport._pool._ssl_context) for first, _ in clients.values()}
+        assert len(contexts) == 1
+        assert len(anthropic_env.requests) == 6
+    finally:
+        provider.close()
+    assert all(first._client.is_closed for first, _ in clients.values())
+
+
+def test_a_client_given_is_used_by_every_thread(anthropic_env):
+    import anthropic
+
+    given = anthropic.Anthropic(api_key="k", base_url=anthropic_env.base_url, max_retries=0)
+    provider = AnthropicLLM(client=given, connections=256)
+    seen: list[Any] = []
+    threads = [threading_thread(lambda: seen.append(provider.client)) for _ in range(3)]
+    for thread in threads:
+        thread.join()
+    assert seen == [given, given, given]
+    provider.close()
+    assert given._client.is_closed
+
+
+def threading_thread(target: Any) -> Any:
+    import threading
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread
