@@ -44,9 +44,13 @@ class FleetSteps(StoreConnection):
         pipe.execute()
 
     def live_workers(self) -> list[WorkerAnnouncement]:
+        """The announcements of the workers alive now, the expired ones trimmed first: two round trips (the trim
+        and the listing in one pipeline, then the announcements), one when none is alive."""
         now = time.time()
-        self.redis.zremrangebyscore(self.fleet.workers, 0, now)
-        ids = self.redis.zrangebyscore(self.fleet.workers, now, "+inf")
+        pipe = self.redis.pipeline(transaction=False)  # one key: one slot on a cluster too
+        pipe.zremrangebyscore(self.fleet.workers, 0, now)
+        pipe.zrangebyscore(self.fleet.workers, now, "+inf")
+        _, ids = pipe.execute()
         if not ids:
             return []
         pipe = self.redis.pipeline(transaction=False)  # not MGET: on a cluster the keys live in many slots

@@ -360,3 +360,21 @@ def test_a_commit_reads_dependents_only_in_a_job_where_a_call_waits_on_another(s
     assert store.claim(job_id, "call_a", token="c", lease_ms=10_000).outcome.value == "claimed"
     committed = store.commit(job_id, "call_a", token="c", status=CallStatus.DONE, awaited=True)
     assert isinstance(committed, Committed) and [r.id for r in committed.released] == ["call_b"]
+
+
+def test_reading_the_live_workers_is_two_round_trips(store: StateStore):
+    """The trim of expired announcements and the listing of live workers go in one pipeline, then their
+    announcements in a second; with no live worker, the first is all."""
+    import time
+
+    from agentq.protocol.records import WorkerAnnouncement
+
+    trips = RoundTrips(store.redis)
+    assert store.live_workers() == []
+    assert trips.take() == [["ZREMRANGEBYSCORE", "ZRANGEBYSCORE"]]
+    store.announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
+    store.redis.zadd(store.fleet.workers, {"w0": time.time() - 10})  # an announcement that expired
+    trips.take()
+    assert [w.id for w in store.live_workers()] == ["w1"]
+    assert trips.take() == [["ZREMRANGEBYSCORE", "ZRANGEBYSCORE"], ["GET"]]
+    assert store.redis.zscore(store.fleet.workers, "w0") is None  # trimmed
