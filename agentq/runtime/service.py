@@ -10,9 +10,10 @@ registry, so a submitter needs no tool or activity code. A reviewer's decisions 
 What the fleet published (tools) and announced (known activities) is read once per heartbeat
 (`AGENTQ_HEARTBEAT_S`, the pace at which workers announce it) and reused by the submissions meanwhile,
 which saves a submission five round trips. The cache is trusted only for what it can tell for sure: a job it
-rejects, or one with a call it would hand to the model (a latent or module call) or an agent job, is planned
-again against a fresh read. So a tool or activity announced since is seen at once; a change to one already
-known (a tool's schema, an activity's queue, an activity forgotten) within one heartbeat.
+rejects, or one with a call it would hand to the model (a latent or module call), or an agent job naming a
+tool it knows no activity of, is planned again against a fresh read. So a tool or activity announced since is
+seen at once; a change to one already known (a tool's schema, an activity's queue, an activity forgotten)
+within one heartbeat.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -177,13 +178,14 @@ class JobService(JobDecisions):
     def _plan(self, job: Any, size: int, job_id: str | None) -> tuple[JobPlan, dict[str, dict]]:
         """Plan `job` against the fleet (known activities, not only live ones: a call waits on its queue for a
         worker, SPEC §3); returns the plan and the known activities it was routed against. A cached view is
-        trusted only when every call it planned runs an activity it knows; otherwise (a rejection, a call
-        for the model, an agent job) the job is planned again against a fresh read."""
+        trusted only when every call it planned runs an activity it knows, or, for an agent job, when it knows an
+        activity of every tool the job names (as a tick's `known_activities_for`); otherwise (a rejection, a call
+        for the model, a tool it knows no activity of) the job is planned again against a fresh read."""
         view, cached = self.fleet()
         try:
             known = self._with_local_activities(view.known)
             plan = self._plan_against(job, size, job_id, view, known)
-            if not cached or _certain(plan):
+            if not cached or _certain(plan, known):
                 return plan, known
         except JobValidationError:
             if not cached:
@@ -379,10 +381,13 @@ def _queued(plan: JobPlan) -> JobQueued:
                                         source="agentq", locale=plan.options["locale"]))
 
 
-def _certain(plan: JobPlan) -> bool:
+def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:
     """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
-    activities (a call the view would hand to the model may only lack an activity announced since)."""
-    return plan.kind is JobKind.PLAN and all(call.mode is CallMode.EXPLICIT for call in plan.calls)
+    activities (a call the view would hand to the model may only lack an activity announced since); an agent job
+    every tool of which has a known activity (its ticks compose its tools again, against the view they read)."""
+    if plan.kind is JobKind.AGENT:
+        return all(name in known for name in plan.registered)
+    return all(call.mode is CallMode.EXPLICIT for call in plan.calls)
 
 
 def _ready(plan: JobPlan, records: list[CallRecord]) -> list[CallRecord]:

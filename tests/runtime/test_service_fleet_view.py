@@ -143,3 +143,21 @@ def test_forgetting_an_activity_through_the_service_is_seen_by_its_next_submissi
     assert the_call(store, service.submit(PAY_JOB)).mode is CallMode.EXPLICIT
     assert service.forget_activity("pay") and not service.forget_activity("pay")
     assert the_call(store, service.submit(PAY_JOB)).mode is CallMode.LATENT
+
+
+def test_agent_jobs_within_a_heartbeat_read_the_fleet_once_while_it_knows_their_tools(service: JobService,
+                                                                                     store: CountingStore):
+    """An agent job's plan stands on the cached view when it knows an activity of every tool the job names (its
+    ticks compose its tools again); a tool it knows none of may have a worker announced since: read again."""
+    agent_job = {"context": [{"type": "text", "text": "Pay the invoice"}], "tools": ["pay"]}
+    no_tools = {"context": [{"type": "text", "text": "Say hello"}], "tools": []}
+    for job in (agent_job, no_tools, agent_job, no_tools):
+        service.submit(job)
+    assert store.reads == {"published_tools": 1, "known_activities": 1}
+
+    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(SHIP,)), ttl_s=3600)
+    shipping = {"context": [{"type": "text", "text": "Ship it"}], "tools": ["pay", "ship"]}
+    service.submit(shipping)
+    assert store.reads == {"published_tools": 2, "known_activities": 2}  # `ship` was not in the view: read now
+    service.submit(shipping)  # and the fresh view serves the next ones
+    assert store.reads == {"published_tools": 2, "known_activities": 2}
