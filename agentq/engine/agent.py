@@ -135,8 +135,9 @@ class AgentLoop(TickEnding):
         """Make the job's request number `n`; returns seconds to wait before trying again, or None."""
         token = uuid.uuid4().hex
         started = JobStarted(job_id=job_id, part=activity_part("Job started", source=self.source))
+        read_from = self.transcripts.read_from(job_id)  # the claim reads the tick's inputs from there
         claim = self.store.begin_tick(job_id, exchanges=n, token=token, lease_ms=self.lease_ms,
-                                      job_started=started)
+                                      job_started=started, read_from=read_from)
         match claim:
             case TickLeased(lease_left_ms=left):
                 return max(left, 100) / 1000
@@ -147,12 +148,13 @@ class AgentLoop(TickEnding):
                 return None
         self.leases.hold(job_id, TICK, token)
         try:
-            return self._tick(job_id, n, token, claim.attempt)
+            return self._tick(job_id, n, token, claim, read_from)
         finally:
             self.leases.release(job_id, TICK)
 
-    def _tick(self, job_id: str, n: int, token: str, attempt: int) -> float | None:
-        inputs, transcript = self.transcripts.read(self.store, job_id)
+    def _tick(self, job_id: str, n: int, token: str, claim: TickClaimed, read_from: tuple[int, int]) -> float | None:
+        inputs, transcript = self.transcripts.read(self.store, job_id, claim.inputs, read_from)
+        attempt = claim.attempt
         try:
             with telemetry.tick_span(inputs.info, n):
                 return self._ask(job_id, n, token, attempt, inputs, transcript)

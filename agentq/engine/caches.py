@@ -87,19 +87,25 @@ class Transcripts:
     def __init__(self, capacity: int = 256):
         self._kept: LRU[str, Transcript] = LRU(capacity)
 
-    def read(self, store: Store, job_id: str) -> tuple[AgentInputs, Transcript]:
+    def read_from(self, job_id: str) -> tuple[int, int]:
+        """Where a tick of the job reads the log and the exchanges from: where the kept transcript ends."""
+        kept = self._kept.get(job_id)
+        return (len(kept.log), len(kept.exchanges)) if kept is not None else (0, 0)
+
+    def read(self, store: Store, job_id: str, claimed: AgentInputs | None = None,
+             read_from: tuple[int, int] = (0, 0)) -> tuple[AgentInputs, Transcript]:
         """A tick's inputs (the log and exchanges from where the kept transcript ends) and the job's transcript,
-        grown by them. The transcript is the tick's own until it is kept again (`keep`): a tick of the same job
-        meanwhile reads everything. A transcript of another job of the same id, or behind what the store holds
-        in another way, is built again from everything."""
+        grown by them. `claimed`: the inputs the tick's claim read from `read_from` (`Store.begin_tick`), used
+        when they start where the kept transcript ends (else read again). The transcript is the tick's own until
+        it is kept again (`keep`): a tick of the same job meanwhile reads everything. A transcript of another job
+        of the same id, or behind what the store holds in another way, is built again from everything."""
         kept = self._kept.pop(job_id)
         if kept is not None:
-            inputs = store.agent_inputs(job_id, log_from=len(kept.log), exchanges_from=len(kept.exchanges))
-            info = inputs.info
-            if kept.job == info.created_at and len(kept.exchanges) + len(inputs.exchanges) == info.exchanges:
-                kept.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
-                return inputs, kept
-        inputs = store.agent_inputs(job_id)
+            grown = _grown(store, job_id, kept, claimed, read_from)
+            if grown is not None:
+                return grown, kept
+        fresh = claimed is not None and kept is None and read_from == (0, 0)  # the claim read everything
+        inputs = claimed if fresh and claimed is not None else store.agent_inputs(job_id)
         context = inputs.info.job_options.context
         transcript = Transcript(inputs.info.created_at, preview_bytes=context.result_preview_bytes,
                                 max_input_tokens=context.window)
@@ -112,6 +118,20 @@ class Transcripts:
     def forget(self, job_id: str) -> None:
         """The job asks the model nothing more (its final output came)."""
         self._kept.pop(job_id)
+
+
+def _grown(store: Store, job_id: str, kept: Transcript, claimed: AgentInputs | None,
+           read_from: tuple[int, int]) -> AgentInputs | None:
+    """The inputs `kept` grew by (what the claim read, when it read from where `kept` ends, else read now); None
+    when `kept` is another job's, or behind the store in another way."""
+    at = (len(kept.log), len(kept.exchanges))
+    inputs = claimed if claimed is not None and at == read_from else store.agent_inputs(
+        job_id, log_from=at[0], exchanges_from=at[1])
+    info = inputs.info
+    if kept.job != info.created_at or len(kept.exchanges) + len(inputs.exchanges) != info.exchanges:
+        return None
+    kept.grow(inputs.log, [Exchange.from_dict(e) for e in inputs.exchanges])
+    return inputs
 
 
 def solution_for(tool: dict) -> dict:

@@ -21,6 +21,7 @@ from agentq.protocol.events import error_part, text_part, thinking_part
 from agentq.protocol.records import JobInfo
 from agentq.protocol.usage import saved_counters
 from agentq.store.base import Store
+from agentq.store.replies import TickEnded
 
 log = logging.getLogger("agentq.agent")
 
@@ -73,7 +74,7 @@ class TickEnding:
                                      output=output, has_output=has_output,
                                      usage={**answer.usage.counters(model), **saved_counters(model, ended.saved)},
                                      messages=structural, events=events)
-        return self._ended(job_id, tick_no, None if result is None else result[0], has_output)
+        return self._ended(job_id, tick_no, result, has_output)
 
     def _end_events(self, job_id: str, info: JobInfo, ended: TickAnswer, problems: list[Problem], *, resend: bool,
                     written: int, output: Any) -> list[Envelope]:
@@ -90,16 +91,17 @@ class TickEnding:
             events.append(Part(job_id=job_id, part=text_part(answer_text(output))))
         return events
 
-    def _ended(self, job_id: str, tick_no: int, open_calls: int | None, has_output: bool) -> float | None:
-        """After `end_tick`: the job's next step when no call is open; a wait when the tick had lost its lease."""
-        if open_calls is None:
+    def _ended(self, job_id: str, tick_no: int, result: TickEnded | None, has_output: bool) -> float | None:
+        """After `end_tick`: the job's next step when no call is open (on the job as `end_tick` left it, when its
+        reply brought it); a wait when the tick had lost its lease."""
+        if result is None:
             log.warning("tick %d of job %s lost its lease while the model answered; the request is made again",
                         tick_no, job_id)
             return SUPERSEDED_RETRY_S
         if has_output:
             self.transcripts.forget(job_id)  # nothing more is asked
-        if open_calls <= 0:
-            self.progress.advance(job_id)
+        if result.open_calls <= 0:
+            self.progress.advance(job_id, result.info)
         return None
 
     def _problems_part(self, problems: list[Problem], resend: bool, info: JobInfo) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.usage import usage_record
 from agentq.store.event_codec import pack
+from agentq.store.views import AgentInputs
 
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 
@@ -48,6 +49,15 @@ def now_iso() -> str:
 def iso_utc(unix_s: float) -> str:
     """ISO-8601 UTC of unix seconds, in `now_iso`'s form."""
     return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def agent_inputs_of(fields: dict[str, str], log: list[str], exchanges: list[str],
+                    registered: str | None) -> AgentInputs:
+    """What a tick reads, from the stored job hash, the log and exchanges read and the spec's `registered` (a job
+    written before the spec key keeps it in its job hash)."""
+    registered = registered or fields.get("registered")
+    return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
+                       json.loads(registered or "{}"))
 
 
 def decode_job(fields: dict[str, str]) -> JobInfo:

@@ -16,6 +16,7 @@ from typing import ClassVar, NamedTuple
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.views import AgentInputs
 
 # ------------------------------------------------------------------------------------------------ claim
 
@@ -198,6 +199,8 @@ class TickOutcome(StrEnum):
 class TickClaimed:
     outcome: ClassVar[TickOutcome] = TickOutcome.CLAIMED
     attempt: int  # the attempt of this request
+    # what the tick reads (`Store.agent_inputs`), read by the same step when the claim asked (`read_from`)
+    inputs: AgentInputs | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -231,11 +234,13 @@ class TickMissing:
 TickClaim = TickClaimed | TickLeased | TickFinished | TickStale | TickBusy | TickMissing
 
 
-class TickEnded(NamedTuple):
+@dataclass(frozen=True)
+class TickEnded:
     """tick_end.lua's reply: the job can take its next step now when no awaited call is open."""
 
     open_calls: int
     ticks: int  # ticks so far
+    info: JobInfo | None = field(default=None, compare=False)  # the job as the step left it (None: not read)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.store.call_scripts import CallScripts
-from agentq.store.codecs import dumps, entry, now_iso
+from agentq.store.codecs import agent_inputs_of, decode_job, dumps, entry, now_iso
 from agentq.store.keys import JobKeys
 from agentq.store.replies import (
     AlreadyEnded,
@@ -100,14 +100,17 @@ class Scripts(CallScripts):
     # ------------------------------------------------------------------------------------- agent ticks
 
     def begin_tick(self, keys: JobKeys, *, exchanges: int, token: str, lease_ms: int,
-                   job_started: Envelope | None) -> TickClaim:
-        """tick_begin.lua: take the job's next model request."""
-        reply = self._run("tick_begin", [keys.job, keys.tick_lease, keys.exchanges, keys.events],
+                   job_started: Envelope | None, read_from: tuple[int, int] | None = None) -> TickClaim:
+        """tick_begin.lua: take the job's next model request; with `read_from` (where the log and the exchanges
+        are read from), the claim brings the tick's inputs."""
+        reply = self._run("tick_begin", [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log,
+                                         keys.spec],
                           [exchanges, token, lease_ms, now_iso(),
-                           entry(job_started, keys.job_id) if job_started else ""])
+                           entry(job_started, keys.job_id) if job_started else "",
+                           *(read_from if read_from is not None else ("", ""))])
         match reply[0]:
             case "claimed":
-                return TickClaimed(attempt=int(reply[1]))
+                return _claimed(reply)
             case "leased":
                 return TickLeased(lease_left_ms=int(reply[1]))
             case "finished":
@@ -147,7 +150,8 @@ class Scripts(CallScripts):
             [token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "", dumps(usage),
              len(messages), *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         if reply[0] == "ended":
-            return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]))
+            info = decode_job(_pairs(reply[3])) if len(reply) > 3 else None
+            return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]), info=info)
         if reply[0] == "superseded":
             return TickSuperseded()
         raise ValueError(f"tick_end.lua replied {reply[0]!r}")
@@ -179,3 +183,13 @@ class Scripts(CallScripts):
         """node_swap.lua: set the claim to `holder` if it still holds `expected` (or nothing, with `or_absent`)."""
         return bool(self._run("node_swap", [node_key], [expected, holder, ttl_ms, int(or_absent)]))
 
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """A hash as a Lua step's HGETALL gives it (field, value, field, value...)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _claimed(reply: list) -> TickClaimed:
+    """tick_begin.lua's claim, with the tick's inputs when it read them."""
+    inputs = None if len(reply) < 6 else agent_inputs_of(_pairs(reply[2]), reply[3], reply[4], reply[5] or None)
+    return TickClaimed(attempt=int(reply[1]), inputs=inputs)

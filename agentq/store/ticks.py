@@ -15,7 +15,7 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, ParentLink
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import decode_job, dumps
+from agentq.store.codecs import agent_inputs_of, dumps
 from agentq.store.core import not_found
 from agentq.store.event_codec import pack
 from agentq.store.events import EventSteps
@@ -29,11 +29,12 @@ class TickSteps(StatsSteps, EventSteps):
     """Agent ticks and module relay's writes (a mixin of `StateStore`)."""
 
     def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
-                   job_started: Envelope | None = None) -> TickClaim:
+                   job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim:
         """Take the job's next model request (at most one in flight): it must still be the request number
-        `exchanges`, no awaited call may be open, and no other task may hold the tick's lease."""
+        `exchanges`, no awaited call may be open, and no other task may hold the tick's lease. `read_from`: (log,
+        exchanges) positions: a claim then brings what `agent_inputs` would read from them, in the same step."""
         return self.scripts.begin_tick(self.keys(job_id), exchanges=exchanges, token=token, lease_ms=lease_ms,
-                                       job_started=job_started)
+                                       job_started=job_started, read_from=read_from)
 
     def end_ticking(self, job_id: str) -> None:
         """Clear the in-flight mark of a tick that asked nothing (its job is about to end)."""
@@ -55,9 +56,7 @@ class TickSteps(StatsSteps, EventSteps):
         fields, log, exchanges, registered = pipe.execute()
         if not fields:
             raise not_found(job_id)
-        registered = registered or fields.get("registered")  # a job written before the spec key: its job hash
-        return AgentInputs(decode_job(fields), [json.loads(m) for m in log], [json.loads(e) for e in exchanges],
-                           json.loads(registered or "{}"))
+        return agent_inputs_of(fields, log, exchanges, registered)
 
     def job_tools(self, job_id: str) -> dict[str, dict]:
         """The job's composed tool schemas, by name."""
@@ -94,7 +93,8 @@ class TickSteps(StatsSteps, EventSteps):
     def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
                  has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
                  events: Sequence[Envelope] = ()) -> TickEnded | None:
-        """End the tick: (open awaited calls, ticks so far), or None when its lease is not `token`'s."""
+        """End the tick: (open awaited calls, ticks so far, and the job as the step left it when no awaited call is
+        open), or None when its lease is not `token`'s."""
         ended = self.scripts.end_tick(self.keys(job_id), token=token, exchange=exchange, counts=counts, output=output,
                                       has_output=has_output, usage=usage or {}, messages=messages, events=events)
         return ended if isinstance(ended, TickEnded) else None

@@ -344,3 +344,48 @@ def test_a_workers_task_events_reach_monitoring_in_groups(harness) -> None:
     finally:
         listener.close()
     assert max(sizes) > 1  # the worker's events went out several to a message
+
+
+def test_an_agent_tick_costs_its_dispatcher_four_round_trips(redis_url, anthropic_env) -> None:
+    """A tick's claim brings what the tick reads (the job, the new log messages and exchanges: no read of its own);
+    then the fleet's rate-limit step, the tick's start event, and its end, whose reply brings the job as it left
+    it for the job's next step (no read of its own either). Two ticks, then the job's end."""
+    from tests.fake_anthropic import Answer
+    from tests.integration.conftest import Harness
+
+    answers: list[Answer] = []
+    anthropic_env.responder = lambda request: answers.pop(0)
+    output = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    job = {"context": [{"type": "text", "text": "Say hello"}], "tools": [], "output": output}
+    harness = Harness(redis_url)
+    by_thread: list[tuple[str, list[str]]] = []  # the dispatcher's round trips, each with its thread's name
+    try:
+        worker = harness.worker(llm="anthropic", concurrency=1)
+        client = harness.client()
+        for counted in (False, True):  # the first job loads the scripts and warms the process's caches
+            answers[:] = [Answer.solution({"calls": [], "output": None}),
+                          Answer.solution({"calls": [], "output": {"answer": "hello"}})]
+            if counted:
+                commands = StoreCommands(worker.runtime.store)
+                RoundTripsByThread(store_of(worker.runtime).redis, by_thread)
+            assert client.submit(job).result(timeout=TIMEOUT)["status"] == "succeeded"
+        ticks = [names for thread, names in by_thread if thread.startswith("agentq-task")]
+        assert ticks[:8] == [["EVALSHA"], ["EVALSHA"], ["XADD"], ["EVALSHA"]] * 2
+        scripts = [name for name, thread in commands.take_by_thread() if thread.startswith("agentq-task")]
+        assert scripts[:6] == ["tick_begin", "llm_take", "tick_end"] * 2
+    finally:
+        harness.close()
+
+
+class RoundTripsByThread:
+    """Records each request a redis-py client sends (as `tests/redis_trips.RoundTrips` does) with the name of the
+    thread that sent it, in `into`."""
+
+    def __init__(self, client, into: list[tuple[str, list[str]]]) -> None:
+        from tests.redis_trips import RoundTrips
+
+        class ByThread(RoundTrips):
+            def _add(self, names: list[str]) -> None:
+                into.append((threading.current_thread().name, names))
+
+        ByThread(client)

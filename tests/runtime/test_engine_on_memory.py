@@ -20,6 +20,7 @@ from agentq.protocol.conversation import Exchange, tick_messages
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
+from agentq.store.replies import TickClaimed
 from tests.runtime.engine_rig import Engine, ScriptedModel, researcher_library
 
 pytestmark = pytest.mark.timeout(20)
@@ -178,25 +179,36 @@ def test_a_tick_whose_lease_lapsed_during_its_request_asks_again_instead_of_leav
 def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines: list[Engine],
                                                                           monkeypatch: pytest.MonkeyPatch):
     """The conversation grows by a few turns a tick: a process keeps it, reads only the new log messages and
-    exchanges, and sends the same request it would have built from everything."""
+    exchanges (in the tick's claim: no read of its own), and sends the same request it would have built from
+    everything."""
     model = ScriptedModel.replies(
         {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather"}], "output": None},
         {"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.oslo"}], "output": None},
         {"calls": [], "output": {"answer": "mild"}})
     rig = engine(engines, llm=model)
     reads: list[tuple[int, int, int, int]] = []
-    original = rig.store.agent_inputs
+    separate: list[str] = []  # reads of a tick's inputs apart from its claim
+    original, agent_inputs = rig.store.begin_tick, rig.store.agent_inputs
 
-    def agent_inputs(job_id: str, *, log_from: int = 0, exchanges_from: int = 0):
-        inputs = original(job_id, log_from=log_from, exchanges_from=exchanges_from)
-        reads.append((log_from, exchanges_from, len(inputs.log), len(inputs.exchanges)))
-        return inputs
+    def begin_tick(job_id: str, **kwargs):
+        claim = original(job_id, **kwargs)
+        if isinstance(claim, TickClaimed):
+            assert claim.inputs is not None
+            log_from, exchanges_from = kwargs["read_from"]
+            reads.append((log_from, exchanges_from, len(claim.inputs.log), len(claim.inputs.exchanges)))
+        return claim
 
-    monkeypatch.setattr(rig.store, "agent_inputs", agent_inputs)
+    def read_apart(job_id: str, **kwargs):
+        separate.append(job_id)
+        return agent_inputs(job_id, **kwargs)
+
+    monkeypatch.setattr(rig.store, "begin_tick", begin_tick)
+    monkeypatch.setattr(rig.store, "agent_inputs", read_apart)
     job_id = rig.service.submit(agent_job())
     rig.run()
     assert rig.store.record(job_id).result == {"answer": "mild"}
     assert reads == [(0, 0, 2, 0), (2, 0, 1, 1), (3, 1, 1, 1)]  # the context; then one exchange and one result each
+    assert separate == []
     state = rig.store._get(job_id)
     assert state is not None
     log = [json.loads(m) for m in state.log]

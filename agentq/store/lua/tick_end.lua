@@ -4,7 +4,8 @@
 -- ARGV: token, exchange JSON, 1 if the exchange counts as a tick (0 for one whose answer is sent back),
 --       final output JSON ('' for none), usage JSON {field: n}, number of log messages n, n message JSONs,
 --       then event envelope JSONs
--- Returns {'ended', open awaited calls, ticks so far} or {'superseded'}
+-- Returns {'ended', open awaited calls, ticks so far[, the job hash (flat) when no awaited call is open: what the
+--          job's next step reads]} or {'superseded'}
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return {'superseded'} end
 local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
 redis.call('RPUSH', KEYS[3], ARGV[2])
@@ -22,4 +23,6 @@ for _, k in ipairs({KEYS[3], KEYS[4]}) do
 end
 redis.call('HSET', KEYS[1], 'ticking', '0', 'tick_attempt', '0')
 redis.call('DEL', KEYS[2])
-return {'ended', redis.call('HGET', KEYS[1], 'open') or '0', tostring(ticks)}
+local open = redis.call('HGET', KEYS[1], 'open') or '0'
+if tonumber(open) > 0 then return {'ended', open, tostring(ticks)} end
+return {'ended', open, tostring(ticks), redis.call('HGETALL', KEYS[1])}

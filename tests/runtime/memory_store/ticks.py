@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
@@ -28,8 +29,17 @@ from tests.runtime.memory_store.core import ACTIVE, FINAL, JobState, MemoryCore,
 
 class TickSteps(MemoryCore):
     def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
-                   job_started: Envelope | None = None) -> TickClaim:
-        """tick_begin.lua."""
+                   job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim:
+        """tick_begin.lua; with `read_from`, a claim brings the tick's inputs (read in the same step)."""
+        with self._changed:  # one step, as the script's
+            claim = self._begin_tick(job_id, exchanges=exchanges, token=token, lease_ms=lease_ms,
+                                     job_started=job_started)
+            if isinstance(claim, TickClaimed) and read_from is not None:
+                return replace(claim, inputs=self._inputs(job_id, *read_from))
+            return claim
+
+    def _begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
+                    job_started: Envelope | None) -> TickClaim:
         with self._changed:
             state = self._get(job_id)
             status = state.job.get("status") if state is not None else None
@@ -101,7 +111,9 @@ class TickSteps(MemoryCore):
                 self._xadd(state, entry(envelope, job_id))
             state.job.update({"ticking": "0", "tick_attempt": "0"})
             state.leases.pop(TICK, None)
-            return TickEnded(open_calls=int(state.job.get("open") or 0), ticks=ticks)
+            open_calls = int(state.job.get("open") or 0)
+            return TickEnded(open_calls=open_calls, ticks=ticks,
+                             info=decode_job(dict(state.job)) if open_calls <= 0 else None)
 
     def end_ticking(self, job_id: str) -> None:
         with self._changed:
@@ -115,6 +127,10 @@ class TickSteps(MemoryCore):
                 del state.leases[TICK]
 
     def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs:
+        with self._changed:
+            return self._inputs(job_id, log_from, exchanges_from)
+
+    def _inputs(self, job_id: str, log_from: int, exchanges_from: int) -> AgentInputs:
         with self._changed:
             state = self._get(job_id)
             if state is None or not state.job:
