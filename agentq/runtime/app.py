@@ -147,9 +147,11 @@ class Dispatcher:
                            call_argsrepr(job_id, record.id, record))
 
     def tick(self, job_id: str, n: int = 0) -> None:
-        """Send the task of an agent job's model request number `n` (0 for its first)."""
-        self.app.send_task(TICK_TASK, args=[job_id, n], queue=self.routing.engine_queue,
-                           task_id=f"{job_id}.tick.{n}", argsrepr=tick_argsrepr(job_id, n), kwargsrepr="{}")
+        """Send the task of an agent job's model request number `n` (0 for its first): published lean, as calls'
+        tasks are (one round trip with its `task-sent` event), with the headers `send_task` gave it (no trace's)."""
+        queue = self.routing.engine_queue
+        with self.tasks.batch([queue], 1, traced=False) as batch:
+            batch.send(TICK_TASK, queue, f"{job_id}.tick.{n}", [job_id, n], tick_argsrepr(job_id, n))
 
     def revoke(self, job_id: str, call_ids: list[str]) -> None:
         if call_ids:

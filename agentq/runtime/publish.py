@@ -1,4 +1,5 @@
-"""Call tasks published lean: each task's Celery message copied from a template made once per task name and queue.
+"""Call tasks (and agent jobs' tick tasks) published lean: each task's Celery message copied from a template made
+once per task name and queue.
 
 `app.send_task` does per task what the tasks of agentq's calls need done once: it looks the task up in the app's
 registry and merges its options, asks the router for the queue (the dispatcher names it), reads a dozen settings
@@ -113,9 +114,10 @@ class CallTasks:
         self._events: Any = None  # the app's event dispatcher for `task-sent` events (made on first use)
 
     @contextlib.contextmanager
-    def batch(self, queues: Iterable[str], tasks: int) -> Iterator[TaskBatch]:
+    def batch(self, queues: Iterable[str], tasks: int, *, traced: bool = True) -> Iterator[TaskBatch]:
         """Publish up to `tasks` tasks to `queues` through one producer: each queue declared once (kombu would copy
-        and bind it for each task), one kombu publish batch, their `task-sent` events grouped (`SentEvents`)."""
+        and bind it for each task), one kombu publish batch, their `task-sent` events grouped (`SentEvents`).
+        `traced`: the tasks carry the trace of the span sending them (`telemetry.task_headers`)."""
         app = self.app
         sent_event = bool(app.conf.task_send_sent_event)
         if self._pid != os.getpid():  # a fork: the templates name the parent process
@@ -124,7 +126,7 @@ class CallTasks:
             declare_queues(app, producer, queues)
             events = SentEvents(app, self._event_dispatcher(), producer)
             # the trace the tasks continue (None: tracing off)
-            batch = TaskBatch(self, producer, events, telemetry.task_headers(), sent_event)
+            batch = TaskBatch(self, producer, events, telemetry.task_headers() if traced else None, sent_event)
             with publish_batch(producer, tasks * (2 if sent_event else 1)):
                 yield batch
                 events.flush()

@@ -198,3 +198,59 @@ def test_on_rabbitmq_a_lean_call_task_is_the_message_send_task_publishes(redis_u
     assert lean["properties"]["correlation_id"] == lean_id and lean["properties"]["delivery_mode"] == 2
     assert (lean["content_type"], lean["content_encoding"]) == ("application/json", "utf-8")
     assert lean["delivery_info"]["routing_key"] == queue
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_on_redis_an_agent_tick_task_is_the_message_send_task_published(redis_url: str, case: str,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """An agent job's tick task (`Dispatcher.tick`, from a client's submission or a dispatcher's tick) is published
+    lean too: the message and `task-sent` event `send_task` published for it, with no trace header when tracing is
+    on (`send_task` was given none)."""
+    from agentq.runtime.app import tick_argsrepr
+    from agentq.runtime.routing import TICK_TASK
+
+    queue = f"test.lean.tick.{uuid.uuid4().hex[:8]}"
+    settings = Settings(redis_url=redis_url, engine_queue=queue)
+    app = create_app(settings)
+    client = redis.Redis.from_url(redis_url)
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe("*celeryev*")
+    dispatcher = Dispatcher(app, Routing.from_settings(settings), None)
+
+    def read() -> dict:
+        raw = client.rpop(queue)
+        assert isinstance(raw, bytes) and client.llen(queue) == 0
+        message = json.loads(raw)
+        message["properties"].pop("delivery_tag")
+        return message
+
+    try:
+        if case == "worker":  # the tick task as the dispatcher registers it
+            def tick(task: Any, job_id: Any = None, n: Any = 0) -> None:
+                """The engine's tick task (never run here)."""
+
+            app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
+                     max_retries=None)(tick)
+            app.finalize(auto=True)
+        with _prepare(case, app, monkeypatch) if case != "worker" else _running_task(app):
+            job_id = f"job_{uuid.uuid4().hex[:12]}"
+            dispatcher.tick(job_id, 1)
+            assert dispatcher.tasks.template(TICK_TASK, queue) is not None  # lean, not through `send_task`
+            lean = read()
+            app.send_task(TICK_TASK, args=[job_id, 1], queue=queue, task_id=f"{job_id}.tick.1",
+                          argsrepr=tick_argsrepr(job_id, 1), kwargsrepr="{}")
+            reference = read()
+        events = _events(listener, 2)
+    finally:
+        listener.close()
+        client.delete(queue)
+        app.close()
+    assert lean == reference
+    assert list(lean["headers"]) == list(reference["headers"])
+    headers = lean["headers"]
+    assert headers["id"] == f"{job_id}.tick.1" and "traceparent" not in headers
+    assert json.loads(base64.b64decode(lean["body"]))[:2] == [[job_id, 1], {}]
+    for event in events:
+        for made_per_event in ("timestamp", "clock"):
+            event.pop(made_per_event)
+    assert events[0] == events[1] and events[0]["uuid"] == headers["id"]
