@@ -109,14 +109,15 @@ class JobProgress:
         if _step_due(info.open_calls, info.status, ticking=info.ticking):
             self.advance(job_id, info)
 
-    def advance(self, job_id: str, info: JobInfo | None = None) -> None:
+    def advance(self, job_id: str, info: JobInfo | None = None, *, finish: FinishInputs | None = None) -> None:
         """The job has no open awaited call: a plan job ends; an agent job with no tick in flight ends (its final
-        output given, or its ticks used up) or its next tick is sent."""
+        output given, or its ticks used up) or its next tick is sent. `finish`: what its end reads, when the
+        caller read it with `info` (the reply of the tick that gave the final output)."""
         info = info if info is not None else self.store.job_info(job_id)
         if not info.status.is_active or info.ticking:
             return
         if info.kind is not JobKind.AGENT or info.has_final_output:
-            self.finish(job_id)
+            self.finish(job_id, inputs=finish)
             return
         limit = info.job_options.max_ticks
         if info.ticks >= limit:

@@ -101,7 +101,7 @@ class TickEnding:
         if has_output:
             self.transcripts.forget(job_id)  # nothing more is asked
         if result.open_calls <= 0:
-            self.progress.advance(job_id, result.info)
+            self.progress.advance(job_id, result.info, finish=result.finish)
         return None
 
     def _problems_part(self, problems: list[Problem], resend: bool, info: JobInfo) -> dict[str, Any] | None:

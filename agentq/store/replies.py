@@ -241,6 +241,7 @@ class TickEnded:
     open_calls: int
     ticks: int  # ticks so far
     info: JobInfo | None = field(default=None, compare=False)  # the job as the step left it (None: not read)
+    finish: FinishInputs | None = field(default=None, compare=False)  # what the job's end reads (the final output)
 
 
 @dataclass(frozen=True)

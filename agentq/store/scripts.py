@@ -16,7 +16,7 @@ from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobRecord
-from agentq.protocol.status import JobStatus
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.call_scripts import CallScripts
 from agentq.store.codecs import agent_inputs_of, decode_job, dumps, entry, now_iso
 from agentq.store.keys import JobKeys
@@ -29,6 +29,7 @@ from agentq.store.replies import (
     Canceled,
     CancelMissing,
     CancelReply,
+    FinishInputs,
     JobEnded,
     TickBusy,
     TickClaim,
@@ -146,12 +147,11 @@ class Scripts(CallScripts):
                  events: Sequence[Envelope]) -> TickEnded | TickSuperseded:
         """tick_end.lua: keep the tick's exchange, usage and messages, and give up its lease."""
         reply = self._run(
-            "tick_end", [keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events],
+            "tick_end", [keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events, keys.status],
             [token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "", dumps(usage),
              len(messages), *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         if reply[0] == "ended":
-            info = decode_job(_pairs(reply[3])) if len(reply) > 3 else None
-            return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]), info=info)
+            return _tick_ended(reply)
         if reply[0] == "superseded":
             return TickSuperseded()
         raise ValueError(f"tick_end.lua replied {reply[0]!r}")
@@ -193,3 +193,12 @@ def _claimed(reply: list) -> TickClaimed:
     """tick_begin.lua's claim, with the tick's inputs when it read them."""
     inputs = None if len(reply) < 6 else agent_inputs_of(_pairs(reply[2]), reply[3], reply[4], reply[5] or None)
     return TickClaimed(attempt=int(reply[1]), inputs=inputs)
+
+
+def _tick_ended(reply: list) -> TickEnded:
+    """tick_end.lua's end of a tick, with the job when no awaited call is open (and what its end reads, when the tick
+    gave the final output)."""
+    info = decode_job(_pairs(reply[3])) if len(reply) > 3 else None
+    finish = None if info is None or len(reply) < 6 else FinishInputs(
+        info, [json.loads(m) for m in reply[4]], {k: CallStatus(v) for k, v in _pairs(reply[5]).items()})
+    return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]), info=info, finish=finish)

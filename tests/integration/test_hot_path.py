@@ -349,7 +349,8 @@ def test_a_workers_task_events_reach_monitoring_in_groups(harness) -> None:
 def test_an_agent_tick_costs_its_dispatcher_four_round_trips(redis_url, anthropic_env) -> None:
     """A tick's claim brings what the tick reads (the job, the new log messages and exchanges: no read of its own);
     then the fleet's rate-limit step, the tick's start event, and its end, whose reply brings the job as it left
-    it for the job's next step (no read of its own either). Two ticks, then the job's end."""
+    it for the job's next step (no read of its own either), and with the final output what the job's end reads:
+    two ticks, then the job's end, one step."""
     from tests.fake_anthropic import Answer
     from tests.integration.conftest import Harness
 
@@ -370,9 +371,10 @@ def test_an_agent_tick_costs_its_dispatcher_four_round_trips(redis_url, anthropi
                 RoundTripsByThread(store_of(worker.runtime).redis, by_thread)
             assert client.submit(job).result(timeout=TIMEOUT)["status"] == "succeeded"
         ticks = [names for thread, names in by_thread if thread.startswith("agentq-task")]
-        assert ticks[:8] == [["EVALSHA"], ["EVALSHA"], ["XADD"], ["EVALSHA"]] * 2
+        assert ticks[:9] == [["EVALSHA"], ["EVALSHA"], ["XADD"], ["EVALSHA"]] * 2 + [["EVALSHA"]], ticks
+        assert not [names for names in ticks if "HGETALL" in names or "LRANGE" in names], ticks
         scripts = [name for name, thread in commands.take_by_thread() if thread.startswith("agentq-task")]
-        assert scripts[:6] == ["tick_begin", "llm_take", "tick_end"] * 2
+        assert scripts == ["tick_begin", "llm_take", "tick_end"] * 2 + ["finalize"]
     finally:
         harness.close()
 

@@ -14,6 +14,7 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, entry, now_iso
 from agentq.store.keys import TICK
 from agentq.store.replies import (
+    FinishInputs,
     TickBusy,
     TickClaim,
     TickClaimed,
@@ -112,8 +113,12 @@ class TickSteps(MemoryCore):
             state.job.update({"ticking": "0", "tick_attempt": "0"})
             state.leases.pop(TICK, None)
             open_calls = int(state.job.get("open") or 0)
-            return TickEnded(open_calls=open_calls, ticks=ticks,
-                             info=decode_job(dict(state.job)) if open_calls <= 0 else None)
+            if open_calls > 0:
+                return TickEnded(open_calls=open_calls, ticks=ticks)
+            info = decode_job(dict(state.job))
+            finish = FinishInputs(info, [json.loads(m) for m in state.log],
+                                  {k: CallStatus(v) for k, v in state.status.items()}) if has_output else None
+            return TickEnded(open_calls=open_calls, ticks=ticks, info=info, finish=finish)
 
     def end_ticking(self, job_id: str) -> None:
         with self._changed:
