@@ -483,7 +483,12 @@ def test_metrics_are_served_with_auth_in_prometheus_text(harness, echo, serve_ap
     assert api.request("GET", "/metrics", token=None).status == 401
     answer = api.request("GET", "/metrics")
     assert answer.status == 200 and answer.headers["content-type"].startswith("text/plain")
-    text = answer.body.decode()
-    assert 'agentq_calls_total{activity="echo",status="done",tenant="default"}' in text
-    assert 'agentq_jobs_total{status="succeeded",tenant="default"}' in text
+    counted = ('agentq_calls_total{activity="echo",status="done",tenant="default"}',
+               'agentq_jobs_total{status="succeeded",tenant="default"}')
+
+    def scraped() -> str | None:  # a job's end is counted just after the step that ended it, a call after its commit
+        text = api.request("GET", "/metrics").body.decode()
+        return text if all(c in text for c in counted) else None
+
+    text = wait_until(scraped, "the job and its call to be counted")
     assert "agentq_call_duration_seconds_bucket" in text and job_id not in text

@@ -44,6 +44,19 @@ def value(found: dict, name: str, **labels: str) -> float | None:
     return found.get((name, frozenset(labels.items())))
 
 
+def attempts_counted(found: dict) -> float:
+    """The attempts counted in `agentq_calls_total`, whatever their labels."""
+    return sum(v for (name, _), v in found.items() if name == "agentq_calls_total")
+
+
+def counted(server: MetricsProcess, status: str, attempts: int) -> dict:
+    """The first scrape that counts a job's end (`status`) and `attempts` attempts: a worker counts an attempt just
+    after its commit, and the commit of a plan job's last call may be the step that ends the job."""
+    return wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status=status)
+                    and attempts_counted(found) == attempts and found, 15,
+                    f"the job's end and {attempts} attempts to be counted")
+
+
 class MetricsProcess:
     """`agentq metrics --port 0` in its own process; the port it chose is read from its first line."""
 
@@ -104,8 +117,7 @@ def test_metrics_of_a_job_run_by_a_prefork_worker_served_by_agentq_metrics(worke
     assert record["status"] == "failed" and "metBad" in record["error"]["message"], record
 
     server = metrics_process(metrics_dir)
-    found = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="failed")
-                     and found, 15, "the job's end to be counted")
+    found = counted(server, "failed", 5)
     # every attempt that ended, by activity and outcome; the flaky call's first attempt was retried
     assert value(found, "agentq_calls_total", activity="metOk", status="done") == 2
     assert value(found, "agentq_calls_total", activity="metFlaky", status="retry") == 1
@@ -156,8 +168,7 @@ def test_metrics_of_a_job_run_by_a_prefork_worker_served_by_agentq_metrics(worke
     with Client(redis_url) as client:  # the new worker's counts add to the archived ones
         assert client.submit({"calls": [{"_tool": "metOk", "_outputPath": "†state.x"}]}).result(timeout=30)[
             "status"] == "succeeded"
-    final = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="succeeded")
-                     and found, 15, "the job's end to be counted")
+    final = counted(server, "succeeded", 6)
     assert value(final, "agentq_calls_total", activity="metOk", status="done") == 3
     assert value(final, "agentq_jobs_total", status="succeeded") == 1
 
@@ -179,8 +190,7 @@ def test_a_redelivered_call_is_counted_by_the_worker_that_gets_it_again(worker_p
         record = handle.result(timeout=30)
     assert record["status"] == "succeeded"
     server = metrics_process(metrics_dir)
-    found = wait_for(lambda: value(found := samples(server.scrape()), "agentq_jobs_total", status="succeeded")
-                     and found, 15, "the job's end to be counted")
+    found = counted(server, "succeeded", 1)
     assert value(found, "agentq_call_redeliveries_total", activity="procSlow") == 1
     assert value(found, "agentq_calls_total", activity="procSlow", status="done") == 1
 
