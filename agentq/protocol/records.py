@@ -73,22 +73,32 @@ class CallRecord:
             | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {})
 
     def to_task(self) -> dict[str, Any]:
-        """What a call's task carries: `to_dict()` without the optional fields that hold their default value
-        (`from_dict` gives them back), so a task message stays small."""
+        """What a call's task carries: `to_dict()` without the optional fields that hold their default value, nor
+        the task and queue of a call routed to its activity's own task and queue (`from_dict` gives them back),
+        so a task message, and a parked call's payload, stay small."""
         stored = self.to_dict()
-        return {k: v for k, v in stored.items() if k not in _TASK_DEFAULTS or v != _TASK_DEFAULTS[k]}
+        carried = {k: v for k, v in stored.items() if k not in _TASK_DEFAULTS or v != _TASK_DEFAULTS[k]}
+        if self.task and self.task == ACTIVITY_TASK_PREFIX + self.activity:
+            del carried["task"]
+            if self.queue == self.task:
+                del carried["queue"]
+        return carried
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallRecord:
+        task = data.get("task", ACTIVITY_TASK_PREFIX + data["activity"])  # left out: its activity's own
         return cls(
             id=data["id"], index=data["index"], call=data["call"], tool=data["tool"], activity=data["activity"],
             mode=CallMode(data["mode"]), awaited=data["awaited"], instance=data.get("instance"),
             scopes=tuple(data.get("scopes") or ()), needs_log=data.get("needs_log", False),
             locale=data.get("locale", "en"),
-            task=data.get("task", ""), queue=data.get("queue", ""), relay=data.get("relay"),
+            task=task, queue=data.get("queue", task), relay=data.get("relay"),
             route=data.get("route"), tenant=data.get("tenant") or DEFAULT_TENANT,
         )
 
+
+#: the Celery task name of an activity is this prefix and its name: calls are keyed by their `_activity`
+ACTIVITY_TASK_PREFIX = "agentq.activity."
 
 #: optional fields of a call record's stored form and the value `CallRecord.from_dict` gives one that is left out
 _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": False, "locale": "en"}

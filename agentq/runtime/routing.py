@@ -16,11 +16,10 @@ from typing import Any
 
 from agentq.protocol.activities import DEFAULT_VERSION, ActivitySpec
 from agentq.protocol.plans import PlannedCall
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import ACTIVITY_TASK_PREFIX, CallMode, CallRecord
 from agentq.protocol.rollouts import Rule, apply_rules
 from agentq.settings import Settings
 
-ACTIVITY_TASK_PREFIX = "agentq.activity."
 SUBMIT_TASK = "agentq.engine.submit"
 TICK_TASK = "agentq.engine.tick"
 LATENT_TASK = "agentq.engine.latent"
