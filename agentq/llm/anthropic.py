@@ -83,8 +83,10 @@ class AnthropicLLM:
 
     def prepare(self) -> None:
         """Make the client and read one canned answer through the SDK's stream, so that a process about to start
-        many requests at once does not have each of them wait on the SDK's import and its types' first build."""
+        many requests at once does not have each of them wait on the SDK's import and its types' first build, nor
+        on the client's copies being made (each the first time a thread of its share asks for it)."""
         read_answer(canned_stream(self.client), None)
+        self._sharded().make_all()
 
     def close(self) -> None:
         """Release the HTTP connections of the client made by this provider."""

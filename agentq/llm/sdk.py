@@ -88,6 +88,14 @@ class Shards:
                     self._clients[index] = client
         return client
 
+    def make_all(self) -> None:
+        """Make every copy now (a dispatcher about to start: see `AnthropicLLM.prepare`), so that no request waits
+        on one being made between taking its share of the model's rate limits and being sent."""
+        for index in range(1, len(self._clients)):
+            self._local.index = index
+            self.client()
+        del self._local.index  # the preparing thread picks its copy as any other does
+
     def copies(self) -> list[Any]:
         """The copies made so far (not the client given)."""
         with self._lock:

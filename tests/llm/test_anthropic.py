@@ -225,6 +225,7 @@ def test_prepare_loads_the_sdk_without_asking_the_model(anthropic_env):
     try:
         provider.prepare()
         assert anthropic_env.requests == []
+        assert provider._shards is not None and len(provider._shards.copies()) == 18  # 300 streams, 16 a pool
         anthropic_env.script(Answer.solution(SOLUTION))
         assert provider.solve(request()).solution == SOLUTION
         assert len(anthropic_env.requests) == 1
