@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord, JobKind
+from agentq.protocol.records import CallRecord, JobInfo, JobKind
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.codecs import decode_job, dumps, entry, now_iso, sha1
 from agentq.store.keys import JobKeys
@@ -217,7 +217,15 @@ def _finish_inputs(rest: list) -> FinishInputs:
     values`."""
     job_end = 1 + int(rest[0])
     log_end = job_end + 1 + int(rest[job_end])
-    fields, statuses = rest[1:job_end], rest[log_end:]
-    return FinishInputs(decode_job(dict(zip(fields[::2], fields[1::2], strict=True))),
-                        [json.loads(m) for m in rest[job_end + 1:log_end]],
-                        {k: CallStatus(v) for k, v in zip(statuses[::2], statuses[1::2], strict=True)})
+    return finish_inputs_of(decode_job(pairs(rest[1:job_end])), rest[job_end + 1:log_end], rest[log_end:])
+
+
+def finish_inputs_of(info: JobInfo, log: list[str], statuses: list[str]) -> FinishInputs:
+    """What finalizing a job reads, as a Lua step sends it: the job, its stored log messages and its call
+    statuses' fields and values."""
+    return FinishInputs(info, [json.loads(m) for m in log], {k: CallStatus(v) for k, v in pairs(statuses).items()})
+
+
+def pairs(flat: list[str]) -> dict[str, str]:
+    """A hash as a Lua step's HGETALL gives it (field, value, field, value...)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))

@@ -16,8 +16,8 @@ from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobRecord
-from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.call_scripts import CallScripts
+from agentq.protocol.status import JobStatus
+from agentq.store.call_scripts import CallScripts, finish_inputs_of, pairs
 from agentq.store.codecs import agent_inputs_of, decode_job, dumps, entry, now_iso
 from agentq.store.keys import JobKeys
 from agentq.store.replies import (
@@ -29,7 +29,6 @@ from agentq.store.replies import (
     Canceled,
     CancelMissing,
     CancelReply,
-    FinishInputs,
     JobEnded,
     TickBusy,
     TickClaim,
@@ -184,21 +183,15 @@ class Scripts(CallScripts):
         return bool(self._run("node_swap", [node_key], [expected, holder, ttl_ms, int(or_absent)]))
 
 
-def _pairs(flat: list[str]) -> dict[str, str]:
-    """A hash as a Lua step's HGETALL gives it (field, value, field, value...)."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 def _claimed(reply: list) -> TickClaimed:
     """tick_begin.lua's claim, with the tick's inputs when it read them."""
-    inputs = None if len(reply) < 6 else agent_inputs_of(_pairs(reply[2]), reply[3], reply[4], reply[5] or None)
+    inputs = None if len(reply) < 6 else agent_inputs_of(pairs(reply[2]), reply[3], reply[4], reply[5] or None)
     return TickClaimed(attempt=int(reply[1]), inputs=inputs)
 
 
 def _tick_ended(reply: list) -> TickEnded:
     """tick_end.lua's end of a tick, with the job when no awaited call is open (and what its end reads, when the tick
     gave the final output)."""
-    info = decode_job(_pairs(reply[3])) if len(reply) > 3 else None
-    finish = None if info is None or len(reply) < 6 else FinishInputs(
-        info, [json.loads(m) for m in reply[4]], {k: CallStatus(v) for k, v in _pairs(reply[5]).items()})
+    info = decode_job(pairs(reply[3])) if len(reply) > 3 else None
+    finish = None if info is None or len(reply) < 6 else finish_inputs_of(info, reply[4], reply[5])
     return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]), info=info, finish=finish)
