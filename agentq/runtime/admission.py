@@ -114,8 +114,7 @@ class Admission:
 
     def _tickets(self, job_id: str, records: Sequence[CallRecord]) -> tuple[Publish, list[CallRecord], list[Ticket]]:
         """The calls published without admission, the gated ones and their tickets."""
-        gated = [r for r in records if self.gated(r)]
-        out: Publish = [(job_id, r) for r in records if not self.gated(r)]
+        out, gated = self._split(job_id, records)
         if not gated:
             return out, gated, []
         tenant, priority = self._job(job_id)
@@ -152,16 +151,26 @@ class Admission:
 
     def _written(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
         """Which of a written job's ready calls to publish: what `request`'s step, made with the write, admitted."""
-        gated = [r for r in records if self.gated(r)]
-        reply = request.reply or []
-        return [(job_id, r) for r in records if not self.gated(r)] + self._answer(reply, job_id, gated)
+        out, gated = self._split(job_id, records)
+        return out + self._answer(request.reply or [], job_id, gated)
+
+    def _split(self, job_id: str, records: Sequence[CallRecord]) -> tuple[Publish, list[CallRecord]]:
+        """A job's calls published without admission, and the gated ones."""
+        out: Publish = []
+        gated: list[CallRecord] = []
+        for record in records:
+            if self.gated(record):
+                gated.append(record)
+            else:
+                out.append((job_id, record))
+        return out, gated
 
     def _withdrawn(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
         """A job whose write failed after `request`'s step ran: its calls that step admitted give their places
         back (never published); the other jobs' parked calls it admitted are what to publish."""
         if request.reply is None:
             return []
-        answered = self._answer(request.reply, job_id, [r for r in records if self.gated(r)])
+        answered = self._answer(request.reply, job_id, self._split(job_id, records)[1])
         others: Publish = []
         while answered:  # a place given back may go to another of the job's parked calls: given back in turn
             ours = [admission_member(job_id, r.id) for j, r in answered if j == job_id]
