@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True)
 class Ticket:
     """A ready call asking to be admitted: `member` (`admission_member`), its queue, tenant, priority (1 first),
-    concurrency key ('' none) and the key's limit, and `payload`: what publishes it when it is admitted later."""
+    concurrency key ('' none) and the key's limit, and `payload`: what publishes it when it is admitted later (one
+    starting with `PUSHED` is its task, which the step pushes to the broker itself when it admits the call, at once
+    or later)."""
 
     member: str
     queue: str
@@ -51,6 +53,11 @@ class AdmissionRequest:
     tickets: Sequence[Ticket]
     config: AdmissionConfig
     reply: list[str] | None = None
+
+
+PUSHED = "!"
+"""The first character of a ticket's payload the step pushes to the broker itself (`runtime/pushed.py`), and of its
+answer for it."""
 
 
 def admission_member(job_id: str, call_id: str) -> str:

@@ -32,7 +32,14 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket, admission_member, split_member
+from agentq.protocol.admission import (
+    PUSHED,
+    AdmissionConfig,
+    AdmissionRequest,
+    Ticket,
+    admission_member,
+    split_member,
+)
 from agentq.protocol.cache import LRU
 from agentq.protocol.call_keys import CallKey, tool_keys
 from agentq.protocol.concurrency import concurrency_keys
@@ -43,6 +50,7 @@ from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
 
 if TYPE_CHECKING:
+    from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
 
@@ -67,6 +75,7 @@ class Admission:
         self._keys: LRU[str, dict[str, CallKey]] = LRU(KEPT_JOBS)  # a job's tools' x-concurrency, by tool
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
+        self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
         self._noted = _Noted()
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
 
@@ -119,10 +128,16 @@ class Admission:
             return out, gated, []
         tenant, priority = self._job(job_id)
         keys = self._call_keys(job_id, gated)
+        payloads = self._payloads(job_id, gated)
         tickets = [Ticket(member=admission_member(job_id, r.id), queue=r.queue, tenant=tenant, priority=priority,
-                          key=keys.get(r.id, ("", 0))[0], limit=keys.get(r.id, ("", 0))[1],
-                          payload=json.dumps([job_id, r.to_task()], separators=(",", ":"))) for r in gated]
+                          key=keys.get(r.id, ("", 0))[0], limit=keys.get(r.id, ("", 0))[1], payload=payload)
+                   for r, payload in zip(gated, payloads, strict=True)]
         return out, gated, tickets
+
+    def _payloads(self, job_id: str, gated: Sequence[CallRecord]) -> list[str]:
+        """What publishes each call once admitted: its task, pushed by the step itself (`pushed`), else its record."""
+        pushed = self.pushed.payloads([(job_id, r) for r in gated]) if self.pushed is not None else None
+        return pushed or [json.dumps([job_id, r.to_task()], separators=(",", ":")) for r in gated]
 
     def with_write(self, plan: JobPlan, ready: list[CallRecord], tenant: str, *, fresh: bool) -> WithWrite | None:
         """The admission step of a new job's `ready` calls to make with its write (`Store.create_job`: one round
@@ -214,15 +229,20 @@ class Admission:
             self._jobs.replace(job_id, known)
         return known
 
-    @staticmethod
-    def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
+    def _answer(self, reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
+        """What a step's `reply` leaves to publish; the `task-sent` events of the tasks it pushed are announced."""
         out: Publish = []
+        pushed: list[str] = []
         for item in reply:
             if item.startswith("#"):
                 out.append((job_id, gated[int(item[1:]) - 1]))
+            elif item.startswith(PUSHED):
+                pushed.append(item[1:])
             else:
                 parked_job, task = json.loads(item)
                 out.append((parked_job, CallRecord.from_dict(task)))
+        if pushed and self.pushed is not None:
+            self.pushed.announce(pushed)
         return out
 
     def sweep(self, holder: str) -> Publish:

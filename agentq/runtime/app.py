@@ -15,6 +15,7 @@ and the instance, never the call's parameters.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,7 +28,7 @@ from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.broker import broker_of
 from agentq.runtime.messages import task_messages
 from agentq.runtime.outages import store_backoff_s
-from agentq.runtime.publish import CallTasks
+from agentq.runtime.publish import CallTasks, TaskBatch
 from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
@@ -139,12 +140,16 @@ class Dispatcher:
         if not calls:
             return
         with self.tasks.batch(dict.fromkeys(record.queue for _, record in calls), len(calls)) as batch:
-            for job_id, record in calls:
-                args: list[Any] = [job_id, record.id, record.to_task()]
-                if self.signer is not None:
-                    args.append(self.signer.sign(job_id, record.id, record_digest(record)))
-                batch.send(record.task, record.queue, task_id(job_id, record.id), args,
-                           call_argsrepr(job_id, record.id, record))
+            self.send(batch, calls)
+
+    def send(self, batch: TaskBatch, calls: Sequence[tuple[str, CallRecord]]) -> None:
+        """Hand `batch` the task of each (job id, call record)."""
+        for job_id, record in calls:
+            args: list[Any] = [job_id, record.id, record.to_task()]
+            if self.signer is not None:
+                args.append(self.signer.sign(job_id, record.id, record_digest(record)))
+            batch.send(record.task, record.queue, task_id(job_id, record.id), args,
+                       call_argsrepr(job_id, record.id, record))
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first): published lean, as calls'

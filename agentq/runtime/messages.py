@@ -118,6 +118,20 @@ class SentEvents:
             log.warning("could not publish the task-sent events of %d tasks", len(events), exc_info=True)
 
 
+class KeptEvents:
+    """Stands for `SentEvents` where tasks are built and not sent (`CallTasks.kept`): each `task-sent` event's
+    fields are kept, for `CallTasks.announce` to publish once the task is sent."""
+
+    def __init__(self) -> None:
+        self.fields: list[dict] = []
+
+    def publish(self, type: str, fields: dict, producer: Any, **_: Any) -> None:
+        self.fields.append(dict(fields))
+
+    def flush(self) -> None:
+        """Nothing to publish."""
+
+
 @functools.cache
 def events_consumer() -> type:
     """The consumer class of agentq's workers: Celery's, publishing buffered task events in groups."""

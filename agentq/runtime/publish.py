@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq import telemetry
-from agentq.runtime.messages import SENT_EVENTS_GROUP, SentEvents
+from agentq.runtime.messages import SENT_EVENTS_GROUP, KeptEvents, SentEvents
+from agentq.runtime.redis_transport import CapturesPublications, Commands, captured_publications
 
 PUBLISH_BATCH_OPERATIONS = SENT_EVENTS_GROUP + 1
 """Transport operations per publish batch: with a Redis broker a task is one (its LPUSH) and the `task-sent`
@@ -45,6 +46,10 @@ _TEMPLATE_ID = "\x00agentq-template"  # the task id a template is made with (nev
 
 # the publishing options of a registered task (Celery's `extract_exec_options`) a template carries itself
 _TEMPLATE_OPTIONS = frozenset({"time_limit", "soft_time_limit", "serializer"})
+
+
+class NotKept(Exception):
+    """Tasks cannot be built without being sent on this broker (`CallTasks.kept`)."""
 
 
 def publish_batch(producer: Any, operations: int) -> Any:
@@ -118,18 +123,53 @@ class CallTasks:
         """Publish up to `tasks` tasks to `queues` through one producer: each queue declared once (kombu would copy
         and bind it for each task), one kombu publish batch, their `task-sent` events grouped (`SentEvents`).
         `traced`: the tasks carry the trace of the span sending them (`telemetry.task_headers`)."""
-        app = self.app
-        sent_event = bool(app.conf.task_send_sent_event)
-        if self._pid != os.getpid():  # a fork: the templates name the parent process
-            self._templates, self._pid = {}, os.getpid()
-        with app.producer_or_acquire() as producer:
-            declare_queues(app, producer, queues)
-            events = SentEvents(app, self._event_dispatcher(), producer)
-            # the trace the tasks continue (None: tracing off)
-            batch = TaskBatch(self, producer, events, telemetry.task_headers() if traced else None, sent_event)
-            with publish_batch(producer, tasks * (2 if sent_event else 1)):
+        with self._producer(queues) as producer:
+            events = SentEvents(self.app, self._event_dispatcher(), producer)
+            batch = self._task_batch(producer, events, traced)
+            with publish_batch(producer, tasks * (2 if batch.sent_event else 1)):
                 yield batch
                 events.flush()
+
+    @contextlib.contextmanager
+    def kept(self, queues: Iterable[str]) -> Iterator[tuple[TaskBatch, list[Commands], KeptEvents]]:
+        """Build tasks as `batch` publishes them, and send nothing: what each would send is kept instead, its Redis
+        commands (`captured_publications`: a Redis broker of agentq's transport) and its `task-sent` event's fields.
+        `NotKept`: the broker's channel cannot keep them (nothing was built)."""
+        with self._producer(queues) as producer:
+            if not isinstance(producer.channel, CapturesPublications) or \
+                    getattr(getattr(producer, "_batch_local", None), "current", None) is not None:
+                raise NotKept("the broker's channel would send the tasks")  # another transport, or a batch open
+            events = KeptEvents()
+            batch = self._task_batch(producer, events, True)
+            with captured_publications() as commands, producer.batch():
+                yield batch, commands, events
+
+    def announce(self, sent: list[dict[str, Any]]) -> None:
+        """Publish the `task-sent` events (their fields as `kept` kept them) of tasks sent by other means."""
+        if not sent:
+            return
+        settings = self.settings()
+        with self.app.producer_or_acquire() as producer:
+            events = SentEvents(self.app, self._event_dispatcher(), producer)
+            with publish_batch(producer, -(-len(sent) // SENT_EVENTS_GROUP)):
+                for fields in sent:
+                    events.publish("task-sent", fields, producer, retry=settings.retry,
+                                   retry_policy=settings.retry_policy)
+                events.flush()
+
+    @contextlib.contextmanager
+    def _producer(self, queues: Iterable[str]) -> Iterator[Any]:
+        """A producer of the app's pool, `queues` declared on its connection."""
+        if self._pid != os.getpid():  # a fork: the templates name the parent process
+            self._templates, self._pid = {}, os.getpid()
+        with self.app.producer_or_acquire() as producer:
+            declare_queues(self.app, producer, queues)
+            yield producer
+
+    def _task_batch(self, producer: Any, events: SentEvents | KeptEvents, traced: bool) -> TaskBatch:
+        # the trace the tasks continue (None: tracing off)
+        return TaskBatch(self, producer, events, telemetry.task_headers() if traced else None,
+                         bool(self.app.conf.task_send_sent_event))
 
     def settings(self) -> _Settings:
         settings = self._settings
@@ -180,7 +220,7 @@ class TaskBatch:
     `task-sent` event (when `sent_event`) handed to `events` (`SentEvents`). `headers` are added to every task's.
     Made in the thread that publishes: the running task the tasks descend from is the one running now."""
 
-    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents, headers: dict[str, Any] | None,
+    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents | KeptEvents, headers: dict[str, Any] | None,
                  sent_event: bool):
         from celery import signals
 

@@ -25,6 +25,7 @@ host program set) and changes nothing else kombu does.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,7 +95,68 @@ class SharesClient:
         yield shared
 
 
-class Channel(RemembersConnection, SharesClient, kombu_redis.Channel):  # type: ignore[misc]
+Commands = list[tuple[str, tuple[Any, ...]]]  # the Redis commands of one publication: (name, arguments)
+
+_capturing = threading.local()
+
+
+@contextmanager
+def captured_publications() -> Iterator[list[Commands]]:
+    """Inside, a publish batch this thread opens on a channel of this transport (`Producer.batch`) sends nothing:
+    it keeps the Redis commands of each publication (an LPUSH of the message to its queue's list), in order, in the
+    list yielded. A batch opened before, or on another transport, is not affected (it sends)."""
+    kept: list[Commands] = []
+    previous = getattr(_capturing, "kept", None)
+    _capturing.kept = kept
+    try:
+        yield kept
+    finally:
+        _capturing.kept = previous
+
+
+class CapturesPublications:
+    """A kombu Redis channel whose publish batches keep their commands inside `captured_publications()`."""
+
+    def create_publish_batch(self, max_size: int) -> Any:
+        kept = getattr(_capturing, "kept", None)
+        if kept is not None:
+            return _KeptBatch(self, kept)
+        return super().create_publish_batch(max_size)  # type: ignore[misc]
+
+
+class _KeptBatch:
+    """A publish batch that keeps each publication's commands (kombu's `PublishBatch` interface)."""
+
+    def __init__(self, channel: Any, kept: list[Commands]):
+        self.channel = channel
+        self.kept = kept
+        self._collecting: Commands | None = None
+
+    def publish(self, message: Any, **kwargs: Any) -> Any:
+        commands: Commands = []
+        self._collecting = commands
+        try:
+            return self.channel.basic_publish(message, _publish_batch=self, **kwargs)
+        finally:
+            self._collecting = None
+            self.kept.append(commands)
+
+    def add(self, name: str, *args: Any) -> None:
+        if self._collecting is None:
+            raise RuntimeError("a Redis publish command added outside a publication")
+        self._collecting.append((name, args))
+
+    def flush(self) -> None:
+        """Nothing to send."""
+
+    def discard(self) -> None:
+        """Nothing was sent."""
+
+    def close(self) -> None:
+        """Nothing held."""
+
+
+class Channel(RemembersConnection, SharesClient, CapturesPublications, kombu_redis.Channel):  # type: ignore[misc]
     pass
 
 

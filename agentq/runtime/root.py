@@ -42,6 +42,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
 from agentq.runtime.outages import PatientStore
+from agentq.runtime.pushed import PushedTasks, broker_is_store
 from agentq.runtime.rollouts import Rollouts
 from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
@@ -108,6 +109,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     admission = Admission(store, settings)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
+    if broker_is_store(settings, app, store):
+        admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
     modules = ModuleLibrary.from_settings(settings)
     tenant_labels = TenantLabels.of(settings)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,

@@ -23,8 +23,12 @@
 --       "mx": {tenant: max running calls}},
 --       n ended members, the n members, f queues to fill, the f queues, then per new call 7 values: member, queue,
 --       tenant, priority (1-3), key ('' none), key limit, payload
--- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload
--- (nil when KEYS[6] names a job that does not exist: nothing done)
+--       A payload '!<list>\n<event>\n<message>' is the call's task, made for a broker on this Redis
+--       (`runtime/pushed.py`): when the call is admitted (at once or later) the step pushes the message onto that
+--       list itself (LPUSH, as kombu's Redis transport publishes), in admission order, and answers '!<event>'
+-- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload,
+-- and '!<event>' for a call whose task the step pushed (nil when KEYS[6] names a job that does not exist: nothing
+-- done)
 --#include _admitted
 local admitted, counts, parked, queues, vtime = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return false end  -- the job was not written
@@ -149,6 +153,24 @@ local function read_list(key, want)
   return s
 end
 
+-- what to answer for an admitted call's payload: a task made for the broker is pushed (with the others, at the end)
+local deliveries, delivery_order = {}, {}
+local function deliver(payload)
+  if string.byte(payload, 1) ~= 33 then return payload end  -- not '!'
+  local a = string.find(payload, '\n', 2, true)
+  local b = string.find(payload, '\n', a + 1, true)
+  local key = string.sub(payload, 2, a - 1)
+  if not deliveries[key] then deliveries[key] = {}; delivery_order[#delivery_order + 1] = key end
+  table.insert(deliveries[key], string.sub(payload, b + 1))
+  return '!' .. string.sub(payload, a + 1, b - 1)
+end
+
+-- what to answer for the i-th new call admitted at once
+local function at_once(payload, i)
+  if string.byte(payload, 1) == 33 then return deliver(payload) end
+  return '#' .. i
+end
+
 local function parse(entry)
   local cut = string.find(entry, '\n', 1, true)
   local head = cjson.decode(string.sub(entry, 1, cut - 1))
@@ -224,7 +246,7 @@ local function fill_one(q, r, blocked)
         parking = parking or {}
         parking[member] = false
         admit(member, q, t, k)
-        table.insert(out, payload)
+        table.insert(out, deliver(payload))
         times[q] = pass
         times_changed[q] = true
         if empty(q, t) then set_pass(r, t, nil)
@@ -309,10 +331,10 @@ for i = first, #ARGV, 7 do
   index = index + 1
   local member, q, t, p, k, l = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if holding[member] then
-    table.insert(out, '#' .. index)  -- admitted already (sent again by a recovery): sent again
+    table.insert(out, at_once(ARGV[i + 6], index))  -- admitted already (sent again by a recovery): sent again
   elseif ring_of(q).size == 0 and room(q, t, k, l) then
     admit(member, q, t, k)
-    table.insert(out, '#' .. index)
+    table.insert(out, at_once(ARGV[i + 6], index))
   else
     if parking == nil then read_parking(i) end
     park(member, q, t, p, k, l, ARGV[i + 6])
@@ -324,7 +346,8 @@ for _, key in ipairs(push_order) do chunked('RPUSH', key, pushes[key], CHUNK) en
 -- 4. the free places of the queues touched go to their parked calls
 for _, q in ipairs(touched_order) do fill(q) end
 
--- 5. everything changed, written once
+-- 5. everything changed, written once; the tasks made for the broker pushed
+for _, key in ipairs(delivery_order) do chunked('LPUSH', key, deliveries[key], CHUNK) end
 if #gone > 0 then chunked('HDEL', admitted, gone, CHUNK) end
 if #written > 0 then chunked('HSET', admitted, written, 2 * CHUNK) end
 local set, unset = {}, {}

@@ -1,0 +1,157 @@
+"""Tasks the admission step pushes itself (`runtime/pushed.py`): with the broker on the state store's Redis, a call
+waiting for admission carries its task's message, and the step pushes it onto the queue's list when it admits the
+call, at once or later. What reaches the broker is the message `send_task` publishes for the same call (built when
+the call asked to be admitted: by a client, inside a worker's task, traced), in admission order, and its `task-sent`
+event is the one `send_task` publishes. Where the broker is anything else, calls wait as `[job id, task]` and are
+published by the process that admits them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+import redis
+
+from agentq.protocol.admission import PUSHED, AdmissionConfig, Ticket, admission_member
+from agentq.runtime.admission import Admission
+from agentq.runtime.app import Dispatcher, create_app
+from agentq.runtime.pushed import PushedTasks, broker_is_store
+from agentq.runtime.routing import Routing
+from agentq.runtime.signing import TaskSigner
+from agentq.settings import Settings
+from agentq.store.state import StateStore
+from tests.integration.test_lean_publish import CASES, _events, _prepare, _record, _send_task
+
+
+class _Admitting:
+    """An admission of one call at a time on `queue` (window 1), its tasks pushed by the step."""
+
+    def __init__(self, redis_url: str, queue: str):
+        self.settings = Settings(redis_url=redis_url, admission_window=1)
+        self.app = create_app(self.settings)
+        self.store = StateStore(redis_url)
+        self.dispatcher = Dispatcher(self.app, Routing.from_settings(self.settings), TaskSigner(lambda: b"k" * 32))
+        self.admission = Admission(self.store, self.settings)  # no publisher: an end's step is made at once
+        self.admission.pushed = PushedTasks(self.dispatcher)
+        self.queue = queue
+
+    def close(self) -> None:
+        self.store.close()
+        self.app.close()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_pushed_task_is_the_message_send_task_publishes_with_its_task_sent_event(
+        redis_url: str, case: str, monkeypatch: pytest.MonkeyPatch):
+    queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
+    admitting = _Admitting(redis_url, queue)
+    client = redis.Redis.from_url(redis_url)
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe("*celeryev*")
+    job_id = f"job_{uuid.uuid4().hex[:12]}"
+    first, second = _record(queue, 1), _record(queue, 2)
+    admission, dispatcher = admitting.admission, admitting.dispatcher
+    admission.know(job_id, "default", None, {})
+    try:
+        with _prepare(case, admitting.app, monkeypatch):
+            # nothing to publish: the first pushed at once, the second parked
+            assert admission.admit(job_id, [first, second]) == []
+            pushed = [_pop(client, queue)]
+            parked = admitting.store.redis.lrange(f"agentq:{{admission}}:q:p:{queue}\tdefault\t2", 0, -1)
+            assert len(parked) == 1 and parked[0].split("\n", 1)[1].startswith(f"{PUSHED}{queue}\n")
+            references = []
+            for record in (first, second):
+                _send_task(dispatcher, job_id, record)
+                references.append(_pop(client, queue))
+        # the second pushed as the first's place is given back: nothing to publish
+        assert admission.ended(job_id, [first.id], []) == []
+        pushed.append(_pop(client, queue))
+        events = _events(listener, 4)
+    finally:
+        listener.close()
+        client.delete(queue)
+        admitting.close()
+    assert pushed == references
+    assert [m["headers"]["id"] for m in pushed] == [f"{job_id}.call_1", f"{job_id}.call_2"]
+    for event in events:
+        for made_per_event in ("timestamp", "clock"):
+            event.pop(made_per_event)
+    by_task: dict[str, list[dict]] = {}
+    for event in events:
+        by_task.setdefault(event["uuid"], []).append(event)
+    assert [len(e) for e in by_task.values()] == [2, 2]
+    for task_events in by_task.values():
+        assert task_events[0] == task_events[1]  # pushed and referenced: the same event
+
+
+def _pop(client: redis.Redis, queue: str) -> dict:
+    """The one message on `queue`, taken."""
+    raw = client.rpop(queue)
+    assert isinstance(raw, bytes) and client.llen(queue) == 0
+    message = json.loads(raw)
+    message["properties"].pop("delivery_tag")  # kombu's own, per message
+    return message
+
+
+def test_the_step_pushes_what_it_admits_in_admission_order_and_answers_the_rest(redis_url: str):
+    store = StateStore(redis_url)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    config = AdmissionConfig(windows={"q": 2}, batch=1)
+
+    def pushed(n: int) -> str:
+        return f"{PUSHED}q\n{{\"n\":{n}}}\nmessage {n}"
+
+    try:
+        tickets = [Ticket(member=admission_member("job_a", f"c{n}"), queue="q", tenant="a",
+                          payload=pushed(n) if n != 2 else '["job_a",{}]') for n in range(5)]
+        # c0 and c1 admitted at once and pushed; c2 (a record, not a task), c3 and c4 parked
+        assert store.admit_calls(tickets, config) == ['!{"n":0}', '!{"n":1}']
+        assert client.lrange("q", 0, -1) == ["message 1", "message 0"]  # LPUSH: a worker pops message 0 first
+        # two places back: c2's payload is answered (to publish), c3's task pushed
+        answer = store.admit_calls([], config, ended=[admission_member("job_a", "c0"), admission_member("job_a", "c1")])
+        assert answer == ['["job_a",{}]', '!{"n":3}']
+        assert client.lrange("q", 0, -1) == ["message 3", "message 1", "message 0"]
+        # a task sent again while admitted (a recovery) is pushed again
+        assert store.admit_calls([tickets[3]], config) == ['!{"n":3}']
+        assert client.llen("q") == 4
+    finally:
+        store.close()
+
+
+def test_a_broker_other_than_agentq_s_redis_transport_gets_calls_as_records(redis_url: str):
+    settings = Settings(redis_url=redis_url, broker_url="memory://", admission_window=1)
+    app = create_app(settings)
+    dispatcher = Dispatcher(app, Routing.from_settings(settings), TaskSigner(lambda: b"k" * 32))
+    store = StateStore(redis_url)
+    try:
+        assert PushedTasks(dispatcher).payloads([("job_a", _record("test.memory"))]) is None
+        admission = Admission(store, settings)
+        admission.pushed = PushedTasks(dispatcher)
+        admission.know("job_a", "default", None, {})
+        assert [r.id for _, r in admission.admit("job_a", [_record("q", 1), _record("q", 2)])] == ["call_1"]
+        parked = store.redis.lrange("agentq:{admission}:q:p:q\tdefault\t2", 0, -1)
+        assert json.loads(parked[0].split("\n", 1)[1])[0] == "job_a"  # the record, published when admitted
+    finally:
+        store.close()
+        app.close()
+
+
+@pytest.mark.parametrize(("broker", "cluster", "options", "pushes"), [
+    (None, False, {}, True),  # the broker is the store's URL
+    ("{url}", False, {}, True),  # named alike
+    ("redis://127.0.0.1:1/0", False, {}, False),  # another Redis
+    (None, True, {}, False),  # a cluster
+    (None, False, {"global_keyprefix": "x:"}, False),  # kombu would prefix the queue's list
+])
+def test_the_step_pushes_tasks_only_where_the_broker_is_the_store_s_redis(
+        redis_url: str, broker: str | None, cluster: bool, options: dict, pushes: bool):
+    settings = Settings(redis_url=redis_url, broker_url=broker.format(url=redis_url) if broker else None)
+    app = create_app(settings)
+    app.conf.broker_transport_options = {**app.conf.broker_transport_options, **options}
+    store: Any = type("Store", (), {"cluster": cluster, "scripts": object()})()
+    try:
+        assert broker_is_store(settings, app, store) is pushes
+    finally:
+        app.close()
