@@ -136,9 +136,10 @@ class CallTasks:
         commands (`captured_publications`: a Redis broker of agentq's transport) and its `task-sent` event's fields.
         `NotKept`: the broker's channel cannot keep them (nothing was built)."""
         with self._producer(queues) as producer:
-            if not isinstance(producer.channel, CapturesPublications) or \
+            if not isinstance(producer.channel, CapturesPublications) or not hasattr(producer, "batch") or \
                     getattr(getattr(producer, "_batch_local", None), "current", None) is not None:
-                raise NotKept("the broker's channel would send the tasks")  # another transport, or a batch open
+                # another transport, a kombu without publish batches, or a batch open already (it would send)
+                raise NotKept("the broker's channel would send the tasks")
             events = KeptEvents()
             batch = self._task_batch(producer, events, True)
             with captured_publications() as commands, producer.batch():
