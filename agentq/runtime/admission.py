@@ -229,20 +229,16 @@ class Admission:
             self._jobs.replace(job_id, known)
         return known
 
-    def _answer(self, reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
-        """What a step's `reply` leaves to publish; the `task-sent` events of the tasks it pushed are announced."""
+    @staticmethod
+    def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
+        """What a step's `reply` leaves to publish (not the tasks it pushed itself)."""
         out: Publish = []
-        pushed: list[str] = []
         for item in reply:
             if item.startswith("#"):
                 out.append((job_id, gated[int(item[1:]) - 1]))
-            elif item.startswith(PUSHED):
-                pushed.append(item[1:])
-            else:
+            elif not item.startswith(PUSHED):
                 parked_job, task = json.loads(item)
                 out.append((parked_job, CallRecord.from_dict(task)))
-        if pushed and self.pushed is not None:
-            self.pushed.announce(pushed)
         return out
 
     def sweep(self, holder: str) -> Publish:

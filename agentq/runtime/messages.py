@@ -73,13 +73,15 @@ def task_messages() -> type:
 
 
 class SentEvents:
-    """The `task-sent` events of one dispatch, published `SENT_EVENTS_GROUP` at a time through its producer.
+    """The `task-sent` events of one dispatch, published `group` (`SENT_EVENTS_GROUP`) at a time through its
+    producer.
 
     Passed to `send_task` as its `event_dispatcher`: Celery hands it each task's event (`publish`); `flush`
     publishes what is left. `dispatcher` is an `EventDispatcher` of the app (its hostname, exchange and
     serializer are the events')."""
 
-    def __init__(self, app: Any, dispatcher: Any, producer: Any):
+    def __init__(self, app: Any, dispatcher: Any, producer: Any, group: int = SENT_EVENTS_GROUP):
+        self.group = group
         self.app = app
         self.dispatcher = dispatcher
         self.producer = producer
@@ -95,7 +97,7 @@ class SentEvents:
         self.events.append(Event(type, hostname=evd.hostname, utcoffset=utcoffset(), pid=evd.pid,
                                  clock=self.app.clock.forward(), **fields))
         self._retry = (retry, retry_policy)
-        if len(self.events) >= SENT_EVENTS_GROUP:
+        if len(self.events) >= self.group:
             self.flush()
 
     def flush(self) -> None:
@@ -116,20 +118,6 @@ class SentEvents:
                                   delivery_mode=evd.delivery_mode, retry=retry, retry_policy=policy)
         except Exception:
             log.warning("could not publish the task-sent events of %d tasks", len(events), exc_info=True)
-
-
-class KeptEvents:
-    """Stands for `SentEvents` where tasks are built and not sent (`CallTasks.kept`): each `task-sent` event's
-    fields are kept, for `CallTasks.announce` to publish once the task is sent."""
-
-    def __init__(self) -> None:
-        self.fields: list[dict] = []
-
-    def publish(self, type: str, fields: dict, producer: Any, **_: Any) -> None:
-        self.fields.append(dict(fields))
-
-    def flush(self) -> None:
-        """Nothing to publish."""
 
 
 @functools.cache

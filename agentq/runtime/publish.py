@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentq import telemetry
-from agentq.runtime.messages import SENT_EVENTS_GROUP, KeptEvents, SentEvents
+from agentq.runtime.messages import SENT_EVENTS_GROUP, SentEvents
 from agentq.runtime.redis_transport import CapturesPublications, Commands, captured_publications
 
 PUBLISH_BATCH_OPERATIONS = SENT_EVENTS_GROUP + 1
@@ -131,32 +131,20 @@ class CallTasks:
                 events.flush()
 
     @contextlib.contextmanager
-    def kept(self, queues: Iterable[str]) -> Iterator[tuple[TaskBatch, list[Commands], KeptEvents]]:
-        """Build tasks as `batch` publishes them, and send nothing: what each would send is kept instead, its Redis
-        commands (`captured_publications`: a Redis broker of agentq's transport) and its `task-sent` event's fields.
+    def kept(self, queues: Iterable[str]) -> Iterator[tuple[TaskBatch, list[Commands]]]:
+        """Build tasks as `batch` publishes them, and send nothing: the Redis commands of each publication are kept
+        instead (`captured_publications`: a Redis broker of agentq's transport), each task's (its LPUSH) followed by
+        its `task-sent` event's, when events are on (a PUBLISH of a `task.multi` message of that one event).
         `NotKept`: the broker's channel cannot keep them (nothing was built)."""
         with self._producer(queues) as producer:
             if not isinstance(producer.channel, CapturesPublications) or not hasattr(producer, "batch") or \
                     getattr(getattr(producer, "_batch_local", None), "current", None) is not None:
                 # another transport, a kombu without publish batches, or a batch open already (it would send)
                 raise NotKept("the broker's channel would send the tasks")
-            events = KeptEvents()
+            events = SentEvents(self.app, self._event_dispatcher(), producer, group=1)
             batch = self._task_batch(producer, events, True)
             with captured_publications() as commands, producer.batch():
-                yield batch, commands, events
-
-    def announce(self, sent: list[dict[str, Any]]) -> None:
-        """Publish the `task-sent` events (their fields as `kept` kept them) of tasks sent by other means."""
-        if not sent:
-            return
-        settings = self.settings()
-        with self.app.producer_or_acquire() as producer:
-            events = SentEvents(self.app, self._event_dispatcher(), producer)
-            with publish_batch(producer, -(-len(sent) // SENT_EVENTS_GROUP)):
-                for fields in sent:
-                    events.publish("task-sent", fields, producer, retry=settings.retry,
-                                   retry_policy=settings.retry_policy)
-                events.flush()
+                yield batch, commands
 
     @contextlib.contextmanager
     def _producer(self, queues: Iterable[str]) -> Iterator[Any]:
@@ -167,7 +155,7 @@ class CallTasks:
             declare_queues(self.app, producer, queues)
             yield producer
 
-    def _task_batch(self, producer: Any, events: SentEvents | KeptEvents, traced: bool) -> TaskBatch:
+    def _task_batch(self, producer: Any, events: SentEvents, traced: bool) -> TaskBatch:
         # the trace the tasks continue (None: tracing off)
         return TaskBatch(self, producer, events, telemetry.task_headers() if traced else None,
                          bool(self.app.conf.task_send_sent_event))
@@ -221,7 +209,7 @@ class TaskBatch:
     `task-sent` event (when `sent_event`) handed to `events` (`SentEvents`). `headers` are added to every task's.
     Made in the thread that publishes: the running task the tasks descend from is the one running now."""
 
-    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents | KeptEvents, headers: dict[str, Any] | None,
+    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents, headers: dict[str, Any] | None,
                  sent_event: bool):
         from celery import signals
 

@@ -2,20 +2,21 @@
 
 Where the broker is the state store's own Redis (the same URL of a single Redis, agentq's Redis transport, no key
 prefix), a call waiting for admission carries its whole broker message: its task is built when it asks to be
-admitted, as it would be published, and kept instead of sent (`CallTasks.kept`). When the admission step admits it,
-at once or later when an ended call gives its place back, the step pushes that message onto the queue's list
-itself (`admission.lua`), in the same atomic step. So a worker whose call ended gives its place back to the next
-parked call in one round trip, and builds and sends nothing; only the call's `task-sent` event is published by the
-process that made the step (`CallTasks.announce`), with that process's name and clock, as when it sent the task.
+admitted, as it would be published, and kept instead of sent (`CallTasks.kept`), with its `task-sent` event. When
+the admission step admits it, at once or later when an ended call gives its place back, the step pushes the message
+onto the queue's list and publishes the event itself (`admission.lua`), in the same atomic step. So a worker whose
+call ended gives its place to the next waiting call in one round trip, and builds and sends nothing.
 
-A payload that is pushed reads `!<queue's list>\\n<task-sent event fields (JSON), or nothing>\\n<the message>`; the
-step answers `!<event fields>` for it. Any other payload is `[job id, task]` (`runtime/admission.py`), published by
-the process that made the step, as on any other broker.
+The event is the one its builder would have published had it sent the task then (its host, pid, clock and time):
+a call that waited shows monitoring when it asked to be admitted as its "sent", and when a worker received it.
+
+A payload that is pushed reads `!<queue's list>\n<event channel, or nothing>\n<event message>\n<task message>`;
+the step answers `!` for it. Any other payload is `[job id, task]` (`runtime/admission.py`), published by the
+process that made the step, as on any other broker.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentq.admission")
 
 class PushedTasks:
-    """Builds the payloads the admission step pushes (`payloads`) and announces what it pushed (`announce`)."""
+    """Builds the payloads the admission step pushes (`payloads`)."""
 
     def __init__(self, dispatcher: Dispatcher):
         self.dispatcher = dispatcher
@@ -42,24 +43,22 @@ class PushedTasks:
 
     def payloads(self, calls: Sequence[tuple[str, CallRecord]]) -> list[str] | None:
         """Each call's payload to push (None: they cannot be pushed, they are published as on any broker)."""
-        tasks = self.dispatcher.tasks
         try:
-            with tasks.kept(dict.fromkeys(record.queue for _, record in calls)) as (batch, commands, events):
+            with self.dispatcher.tasks.kept(dict.fromkeys(record.queue for _, record in calls)) as (batch, kept):
                 self.dispatcher.send(batch, calls)
         except NotKept as error:
             self._warn(str(error))
             return None
-        sent: list[dict | None] = [*events.fields] or [None] * len(calls)
-        messages = [_message(publication) for publication in commands]
-        if len(messages) != len(calls) or len(sent) != len(calls) or None in messages:
+        per_call = 2 if batch.sent_event else 1  # the task's LPUSH, then its event's PUBLISH
+        commands = [_command(publication) for publication in kept]
+        if len(commands) != per_call * len(calls) or None in commands or \
+                any(c[0] != ("lpush" if i % per_call == 0 else "publish") for i, c in enumerate(commands) if c):
             self._warn("a task was not one message on one list")  # a queue that expires, an odd name
             return None
-        return [f"{PUSHED}{key}\n{_fields(event)}\n{message}"
-                for (key, message), event in zip(cast(list[tuple[str, str]], messages), sent, strict=True)]
-
-    def announce(self, events: Sequence[str]) -> None:
-        """Publish the `task-sent` events of tasks the step pushed (its `!<fields>` answers)."""
-        self.dispatcher.tasks.announce([json.loads(e) for e in events if e])
+        done = cast(list[tuple[str, str, str]], commands)
+        tasks, events = done[::per_call], (done[1::2] if per_call == 2 else [("", "", "")] * len(calls))
+        return [f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
+                for (_, key, message), (_, channel, event) in zip(tasks, events, strict=True)]
 
     def _warn(self, why: str) -> None:
         if not self._warned:
@@ -67,16 +66,12 @@ class PushedTasks:
             log.warning("calls waiting for admission are published by workers, not pushed by the step: %s", why)
 
 
-def _message(publication: Commands) -> tuple[str, str] | None:
-    """The list and message of a task's one LPUSH (None: it took other commands, or a list name with a newline)."""
-    if len(publication) != 1 or publication[0][0] != "lpush":
+def _command(publication: Commands) -> tuple[str, str, str] | None:
+    """A publication's one command, name, key and value (None: several, or a name with a newline)."""
+    if len(publication) != 1 or len(publication[0][1]) != 2:
         return None
-    key, message = publication[0][1]
-    return None if "\n" in key else (key, message)
-
-
-def _fields(event: dict | None) -> str:
-    return json.dumps(event, separators=(",", ":"), default=str) if event else ""
+    name, (key, value) = publication[0]
+    return None if "\n" in key else (name, key, value)
 
 
 def broker_is_store(settings: Settings, app: Any, store: Store) -> bool:

@@ -8,6 +8,7 @@ published by the process that admits them."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -98,26 +99,42 @@ def _pop(client: redis.Redis, queue: str) -> dict:
 def test_the_step_pushes_what_it_admits_in_admission_order_and_answers_the_rest(redis_url: str):
     store = StateStore(redis_url)
     client = redis.Redis.from_url(redis_url, decode_responses=True)
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.subscribe("events")
     config = AdmissionConfig(windows={"q": 2}, batch=1)
 
-    def pushed(n: int) -> str:
-        return f"{PUSHED}q\n{{\"n\":{n}}}\nmessage {n}"
+    def pushed(n: int) -> str:  # calls 0 to 2 with an event each, 3 and 4 without
+        return f"{PUSHED}q\n{'events' if n < 3 else ''}\n{'event ' + str(n) if n < 3 else ''}\nmessage {n}"
 
     try:
         tickets = [Ticket(member=admission_member("job_a", f"c{n}"), queue="q", tenant="a",
                           payload=pushed(n) if n != 2 else '["job_a",{}]') for n in range(5)]
         # c0 and c1 admitted at once and pushed; c2 (a record, not a task), c3 and c4 parked
-        assert store.admit_calls(tickets, config) == ['!{"n":0}', '!{"n":1}']
+        assert store.admit_calls(tickets, config) == [PUSHED, PUSHED]
         assert client.lrange("q", 0, -1) == ["message 1", "message 0"]  # LPUSH: a worker pops message 0 first
-        # two places back: c2's payload is answered (to publish), c3's task pushed
+        assert [_message(listener) for _ in range(2)] == ["event 0", "event 1"]
+        # two places back: c2's payload is answered (to publish), c3's task pushed (no event: events off)
         answer = store.admit_calls([], config, ended=[admission_member("job_a", "c0"), admission_member("job_a", "c1")])
-        assert answer == ['["job_a",{}]', '!{"n":3}']
+        assert answer == ['["job_a",{}]', PUSHED]
         assert client.lrange("q", 0, -1) == ["message 3", "message 1", "message 0"]
         # a task sent again while admitted (a recovery) is pushed again
-        assert store.admit_calls([tickets[3]], config) == ['!{"n":3}']
+        assert store.admit_calls([tickets[3]], config) == [PUSHED]
         assert client.llen("q") == 4
+        client.publish("events", "the end")
+        assert _message(listener) == "the end"  # no event but those of c0 and c1 before it
     finally:
+        listener.close()
         store.close()
+
+
+def _message(listener: Any) -> str:
+    """The next message published on the listener's channel (a subscription's confirmation skipped)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        message = listener.get_message(timeout=1)
+        if message is not None:
+            return str(message["data"])
+    raise AssertionError("nothing was published")
 
 
 def test_a_broker_other_than_agentq_s_redis_transport_gets_calls_as_records(redis_url: str):

@@ -23,12 +23,12 @@
 --       "mx": {tenant: max running calls}},
 --       n ended members, the n members, f queues to fill, the f queues, then per new call 7 values: member, queue,
 --       tenant, priority (1-3), key ('' none), key limit, payload
---       A payload '!<list>\n<event>\n<message>' is the call's task, made for a broker on this Redis
+--       A payload '!<list>\n<channel>\n<event>\n<message>' is the call's task, made for a broker on this Redis
 --       (`runtime/pushed.py`): when the call is admitted (at once or later) the step pushes the message onto that
---       list itself (LPUSH, as kombu's Redis transport publishes), in admission order, and answers '!<event>'
+--       list itself (LPUSH, as kombu's Redis transport publishes), in admission order, publishes its task-sent
+--       event on the channel (none: events off), and answers '!'
 -- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload,
--- and '!<event>' for a call whose task the step pushed (nil when KEYS[6] names a job that does not exist: nothing
--- done)
+-- and '!' for a call whose task the step pushed (nil when KEYS[6] names a job that does not exist: nothing done)
 --#include _admitted
 local admitted, counts, parked, queues, vtime = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 if KEYS[6] and redis.call('EXISTS', KEYS[6]) == 0 then return false end  -- the job was not written
@@ -154,15 +154,20 @@ local function read_list(key, want)
 end
 
 -- what to answer for an admitted call's payload: a task made for the broker is pushed (with the others, at the end)
-local deliveries, delivery_order = {}, {}
+local deliveries, delivery_order, events = {}, {}, {}
 local function deliver(payload)
   if string.byte(payload, 1) ~= 33 then return payload end  -- not '!'
   local a = string.find(payload, '\n', 2, true)
   local b = string.find(payload, '\n', a + 1, true)
+  local c = string.find(payload, '\n', b + 1, true)
   local key = string.sub(payload, 2, a - 1)
   if not deliveries[key] then deliveries[key] = {}; delivery_order[#delivery_order + 1] = key end
-  table.insert(deliveries[key], string.sub(payload, b + 1))
-  return '!' .. string.sub(payload, a + 1, b - 1)
+  table.insert(deliveries[key], string.sub(payload, c + 1))
+  if b > a + 1 then
+    events[#events + 1] = string.sub(payload, a + 1, b - 1)
+    events[#events + 1] = string.sub(payload, b + 1, c - 1)
+  end
+  return '!'
 end
 
 -- what to answer for the i-th new call admitted at once
@@ -348,6 +353,7 @@ for _, q in ipairs(touched_order) do fill(q) end
 
 -- 5. everything changed, written once; the tasks made for the broker pushed
 for _, key in ipairs(delivery_order) do chunked('LPUSH', key, deliveries[key], CHUNK) end
+for i = 1, #events, 2 do redis.call('PUBLISH', events[i], events[i + 1]) end
 if #gone > 0 then chunked('HDEL', admitted, gone, CHUNK) end
 if #written > 0 then chunked('HSET', admitted, written, 2 * CHUNK) end
 local set, unset = {}, {}
