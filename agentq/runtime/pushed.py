@@ -49,21 +49,29 @@ class PushedTasks:
         except NotKept as error:
             self._warn(str(error))
             return None
-        per_call = 2 if batch.sent_event else 1  # the task's LPUSH, then its event's PUBLISH
-        commands = [_command(publication) for publication in kept]
-        if len(commands) != per_call * len(calls) or None in commands or \
-                any(c[0] != ("lpush" if i % per_call == 0 else "publish") for i, c in enumerate(commands) if c):
+        payloads = _payloads(kept, len(calls), events=batch.sent_event)
+        if payloads is None:
             self._warn("a task was not one message on one list")  # a queue that expires, an odd name
-            return None
-        done = cast(list[tuple[str, str, str]], commands)
-        tasks, events = done[::per_call], (done[1::2] if per_call == 2 else [("", "", "")] * len(calls))
-        return [f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
-                for (_, key, message), (_, channel, event) in zip(tasks, events, strict=True)]
+        return payloads
 
     def _warn(self, why: str) -> None:
         if not self._warned:
             self._warned = True
             log.warning("calls waiting for admission are published by workers, not pushed by the step: %s", why)
+
+
+def _payloads(kept: list[Commands], calls: int, *, events: bool) -> list[str] | None:
+    """The payloads of `calls` tasks from what building them kept: each task's LPUSH, then (with `events`) its
+    event's PUBLISH (None: anything else)."""
+    per_call = 2 if events else 1
+    commands = [_command(publication) for publication in kept]
+    expected = ["lpush", "publish"][:per_call] * calls
+    if [c[0] if c else None for c in commands] != expected:
+        return None
+    done = cast(list[tuple[str, str, str]], commands)
+    tasks, sent = done[::per_call], (done[1::2] if events else [("", "", "")] * calls)
+    return [f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
+            for (_, key, message), (_, channel, event) in zip(tasks, sent, strict=True)]
 
 
 def _command(publication: Commands) -> tuple[str, str, str] | None:

@@ -172,3 +172,15 @@ def test_the_step_pushes_tasks_only_where_the_broker_is_the_store_s_redis(
         assert broker_is_store(settings, app, store) is pushes
     finally:
         app.close()
+
+
+def test_a_task_built_into_anything_but_one_push_and_its_event_is_not_pushed():
+    from agentq.runtime.pushed import _payloads
+
+    task, event = [("lpush", ("q", "message"))], [("publish", ("events", "event"))]
+    assert _payloads([task, event], 1, events=True) == ["!q\nevents\nevent\nmessage"]
+    assert _payloads([task], 1, events=False) == ["!q\n\n\nmessage"]
+    expiring = [("lpush", ("q", "message")), ("pexpire", ("q", 5000))]  # a queue declared with x-expires
+    assert _payloads([expiring, event], 1, events=True) is None
+    assert _payloads([task], 1, events=True) is None  # the event is missing
+    assert _payloads([[("lpush", ("odd\nname", "message"))]], 1, events=False) is None
