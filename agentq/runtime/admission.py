@@ -182,7 +182,9 @@ class Admission:
 
     def _withdrawn(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
         """A job whose write failed after `request`'s step ran: its calls that step admitted give their places
-        back (never published); the other jobs' parked calls it admitted are what to publish."""
+        back (never published); the other jobs' parked calls it admitted are what to publish. (A task the step
+        pushed itself is on its queue already: the step ran only because the job's hash existed, so a fresh id's
+        job was written, and the worker's claim finds it.)"""
         if request.reply is None:
             return []
         answered = self._answer(request.reply, job_id, self._split(job_id, records)[1])
