@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +46,21 @@ def _machine_share(folder: Path, exclusive: bool) -> Iterator[None]:
         finally:
             fcntl.flock(tests, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes a test starts count their metrics into a folder of this test process's own (each xdist
+    worker's), never the host's (`AGENTQ_METRICS_DIR`): another run's files neither add to nor break its scrapes."""
+    if "AGENTQ_METRICS_DIR" not in os.environ:
+        os.environ["AGENTQ_METRICS_DIR"] = config.stash[_METRICS_DIR] = tempfile.mkdtemp(prefix="agentq-test-metrics-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if (folder := config.stash.get(_METRICS_DIR, None)) is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_METRICS_DIR = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -28,6 +28,8 @@ from agentq.settings import Settings
 
 log = logging.getLogger("agentq.metrics")
 
+HEADER_BYTES = 8  # a metrics file's header: the bytes used, then padding (prometheus_client's `MmapedDict`)
+
 
 def metrics_dir(settings: Settings) -> Path:
     """`AGENTQ_METRICS_DIR`, or `<temp>/agentq-metrics-<uid>`: one folder per host inside."""
@@ -112,13 +114,22 @@ def fold_dead_processes(folder: Path) -> int:
         by_kind: dict[str, list[Path]] = {}
         for path in dead:
             kind = path.name.split("_", 1)[0]
-            if kind == "gauge":
+            if kind == "gauge" or not _begun(path):  # a gauge dies with its process; a file never begun is empty
                 path.unlink(missing_ok=True)
             else:
                 by_kind.setdefault(kind, []).append(path)
         for kind, files in by_kind.items():
             _fold_into_archive(folder, kind, files)
     return len(dead)
+
+
+def _begun(path: Path) -> bool:
+    """Whether prometheus_client began the metrics file (its header written): a process killed while it created
+    the file leaves it empty, with no count in it, and prometheus_client cannot read it."""
+    try:
+        return path.stat().st_size >= HEADER_BYTES
+    except FileNotFoundError:
+        return False
 
 
 def _fold_into_archive(folder: Path, kind: str, files: list[Path]) -> None:
@@ -159,7 +170,7 @@ def file_families(settings: Settings) -> list[Metric]:
     lock = _folder_lock(base, exclusive=False) if base.is_dir() else contextlib.nullcontext()
     with lock:
         for _ in range(3):  # a file removed between the glob and its read (by hand): look again
-            files = [str(path) for folder in folders for path in folder.glob("*.db")]
+            files = [str(path) for folder in folders for path in folder.glob("*.db") if _begun(path)]
             try:
                 return list(MultiProcessCollector.merge(files, accumulate=True))
             except FileNotFoundError:

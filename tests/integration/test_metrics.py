@@ -341,7 +341,8 @@ def test_model_requests_and_tokens_are_counted_by_model_and_outcome(harness: Har
 def test_metrics_dir_default_is_per_user_temp(harness: Harness):
     from agentq.metrics import metrics_dir
 
-    assert metrics_dir(harness.settings).name == f"agentq-metrics-{os.getuid()}"
+    default = harness.settings.model_copy(update={"metrics_dir": None})  # the tests' own folder unset
+    assert metrics_dir(default).name == f"agentq-metrics-{os.getuid()}"
     custom = harness.settings.model_copy(update={"metrics_dir": Path("/srv/metrics")})
     assert metrics_dir(custom) == Path("/srv/metrics")
 

@@ -76,6 +76,26 @@ def test_folding_keeps_the_totals_of_dead_processes_in_one_archive_per_kind(tmp_
     assert live.exists() and not list(folder.glob(".*partial"))
 
 
+def test_a_metrics_file_a_process_was_killed_while_creating_is_removed_and_never_read(tmp_path: Path):
+    from agentq.metrics.files import file_families
+    from agentq.settings import Settings
+
+    base = tmp_path / "metrics"
+    folder = base / "host"
+    folder.mkdir(parents=True)
+    dead = _write_as_dead_process(folder, 2)
+    killed = folder / f"histogram_{dead + 1_000_000}.db"  # no such process: killed between creating and sizing it
+    killed.write_bytes(b"")
+    starting = folder / f"counter_{os.getpid()}.db"  # a live process's, being created now
+    starting.write_bytes(b"")
+    settings = Settings(metrics_dir=base)  # every host folder under it is read
+    scraped = {s.name: s.value for m in file_families(settings) for s in m.samples}
+    assert scraped["agentq_calls_total"] == 2  # both empty files skipped by the scrape
+    assert metrics.fold_dead_processes(folder) == 4  # the dead process's three files, and the empty one
+    assert not killed.exists() and starting.exists()
+    assert {p.name for p in folder.glob("*.db")} == {"counter_archive.db", "histogram_archive.db", starting.name}
+
+
 def test_combined_families_sum_the_same_series_and_order_buckets():
     mine = CounterMetricFamily("agentq_calls", "calls", labels=["activity", "status"])
     mine.add_metric(["a", "done"], 1)
