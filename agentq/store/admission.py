@@ -27,6 +27,7 @@ from agentq.store.connection import StoreConnection
 
 ADMISSION_PARTS = ("info", "counts", "parked", "queues", "vtime")
 TOUCHED = 500  # members touched per step
+WITHDRAWN = "w:"  # the counts' field of parked entries withdrawn and not dropped yet (`admission.lua`)
 
 
 @map_store_errors
@@ -63,7 +64,8 @@ class AdmissionSteps(StoreConnection):
 
     def admission_counts(self) -> dict[str, int]:
         """The admitted calls per queue (`q:<queue>`), tenant (`t:<tenant>`) and concurrency key (`k:<key>`)."""
-        return {k: int(v) for k, v in self.redis.hgetall(self.fleet.admission("counts")).items() if int(v)}
+        counts = self.redis.hgetall(self.fleet.admission("counts"))
+        return {k: int(v) for k, v in counts.items() if int(v) and k != WITHDRAWN}
 
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool:
         """Whether this process sweeps the admission now (one process of the fleet per `ttl_ms`)."""

@@ -74,6 +74,37 @@ def test_priorities_order_the_waiting_calls_of_a_tenant(admitting: Harness):
     assert ledger.started == ["high0", "high1", "high2", "mid0", "mid1", "mid2", "low0", "low1", "low2"]
 
 
+def test_a_canceled_job_s_waiting_calls_leave_the_line(admitting: Harness):
+    ledger, gate = Overlaps(), threading.Event()
+    admitting.tool("step", params={"name": {"type": "string"}})
+
+    def step(call: dict) -> str:
+        if call["name"] == "hold":  # holds the queue's one place while the burst waits and is canceled
+            gate.wait(10)
+        else:
+            ledger.run(call["name"], "all", 0)
+        return call["name"]
+
+    admitting.activities.register("step", step)
+    client = admitting.client()
+    store = start_worker(admitting, concurrency=2).runtime.store
+    holder = client.submit({"calls": [{"_tool": "step", "name": "hold", "_outputPath": "†state.h"}]})
+    wait_for(lambda: client.calls(holder.id)[0]["status"] == "running", 10, "the holder to run")
+    burst = client.submit({"calls": [{"_tool": "step", "name": f"a{n}", "_outputPath": f"†state.a{n}"}
+                                     for n in range(20)]})
+    parked = store.redis.hkeys("agentq:{admission}:parked")  # type: ignore[attr-defined]
+    assert len([m for m in parked if m.startswith(burst.id)]) == 20
+    assert burst.cancel() == "canceled"
+    wait_for(lambda: not store.redis.hkeys("agentq:{admission}:parked"), 5,  # type: ignore[attr-defined]
+             "the canceled job's calls to leave the line")
+    after = client.submit({"calls": [{"_tool": "step", "name": f"b{n}", "_outputPath": f"†state.b{n}"}
+                                     for n in range(2)]})
+    gate.set()
+    assert after.result(timeout=20)["status"] == "succeeded"
+    assert ledger.started == ["b0", "b1"]
+    wait_for(lambda: store.admission_counts() == {} and store.parked_queues() == [], 5, "the line to be empty")
+
+
 def test_a_tenant_s_max_running_calls_is_never_exceeded_while_others_go_ahead(redis_url: str):
     harness = Harness(redis_url, tenants={"capped": {"max_running_calls": 2}})
     try:

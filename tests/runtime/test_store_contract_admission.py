@@ -140,3 +140,18 @@ def test_a_key_may_hold_tabs(backend: Backend):
     assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1, "k:acct:a\tb": 1}
     assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
     assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1, "k:acct:a\tb": 1}
+
+
+def test_an_ended_call_still_parked_is_withdrawn_and_never_admitted(backend: Backend):
+    """A canceled job's ready calls end (`Dispatcher.ended`): those still parked leave the line, so a canceled
+    burst takes no more turns from the other tenants."""
+    store, config = backend.store, AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(n) for n in range(4)], config) == ["#1"]  # a 1 to 3 parked
+    store.admit_calls([ticket(1, "b")], config)  # b's one call parked
+    assert store.admit_calls([], config, ended=["job_a/call_1", "job_a/call_2"]) == []  # withdrawn: no place freed
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_0"]) == ["payload a 3"]  # a's turn: its first left
+    assert store.admit_calls([], config, ended=["job_b/call_1"]) == []  # b's call withdrawn while a's runs
+    assert store.admit_calls([], config, ended=["job_a/call_3"]) == []  # nothing left to admit
+    assert store.parked_queues() == [] and store.admission_counts() == {}
+    assert store.admit_calls([ticket(9, "b")], config) == ["#1"]  # the fast path again

@@ -11,8 +11,9 @@
 -- LTRIM at the end (the rare take from behind a head whose key is full flushes that list and uses LREM).
 -- KEYS: info (the admitted calls, hash: member -> "queue\ttenant\tadmitted at (ms)\tkey", `_admitted.lua`; an
 --       entry without the time, written by an earlier version, is given back alike), counts (hash: "q:<queue>",
---       "t:<tenant>", "k:<key>" -> admitted; a field back at 0 is deleted), parked (hash: member -> 1 while
---       parked), queues (set: the queues with parked calls), virtual time (hash: queue -> the pass of the last
+--       "t:<tenant>", "k:<key>" -> admitted, "w:" -> parked entries withdrawn and not dropped yet; a field back at 0
+--       is deleted), parked (hash: member -> 1 while parked; an ended member still parked, a canceled job's call,
+--       is withdrawn: deleted here, its list entry skipped and dropped when read), queues (set: the queues with parked calls), virtual time (hash: queue -> the pass of the last
 --       call admitted)
 --       KEYS[6], on a single Redis only (never a cluster: another slot): a new job's hash, when the step is
 --       pipelined after the job's script (`create_job`); the step runs only if the job was written (else: nil)
@@ -134,7 +135,28 @@ local function park(member, q, t, p, k, l, payload)
   table.insert(pushes[key], cjson.encode({member, k, l}) .. '\n' .. payload)
 end
 
--- the parked lists as read: items (from the list's head), next (the first not taken), all (the whole list read)
+local function parse(entry)
+  local cut = string.find(entry, '\n', 1, true)
+  local head = cjson.decode(string.sub(entry, 1, cut - 1))
+  return {raw = entry, member = head[1], k = head[2], l = tonumber(head[3]), payload = string.sub(entry, cut + 1)}
+end
+
+-- whether parked entries are withdrawn: taken or withdrawn in this step, else (only while the store counts some
+-- withdrawn entries not dropped yet, 'w:') no longer in the parked hash
+local function mark_withdrawn(entries)
+  local unsure, asked = {}, {}
+  for _, e in ipairs(entries) do
+    local state = parking and parking[e.member]
+    if state == false then e.dead = true
+    elseif state == nil and count('w:') > 0 then unsure[#unsure + 1] = e; asked[#asked + 1] = e.member end
+  end
+  if #asked == 0 then return end
+  local got = chunked('HMGET', parked, asked, CHUNK)
+  for i, e in ipairs(unsure) do if not got[i] then e.dead = true end end
+end
+
+-- the parked lists as read: items (from the list's head, parsed), next (the first not taken), all (the whole list
+-- read)
 local lists, list_order, ahead = {}, {}, 1
 local function read_list(key, want)
   local s = lists[key]
@@ -147,7 +169,9 @@ local function read_list(key, want)
   if have < want and not s.all then
     local n = math.max(want - have, ahead)
     local more = redis.call('LRANGE', key, #s.items, #s.items + n - 1)
-    for _, e in ipairs(more) do s.items[#s.items + 1] = e end
+    local parsed = {}
+    for _, e in ipairs(more) do parsed[#parsed + 1] = parse(e); s.items[#s.items + 1] = parsed[#parsed] end
+    mark_withdrawn(parsed)
     s.all = #more < n
   end
   return s
@@ -176,26 +200,31 @@ local function at_once(payload, i)
   return '#' .. i
 end
 
-local function parse(entry)
-  local cut = string.find(entry, '\n', 1, true)
-  local head = cjson.decode(string.sub(entry, 1, cut - 1))
-  return head[1], head[2], tonumber(head[3]), string.sub(entry, cut + 1)
-end
-
 local function free(k, l) return k == '' or count('k:' .. k) < l end
+
+-- a list's first parked entry not withdrawn (nil: none); the withdrawn ones before it are dropped (trimmed with
+-- the entries taken)
+local function live_head(key)
+  local s = read_list(key, 1)
+  while s.items[s.next] and s.items[s.next].dead do
+    s.next = s.next + 1
+    add('w:', -1)
+    s = read_list(key, 1)
+  end
+  return s, s.items[s.next]
+end
 
 -- one of the few parked calls behind a head whose key is full (the rare path): the list's taken calls are
 -- trimmed first, the call removed with LREM, and the list read again when next needed
 local function take_behind(key)
   local s = read_list(key, LOOKED_AT)
   for j = s.next + 1, math.min(s.next + LOOKED_AT - 1, #s.items) do
-    local entry = s.items[j]
-    local member, k, l, payload = parse(entry)
-    if free(k, l) then
+    local e = s.items[j]
+    if not e.dead and free(e.k, e.l) then
       if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
-      redis.call('LREM', key, 1, entry)
+      redis.call('LREM', key, 1, e.raw)
       lists[key] = {items = {}, next = 1, all = false}
-      return member, k, payload
+      return e.member, e.k, e.payload
     end
   end
   return nil
@@ -206,15 +235,13 @@ end
 local function take(q, t)
   for p = 1, 3 do
     local key = list(q, t, p)
-    local s = read_list(key, 1)
-    local head = s.items[s.next]
+    local s, head = live_head(key)
     if head then
-      local member, k, l, payload = parse(head)
-      if free(k, l) then
+      if free(head.k, head.l) then
         s.next = s.next + 1
-        return member, k, payload
+        return head.member, head.k, head.payload
       end
-      member, k, payload = take_behind(key)
+      local member, k, payload = take_behind(key)
       if member then return member, k, payload end
     end
   end
@@ -223,8 +250,8 @@ end
 
 local function empty(q, t)
   for p = 1, 3 do
-    local s = read_list(list(q, t, p), 1)
-    if s.items[s.next] then return false end
+    local _, head = live_head(list(q, t, p))
+    if head then return false end
   end
   return true
 end
@@ -258,6 +285,7 @@ local function fill_one(q, r, blocked)
         else set_pass(r, t, stored(pass + 1 / tonumber(weights[t] or 1))) end
         return true
       end
+      if empty(q, t) then set_pass(r, t, nil) end  -- only withdrawn calls were left
     end
     blocked[t] = true
   end
@@ -281,12 +309,13 @@ local function fill(q)
 end
 
 -- the parked members among the new calls from the i-th on (read when the first is parked)
+local parking_read = false
 local function read_parking(i)
-  parking = {}
+  parking, parking_read = parking or {}, true
   local members = {}
   for j = i, #ARGV, 7 do members[#members + 1] = ARGV[j] end
   local got = chunked('HMGET', parked, members, CHUNK)
-  for j, m in ipairs(members) do if got[j] then parking[m] = 'stored' end end
+  for j, m in ipairs(members) do if got[j] and parking[m] == nil then parking[m] = 'stored' end end
 end
 
 -- 1. what the ended members and the new calls hold, and the counters they touch: read at once
@@ -300,10 +329,12 @@ local values = chunked('HMGET', admitted, members, CHUNK)
 for i, m in ipairs(members) do
   if holding[m] == nil then holding[m] = values[i] end
 end
-local ended = {}
+local ended, unheld = {}, {}
 for i = 5, 4 + n do
   local v = holding[ARGV[i]]
-  if v then
+  if not v then
+    unheld[#unheld + 1] = ARGV[i]
+  else
     holding[ARGV[i]] = false
     local q, t, k = split_admitted(v)
     ended[#ended + 1] = {q, t, k}
@@ -318,7 +349,18 @@ for i = first, #ARGV, 7 do
   fields[#fields + 1] = 't:' .. ARGV[i + 2]
   if ARGV[i + 4] ~= '' then fields[#fields + 1] = 'k:' .. ARGV[i + 4] end
 end
+fields[#fields + 1] = 'w:'
 read_counts(fields)
+
+-- an ended call still parked (its job canceled) is withdrawn: it leaves the parked hash at once, and its entry is
+-- dropped when its list is next read ('w:' counts the entries withdrawn and not dropped yet)
+if #unheld > 0 then
+  local got = chunked('HMGET', parked, unheld, CHUNK)
+  for i, m in ipairs(unheld) do
+    parking = parking or {}
+    if got[i] and parking[m] == nil then parking[m] = false; add('w:', 1) end
+  end
+end
 
 -- 2. the calls that ended give their places back
 for _, e in ipairs(ended) do
@@ -341,7 +383,7 @@ for i = first, #ARGV, 7 do
     admit(member, q, t, k)
     table.insert(out, at_once(ARGV[i + 6], index))
   else
-    if parking == nil then read_parking(i) end
+    if not parking_read then read_parking(i) end
     park(member, q, t, p, k, l, ARGV[i + 6])
     touch(q)
   end

@@ -62,6 +62,16 @@ class AdmissionSteps(MemoryCore):
         ring.setdefault(t.tenant, adm.vtime.get(t.queue, 0.0))
         adm.lists.setdefault((t.queue, t.tenant, t.priority), []).append((t.member, t.key, t.limit, t.payload))
 
+    def _adm_withdraw(self, member: str) -> None:
+        """An ended call still parked leaves its list (admission.lua drops its entry when it next reads the list),
+        and its tenant the ring when nothing else of it waits there."""
+        adm = self._adm
+        adm.parked.discard(member)
+        for (queue, tenant, _), entries in adm.lists.items():
+            entries[:] = [entry for entry in entries if entry[0] != member]
+            if not any(adm.lists.get((queue, tenant, p)) for p in (1, 2, 3)):
+                adm.rings.get(queue, {}).pop(tenant, None)
+
     def _adm_take(self, queue: str, tenant: str) -> tuple[str, str, str] | None:
         for priority in (1, 2, 3):
             entries = self._adm.lists.get((queue, tenant, priority), [])
@@ -116,6 +126,8 @@ class AdmissionSteps(MemoryCore):
                     if key:
                         self._adm_add(f"k:{key}", -1)
                     touched[queue] = None
+                elif member in adm.parked:
+                    self._adm_withdraw(member)
             for i, t in enumerate(tickets, start=1):
                 if t.member in adm.held:
                     out.append(f"#{i}")
