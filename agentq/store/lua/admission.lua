@@ -208,7 +208,7 @@ local function live_head(key)
   local s = read_list(key, 1)
   while s.items[s.next] and s.items[s.next].dead do
     s.next = s.next + 1
-    add('w:', -1)
+    if count('w:') > 0 then add('w:', -1) end  -- never below 0 (it would stop the checks for good)
     s = read_list(key, 1)
   end
   return s, s.items[s.next]
