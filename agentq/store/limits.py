@@ -14,6 +14,7 @@ from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
 
+HEADROOM_MS = 1000  # a take from a full bucket starts its refill this much later (_buckets.lua's HEADROOM_MS)
 IDLE_MS = 3_600_000  # a model nobody asked for an hour forgets its buckets (and what the headers taught)
 
 

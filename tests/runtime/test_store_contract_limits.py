@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
+from agentq.store.limits import HEADROOM_MS
 from agentq.store.replies import LimitGo, LimitWait
 from tests.runtime.conftest import Backend
 
@@ -30,9 +31,10 @@ def test_a_bucket_lets_its_capacity_through_then_makes_requests_wait_for_the_ref
     assert store.take_model_request(MODEL, "a", rpm, ask()) == LimitGo()
     assert store.take_model_request(MODEL, "b", rpm, ask()) == LimitGo()
     third = wait_ms(store.take_model_request(MODEL, "c", rpm, ask()))
-    assert 29_000 < third <= 30_000  # one request refills in 30 s at 2 a minute
+    # one request refills in 30 s at 2 a minute, from HEADROOM_MS after the first take (the bucket was full)
+    assert 29_000 + HEADROOM_MS < third <= 30_000 + HEADROOM_MS
     fourth = wait_ms(store.take_model_request(MODEL, "d", rpm, ask()))
-    assert 59_000 < fourth <= 60_000  # behind the third: first come, first sent
+    assert 59_000 + HEADROOM_MS < fourth <= 60_000 + HEADROOM_MS  # behind the third: first come, first sent
     again = wait_ms(store.take_model_request(MODEL, "c", rpm, ask()))  # the third asks again: its place holds
     assert again <= third
     assert wait_ms(store.take_model_request(MODEL, "d", rpm, ask())) <= fourth  # nothing taken twice
@@ -42,8 +44,8 @@ def test_a_bucket_lets_its_capacity_through_then_makes_requests_wait_for_the_ref
 def test_a_waiting_request_goes_once_its_time_came_without_taking_again(backend: Backend):
     store = backend.store
     assert store.take_model_request(MODEL, "full", ITPM, ask(60_000)) == LimitGo()
-    assert wait_ms(store.take_model_request(MODEL, "next", ITPM, ask(300))) <= 300
-    backend.advance(0.35)
+    assert wait_ms(store.take_model_request(MODEL, "next", ITPM, ask(300))) <= 300 + HEADROOM_MS
+    backend.advance(0.35 + HEADROOM_MS / 1000)
     assert store.take_model_request(MODEL, "next", ITPM, ask(300)) == LimitGo()  # its ticket, now due
     assert wait_ms(store.take_model_request(MODEL, "later", ITPM, ask(300))) > 200  # it took its share before
 
@@ -55,7 +57,8 @@ def test_what_a_request_did_not_use_goes_back_to_its_bucket(backend: Backend):
     store.settle_model_request(MODEL, limits, Observed(refund=(0, 40_000, 7_000)))  # it read 10k and wrote 1k
     assert store.take_model_request(MODEL, "b", limits, ask(45_000, output_tokens=6_000)) == LimitGo()
     store.settle_model_request(MODEL, limits, Observed(refund=(0, -20_000, 0)))  # it read 20k more than asked
-    assert 24_000 < wait_ms(store.take_model_request(MODEL, "c", limits, ask(10_000))) <= 25_000  # 15k owed
+    owed = wait_ms(store.take_model_request(MODEL, "c", limits, ask(10_000)))
+    assert 24_000 + HEADROOM_MS < owed <= 25_000 + HEADROOM_MS  # 15k owed, refilled from the headroom on
 
 
 def test_the_apis_headers_teach_the_limits_and_what_remains(backend: Backend):
@@ -82,6 +85,18 @@ def test_a_pause_holds_every_request_of_the_model_until_it_is_over(backend: Back
     backend.advance(0.45)
     assert store.take_model_request(MODEL, "a", ITPM, ask(10)) == LimitGo()
     assert store.take_model_request(MODEL, "c", ITPM, ask(10)) == LimitGo()
+
+
+def test_a_take_from_a_full_bucket_starts_its_refill_a_headroom_later(backend: Backend):
+    """The API's own bucket starts refilling when the first request reaches it, after its take: this bucket waits
+    HEADROOM_MS more before it refills, so a request sent within that long of its take is never early."""
+    store = backend.store
+    rpm = ModelLimits(requests_per_minute=600)  # one every 100 ms
+    assert store.take_model_request(MODEL, "a", rpm, ask(requests=600)) == LimitGo()  # the whole burst
+    assert HEADROOM_MS < wait_ms(store.take_model_request(MODEL, "b", rpm, ask())) <= HEADROOM_MS + 100
+    store.settle_model_request(MODEL, rpm, Observed(refund=(599, 0, 0)))  # given back: no refill before its time
+    assert store.take_model_request(MODEL, "c", rpm, ask(requests=598)) == LimitGo()
+    assert HEADROOM_MS < wait_ms(store.take_model_request(MODEL, "d", rpm, ask())) <= HEADROOM_MS + 200
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-6", "a model/with {braces}"])

@@ -1,6 +1,6 @@
 -- A model's rate-limit buckets (SPEC §16), shared by llm_take.lua and llm_settle.lua (`--#include _buckets`).
 -- The model's bucket hash holds, per kind (requests, input_tokens, output_tokens): `<kind>.level` (what the
--- bucket holds; below 0 it is in debt to requests told to wait), `<kind>.at` (ms of that level),
+-- bucket holds; below 0 it is in debt to requests told to wait), `<kind>.at` (ms from which that level refills),
 -- `<kind>.learned` (the limit the API's `anthropic-ratelimit-*` headers last gave); and `paused_until` (ms: a
 -- 429 or 529 paused the model for the fleet until then).
 local KINDS = {'requests', 'input_tokens', 'output_tokens'}
@@ -20,15 +20,23 @@ local function capacity(bucket, kind, configured)
   return learned
 end
 
--- The kind's level now: refilled continuously at `cap` per minute since it was last written, never above `cap`.
+-- A take from a full bucket starts its refill this much later. The API's own bucket starts refilling when the
+-- first request reaches it, some time after its take (the request is built and sent meanwhile, up to this long):
+-- refilled from the take, this bucket would run ahead of the API's and let requests through early.
+local HEADROOM_MS = 1000
+
+-- The kind's level now and the ms from which it refills (`.at`, later than now after a take from a full bucket):
+-- refilled continuously at `cap` per minute since then, never above `cap`.
 local function refill(bucket, kind, cap, now)
   local v = redis.call('HMGET', bucket, kind .. '.level', kind .. '.at')
-  if not v[1] then return cap end
-  local level = tonumber(v[1]) + (now - tonumber(v[2])) * cap / 60000
-  if level > cap then return cap end
-  return level
+  if not v[1] then return cap, now end
+  local from = tonumber(v[2])
+  local level = tonumber(v[1]) + math.max(now - from, 0) * cap / 60000
+  if level >= cap then return cap, now end
+  return level, math.max(from, now)
 end
 
-local function set_level(bucket, kind, level, now)
-  redis.call('HSET', bucket, kind .. '.level', string.format('%.3f', level), kind .. '.at', now)
+-- `from`: the ms from which the level refills
+local function set_level(bucket, kind, level, from)
+  redis.call('HSET', bucket, kind .. '.level', string.format('%.3f', level), kind .. '.at', from)
 end

@@ -17,9 +17,10 @@ for i, kind in ipairs(KINDS) do
   local cap = capacity(bucket, kind, tonumber(ARGV[base]))
   local refund = tonumber(ARGV[base + 1])
   if cap > 0 and (refund ~= 0 or seen_remaining >= 0) then
-    local level = math.min(refill(bucket, kind, cap, now) + refund, cap)
+    local level, from = refill(bucket, kind, cap, now)
+    level = math.min(level + refund, cap)
     if seen_remaining >= 0 and seen_remaining < level then level = seen_remaining end
-    set_level(bucket, kind, level, now)
+    set_level(bucket, kind, level, from)
   end
 end
 local pause = tonumber(ARGV[2])

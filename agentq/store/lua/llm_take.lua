@@ -27,9 +27,11 @@ for i, kind in ipairs(KINDS) do
   local cap = capacity(bucket, kind, tonumber(ARGV[1 + 2 * i]))
   local amount = math.min(tonumber(ARGV[2 + 2 * i]), cap)
   if cap > 0 and amount > 0 then
-    local level = refill(bucket, kind, cap, now) - amount
-    set_level(bucket, kind, level, now)
-    if level < 0 then wait = math.max(wait, math.ceil(-level * 60000 / cap)) end
+    local level, from = refill(bucket, kind, cap, now)
+    if level >= cap then from = now + HEADROOM_MS end  -- full: it refills once this request surely reached the API
+    level = level - amount
+    set_level(bucket, kind, level, from)
+    if level < 0 then wait = math.max(wait, from - now + math.ceil(-level * 60000 / cap)) end
   end
 end
 local at = math.max(now + wait, paused)

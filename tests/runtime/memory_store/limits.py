@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from agentq.protocol.limits import KINDS, LimitAsk, ModelLimits, Observed
-from agentq.store.limits import IDLE_MS
+from agentq.store.limits import HEADROOM_MS, IDLE_MS
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
 from tests.runtime.memory_store.core import MemoryCore
 
@@ -48,10 +48,12 @@ class LimitSteps(MemoryCore):
         return configured if configured > 0 else learned
 
     @staticmethod
-    def _refill(bucket: Bucket, kind: str, cap: int, now: int) -> float:
+    def _refill(bucket: Bucket, kind: str, cap: int, now: int) -> tuple[float, int]:
+        """The level now and the ms from which it refills (_buckets.lua's `refill`)."""
         if kind not in bucket.level:
-            return cap
-        return min(cap, bucket.level[kind] + (now - bucket.at[kind]) * cap / 60000)
+            return cap, now
+        level = bucket.level[kind] + max(now - bucket.at[kind], 0) * cap / 60000
+        return (cap, now) if level >= cap else (level, max(bucket.at[kind], now))
 
     def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply:
         """llm_take.lua."""
@@ -70,10 +72,13 @@ class LimitSteps(MemoryCore):
                 cap = self._capacity(bucket, kind, configured or 0)
                 amount = min(max(amount, 0), cap)
                 if cap > 0 and amount > 0:
-                    level = round(self._refill(bucket, kind, cap, now) - amount, 3)
-                    bucket.level[kind], bucket.at[kind] = level, now
+                    level, start = self._refill(bucket, kind, cap, now)
+                    if level >= cap:  # a take from a full bucket refills it HEADROOM_MS later
+                        start = now + HEADROOM_MS
+                    level = round(level - amount, 3)
+                    bucket.level[kind], bucket.at[kind] = level, start
                     if level < 0:
-                        wait = max(wait, math.ceil(-level * 60000 / cap))
+                        wait = max(wait, start - now + math.ceil(-level * 60000 / cap))
             at = max(now + wait, bucket.paused_until)
             if at > now:
                 bucket.tickets[place] = at
@@ -92,9 +97,10 @@ class LimitSteps(MemoryCore):
                 cap = self._capacity(bucket, kind, limits.per_minute()[i] or 0)
                 refund = observed.refund[i]
                 if cap > 0 and (refund != 0 or remaining is not None):
-                    level = min(self._refill(bucket, kind, cap, now) + refund, cap)
+                    level, start = self._refill(bucket, kind, cap, now)
+                    level = min(level + refund, cap)
                     if remaining is not None and remaining < level:
                         level = remaining
-                    bucket.level[kind], bucket.at[kind] = round(level, 3), now
+                    bucket.level[kind], bucket.at[kind] = round(level, 3), start
             if observed.pause_s > 0:
                 bucket.paused_until = max(bucket.paused_until, now + round(observed.pause_s * 1000))
