@@ -46,22 +46,30 @@ class Overlaps:
             self.running[group] -= 1
 
 
-def test_priorities_order_the_waiting_calls_of_a_tenant(admitting: Harness):
-    ledger, gate = Overlaps(), threading.Event()
-    admitting.tool("step", params={"name": {"type": "string"}})
+class HeldQueue:
+    """A `step` activity (its calls named, their starts in `ledger`) on a worker, whose queue's one place a first
+    job's `hold` call holds until `gate` is set."""
 
-    def step(call: dict) -> str:
-        if call["name"] == "hold":  # holds the queue's one place while the other jobs are submitted
-            gate.wait(10)
+    def __init__(self, admitting: Harness):
+        self.ledger, self.gate = Overlaps(), threading.Event()
+        admitting.tool("step", params={"name": {"type": "string"}})
+        admitting.activities.register("step", self.step)
+        self.client = admitting.client()
+        self.store = start_worker(admitting, concurrency=2).runtime.store
+        self.holder = self.client.submit({"calls": [{"_tool": "step", "name": "hold", "_outputPath": "†state.h"}]})
+        wait_for(lambda: self.client.calls(self.holder.id)[0]["status"] == "running", 10, "the holder to run")
+
+    def step(self, call: dict) -> str:
+        if call["name"] == "hold":
+            self.gate.wait(10)
         else:
-            ledger.run(call["name"], "all", 0)
+            self.ledger.run(call["name"], "all", 0)
         return call["name"]
 
-    admitting.activities.register("step", step)
-    client = admitting.client()
-    start_worker(admitting, concurrency=2)
-    first = client.submit({"calls": [{"_tool": "step", "name": "hold", "_outputPath": "†state.h"}]})
-    wait_for(lambda: admitting.client().calls(first.id)[0]["status"] == "running", 10, "the holder to run")
+
+def test_priorities_order_the_waiting_calls_of_a_tenant(admitting: Harness):
+    held = HeldQueue(admitting)
+    client, first, ledger, gate = held.client, held.holder, held.ledger, held.gate
 
     def job(prefix: str, priority: int) -> dict:
         return {"calls": [{"_tool": "step", "name": f"{prefix}{n}", "_outputPath": f"†state.s{n}"} for n in range(3)],
@@ -75,21 +83,8 @@ def test_priorities_order_the_waiting_calls_of_a_tenant(admitting: Harness):
 
 
 def test_a_canceled_job_s_waiting_calls_leave_the_line(admitting: Harness):
-    ledger, gate = Overlaps(), threading.Event()
-    admitting.tool("step", params={"name": {"type": "string"}})
-
-    def step(call: dict) -> str:
-        if call["name"] == "hold":  # holds the queue's one place while the burst waits and is canceled
-            gate.wait(10)
-        else:
-            ledger.run(call["name"], "all", 0)
-        return call["name"]
-
-    admitting.activities.register("step", step)
-    client = admitting.client()
-    store = start_worker(admitting, concurrency=2).runtime.store
-    holder = client.submit({"calls": [{"_tool": "step", "name": "hold", "_outputPath": "†state.h"}]})
-    wait_for(lambda: client.calls(holder.id)[0]["status"] == "running", 10, "the holder to run")
+    held = HeldQueue(admitting)
+    client, store = held.client, held.store
     burst = client.submit({"calls": [{"_tool": "step", "name": f"a{n}", "_outputPath": f"†state.a{n}"}
                                      for n in range(20)]})
     parked = store.redis.hkeys("agentq:{admission}:parked")  # type: ignore[attr-defined]
@@ -99,9 +94,9 @@ def test_a_canceled_job_s_waiting_calls_leave_the_line(admitting: Harness):
              "the canceled job's calls to leave the line")
     after = client.submit({"calls": [{"_tool": "step", "name": f"b{n}", "_outputPath": f"†state.b{n}"}
                                      for n in range(2)]})
-    gate.set()
+    held.gate.set()
     assert after.result(timeout=20)["status"] == "succeeded"
-    assert ledger.started == ["b0", "b1"]
+    assert held.ledger.started == ["b0", "b1"]
     wait_for(lambda: store.admission_counts() == {} and store.parked_queues() == [], 5, "the line to be empty")
 
 
