@@ -14,6 +14,9 @@ task that finished after the broker came back is acknowledged. `create_app` inst
 are); with a Redis broker on the state store's server, that is what lets a store outage pass (see
 `runtime/outages.py`).
 
+Its channels can also build a publication without sending it (`captured_publications`): inside, a publish batch
+keeps each message's Redis commands, for the admission step to push itself (`runtime/pushed.py`).
+
 It is installed as a kombu transport alias, the one process-wide change agentq makes, because kombu offers no
 per-app way that keeps working: with Celery's `broker_transport` set to this class's path, kombu renders the
 broker URL with that path as its scheme (`Connection.as_uri`: the worker's banner, and Flower, which picks its
