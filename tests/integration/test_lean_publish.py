@@ -111,25 +111,13 @@ def test_on_redis_a_lean_call_task_is_the_message_send_task_publishes(redis_url:
     settings = Settings(redis_url=redis_url)
     app = create_app(settings)
     queue = f"test.lean.{uuid.uuid4().hex[:8]}"
-    client = redis.Redis.from_url(redis_url)
-    listener = client.pubsub(ignore_subscribe_messages=True)
-    listener.psubscribe("*celeryev*")  # the task-sent events, as monitoring receives them
     dispatcher = Dispatcher(app, Routing.from_settings(settings), TaskSigner(lambda: b"k" * 32))
-
-    def read() -> dict:
-        raw = client.rpop(queue)
-        assert isinstance(raw, bytes) and client.llen(queue) == 0
-        message = json.loads(raw)
-        message["properties"].pop("delivery_tag")  # kombu's own, per message
-        return message
-
     try:
-        with _prepare(case, app, monkeypatch):
-            lean, reference = _both_ways(dispatcher, _record(queue), read)
-        events = _events(listener, 2)
+        with on_redis_broker(redis_url, queue) as (client, listener):
+            with _prepare(case, app, monkeypatch):
+                lean, reference = _both_ways(dispatcher, _record(queue), lambda: take_message(client, queue))
+            events = task_events(listener, 2)
     finally:
-        listener.close()
-        client.delete(queue)
         app.close()
     assert lean == reference
     assert list(lean["headers"]) == list(reference["headers"])  # in the same order, too
@@ -142,9 +130,6 @@ def test_on_redis_a_lean_call_task_is_the_message_send_task_publishes(redis_url:
     body = json.loads(base64.b64decode(lean["body"]))
     assert body[0][:2] == [headers["id"].split(".")[0], "call_1"] and body[1] == {}
     lean_event, reference_event = events
-    for event in events:
-        for made_per_event in ("timestamp", "clock"):
-            event.pop(made_per_event)
     assert lean_event == reference_event
     assert lean_event["uuid"] == headers["id"] and lean_event["args"] == headers["argsrepr"]
 
@@ -159,6 +144,37 @@ def _events(listener: Any, count: int) -> list[dict]:
             body = json.loads(base64.b64decode(json.loads(message["data"])["body"]))
             events.extend(e for e in (body if isinstance(body, list) else [body]) if e.get("type") == "task-sent")
     assert len(events) == count
+    return events
+
+
+@contextmanager
+def on_redis_broker(redis_url: str, queue: str) -> Iterator[tuple[redis.Redis, Any]]:
+    """A client of the Redis broker and a listener of its task events (`task_events`); `queue` deleted after."""
+    client = redis.Redis.from_url(redis_url)
+    listener = client.pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe("*celeryev*")  # the task-sent events, as monitoring receives them
+    try:
+        yield client, listener
+    finally:
+        listener.close()
+        client.delete(queue)
+
+
+def take_message(client: redis.Redis, queue: str) -> dict:
+    """The one message on the Redis broker's `queue`, taken, without what kombu makes per message."""
+    raw = client.rpop(queue)
+    assert isinstance(raw, bytes) and client.llen(queue) == 0
+    message = json.loads(raw)
+    message["properties"].pop("delivery_tag")  # kombu's own, per message
+    return message
+
+
+def task_events(listener: Any, count: int) -> list[dict]:
+    """The next `count` task-sent events, without what each event makes anew (its time and clock)."""
+    events = _events(listener, count)
+    for event in events:
+        for made_per_event in ("timestamp", "clock"):
+            event.pop(made_per_event)
     return events
 
 
@@ -212,18 +228,7 @@ def test_on_redis_an_agent_tick_task_is_the_message_send_task_published(redis_ur
     queue = f"test.lean.tick.{uuid.uuid4().hex[:8]}"
     settings = Settings(redis_url=redis_url, engine_queue=queue)
     app = create_app(settings)
-    client = redis.Redis.from_url(redis_url)
-    listener = client.pubsub(ignore_subscribe_messages=True)
-    listener.psubscribe("*celeryev*")
     dispatcher = Dispatcher(app, Routing.from_settings(settings), None)
-
-    def read() -> dict:
-        raw = client.rpop(queue)
-        assert isinstance(raw, bytes) and client.llen(queue) == 0
-        message = json.loads(raw)
-        message["properties"].pop("delivery_tag")
-        return message
-
     try:
         if case == "worker":  # the tick task as the dispatcher registers it
             def tick(task: Any, job_id: Any = None, n: Any = 0) -> None:
@@ -232,25 +237,21 @@ def test_on_redis_an_agent_tick_task_is_the_message_send_task_published(redis_ur
             app.task(name=TICK_TASK, bind=True, shared=False, acks_late=True, reject_on_worker_lost=True,
                      max_retries=None)(tick)
             app.finalize(auto=True)
-        with _prepare(case, app, monkeypatch) if case != "worker" else _running_task(app):
-            job_id = f"job_{uuid.uuid4().hex[:12]}"
-            dispatcher.tick(job_id, 1)
-            assert dispatcher.tasks.template(TICK_TASK, queue) is not None  # lean, not through `send_task`
-            lean = read()
-            app.send_task(TICK_TASK, args=[job_id, 1], queue=queue, task_id=f"{job_id}.tick.1",
-                          argsrepr=tick_argsrepr(job_id, 1), kwargsrepr="{}")
-            reference = read()
-        events = _events(listener, 2)
+        with on_redis_broker(redis_url, queue) as (client, listener):
+            with _prepare(case, app, monkeypatch) if case != "worker" else _running_task(app):
+                job_id = f"job_{uuid.uuid4().hex[:12]}"
+                dispatcher.tick(job_id, 1)
+                assert dispatcher.tasks.template(TICK_TASK, queue) is not None  # lean, not through `send_task`
+                lean = take_message(client, queue)
+                app.send_task(TICK_TASK, args=[job_id, 1], queue=queue, task_id=f"{job_id}.tick.1",
+                              argsrepr=tick_argsrepr(job_id, 1), kwargsrepr="{}")
+                reference = take_message(client, queue)
+            events = task_events(listener, 2)
     finally:
-        listener.close()
-        client.delete(queue)
         app.close()
     assert lean == reference
     assert list(lean["headers"]) == list(reference["headers"])
     headers = lean["headers"]
     assert headers["id"] == f"{job_id}.tick.1" and "traceparent" not in headers
     assert json.loads(base64.b64decode(lean["body"]))[:2] == [[job_id, 1], {}]
-    for event in events:
-        for made_per_event in ("timestamp", "clock"):
-            event.pop(made_per_event)
     assert events[0] == events[1] and events[0]["uuid"] == headers["id"]

@@ -23,7 +23,15 @@ from agentq.runtime.routing import Routing
 from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.state import StateStore
-from tests.integration.test_lean_publish import CASES, _events, _prepare, _record, _send_task
+from tests.integration.test_lean_publish import (
+    CASES,
+    _prepare,
+    _record,
+    _send_task,
+    on_redis_broker,
+    take_message,
+    task_events,
+)
 
 
 class _Admitting:
@@ -48,52 +56,36 @@ def test_a_pushed_task_is_the_message_send_task_publishes_with_its_task_sent_eve
         redis_url: str, case: str, monkeypatch: pytest.MonkeyPatch):
     queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
     admitting = _Admitting(redis_url, queue)
-    client = redis.Redis.from_url(redis_url)
-    listener = client.pubsub(ignore_subscribe_messages=True)
-    listener.psubscribe("*celeryev*")
     job_id = f"job_{uuid.uuid4().hex[:12]}"
     first, second = _record(queue, 1), _record(queue, 2)
     admission, dispatcher = admitting.admission, admitting.dispatcher
     admission.know(job_id, "default", None, {})
     try:
-        with _prepare(case, admitting.app, monkeypatch):
-            # nothing to publish: the first pushed at once, the second parked
-            assert admission.admit(job_id, [first, second]) == []
-            pushed = [_pop(client, queue)]
-            parked = admitting.store.redis.lrange(f"agentq:{{admission}}:q:p:{queue}\tdefault\t2", 0, -1)
-            assert len(parked) == 1 and parked[0].split("\n", 1)[1].startswith(f"{PUSHED}{queue}\n")
-            references = []
-            for record in (first, second):
-                _send_task(dispatcher, job_id, record)
-                references.append(_pop(client, queue))
-        # the second pushed as the first's place is given back: nothing to publish
-        assert admission.ended(job_id, [first.id], []) == []
-        pushed.append(_pop(client, queue))
-        events = _events(listener, 4)
+        with on_redis_broker(redis_url, queue) as (client, listener):
+            with _prepare(case, admitting.app, monkeypatch):
+                # nothing to publish: the first pushed at once, the second parked
+                assert admission.admit(job_id, [first, second]) == []
+                pushed = [take_message(client, queue)]
+                parked = admitting.store.redis.lrange(f"agentq:{{admission}}:q:p:{queue}\tdefault\t2", 0, -1)
+                assert len(parked) == 1 and parked[0].split("\n", 1)[1].startswith(f"{PUSHED}{queue}\n")
+                references = []
+                for record in (first, second):
+                    _send_task(dispatcher, job_id, record)
+                    references.append(take_message(client, queue))
+            # the second pushed as the first's place is given back: nothing to publish
+            assert admission.ended(job_id, [first.id], []) == []
+            pushed.append(take_message(client, queue))
+            events = task_events(listener, 4)
     finally:
-        listener.close()
-        client.delete(queue)
         admitting.close()
     assert pushed == references
     assert [m["headers"]["id"] for m in pushed] == [f"{job_id}.call_1", f"{job_id}.call_2"]
-    for event in events:
-        for made_per_event in ("timestamp", "clock"):
-            event.pop(made_per_event)
     by_task: dict[str, list[dict]] = {}
     for event in events:
         by_task.setdefault(event["uuid"], []).append(event)
     assert [len(e) for e in by_task.values()] == [2, 2]
-    for task_events in by_task.values():
-        assert task_events[0] == task_events[1]  # pushed and referenced: the same event
-
-
-def _pop(client: redis.Redis, queue: str) -> dict:
-    """The one message on `queue`, taken."""
-    raw = client.rpop(queue)
-    assert isinstance(raw, bytes) and client.llen(queue) == 0
-    message = json.loads(raw)
-    message["properties"].pop("delivery_tag")  # kombu's own, per message
-    return message
+    for pair in by_task.values():
+        assert pair[0] == pair[1]  # pushed and referenced: the same event
 
 
 def test_the_step_pushes_what_it_admits_in_admission_order_and_answers_the_rest(redis_url: str):
