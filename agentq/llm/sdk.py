@@ -78,6 +78,16 @@ class Shards:
         index = getattr(self._local, "index", None)
         if index is None:
             index = self._local.index = next(self._next) % len(self._clients)
+        return self._copy(index)
+
+    def make_all(self) -> None:
+        """Make every copy now (a dispatcher about to start: see `AnthropicLLM.prepare`), so that no request waits
+        on one being made between taking its share of the model's rate limits and being sent."""
+        for index in range(1, len(self._clients)):
+            self._copy(index)
+
+    def _copy(self, index: int) -> Any:
+        """The copy `index`, made on first use."""
         client = self._clients[index]
         if client is None:
             with self._lock:
@@ -87,14 +97,6 @@ class Shards:
                     client = base.with_options(http_client=http_client(self.connections, like=base))
                     self._clients[index] = client
         return client
-
-    def make_all(self) -> None:
-        """Make every copy now (a dispatcher about to start: see `AnthropicLLM.prepare`), so that no request waits
-        on one being made between taking its share of the model's rate limits and being sent."""
-        for index in range(1, len(self._clients)):
-            self._local.index = index
-            self.client()
-        del self._local.index  # the preparing thread picks its copy as any other does
 
     def copies(self) -> list[Any]:
         """The copies made so far (not the client given)."""

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentq.admission")
 
+
 class PushedTasks:
     """Builds the payloads the admission step pushes (`payloads`)."""
 

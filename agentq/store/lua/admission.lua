@@ -122,8 +122,8 @@ local function room(q, t, k, l)
   return true
 end
 
--- parking: parked members ('stored': parked before this step, true: parked now, false: taken; nil: as stored), the
--- values pushed per list
+-- parking: parked members ('stored': parked before this step, true: parked now, false: taken or withdrawn; nil: as
+-- stored), the values pushed per list
 local parking, pushes, push_order = nil, {}, {}
 local function park(member, q, t, p, k, l, payload)
   if parking[member] then return end  -- parked already (sent again by a recovery)
