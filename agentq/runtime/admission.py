@@ -180,6 +180,13 @@ class Admission:
                 out.append((job_id, record))
         return out, gated
 
+    def withdraw(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> None:
+        """The write of a job failed after `request`'s step, made with it (`with_write`), may have run: the job's
+        calls it admitted give their places back, unpublished; the other jobs' calls it admitted are published."""
+        self._with_writes.pop(job_id, None)
+        if self.publisher is not None:
+            self.publisher(self._withdrawn(job_id, records, request))
+
     def _withdrawn(self, job_id: str, records: Sequence[CallRecord], request: AdmissionRequest) -> Publish:
         """A job whose write failed after `request`'s step ran: its calls that step admitted give their places
         back (never published); the other jobs' parked calls it admitted are what to publish. (A task the step
@@ -281,7 +288,7 @@ class Admission:
         ended: list[str] = []
         again: dict[str, list[str]] = defaultdict(list)
         for job_id, call_ids in by_job.items():
-            statuses = self.store.call_statuses(job_id)
+            statuses = self.store.call_statuses(job_id, call_ids)
             for call_id in call_ids:
                 status = statuses.get(call_id)
                 member = admission_member(job_id, call_id)
@@ -302,9 +309,7 @@ class WithWrite:
 
     def withdraw(self) -> None:
         """The write failed: the job's calls the step admitted give their places back, unpublished."""
-        self.admission._with_writes.pop(self.job_id, None)
-        if self.admission.publisher is not None:
-            self.admission.publisher(self.admission._withdrawn(self.job_id, self.ready, self.request))
+        self.admission.withdraw(self.job_id, self.ready, self.request)
 
 
 def _new_start_lock() -> None:

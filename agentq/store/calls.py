@@ -154,8 +154,14 @@ class CallSteps(StatsSteps):
         values = self.redis.hmget(calls, list(call_ids))
         return {k: CallRecord.from_dict(json.loads(v)) for k, v in zip(call_ids, values, strict=True) if v is not None}
 
-    def call_statuses(self, job_id: str) -> dict[str, CallStatus]:
-        return {k: CallStatus(v) for k, v in self.redis.hgetall(self.keys(job_id).status).items()}
+    def call_statuses(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallStatus]:
+        key = self.keys(job_id).status
+        if call_ids is None:
+            return {k: CallStatus(v) for k, v in self.redis.hgetall(key).items()}
+        if not call_ids:
+            return {}
+        values = self.redis.hmget(key, list(call_ids))
+        return {k: CallStatus(v) for k, v in zip(call_ids, values, strict=True) if v is not None}
 
     def dependents(self, job_id: str, call_id: str) -> list[str]:
         """The calls that wait on `call_id`."""

@@ -68,6 +68,8 @@ def test_submit_writes_the_whole_job_once(backend: Backend):
     assert (info.status, info.open_calls, info.kind) == (JobStatus.QUEUED, 2, plan.kind)
     assert store.call_statuses(plan.id) == {ids["first"]: CallStatus.READY, ids["second"]: CallStatus.PENDING,
                                             ids["bg"]: CallStatus.READY}
+    assert store.call_statuses(plan.id, [ids["second"], "call_unknown"]) == {ids["second"]: CallStatus.PENDING}
+    assert store.call_statuses(plan.id, []) == {}
     assert store.read_log(plan.id) == plan.context
     assert store.read_log(plan.id, 1) == plan.context[1:]
     assert store.dependents(plan.id, ids["first"]) == [ids["second"]]

@@ -82,8 +82,10 @@ class Reads(MemoryCore):
     def job_tools(self, job_id: str) -> dict[str, dict]:
         return {k: json.loads(v) for k, v in self._copy(job_id).tools.items()}
 
-    def call_statuses(self, job_id: str) -> dict[str, CallStatus]:
-        return {k: CallStatus(v) for k, v in self._copy(job_id).status.items()}
+    def call_statuses(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallStatus]:
+        status = self._copy(job_id).status
+        wanted = status.keys() if call_ids is None else [c for c in call_ids if c in status]
+        return {k: CallStatus(status[k]) for k in wanted}
 
     def record(self, job_id: str) -> JobRecord:
         info = self.job_info(job_id)
