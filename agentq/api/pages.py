@@ -1,10 +1,11 @@
 """The web page (SPEC §14): static files shipped in the package, no build step; and the API's own docs.
 
-`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live. Both read the API with the page's
-cookie: opening either with `?token=<token>` sets it (HttpOnly, SameSite=Strict) and redirects to the same
-URL without the token. Pages carry a Content-Security-Policy that allows only the page's own scripts, styles
-and connections, so text from a job can never run as code even if it were inserted as HTML (it is not: the
-scripts insert it with `textContent`).
+`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/rollouts` shows the rollout report
+(docs/rollouts.md: per tool, its routes side by side; the report is for admin tokens, so another token's page
+says so). Each reads the API with the page's cookie: opening one with `?token=<token>` sets it (HttpOnly,
+SameSite=Strict) and redirects to the same URL without the token. Pages carry a Content-Security-Policy that
+allows only the page's own scripts, styles and connections, so text from a job can never run as code even if it
+were inserted as HTML (it is not: the scripts insert it with `textContent`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ async def index(request: Request, token: Token = None) -> Response:
 @router.get("/jobs/{job_id}")
 async def job_page(request: Request, job_id: str, token: Token = None) -> Response:
     return _page(request, "job.html", token)
+
+
+@router.get("/rollouts")
+async def rollouts_page(request: Request, token: Token = None) -> Response:
+    return _page(request, "rollouts.html", token)
 
 
 @router.get("/static/{name}")
