@@ -93,8 +93,15 @@ class Admission:
         fixed = self.settings.admission_window
         prefetch = self.settings.admission_prefetch
         return AdmissionConfig(windows={} if fixed else self._live_windows(), default_window=fixed or prefetch,
-                               batch=max(1, min(prefetch, fixed or prefetch) // 2), weights=self.weights,
-                               maxima=self.maxima)
+                               batch=self._batch(fixed or prefetch), weights=self.weights, maxima=self.maxima)
+
+    def _batch(self, window: int) -> int:
+        """The free places a queue's parked calls wait for: where this process publishes what a step admits, half
+        the prefetch (a few tasks per publication); where the step pushes the tasks itself, one (nothing to group,
+        and a wait only drains the queue: the workers of a one-job burst of short calls went idle waiting)."""
+        if self.pushed is not None:
+            return 1
+        return max(1, min(self.settings.admission_prefetch, window) // 2)
 
     def _live_windows(self) -> dict[str, int]:
         """Per queue: the slots of the live workers serving it, plus the prefetch (read once per heartbeat)."""

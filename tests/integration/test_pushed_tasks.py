@@ -35,10 +35,10 @@ from tests.integration.test_lean_publish import (
 
 
 class _Admitting:
-    """An admission of one call at a time on `queue` (window 1), its tasks pushed by the step."""
+    """An admission of `window` calls at a time (default one) on `queue`, its tasks pushed by the step."""
 
-    def __init__(self, redis_url: str, queue: str):
-        self.settings = Settings(redis_url=redis_url, admission_window=1)
+    def __init__(self, redis_url: str, queue: str, window: int = 1):
+        self.settings = Settings(redis_url=redis_url, admission_window=window)
         self.app = create_app(self.settings)
         self.store = StateStore(redis_url)
         self.dispatcher = Dispatcher(self.app, Routing.from_settings(self.settings), TaskSigner(lambda: b"k" * 32))
@@ -86,6 +86,33 @@ def test_a_pushed_task_is_the_message_send_task_publishes_with_its_task_sent_eve
     assert [len(e) for e in by_task.values()] == [2, 2]
     for pair in by_task.values():
         assert pair[0] == pair[1]  # pushed and referenced: the same event
+
+
+def test_a_free_place_goes_to_a_waiting_call_at_once_only_where_the_step_pushes_its_task(redis_url: str):
+    """Where the process publishes what a step admits, waiting calls wait for a group of free places (half the
+    window here: 2); where the step pushes their tasks, each place goes to one at once."""
+    queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
+    admitting = _Admitting(redis_url, queue, window=4)
+    admission = admitting.admission
+    records = [_record(queue, n) for n in range(1, 7)]
+    try:
+        with on_redis_broker(redis_url, queue) as (client, _):
+            admission.know("job_p", "default", None, {})
+            assert admission.admit("job_p", records) == []  # four pushed, two waiting
+            assert client.llen(queue) == 4
+            assert admission.ended("job_p", [records[0].id], []) == []
+            assert client.llen(queue) == 5  # one place free: one waiting call pushed
+            admission.pushed = None  # this process publishes what its steps admit: records
+            admission.know("job_r", "default", None, {})
+            later = [_record(queue, n) for n in range(7, 9)]
+            assert admission.admit("job_r", later) == []  # the window is full: both wait
+            assert admission.ended("job_p", [records[1].id], []) == []  # one free place: less than a group
+            assert client.llen(queue) == 5
+            # two free places: the call waiting as a task is pushed by the step, the record is to publish
+            assert [r.id for _, r in admission.ended("job_p", [records[2].id], [])] == ["call_7"]
+            assert client.llen(queue) == 6
+    finally:
+        admitting.close()
 
 
 def test_the_step_pushes_what_it_admits_in_admission_order_and_answers_the_rest(redis_url: str):
