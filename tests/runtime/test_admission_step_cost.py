@@ -1,5 +1,6 @@
 """The admission step's Redis commands (those run inside its Lua script included, as `INFO commandstats` counts
-them) grow with the queues, tenants, keys and lists a step touches, not with its calls (issue 18)."""
+them) grow with the queues, tenants, keys and lists a step touches, not with its calls (issue 18); a parked list is
+read for the calls a step admits and little more (as MONITOR shows the reads inside the step)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,40 @@ def test_a_call_admitted_by_an_earlier_version_gives_its_place_back(store):
     assert store.admitted_before(0) == ["job_a/call_1"]
     assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]
     assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+
+
+def lranges(store, step) -> list[tuple[str, int]]:
+    """The parked lists `step()` reads (`LRANGE`, inside the Lua step too, as MONITOR shows them) and how many
+    entries each read asks for."""
+    with store.redis.monitor() as monitor:
+        step()
+        store.redis.echo("step done")
+        reads = []
+        while "step done" not in (command := monitor.next_command())["command"]:
+            name, *args = command["command"].split(" ")
+            if name.upper() == "LRANGE":
+                reads.append((args[0], int(args[2]) - int(args[1]) + 1))
+    return reads
+
+
+def test_a_fill_reads_the_calls_it_admits_and_one_more_not_a_second_window(store):
+    config = AdmissionConfig(windows={Q: 8}, batch=1)
+    store.admit_calls([ticket(n, "a") for n in range(40)], config)  # 8 admitted, 32 parked
+    ended = [f"job_a/call_{n}" for n in range(8)]
+    reads = lranges(store, lambda: store.admit_calls([], config, ended=ended))
+    asked = [n for key, n in reads if key.endswith("\\t2")]  # the default priority's list (2)
+    assert asked == [8, 1], reads  # the 8 it admits, then whether one more is left
+    assert store.admission_counts() == {f"q:{Q}": 8, "t:a": 8}
+
+
+def test_a_run_of_withdrawn_calls_is_read_in_a_few_growing_reads(store):
+    config = AdmissionConfig(windows={Q: 1}, batch=1)
+    store.admit_calls([ticket(n, "a") for n in range(101)], config)  # call_0 admitted, the other 100 parked
+    assert store.admit_calls([], config, ended=[f"job_a/call_{n}" for n in range(1, 100)]) == []  # 99 withdrawn
+    got: list[str] = []
+    reads = lranges(store, lambda: got.extend(store.admit_calls([], config, ended=["job_a/call_0"])))
+    assert got == ["payload a 100"]  # the one call left, behind the 99 withdrawn
+    assert store.admit_calls([], config) == [] and store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+    asked = [n for key, n in reads if key.endswith("\\t2")]
+    assert len(asked) <= 8, reads  # 1, 1, 2, 4 ... entries: not one read per withdrawn call
+    assert sum(asked) < 2 * 101, reads

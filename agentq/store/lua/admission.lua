@@ -156,18 +156,20 @@ local function mark_withdrawn(entries)
 end
 
 -- the parked lists as read: items (from the list's head, parsed), next (the first not taken), all (the whole list
--- read)
+-- read), more (how many a later read adds beyond what it wants: the first read takes `ahead`, the places to fill;
+-- a later one mostly asks whether one more is left, so it starts at 1 and doubles, for runs of withdrawn entries)
 local lists, list_order, ahead = {}, {}, 1
 local function read_list(key, want)
   local s = lists[key]
   if s == nil then
-    s = {items = {}, next = 1, all = false}
+    s = {items = {}, next = 1, all = false, more = 0}
     lists[key] = s
     list_order[#list_order + 1] = key
   end
   local have = #s.items - s.next + 1
   if have < want and not s.all then
-    local n = math.max(want - have, ahead)
+    local n = math.max(want - have, s.more == 0 and ahead or s.more)
+    s.more = s.more == 0 and 1 or math.min(2 * s.more, CHUNK)
     local more = redis.call('LRANGE', key, #s.items, #s.items + n - 1)
     local parsed = {}
     for _, e in ipairs(more) do parsed[#parsed + 1] = parse(e); s.items[#s.items + 1] = parsed[#parsed] end
@@ -223,7 +225,7 @@ local function take_behind(key)
     if not e.dead and free(e.k, e.l) then
       if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
       redis.call('LREM', key, 1, e.raw)
-      lists[key] = {items = {}, next = 1, all = false}
+      lists[key] = {items = {}, next = 1, all = false, more = 0}
       return e.member, e.k, e.payload
     end
   end
