@@ -375,7 +375,8 @@ def test_queue_depth_on_rabbitmq_by_a_passive_declare(redis_url: str):
 
     name = f"agentq.test.depth.{os.getpid()}.{time.monotonic_ns()}"
     app = create_app(Settings(redis_url=redis_url, broker_url=RABBITMQ_URL))
-    with Connection(RABBITMQ_URL) as connection:
+    # publisher confirms: each publish returns once the queue holds the message, so the depth read next counts it
+    with Connection(RABBITMQ_URL, transport_options={"confirm_publish": True}) as connection:
         queue = Queue(name, Exchange(name, type="direct"), routing_key=name, auto_delete=False)
         producer = connection.Producer()
         for n in range(3):
