@@ -31,7 +31,10 @@ def raw_keys(harness) -> set[str]:
     client = redis.Redis.from_url(harness.settings.redis_url, decode_responses=True)
     try:
         keys = cast(list[str], client.keys("agentq:*"))  # decode_responses=True: str, which redis-py's types miss
-        return {k for k in keys if not k.startswith(("agentq:worker", "agentq:activities", "agentq:tools"))}
+        # the fleet's own keys left out: announcements, and the admission sweep's turn (a heartbeat takes it for
+        # a heartbeat, so it comes and goes by itself)
+        return {k for k in keys if not k.startswith(("agentq:worker", "agentq:activities", "agentq:tools"))
+                and k != "agentq:{admission}:sweep"}
     finally:
         client.close()
 
