@@ -156,20 +156,21 @@ local function mark_withdrawn(entries)
 end
 
 -- the parked lists as read: items (from the list's head, parsed), next (the first not taken), all (the whole list
--- read), more (how many a later read adds beyond what it wants: the first read takes `ahead`, the places to fill;
--- a later one mostly asks whether one more is left, so it starts at 1 and doubles, for runs of withdrawn entries)
+-- read), step (what a later read adds beyond what it wants; nil before the first read, which takes `ahead`, the
+-- places to fill: a later read mostly asks whether one more is left, so it adds 1, then 2, 4 ... for runs of
+-- withdrawn entries)
 local lists, list_order, ahead = {}, {}, 1
 local function read_list(key, want)
   local s = lists[key]
   if s == nil then
-    s = {items = {}, next = 1, all = false, more = 0}
+    s = {items = {}, next = 1, all = false}
     lists[key] = s
     list_order[#list_order + 1] = key
   end
   local have = #s.items - s.next + 1
   if have < want and not s.all then
-    local n = math.max(want - have, s.more == 0 and ahead or s.more)
-    s.more = s.more == 0 and 1 or math.min(2 * s.more, CHUNK)
+    local n = math.max(want - have, s.step or ahead)
+    s.step = s.step and math.min(2 * s.step, CHUNK) or 1
     local more = redis.call('LRANGE', key, #s.items, #s.items + n - 1)
     local parsed = {}
     for _, e in ipairs(more) do parsed[#parsed + 1] = parse(e); s.items[#s.items + 1] = parsed[#parsed] end
@@ -225,7 +226,7 @@ local function take_behind(key)
     if not e.dead and free(e.k, e.l) then
       if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
       redis.call('LREM', key, 1, e.raw)
-      lists[key] = {items = {}, next = 1, all = false, more = 0}
+      lists[key] = {items = {}, next = 1, all = false}
       return e.member, e.k, e.payload
     end
   end
