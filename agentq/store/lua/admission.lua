@@ -13,8 +13,8 @@
 --       entry without the time, written by an earlier version, is given back alike), counts (hash: "q:<queue>",
 --       "t:<tenant>", "k:<key>" -> admitted, "w:" -> parked entries withdrawn and not dropped yet; a field back at 0
 --       is deleted), parked (hash: member -> 1 while parked; an ended member still parked, a canceled job's call,
---       is withdrawn: deleted here, its list entry skipped and dropped when read), queues (set: the queues with parked calls), virtual time (hash: queue -> the pass of the last
---       call admitted)
+--       is withdrawn: deleted here, its list entry skipped and dropped when read), queues (set: the queues with
+--       parked calls), virtual time (hash: queue -> the pass of the last call admitted)
 --       KEYS[6], on a single Redis only (never a cluster: another slot): a new job's hash, when the step is
 --       pipelined after the job's script (`create_job`); the step runs only if the job was written (else: nil)
 -- Other keys (prefix ARGV[1]): `<prefix>:ring:<queue>` (zset: tenant -> pass, the tenants with parked calls),
