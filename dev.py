@@ -185,9 +185,11 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_chromium()
         cmd = [str(PYTHON), "-m", "pytest", *parallel_options(rest), *rest]
-    elif command == "lint":  # ruff and mypy over the whole repository (mypy's `files`: pyproject.toml)
+    elif command == "lint":  # ruff and mypy over the whole repository (mypy's `files`: pyproject.toml), then the
+        # package layers (import-linter's contracts: pyproject.toml's [tool.importlinter])
         status = subprocess.call([str(PYTHON), "-m", "ruff", "check", "."], cwd=ROOT, env=env)
-        return status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)
+        status = status or subprocess.call([str(PYTHON), "-m", "mypy"], cwd=ROOT, env=env)
+        return status or subprocess.call([str(BIN / "lint-imports")], cwd=ROOT, env=env)
     elif command == "demo":
         cmd = [str(BIN / "agentq"), "demo", *rest]
     else:

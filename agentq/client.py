@@ -101,7 +101,7 @@ class BaseClient:
         return self._call(job_id, call_id)
 
     def _call(self, job_id: str, call_id: str) -> dict:
-        from agentq.runtime.calls import job_call
+        from agentq.engine.call_views import job_call
 
         return job_call(self._parts.store, job_id, call_id)
 

@@ -26,12 +26,12 @@ from agentq.api.models import (
     RejectBody,
     responses,
 )
+from agentq.engine.call_views import job_call, job_calls
 from agentq.errors import JobExistsError, Problem
 from agentq.protocol.jsonsafe import text_depth_problem
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
-from agentq.runtime.calls import job_call, job_calls
 from agentq.runtime.history import history_of
 from agentq.store.aio import AsyncStateStore
 

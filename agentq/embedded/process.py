@@ -1,8 +1,10 @@
 """The operating-system side of a private Redis server: its address, a free port, the parent-death signal,
-reaping the child process, and the tail of its log."""
+reaping the child process, and the tail of its log; and whether a process of this host runs (`pid_alive`: is the
+owner of a metrics file or of a node name alive?)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -67,3 +69,14 @@ def log_tail(log_path: str, limit: int = 2000) -> str:
     except OSError:
         return ""
     return data[-limit:].decode(errors="replace").strip()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with that pid runs (one we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

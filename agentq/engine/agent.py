@@ -38,6 +38,7 @@ from agentq.engine.caches import Transcripts
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
+from agentq.engine.routing import Routing
 from agentq.engine.solutions import solution_part, solution_problems
 from agentq.engine.tick_end import TickAnswer, TickEnding
 from agentq.errors import (
@@ -57,7 +58,6 @@ from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
-from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.keys import TICK

@@ -29,10 +29,13 @@ from agentq.engine.intake import CallIntake
 from agentq.engine.latent import run_latent
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.modules import ModuleLibrary
+from agentq.engine.outages import PatientStore
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.render import arguments, done_event, start_events
 from agentq.engine.requests import ModelRequests
+from agentq.engine.routing import Routing
 from agentq.engine.runner import CallRunner
+from agentq.engine.signing import TaskSigner
 from agentq.errors import BudgetExceeded, InvalidInputError, StoreUnavailableError
 from agentq.llm.base import LLM
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
@@ -43,9 +46,6 @@ from agentq.protocol.status import CallStatus
 from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, output_messages
-from agentq.runtime.outages import PatientStore
-from agentq.runtime.routing import Routing
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso, record_digest
@@ -93,7 +93,7 @@ class Executor:
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
                  hooks: Hook | None = None, batch: BatchLane | None = None):
         self.settings = settings
-        # every store step is retried while the store is unreachable (see runtime/outages.py); the lease
+        # every store step is retried while the store is unreachable (see engine/outages.py); the lease
         # keeper has its own loop and keeps the store itself
         self.store = cast(Store, PatientStore(store, settings.store_retry_s))
         self.source = source

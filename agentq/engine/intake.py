@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 
 from agentq.engine.caches import JobTools, LogCache, StaleCache
 from agentq.engine.render import job_started, start_events
+from agentq.engine.signing import TaskSigner
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.cache import LRU
 from agentq.protocol.envelopes import Envelope, JobStarted
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
-from agentq.runtime.signing import TaskSigner
 from agentq.store.base import Claim, Store
 from agentq.store.replies import Claimed, ClaimUnstarted, Settled, SettleStaleTool, SettleUnstarted
 

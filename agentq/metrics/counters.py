@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from agentq.engine.routing import ACTIVITY_TASK_PREFIX
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.tenants import DEFAULT_TENANT
-from agentq.runtime.routing import ACTIVITY_TASK_PREFIX
 
 #: Call durations span a cache lookup (milliseconds) to a long agent tool or a human-speed model (an hour).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,

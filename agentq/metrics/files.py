@@ -23,7 +23,7 @@ from prometheus_client.core import Metric
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from agentq.runtime.health import pid_alive
+from agentq.embedded.process import pid_alive
 from agentq.settings import Settings
 
 log = logging.getLogger("agentq.metrics")

@@ -4,7 +4,7 @@ This is the only module that builds a Celery app (the composition root, `runtime
 registers the tasks a worker serves; this module never imports the root). Settings are explicit (no `current_app`, no
 `shared_task`): JSON only, acks late with reject-on-worker-lost so a killed worker's call is redelivered,
 results ignored because outputs live in the state store, task events on (Flower, `celery events`). A task
-that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`runtime/outages.py`).
+that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`engine/outages.py`).
 
 What monitoring shows of a task is true (SPEC §15): a call that failed after its retries ends its task in
 FAILURE (the task raises `CallFailedError` once the failure is committed), a retry is RETRY, anything else
@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentq import telemetry
+from agentq.engine.outages import store_backoff_s
+from agentq.engine.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
+from agentq.engine.signing import TaskSigner
 from agentq.errors import CallFailedError, RateLimited, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.ids import job_id_problem
@@ -27,10 +30,7 @@ from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.runtime.broker import broker_of
 from agentq.runtime.messages import task_messages
-from agentq.runtime.outages import store_backoff_s
 from agentq.runtime.publish import CallTasks, TaskBatch
-from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 
@@ -106,7 +106,7 @@ class Dispatcher:
 
     A call's task is `[job_id, call_id, record, signature]`: a pointer to the call, plus its record so the
     worker needs not read it back (the claim checks it against the stored one, which is what runs), signed so
-    that a worker may run an idempotent activity's record before its claim (`runtime/signing.py`)."""
+    that a worker may run an idempotent activity's record before its claim (`engine/signing.py`)."""
 
     def __init__(self, app: Any, routing: Routing, signer: TaskSigner | None = None,
                  admission: Admission | None = None):

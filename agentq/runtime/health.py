@@ -8,7 +8,6 @@ expires. The heartbeat runs in the worker's main process, so a hung or dead main
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -20,17 +19,6 @@ from agentq.store.base import WorkerBeat
 from agentq.store.boundary import redact_url
 
 ROLES = ("any", "worker", "dispatcher")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this host with that pid runs (one we may not signal counts as running)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)

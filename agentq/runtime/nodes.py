@@ -25,8 +25,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from agentq.embedded.process import pid_alive
 from agentq.errors import ConfigurationError
-from agentq.runtime.health import pid_alive
 from agentq.store.base import Store
 
 log = logging.getLogger("agentq.worker")

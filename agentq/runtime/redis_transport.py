@@ -12,7 +12,7 @@ forgotten it: the close only fails on the unreachable server (an error Celery ex
 task that finished after the broker came back is acknowledged. `create_app` installs it as the transport of
 `redis://` and `rediss://` URLs (`install()`: the URLs, what Flower and the logs show of them, stay as they
 are); with a Redis broker on the state store's server, that is what lets a store outage pass (see
-`runtime/outages.py`).
+`engine/outages.py`).
 
 Its channels can also build a publication without sending it (`captured_publications`): inside, a publish batch
 keeps each message's Redis commands, for the admission step to push itself (`runtime/pushed.py`).

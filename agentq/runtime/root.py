@@ -28,7 +28,10 @@ from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hook, Hooks
 from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
+from agentq.engine.outages import PatientStore
 from agentq.engine.rollout_stats import RolloutStats
+from agentq.engine.routing import Routing
+from agentq.engine.signing import TaskSigner
 from agentq.errors import LLMError
 from agentq.llm.batch import BatchClient
 from agentq.llm.factory import api_key, create_llm, uses_anthropic
@@ -41,12 +44,9 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
-from agentq.runtime.outages import PatientStore
 from agentq.runtime.pushed import PushedTasks, broker_is_store
 from agentq.runtime.rollouts import Rollouts
-from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agentq import telemetry
 from agentq.engine.hooks import Hook
 from agentq.engine.progress import JobProgress
+from agentq.engine.routing import Routing
 from agentq.errors import (
     JobExistsError,
     JobValidationError,
@@ -49,7 +50,6 @@ from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.decisions import Dispatch, JobDecisions
-from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
@@ -366,8 +366,8 @@ class JobService(JobDecisions):
         return [d.to_dict() for d in found]
 
     def calls(self, job_id: str) -> list[dict]:
-        """The job's calls as SPEC §14's `/calls` items (`agentq.runtime.calls.job_calls`)."""
-        from agentq.runtime.calls import job_calls
+        """The job's calls as SPEC §14's `/calls` items (`agentq.engine.call_views.job_calls`)."""
+        from agentq.engine.call_views import job_calls
 
         return job_calls(self.store, job_id)
 

@@ -169,7 +169,7 @@ class CallSteps(StatsSteps):
         return json.loads(value) if value else []
 
     def call_table(self, job_id: str) -> CallTable:
-        """Every call's record, status, attempts and dependents, read in one round trip (`runtime/calls.py`
+        """Every call's record, status, attempts and dependents, read in one round trip (`engine/call_views.py`
         builds SPEC §14's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)

@@ -128,7 +128,7 @@ class Watcher:
 
 
 class _CallsView:
-    """The job's calls view (`runtime/calls.py`), read once per scan and only when a new call event needs it."""
+    """The job's calls view (`engine/call_views.py`), read once per scan and only when a new call event needs it."""
 
     def __init__(self, store: Store, job_id: str):
         self.store, self.job_id = store, job_id
@@ -139,7 +139,7 @@ class _CallsView:
 
     def items(self) -> dict[str, dict]:
         if self._items is None:
-            from agentq.runtime.calls import job_calls
+            from agentq.engine.call_views import job_calls
 
             self._items = {item["id"]: item for item in job_calls(self.store, self.job_id)}
         return self._items

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from agentq.engine.call_views import CALL_FIELDS
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.calls import CALL_FIELDS
 from agentq.runtime.root import Runtime
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings

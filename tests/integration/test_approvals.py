@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from agentq.engine.call_views import CALL_FIELDS
 from agentq.errors import CallNotFoundError, ConflictError, JobNotFoundError, JobValidationError
-from agentq.runtime.calls import CALL_FIELDS
 from tests.integration.conftest import store_of, tool_schema
 from tests.integration.test_plan_jobs import start_worker
 

@@ -17,10 +17,10 @@ import time
 import pytest
 
 from agentq.client import Client
+from agentq.engine.routing import Routing
 from agentq.errors import JobValidationError, StoreUnavailableError
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.app import task_id
-from agentq.runtime.routing import Routing
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.keys import JobKeys

@@ -23,10 +23,10 @@ import pytest
 import redis
 
 from agentq import telemetry
+from agentq.engine.routing import Routing
+from agentq.engine.signing import TaskSigner
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, task_id
-from agentq.runtime.routing import Routing
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 from tests.integration.rabbitmq import AmqpNames
@@ -222,8 +222,8 @@ def test_on_redis_an_agent_tick_task_is_the_message_send_task_published(redis_ur
     """An agent job's tick task (`Dispatcher.tick`, from a client's submission or a dispatcher's tick) is published
     lean too: the message and `task-sent` event `send_task` published for it, with no trace header when tracing is
     on (`send_task` was given none)."""
+    from agentq.engine.routing import TICK_TASK
     from agentq.runtime.app import tick_argsrepr
-    from agentq.runtime.routing import TICK_TASK
 
     queue = f"test.lean.tick.{uuid.uuid4().hex[:8]}"
     settings = Settings(redis_url=redis_url, engine_queue=queue)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import redis
 
+from agentq.engine.routing import Routing
+from agentq.engine.signing import TaskSigner
 from agentq.protocol.admission import PUSHED, AdmissionConfig, Ticket, admission_member
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app
 from agentq.runtime.pushed import PushedTasks, broker_is_store
-from agentq.runtime.routing import Routing
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.state import StateStore
 from tests.integration.test_lean_publish import (

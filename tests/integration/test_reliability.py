@@ -262,7 +262,7 @@ def test_redelivered_activity_tasks_write_once_and_dispatch_successors_once(harn
 def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once(harness, redis_url) -> None:
     """No Celery: two executors (two processes' worth) race for one ready call; finished calls run again."""
     from agentq.engine.executor import Executor
-    from agentq.runtime.routing import Routing
+    from agentq.engine.routing import Routing
     from agentq.runtime.service import JobService
     from agentq.store.state import StateStore
 
@@ -319,7 +319,7 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
 def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url):
     """Store level: once a call's lease expired and another attempt claimed it, the first attempt's commit
     is refused (`superseded`) and only the new attempt's result is written."""
-    from agentq.runtime.routing import Routing
+    from agentq.engine.routing import Routing
     from agentq.runtime.service import JobService
     from agentq.store.state import StateStore
 

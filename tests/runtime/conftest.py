@@ -13,11 +13,11 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from agentq.engine.executor import Executor, Outcome
+from agentq.engine.routing import Routing
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.jobs import JobPlan, plan_job
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store

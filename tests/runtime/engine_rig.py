@@ -22,15 +22,15 @@ from agentq.engine.executor import Executor, Outcome
 from agentq.engine.hooks import Hook, Hooks
 from agentq.engine.limits import ModelLimiter
 from agentq.engine.modules import ModuleLibrary
+from agentq.engine.routing import Routing
+from agentq.engine.signing import TaskSigner
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.llm.prices import PricedLLM, PriceTable
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.limits import ModelLimits
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 from tests.runtime.conftest import tool_schema

@@ -11,12 +11,12 @@ import uuid
 
 import redis
 
+from agentq.engine.routing import Routing
+from agentq.engine.signing import TaskSigner
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, failed_call_message, tick_argsrepr
 from agentq.runtime.messages import SENT_EVENTS_GROUP, TASK_EVENTS_FLUSH_S, TASK_EVENTS_GROUP, events_consumer
 from agentq.runtime.nodes import node_name
-from agentq.runtime.routing import Routing
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 import pytest
 
+from agentq.engine.outages import PatientStore, store_backoff_s
 from agentq.errors import StoreUnavailableError
 from agentq.protocol.status import JobStatus
-from agentq.runtime.outages import PatientStore, store_backoff_s
 from agentq.settings import Settings
 from agentq.store.base import Store
 from tests.runtime.conftest import Rig

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from agentq.engine.routing import LATENT_TASK, MODULE_TASK, Routing, activity_task
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import CallMode, CallRecord
-from agentq.runtime.routing import LATENT_TASK, MODULE_TASK, Routing, activity_task
 from agentq.settings import Settings
 
 

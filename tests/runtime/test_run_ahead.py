@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from agentq.engine.signing import TaskSigner
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.runtime.signing import TaskSigner
 from agentq.settings import Settings
 from agentq.store.codecs import record_digest
 from agentq.store.replies import SettleOutcome, SettleStaleTool

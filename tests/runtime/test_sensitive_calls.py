@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentq.engine.call_views import job_calls
 from agentq.protocol.history import build_history_message
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.sensitive import REDACTED
 from agentq.protocol.status import JobStatus
-from agentq.runtime.calls import job_calls
 from tests.runtime.conftest import Rig
 from tests.runtime.memory_store import MemoryStore
 

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentq.engine.routing import LATENT_TASK, activity_task
 from agentq.errors import JobNotFoundError, JobValidationError
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.runtime.routing import LATENT_TASK, activity_task
 from agentq.settings import Settings
 from tests.runtime.conftest import Rig, tool_schema
 from tests.runtime.memory_store import MemoryStore

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentq.engine.routing import Routing
 from agentq.errors import JobValidationError
 from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.protocol.tools import ToolRegistry
-from agentq.runtime.routing import Routing
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from tests.runtime.conftest import Recorder, tool_schema

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentq.engine.routing import LATENT_TASK, activity_task
 from agentq.protocol.records import CallMode, WorkerAnnouncement
-from agentq.runtime.routing import LATENT_TASK, activity_task
 from agentq.settings import Settings
 from tests.runtime.conftest import Rig, tool_schema
 from tests.runtime.memory_store import ManualClock, MemoryStore
