@@ -7,11 +7,11 @@ admission place and its job's concurrency key, and the admission sweep would pub
 `AGENTQ_ADMISSION_REPUBLISH_S`.
 
 A restart changes the server's run id. The admission's sweep (one process of the fleet per heartbeat) compares it
-with the run id it last looked at the queues for, kept in the store; on a change, it looks at each call admitted
-before the restart and still `ready`, and publishes again those whose task is neither on its queue nor
-unacknowledged. So a job moves again within a heartbeat of the store's return. A task taken for lost while a worker
-held it (between taking it off the queue and recording it as unacknowledged) runs nothing twice: a call is claimed
-once, and the copy finds it claimed.
+with the run id it last looked at the queues for, kept in the store (the fleet's first sweep only notes it); on a
+change, it looks at each call admitted before the restart and still `ready`, and publishes again those whose task
+is neither on its queue nor unacknowledged. So a job moves again within a heartbeat of the store's return. A task
+taken for lost while a worker held it (between taking it off the queue and recording it as unacknowledged) runs
+nothing twice: a call is claimed once, and the copy finds it claimed.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ class StoreRestarts:
         run, seen, uptime_ms = self.store.admission_runs()
         if run == seen:
             return []
+        if seen is None:  # the fleet's first sweep on this store (or one that lost everything): nothing to repair
+            self.store.note_admission_run(run)
+            return []
         began = time.monotonic()
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
@@ -73,10 +76,9 @@ class StoreRestarts:
         if lost:
             self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
         self.store.note_admission_run(run)
-        log.log(logging.DEBUG if seen is None else logging.WARNING,  # None: the fleet's first sweep
-                "the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
-                    "lost their task and are published again (looked at in %.0f ms)", run[:8], uptime_ms // 1000,
-                len(ready), len(lost), 1000 * (time.monotonic() - began))
+        log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
+                        "lost their task and are published again (looked at in %.0f ms)", run[:8], uptime_ms // 1000,
+                    len(ready), len(lost), 1000 * (time.monotonic() - began))
         return lost
 
     def _ready(self, members: Sequence[str]) -> list[tuple[str, CallRecord]]:
