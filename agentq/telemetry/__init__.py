@@ -52,6 +52,8 @@ _NO_SPAN = contextlib.nullcontext()
 _W3C = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
 _sender: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentq_trace_sender", default=None)
 """The `traceparent` the tasks of calls sent now carry: the job-level span that sends them."""
+_job_context: Callable[[str, JobInfo | None], str | None] | None = None
+"""A job's stored context, created once when it has none (`telemetry/jobs.py`, bound by the composition root)."""
 
 
 # ------------------------------------------------------------------------------------------------ switching on
@@ -107,6 +109,18 @@ def uninstall() -> None:
 
 def enabled() -> bool:
     return _tracer is not None
+
+
+def resolve_jobs_with(resolve: Callable[[str, JobInfo | None], str | None] | None) -> None:
+    """How the context of a job (its id, its info when read already) is found when no span handed it over:
+    `telemetry/jobs.py`'s, once it is bound to a store; None: not at all (a new trace)."""
+    global _job_context
+    _job_context = resolve
+
+
+def _of_job(job_id: str, info: JobInfo | None = None) -> str | None:
+    resolve = _job_context
+    return resolve(job_id, info) if resolve is not None else None
 
 
 # ------------------------------------------------------------------------------------------------ contexts
@@ -247,9 +261,7 @@ def submission(traceparent: str | None = None, tracestate: str | None = None) ->
 
 @contextlib.contextmanager
 def _tick(info: JobInfo, n: int) -> Iterator[None]:
-    from agentq.telemetry.jobs import job_traceparent
-
-    job_context = _context_of(info.traceparent or job_traceparent(info.id, info))
+    job_context = _context_of(info.traceparent or _of_job(info.id, info))
     with _attached(job_context), _tracer.start_as_current_span("invoke_agent") as span:
         span.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": PROVIDER_NAME,
                              "gen_ai.conversation.id": info.id, "agentq.job.id": info.id, "agentq.tick": n})
@@ -285,12 +297,7 @@ def call_span(request: Any, job_id: str, call_id: str, record: CallRecord | None
     job's context (`telemetry/jobs.py`)."""
     if _tracer is None:
         return _NO_SPAN
-    sender = task_traceparent(request)
-    if sender is None:
-        from agentq.telemetry.jobs import job_traceparent
-
-        sender = job_traceparent(job_id)
-    return _call(sender, job_id, call_id, record)
+    return _call(task_traceparent(request) or _of_job(job_id), job_id, call_id, record)
 
 
 @contextlib.contextmanager
@@ -335,6 +342,6 @@ def start_span(name: str, attributes: Mapping[str, Any], *, client: bool = False
                               attributes=dict(attributes))
 
 
-__all__ = ["Submission", "activity_span", "call_span", "configure", "enabled", "install", "resumed",
-           "shown_params", "start_span", "submission", "task_headers", "task_traceparent", "tick_span",
+__all__ = ["Submission", "activity_span", "call_span", "configure", "enabled", "install", "resolve_jobs_with",
+           "resumed", "shown_params", "start_span", "submission", "task_headers", "task_traceparent", "tick_span",
            "uninstall", "well_formed"]

@@ -44,6 +44,7 @@ def bind(store: TraceContexts | None) -> None:
     """The store job contexts are read from and stored in (the composition root's; None: unbound, tests)."""
     global _store
     _store = store
+    telemetry.resolve_jobs_with(job_traceparent if store is not None else None)
 
 
 def job_traceparent(job_id: str, info: JobInfo | None = None) -> str | None:
