@@ -135,3 +135,17 @@ def test_a_job_submitted_without_any_trace_is_one_trace_with_its_module_child_jo
     assert len(child_ticks) == 2 and all(parent(t) is child_submit for t in child_ticks)
     (echo,) = [s for s in spans if s.name == "execute_tool procEcho"]
     assert parent(echo) in child_ticks
+
+
+def test_the_parallel_calls_of_a_plan_job_nobody_traced_agree_on_one_root(
+        receiver: Receiver, worker_procs: WorkerProcs, anthropic_env: FakeAnthropic, redis_url: str,  # noqa: F811
+        tmp_path: Path):
+    start_fleet(worker_procs, receiver, TOOLS_DIR, tmp_path)  # the worker runs two calls at once: they race
+    calls = [{"_tool": "procEcho", "text": str(n), "_outputPath": f"†state.e{n}"} for n in range(6)]
+    record = submit_untraced(redis_url, {"calls": calls}, "")
+
+    spans = receiver.wait({"job": 1, "execute_tool procEcho": 6, "activity procEcho": 6})
+    assert len({s.trace_id for s in spans}) == 1
+    (root,) = [s for s in spans if s.name == "job"]  # stored once: a process that came second exported none
+    assert root.attributes["agentq.job.id"] == record["id"] and root.attributes["agentq.job.kind"] == "plan"
+    assert all(s.parent_id == root.span_id for s in spans if s.name == "execute_tool procEcho")

@@ -16,7 +16,7 @@ from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.records import JobInfo, JobKind, ParentLink
 from agentq.protocol.status import JobStatus
 from agentq.telemetry import jobs as job_traces
-from tests.runtime.conftest import make_plan, records_of, tool_schema
+from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
 from tests.runtime.memory_store import MemoryStore
 from tests.runtime.test_telemetry import spans  # noqa: F401  (the fixture)
 
@@ -55,6 +55,23 @@ def store() -> Iterator[MemoryStore]:
 ])
 def test_a_traceparent_is_checked_without_opentelemetry(given: str, kept: str | None):
     assert telemetry.well_formed(given) == kept
+
+
+def test_a_service_that_does_not_trace_stores_the_traceparent_it_is_given(memory_store: MemoryStore):
+    assert not telemetry.enabled()
+    rig = Rig(memory_store)
+    rig.activity("bg", lambda call: None)
+    job = {"calls": [{"_tool": "bg"}]}
+    try:
+        rig.service.submit(job, job_id="job_client", traceparent=GIVEN)  # Client.submit, the API's header
+        rig.service.submit_by_task(job, job_id="job_task", traceparent=GIVEN.upper())  # a task's header
+        rig.service.submit(job, job_id="job_bad", traceparent="00-not-a-trace-01")
+        rig.service.submit(job, job_id="job_none")
+    finally:
+        rig.executor.leases.stop()
+    stored = {job_id: memory_store.job_info(job_id).traceparent
+              for job_id in ("job_client", "job_task", "job_bad", "job_none")}
+    assert stored == {"job_client": GIVEN, "job_task": GIVEN, "job_bad": None, "job_none": None}
 
 
 def test_a_job_nobody_traced_gets_one_root_span_once_and_its_ticks_continue_it(store: MemoryStore, spans):  # noqa: F811
