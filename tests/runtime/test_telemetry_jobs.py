@@ -6,6 +6,7 @@ tests/e2e/test_tracing_untraced_submitter.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
@@ -81,6 +82,8 @@ def test_a_job_nobody_traced_gets_one_root_span_once_and_its_ticks_continue_it(s
     assert job_traces.job_traceparent("job_root") == first  # stored: read, not made again
     (root,) = spans.get_finished_spans()
     assert root.name == "job" and root.parent is None and root.attributes["agentq.job.id"] == "job_root"
+    created = datetime.fromisoformat(store.job_info("job_root").created_at or "")
+    assert root.start_time == int(created.timestamp() * 1e9)  # the job's life from its creation
     assert first.startswith(f"00-{root.context.trace_id:032x}-{root.context.span_id:016x}-")
 
     submit(store, "job_ticked")
