@@ -21,8 +21,8 @@ from agentq import telemetry
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of
 from tests.integration.procs import wait_for
-from tests.integration.test_job_validation import sender
 from tests.integration.test_agent_jobs import OUTPUT, ticks_then_latent
+from tests.integration.test_job_validation import sender
 from tests.integration.test_modules import ResearchHarness, by_role, modules, research  # noqa: F401  (fixtures of the module test)
 
 CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
