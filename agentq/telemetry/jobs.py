@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentq import telemetry
-from agentq.errors import AgentQError
+from agentq.errors import AgentQError, JobNotFoundError
 
 if TYPE_CHECKING:
     from agentq.protocol.records import JobInfo
@@ -61,7 +61,12 @@ def job_traceparent(job_id: str, info: JobInfo | None = None) -> str | None:
 
 
 def _context(store: TraceContexts, job_id: str, info: JobInfo | None, depth: int) -> str | None:
-    info = info if info is not None else store.job_info(job_id)
+    """The job's context (None: no such job); a module child's parent that is gone leaves it a root of its own."""
+    if info is None:
+        try:
+            info = store.job_info(job_id)
+        except JobNotFoundError:
+            return None
     if info.traceparent:
         return info.traceparent
     above = None

@@ -123,6 +123,11 @@ def test_a_module_child_job_nobody_traced_joins_its_parents_trace(store: MemoryS
     assert job_traces.job_traceparent("job_given") == GIVEN
     assert (job_traces.job_traceparent("job_given_child") or "").split("-")[1] == TRACE
 
+    submit(store, "job_orphan", parent=ParentLink(job="job_expired", call="call_1", token="t"))
+    assert job_traces.job_traceparent("job_orphan") is not None  # a parent that is gone: a root of its own
+    (orphan,) = [s for s in spans.get_finished_spans() if s.attributes["agentq.job.id"] == "job_orphan"]
+    assert orphan.parent is None
+
 
 def test_nothing_is_created_for_a_job_that_is_gone_unbound_or_untraced(store: MemoryStore, spans):  # noqa: F811
     assert job_traces.job_traceparent("job_gone") is None
