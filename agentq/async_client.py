@@ -95,7 +95,8 @@ class AsyncClient(BaseClient):
 
     async def submit(self, job: Any, *, job_id: str | None = None, traceparent: str | None = None) -> AsyncJobHandle:
         """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then.
-        With tracing on, the job's trace continues `traceparent` (W3C), else the current OpenTelemetry context."""
+        The job's trace continues `traceparent` (W3C), else the current OpenTelemetry context: kept with the job
+        even when this process does not trace, for the processes that do (docs/tracing.md)."""
         return AsyncJobHandle(self, await self._thread(self._submitted, job, job_id, traceparent))
 
     async def job(self, job_id: str) -> AsyncJobHandle:

@@ -196,7 +196,8 @@ class Client(BaseClient):
 
     def submit(self, job: Any, *, job_id: str | None = None, traceparent: str | None = None) -> JobHandle:
         """Validate and enqueue a job (a dict or JSON text). Raises `JobValidationError`; nothing is written then.
-        With tracing on, the job's trace continues `traceparent` (W3C), else the current OpenTelemetry context."""
+        The job's trace continues `traceparent` (W3C), else the current OpenTelemetry context: kept with the job
+        even when this process does not trace, for the processes that do (docs/tracing.md)."""
         return JobHandle(self, self._submitted(job, job_id, traceparent))
 
     def job(self, job_id: str) -> JobHandle:

@@ -43,7 +43,8 @@ IdempotencyKey = Annotated[str | None, Header(
                                               "(its TTL)")]
 
 TraceParent = Annotated[str | None, Header(
-    description="W3C Trace Context: the job's trace continues this one (with OpenTelemetry on)")]
+    description="W3C Trace Context: the job's trace continues this one (kept with the job whether or not this "
+                "API traces)")]
 
 
 @router.post("", status_code=201, summary="Submit a job",

@@ -4,6 +4,9 @@ A claim gives the running attempt a lease that expires after `lease_s`. While th
 background thread per process renews every lease it holds every `lease_s / 3` seconds, all of them in one round
 trip (a dispatcher may hold hundreds: one per agent tick in flight). If the process
 dies the renewals stop, the lease expires, and a redelivered task may take the call over.
+
+A store outage fails every round until the store is back: the keeper says so once when the first round fails and
+once when a round goes through again (how many failed, for how long), not once per round.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import defaultdict
 
 from agentq.store.base import Store
@@ -27,6 +31,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._stop = threading.Event()
+        self._failing: tuple[float, int] | None = None  # since when (monotonic) renewals fail, and how many rounds
 
     def hold(self, job_id: str, call_id: str, token: str) -> None:
         with self._lock:
@@ -55,8 +60,29 @@ class LeaseKeeper:
                 continue
             try:
                 self.store.renew_all(by_job, int(self.lease_s * 1000))  # one round trip for every job
-            except Exception:  # a transient Redis error: the next round tries again
-                log.warning("could not renew the leases of %d job(s)", len(by_job), exc_info=True)
+            except Exception as error:  # a transient Redis error: the next round tries again
+                self._failed(len(by_job), error)
+            else:
+                self._went_through()
+
+    def _failed(self, jobs: int, error: Exception) -> None:
+        """A round failed: said on the first failure of an outage only (the others at debug level)."""
+        if self._failing is None:
+            self._failing = (time.monotonic(), 1)
+            log.warning("could not renew the leases of %d job(s): %s: %s; trying again every %g s (said once "
+                        "until a renewal goes through)", jobs, type(error).__name__, error, self.lease_s / 3)
+            log.debug("the failed renewal", exc_info=True)
+        else:
+            self._failing = (self._failing[0], self._failing[1] + 1)
+            log.debug("lease renewal failed again (%d rounds): %s", self._failing[1], error)
+
+    def _went_through(self) -> None:
+        """A round went through: after failed ones, said once."""
+        if self._failing is not None:
+            since, rounds = self._failing
+            self._failing = None
+            log.warning("lease renewals go through again, after %d failed round(s) in %.1f s", rounds,
+                        time.monotonic() - since)
 
     def stop(self) -> None:
         self._stop.set()

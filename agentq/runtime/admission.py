@@ -12,7 +12,9 @@ The state is the store's (`store/admission.py`, one Lua step); this module build
 its answer into calls to publish. `sweep` (every heartbeat, one process of the fleet at a time) gives back the
 places of calls that ended without saying so (a canceled job, a process that died between a call's end and the
 step) and publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died
-before publishing it; a duplicate task is harmless: a claim is taken once).
+before publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis,
+it also publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost
+(`runtime/restarts.py`).
 
 The place of a call that ended and released nothing is given back off the caller's path, in groups: once a
 `publisher` is set, `ended` only notes the call, and a thread of the process gives back what was noted in the
@@ -48,6 +50,7 @@ from agentq.protocol.priority import admission_level
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
+from agentq.runtime.restarts import StoreRestarts
 
 if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
@@ -78,6 +81,7 @@ class Admission:
         self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
         self._noted = _Noted()
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
+        self._restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
 
     def gated(self, record: CallRecord) -> bool:
         """Whether the call waits for admission: an activity's call (not the engine's own)."""
@@ -264,11 +268,12 @@ class Admission:
         beat_ms = int(self.settings.heartbeat_s * 1000)
         if not self.store.take_admission_sweep(holder, max(beat_ms - 100, 100)):
             return []
+        out = self._after_restart()
         now_ms = int(time.time() * 1000)
         stale = self.store.admitted_before(now_ms - beat_ms)
         old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
         ended, again = self._look_at(stale, old)
-        out = self._again(again)
+        out += self._again(again)
         queues = self.store.parked_queues()
         if ended or queues:
             out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
@@ -276,6 +281,14 @@ class Admission:
             log.info("admission sweep: %d places given back, %d admitted calls published again", len(ended),
                      sum(len(c) for c in again.values()))
         return out
+
+    def _after_restart(self) -> Publish:
+        """The admitted calls whose tasks a restart of the store lost, where the broker is the store's Redis."""
+        if self.pushed is None:
+            return []
+        if self._restarts is None:
+            self._restarts = StoreRestarts.of(self.store, self.pushed.dispatcher.app)
+        return self._restarts.lost() if self._restarts is not None else []
 
     def _again(self, again: dict[str, list[str]]) -> Publish:
         """The records of admitted calls to publish again, counted as admitted now."""

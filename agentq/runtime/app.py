@@ -214,8 +214,8 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
     def submit(task: Any, job: Any = None, job_id: Any = None, *args: Any, tenant: Any = DEFAULT_TENANT,
                **kwargs: Any) -> None:
         try:
-            with telemetry.continued(telemetry.task_traceparent(task.request)):
-                service.submit_by_task(job, job_id=job_id, tenant=tenant)
+            service.submit_by_task(job, job_id=job_id, tenant=tenant,
+                                   traceparent=telemetry.task_traceparent(task.request))
         except RateLimited as error:  # the tenant's limit: the job waits in the broker, nothing was written
             raise task.retry(countdown=error.retry_after_s, exc=error) from error
         except StoreUnavailableError as error:

@@ -53,6 +53,7 @@ from agentq.store.batches import BatchQueue
 from agentq.store.rollouts import RolloutStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
+from agentq.telemetry import jobs as job_traces
 from agentq.webhooks.store import DeliveryStore
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     metrics = metrics if metrics is not None else Metrics()
     telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
     store = open_store(settings)
+    job_traces.bind(store)  # where the first process tracing a job nobody traced yet stores its context
     app = create_app(settings)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)

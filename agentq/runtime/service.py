@@ -203,7 +203,8 @@ class JobService(JobDecisions):
                traceparent: str | None = None, tenant: str = DEFAULT_TENANT) -> str:
         """Validate, write and start a job of `tenant`; returns its id. Raises `JobValidationError` and writes
         nothing. `parent` links a module's child job to the call it runs for (see `engine/delegation.py`); the
-        job's trace continues `traceparent` (W3C), else the current context (SPEC §18)."""
+        job's trace continues `traceparent` (W3C), else the current context (SPEC §18), whether or not this
+        process traces: one that does not stores `traceparent` with the job for those that do."""
         if (tenant_error := tenant_problem(tenant)) is not None:
             raise JobValidationError("job rejected", [Problem("", f"tenant: {tenant_error}")])
         with telemetry.submission(traceparent) as trace:
@@ -334,14 +335,16 @@ class JobService(JobDecisions):
         except (TypeError, ValueError) as error:
             raise JobValidationError("job rejected", [Problem("", f"not JSON: {error}")]) from None
 
-    def submit_by_task(self, job: Any, *, job_id: Any = None, tenant: Any = DEFAULT_TENANT) -> None:
+    def submit_by_task(self, job: Any, *, job_id: Any = None, tenant: Any = DEFAULT_TENANT,
+                       traceparent: str | None = None) -> None:
         """Submission through the `agentq.engine.submit` task: a rejected job with a usable id is recorded
-        as failed so its sender can read why; an id that cannot be used is only logged (no key is written)."""
+        as failed so its sender can read why; an id that cannot be used is only logged (no key is written).
+        `traceparent`: the message's header, which the job's trace continues."""
         if job_id is not None and (problem := job_id_problem(job_id)):
             log.warning("submission by task name rejected before anything was written: %s", problem)
             return
         try:
-            self.submit(job, job_id=job_id, tenant=tenant)
+            self.submit(job, job_id=job_id, tenant=tenant, traceparent=traceparent)
         except JobValidationError as error:
             log.warning("job %s rejected: %s", job_id or "(no id)", error)
             if job_id:

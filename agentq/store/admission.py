@@ -13,10 +13,15 @@ The admitted calls are one hash, `info`: member -> "queue\\ttenant\\tadmitted at
 it had when the times were kept in a zset of their own: an entry of then, "queue\\ttenant\\tkey", gives its place
 back alike and counts as admitted long ago). The sweep reads it whole (it holds no more than the windows' calls and
 the ended ones not given back yet) and picks the old ones here.
+
+After a restart of the store, `admission_runs` tells the sweep so (the run id it looked at last, `run`, differs
+from the server's), and `broker_holds` reads which tasks a Redis broker on this server still holds
+(`runtime/restarts.py`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -71,6 +76,32 @@ class AdmissionSteps(StoreConnection):
         """Whether this process sweeps the admission now (one process of the fleet per `ttl_ms`)."""
         return bool(self.redis.set(self.fleet.admission("sweep"), holder, nx=True, px=ttl_ms))
 
+    def admission_runs(self) -> tuple[str, str | None, int]:
+        """The server's run id, the one the sweep last looked at the queues for (`note_admission_run`; None:
+        never) and how long the server has run (ms, whole seconds): a restart changes the run id, and the key
+        that keeps the one looked at comes back from the append-only file as it was."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.info("server")
+        pipe.get(self.fleet.admission("run"))
+        info, seen = pipe.execute()
+        return str(info["run_id"]), seen, int(info["uptime_in_seconds"]) * 1000
+
+    def note_admission_run(self, run: str) -> None:
+        """The sweep looked at the queues for the server's run `run`."""
+        self.redis.set(self.fleet.admission("run"), run)
+
+    def broker_holds(self, lists: Sequence[str], unacked: str) -> set[str]:
+        """The ids of the tasks a Redis broker on this server holds: on `lists` (queues), or taken and not
+        acknowledged yet (the hash `unacked`); read at once, so a task moving from one to the other is seen."""
+        pipe = self.redis.pipeline(transaction=True)
+        for key in lists:
+            pipe.lrange(key, 0, -1)
+        pipe.hvals(unacked)
+        *queued, taken = pipe.execute()
+        held = {_task_id(message) for messages in queued for message in messages}
+        held.update(_task_id(entry, unacked=True) for entry in taken)
+        return held - {""}
+
 
 def admission_step(store: StoreConnection, tickets: Sequence[Ticket], config: AdmissionConfig,
                    ended: Sequence[str] = (), fill: Sequence[str] = ()) -> tuple[list[str], list[str | int]]:
@@ -103,6 +134,16 @@ def took_admission(request: AdmissionRequest | None, replies: list[Any], queued:
     reply = replies[-1]
     request.reply = None if reply is None or isinstance(reply, Exception) else _answer(reply)
     return replies[:-1]
+
+
+def _task_id(raw: str, *, unacked: bool = False) -> str:
+    """The task id of a kombu message as its Redis transport keeps it (an unacknowledged one: `[message,
+    exchange, routing key]`); "" for anything else."""
+    try:
+        message = json.loads(raw)
+        return str((message[0] if unacked else message)["headers"]["id"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return ""
 
 
 def _answer(reply: Any) -> list[str]:

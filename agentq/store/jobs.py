@@ -173,6 +173,12 @@ class JobSteps(StatsSteps):
                 pipe.hincrby(self.keys(job_id).job, USAGE_PREFIX + name, count)
         pipe.execute()
 
+    def adopt_traceparent(self, job_id: str, traceparent: str) -> str | None:
+        """The job's trace context (its hash's `traceparent`), `traceparent` stored first when it has none: what
+        the first process tracing a job whose submitter did not trace creates, once (of two at once, one wins).
+        None when the job does not exist; nothing is written then."""
+        return self.scripts.trace_context(self.keys(job_id), traceparent)
+
     # ---------------------------------------------------------------------------------------------- reads
 
     def job_info(self, job_id: str) -> JobInfo:

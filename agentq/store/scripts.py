@@ -43,7 +43,7 @@ from agentq.store.replies import (
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
-                "tenant_admit", "concurrency", "admission", "admission_touch")
+                "tenant_admit", "concurrency", "admission", "admission_touch", "trace_context")
 
 
 class Scripts(CallScripts):
@@ -154,6 +154,11 @@ class Scripts(CallScripts):
         if reply[0] == "superseded":
             return TickSuperseded()
         raise ValueError(f"tick_end.lua replied {reply[0]!r}")
+
+    def trace_context(self, keys: JobKeys, traceparent: str) -> str | None:
+        """trace_context.lua: the job's stored traceparent, `traceparent` first if it had none; None: no job."""
+        stored = self._run("trace_context", [keys.job], [traceparent])
+        return stored if isinstance(stored, str) else None
 
     def unlease(self, lease_key: str, *, token: str) -> bool:
         """unlease.lua: delete a lease that `token` holds, and nothing else's."""

@@ -23,7 +23,8 @@ The tree of a job's trace (each span in the process that does the work):
 
 The job's context (the `submit job` span's `traceparent`) is stored in the job's hash and read by every tick;
 a call's task carries the context of the span that sent it (`submit job`, a tick, or the sender of the call that
-released it) as a `traceparent` Celery message header.
+released it) as a `traceparent` Celery message header. A submitter that does not trace stores the `traceparent`
+it was given; given none, the first process that traces the job creates its context once (`telemetry/jobs.py`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -47,8 +49,11 @@ SCOPE = "agentq"
 _tracer: Any = None  # None: tracing is off in this process
 _capture_params = False  # AGENTQ_OTEL_CAPTURE_PARAMS: non-sensitive parameter values as span attributes
 _NO_SPAN = contextlib.nullcontext()
+_W3C = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[^ ]*)?")
 _sender: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentq_trace_sender", default=None)
 """The `traceparent` the tasks of calls sent now carry: the job-level span that sends them."""
+_job_context: Callable[[str, JobInfo | None], str | None] | None = None
+"""A job's stored context, created once when it has none (`telemetry/jobs.py`, bound by the composition root)."""
 
 
 # ------------------------------------------------------------------------------------------------ switching on
@@ -106,6 +111,18 @@ def enabled() -> bool:
     return _tracer is not None
 
 
+def resolve_jobs_with(resolve: Callable[[str, JobInfo | None], str | None] | None) -> None:
+    """How the context of a job (its id, its info when read already) is found when no span handed it over:
+    `telemetry/jobs.py`'s, once it is bound to a store; None: not at all (a new trace)."""
+    global _job_context
+    _job_context = resolve
+
+
+def _of_job(job_id: str, info: JobInfo | None = None) -> str | None:
+    resolve = _job_context
+    return resolve(job_id, info) if resolve is not None else None
+
+
 # ------------------------------------------------------------------------------------------------ contexts
 
 
@@ -119,6 +136,28 @@ def _context_of(traceparent: str | None, tracestate: str | None = None) -> Any:
     carrier = {TRACEPARENT: traceparent} | ({TRACESTATE: tracestate} if tracestate else {})
     context = TraceContextTextMapPropagator().extract(carrier)
     return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+def well_formed(traceparent: str | None) -> str | None:
+    """A W3C `traceparent` as a job stores it (its version-00 form), or None when it does not parse or names no
+    trace (all-zero ids), checked without OpenTelemetry: a submitter that does not trace stores what it is given."""
+    match = _W3C.fullmatch(traceparent.strip().lower()) if isinstance(traceparent, str) else None
+    if match is None:
+        return None
+    version, trace_id, span_id, flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest) or not int(trace_id, 16) or not int(span_id, 16):
+        return None
+    return f"00-{trace_id}-{span_id}-{flags}"
+
+
+def _current_traceparent() -> str | None:
+    """The current OpenTelemetry context of an application that imported OpenTelemetry but gave agentq no tracer
+    (None without one: nothing is imported)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import trace
+
+    return _traceparent(trace.get_current_span())
 
 
 def _traceparent(span: Any) -> str | None:
@@ -141,14 +180,6 @@ def _attached(context: Any) -> Iterator[None]:
         yield
     finally:
         otel_context.detach(token)
-
-
-def continued(traceparent: str | None, tracestate: str | None = None) -> Any:
-    """What runs inside continues the trace of a W3C `traceparent` (`Client.submit(..., traceparent=)`, the
-    API's header); without one, or one that does not parse, the current context stays."""
-    if _tracer is None or not traceparent:
-        return _NO_SPAN
-    return _attached(_context_of(traceparent, tracestate))
 
 
 @contextlib.contextmanager
@@ -191,11 +222,11 @@ def task_traceparent(request: Any) -> str | None:
 
 class Submission:
     """The `submit job` span, as `JobService.submit` sees it: `job(id, kind)` names the job once planned;
-    `traceparent` is what the job stores (None while tracing is off)."""
+    `traceparent` is what the job stores (while tracing is off: the one given, else None)."""
 
-    def __init__(self, span: Any = None):
+    def __init__(self, span: Any = None, traceparent: str | None = None):
         self.span = span
-        self.traceparent = _traceparent(span) if span is not None else None
+        self.traceparent = _traceparent(span) if span is not None else traceparent
 
     def job(self, job_id: str, kind: str) -> None:
         if self.span is not None:
@@ -219,15 +250,19 @@ def _submission(traceparent: str | None, tracestate: str | None) -> Iterator[Sub
 
 def submission(traceparent: str | None = None, tracestate: str | None = None) -> Any:
     """The `submit job` span around a submission, a child of `traceparent` when given, else of the current
-    context (the submitter's own span, or a module call's span for a child job); yields a `Submission`."""
+    context (the submitter's own span, or a module call's span for a child job); yields a `Submission`. While
+    this process does not trace, there is no span and the job stores `traceparent` (or the application's current
+    OpenTelemetry context), so the processes that trace it continue it."""
     if _tracer is None:
-        return contextlib.nullcontext(_NO_SUBMISSION)
+        given = well_formed(traceparent) if traceparent else _current_traceparent()
+        return contextlib.nullcontext(Submission(traceparent=given) if given else _NO_SUBMISSION)
     return _submission(traceparent, tracestate)
 
 
 @contextlib.contextmanager
 def _tick(info: JobInfo, n: int) -> Iterator[None]:
-    with _attached(_context_of(info.traceparent)), _tracer.start_as_current_span("invoke_agent") as span:
+    job_context = _context_of(info.traceparent or _of_job(info.id, info))
+    with _attached(job_context), _tracer.start_as_current_span("invoke_agent") as span:
         span.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": PROVIDER_NAME,
                              "gen_ai.conversation.id": info.id, "agentq.job.id": info.id, "agentq.tick": n})
         with _sending(_traceparent(span)):
@@ -236,7 +271,7 @@ def _tick(info: JobInfo, n: int) -> Iterator[None]:
 
 def tick_span(info: JobInfo, n: int) -> Any:
     """The `invoke_agent` span of an agent job's model request number `n` (a tick), a child of the job's stored
-    context; the calls it sends continue it."""
+    context (created once when it has none: `telemetry/jobs.py`); the calls it sends continue it."""
     if _tracer is None:
         return _NO_SPAN
     return _tick(info, n)
@@ -258,10 +293,11 @@ def _call(traceparent: str | None, job_id: str, call_id: str, record: CallRecord
 
 def call_span(request: Any, job_id: str, call_id: str, record: CallRecord | None) -> Any:
     """The `execute_tool {tool}` span of one delivery of a call's task, a child of the span that sent it (the
-    `traceparent` header of the Celery `request`)."""
+    `traceparent` header of the Celery `request`); a task sent by a process that did not trace continues its
+    job's context (`telemetry/jobs.py`)."""
     if _tracer is None:
         return _NO_SPAN
-    return _call(task_traceparent(request), job_id, call_id, record)
+    return _call(task_traceparent(request) or _of_job(job_id), job_id, call_id, record)
 
 
 @contextlib.contextmanager
@@ -306,6 +342,6 @@ def start_span(name: str, attributes: Mapping[str, Any], *, client: bool = False
                               attributes=dict(attributes))
 
 
-__all__ = ["Submission", "activity_span", "call_span", "configure", "continued", "enabled", "install", "resumed",
-           "shown_params", "start_span", "submission", "task_headers", "task_traceparent", "tick_span",
-           "uninstall"]
+__all__ = ["Submission", "activity_span", "call_span", "configure", "enabled", "install", "resolve_jobs_with",
+           "resumed", "shown_params", "start_span", "submission", "task_headers", "task_traceparent", "tick_span",
+           "uninstall", "well_formed"]

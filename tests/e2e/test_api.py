@@ -32,9 +32,9 @@ def raw_keys(harness) -> set[str]:
     try:
         keys = cast(list[str], client.keys("agentq:*"))  # decode_responses=True: str, which redis-py's types miss
         # the fleet's own keys left out: announcements, and the admission sweep's turn (a heartbeat takes it for
-        # a heartbeat, so it comes and goes by itself)
+        # a heartbeat, so it comes and goes by itself) and the store run it looked at (written by its first turn)
         return {k for k in keys if not k.startswith(("agentq:worker", "agentq:activities", "agentq:tools"))
-                and k != "agentq:{admission}:sweep"}
+                and k not in ("agentq:{admission}:sweep", "agentq:{admission}:run")}
     finally:
         client.close()
 

@@ -358,7 +358,9 @@ def test_an_agent_tick_costs_its_dispatcher_four_round_trips(redis_url, anthropi
     anthropic_env.responder = lambda request: answers.pop(0)
     output = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     job = {"context": [{"type": "text", "text": "Say hello"}], "tools": [], "output": output}
-    harness = Harness(redis_url)
+    # a heartbeat longer than the test: the fleet's view a tick composes against is cached for a heartbeat, and
+    # its refresh (one HGETALL, once per heartbeat) must not fall between the warm-up job and the counted one
+    harness = Harness(redis_url, heartbeat_s=60.0, lease_s=120.0)
     by_thread: list[tuple[str, list[str]]] = []  # the dispatcher's round trips, each with its thread's name
     try:
         worker = harness.worker(llm="anthropic", concurrency=1)

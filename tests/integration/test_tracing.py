@@ -19,8 +19,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentq import telemetry
 from tests.fake_anthropic import Answer, FakeAnthropic
-from tests.integration.conftest import Harness
+from tests.integration.conftest import Harness, store_of
+from tests.integration.procs import wait_for
 from tests.integration.test_agent_jobs import OUTPUT, ticks_then_latent
+from tests.integration.test_job_validation import sender
 from tests.integration.test_modules import ResearchHarness, by_role, modules, research  # noqa: F401  (fixtures of the module test)
 
 CLIENT_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
@@ -178,3 +180,17 @@ def test_a_module_calls_child_job_is_traced_under_the_parents_call(
     assert len([c for c in chats if parent_of(c, found) in child_ticks]) == 2
     # the child's requests count in the parent's usage (SPEC §8), and so do their spans
     assert sum(attrs(c)["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
+
+
+def test_a_job_sent_by_task_name_keeps_its_traceparent_header_though_the_dispatcher_does_not_trace(harness: Harness):
+    assert not telemetry.enabled()  # no tracer here: the header is stored for the processes that trace
+    harness.tool("send", params={"to": {"type": "string"}}, output={"type": "string"}, required=["to"])
+    harness.activities.register("send", lambda call: f"sent to {call['to']}")
+    harness.worker()
+    client = harness.client()
+    sender(harness).send_task("agentq.engine.submit", args=[{"calls": [
+        {"_tool": "send", "to": "ada", "_outputPath": "†state.sent"}]}], kwargs={"job_id": "job_by_task"},
+        headers={"traceparent": TRACEPARENT})
+    written = wait_for(lambda: "job_by_task" in store_of(client).recent_jobs(), 30, "the job sent by task name")
+    assert written and store_of(client).job_info("job_by_task").traceparent == TRACEPARENT
+    assert client.job("job_by_task").result(timeout=30)["status"] == "succeeded"

@@ -111,6 +111,19 @@ def test_unknown_and_invalid_job_ids(backend: Backend):
     assert store.wait_finished("job_nope", 0.01) is None
 
 
+def test_a_jobs_trace_context_is_stored_once_and_never_for_a_job_that_does_not_exist(backend: Backend):
+    store = backend.store
+    plan, _ = submit(store)
+    first, second = f"00-{'1' * 32}-{'2' * 16}-01", f"00-{'3' * 32}-{'4' * 16}-01"
+    assert store.job_info(plan.id).traceparent is None
+    assert store.adopt_traceparent(plan.id, first) == first
+    assert store.adopt_traceparent(plan.id, second) == first  # the second process to come reads the first's
+    assert store.job_info(plan.id).traceparent == first
+    assert store.adopt_traceparent("job_nope", second) is None
+    with pytest.raises(JobNotFoundError):  # nothing was written for it
+        store.job_info("job_nope")
+
+
 # ------------------------------------------------------------------------------------------ claim
 
 

@@ -68,7 +68,10 @@ def test_without_otel_variables_nothing_is_traced_and_opentelemetry_is_not_impor
             "from agentq import telemetry\nfrom agentq.settings import Settings\n"
             "assert telemetry.configure(Settings()) is False and not telemetry.enabled()\n"
             "assert telemetry.task_headers() is None\n"
-            "with telemetry.submission('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as s:\n"
+            "given = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'\n"
+            "with telemetry.submission(given) as s:\n"
+            "    assert s.traceparent == given\n"  # stored with the job, for the processes that trace it
+            "with telemetry.submission('00-not-a-trace-01') as s:\n"
             "    assert s.traceparent is None\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

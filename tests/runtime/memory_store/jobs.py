@@ -50,6 +50,14 @@ class JobSteps(MemoryCore):
             self._recent.setdefault(plan.id, time.time())  # ZADD NX
             return True
 
+    def adopt_traceparent(self, job_id: str, traceparent: str) -> str | None:
+        """trace_context.lua: HSETNX on an existing job hash, then its value."""
+        with self._changed:
+            current = self._get(job_id)
+            if current is None or not current.job:
+                return None
+            return current.job.setdefault("traceparent", traceparent)
+
     def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool:
         now = now_iso()
         record = JobRecord(id=job_id, status=JobStatus.FAILED, error=error, created_at=now, finished_at=now,

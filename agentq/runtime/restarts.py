@@ -1,0 +1,96 @@
+"""After a restart of the state store, the admitted calls whose tasks it lost are published again: `StoreRestarts`.
+
+With the broker on the state store's own Redis (the admission step pushes the tasks it admits, `runtime/pushed.py`),
+a restart can lose the task of an admitted call: a worker took it off its queue in the instant the server stopped
+and never recorded it as unacknowledged, so the broker never gives it back. Its call stays `ready`, holding its
+admission place and its job's concurrency key, and the admission sweep would publish it again only after
+`AGENTQ_ADMISSION_REPUBLISH_S`.
+
+A restart changes the server's run id. The admission's sweep (one process of the fleet per heartbeat) compares it
+with the run id it last looked at the queues for, kept in the store (the fleet's first sweep only notes it); on a
+change, it looks at each call admitted before the restart and still `ready`, and publishes again those whose task
+is neither on its queue nor unacknowledged. So a job moves again within a heartbeat of the store's return. A task
+taken for lost while a worker held it (between taking it off the queue and recording it as unacknowledged) runs
+nothing twice: a call is claimed once, and the copy finds it claimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentq.protocol.admission import admission_member, split_member
+from agentq.protocol.records import CallRecord
+from agentq.protocol.status import CallStatus
+from agentq.runtime.app import task_id
+from agentq.store.admission import AdmissionSteps
+
+log = logging.getLogger("agentq.admission")
+
+ADMITTED = 100_000  # the most admitted calls looked at (the windows hold far fewer)
+SKEW_MS = 2000  # a call admitted this long after the restart (by another host's clock) still counts as before it
+
+
+class StoreRestarts:
+    """Finds, after a restart of the state store, the admitted calls whose tasks the broker no longer holds."""
+
+    def __init__(self, store: Any, lists: Callable[[str], list[str]], unacked: str):
+        self.store = store  # a Redis state store (`AdmissionSteps`) that is also the broker
+        self.lists = lists  # the broker's lists of a queue
+        self.unacked = unacked  # the broker's hash of unacknowledged tasks
+
+    @classmethod
+    def of(cls, store: Any, app: Any) -> StoreRestarts | None:
+        """For a store that is the broker of `app` (a Redis of kombu's transport); None: not a Redis store."""
+        if not isinstance(store, AdmissionSteps):
+            return None
+        from kombu.transport.redis import Channel
+
+        options = app.conf.broker_transport_options or {}
+        sep, steps = options.get("sep", Channel.sep), options.get("priority_steps", Channel.priority_steps)
+
+        def lists(queue: str) -> list[str]:  # as kombu's `Channel._q_for_pri` names them
+            return [queue, *(f"{queue}{sep}{step}" for step in steps if step)]
+
+        return cls(store, lists, options.get("unacked_key", Channel.unacked_key))
+
+    def lost(self) -> list[tuple[str, CallRecord]]:
+        """On a restart not looked at yet: the admitted calls still `ready` whose tasks the broker lost, counted as
+        admitted now (their publication is the caller's). Else nothing (one round trip)."""
+        run, seen, uptime_ms = self.store.admission_runs()
+        if run == seen:
+            return []
+        if seen is None:  # the fleet's first sweep on this store (or one that lost everything): nothing to repair
+            self.store.note_admission_run(run)
+            return []
+        began = time.monotonic()
+        before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
+        ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
+        queues = {record.queue for _, record in ready}
+        held = self.store.broker_holds([key for queue in sorted(queues) for key in self.lists(queue)],
+                                       self.unacked) if ready else set()
+        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id) not in held]
+        if lost:
+            self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        self.store.note_admission_run(run)
+        log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
+                        "lost their task and are published again (looked at in %.0f ms)", run[:8], uptime_ms // 1000,
+                    len(ready), len(lost), 1000 * (time.monotonic() - began))
+        return lost
+
+    def _ready(self, members: Sequence[str]) -> list[tuple[str, CallRecord]]:
+        """The records of the `members` whose calls are still ready."""
+        by_job: dict[str, list[str]] = defaultdict(list)
+        for member in members:
+            job_id, call_id = split_member(member)
+            by_job[job_id].append(call_id)
+        ready: list[tuple[str, CallRecord]] = []
+        for job_id, call_ids in by_job.items():
+            statuses = self.store.call_statuses(job_id, call_ids)
+            waiting = [c for c in call_ids if statuses.get(c) is CallStatus.READY]
+            if waiting:
+                ready += [(job_id, r) for r in self.store.call_records(job_id, waiting).values()]
+        return ready
