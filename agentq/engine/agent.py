@@ -32,9 +32,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentq import telemetry
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import Transcripts
+from agentq.engine.hooks import Hook
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
@@ -115,8 +115,9 @@ class AgentLoop(TickEnding):
     def __init__(self, store: Store, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: KnownActivities,
                  progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
-                 module_loader: Callable[[str], dict] | None = None):
+                 module_loader: Callable[[str], dict] | None = None, hooks: Hook | None = None):
         self.store = store
+        self.hooks = hooks if hooks is not None else Hook()  # a tick runs inside `around_tick` (a tracing span)
         self.model = model  # the provider behind the hooks' gates (None: no LLM configured)
         self.dispatch = dispatch
         self.routing = routing
@@ -156,7 +157,7 @@ class AgentLoop(TickEnding):
         inputs, transcript = self.transcripts.read(self.store, job_id, claim.inputs, read_from)
         attempt = claim.attempt
         try:
-            with telemetry.tick_span(inputs.info, n):
+            with self.hooks.around_tick(inputs.info, n):
                 return self._ask(job_id, n, token, attempt, inputs, transcript)
         finally:
             if inputs.info.parent is not None:

@@ -106,12 +106,13 @@ class Executor:
         self.intake = CallIntake(self.store, activities, lease_ms=int(settings.lease_s * 1000), signer=signer,
                                  source=source)
         self.runner = CallRunner(activities, default_timeout_s=settings.default_timeout_s,
-                                 max_result_bytes=settings.max_result_bytes, source=source)
+                                 max_result_bytes=settings.max_result_bytes, source=source,
+                                 around=self.hooks.around_activity)
         self.progress = JobProgress(self.store, dispatch, source=source, hooks=self.hooks)
         self.agent = AgentLoop(
             self.store, self.model, dispatch, routing=routing or Routing.from_settings(settings),
             settings=settings, known_activities=known_activities or (lambda names: {}), progress=self.progress,
-            leases=self.leases, source=source, module_loader=getattr(modules, "loader", None))
+            leases=self.leases, source=source, module_loader=getattr(modules, "loader", None), hooks=self.hooks)
         self.delegation = Delegation(self.store, settings, library=modules,
                                      submit_child=submit_child, source=source)
 

@@ -11,14 +11,19 @@ through): `before_request` is a gate, run in order, each hook seeing the request
 and returning the request to send (a budget may lower its `max_tokens`) or raising to refuse it (`BudgetExceeded`:
 the request is not sent); `after_request` is told of every request a hook let through, answered or not, so what a
 gate reserved is settled exactly once — also when a later gate refused the request.
+
+Two moments wrap work instead of following it: an agent job's tick runs inside `around_tick`, an activity's
+handler inside `around_activity` (tracing's spans: `telemetry/hook.py`). The engine never imports a plug-in; the
+composition root installs them here.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentq.llm.base import LLMAnswer, LLMRequest
 from agentq.protocol.records import CallRecord, JobInfo
@@ -79,12 +84,55 @@ class Hook:
     def after_tick(self, job_id: str, n: int) -> None:
         """An agent job's tick task `n` ran (whatever it did)."""
 
+    def around_tick(self, info: JobInfo, n: int) -> AbstractContextManager[Any]:
+        """What an agent job's tick `n` runs inside (its model request, the calls it sends)."""
+        return _NOTHING
+
+    def around_activity(self, name: str, call: Mapping[str, Any],
+                        tool: Mapping[str, Any]) -> AbstractContextManager[Any]:
+        """What an activity's handler runs inside, given the call as resolved and its tool."""
+        return _NOTHING
+
+
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
+
+def _wrapping(hooks: Sequence[Hook], moment: str) -> tuple[Hook, ...]:
+    """The hooks that override the wrapping `moment` (the others would only add a context that does nothing)."""
+    return tuple(hook for hook in hooks if getattr(type(hook), moment) is not getattr(Hook, moment))
+
+
+def _nested(contexts: Sequence[AbstractContextManager[Any]]) -> AbstractContextManager[Any]:
+    """The `contexts` entered in order (and left in reverse) as one."""
+    return contexts[0] if len(contexts) == 1 else _entered(contexts)
+
+
+@contextmanager
+def _entered(contexts: Sequence[AbstractContextManager[Any]]) -> Iterator[None]:
+    with ExitStack() as stack:
+        for context in contexts:
+            stack.enter_context(context)
+        yield
+
 
 class Hooks(Hook):
     """The hooks a process installed, called in order."""
 
     def __init__(self, hooks: Sequence[Hook] = ()):
         self.hooks = tuple(hooks)
+        self._around_tick = _wrapping(self.hooks, "around_tick")
+        self._around_activity = _wrapping(self.hooks, "around_activity")
+
+    def around_tick(self, info: JobInfo, n: int) -> AbstractContextManager[Any]:
+        if not self._around_tick:
+            return _NOTHING
+        return _nested([hook.around_tick(info, n) for hook in self._around_tick])
+
+    def around_activity(self, name: str, call: Mapping[str, Any],
+                        tool: Mapping[str, Any]) -> AbstractContextManager[Any]:
+        if not self._around_activity:
+            return _NOTHING
+        return _nested([hook.around_activity(name, call, tool) for hook in self._around_activity])
 
     def before_call(self, job_id: str, record: CallRecord, attempt: int) -> None:
         for hook in self.hooks:

@@ -13,11 +13,12 @@ import inspect
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from agentq import telemetry
 from agentq.engine.failures import CallFailure
+from agentq.engine.hooks import Hook
 from agentq.errors import AgentQError, NonRetryableError, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec, invoke_handler
 from agentq.protocol.envelopes import Envelope, Part
@@ -29,13 +30,17 @@ from agentq.protocol.views import LogIndex
 Publish = Callable[[Envelope], None]
 """Where the parts an activity emits go: published at once, or kept until its start events are."""
 
+Around = Callable[[str, Mapping[str, Any], Mapping[str, Any]], AbstractContextManager[Any]]
+"""What a handler runs inside, given its activity's name, the resolved call and its tool (`Hook.around_activity`)."""
+
 
 class CallRunner:
     """Invokes the handlers of `activities`; one per process, shared by threads."""
 
     def __init__(self, activities: ActivityRegistry, *, default_timeout_s: float, max_result_bytes: int,
-                 source: str = "agentq"):
+                 source: str = "agentq", around: Around | None = None):
         self.activities = activities
+        self.around = around if around is not None else Hook().around_activity
         self.default_timeout_s = default_timeout_s
         self.max_result_bytes = max_result_bytes
         self.source = source
@@ -67,7 +72,7 @@ class CallRunner:
         context = ScopedContext.build(index if index is not None else [], list(record.scopes), record.instance,
                                       emit=emitter)
         try:
-            with telemetry.activity_span(spec.name, call, tool):
+            with self.around(spec.name, call, tool):
                 result = self._run(spec, call, tool, context, timeout)
         except NonRetryableError as error:
             raise CallFailure(error.type, str(error), retryable=False) from None

@@ -1,4 +1,5 @@
-"""Model requests as `chat {model}` spans (the GenAI semantic conventions), through the engine's hook point.
+"""Model requests as `chat {model}` spans (the GenAI semantic conventions), and a tick's `invoke_agent` and an
+activity's `activity {name}` spans around them, through the engine's hook point.
 
 Installed by the composition root as the last of the executor's hooks, and only while tracing is on: a request a
 budget refuses or the rate limits defer is never sent and has no span. The span is a child of the current
@@ -9,19 +10,29 @@ streamed answer sends stay the tick's.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from agentq import telemetry
 from agentq.engine.hooks import Hook, ModelRequest, RequestEnded
 from agentq.llm.base import LLMRequest
+from agentq.protocol.records import JobInfo
 
 
 class TracingHook(Hook):
-    """One `chat {model}` span per model request sent."""
+    """One `chat {model}` span per model request sent; a tick and a handler run inside spans of their own."""
 
     def __init__(self) -> None:
         self._open: dict[str, Any] = {}  # request key -> its span
         self._lock = threading.Lock()
+
+    def around_tick(self, info: JobInfo, n: int) -> AbstractContextManager[Any]:
+        return telemetry.tick_span(info, n)
+
+    def around_activity(self, name: str, call: Mapping[str, Any],
+                        tool: Mapping[str, Any]) -> AbstractContextManager[Any]:
+        return telemetry.activity_span(name, call, tool)
 
     def before_request(self, asked: ModelRequest) -> LLMRequest:
         request = asked.request
