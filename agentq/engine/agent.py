@@ -30,7 +30,7 @@ import random
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import Transcripts
@@ -59,10 +59,14 @@ from agentq.protocol.records import ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
 from agentq.settings import Settings
-from agentq.store.base import Store
+from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, TickStore
 from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
 from agentq.store.views import AgentInputs
+
+
+class AgentStore(TickStore, EventStore, BudgetStore, CallStore, JobReader, Protocol):
+    """What the agent loop's ticks use."""
 
 log = logging.getLogger("agentq.agent")
 
@@ -112,7 +116,9 @@ KnownActivities = Callable[[Collection[str]], Mapping[str, Mapping[str, Any]]]
 class AgentLoop(TickEnding):
     """Runs agent ticks for one process (any number of threads)."""
 
-    def __init__(self, store: Store, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
+    store: AgentStore
+
+    def __init__(self, store: AgentStore, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: KnownActivities,
                  progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
                  module_loader: Callable[[str], dict] | None = None, hooks: Hook | None = None):

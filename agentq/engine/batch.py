@@ -38,8 +38,8 @@ from agentq.llm.base import LLMAnswer, LLMRequest, OnCall
 from agentq.llm.batch import MAX_BATCH_BYTES, BatchClient, answer_of, batch_params, custom_id
 from agentq.llm.prices import PriceTable
 from agentq.protocol.records import JobInfo
-from agentq.store.base import Store
 from agentq.store.batches import BatchQueue, QueuedRequest
+from agentq.store.contracts import CallStore
 
 log = logging.getLogger("agentq.batch")
 
@@ -135,7 +135,7 @@ class TaskWaker:
     fallback countdown: a tick's task (`<job>/tick/<n>`), or a latent or module call's (`<job>/<call>[/again]`). A
     task that runs twice finds its work done or claimed: the engine's steps are idempotent."""
 
-    def __init__(self, store: Store, dispatch: Dispatch):
+    def __init__(self, store: CallStore, dispatch: Dispatch):
         self.store = store
         self.dispatch = dispatch
 

@@ -31,7 +31,7 @@ from agentq.llm.prices import NANOS_PER_TOKEN_PER_USD_PER_MTOK, PriceTable
 from agentq.llm.tokens import estimate_input_tokens
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.records import ErrorInfo, JobInfo
-from agentq.store.base import Store
+from agentq.store.contracts import BudgetStore
 from agentq.store.replies import BudgetGranted
 
 log = logging.getLogger("agentq.budget")
@@ -42,7 +42,7 @@ MIN_OUTPUT_TOKENS = 256  # a request that could write fewer is not worth sending
 class BudgetGate(Hook):
     """Reserves each model request of a job with a budget before it is sent, and settles it after."""
 
-    def __init__(self, store: Store, prices: PriceTable):
+    def __init__(self, store: BudgetStore, prices: PriceTable):
         self.store = store
         self.prices = prices
 

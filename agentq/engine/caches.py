@@ -12,7 +12,7 @@ from agentq.protocol.cache import LRU
 from agentq.protocol.conversation import Exchange
 from agentq.protocol.transcript import Transcript
 from agentq.protocol.views import LogIndex
-from agentq.store.base import Store
+from agentq.store.contracts import TickStore
 from agentq.store.views import AgentInputs
 
 
@@ -92,7 +92,7 @@ class Transcripts:
         kept = self._kept.get(job_id)
         return (len(kept.log), len(kept.exchanges)) if kept is not None else (0, 0)
 
-    def read(self, store: Store, job_id: str, claimed: AgentInputs | None = None,
+    def read(self, store: TickStore, job_id: str, claimed: AgentInputs | None = None,
              read_from: tuple[int, int] = (0, 0)) -> tuple[AgentInputs, Transcript]:
         """A tick's inputs (the log and exchanges from where the kept transcript ends) and the job's transcript,
         grown by them. `claimed`: the inputs the tick's claim read from `read_from` (`Store.begin_tick`), used
@@ -120,7 +120,7 @@ class Transcripts:
         self._kept.pop(job_id)
 
 
-def _grown(store: Store, job_id: str, kept: Transcript, claimed: AgentInputs | None,
+def _grown(store: TickStore, job_id: str, kept: Transcript, claimed: AgentInputs | None,
            read_from: tuple[int, int]) -> AgentInputs | None:
     """The inputs `kept` grew by (what the claim read, when it read from where `kept` ends, else read now); None
     when `kept` is another job's, or behind the store in another way."""

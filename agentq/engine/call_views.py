@@ -25,19 +25,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from agentq.errors import CallNotFoundError
 from agentq.protocol.envelopes import CallFinished, CallStarted, Envelope, parse_envelope
 from agentq.protocol.sensitive import mask, sensitive_paths
-from agentq.store.base import Store
+from agentq.store.contracts import CallStore, EventStore, JobStore
+
+
+class CallViewStore(CallStore, EventStore, JobStore, Protocol):
+    """What the calls view reads."""
 
 CALL_FIELDS = ("id", "tool", "activity", "mode", "instance", "status", "attempts", "depends_on", "output_path",
                "started_at", "finished_at", "duration_ms", "error", "params")
 _BATCH = 1000
 
 
-def job_calls(store: Store, job_id: str) -> list[dict[str, Any]]:
+def job_calls(store: CallViewStore, job_id: str) -> list[dict[str, Any]]:
     """The calls view of a job: SPEC §14's `/calls` items (see the module's docstring). Raises
     `JobNotFoundError` for an unknown job."""
     table = store.call_table(job_id)
@@ -85,7 +89,7 @@ def _ended(started: _Seen[CallStarted] | None,
     return duration, finished.event.error or None
 
 
-def job_call(store: Store, job_id: str, call_id: str) -> dict[str, Any]:
+def job_call(store: CallViewStore, job_id: str, call_id: str) -> dict[str, Any]:
     """One item of the calls view; `CallNotFoundError` when the job has no such call."""
     for item in job_calls(store, job_id):
         if item["id"] == call_id:
@@ -109,7 +113,7 @@ class _Seen(Generic[_E]):
     at: datetime
 
 
-def _call_times(store: Store, job_id: str,
+def _call_times(store: CallViewStore, job_id: str,
                 calls: set[str]) -> dict[str, tuple[_Seen[CallStarted] | None, _Seen[CallFinished] | None]]:
     """Call id -> (its first `call.started`, its last `call.finished`)."""
     started: dict[str, _Seen[CallStarted]] = {}

@@ -11,8 +11,9 @@ from agentq.protocol.events import tool_result_part
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.protocol.writes import absorbs_failure, failure_messages
-from agentq.store.base import Commit, Store
+from agentq.store.base import Commit
 from agentq.store.codecs import now_iso
+from agentq.store.contracts import CallStore
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Shown:
     duration_ms: float = 0.0
 
 
-def commit_failure(store: Store, job_id: str, call_id: str, *, token: str, record: CallRecord, error_type: str,
+def commit_failure(store: CallStore, job_id: str, call_id: str, *, token: str, record: CallRecord, error_type: str,
                    message: str, source: str, shown: Shown = Shown()) -> tuple[Commit, CallFinished]:
     """Commit the call as failed with `error_type: message` (sensitive values already masked): its error
     message in the log (or the `||` branch that takes it) and its `call.finished` event. Returns the commit's

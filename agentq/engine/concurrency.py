@@ -17,7 +17,11 @@ from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.records import CallRecord, JobInfo, JobKind
 from agentq.protocol.status import CallStatus
-from agentq.store.base import Store
+from agentq.store.contracts import CallStore, JobReader, TenantStore
+
+
+class ConcurrencyStore(TenantStore, CallStore, JobReader, Protocol):
+    """What starting and releasing jobs' concurrency keys uses."""
 
 log = logging.getLogger("agentq.executor")
 
@@ -36,7 +40,7 @@ class Finisher(Protocol):
     def finish(self, job_id: str) -> bool: ...
 
 
-def release_keys(store: Store, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
+def release_keys(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
     """A job that ended leaves its concurrency keys; the jobs that hold theirs now start. Best effort: the job's
     end stands either way."""
     if not info.job_options.concurrency:
@@ -47,7 +51,8 @@ def release_keys(store: Store, dispatch: Dispatch, progress: Finisher, info: Job
         log.warning("job %s ended, but its concurrency keys could not be released now", info.id, exc_info=True)
 
 
-def start_jobs(store: Store, dispatch: Dispatch, progress: Finisher, tenant: str, job_ids: Iterable[str]) -> None:
+def start_jobs(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, tenant: str,
+               job_ids: Iterable[str]) -> None:
     """Start each job that holds its keys now (see the module docstring)."""
     pending = list(job_ids)
     while pending:
@@ -66,7 +71,7 @@ def start_jobs(store: Store, dispatch: Dispatch, progress: Finisher, tenant: str
             pending += store.release_concurrency(tenant, job_id)
 
 
-def _send(store: Store, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
+def _send(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
     """A started job's first tasks: an agent job's first tick, a plan job's ready calls."""
     if info.kind is JobKind.AGENT:
         dispatch.tick(info.id)
@@ -79,7 +84,7 @@ def _send(store: Store, dispatch: Dispatch, progress: Finisher, info: JobInfo) -
         progress.finish(info.id)  # nothing awaited: no commit will finalize it (as at submission)
 
 
-def sweep_keys(store: Store, dispatch: Dispatch, progress: Finisher) -> None:
+def sweep_keys(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher) -> None:
     """Start the jobs a lost release or start left waiting (`Store.sweep_concurrency`); a dispatcher's heartbeat
     runs it."""
     for tenant, job_ids in store.sweep_concurrency().items():

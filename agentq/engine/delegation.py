@@ -33,9 +33,13 @@ from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
-from agentq.store.base import Store
 from agentq.store.codecs import now_iso
+from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, JobStore, LeaseStore
 from agentq.store.replies import Commit
+
+
+class DelegationStore(CallStore, EventStore, BudgetStore, LeaseStore, JobStore, JobReader, Protocol):
+    """What a module call's delegation and its parent's resumption use."""
 
 log = logging.getLogger("agentq.modules")
 
@@ -71,7 +75,7 @@ def imported_messages(index: LogIndex, kinds: list[str], instance: str | None) -
 class Delegation:
     """Starts module calls as child jobs and brings their results back."""
 
-    def __init__(self, store: Store, settings: Settings, *, library: ModuleLibrary | None,
+    def __init__(self, store: DelegationStore, settings: Settings, *, library: ModuleLibrary | None,
                  submit_child: SubmitChild | None,
                  source: str = "agentq"):
         self.store = store
@@ -166,7 +170,7 @@ class Resumed:
     commit: Commit
 
 
-def resume_parent(store: Store, child: JobInfo, outcome: JobRecord, *, source: str) -> Resumed | None:
+def resume_parent(store: DelegationStore, child: JobInfo, outcome: JobRecord, *, source: str) -> Resumed | None:
     """The child job ended: commit its parent's call with the child's output (or its failure). None when the
     parent's call is gone."""
     link = child.parent or ParentLink.from_dict({})

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Protocol
 
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.events import activity_part, error_part
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
-from agentq.store.base import FinishInputs, Store
+from agentq.store.base import FinishInputs
 from agentq.store.codecs import dumps, now_iso
+from agentq.store.contracts import CallStore, JobReader, JobStore
 from agentq.store.records import build_job_record
 from agentq.store.replies import EndAhead, LastCall
+
+
+class FinalizeStore(CallStore, JobStore, JobReader, Protocol):
+    """What a job's end reads and writes."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,7 @@ class Finalized:
     record: JobRecord
 
 
-def finalize_job(store: Store, job_id: str, *, source: str = "agentq", error: ErrorInfo | None = None,
+def finalize_job(store: FinalizeStore, job_id: str, *, source: str = "agentq", error: ErrorInfo | None = None,
                  inputs: FinishInputs | None = None) -> Finalized:
     """Give a job whose awaited calls all finished its final status and record (idempotent).
 
@@ -75,7 +81,7 @@ def end_ahead(job_id: str, last: LastCall, call_id: str, messages: list[dict], *
     return PlannedEnd(info, EndAhead(last.digest, len(log_messages), record, event))
 
 
-def _calls_failed(store: Store, job_id: str, statuses: dict[str, CallStatus],
+def _calls_failed(store: FinalizeStore, job_id: str, statuses: dict[str, CallStatus],
                   log_messages: list[dict]) -> ErrorInfo | None:
     """A plan job's error when awaited calls of it failed and no `||` branch took their failure (None if none)."""
     failed_ids = [call_id for call_id, status in statuses.items() if status is CallStatus.FAILED]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from agentq.engine.caches import JobTools, LogCache, StaleCache
 from agentq.engine.render import job_started, start_events
@@ -24,8 +25,13 @@ from agentq.protocol.envelopes import Envelope, JobStarted
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
-from agentq.store.base import Claim, Store
+from agentq.store.base import Claim
+from agentq.store.contracts import CallStore, JobReader
 from agentq.store.replies import Claimed, ClaimUnstarted, Settled, SettleStaleTool, SettleUnstarted
+
+
+class IntakeStore(CallStore, JobReader, Protocol):
+    """What call intake claims, settles and reads."""
 
 log = logging.getLogger("agentq.executor")
 
@@ -43,7 +49,7 @@ class Intake:
 class CallIntake:
     """Claims and settles calls for one process (any number of threads)."""
 
-    def __init__(self, store: Store, activities: ActivityRegistry, *, lease_ms: int, signer: TaskSigner | None,
+    def __init__(self, store: IntakeStore, activities: ActivityRegistry, *, lease_ms: int, signer: TaskSigner | None,
                  source: str = "agentq"):
         self.store = store
         self.activities = activities

@@ -26,8 +26,8 @@ from agentq.protocol.tool_models import tool_model
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
-from agentq.store.base import Store
 from agentq.store.codecs import now_iso
+from agentq.store.contracts import BudgetStore
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class LatentAnswer:
     thought: bool
 
 
-def ask(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *, purpose: str,
+def ask(store: BudgetStore, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *, purpose: str,
         place: str | None = None) -> LLMAnswer:
     """One model request for a call (`place` names it across the call's attempts), its usage counted on the job;
     provider errors become call failures (a request the budget refused raises `BudgetExceeded`: the caller fails
@@ -81,7 +81,7 @@ def schema_problems(value: Any, schema: dict) -> list[Problem]:
     return [Problem("".join(f"/{p}" for p in e.absolute_path), e.message) for e in errors]
 
 
-def _valid_answer(store: Store, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *,
+def _valid_answer(store: BudgetStore, model: ModelRequests | None, job: JobInfo, request: LLMRequest, *,
                   place: str) -> LLMAnswer:
     """The model's answer to a latent call's request, valid against its solution schema: an invalid one is sent
     back once, with the problems and their pointers (and the answer's thinking, unchanged); a second fails the
@@ -102,7 +102,7 @@ def _valid_answer(store: Store, model: ModelRequests | None, job: JobInfo, reque
     return answer
 
 
-def run_latent(store: Store, model: ModelRequests | None, settings: Settings, *, job: JobInfo, call_id: str,
+def run_latent(store: BudgetStore, model: ModelRequests | None, settings: Settings, *, job: JobInfo, call_id: str,
                record: CallRecord, call: dict, tool: dict, index: LogIndex) -> LatentAnswer:
     """Answer a latent call of `job` with the model (`call` is resolved: its references replaced by values)."""
     schema = latent_solution_schema(tool, call)

@@ -17,13 +17,13 @@ import threading
 import time
 from collections import defaultdict
 
-from agentq.store.base import Store
+from agentq.store.contracts import LeaseStore
 
 log = logging.getLogger("agentq.leases")
 
 
 class LeaseKeeper:
-    def __init__(self, store: Store, lease_s: float):
+    def __init__(self, store: LeaseStore, lease_s: float):
         self.store = store
         self.lease_s = lease_s
         self._held: dict[tuple[str, str], str] = {}

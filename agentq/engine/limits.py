@@ -25,7 +25,7 @@ from agentq.errors import LLMRetryableError, ModelDeferred
 from agentq.llm.base import LLMAnswer, LLMRequest, RateLimits
 from agentq.llm.tokens import estimate_input_tokens
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed, limits_for
-from agentq.store.base import Store
+from agentq.store.contracts import LimitStore
 from agentq.store.replies import LimitWait
 
 log = logging.getLogger("agentq.limits")
@@ -37,7 +37,7 @@ DEFAULT_PAUSE_S = 1.0  # a 429 or 529 without `retry-after`
 class ModelLimiter(Hook):
     """Holds every model request of the process to its model's fleet-wide rate limits (see the module)."""
 
-    def __init__(self, store: Store, limits: Mapping[str, ModelLimits]):
+    def __init__(self, store: LimitStore, limits: Mapping[str, ModelLimits]):
         self.store = store
         self.limits = dict(limits)
         self._learned: set[str] = set()  # models whose responses said something of their limits

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.protocol.envelopes import JobFinished, JobQueued, JobStarted
-from agentq.store.base import Store
+from agentq.store.contracts import EventStore
 
 RELAY_BATCH = 500  # events copied per relay step
 #: the envelopes a child keeps to itself: the parent's own call events tell its job's queueing, start and end
@@ -30,7 +30,7 @@ def relayed(envelope: dict[str, Any], *, child_id: str, source: str) -> dict[str
     return {**envelope, "relayed_from": child_id}
 
 
-def relay_events(store: Store, job_id: str) -> int:
+def relay_events(store: EventStore, job_id: str) -> int:
     """Copy a module's child job's new events to its parent's stream, as `relayed` shows them. Returns how many
     were copied (0 for a job that is no module's child, or when another process relayed them first)."""
     position = store.relay_cursor(job_id)

@@ -20,7 +20,7 @@ from agentq.protocol.envelopes import Envelope, Part, Thinking, TickFinished
 from agentq.protocol.events import error_part, text_part, thinking_part
 from agentq.protocol.records import JobInfo
 from agentq.protocol.usage import saved_counters
-from agentq.store.base import Store
+from agentq.store.contracts import TickStore
 from agentq.store.replies import TickEnded
 
 log = logging.getLogger("agentq.agent")
@@ -45,7 +45,7 @@ class TickAnswer:
 class TickEnding:
     """Ends the ticks of an `AgentLoop`."""
 
-    store: Store
+    store: TickStore
     progress: JobProgress
     transcripts: Transcripts
     source: str

@@ -11,9 +11,10 @@ details (`agentq.protocol.history.build_history_message`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 from agentq.protocol.history import build_history_message
-from agentq.store.base import Store
+from agentq.store.contracts import EventStore, JobReader
 
 _BATCH = 1000
 
@@ -24,7 +25,11 @@ def history_of(events: Iterable[tuple[str, dict]]) -> dict:
                                   if isinstance(envelope.get("part"), dict)])
 
 
-def job_history(store: Store, job_id: str) -> dict:
+class HistoryStore(EventStore, JobReader, Protocol):
+    """What a job's history reads."""
+
+
+def job_history(store: HistoryStore, job_id: str) -> dict:
     """The history message of a job (raises `JobNotFoundError` for an unknown job)."""
     store.job_status(job_id)
     events: list[tuple[str, dict]] = []

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from agentq.embedded.process import pid_alive
 from agentq.errors import ConfigurationError
-from agentq.store.base import Store
+from agentq.store.contracts import NodeNameStore
 
 log = logging.getLogger("agentq.worker")
 
@@ -107,7 +107,7 @@ class Holder:
 class NodeClaim:
     """This process's claim of its node name: renewed by `renew` (each heartbeat), dropped by `release`."""
 
-    def __init__(self, store: Store, name: str, holder: Holder, ttl_s: float):
+    def __init__(self, store: NodeNameStore, name: str, holder: Holder, ttl_s: float):
         self.store, self.name, self.holder = store, name, holder
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self._lost = False
@@ -141,7 +141,7 @@ class NodeClaim:
         self.store.release_node_name(self.name, self.holder.dumps())
 
 
-def claim_node(store: Store, hostname: str | None, *, engine: bool, worker_id: str, ttl_s: float) -> NodeClaim:
+def claim_node(store: NodeNameStore, hostname: str | None, *, engine: bool, worker_id: str, ttl_s: float) -> NodeClaim:
     """Claim this process's node name (see the module docstring): `--hostname NAME@HOST` as given, refused
     while a live process holds it; else the default name, or the lowest free numbered one."""
     holder = Holder.this_process(worker_id)

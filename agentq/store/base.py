@@ -1,34 +1,34 @@
-"""`Store`: what the runtime and the client need of the state store, as a protocol.
+"""`Store`: the whole state store, every concern's contract at once (`contracts.py`).
 
 `StateStore` (Redis, `state.py`) is the implementation, constructed only by the composition root
-(`runtime/root.py`); the runtime, the API, the CLI and the metrics are written against this protocol. The unit
-tests run the engine on an in-memory stand-in (`tests/runtime/memory_store/`) that keeps the same contract,
-checked against the real store by `tests/runtime/test_store_contract.py`. Every method used outside the store
-is listed: those of the executor, the agent loop, delegation, finalization, the job service, the lease keeper,
-the worker's announcements and node names, the health check, the metrics and the client.
+(`runtime/root.py`), which hands each part the store typed as the contracts that part uses. Contract tests
+(`tests/runtime/test_store_contract*.py`) run every step on real Redis and Redis Cluster.
 
 The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen records) live in
 `replies.py` and the records of plain reads (`CallTable`, `AgentInputs`, `WorkerBeat`, `FleetStats`,
-`RelayCursor`) in `views.py`; both stores return them, so code written against `Store` needs no import from the Redis
-implementation.
+`RelayCursor`) in `views.py`; code written against the contracts needs no import from the Redis implementation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
-from agentq.protocol.budgets import Budget, BudgetAsk, Spend
-from agentq.protocol.concurrency import ConcurrencyKeys
-from agentq.protocol.envelopes import Envelope
-from agentq.protocol.jobs import JobPlan, PlannedCall
-from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
-from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
-from agentq.protocol.status import CallStatus, JobStatus
-from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
+from agentq.store.contracts import (
+    AdmissionStore,
+    BudgetStore,
+    CallStore,
+    Connection,
+    EventStore,
+    FleetStore,
+    JobReader,
+    JobStore,
+    LeaseStore,
+    LimitStore,
+    NodeNameStore,
+    TenantStore,
+    TickStore,
+)
 from agentq.store.replies import (
-    BudgetReply,
     Claim,
     ClaimOutcome,
     Commit,
@@ -36,198 +36,18 @@ from agentq.store.replies import (
     Decision,
     EndAhead,
     FinishInputs,
-    LimitReply,
     Settle,
     SettleOutcome,
-    TenantRefusal,
     TickClaim,
     TickEnded,
 )
 from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
 __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "EndAhead",
-           "FinishInputs",
-           "FleetStats", "RelayCursor", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded", "WorkerBeat"]
+           "FinishInputs", "FleetStats", "RelayCursor", "Settle", "SettleOutcome", "Store", "TickClaim", "TickEnded",
+           "WorkerBeat"]
 
 
-class Store(Protocol):
-    """The state store's contract (see `StateStore` for what each step does)."""
-
-    # ---------------------------------------------------------------------------- submission
-    def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
-                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool: ...
-
-    def adopt_traceparent(self, job_id: str, traceparent: str) -> str | None: ...
-
-    def job_tools(self, job_id: str) -> dict[str, dict]: ...
-
-    def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
-               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision: ...
-
-    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool: ...
-
-    # ----------------------------------------------------------------------------- execution
-    def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
-              job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
-              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
-              last_call: bool = False) -> Claim: ...
-
-    def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None: ...
-
-    def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None,
-               ahead: EndAhead | None = None) -> Commit: ...
-
-    def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
-               job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = ()) -> Settle: ...
-
-    def task_signing_key(self) -> bytes: ...
-
-    def release_for_retry(self, job_id: str, call_id: str, *, token: str,
-                          event: Envelope | None = None) -> bool: ...
-
-    def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int: ...
-
-    def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int: ...
-
-    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
-
-    # ------------------------------------------------------------------------------- tenants
-    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
-                  expire_at_ms: int) -> TenantRefusal | None: ...
-
-    def release_job(self, tenant: str, job_id: str) -> None: ...
-
-    def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *,
-                          expire_at_ms: int) -> list[str]: ...
-
-    def release_concurrency(self, tenant: str, job_id: str) -> list[str]: ...
-
-    def sweep_concurrency(self) -> dict[str, list[str]]: ...
-
-    def start_waiting(self, job_id: str, *, event: Envelope) -> bool: ...
-
-    # ------------------------------------------------------------------------- admission of calls
-    def admit_calls(self, tickets: Sequence[Ticket], config: AdmissionConfig, *, ended: Sequence[str] = (),
-                    fill: Sequence[str] = ()) -> list[str]: ...
-
-    def admitted_before(self, before_ms: int, limit: int = 500) -> list[str]: ...
-
-    def touch_admitted(self, members: Sequence[str]) -> None: ...
-
-    def parked_queues(self) -> list[str]: ...
-
-    def admission_counts(self) -> dict[str, int]: ...
-
-    def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool: ...
-
-    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
-
-    def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
-
-    def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
-
-    def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply: ...
-
-    def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool: ...
-
-    def relay_cursor(self, job_id: str) -> RelayCursor | None: ...
-
-    def write_relayed(self, job_id: str, *, parent_id: str, cursor: str, to: str,
-                      envelopes: Sequence[dict[str, Any]]) -> bool: ...
-
-    # ----------------------------------------------------------------------------- agent ticks
-    def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
-                   job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim: ...
-
-    def end_ticking(self, job_id: str) -> None: ...
-
-    def release_tick(self, job_id: str, *, token: str) -> None: ...
-
-    def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs: ...
-
-    def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None: ...
-
-    def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
-                  plans: Sequence[PlannedCall]) -> list[CallRecord] | None: ...
-
-    def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
-                 has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
-                 events: Sequence[Envelope] = ()) -> TickEnded | None: ...
-
-    def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool: ...
-
-    def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]: ...
-
-    def save_record(self, job_id: str, record: JobRecord) -> None: ...
-
-    # --------------------------------------------------------------------------------- reads
-    def job_info(self, job_id: str) -> JobInfo: ...
-
-    def job_status(self, job_id: str) -> JobStatus: ...
-
-    def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None: ...
-
-    def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None: ...
-
-    def read_log(self, job_id: str, start: int = 0) -> list[dict]: ...
-
-    def call_records(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallRecord]: ...
-
-    def finish_inputs(self, job_id: str) -> FinishInputs: ...
-
-    def dependents(self, job_id: str, call_id: str) -> list[str]: ...
-
-    def call_statuses(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallStatus]:
-        """Every call's status, or only those of `call_ids` (an unknown one is left out)."""
-        ...
-
-    def record(self, job_id: str) -> JobRecord: ...
-
-    def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
-                    count: int | None = None) -> list[tuple[str, dict]]: ...
-
-    def call_table(self, job_id: str) -> CallTable: ...
-
-    def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]: ...
-
-    # --------------------------------------------------------------------------------- fleet
-    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...
-
-    def retire_worker(self, worker_id: str) -> None: ...
-
-    def live_workers(self) -> list[WorkerAnnouncement]: ...
-
-    def worker_beats(self) -> list[WorkerBeat]: ...
-
-    def live_activities(self) -> dict[str, dict]: ...
-
-    def known_activities(self, memory_s: float) -> dict[str, dict]: ...
-
-    def forget_activity(self, name: str) -> bool: ...
-
-    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]: ...
-
-    def published_tools(self) -> dict[str, dict]: ...
-
-    def tool_conflicts(self) -> dict[str, dict]: ...
-
-    # ---------------------------------------------------------------------------- node names
-    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
-
-    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *,
-                       or_absent: bool = False) -> bool: ...
-
-    def release_node_name(self, name: str, holder: str) -> bool: ...
-
-    def node_name_holder(self, name: str) -> str | None: ...
-
-    # ------------------------------------------------------------------------------- metrics
-    def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
-
-    # ---------------------------------------------------------------------------- connection
-    def ping(self) -> None: ...
-
-    def close(self) -> None: ...
+class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
+            LimitStore, BudgetStore, FleetStore, NodeNameStore, Connection, Protocol):
+    """The whole state store: every concern's contract."""

@@ -14,10 +14,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from agentq.engine.call_views import CallViewStore
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.base import Store
+from agentq.store.contracts import JobReader
 from agentq.webhooks.records import Delivery, iso
 from agentq.webhooks.signing import message_id
 from agentq.webhooks.store import DeliveryStore
@@ -28,6 +29,10 @@ log = logging.getLogger("agentq.webhooks")
 SCAN_BATCH = 200  # watched jobs looked at per scan (the least recently looked at first)
 EVENT_BATCH = 500  # events read per job and scan
 MISSING_GRACE_MS = 60_000  # a watched job not written yet (its submitter is between the two steps) is kept this long
+
+
+class WatchedStore(CallViewStore, JobReader, Protocol):
+    """What the watcher reads of a job: its events, its calls and its record."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Found:
 
 
 class Watcher:
-    def __init__(self, store: Store, deliveries: DeliveryStore, *, clock: Callable[[], float] = time.time):
+    def __init__(self, store: WatchedStore, deliveries: DeliveryStore, *, clock: Callable[[], float] = time.time):
         self.store = store
         self.deliveries = deliveries
         self.clock = clock
@@ -130,7 +135,7 @@ class Watcher:
 class _CallsView:
     """The job's calls view (`engine/call_views.py`), read once per scan and only when a new call event needs it."""
 
-    def __init__(self, store: Store, job_id: str):
+    def __init__(self, store: WatchedStore, job_id: str):
         self.store, self.job_id = store, job_id
         self._items: dict[str, dict] | None = None
 

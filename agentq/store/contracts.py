@@ -1,0 +1,261 @@
+"""The state store's contracts: one small protocol per concern, each part of agentq typed against those it uses.
+
+`Store` (`base.py`) is all of them at once, what the composition root builds (`StateStore`, Redis); an engine part
+names the concerns it touches (the lease keeper a `LeaseStore`, the budget gate a `BudgetStore`, the agent loop
+its `AgentStore` of ticks, events, budgets, calls and reads), so what a part may do to a job's state reads from its
+signature. The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen
+records) live in `replies.py`, the records of plain reads in `views.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
+from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.concurrency import ConcurrencyKeys
+from agentq.protocol.envelopes import Envelope
+from agentq.protocol.jobs import JobPlan, PlannedCall
+from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
+from agentq.protocol.status import CallStatus, JobStatus
+from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
+from agentq.store.replies import (
+    BudgetReply,
+    Claim,
+    Commit,
+    Decision,
+    EndAhead,
+    FinishInputs,
+    LimitReply,
+    Settle,
+    TenantRefusal,
+    TickClaim,
+    TickEnded,
+)
+from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
+
+
+class JobStore(Protocol):
+    """A job's life as a whole: written at submission (or its rejection recorded), a reviewer's decision, its
+    cancellation, its end (`finalize`, the record saved), and what its trace continues."""
+
+    def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
+                   events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool: ...
+
+    def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool: ...
+
+    def job_tools(self, job_id: str) -> dict[str, dict]: ...
+
+    def adopt_traceparent(self, job_id: str, traceparent: str) -> str | None: ...
+
+    def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
+               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision: ...
+
+    def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]: ...
+
+    def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool: ...
+
+    def save_record(self, job_id: str, record: JobRecord) -> None: ...
+
+
+class JobReader(Protocol):
+    """Reads of a job: its hot fields, status, log, record, the inputs of its end, waiting for its end, listings."""
+
+    def job_info(self, job_id: str) -> JobInfo: ...
+
+    def job_status(self, job_id: str) -> JobStatus: ...
+
+    def read_log(self, job_id: str, start: int = 0) -> list[dict]: ...
+
+    def record(self, job_id: str) -> JobRecord: ...
+
+    def finish_inputs(self, job_id: str) -> FinishInputs: ...
+
+    def wait_finished(self, job_id: str, timeout_s: float) -> JobStatus | None: ...
+
+    def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None: ...
+
+    def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]: ...
+
+
+class CallStore(Protocol):
+    """A call's steps (claim, commit, the settle of a call run before its claim, release for a retry) and reads
+    of a job's calls; the key that signs call tasks."""
+
+    def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
+              job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
+              tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
+              last_call: bool = False) -> Claim: ...
+
+    def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = (), awaited: bool | None = None,
+               ahead: EndAhead | None = None) -> Commit: ...
+
+    def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
+               job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Settle: ...
+
+    def release_for_retry(self, job_id: str, call_id: str, *, token: str,
+                          event: Envelope | None = None) -> bool: ...
+
+    def call_records(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallRecord]: ...
+
+    def call_statuses(self, job_id: str, call_ids: Sequence[str] | None = None) -> dict[str, CallStatus]:
+        """Every call's status, or only those of `call_ids` (an unknown one is left out)."""
+        ...
+
+    def dependents(self, job_id: str, call_id: str) -> list[str]: ...
+
+    def call_table(self, job_id: str) -> CallTable: ...
+
+    def task_signing_key(self) -> bytes: ...
+
+
+class LeaseStore(Protocol):
+    """The leases of running attempts: renewed while a process holds them, held by a module call."""
+
+    def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int: ...
+
+    def renew_all(self, held: Mapping[str, Mapping[str, str]], lease_ms: int) -> int: ...
+
+    def hold_lease(self, job_id: str, call_id: str, *, token: str) -> None: ...
+
+
+class TickStore(Protocol):
+    """An agent job's ticks: begun under a lease, their calls added as they stream, ended with the exchange."""
+
+    def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
+                   job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim: ...
+
+    def end_ticking(self, job_id: str) -> None: ...
+
+    def release_tick(self, job_id: str, *, token: str) -> None: ...
+
+    def agent_inputs(self, job_id: str, *, log_from: int = 0, exchanges_from: int = 0) -> AgentInputs: ...
+
+    def set_job_tools(self, job_id: str, composed: dict[str, dict]) -> None: ...
+
+    def add_calls(self, job_id: str, *, token: str, records: Sequence[CallRecord],
+                  plans: Sequence[PlannedCall]) -> list[CallRecord] | None: ...
+
+    def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,
+                 has_output: bool = False, usage: dict[str, int] | None = None, messages: Sequence[dict] = (),
+                 events: Sequence[Envelope] = ()) -> TickEnded | None: ...
+
+
+class EventStore(Protocol):
+    """A job's event stream: appended, read, and a module child's events relayed to its parent."""
+
+    def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None: ...
+
+    def read_events(self, job_id: str, after: str = "0-0", *, block_ms: int | None = None,
+                    count: int | None = None) -> list[tuple[str, dict]]: ...
+
+    def relay_cursor(self, job_id: str) -> RelayCursor | None: ...
+
+    def write_relayed(self, job_id: str, *, parent_id: str, cursor: str, to: str,
+                      envelopes: Sequence[dict[str, Any]]) -> bool: ...
+
+
+class TenantStore(Protocol):
+    """Tenants' job limits and jobs' concurrency keys: admitted, released, swept; a waiting job started."""
+
+    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
+                  expire_at_ms: int) -> TenantRefusal | None: ...
+
+    def release_job(self, tenant: str, job_id: str) -> None: ...
+
+    def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *,
+                          expire_at_ms: int) -> list[str]: ...
+
+    def release_concurrency(self, tenant: str, job_id: str) -> list[str]: ...
+
+    def sweep_concurrency(self) -> dict[str, list[str]]: ...
+
+    def start_waiting(self, job_id: str, *, event: Envelope) -> bool: ...
+
+
+class AdmissionStore(Protocol):
+    """The fair admission of ready calls (one step), its sweep's reads and its turn."""
+
+    def admit_calls(self, tickets: Sequence[Ticket], config: AdmissionConfig, *, ended: Sequence[str] = (),
+                    fill: Sequence[str] = ()) -> list[str]: ...
+
+    def admitted_before(self, before_ms: int, limit: int = 500) -> list[str]: ...
+
+    def touch_admitted(self, members: Sequence[str]) -> None: ...
+
+    def parked_queues(self) -> list[str]: ...
+
+    def admission_counts(self) -> dict[str, int]: ...
+
+    def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool: ...
+
+
+class LimitStore(Protocol):
+    """The fleet's model rate limits: a request's take, and what the API said settled."""
+
+    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
+
+    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
+
+
+class BudgetStore(Protocol):
+    """A job's budget (shared by its module children) and the usage it reports."""
+
+    def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply: ...
+
+    def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool: ...
+
+    def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
+
+
+class FleetStore(Protocol):
+    """What the fleet announces and publishes: live workers and their heartbeats, known activities, tools,
+    and the fleet's figures for metrics."""
+
+    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...
+
+    def retire_worker(self, worker_id: str) -> None: ...
+
+    def live_workers(self) -> list[WorkerAnnouncement]: ...
+
+    def worker_beats(self) -> list[WorkerBeat]: ...
+
+    def live_activities(self) -> dict[str, dict]: ...
+
+    def known_activities(self, memory_s: float) -> dict[str, dict]: ...
+
+    def forget_activity(self, name: str) -> bool: ...
+
+    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]: ...
+
+    def published_tools(self) -> dict[str, dict]: ...
+
+    def tool_conflicts(self) -> dict[str, dict]: ...
+
+    def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
+
+
+class NodeNameStore(Protocol):
+    """Celery node names held by one process at a time."""
+
+    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
+
+    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *,
+                       or_absent: bool = False) -> bool: ...
+
+    def release_node_name(self, name: str, holder: str) -> bool: ...
+
+    def node_name_holder(self, name: str) -> str | None: ...
+
+
+class Connection(Protocol):
+    """The connection itself."""
+
+    def ping(self) -> None: ...
+
+    def close(self) -> None: ...
