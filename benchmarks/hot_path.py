@@ -35,6 +35,7 @@ sys.path.insert(0, str(BENCH))
 from agentq.client import Client  # noqa: E402
 from agentq.embedded import RedisServer  # noqa: E402
 from agentq.engine.caches import solution_for  # noqa: E402
+from agentq.protocol.digests import dumps, now_iso, record_digest  # noqa: E402
 from agentq.protocol.envelopes import CallFinished, CallStarted, JobStarted  # noqa: E402
 from agentq.protocol.events import activity_part, technical_details, tool_request_part, tool_result_part  # noqa: E402
 from agentq.protocol.records import WorkerAnnouncement  # noqa: E402
@@ -44,7 +45,7 @@ from agentq.protocol.validation import validate_call  # noqa: E402
 from agentq.protocol.writes import output_messages  # noqa: E402
 from agentq.runtime.app import call_pointer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
-from agentq.store.codecs import dumps, entry, now_iso, record_digest  # noqa: E402
+from agentq.store.codecs import entry  # noqa: E402
 from agentq.store.replies import Claimed  # noqa: E402
 from agentq.store.state import StateStore  # noqa: E402
 from benchmarks.bench_activities import NOOP_TOOL  # noqa: E402

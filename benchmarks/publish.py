@@ -37,12 +37,12 @@ from agentq import telemetry
 from agentq.embedded import RedisServer
 from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
+from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, task_id
 from agentq.runtime.messages import SentEvents
 from agentq.runtime.publish import declare_queues, publish_batch
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 
 TASK = "agentq.activity.noop"
 

@@ -55,12 +55,11 @@ from agentq.protocol.envelopes import JobStarted, TickStarted
 from agentq.protocol.events import activity_part
 from agentq.protocol.instructions import job_system_texts, system_blocks
 from agentq.protocol.jobs import PlannedCall
-from agentq.protocol.records import ErrorInfo, JobInfo
+from agentq.protocol.records import TICK, ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
 from agentq.settings import Settings
 from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, TickStore
-from agentq.store.keys import TICK
 from agentq.store.replies import TickClaimed, TickLeased
 from agentq.store.views import AgentInputs
 

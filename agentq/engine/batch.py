@@ -38,8 +38,8 @@ from agentq.llm.base import LLMAnswer, LLMRequest, OnCall
 from agentq.llm.batch import MAX_BATCH_BYTES, BatchClient, answer_of, batch_params, custom_id
 from agentq.llm.prices import PriceTable
 from agentq.protocol.records import JobInfo
-from agentq.store.batches import BatchQueue, QueuedRequest
-from agentq.store.contracts import CallStore
+from agentq.store.contracts import BatchStore, CallStore
+from agentq.store.views import QueuedRequest
 
 log = logging.getLogger("agentq.batch")
 
@@ -53,7 +53,7 @@ Counted = Callable[[str, LLMAnswer | None, BaseException | None], None]
 class BatchLane:
     """A batch-lane job's requests: queued for a batch, their results picked up (one per process)."""
 
-    def __init__(self, queue: BatchQueue, prices: PriceTable, *, max_attempts: int, recheck_s: float,
+    def __init__(self, queue: BatchStore, prices: PriceTable, *, max_attempts: int, recheck_s: float,
                  counted: Counted | None = None):
         self.queue = queue
         self.prices = prices
@@ -153,7 +153,7 @@ class TaskWaker:
 class BatchRound:
     """One round of the lane: send the queued requests that are due as batches, poll the open ones."""
 
-    def __init__(self, queue: BatchQueue, client: BatchClient, wake: Callable[[str], None], *, max_requests: int,
+    def __init__(self, queue: BatchStore, client: BatchClient, wake: Callable[[str], None], *, max_requests: int,
                  max_bytes: int = MAX_BATCH_BYTES, max_age_s: float, clock: Callable[[], float] = time.time):
         self.queue = queue
         self.client = client
@@ -278,7 +278,7 @@ class BatchPoller:
     """Runs the lane's round every `interval_s` in a daemon thread of a dispatcher, while this process holds the
     lane's lock (one dispatcher of the fleet at a time; another takes over when it stops renewing it)."""
 
-    def __init__(self, queue: BatchQueue, make_round: Callable[[], BatchRound], *, interval_s: float):
+    def __init__(self, queue: BatchStore, make_round: Callable[[], BatchRound], *, interval_s: float):
         self.queue = queue
         self.make_round = make_round
         self.interval_s = interval_s

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentq.protocol.digests import now_iso
 from agentq.protocol.envelopes import CallFinished
 from agentq.protocol.events import tool_result_part
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.protocol.writes import absorbs_failure, failure_messages
 from agentq.store.base import Commit
-from agentq.store.codecs import now_iso
 from agentq.store.contracts import CallStore
 
 

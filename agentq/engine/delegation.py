@@ -20,6 +20,7 @@ from agentq.engine.commits import Shown, commit_failure
 from agentq.engine.failures import CallFailure
 from agentq.engine.modules import ModuleLibrary, SavedModule
 from agentq.errors import AgentQError, JobValidationError, ModuleUnavailable
+from agentq.protocol.digests import now_iso
 from agentq.protocol.envelopes import CallFinished, Part, Thought
 from agentq.protocol.events import skill_loading_part, technical_details, thought_part, tool_result_part
 from agentq.protocol.latent_prompt import call_parameters
@@ -33,7 +34,6 @@ from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
-from agentq.store.codecs import now_iso
 from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, JobStore, LeaseStore
 from agentq.store.replies import Commit
 

@@ -39,6 +39,7 @@ from agentq.engine.signing import TaskSigner
 from agentq.errors import BudgetExceeded, InvalidInputError, StoreUnavailableError
 from agentq.llm.base import LLM
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
+from agentq.protocol.digests import now_iso, record_digest
 from agentq.protocol.envelopes import CallRetrying, Envelope, Thought
 from agentq.protocol.events import technical_details, thought_part
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, OutcomeStatus
@@ -48,7 +49,6 @@ from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, output_messages
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.codecs import now_iso, record_digest
 from agentq.store.replies import (
     Claim,
     Claimed,

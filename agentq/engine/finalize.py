@@ -6,15 +6,15 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import JobFinished
 from agentq.protocol.events import activity_part, error_part
+from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.writes import absorbs_failure
 from agentq.store.base import FinishInputs
-from agentq.store.codecs import dumps, now_iso
 from agentq.store.contracts import CallStore, JobReader, JobStore
-from agentq.store.records import build_job_record
 from agentq.store.replies import EndAhead, LastCall
 
 

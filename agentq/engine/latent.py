@@ -18,6 +18,7 @@ from agentq.engine.requests import ModelRequests
 from agentq.errors import BudgetExceeded, LLMError, LLMRetryableError, ModelDeferred, ModelStopped, Problem
 from agentq.llm.base import LLMAnswer, LLMRequest, Usage
 from agentq.protocol.conversation import corrective_turn, solution_turn
+from agentq.protocol.digests import now_iso
 from agentq.protocol.instructions import job_system_texts, latent_system
 from agentq.protocol.latent_prompt import latent_messages, latent_solution_schema
 from agentq.protocol.records import CallRecord, JobInfo
@@ -26,7 +27,6 @@ from agentq.protocol.tool_models import tool_model
 from agentq.protocol.views import LogIndex
 from agentq.protocol.writes import branch_messages, output_alternatives
 from agentq.settings import Settings
-from agentq.store.codecs import now_iso
 from agentq.store.contracts import BudgetStore
 
 

@@ -18,10 +18,10 @@ from agentq.engine.finalize import Finalized, PlannedEnd, finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.engine.relay import relay_events
 from agentq.errors import AgentQError
+from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.base import Commit, FinishInputs, Store
-from agentq.store.records import build_job_record
 from agentq.store.replies import CommitDuplicate, Committed
 
 log = logging.getLogger("agentq.executor")

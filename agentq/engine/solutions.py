@@ -11,9 +11,9 @@ from typing import Any
 
 from agentq.errors import Problem
 from agentq.llm.base import LLMAnswer
+from agentq.protocol.digests import now_iso
 from agentq.protocol.records import JobInfo
 from agentq.protocol.ticks import TickPlan, output_problems
-from agentq.store.codecs import now_iso
 
 NO_SOLUTION_PROBLEM = "you answered without calling the `solution` tool: answer by calling it exactly once"
 

@@ -99,6 +99,7 @@ class CallRecord:
 
 #: the Celery task name of an activity is this prefix and its name: calls are keyed by their `_activity`
 ACTIVITY_TASK_PREFIX = "agentq.activity."
+TICK = "~tick"  # the name of an agent job's tick where a call's id would stand (its lease; no call id starts with `~`)
 
 #: optional fields of a call record's stored form and the value `CallRecord.from_dict` gives one that is left out
 _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": False, "locale": "en"}

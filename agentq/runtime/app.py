@@ -25,6 +25,7 @@ from agentq.engine.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TA
 from agentq.engine.signing import TaskSigner
 from agentq.errors import CallFailedError, RateLimited, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.digests import record_digest
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.records import CallRecord, ErrorInfo, OutcomeStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
@@ -32,7 +33,6 @@ from agentq.runtime.broker import broker_of
 from agentq.runtime.messages import task_messages
 from agentq.runtime.publish import CallTasks, TaskBatch
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 
 if TYPE_CHECKING:
     from agentq.engine.executor import Executor

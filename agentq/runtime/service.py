@@ -40,6 +40,7 @@ from agentq.errors import (
 from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
+from agentq.protocol.digests import now_iso
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import activity_part
 from agentq.protocol.ids import job_id_problem
@@ -52,7 +53,6 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.codecs import now_iso
 from agentq.webhooks.store import DeliveryStore
 from agentq.webhooks.targets import Allowlist, webhook_problems
 

@@ -13,23 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agentq.protocol.status import JOB_ACTIVE
 from agentq.store.keys import FleetKeys, JobKeys
+from agentq.store.views import QueuedRequest
 
 REQUEST_TTL_S = 3 * 24 * 3600
-
-
-@dataclass(frozen=True)
-class QueuedRequest:
-    """A request waiting for its batch."""
-
-    custom_id: str
-    job: str
-    params: str  # the request body's JSON
-    queued_ms: int
 
 
 class BatchQueue:

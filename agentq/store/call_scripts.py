@@ -7,10 +7,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentq.protocol.digests import dumps, now_iso, sha1
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord, JobInfo, JobKind
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import decode_job, dumps, entry, now_iso, sha1
+from agentq.store.codecs import decode_job, entry
 from agentq.store.keys import JobKeys
 from agentq.store.replies import (
     Claim,

@@ -1,17 +1,15 @@
-"""The store's value codecs, independent of any key: JSON as stored, packed envelopes, timestamps, digests,
-and the typed job of its stored hash fields."""
+"""The store's value codecs, independent of any key: packed envelopes and the typed job of its stored hash fields
+(stored JSON, digests and timestamps are the protocol's: `protocol/digests.py`)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink
+from agentq.protocol.records import ErrorInfo, JobInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.usage import usage_record
@@ -21,34 +19,12 @@ from agentq.store.views import AgentInputs
 USAGE_PREFIX = "usage."  # job hash fields `usage.<counter>`, summed with HINCRBY
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def entry(envelope: Envelope, job_id: str) -> str:
     """The stored (packed) form of an envelope in the event stream of job `job_id` (see `store/event_codec.py`)."""
     return pack(envelope.to_dict(), job_id)
 
 
-def record_digest(record: CallRecord | dict) -> str:
-    """SHA-1 of a call record's stored JSON form (what `claim` compares a task's record with); `record` may be
-    the record's `to_dict()` already."""
-    body = record if isinstance(record, dict) else record.to_dict()
-    return sha1(dumps(body))
 
-
-def sha1(text: str) -> str:
-    """SHA-1 of a stored value, as Lua's `redis.sha1hex` computes it."""
-    return hashlib.sha1(text.encode()).hexdigest()
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def iso_utc(unix_s: float) -> str:
-    """ISO-8601 UTC of unix seconds, in `now_iso`'s form."""
-    return datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def agent_inputs_of(fields: dict[str, str], log: list[str], exchanges: list[str],

@@ -9,7 +9,7 @@ records) live in `replies.py`, the records of plain reads in `views.py`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
@@ -34,7 +34,7 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
+from agentq.store.views import AgentInputs, CallTable, FleetStats, QueuedRequest, RelayCursor, WorkerBeat
 
 
 class JobStore(Protocol):
@@ -259,3 +259,36 @@ class Connection(Protocol):
     def ping(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+class BatchStore(Protocol):
+    """The batch lane (`store/batches.py`): requests waiting for a batch, the batches sent and not ended yet, their
+    results, and the lane's round (one dispatcher at a time)."""
+
+    def request(self, custom_id: str) -> dict[str, str]: ...
+
+    def enqueue(self, custom_id: str, *, place: str, job: str, params: str, tries: int) -> bool: ...
+
+    def forget(self, custom_id: str) -> None: ...
+
+    def store_result(self, custom_id: str, result: str) -> bool: ...
+
+    def waiting(self, limit: int) -> list[tuple[str, int]]: ...
+
+    def queued(self, custom_ids: Iterable[str]) -> list[QueuedRequest]: ...
+
+    def drop(self, custom_ids: Iterable[str]) -> None: ...
+
+    def sent(self, batch_id: str, custom_ids: list[str]) -> None: ...
+
+    def open_batches(self) -> list[str]: ...
+
+    def members(self, batch_id: str) -> list[str]: ...
+
+    def close(self, batch_id: str) -> None: ...
+
+    def jobs_of(self, custom_ids: Iterable[str]) -> dict[str, str | None]: ...
+
+    def active_jobs(self, job_ids: Iterable[str]) -> set[str]: ...
+
+    def lock(self, token: str, ttl_ms: int) -> bool: ...

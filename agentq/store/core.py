@@ -24,13 +24,13 @@ from typing import Any, TypeVar
 
 from agentq.errors import JobNotFoundError, JobTimeoutError
 from agentq.protocol.envelopes import JobFinished
+from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store.codecs import decode_job, saved_record, standing_record
 from agentq.store.event_codec import unpack
 from agentq.store.keys import JobKeys
-from agentq.store.records import build_job_record
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ import secrets
 import time
 from typing import Any
 
+from agentq.protocol.digests import dumps, iso_utc, now_iso
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import dumps, iso_utc, now_iso
 from agentq.store.connection import StoreConnection
 from agentq.store.views import WorkerBeat
 

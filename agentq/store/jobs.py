@@ -15,6 +15,7 @@ from typing import Any
 
 from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
@@ -23,7 +24,7 @@ from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.store import core
 from agentq.store.admission import queue_admission, took_admission
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, now_iso
+from agentq.store.codecs import USAGE_PREFIX, decode_job
 from agentq.store.core import not_found
 from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
 from agentq.store.stats import StatsSteps

@@ -14,8 +14,7 @@ from functools import cached_property
 
 from agentq.errors import InvalidJobIdError
 from agentq.protocol.ids import job_id_problem
-
-TICK = "~tick"  # the lease name of an agent job's tick (no call id starts with `~`)
+from agentq.protocol.records import TICK
 
 # The fields of a job's `spec` hash: large and rarely read, so they stay out of the job hash that every advance,
 # tick and commit reads whole. `submitted`: the job as submitted (an Idempotency-Key replay compares it);

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentq.protocol.digests import dumps
 from agentq.protocol.rollout_report import bucket_of, field, report
 from agentq.protocol.rollouts import Rule
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import dumps
 from agentq.store.keys import FleetKeys
 
 

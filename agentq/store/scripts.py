@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.store.call_scripts import CallScripts, finish_inputs_of, pairs
-from agentq.store.codecs import agent_inputs_of, decode_job, dumps, entry, now_iso
+from agentq.store.codecs import agent_inputs_of, decode_job, entry
 from agentq.store.keys import JobKeys
 from agentq.store.replies import (
     AlreadyEnded,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, JobKind
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
-from agentq.store.codecs import dumps, entry, now_iso
+from agentq.store.codecs import entry
 
 
 def held_calls(plan: JobPlan) -> set[str]:

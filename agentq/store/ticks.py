@@ -11,11 +11,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.digests import dumps
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, ParentLink
 from agentq.store.boundary import map_store_errors
-from agentq.store.codecs import agent_inputs_of, dumps
+from agentq.store.codecs import agent_inputs_of
 from agentq.store.core import not_found
 from agentq.store.event_codec import pack
 from agentq.store.events import EventSteps

@@ -59,3 +59,13 @@ class RelayCursor:
 
     cursor: str
     parent: ParentLink
+
+
+@dataclass(frozen=True)
+class QueuedRequest:
+    """A request waiting for its batch."""
+
+    custom_id: str
+    job: str
+    params: str  # the request body's JSON
+    queued_ms: int

@@ -25,10 +25,10 @@ import redis
 from agentq import telemetry
 from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
+from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, task_id
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 from tests.integration.rabbitmq import AmqpNames
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

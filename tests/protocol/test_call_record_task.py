@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallMode, CallRecord
-from agentq.store.codecs import record_digest
 
 
 def _record(**changes: Any) -> CallRecord:

@@ -27,12 +27,12 @@ from agentq.engine.signing import TaskSigner
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall, Usage
 from agentq.llm.prices import PricedLLM, PriceTable
 from agentq.protocol.activities import ActivityRegistry
+from agentq.protocol.digests import record_digest
 from agentq.protocol.limits import ModelLimits
 from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 from tests.runtime.conftest import tool_schema
 from tests.runtime.memory_store import ManualClock, MemoryStore
 

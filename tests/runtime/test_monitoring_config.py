@@ -13,12 +13,12 @@ import redis
 
 from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
+from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallMode, CallRecord, ErrorInfo
 from agentq.runtime.app import Dispatcher, call_argsrepr, create_app, failed_call_message, tick_argsrepr
 from agentq.runtime.messages import SENT_EVENTS_GROUP, TASK_EVENTS_FLUSH_S, TASK_EVENTS_GROUP, events_consumer
 from agentq.runtime.nodes import node_name
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 
 HOST = socket.gethostname()
 

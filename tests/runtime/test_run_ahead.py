@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from agentq.engine.signing import TaskSigner
+from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from agentq.store.codecs import record_digest
 from agentq.store.replies import SettleOutcome, SettleStaleTool
 from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig, tool_schema

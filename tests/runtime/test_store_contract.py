@@ -14,11 +14,11 @@ from datetime import datetime
 import pytest
 
 from agentq.errors import InvalidJobIdError, JobNotFoundError
+from agentq.protocol.digests import dumps, record_digest
 from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, JobFinished, JobQueued, JobStarted
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import ErrorInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import dumps, record_digest
 from agentq.store.replies import ClaimOutcome, CommitOutcome
 from agentq.store.sync_reads import iter_events
 from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema

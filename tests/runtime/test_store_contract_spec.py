@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
+from agentq.protocol.digests import dumps
 from agentq.protocol.records import ErrorInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store import core
-from agentq.store.codecs import dumps
 from agentq.store.keys import SPEC_FIELDS
 from agentq.store.sync_reads import run
 from tests.runtime.conftest import Backend, make_plan, records_of

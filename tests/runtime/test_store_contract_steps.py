@@ -10,12 +10,12 @@ import hashlib
 import pytest
 
 from agentq.engine.relay import relay_events
+from agentq.protocol.digests import dumps, record_digest
 from agentq.protocol.envelopes import JobStarted, Thought
 from agentq.protocol.events import thought_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import dumps, record_digest
 from agentq.store.replies import (
     ClaimOutcome,
     CommitOutcome,

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.engine.finalize import end_ahead, finalize_job
+from agentq.protocol.digests import dumps
 from agentq.protocol.envelopes import CallFinished, JobFinished, JobQueued, JobStarted
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import dumps
 from agentq.store.replies import Claimed, Committed
 from agentq.store.state import StateStore
 from tests.runtime.conftest import make_plan, records_of, tool_schema

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from agentq.engine.relay import relay_events
+from agentq.protocol.digests import dumps
 from agentq.protocol.envelopes import Envelope, JobQueued
 from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
 from agentq.store import call_scripts, scripts, submission
 from agentq.store import events as event_steps
-from agentq.store.codecs import dumps
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
 from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema

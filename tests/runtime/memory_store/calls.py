@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from agentq.protocol.digests import dumps, now_iso, sha1
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import dumps, entry, now_iso, sha1
+from agentq.store.codecs import entry
 from agentq.store.replies import (
     Claim,
     ClaimCanceled,

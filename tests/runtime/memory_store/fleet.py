@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import JobStatus
-from agentq.store.codecs import dumps, now_iso
 from agentq.store.fleet import known_view, live_view, seen_activities
 from agentq.store.views import FleetStats, WorkerBeat
 from tests.runtime.memory_store.core import MemoryCore

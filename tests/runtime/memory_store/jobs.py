@@ -13,12 +13,13 @@ from typing import Any
 
 from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
-from agentq.store.codecs import USAGE_PREFIX, dumps, entry, now_iso
+from agentq.store.codecs import USAGE_PREFIX, entry
 from agentq.store.event_codec import pack
 from agentq.store.replies import BudgetGranted, BudgetRefused, BudgetReply
 from agentq.store.submission import submission_payload

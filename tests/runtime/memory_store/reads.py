@@ -6,12 +6,12 @@ import json
 import time
 from collections.abc import Sequence
 
+from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import CallRecord, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.base import CallTable
 from agentq.store.codecs import decode_job, standing_record
 from agentq.store.event_codec import unpack
-from agentq.store.records import build_job_record
 from agentq.store.replies import FinishInputs
 from tests.runtime.memory_store.core import JobState, MemoryCore, finish_inputs, not_found
 

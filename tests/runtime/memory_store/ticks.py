@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.records import CallRecord
+from agentq.protocol.records import TICK, CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.codecs import USAGE_PREFIX, decode_job, dumps, entry, now_iso
-from agentq.store.keys import TICK
+from agentq.store.codecs import USAGE_PREFIX, decode_job, entry
 from agentq.store.replies import (
     FinishInputs,
     TickBusy,
