@@ -69,9 +69,7 @@ class StoreRestarts:
         began = time.monotonic()
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
-        queues = {record.queue for _, record in ready}
-        held = self.store.broker_holds([key for queue in sorted(queues) for key in self.lists(queue)],
-                                       self.unacked) if ready else set()
+        held = self._held(ready)
         lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id) not in held]
         if lost:
             self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
@@ -80,6 +78,13 @@ class StoreRestarts:
                         "lost their task and are published again (looked at in %.0f ms)", run[:8], uptime_ms // 1000,
                     len(ready), len(lost), 1000 * (time.monotonic() - began))
         return lost
+
+    def _held(self, ready: Sequence[tuple[str, CallRecord]]) -> set[str]:
+        """The ids of the tasks the broker still holds on the queues of the `ready` calls (queued or unacked)."""
+        if not ready:
+            return set()
+        queues = sorted({record.queue for _, record in ready})
+        return self.store.broker_holds([key for queue in queues for key in self.lists(queue)], self.unacked)
 
     def _ready(self, members: Sequence[str]) -> list[tuple[str, CallRecord]]:
         """The records of the `members` whose calls are still ready."""
