@@ -1,9 +1,9 @@
 """Where a webhook may be sent (SPEC §18): `options.webhook` checked at submission, and every address a host
 resolves to checked again before each delivery attempt.
 
-`AGENTQ_WEBHOOK_ALLOWLIST` holds entries of four forms: a host name (`hooks.example.com`), every subdomain of
-a domain (`*.example.com`), an IP address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must
-match one. Its URL must be https unless its host is listed by name or address (not through `*.` or a network).
+The allowlist is the fleet's `webhook_allowlist` (`agentq config`, seeded from `AGENTQ_WEBHOOK_ALLOWLIST`), of
+entries in four forms: a host name (`hooks.example.com`), every subdomain of a domain (`*.example.com`), an IP
+address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must match one. Its URL must be https unless its host is listed by name or address (not through `*.` or a network).
 An address that is not public (loopback, private, link-local, shared, reserved, multicast, unspecified) is only
 reached when the address itself, or a network containing it, is listed: a listed name that resolves to such an
 address is refused at delivery, so DNS cannot point a listed name at an internal service.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,6 +77,50 @@ class Allowlist:
     def reaches(self, address: IPAddress) -> bool:
         """Whether a delivery may connect to `address`: a public one, or one the allowlist names."""
         return address.is_global or self.lists_address(address)
+
+
+class LiveAllowlist(Allowlist):
+    """The allowlist `current()` gives at each check: the fleet's (`agentq config`), which changes while the
+    process runs."""
+
+    def __init__(self, current: Callable[[], Allowlist]):
+        super().__init__()
+        object.__setattr__(self, "current", current)
+
+    current: Callable[[], Allowlist]
+
+    def __bool__(self) -> bool:
+        return bool(self.current())
+
+    def lists_host(self, host: str) -> bool:
+        return self.current().lists_host(host)
+
+    def names_explicitly(self, host: str) -> bool:
+        return self.current().names_explicitly(host)
+
+    def lists_address(self, address: IPAddress) -> bool:
+        return self.current().lists_address(address)
+
+    def reaches(self, address: IPAddress) -> bool:
+        return self.current().reaches(address)
+
+
+def allowlist_problems(value: Any) -> list[Problem]:
+    """Every problem of an allowlist's JSON (an array of entries in the module docstring's forms), each with its
+    JSON pointer ([] when it is valid)."""
+    if not isinstance(value, list):
+        return [Problem("", 'expected an array of hosts, e.g. ["hooks.example.com", "*.example.org", "10.0.0.0/8"]')]
+    problems = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry.strip():
+            problems.append(Problem(f"/{index}", f"expected a host name, *.domain, address or network, got "
+                                                 f"{entry!r}"))
+        elif "/" in entry and _address(entry.strip().lower().strip("[]")) is None:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError as error:
+                problems.append(Problem(f"/{index}", f"not a network: {error}"))
+    return problems
 
 
 def webhook_problems(value: Any, pointer: str, allowlist: Allowlist) -> list[Problem]:
