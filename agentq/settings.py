@@ -165,7 +165,8 @@ class Settings(BaseSettings):
     api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises
 
     # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
-    # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
+    # `<temp>/agentq-metrics-<uid>-<fleet>`, `<fleet>` a hash of broker, store and namespace: metrics/files.py), and
+    # the bearer token `agentq metrics` asks for
     metrics_dir: Path | None = None
     # prometheus_client's own variable PROMETHEUS_MULTIPROC_DIR (no AGENTQ_ prefix): set by the operator, the
     # folder worker processes count into, used as it is (see metrics/files.py)
