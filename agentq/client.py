@@ -267,7 +267,8 @@ class Client(BaseClient):
 
     @property
     def config(self) -> FleetConfig:
-        """The fleet's shared settings: `show()`, `set(name, value)`, and the values this process uses (docs/config.md)."""
+        """The fleet's shared settings: `show()`, `set(name, value)`, and the values this process uses
+        (docs/config.md)."""
         return self._parts.config
 
     def tool_conflicts(self) -> dict[str, dict]:

@@ -3,8 +3,9 @@ installed after the budget's (`engine/budget.py`): a request its budget refuses 
 
 Every request takes its share of its model's buckets in the store, for every process of the fleet at once
 (`Store.take_model_request`: one atomic step): one request, its prompt estimated from its size
-(`agentq.llm.tokens`), its `max_tokens`. The limits are the fleet's `llm_limits` (`agentq config`, seeded from `AGENTQ_LLM_LIMITS`), lowered to the account's own as the
-API's `anthropic-ratelimit-*` headers give them (or those alone for a model with none configured).
+(`agentq.llm.tokens`), its `max_tokens`. The limits are the fleet's `llm_limits` (`agentq config`, seeded from
+`AGENTQ_LLM_LIMITS`, read once per heartbeat), lowered to the account's own as the API's `anthropic-ratelimit-*`
+headers give them (or those alone for a model with none configured).
 
 A request that must wait is not sent and holds no slot: the gate raises `ModelDeferred` with the wait, its tick or
 call goes back to the broker with that countdown, and it keeps its place (the share it took waits for it under its

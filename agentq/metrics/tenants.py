@@ -1,8 +1,9 @@
 """The `tenant` label of the job and call counters (SPEC §17), of bounded cardinality.
 
-A tenant of the fleet's `tenants` (`agentq config`, read once per heartbeat) or named by a token of an `AGENTQ_API_TOKENS` tokens file is its own label;
-the default tenant is `default`; any other tenant (one a `Client(tenant=...)` or a submit task named, unbounded) is
-`other`. So a deployment's series grow with its configuration, never with its callers.
+A tenant of the fleet's `tenants` (`agentq config`, read once per heartbeat) or named by a token of an
+`AGENTQ_API_TOKENS` tokens file is its own label; the default tenant is `default`; any other tenant (one a
+`Client(tenant=...)` or a submit task named, unbounded) is `other`. So a deployment's series grow with its
+configuration, never with its callers.
 """
 
 from __future__ import annotations

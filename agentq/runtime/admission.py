@@ -4,9 +4,9 @@ A ready call of an activity queue is published only once admitted: per queue, at
 admitted and not yet ended (`AGENTQ_ADMISSION_WINDOW`, else the slots of the live workers serving the queue, as
 their heartbeats announce them, plus `AGENTQ_ADMISSION_PREFETCH`); the others wait in Redis, parked per tenant and
 priority, and each place an ended call gives back goes to the next parked call, round-robin across tenants by
-their weight (the fleet's `tenants`, `agentq config`), by `options.priority` inside a tenant, never over a tenant's `max_running_calls`. So one
-tenant's burst delays another tenant's job by no more than the calls already admitted. The engine's own calls
-(latent and module calls, on the engine queue) are not gated.
+their weight (the fleet's `tenants`, `agentq config`), by `options.priority` inside a tenant, never over a
+tenant's `max_running_calls`. So one tenant's burst delays another tenant's job by no more than the calls already
+admitted. The engine's own calls (latent and module calls, on the engine queue) are not gated.
 
 The state is the store's (`store/admission.py`, one Lua step); this module builds what the step takes and turns
 its answer into calls to publish. `sweep` (every heartbeat, one process of the fleet at a time) gives back the

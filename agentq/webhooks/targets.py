@@ -3,10 +3,11 @@ resolves to checked again before each delivery attempt.
 
 The allowlist is the fleet's `webhook_allowlist` (`agentq config`, seeded from `AGENTQ_WEBHOOK_ALLOWLIST`), of
 entries in four forms: a host name (`hooks.example.com`), every subdomain of a domain (`*.example.com`), an IP
-address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must match one. Its URL must be https unless its host is listed by name or address (not through `*.` or a network).
-An address that is not public (loopback, private, link-local, shared, reserved, multicast, unspecified) is only
-reached when the address itself, or a network containing it, is listed: a listed name that resolves to such an
-address is refused at delivery, so DNS cannot point a listed name at an internal service.
+address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must match one. Its URL must be https
+unless its host is listed by name or address (not through `*.` or a network). An address that is not public
+(loopback, private, link-local, shared, reserved, multicast, unspecified) is only reached when the address itself,
+or a network containing it, is listed: a listed name that resolves to such an address is refused at delivery, so DNS
+cannot point a listed name at an internal service.
 """
 
 from __future__ import annotations
