@@ -60,10 +60,14 @@ def _read_value(path: str) -> Any:
         raise ConfigValueError(f"config file {path} is not UTF-8 JSON: {error}") from None
 
 
+UNSET = {"tenants": "no tenant is limited", "llm_prices": "the shipped prices",
+         "llm_limits": "no limits but what the API's headers teach", "webhook_allowlist": "no webhooks"}
+
+
 def summary(name: str, value: Any) -> str:
     """A setting's value in a few words."""
     if value is None:
-        return "unset: " + ("the shipped prices" if name == "llm_prices" else "none")
+        return f"unset: {UNSET[name]}"
     if name == "webhook_allowlist":
         return f"{len(value)} entries: {', '.join(value)}" if value else "empty: no webhooks"
     kinds = {"tenants": "tenants", "llm_prices": "models priced", "llm_limits": "models limited"}
@@ -80,9 +84,9 @@ def _print_all(shown: dict[str, dict]) -> None:
 
 def _print_one(name: str, entry: dict) -> None:
     if not entry["version"]:
-        print(f"{name}: unset ({summary(name, None)}); set it with `agentq config set {name} FILE` (or start a "
-              f"process with {entry['variable']} while it is unset)")
+        print(f"{name}: unset, so {UNSET[name]}; set it with `agentq config set {name} FILE` (or start a worker "
+              f"with {entry['variable']})")
         return
-    print(f"{name}: version {entry['version']}, set at {entry['set_at']} by {entry['source']}; read by "
-          f"{entry['read_by']}")
+    by = "agentq config set" if entry["source"] == "set" else f"{entry['source']} (a process's environment)"
+    print(f"{name}: version {entry['version']}, set at {entry['set_at']} by {by}; read by {entry['read_by']}")
     print(json.dumps(entry["value"], indent=2, ensure_ascii=False))

@@ -169,7 +169,11 @@ class FleetConfig:
         unset, the defaults apply), when and by what it was set, its variable and who reads it."""
         if name is not None and (problem := unknown_name(name)) is not None:
             raise ConfigValueError(problem)
-        entries = self.store.read() if self.store is not None else self._last
+        if self.store is None:
+            entries = self._last
+        else:
+            self.store.seed()  # a process started with the variables seeds the unset names first
+            entries = self.store.read()
         return {n: _shown(n, entries.get(n)) for n in ([name] if name is not None else NAMES)}
 
     def set(self, name: str, value: Any) -> dict:

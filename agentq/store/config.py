@@ -58,8 +58,7 @@ class ConfigStore:
             read = self._read
         if read is not None and 0 <= now - read[0] < self.ttl_s:
             return read[1]
-        if not self._seeded:
-            self.seed()
+        self.seed()
         return self.read(now)
 
     def read(self, now: float | None = None) -> dict[str, dict]:
@@ -76,7 +75,10 @@ class ConfigStore:
         return version
 
     def seed(self) -> None:
-        """Write each seed to its name unless the fleet set it already (then a different value is warned of)."""
+        """Write each seed to its name unless the fleet set it already (then a different value is warned of); once
+        per process."""
+        if self._seeded:
+            return
         self._seeded = True
         for name, value in self.seeds.items():
             variable = f"AGENTQ_{name.upper()}"
