@@ -1,4 +1,4 @@
-"""The delivery loop every worker and dispatcher process runs when `AGENTQ_WEBHOOK_ALLOWLIST` is set.
+"""The delivery loop every worker and dispatcher process runs (waiting while the fleet's webhook allowlist is empty).
 
 Each poll (`AGENTQ_WEBHOOK_POLL_S`) one process of the fleet looks for new webhook events (`watcher.py`; the
 `agentq:webhooks:scan` key elects it for that poll), and every process attempts the deliveries that are due

@@ -32,7 +32,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class Allowlist:
-    """`AGENTQ_WEBHOOK_ALLOWLIST`, parsed (see the module's docstring for its forms)."""
+    """The webhook allowlist, parsed (see the module's docstring for its forms)."""
 
     names: frozenset[str] = frozenset()
     domains: tuple[str, ...] = ()  # from `*.example.com`: ".example.com"
@@ -159,16 +159,16 @@ def url_problems(url: Any, pointer: str, allowlist: Allowlist) -> list[Problem]:
 
 def _host_problems(host: str, scheme: str, pointer: str, allowlist: Allowlist) -> list[Problem]:
     if not allowlist:
-        return [Problem(pointer, f"host {host!r} is not allowed: AGENTQ_WEBHOOK_ALLOWLIST is empty, so no "
-                                 "webhook may be sent")]
+        return [Problem(pointer, f"host {host!r} is not allowed: the webhook allowlist is empty, so no "
+                                 "webhook may be sent (agentq config set webhook_allowlist FILE)")]
     if not allowlist.lists_host(host):
-        return [Problem(pointer, f"host {host!r} is not in AGENTQ_WEBHOOK_ALLOWLIST")]
+        return [Problem(pointer, f"host {host!r} is not in the webhook allowlist (agentq config webhook_allowlist)")]
     address = _address(host)
     if _is_local_name(host) or (address is not None and not allowlist.reaches(address)):
         return [Problem(pointer, f"host {host!r} is a loopback, private or link-local address; only an address "
-                                 "listed in AGENTQ_WEBHOOK_ALLOWLIST itself may be")]
+                                 "listed in the webhook allowlist itself may be")]
     if scheme != "https" and not allowlist.names_explicitly(host):
-        return [Problem(pointer, f"the URL must be https (plain http only to a host AGENTQ_WEBHOOK_ALLOWLIST names "
+        return [Problem(pointer, f"the URL must be https (plain http only to a host the webhook allowlist names "
                                  f"by itself, not through a domain or network: {host!r} is not)")]
     return []
 
@@ -207,7 +207,7 @@ def resolve_checked(host: str, port: int, allowlist: Allowlist) -> list[IPAddres
     for address in found:
         if not allowlist.reaches(address):
             raise TargetRefused(f"{host!r} resolves to {address}, a loopback, private or link-local address that "
-                                "AGENTQ_WEBHOOK_ALLOWLIST does not list")
+                                "the webhook allowlist does not list")
     return found
 
 
