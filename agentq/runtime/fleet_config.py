@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,7 @@ class FleetConfig:
         self.store = store
         self._last: dict[str, dict] = {name: {"version": 0, "value": value, "source": SETTINGS[name].variable}
                                        for name, value in environment.items()}
+        self._retry_at = 0.0  # after a failed read: when to read again
         self._parsed: dict[str, tuple[Any, Any]] = {}  # name -> ((version, set_at) of its entry, parsed value)
         self._lock = threading.Lock()
 
@@ -155,10 +157,14 @@ class FleetConfig:
     def _entries(self) -> dict[str, dict]:
         if self.store is None:
             return self._last
+        now = time.monotonic()
+        if now < self._retry_at:
+            return self._last
         try:
             entries = self.store.entries()
-        except StoreUnavailableError:
-            return self._last  # kept through an outage
+        except StoreUnavailableError:  # kept through an outage, tried again a heartbeat later (not on every use)
+            self._retry_at = now + self.store.ttl_s
+            return self._last
         self._last = entries
         return entries
 

@@ -79,7 +79,6 @@ class ConfigStore:
         per process."""
         if self._seeded:
             return
-        self._seeded = True
         for name, value in self.seeds.items():
             variable = f"AGENTQ_{name.upper()}"
             if int(self._script(keys=[self.fleet.config], args=[name, _entry(value, variable), "1"])):
@@ -89,6 +88,7 @@ class ConfigStore:
             if held is not None and json.loads(held).get("value") != value:
                 log.warning("%s is set here but the fleet's config %s differs: the fleet's is used (see `agentq "
                             "config %s`, change it with `agentq config set %s FILE`)", variable, name, name, name)
+        self._seeded = True  # not before: a store that could not be reached is seeded on a later read
         self._forget()
 
     def _forget(self) -> None:
