@@ -52,11 +52,6 @@ def test_a_submitter_without_agentq_tenants_is_refused_at_acmes_limit_once_it_is
         worker_procs, redis_url: str, tmp_path: Path):
     worker = worker_procs.start(["procEcho"], AGENTQ_TENANTS=json.dumps(ACME))
     worker_procs.wait_live(worker, ["procEcho"])
-    # the worker, the first process started with AGENTQ_TENANTS, seeded the fleet's tenants with it
-    shown = cli(redis_url, "config", "tenants", "--json")
-    assert shown.returncode == 0, shown.stderr
-    assert {k: v for k, v in json.loads(shown.stdout).items() if k in ("version", "value", "source")} == {
-        "version": 1, "value": ACME, "source": "AGENTQ_TENANTS"}
     job = write(tmp_path / "job.json", ECHO)
     for _ in range(2):  # `cli` runs `agentq submit` without any AGENTQ_TENANTS
         submitted = cli(redis_url, "submit", job, "--tenant", "acme")
@@ -67,6 +62,11 @@ def test_a_submitter_without_agentq_tenants_is_refused_at_acmes_limit_once_it_is
     assert "tenant 'acme' is at its limit of 2 jobs per minute" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and jobs_of(redis_url) == before  # nothing written
     assert cli(redis_url, "submit", job, "--tenant", "globex").returncode == 0  # another tenant is not limited
+    # the worker, the first process started with AGENTQ_TENANTS, seeded the fleet's tenants with it at start
+    shown = cli(redis_url, "config", "tenants", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert {k: v for k, v in json.loads(shown.stdout).items() if k in ("version", "value", "source")} == {
+        "version": 1, "value": ACME, "source": "AGENTQ_TENANTS"}
 
 
 def test_a_worker_without_agentq_tenants_counts_acmes_calls_under_its_own_label(
