@@ -24,6 +24,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from agentq.runtime.fleet_config import FleetConfig
     from agentq.runtime.rollouts import Rollouts
     from agentq.runtime.root import Parts
 
@@ -264,6 +265,12 @@ class Client(BaseClient):
     def rollouts(self) -> Rollouts:
         """The tools' rollout rules (`set`, `clear`, `rules`) and their `report()` (SPEC §17, docs/rollouts.md)."""
         return self._parts.rollouts
+
+    @property
+    def config(self) -> FleetConfig:
+        """The fleet's shared settings: `show()`, `set(name, value)`, and the values this process uses
+        (docs/config.md)."""
+        return self._parts.config
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""

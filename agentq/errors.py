@@ -20,6 +20,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── JobValidationError     a job rejected as a whole before anything is written
     │       │   └── JobExistsError     a job with the id asked for exists already
     │       ├── RolloutRuleError       a tool's rollout rule refused (SPEC §17), nothing written
+    │       ├── ConfigValueError       a fleet setting refused (`agentq config set`), nothing written
     │       └── ModuleError            a saved module (SPEC §8) that cannot be used; `ref` names it
     │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
     │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
@@ -171,6 +172,11 @@ class RolloutRuleError(InvalidInputError):
     """A tool's rollout rule refused (SPEC §17): `problems` names every problem; nothing was written."""
 
 
+class ConfigValueError(InvalidInputError):
+    """A fleet setting refused (`agentq config set`, `PUT /v1/config/{name}`): an unknown name, or `problems` names
+    every problem of the value; nothing was written."""
+
+
 class JobExistsError(JobValidationError):
     """A submission named the id of a job that exists already (nothing was written)."""
 
@@ -318,6 +324,7 @@ __all__ = [
     "BudgetExceeded",
     "CallFailedError",
     "CallValidationError",
+    "ConfigValueError",
     "ConfigurationError",
     "ContextWindowExceeded",
     "DuplicateRegistrationError",

@@ -123,12 +123,12 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=5, ge=1)  # per request: 429, 5xx, overload, a broken stream
     llm_max_tokens: int = Field(default=8192, gt=0)
     # model governance (SPEC §16): a JSON price file whose entries replace the shipped prices model by model
-    # (agentq/llm/prices.py; read by the processes that make model requests, at start), and the budget of jobs
+    # (agentq/llm/prices.py; it seeds the fleet's `llm_prices`, docs/config.md), and the budget of jobs
     # that name none (JSON `{"max_cost_usd": 5, ...}`, as `options.budget`)
     llm_prices: Path | None = None
     default_budget: Annotated[dict[str, Any] | None, NoDecode] = None
     # fleet-wide model rate limits: JSON `{"<model>" | "*": {"requests_per_minute": N, "input_tokens_per_minute":
-    # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py)
+    # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py); seeds the fleet's `llm_limits`
     llm_limits: Annotated[dict[str, Any] | None, NoDecode] = None
     # the batch lane (`options.priority: "batch"`, docs/batch.md): requests wait in Redis until this many are due or the
     # oldest is this old, then go to the Message Batches API as one batch; dispatchers poll open batches this often
@@ -136,7 +136,9 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(default=200_000_000, ge=1_000, le=256_000_000)
     batch_max_age_s: float = Field(default=60.0, ge=0)
     batch_poll_s: float = Field(default=30.0, gt=0)
-    # tenants' limits (SPEC §17): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`
+    # tenants' limits (SPEC §17): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`;
+    # this and the other fleet settings (llm_prices, llm_limits, webhook_allowlist) only seed the store's values
+    # (`agentq config`, agentq/runtime/fleet_config.py)
     tenants: Annotated[dict[str, Any] | None, NoDecode] = None
 
     # activities (SPEC §3): an activity stays known this long after its last announcement
@@ -165,7 +167,8 @@ class Settings(BaseSettings):
     api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises
 
     # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
-    # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
+    # `<temp>/agentq-metrics-<uid>-<fleet>`, `<fleet>` a hash of broker, store and namespace: metrics/files.py), and
+    # the bearer token `agentq metrics` asks for
     metrics_dir: Path | None = None
     # prometheus_client's own variable PROMETHEUS_MULTIPROC_DIR (no AGENTQ_ prefix): set by the operator, the
     # folder worker processes count into, used as it is (see metrics/files.py)

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
+from agentq.cli.config import cmd_config
 from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
@@ -156,6 +157,13 @@ def _fleet_commands(command: Commands) -> None:
     forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
     forget.add_argument("name", metavar="NAME", help="the activity to forget")
     forget.set_defaults(handler=cmd_activities_forget)
+
+    config = command("config", cmd_config, "show the fleet's shared settings (tenants, llm_prices, llm_limits, "
+                     "webhook_allowlist), or set one from a JSON file (docs/config.md)")
+    config.add_argument("--json", action="store_true", help="print them as JSON")
+    config.add_argument("words", nargs="*", metavar="NAME | set NAME FILE",
+                        help="a setting to show, or `set NAME FILE` ('-' for stdin) to store its next version")
+    config.usage = "%(prog)s [-h] [--json] [NAME | set NAME FILE]"
 
     rollouts = command("rollouts", cmd_rollouts, "report the tools' rollout routes side by side: calls, success "
                        "rate, p50/p95 duration, cost (docs/rollouts.md)")

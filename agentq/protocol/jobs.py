@@ -248,7 +248,7 @@ _OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "conte
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
     """`options.webhook` (SPEC §18), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
     if limits.webhook_problems is None:
-        return [Problem("/options/webhook", "webhooks are not enabled here (AGENTQ_WEBHOOK_ALLOWLIST is empty)")]
+        return [Problem("/options/webhook", "webhooks are not enabled here (the webhook allowlist is empty)")]
     return limits.webhook_problems(value, "/options/webhook")
 
 

@@ -41,7 +41,7 @@ def _model_problem(model: Any, known_model: KnownModel | None) -> str | None:
         return f"{MODEL_KEYWORD} must be a model name, got {model!r}"
     if known_model is not None and not known_model(model):
         return (f"{MODEL_KEYWORD} {model!r} is not a model the price table knows, so the cost of its requests "
-                "could not be accounted (name a priced model, or give it a price in AGENTQ_LLM_PRICES)")
+                "could not be accounted (name a priced model, or give it a price: agentq config set llm_prices FILE)")
     return None
 
 

@@ -36,7 +36,6 @@ from agentq.errors import (
     Problem,
     RateLimited,
 )
-from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
 from agentq.protocol.envelopes import JobQueued
@@ -49,12 +48,13 @@ from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.decisions import Dispatch, JobDecisions
+from agentq.runtime.fleet_config import FleetConfig
 from agentq.runtime.routing import Routing
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.codecs import now_iso
 from agentq.webhooks.store import DeliveryStore
-from agentq.webhooks.targets import Allowlist, webhook_problems
+from agentq.webhooks.targets import LiveAllowlist, webhook_problems
 
 if TYPE_CHECKING:
     from agentq.runtime.admission import Admission, WithWrite
@@ -80,7 +80,7 @@ class JobService(JobDecisions):
                  local_activities_are_live: bool = False,
                  module_loader: ModuleLoader | None = None,
                  clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None,
-                 webhooks: DeliveryStore | None = None):
+                 webhooks: DeliveryStore | None = None, config: FleetConfig | None = None):
         self.store = store
         self.dispatcher = dispatcher
         # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
@@ -91,13 +91,14 @@ class JobService(JobDecisions):
         self.activities = activities if activities is not None else ActivityRegistry()
         self.local_activities_are_live = local_activities_are_live
         self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
-        allowlist = Allowlist.parse(settings.webhook_allowlist)
+        # the fleet's shared settings (tenants' limits, prices, the webhook allowlist), read once per heartbeat
+        self.config = config if config is not None else FleetConfig.of(settings, None)
+        allowlist = LiveAllowlist(self.config.allowlist)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget,
                                 known_model=self.known_model, max_output_tokens=settings.llm_max_tokens,
                                 model=settings.model,
                                 webhook_problems=lambda value, pointer: webhook_problems(value, pointer, allowlist))
-        self._prices: PriceTable | None = None
         # the webhook keys: a job with a webhook is watched before it is written (None: a store without them)
         self.webhooks = webhooks
         self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
@@ -106,11 +107,9 @@ class JobService(JobDecisions):
         self._fleet_lock = threading.Lock()
 
     def known_model(self, model: str) -> bool:
-        """Whether the price table (`AGENTQ_LLM_PRICES` over the shipped prices, read on first use) prices `model`:
-        a tool's `x-model` must be one (SPEC §16)."""
-        if self._prices is None:
-            self._prices = load_prices(getattr(self.settings, "llm_prices", None))
-        return self._prices.price(model) is not None
+        """Whether the fleet's price table (`llm_prices` over the shipped prices) prices `model`: a tool's `x-model`
+        must be one (SPEC §16)."""
+        return self.config.prices().price(model) is not None
 
     def available_tools(self) -> dict[str, dict]:
         """Published tools, overridden by this process's own registry (read now)."""
@@ -270,10 +269,10 @@ class JobService(JobDecisions):
             raise
 
     def _admit(self, plan: JobPlan, tenant: str, *, child: bool) -> bool:
-        """Admit a valid job under its tenant's limits (`AGENTQ_TENANTS`, SPEC §17) before anything is written;
+        """Admit a valid job under its tenant's limits (the fleet's `tenants`, SPEC §17) before anything is written;
         whether it now holds a place among its tenant's active jobs. Raises `RateLimited`. A module's child job
         is part of its parent's work and is not limited again."""
-        limits = self.settings.tenant_limits.get(tenant)
+        limits = self.config.tenant_limits().get(tenant)
         if child or limits is None or not limits.limited:
             return False
         expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
@@ -281,7 +280,7 @@ class JobService(JobDecisions):
         if refused is not None:
             what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
                     else f"{limits.jobs_per_minute:g} jobs per minute")
-            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (AGENTQ_TENANTS): nothing was written; "
+            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (config tenants): nothing was written; "
                               f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
         return limits.max_active_jobs is not None
 

@@ -104,8 +104,16 @@ class FleetSteps(StoreConnection):
 
     def forget_activity(self, name: str) -> bool:
         """Retire a known activity at once (its tools turn latent unless a live worker announces it again);
-        True when it was known."""
-        return bool(self.redis.hdel(self.fleet.activities, name))
+        True when it was known. An MCP tool of that name (`x-mcp`: `agentq worker --mcp` published it with its
+        activity, and it cannot run without one) is unpublished with it, unless a live worker still serves it."""
+        forgotten = bool(self.redis.hdel(self.fleet.activities, name))
+        schema = self.redis.hget(self.fleet.tools, name)
+        if schema is None or "x-mcp" not in json.loads(schema) or name in self.live_activities():
+            return forgotten
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hdel(self.fleet.tools, name)
+        pipe.hdel(self.fleet.tool_conflicts, name)
+        return bool(pipe.execute()[0]) or forgotten
 
     # ---------------------------------------------------------------------------------------------- tools
 

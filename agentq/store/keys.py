@@ -223,6 +223,10 @@ class FleetKeys:
     def job_totals(self) -> str:  # hash: final status, and `<status>:<tenant>` -> jobs that ended so (metrics)
         return f"{self.namespace}:stats:jobs"
 
+    @property
+    def config(self) -> str:  # hash: the fleet's shared settings, name -> {"version", "value", "set_at", "source"}
+        return f"{self.namespace}:config"
+
     # rollouts (SPEC §17, store/rollouts.py): one hash tag, so the report reads rules and figures in one slot
     @property
     def rollout_rules(self) -> str:  # hash: tool -> its rollout rule JSON
