@@ -90,7 +90,7 @@ def _unabsorbed_failures(failed: dict[str, CallRecord], log_messages: list[dict]
               if m.get("type") == "error" and isinstance(m.get("data"), dict)}
     described = []
     for call_id, record in failed.items():
-        if record.awaited and not absorbs_failure(record.call):
+        if record.awaited and record.decides_outcome and not absorbs_failure(record.call):
             error = errors.get(call_id) or {}
             described.append(f"{record.tool} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
     return sorted(described)

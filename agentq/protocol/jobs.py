@@ -20,7 +20,7 @@ from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
-from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
+from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
 from agentq.protocol.records import JobKind
 from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
@@ -83,7 +83,7 @@ def plan_job(
         raise JobValidationError("job rejected", problems.items)
     for call in calls:
         call.locale = options["locale"]
-        call.approval = needs_approval(call.tool, composed[call.tool], options)
+        hold_for_approval(call, composed[call.tool], options)
 
     return JobPlan(
         id=job_id or new_id("job"),

@@ -62,6 +62,12 @@ class CallRecord:
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
 
+    @property
+    def decides_outcome(self) -> bool:
+        """Whether its failure can fail its plan job: not a fire-and-forget call's (an activity's call without an
+        output path), which is awaited only while a reviewer must approve it."""
+        return self.mode is not CallMode.EXPLICIT or bool(self.call.get("_outputPath"))
+
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form (also what a call's task carries)."""
         return {

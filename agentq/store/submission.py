@@ -31,10 +31,13 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
         "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
         "status": _statuses(waiting, held),
-        "approval": {c.id: 1 for c in plan.calls if c.approval},
+        # each held call's `call.awaiting_approval` event: published now for a call held from the start, by the
+        # commit that releases it for the others (_committed.lua)
+        "approval": {c.id: entry(c.held_event(plan.id), plan.id) for c in plan.calls if c.approval},
         "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
         "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
-        "events": [entry(e, plan.id) for e in events],
+        "events": [entry(e, plan.id) for e in events]
+                  + [entry(c.held_event(plan.id), plan.id) for c in plan.calls if c.id in held],
         "dependents": _dependents(plan),
     }
 

@@ -152,7 +152,8 @@ class CallSteps(MemoryCore):
             for envelope in events:
                 packed = entry(envelope, job_id)
                 self._xadd(state, marked(packed, "after_cancel", True) if late else packed)
-            released, job_status = release_dependents(state, call_id, job_status)
+            released, job_status = release_dependents(state, call_id, job_status,
+                                                      lambda held: self._xadd(state, held))
             record = json.loads(state.calls[call_id])
             assert awaited is None or awaited == record["awaited"], "the caller's record is not the stored one"
             return committed_reply(state, record, job_status, released)
@@ -179,7 +180,8 @@ class CallSteps(MemoryCore):
             state.status[call_id] = status.value
             for envelope in events:
                 self._xadd(state, entry(envelope, job_id))
-            released, job_status = release_dependents(state, call_id, job_status)
+            released, job_status = release_dependents(state, call_id, job_status,
+                                                      lambda held: self._xadd(state, held))
             return Settled(commit=committed_reply(state, json.loads(state.calls[call_id]), job_status, released))
 
     @staticmethod
