@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentq.protocol.envelopes import (
+    CallAwaitingApproval,
     CallFinished,
     CallRetrying,
     CallStarted,
@@ -54,6 +55,8 @@ class LiveView:
                 self._tick_finished(event)
             case CallStarted(attempt=attempt):
                 self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
+            case CallAwaitingApproval(call_id=call_id):
+                self.out(f"  ✋ {name:<22} awaiting approval — agentq approve|reject {event.job_id} {call_id}")
             case CallRetrying(error=error):
                 self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
                          f"{error.get('type')}: {error.get('message')}")

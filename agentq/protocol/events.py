@@ -85,16 +85,18 @@ def activity_part(content: str | None, *, source: str, locale: str = "en") -> di
     return _part("activity", source=source, content=content, display_info=display_of("activity", locale, None))
 
 
-def job_queued_part(content: str, *, kind: str, source: str, locale: str = "en") -> dict:
-    """A job's `job.queued` part: an agent job's says the agent works, a plan job's that its planned calls run."""
+def job_part(content: str, *, kind: str, source: str, locale: str = "en") -> dict:
+    """A job's milestone part (`job.queued`, `job.started`, `job.finished`): an agent job's says the agent works,
+    a plan job's that its planned calls run."""
     display = _PLAN_DISPLAY[language_of(locale)] if kind == "plan" else None
     return _part("activity", source=source, content=content,
                  display_info=display_of("activity", locale, display, default_id="plan"))
 
 
 _PLAN_DISPLAY = {
-    "en": {"friendly_name": "📋 Plan", "description": "The job runs its planned calls", "icon": "📋"},
-    "fr": {"friendly_name": "📋 Plan", "description": "Le travail exécute ses appels prévus", "icon": "📋"},
+    "en": {"friendly_name": "📋 Plan", "description": "The job runs its planned calls", "icon": "📋", "category": "plan"},
+    "fr": {"friendly_name": "📋 Plan", "description": "Le travail exécute ses appels prévus", "icon": "📋",
+           "category": "plan"},
 }
 
 
@@ -228,7 +230,7 @@ __all__ = [
     "complete_part",
     "error_part",
     "format_timestamp",
-    "job_queued_part",
+    "job_part",
     "skill_loading_part",
     "strip_technical_details",
     "technical_details",

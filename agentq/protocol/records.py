@@ -195,7 +195,6 @@ class JobOptions:
     approval: tuple[str, ...] = ()  # tools whose calls wait for a reviewer
     ttl_s: int | None = None  # None: the runtime's default job lifetime
     locale: str = "en"
-    stream_markers: bool = True
     budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
@@ -210,7 +209,7 @@ class JobOptions:
         return cls(
             max_ticks=int(raw.get("max_ticks") or DEFAULT_MAX_TICKS), model=str(raw["model"]) if raw.get("model")
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
-            locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
+            locale=str(raw.get("locale", "en")),
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
