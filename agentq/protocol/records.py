@@ -261,6 +261,7 @@ class OutcomeStatus(StrEnum):
     NOT_READY = "not_ready"  # the call still waits on other calls or on approval
     MISSING = "missing"  # no such call
     UNSTARTED = "unstarted"  # the job had not started
+    ELSEWHERE = "elsewhere"  # the call is another task's (routed to another activity): left to that task
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from agentq.store.replies import (
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
-                "tenant_admit", "concurrency", "admission", "admission_touch")
+                "tenant_admit", "concurrency", "admission", "admission_touch", "unclaim")
 
 
 class Scripts(CallScripts):

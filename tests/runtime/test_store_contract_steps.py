@@ -133,6 +133,21 @@ def test_no_decision_once_the_job_ended(backend: Backend):
     assert store.decide(job_id, ids["first"], decision="approve") == DecisionConflict(status=CallStatus.CANCELED)
 
 
+def test_a_call_given_back_by_its_claimer_is_ready_again_with_its_attempt_uncounted(backend: Backend):
+    store = backend.store
+    job_id, ids = held(store, [])
+    first = ids["first"]
+    assert store.unclaim(job_id, first, token="t") is False  # not claimed: nothing to give back
+    assert store.claim(job_id, first, token="t", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+    assert store.unclaim(job_id, first, token="other") is False  # not this token's
+    assert store.call_statuses(job_id)[first] is CallStatus.RUNNING
+    assert store.unclaim(job_id, first, token="t") is True
+    assert store.call_statuses(job_id)[first] is CallStatus.READY
+    assert store.unclaim(job_id, first, token="t") is False  # once
+    claim = store.claim(job_id, first, token="u", lease_ms=LEASE_MS)
+    assert (claim.outcome, claim.attempt) == (ClaimOutcome.CLAIMED, 1)  # the call's own first attempt
+
+
 # ----------------------------------------------------------------------------------------- settle
 
 

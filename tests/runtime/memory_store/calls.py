@@ -201,6 +201,17 @@ class CallSteps(MemoryCore):
             return SettleUnstarted()
         return None
 
+    def unclaim(self, job_id: str, call_id: str, *, token: str) -> bool:
+        """unclaim.lua."""
+        with self._changed:
+            state = self._get(job_id)
+            if state is None or self._holder(state, call_id) != token or state.status.get(call_id) != _RUNNING:
+                return False
+            state.status[call_id] = _READY
+            state.leases.pop(call_id, None)
+            state.attempts[call_id] = state.attempts.get(call_id, 0) - 1
+            return True
+
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         """retry.lua."""
         with self._changed:
