@@ -94,7 +94,8 @@ def job_part(content: str, *, kind: str, source: str, locale: str = "en") -> dic
 
 
 _PLAN_DISPLAY = {
-    "en": {"friendly_name": "📋 Plan", "description": "The job runs its planned calls", "icon": "📋", "category": "plan"},
+    "en": {"friendly_name": "📋 Plan", "description": "The job runs its planned calls", "icon": "📋",
+           "category": "plan"},
     "fr": {"friendly_name": "📋 Plan", "description": "Le travail exécute ses appels prévus", "icon": "📋",
            "category": "plan"},
 }

@@ -13,7 +13,8 @@ from agentq.runtime.service import _queued
 from agentq.store.codecs import decode_job
 from agentq.store.event_codec import pack, unpack
 
-TOOLS = {"send": {"type": "object", "properties": {"_tool": {"const": "send"}, "to": {"type": "string"}, "_output": {}}}}
+TOOLS = {"send": {"type": "object",
+                  "properties": {"_tool": {"const": "send"}, "to": {"type": "string"}, "_output": {}}}}
 LIVE: dict[str, dict] = {"send": {}}
 
 
