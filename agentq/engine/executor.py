@@ -129,6 +129,8 @@ class Executor:
 
     # ------------------------------------------------------------------------------------ delivery
 
+    # one delivery and each way it ends: another task's call (before or after the claim), a run ahead of the
+    # claim, a claimed attempt, a call leased to another attempt, finished, or not to run
     def run_call(self, job_id: str, call_id: str, *, record: CallRecord | None = None,
                  signature: str | None = None, task: str | None = None) -> Outcome:
         """Run one delivery of a call's task. `record` is the call's record as the task carries it; the claim

@@ -257,6 +257,7 @@ def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
     return limits.webhook_problems(value, "/options/webhook")
 
 
+# one option, each checked its own way: a branch per option that needs more than `_OPTION_CHECKS`
 def _option_problems(key: str, value: Any) -> list[Problem]:
     """What is wrong with one option (each problem with its pointer); [] when it is valid."""
     pointer = f"/options/{key}"
