@@ -88,9 +88,13 @@ def activity_part(content: str | None, *, source: str, locale: str = "en") -> di
 def job_part(content: str, *, kind: str, source: str, locale: str = "en") -> dict:
     """A job's milestone part (`job.queued`, `job.started`, `job.finished`): an agent job's says the agent works,
     a plan job's that its planned calls run."""
-    display = _PLAN_DISPLAY[language_of(locale)] if kind == "plan" else None
-    return _part("activity", source=source, content=content,
-                 display_info=display_of("activity", locale, display, default_id="plan"))
+    display = plan_display_info(locale) if kind == "plan" else display_of("activity", locale, None)
+    return _part("activity", source=source, content=content, display_info=display)
+
+
+def plan_display_info(locale: str = "en") -> dict:
+    """The display info of a plan job's milestone parts in `locale`."""
+    return display_of("activity", locale, _PLAN_DISPLAY[language_of(locale)], default_id="plan")
 
 
 _PLAN_DISPLAY = {
@@ -232,6 +236,7 @@ __all__ = [
     "error_part",
     "format_timestamp",
     "job_part",
+    "plan_display_info",
     "skill_loading_part",
     "strip_technical_details",
     "technical_details",

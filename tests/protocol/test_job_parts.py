@@ -33,6 +33,9 @@ def test_a_plan_jobs_milestones_show_the_plan_and_an_agent_jobs_the_agent(locale
         info = part["display_info"]
         assert (info["id"], info["friendly_name"], info["category"]) == ("plan", "📋 Plan", "plan")
         assert info["description"] in ("The job runs its planned calls", "Le travail exécute ses appels prévus")
+    started = job_started(plan.id, locale=locale, source="agentq").to_dict()
+    packed = pack(started, plan.id)  # stored as compactly as the default display: a marker
+    assert f'"d":"{locale} plan"' in packed and "📋" not in packed and unpack(packed, plan.id) == started
     agent_part = _queued(agent).part
     assert agent_part is not None
     assert agent_part["display_info"]["description"] in ("The agent is working", "L'agent travaille")
