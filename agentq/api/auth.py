@@ -102,7 +102,7 @@ def tokens_file(path: Path) -> list[tuple[str, Principal]]:
         raise ConfigurationError(f"{where}: not JSON: {error}") from None
     if not isinstance(data, dict) or not data:
         raise ConfigurationError(f'{where}: expected an object of tokens, {{"<token>": {{"tenant": "...", '
-                                 '"role": "admin" | "submit" | "read"}}}}')
+                                 f'"role": "admin" | "submit" | "read"}}}}, got {_json_kind(data)}')
     entries, problems = [], []
     for n, (token, entry) in enumerate(data.items(), start=1):  # named by position: a token is never printed
         principal, problem = _principal(entry)
@@ -115,6 +115,13 @@ def tokens_file(path: Path) -> list[tuple[str, Principal]]:
     if problems:
         raise ConfigurationError(f"{where}: " + "; ".join(problems))
     return entries
+
+
+def _json_kind(value: Any) -> str:
+    """How a tokens file's top-level value is named in its error (never its content: it may hold tokens)."""
+    if isinstance(value, dict):
+        return "an empty object"
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 def _principal(entry: Any) -> tuple[Principal | None, str]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentq.protocol.envelopes import (
+    CallAwaitingApproval,
     CallFinished,
     CallRetrying,
     CallStarted,
@@ -52,11 +53,8 @@ class LiveView:
                 self._tick_started(event)
             case TickFinished():
                 self._tick_finished(event)
-            case CallStarted(attempt=attempt):
-                self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
-            case CallRetrying(error=error):
-                self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
-                         f"{error.get('type')}: {error.get('message')}")
+            case CallStarted() | CallAwaitingApproval() | CallRetrying():
+                self._call_moved(event, name)
             case CallFinished():
                 self._call_finished(event, name)
             case Thought(part=part) | Thinking(part=part):
@@ -64,6 +62,17 @@ class LiveView:
                 self.out(f"  💭 {label}{(part or {}).get('content')}")
             case Part(part=part):
                 self.show_part(part or {})
+
+    def _call_moved(self, event: CallStarted | CallAwaitingApproval | CallRetrying, name: str) -> None:
+        """A call started, is held for a reviewer, or waits for its next attempt."""
+        match event:
+            case CallStarted(attempt=attempt):
+                self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
+            case CallAwaitingApproval(call_id=call_id):
+                self.out(f"  ✋ {name:<22} awaiting approval — agentq approve|reject {event.job_id} {call_id}")
+            case CallRetrying(error=error):
+                self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
+                         f"{error.get('type')}: {error.get('message')}")
 
     def _call_name(self, event: Envelope) -> str:
         """How the event's call is shown (`tool [instance]`, remembered from the first event naming it)."""

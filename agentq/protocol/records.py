@@ -62,6 +62,12 @@ class CallRecord:
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
 
+    @property
+    def decides_outcome(self) -> bool:
+        """Whether its failure can fail its plan job: not a fire-and-forget call's (an activity's call without an
+        output path), which is awaited only while a reviewer must approve it."""
+        return self.mode is not CallMode.EXPLICIT or bool(self.call.get("_outputPath"))
+
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form (also what a call's task carries)."""
         return {
@@ -189,7 +195,6 @@ class JobOptions:
     approval: tuple[str, ...] = ()  # tools whose calls wait for a reviewer
     ttl_s: int | None = None  # None: the runtime's default job lifetime
     locale: str = "en"
-    stream_markers: bool = True
     budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
@@ -204,7 +209,7 @@ class JobOptions:
         return cls(
             max_ticks=int(raw.get("max_ticks") or DEFAULT_MAX_TICKS), model=str(raw["model"]) if raw.get("model")
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
-            locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
+            locale=str(raw.get("locale", "en")),
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
@@ -256,6 +261,7 @@ class OutcomeStatus(StrEnum):
     NOT_READY = "not_ready"  # the call still waits on other calls or on approval
     MISSING = "missing"  # no such call
     UNSTARTED = "unstarted"  # the job had not started
+    ELSEWHERE = "elsewhere"  # the call is another task's (routed to another activity): left to that task
 
 
 @dataclass(frozen=True, slots=True)

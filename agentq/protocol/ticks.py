@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from agentq.errors import Problem
 from agentq.protocol.call_plans import plan_calls
 from agentq.protocol.dependencies import CallNode, WriterIndex, find_cycle, node_for, unsatisfied, writers_of
-from agentq.protocol.plans import PlannedCall, needs_approval
+from agentq.protocol.plans import PlannedCall, hold_for_approval
 from agentq.protocol.records import CallMode
 from agentq.protocol.views import LogIndex
 
@@ -117,7 +117,7 @@ class TickPlan:
     def _named(self, plan: PlannedCall) -> PlannedCall:
         plan.id = self.ids(plan.index)
         plan.locale = str(self.options.get("locale", "en"))
-        plan.approval = needs_approval(plan.tool, self.composed[plan.tool], self.options)
+        hold_for_approval(plan, self.composed[plan.tool], self.options)
         return plan
 
     def _link(self, plan: PlannedCall, node: CallNode, writers: set[str]) -> None:

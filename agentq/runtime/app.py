@@ -260,7 +260,7 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
             redeliveries.count_redelivery(task.request.delivery_info, name, record)
         try:
             with telemetry.call_span(task.request, job_id, call_id, record):
-                outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
+                outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature, task=name)
         except StoreUnavailableError as error:
             raise _store_retry(task, error, **_shown(pointer)) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows

@@ -39,7 +39,7 @@ from agentq.errors import (
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
 from agentq.protocol.envelopes import JobQueued
-from agentq.protocol.events import activity_part
+from agentq.protocol.events import job_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
@@ -379,8 +379,8 @@ def _queued(plan: JobPlan) -> JobQueued:
     waits = bool(plan.options.get("concurrency"))
     return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                      status=(JobStatus.WAITING if waits else JobStatus.QUEUED).value,
-                     part=activity_part("Job waiting for its concurrency keys" if waits else "Job queued",
-                                        source="agentq", locale=plan.options["locale"]))
+                     part=job_part("Job waiting for its concurrency keys" if waits else "Job queued",
+                                   kind=plan.kind.value, source="agentq", locale=plan.options["locale"]))
 
 
 def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:

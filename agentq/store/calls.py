@@ -94,6 +94,11 @@ class CallSteps(StatsSteps):
         release whose reply was lost)."""
         return self.scripts.retry(self.keys(job_id), call_id, token=token, event=event, mark_ms=RELEASE_MARK_MS)
 
+    def unclaim(self, job_id: str, call_id: str, *, token: str) -> bool:
+        """Give back a call `token` claimed but must not run (its claiming task is not the call's own): ready
+        again, its attempt uncounted, nothing published; False when `token` no longer holds it."""
+        return self.scripts.unclaim(self.keys(job_id), call_id, token=token)
+
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
         """Extend the leases (call id -> token) this process holds for one job; a lease that lapsed is made again
         while its call runs and no other attempt took it over (see renew.lua)."""

@@ -174,6 +174,12 @@ def test_approve_reject_and_edit_over_http(harness, echo, serve_api):
      "JobValidationError", "/options/cache_ttl"),
     (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"priority": "urgent"}}).encode(), 422,
      "JobValidationError", "/options/priority"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"priority": None}}).encode(), 422,
+     "JobValidationError", "/options/priority"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"model": ""}}).encode(), 422,
+     "JobValidationError", "/options/model"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"stream_markers": False}}).encode(), 422,
+     "JobValidationError", "/options/stream_markers"),
     (json.dumps({"context": [], "tools": [{"type": "object", "x-model": "claude-unknown-1", "properties": {
         "_tool": {"const": "cheap"}, "_output": {"type": "string"}}}]}).encode(), 422, "JobValidationError",
      "/tools/0/x-model"),

@@ -145,6 +145,9 @@ def test_the_demo_job_runs_from_the_page_its_calls_and_events_show_in_order_and_
     cards = tab.locator(".approval-card")
     expect(cards).to_have_count(2)
     expect(tab.locator("#job-status")).to_have_text("awaiting approval")
+    held = tab.locator('[data-event="call.awaiting_approval"]')  # the stream says each charge waits
+    expect(held).to_have_count(2)
+    expect(held.first).to_contain_text("chargePayment waits for a reviewer's decision")
     rows = tab.locator("#calls tbody tr.call-row")
     expect(rows).to_have_count(10)
     main_charge = cards.filter(has_text="order total with shipping")
