@@ -1,4 +1,5 @@
-"""`create_api`: the HTTP API and web page as one FastAPI app over the composition root's parts (README.md#the-http-api-and-the-web-page).
+"""`create_api`: the HTTP API and web page as one FastAPI app over the composition root's parts
+(README.md#the-http-api-and-the-web-page).
 
     parts = connect(settings)                       # agentq.runtime.root
     app = create_api(parts, auth=ApiAuth.configure(settings.api_tokens))
@@ -52,8 +53,8 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
 
 
 class BodyLimit:
-    """Refuse a request body over `max_bytes` (413, README.md#the-http-api-and-the-web-page), by its Content-Length or as it arrives, before a
-    route reads it into memory."""
+    """Refuse a request body over `max_bytes` (413, README.md#the-http-api-and-the-web-page), by its Content-Length or
+    as it arrives, before a route reads it into memory."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int):
         self.app = app

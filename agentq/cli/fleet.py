@@ -1,5 +1,5 @@
 """What the fleet knows: `tools` (the composed solution schema) and `activities` (and `activities forget`)
-(SPEC §3, §12)."""
+(docs/protocol.md#activities, docs/protocol.md#the-job-record)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_activities(args: argparse.Namespace) -> int:
-    """`agentq activities [--json]`: every known activity (SPEC §3), live or not."""
+    """`agentq activities [--json]`: every known activity (docs/protocol.md#activities), live or not."""
     with client(args) as fleet:
         known = fleet.activities()
     if args.json:
@@ -55,7 +55,7 @@ def cmd_activities_forget(args: argparse.Namespace) -> int:
 
 
 def _print_activities(known: dict[str, dict]) -> None:
-    """The known activities as a table: name, version (SPEC §17), live or not, workers, queue, last announcement
+    """The known activities as a table: name, version (docs/rollouts.md), live or not, workers, queue, last announcement
     (and its age)."""
     if not known:
         print("no known activities (none announced within AGENTQ_ACTIVITY_MEMORY_S)")

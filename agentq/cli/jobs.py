@@ -1,4 +1,4 @@
-"""The job commands: `run`, `submit`, `status`, `result`, `events`, `cancel` (SPEC §12)."""
+"""The job commands: `run`, `submit`, `status`, `result`, `events`, `cancel` (docs/protocol.md#the-job-record)."""
 
 from __future__ import annotations
 

@@ -177,7 +177,7 @@ def _fleet_commands(command: Commands) -> None:
 def _call_commands(command: Commands) -> None:
     calls = command("calls", cmd_calls, "list a job's calls: status, attempts, duration, what each waits on")
     calls.add_argument("id")
-    calls.add_argument("--json", action="store_true", help="print them as a JSON array (SPEC §14 /calls)")
+    calls.add_argument("--json", action="store_true", help="print them as a JSON array (as the API's /calls)")
 
     deliveries = command("deliveries", cmd_deliveries,
                          "list a job's webhook deliveries: each event, its id, state and attempts")

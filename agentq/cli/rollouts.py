@@ -1,4 +1,4 @@
-"""`agentq rollouts`: the tools' rollout rules and their report (SPEC §17, docs/rollouts.md); `rollouts set TOOL
+"""`agentq rollouts`: the tools' rollout rules and their report (docs/rollouts.md); `rollouts set TOOL
 FILE` and `rollouts clear TOOL` change a tool's rule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `tenant` label of the job and call counters (SPEC §17), of bounded cardinality.
+"""The `tenant` label of the job and call counters (docs/tenants.md), of bounded cardinality.
 
 A tenant configured in `AGENTQ_TENANTS` or named by a token of an `AGENTQ_API_TOKENS` tokens file is its own label;
 the default tenant is `default`; any other tenant (one a `Client(tenant=...)` or a submit task named, unbounded) is

@@ -45,7 +45,8 @@ class PlannedCall:
     waiting: int = 0  # unfinished calls it waits on
     needs_log: bool = False
     locale: str = "en"  # the job's locale, for the display info of this call's event parts
-    approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides (SPEC §9)
+    # held in `awaiting_approval` once ready, until a reviewer decides (docs/protocol.md#approvals)
+    approval: bool = False
     depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
     route: str | None = None  # the rollout route its tool's rule gave it (`protocol/rollouts.py`)
 

@@ -75,7 +75,7 @@ class Parts:
     modules: ModuleLibrary
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
-    rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
+    rollouts: Rollouts  # the tools' rollout rules and their report (docs/rollouts.md)
     # the `tenant` labels of the counters (`metrics/tenants.py`), from the settings read once
     tenant_labels: TenantLabels
 
@@ -101,7 +101,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules, `--tools` folders); `activities` the ones it serves; `metrics` the counters this process counts
     into (new ones unless given: parts that share them count into one registry)."""
     metrics = metrics if metrics is not None else Metrics()
-    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
+    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (docs/tracing.md)
     store = open_store(settings)
     app = create_app(settings)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)

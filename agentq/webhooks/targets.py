@@ -1,4 +1,4 @@
-"""Where a webhook may be sent (SPEC §18): `options.webhook` checked at submission, and every address a host
+"""Where a webhook may be sent (docs/webhooks.md): `options.webhook` checked at submission, and every address a host
 resolves to checked again before each delivery attempt.
 
 `AGENTQ_WEBHOOK_ALLOWLIST` holds entries of four forms: a host name (`hooks.example.com`), every subdomain of

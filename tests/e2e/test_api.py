@@ -1,4 +1,5 @@
-"""The HTTP API over real HTTP (README.md#the-http-api-and-the-web-page): a real uvicorn server, real Redis, real in-process Celery workers.
+"""The HTTP API over real HTTP (README.md#the-http-api-and-the-web-page): a real uvicorn server, real Redis, real
+in-process Celery workers.
 
 Every endpoint, auth on and off, invalid bodies answered 4xx with nothing written, the event stream resumed
 with `Last-Event-ID`, the seed-004 parts format with and without markers, idempotent creation.
