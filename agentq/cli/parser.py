@@ -8,6 +8,7 @@ from collections.abc import Callable
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
 from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
+from agentq.cli.examples import cmd_examples
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
 from agentq.cli.mcp import cmd_mcp
@@ -48,7 +49,8 @@ def _modules(p: argparse.ArgumentParser, default_note: str = "") -> None:
 
 def _job_commands(command: Commands) -> None:
     run = command("run", cmd_run, "submit a job, stream its events, wait, print the result")
-    run.add_argument("file", help="job JSON file ('-' for stdin)")
+    run.add_argument("file", help="job JSON file ('-' for stdin), or example:NAME for a packaged example "
+                     "(agentq examples)")
     _modules(run)
     run.add_argument("--json", action="store_true", help="print only the final job record")
     run.add_argument("--embedded", action="store_true",
@@ -60,8 +62,12 @@ def _job_commands(command: Commands) -> None:
                       help="run the example agent job instead: the Anthropic API when ANTHROPIC_API_KEY is set, "
                            "else its packaged replay file")
 
+    examples = command("examples", cmd_examples, "list the example jobs packaged with agentq and how to run "
+                       "each (agentq run example:NAME, from any directory)")
+    examples.add_argument("--json", action="store_true", help="print the example jobs themselves, by name")
+
     submit = command("submit", cmd_submit, "submit a job and print its id")
-    submit.add_argument("file", help="job JSON file ('-' for stdin)")
+    submit.add_argument("file", help="job JSON file ('-' for stdin), or example:NAME for a packaged example")
     submit.add_argument("--tenant", default="default", help="the tenant the job belongs to (default: default)")
 
     status = command("status", cmd_status, "print a job's status")
