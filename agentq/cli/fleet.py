@@ -24,6 +24,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
         from agentq.protocol.activities import Activity
 
         available, live = tools.snapshot(), set(Activity.names)
+        print(f"agentq tools: the tools of the local modules {', '.join(args.module or ['workers'])} (AGENTQ_REDIS_URL "
+              "is unset: no fleet was asked; `agentq activities` lists a fleet's activities)", file=sys.stderr)
     sys.stdout.write(solution_bytes(compose(list(available.values()), sorted(live))).decode() + "\n")
     return 0
 

@@ -150,11 +150,16 @@ def _process_commands(command: Commands) -> None:
 
 
 def _fleet_commands(command: Commands) -> None:
-    tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
+    tools = command("tools", cmd_tools, "print the composed solution schema of the tools a job may name: with "
+                    "AGENTQ_REDIS_URL set, those the fleet published and the -m modules', against the activities "
+                    "the fleet knows; unset, only the local modules' (no fleet is asked). `agentq activities` "
+                    "lists the fleet's activities")
     _modules(tools, " (default: workers)")
 
     activities = command("activities", cmd_activities,
-                         "list the known activities: live or not, their workers, queue and last announcement")
+                         "list the activities the fleet's workers announced (the store of AGENTQ_REDIS_URL): live "
+                         "or not, their workers, queue and last announcement. `agentq tools` prints the tools' "
+                         "composed schema")
     activities.add_argument("--json", action="store_true", help="print them as one JSON object by name")
     activities.usage = "%(prog)s [-h] [--json] [forget NAME]"  # the action is optional
     actions = activities.add_subparsers(title="actions", metavar="ACTION")
