@@ -1,4 +1,5 @@
-"""Who may use the API (SPEC §14): bearer tokens, and for browsers a cookie traded for `?token=`.
+"""Who may use the API (README.md#the-http-api-and-the-web-page): bearer tokens, and for browsers a cookie traded for
+`?token=`.
 
 - Every path but `GET /v1/health` needs `Authorization: Bearer <token>` with one of the configured tokens
   (`AGENTQ_API_TOKENS`); when none is configured `agentq api` makes a random one and prints the page's URL with
@@ -8,7 +9,7 @@
   token does not stay in the address bar or the history). Requests that change something and are authorized
   by the cookie alone must come from the page's own origin (`Sec-Fetch-Site` / `Origin`), so another site
   cannot make a logged-in browser submit or approve anything.
-- Each token acts for a tenant in a role (SPEC §17, `agentq.protocol.tenants`): tokens listed plainly are
+- Each token acts for a tenant in a role (docs/tenants.md, `agentq.protocol.tenants`): tokens listed plainly are
   admins of the `default` tenant; the file form (`AGENTQ_API_TOKENS=@/path/tokens.json`, see `tokens_file`)
   gives each its tenant and role.
 """

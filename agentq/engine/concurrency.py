@@ -1,4 +1,4 @@
-"""Starting jobs that waited for their concurrency keys (SPEC §17), and letting the next ones in when a job ends.
+"""Starting jobs that waited for their concurrency keys (docs/tenants.md), and letting the next ones in when a job ends.
 
 The store decides who holds a key (`Store.admit_concurrency`, `release_concurrency`); whoever it hands a job that
 now holds its keys starts it here: the job turns from `waiting` to its status (once: `Store.start_waiting`), then

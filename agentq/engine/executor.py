@@ -116,7 +116,8 @@ class Executor:
                                      submit_child=submit_child, source=source)
 
     def timeout_of(self, spec: ActivitySpec) -> float:
-        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S` (SPEC §10)."""
+        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S`
+        (docs/architecture.md#runtime--the-only-place-that-knows-celery)."""
         return self.runner.timeout_of(spec)
 
     def tick(self, job_id: str, n: int = 0) -> float | None:
@@ -283,8 +284,9 @@ class Executor:
         self.progress.committed(job_id, commit, call_id, planned)
 
     def _check_writes(self, job_id: str, messages: list[dict], index: LogIndex | None) -> None:
-        """Raise for a write the log cannot take (a push or concat onto a non-array: SPEC §5, a runtime error of
-        the call). A call that reads nothing was claimed without the log, which only push and concat need."""
+        """Raise for a write the log cannot take (a push or concat onto a non-array: docs/protocol.md#output-paths, a
+        runtime error of the call). A call that reads nothing was claimed without the log, which only push and concat
+        need."""
         if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
             index = LogIndex(self.store.read_log(job_id))
         if index is not None:

@@ -1,5 +1,6 @@
-"""The fleet-wide rate limits step before each model request (SPEC §16): `ModelLimiter`, a hook (`engine/hooks.py`)
-installed after the budget's (`engine/budget.py`): a request its budget refuses takes nothing from the limits.
+"""The fleet-wide rate limits step before each model request (docs/rate-limits.md): `ModelLimiter`, a hook
+(`engine/hooks.py`) installed after the budget's (`engine/budget.py`): a request its budget refuses takes nothing from
+the limits.
 
 Every request takes its share of its model's buckets in the store, for every process of the fleet at once
 (`Store.take_model_request`: one atomic step): one request, its prompt estimated from its size

@@ -1,4 +1,4 @@
-"""Model prices (SPEC §16): what a request's usage costs, per model, in USD per million tokens.
+"""Model prices (docs/rate-limits.md#cost): what a request's usage costs, per model, in USD per million tokens.
 
 agentq ships Anthropic's list prices for current Claude models (`SHIPPED`, from the pricing page of
 platform.claude.com, November 2026); the fleet's `llm_prices` (`agentq config set llm_prices FILE`, seeded from

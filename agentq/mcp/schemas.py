@@ -1,4 +1,4 @@
-"""MCP tools as agentq tools (SPEC §18): names, and the tool schema each MCP tool's `inputSchema` and
+"""MCP tools as agentq tools (docs/mcp.md): names, and the tool schema each MCP tool's `inputSchema` and
 `outputSchema` make.
 
 The parameters are the `inputSchema`'s properties and its `required`; `_output` is the `outputSchema` when the

@@ -1,4 +1,4 @@
-"""The `tenant` label of the job and call counters (SPEC §17), of bounded cardinality.
+"""The `tenant` label of the job and call counters (docs/tenants.md), of bounded cardinality.
 
 A tenant of the fleet's `tenants` (`agentq config`, read once per heartbeat) or named by a token of an
 `AGENTQ_API_TOKENS` tokens file is its own label; the default tenant is `default`; any other tenant (one a

@@ -111,8 +111,9 @@ class Thought(_Envelope):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Thinking(_Envelope):
-    """The summary of the model's thinking during a tick (extended thinking, SPEC §16): a seed 004 `thought` part
-    marked as the model's own (`display_info.id` "thinking"). Redacted thinking is never shown."""
+    """The summary of the model's thinking during a tick (extended thinking,
+    docs/protocol.md#thinking-and-stop-reasons): a seed 004 `thought` part marked as the model's own (`display_info.id`
+    "thinking"). Redacted thinking is never shown."""
 
     name = "thinking"
     tick: int

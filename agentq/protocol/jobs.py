@@ -47,12 +47,13 @@ def plan_job(
     job_id: str | None = None,
     module_loader: ModuleLoader | None = None,
 ) -> JobPlan:
-    """Validate `job` (SPEC §9) and plan its calls; raise `JobValidationError` listing every problem.
+    """Validate `job` (docs/protocol.md#jobs) and plan its calls; raise `JobValidationError` listing every problem.
 
-    `tools` are the schemas a job may name; the names of `live_activities` (the known activities, SPEC §3)
-    resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to decide.
-    `module_loader` resolves tools with `"x-module-resolution": "upfront"` (SPEC §8); a module it cannot load
-    is a problem of the job.
+    `tools` are the schemas a job may name; the names of `live_activities` (the known activities,
+    docs/protocol.md#activities) resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to
+    decide.
+    `module_loader` resolves tools with `"x-module-resolution": "upfront"` (docs/protocol.md#modules); a module it
+    cannot load is a problem of the job.
     """
     problems = Problems()
     if not isinstance(job, dict):
@@ -251,7 +252,7 @@ _OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "conte
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
-    """`options.webhook` (SPEC §18), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
+    """`options.webhook` (docs/webhooks.md), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
     if limits.webhook_problems is None:
         return [Problem("/options/webhook", "webhooks are not enabled here (the webhook allowlist is empty)")]
     return limits.webhook_problems(value, "/options/webhook")

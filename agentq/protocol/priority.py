@@ -1,4 +1,4 @@
-"""A job's `options.priority` (SPEC §16, §17) (pure).
+"""A job's `options.priority` (docs/rate-limits.md, docs/tenants.md) (pure).
 
 `1`, `2` or `3`: the order in which the job's ready calls are admitted to their queues against the same tenant's
 other calls waiting there (1 first; unset: 2). Across tenants, admission is round-robin by weight whatever the

@@ -1,5 +1,5 @@
 """The typed records layers hand each other: a call as planned and stored, a job's stored fields, and the
-job record users receive (SPEC §12).
+job record users receive (docs/protocol.md#the-job-record).
 
 The store encodes and decodes these at its boundary (`to_dict` / `from_dict`); everything above it works on
 the typed objects. All are frozen: a change of state is a new record written by an atomic store step.
@@ -55,9 +55,9 @@ class CallRecord:
     task: str = ""
     queue: str = ""
     relay: str | None = None  # a module's child job: the parent job its events are relayed to
-    route: str | None = None  # the rollout route its tool's rule gave it (SPEC §17): `<activity>@<version>`, ""
+    route: str | None = None  # the rollout route its tool's rule gave it (docs/rollouts.md): `<activity>@<version>`, ""
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
-    tenant: str = DEFAULT_TENANT  # its job's tenant (SPEC §17): the `tenant` label it is counted under
+    tenant: str = DEFAULT_TENANT  # its job's tenant (docs/tenants.md): the `tenant` label it is counted under
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -112,7 +112,8 @@ _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": F
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
-    """The job record of SPEC §12 (`to_dict()` is what the client, the CLI and the HTTP API return)."""
+    """The job record (docs/protocol.md#the-job-record; `to_dict()` is what the client, the CLI and the HTTP API
+    return)."""
 
     id: str
     status: JobStatus
@@ -123,7 +124,7 @@ class JobRecord:
     usage: dict[str, Any] = field(default_factory=empty_usage)  # `agentq.protocol.usage.usage_record`'s form
     created_at: str | None = None
     finished_at: str | None = None
-    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is
+    tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,8 +166,8 @@ class JobInfo:
     parent: ParentLink | None = None  # a module's child job: the call it runs for
     ticking: bool = False  # agent jobs: a model request is in flight
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
-    traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (SPEC §18)
-    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is (a module's child job has its parent's)
+    traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (docs/tracing.md)
+    tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md) (a module's child job has its parent's)
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:
@@ -200,7 +201,8 @@ class JobOptions:
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
     thinking: dict[str, Any] | None = None  # the API's `thinking` of its ticks (`options.thinking`); None: off
     priority: str | None = None  # "batch": its model requests go through the Message Batches API
-    concurrency: ConcurrencyKeys = ()  # its concurrency keys and their limits (SPEC §17, `protocol/concurrency.py`)
+    # its concurrency keys and their limits (docs/tenants.md, `protocol/concurrency.py`)
+    concurrency: ConcurrencyKeys = ()
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:

@@ -1,6 +1,7 @@
 """Planning the calls of one agent tick while the model streams its solution (pure).
 
-A tick's calls arrive one by one (SPEC §13: each is dispatched as soon as its closing brace arrives).
+A tick's calls arrive one by one (docs/protocol.md#what-the-model-is-sent: each is dispatched as soon as its closing
+brace arrives).
 `TickPlan.add` plans a call the moment it is complete: validated against its composed tool, its references
 linked to the calls of the same solution that write them. A call whose references cannot be satisfied yet
 (no value in the context, no earlier call of the solution writing it) is held until the stream ends, since a
@@ -132,7 +133,7 @@ class TickPlan:
 
 
 def output_problems(solution: Any, output_schema: Mapping[str, Any]) -> list[Problem]:
-    """Problems of a whole solution outside its calls: its shape and its `output` (SPEC §9)."""
+    """Problems of a whole solution outside its calls: its shape and its `output` (docs/protocol.md#jobs)."""
     if not isinstance(solution, dict):
         return [Problem("", 'the solution must be a JSON object {"calls": [...], "output": ...}')]
     problems = []

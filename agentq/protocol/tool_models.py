@@ -1,4 +1,5 @@
-"""Model per tool (SPEC §16): a tool's `x-model` sends its latent calls and its module's ticks to that model (pure).
+"""Model per tool (docs/rate-limits.md): a tool's `x-model` sends its latent calls and its module's ticks to that model
+(pure).
 
 A job names its tools inline or by name (`tools`); a tool's `x-model` must be a model the price table knows, so
 that what its requests cost is accounted per model (`usage.by_model`) and held to the job's budget. A job with an

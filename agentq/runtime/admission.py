@@ -1,4 +1,4 @@
-"""The admission of ready calls to their Celery queues (SPEC §17): `Admission`.
+"""The admission of ready calls to their Celery queues (docs/tenants.md): `Admission`.
 
 A ready call of an activity queue is published only once admitted: per queue, at most a window of calls are
 admitted and not yet ended (`AGENTQ_ADMISSION_WINDOW`, else the slots of the live workers serving the queue, as

@@ -6,7 +6,7 @@ registers the tasks a worker serves; this module never imports the root). Settin
 results ignored because outputs live in the state store, task events on (Flower, `celery events`). A task
 that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`runtime/outages.py`).
 
-What monitoring shows of a task is true (SPEC §15): a call that failed after its retries ends its task in
+What monitoring shows of a task is true (docs/monitoring.md): a call that failed after its retries ends its task in
 FAILURE (the task raises `CallFailedError` once the failure is committed), a retry is RETRY, anything else
 SUCCESS with the outcome as its result; a task's shown arguments (`argsrepr`) name the job, the call, the tool
 and the instance, never the call's parameters.

@@ -78,7 +78,7 @@ class Parts:
     modules: ModuleLibrary
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
-    rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
+    rollouts: Rollouts  # the tools' rollout rules and their report (docs/rollouts.md)
     # the `tenant` labels of the counters (`metrics/tenants.py`): the fleet's tenants and the tokens files'
     tenant_labels: TenantLabels
     # the fleet's shared settings (tenants, prices, model limits, webhook allowlist), read once per heartbeat
@@ -106,7 +106,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules, `--tools` folders); `activities` the ones it serves; `metrics` the counters this process counts
     into (new ones unless given: parts that share them count into one registry)."""
     metrics = metrics if metrics is not None else Metrics()
-    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
+    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (docs/tracing.md)
     store = open_store(settings)
     job_traces.bind(store)  # where the first process tracing a job nobody traced yet stores its context
     app = create_app(settings)

@@ -175,7 +175,7 @@ class CallSteps(StatsSteps):
 
     def call_table(self, job_id: str) -> CallTable:
         """Every call's record, status, attempts and dependents, read in one round trip (`runtime/calls.py`
-        builds SPEC §14's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
+        builds the HTTP API's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(keys.job)

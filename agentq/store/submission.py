@@ -69,14 +69,14 @@ def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: s
         "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": held,
         "options": dumps(plan.options), "output": dumps(plan.output),
     }
-    if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (SPEC §17)
+    if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (docs/tenants.md)
         job["start_status"], job["status"] = job["status"], JobStatus.WAITING.value
     if parent is not None:
         job["parent"] = dumps(parent)
     if tenant != DEFAULT_TENANT:
-        job["tenant"] = tenant  # SPEC §17 (absent: the default tenant)
+        job["tenant"] = tenant  # docs/tenants.md (absent: the default tenant)
     if traceparent:
-        job["traceparent"] = traceparent  # the job's trace context (SPEC §18): its ticks continue it
+        job["traceparent"] = traceparent  # the job's trace context (docs/tracing.md): its ticks continue it
     return job
 
 

@@ -1,4 +1,4 @@
-"""Where a webhook may be sent (SPEC §18): `options.webhook` checked at submission, and every address a host
+"""Where a webhook may be sent (docs/webhooks.md): `options.webhook` checked at submission, and every address a host
 resolves to checked again before each delivery attempt.
 
 The allowlist is the fleet's `webhook_allowlist` (`agentq config`, seeded from `AGENTQ_WEBHOOK_ALLOWLIST`), of

@@ -1,5 +1,6 @@
-"""The web page (SPEC §14) in a real browser: Debian's headless chromium driven by Playwright, over a real uvicorn
-server, real Redis and real Celery workers running the order demo's activities (`workers/orders.py`), with
+"""The web page (README.md#the-http-api-and-the-web-page) in a real browser: Debian's headless chromium driven by
+Playwright, over a real uvicorn server, real Redis and real Celery workers running the order demo's activities
+(`workers/orders.py`), with
 `chargePayment` marked `"x-approval": "required"` so the demo job waits for a reviewer.
 
 The browser is never downloaded: `python3 dev.py test` installs Debian's `chromium` package when it is missing,

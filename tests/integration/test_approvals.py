@@ -1,5 +1,5 @@
-"""Approvals (SPEC §9) and the calls view (SPEC §14 `/calls`) end to end: real Redis, a real in-process Celery
-worker, decisions through `JobHandle.approve / reject / edit`.
+"""Approvals (docs/protocol.md#approvals) and the calls view (README.md#the-http-api-and-the-web-page `/calls`) end to
+end: real Redis, a real in-process Celery worker, decisions through `JobHandle.approve / reject / edit`.
 
 A held call is shown not to run by letting a sibling call of the same job run to its end first (the worker had
 every chance to take the held one); waits poll the store for a status, they never sleep and then assert.

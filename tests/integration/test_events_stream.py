@@ -1,4 +1,4 @@
-"""A job's event stream (SPEC §11, seed 004) as clients and front ends read it, from real jobs.
+"""A job's event stream (docs/protocol.md#events, seed 004) as clients and front ends read it, from real jobs.
 
 Events are read through `JobHandle.events()` (the Python client's iterator over the job's Redis stream).
 """

@@ -1,4 +1,5 @@
-"""Every bad input at agentq's boundaries is handled (SPEC §10, §12): the exact error, and nothing written.
+"""Every bad input at agentq's boundaries is handled (docs/architecture.md#runtime--the-only-place-that-knows-celery,
+docs/protocol.md#the-job-record): the exact error, and nothing written.
 
 Against the session's private Redis and real in-process Celery workers. "Nothing written" is asserted on the
 keys themselves (no `agentq:{...}` key of any job before and after); "the task was consumed" is asserted on

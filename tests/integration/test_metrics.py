@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC §15) with real processes: a prefork `agentq worker` counts into multiprocess files,
+"""Prometheus metrics (docs/metrics.md) with real processes: a prefork `agentq worker` counts into multiprocess files,
 `agentq metrics` serves them with the fleet's state over HTTP; in-process workers for the fleet gauges, the
 model's requests (the real SDK against the fake Messages API) and the store's bookkeeping.
 """

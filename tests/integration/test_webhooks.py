@@ -1,4 +1,4 @@
-"""Signed webhooks (SPEC §18) through real Redis, real Celery workers and a real HTTP receiver on loopback that
+"""Signed webhooks (docs/webhooks.md) through real Redis, real Celery workers and a real HTTP receiver on loopback that
 checks every request with the Standard Webhooks algorithm (tests/integration/webhook_receiver.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The price table (SPEC §16): the shipped prices, a price file over them, and what a request's usage costs."""
+"""The price table (docs/rate-limits.md#cost): the shipped prices, a price file over them, and what a request's usage
+costs."""
 
 from __future__ import annotations
 
