@@ -1,4 +1,4 @@
-"""`agentq.AsyncClient`: `agentq.Client` for asyncio services (SPEC §12), with `async` methods.
+"""`agentq.AsyncClient`: `agentq.Client` for asyncio services (docs/protocol.md#the-job-record), with `async` methods.
 
     async with AsyncClient("redis://redis:6379/0") as client:
         handle = await client.submit(job)
@@ -57,11 +57,11 @@ class AsyncJobHandle:
         return await self._client._thread(self._client._canceled, self.id)
 
     async def calls(self) -> list[dict]:
-        """The job's calls (SPEC §14 `/calls`)."""
+        """The job's calls (README.md#the-http-api-and-the-web-page `/calls`)."""
         return await self._client.calls(self.id)
 
     async def deliveries(self) -> list[dict]:
-        """The job's webhook deliveries (SPEC §18), as `JobHandle.deliveries`."""
+        """The job's webhook deliveries (docs/webhooks.md), as `JobHandle.deliveries`."""
         return await self._client.deliveries(self.id)
 
     async def history(self) -> dict:

@@ -6,8 +6,9 @@
         print(event.event, event.part)
     record = handle.result(timeout=60)
 
-Job records are returned as plain dicts in the shape of SPEC §12 (`{"id", "status", "result", "state",
-"instances", "error", "usage", "created_at", "finished_at"}`), ready for JSON; statuses are strings.
+Job records are returned as plain dicts in the shape of the job record (docs/protocol.md#the-job-record: `{"id",
+"status", "result", "state", "instances", "error", "usage", "created_at", "finished_at"}`), ready for JSON; statuses are
+strings.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from agentq.runtime.fleet_config import FleetConfig
     from agentq.runtime.rollouts import Rollouts
     from agentq.runtime.root import Parts
 
@@ -57,7 +59,7 @@ class BaseClient:
                  tenant: str = DEFAULT_TENANT):
         """`parts`: the composition root's parts of a runtime this process already built (embedded mode), used
         instead of building new ones; the client then leaves closing them to their owner. `tenant`: the tenant
-        of the jobs this client submits (SPEC §17)."""
+        of the jobs this client submits (docs/tenants.md)."""
         from agentq.runtime.root import connect
 
         if (problem := tenant_problem(tenant)) is not None:
@@ -152,13 +154,13 @@ class JobHandle:
         return self._client._canceled(self.id)
 
     def calls(self) -> list[dict]:
-        """The job's calls (SPEC §14 `/calls`): id, tool, activity, mode, instance, status, attempts,
-        depends_on, output_path, started_at, finished_at, duration_ms, error, and the rollout route of a call whose
-        tool has a rule (SPEC §17)."""
+        """The job's calls (README.md#the-http-api-and-the-web-page `/calls`): id, tool, activity, mode, instance,
+        status, attempts, depends_on, output_path, started_at, finished_at, duration_ms, error, and the rollout route of
+        a call whose tool has a rule (docs/tenants.md)."""
         return self._client.calls(self.id)
 
     def deliveries(self) -> list[dict]:
-        """The job's webhook deliveries (SPEC §18), oldest first: id, type, url, state (pending, delivered,
+        """The job's webhook deliveries (docs/webhooks.md), oldest first: id, type, url, state (pending, delivered,
         failed), next_attempt_at and every attempt's time, status or error."""
         return self._client.deliveries(self.id)
 
@@ -223,7 +225,7 @@ class Client(BaseClient):
         self._reads.job_status(job_id)  # raises JobNotFoundError
         return history_of(self._reads.events(job_id, follow=False))
 
-    # Approvals (SPEC §9): each raises `ConflictError` when the call is not awaiting approval, and
+    # Approvals (docs/protocol.md#approvals): each raises `ConflictError` when the call is not awaiting approval, and
     # `JobNotFoundError` / `CallNotFoundError` for an unknown job or call.
 
     def approve(self, job_id: str, call_id: str) -> dict:
@@ -249,9 +251,10 @@ class Client(BaseClient):
         return self._parts.jobs.live_activities()
 
     def activities(self) -> dict[str, dict]:
-        """The known activities (SPEC §3), by name: each one's announcement (`queue`, `task`, options), `live`,
-        the ids of the live `workers` serving it and `last_seen` (ISO-8601 UTC). A submission composes against
-        these: a known activity with no live worker keeps its tools explicit, and their calls wait on its queue."""
+        """The known activities (docs/protocol.md#activities), by name: each one's announcement (`queue`, `task`,
+        options), `live`, the ids of the live `workers` serving it and `last_seen` (ISO-8601 UTC). A submission composes
+        against these: a known activity with no live worker keeps its tools explicit, and their calls wait on its
+        queue."""
         return self._activities()
 
     def forget_activity(self, name: str) -> bool:
@@ -262,8 +265,14 @@ class Client(BaseClient):
 
     @property
     def rollouts(self) -> Rollouts:
-        """The tools' rollout rules (`set`, `clear`, `rules`) and their `report()` (SPEC §17, docs/rollouts.md)."""
+        """The tools' rollout rules (`set`, `clear`, `rules`) and their `report()` (docs/rollouts.md)."""
         return self._parts.rollouts
+
+    @property
+    def config(self) -> FleetConfig:
+        """The fleet's shared settings: `show()`, `set(name, value)`, and the values this process uses
+        (docs/config.md)."""
+        return self._parts.config
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""

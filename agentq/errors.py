@@ -19,8 +19,9 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       ├── ReferenceCycleError    Calls that wait on each other
     │       ├── JobValidationError     a job rejected as a whole before anything is written
     │       │   └── JobExistsError     a job with the id asked for exists already
-    │       ├── RolloutRuleError       a tool's rollout rule refused (SPEC §17), nothing written
-    │       └── ModuleError            a saved module (SPEC §8) that cannot be used; `ref` names it
+    │       ├── RolloutRuleError       a tool's rollout rule refused (docs/rollouts.md), nothing written
+    │       ├── ConfigValueError       a fleet setting refused (`agentq config set`), nothing written
+    │       └── ModuleError            a saved module (docs/protocol.md#modules) that cannot be used; `ref` names it
     │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
     │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
     │           ├── ModuleInvalid      a module file that is not UTF-8, not JSON or not a valid module
@@ -101,7 +102,8 @@ class UnknownToolError(ProtocolError):
 
 
 class InvalidJobIdError(ProtocolError):
-    """A job id that does not match `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$` (SPEC §10)."""
+    """A job id that does not match `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
+    (docs/architecture.md#runtime--the-only-place-that-knows-celery)."""
 
 
 class WriteError(ProtocolError):
@@ -168,7 +170,12 @@ class JobValidationError(InvalidInputError):
 
 
 class RolloutRuleError(InvalidInputError):
-    """A tool's rollout rule refused (SPEC §17): `problems` names every problem; nothing was written."""
+    """A tool's rollout rule refused (docs/rollouts.md): `problems` names every problem; nothing was written."""
+
+
+class ConfigValueError(InvalidInputError):
+    """A fleet setting refused (`agentq config set`, `PUT /v1/config/{name}`): an unknown name, or `problems` names
+    every problem of the value; nothing was written."""
 
 
 class JobExistsError(JobValidationError):
@@ -227,13 +234,13 @@ class LLMNotConfigured(LLMError):
 
 
 class BudgetExceeded(LLMError):
-    """A model request the job's budget (`options.budget`, SPEC §16) does not allow: it was not sent, and the
-    job fails with this error; the message names what ran out."""
+    """A model request the job's budget (`options.budget`, docs/rate-limits.md#budgets) does not allow: it was not sent,
+    and the job fails with this error; the message names what ran out."""
 
 
 class ModelStopped(LLMError):
-    """The model answered, but its answer cannot be used as it is (SPEC §16 "Stop reasons"); `usage` is the
-    request's token usage (`agentq.llm.base.Usage`) when the API reported it, so it is still counted."""
+    """The model answered, but its answer cannot be used as it is (docs/protocol.md#thinking-and-stop-reasons); `usage`
+    is the request's token usage (`agentq.llm.base.Usage`) when the API reported it, so it is still counted."""
 
     def __init__(self, message: str, *, usage: Any = None, stop_reason: str | None = None):
         super().__init__(message)
@@ -271,8 +278,8 @@ class LLMRetryableError(LLMError):
 
 
 class ModelDeferred(LLMRetryableError):
-    """A model request the fleet-wide rate limits (`AGENTQ_LLM_LIMITS`, a pause after a 429, SPEC §16) hold back:
-    it was not sent; it keeps its place, and goes when asked again after `retry_after_s`."""
+    """A model request the fleet-wide rate limits (`AGENTQ_LLM_LIMITS`, a pause after a 429, docs/rate-limits.md) hold
+    back: it was not sent; it keeps its place, and goes when asked again after `retry_after_s`."""
 
 
 class NonRetryableError(AgentQError):
@@ -284,8 +291,8 @@ class NonRetryableError(AgentQError):
 
 
 class ModuleError(InvalidInputError):
-    """A saved module (SPEC §8) that cannot be loaded; `ref` is the reference as given, `source` the file or
-    URL read (when one was), `problems` every problem of an invalid module file with its JSON pointer."""
+    """A saved module (docs/protocol.md#modules) that cannot be loaded; `ref` is the reference as given, `source` the
+    file or URL read (when one was), `problems` every problem of an invalid module file with its JSON pointer."""
 
     def __init__(self, summary: str, problems: list[Problem] | tuple[Problem, ...] = (), *, ref: str = "",
                  source: str | None = None):
@@ -318,6 +325,7 @@ __all__ = [
     "BudgetExceeded",
     "CallFailedError",
     "CallValidationError",
+    "ConfigValueError",
     "ConfigurationError",
     "ContextWindowExceeded",
     "DuplicateRegistrationError",

@@ -81,8 +81,8 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     prefetch_multiplier: int = Field(default=1, ge=1)  # with late acks: a worker holds only what it runs
-    # admission of ready calls (SPEC §17): calls admitted and not ended per activity queue; 0: the slots of the live
-    # workers serving the queue plus `admission_prefetch`
+    # admission of ready calls (docs/tenants.md): calls admitted and not ended per activity queue; 0: the slots of the
+    # live workers serving the queue plus `admission_prefetch`
     admission_window: int = Field(default=0, ge=0)
     admission_prefetch: int = Field(default=16, ge=1)
     # an admitted call still ready (never claimed) this long after its admission is published again
@@ -112,8 +112,8 @@ class Settings(BaseSettings):
     # list settings (`EnvList`): a JSON array or comma-separated in the environment, see `parse_list`
     tools_dirs: EnvList[Path] = Field(default_factory=list)
 
-    # the LLM (SPEC §13): the provider is `anthropic` (the default when ANTHROPIC_API_KEY is set) or
-    # `replay:<file>`; `llm_record` writes a replay file from real runs
+    # the LLM (docs/protocol.md#what-the-model-is-sent): the provider is `anthropic` (the default when ANTHROPIC_API_KEY
+    # is set) or `replay:<file>`; `llm_record` writes a replay file from real runs
     llm: str | None = None
     # the Anthropic API key, read from ANTHROPIC_API_KEY (the SDK's own variable, no AGENTQ_ prefix)
     anthropic_api_key: SecretStr | None = Field(default=None, validation_alias="anthropic_api_key", repr=False)
@@ -122,13 +122,13 @@ class Settings(BaseSettings):
     model: str = "claude-sonnet-4-6"  # a job's `options.model` overrides it
     llm_max_attempts: int = Field(default=5, ge=1)  # per request: 429, 5xx, overload, a broken stream
     llm_max_tokens: int = Field(default=8192, gt=0)
-    # model governance (SPEC §16): a JSON price file whose entries replace the shipped prices model by model
-    # (agentq/llm/prices.py; read by the processes that make model requests, at start), and the budget of jobs
+    # model governance (docs/rate-limits.md#cost): a JSON price file whose entries replace the shipped prices model by
+    # model (agentq/llm/prices.py; it seeds the fleet's `llm_prices`, docs/config.md), and the budget of jobs
     # that name none (JSON `{"max_cost_usd": 5, ...}`, as `options.budget`)
     llm_prices: Path | None = None
     default_budget: Annotated[dict[str, Any] | None, NoDecode] = None
     # fleet-wide model rate limits: JSON `{"<model>" | "*": {"requests_per_minute": N, "input_tokens_per_minute":
-    # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py)
+    # N, "output_tokens_per_minute": N}}`, any subset (agentq/protocol/limits.py); seeds the fleet's `llm_limits`
     llm_limits: Annotated[dict[str, Any] | None, NoDecode] = None
     # the batch lane (`options.priority: "batch"`, docs/batch.md): requests wait in Redis until this many are due or the
     # oldest is this old, then go to the Message Batches API as one batch; dispatchers poll open batches this often
@@ -136,19 +136,21 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(default=200_000_000, ge=1_000, le=256_000_000)
     batch_max_age_s: float = Field(default=60.0, ge=0)
     batch_poll_s: float = Field(default=30.0, gt=0)
-    # tenants' limits (SPEC §17): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`
+    # tenants' limits (docs/tenants.md): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`;
+    # this and the other fleet settings (llm_prices, llm_limits, webhook_allowlist) only seed the store's values
+    # (`agentq config`, agentq/runtime/fleet_config.py)
     tenants: Annotated[dict[str, Any] | None, NoDecode] = None
 
-    # activities (SPEC §3): an activity stays known this long after its last announcement
+    # activities (docs/protocol.md#activities): an activity stays known this long after its last announcement
     activity_memory_s: float = Field(default=7 * 24 * 3600, gt=0)
 
-    # modules (SPEC §8): saved requests by name under these folders (the packaged examples come last);
+    # modules (docs/protocol.md#modules): saved requests by name under these folders (the packaged examples come last);
     # http(s) module URLs only for these hosts; nesting depth of module calls
     module_dirs: EnvList[Path] = Field(default_factory=lambda: [Path("config/modules")])
     module_url_allowlist: EnvList[str] = Field(default_factory=list)
     max_module_depth: int = Field(default=4, ge=1, le=32)
 
-    # webhooks (SPEC §18): the hosts deliveries may reach (names, `*.domain`, addresses, networks; see
+    # webhooks (docs/webhooks.md): the hosts deliveries may reach (names, `*.domain`, addresses, networks; see
     # agentq/webhooks/targets.py), the signing secret (`whsec_<base64>` or any string; several separated by spaces
     # while one is rotated: each signs), how long a delivery is retried (exponential backoff from
     # `webhook_backoff_s`, each wait at most an hour), an attempt's timeout, and how often processes look for due work
@@ -160,19 +162,21 @@ class Settings(BaseSettings):
     webhook_poll_s: float = Field(default=1.0, gt=0)
     webhook_concurrency: int = Field(default=4, ge=1)  # attempts one process makes at once
 
-    # the HTTP API (SPEC §14): bearer tokens in AGENTQ_API_TOKENS (none: `agentq api` makes one)
+    # the HTTP API (README.md#the-http-api-and-the-web-page): bearer tokens in AGENTQ_API_TOKENS (none: `agentq api`
+    # makes one)
     api_tokens: EnvList[str] = Field(default_factory=list, repr=False)
     api_sse_retry_ms: int = Field(default=2000, ge=0)  # the reconnection delay an event stream advises
 
-    # metrics (SPEC §15): where workers keep their Prometheus counters (one folder per host inside; default
-    # `<temp>/agentq-metrics-<uid>`), and the bearer token `agentq metrics` asks for
+    # metrics (docs/metrics.md): where workers keep their Prometheus counters (one folder per host inside; default
+    # `<temp>/agentq-metrics-<uid>-<fleet>`, `<fleet>` a hash of broker, store and namespace: metrics/files.py), and
+    # the bearer token `agentq metrics` asks for
     metrics_dir: Path | None = None
     # prometheus_client's own variable PROMETHEUS_MULTIPROC_DIR (no AGENTQ_ prefix): set by the operator, the
     # folder worker processes count into, used as it is (see metrics/files.py)
     prometheus_multiproc_dir: Path | None = Field(default=None, validation_alias="prometheus_multiproc_dir")
     metrics_token: str | None = Field(default=None, repr=False)
 
-    # OpenTelemetry traces (SPEC §18, the `otel` extra): the standard OTEL_* variables (no AGENTQ_ prefix) turn
+    # OpenTelemetry traces (docs/tracing.md, the `otel` extra): the standard OTEL_* variables (no AGENTQ_ prefix) turn
     # them on; without an exporter or endpoint among them no provider is installed and nothing is sent. The SDK
     # reads them (and the exporter's other OTEL_EXPORTER_OTLP_* variables) itself; agentq reads them to decide.
     otel_traces_exporter: str | None = Field(default=None, validation_alias="otel_traces_exporter")

@@ -19,8 +19,8 @@ INC_TOOL = {
     "type": "object", "description": "adds one",
     "properties": {"_tool": {"type": "string", "const": "inc"}, "x": {"type": "integer"}, "_output": {}},
 }
-# A tool whose activity is known but served by no live worker: its calls wait on their queue (SPEC §3). The
-# benchmark submits jobs of it to time submission alone (nothing runs them).
+# A tool whose activity is known but served by no live worker: its calls wait on their queue
+# (docs/protocol.md#activities). The benchmark submits jobs of it to time submission alone (nothing runs them).
 PARK_TOOL = {
     "type": "object", "description": "never runs: measures submission",
     "properties": {"_tool": {"type": "string", "const": "park"}, "x": {}, "_output": {}},

@@ -27,7 +27,8 @@ both. Each row is printed as a ratio next to its target:
 (e) submission alone, ``Client.submit`` of a chain (call k reads what call k-1 writes), a fan-out (one
     writer, N-1 readers of parts of its output) and N independent calls (all sent at submission), at two
     sizes 10x apart (target: time ratio <= 15, i.e. linear). Their calls go to an activity that is known but
-    served by no live worker (SPEC §3), so nothing runs them; their keys are deleted after each sample.
+    served by no live worker (docs/protocol.md#activities), so nothing runs them; their keys are deleted after each
+    sample.
 (f) 500 jobs of 4 calls (all submitted, then all awaited) against one job of 2,000 calls: throughput ratio.
 (g) Redis bytes per call after a 2,000-call job (the one of (f)): ``MEMORY USAGE key SAMPLES 0`` summed over
     every key of the job (``agentq:{<job>}:*``), shown per key; the ``INFO memory`` used_memory delta from
@@ -406,7 +407,8 @@ class AgentQ:
         self.trips = RoundTrips(self.store.redis)
 
     def park(self) -> None:
-        """Make `park` a known activity with no live worker: its calls wait on `bench.park` (SPEC §3)."""
+        """Make `park` a known activity with no live worker: its calls wait on `bench.park`
+        (docs/protocol.md#activities)."""
         announcement = {"id": "bench-park", "queues": [PARK_QUEUE],
                         "activities": [{"name": "park", "task": "agentq.activity.park", "queue": PARK_QUEUE}]}
         self.store.announce_worker("bench-park", WorkerAnnouncement.from_dict(announcement), ttl_s=60)

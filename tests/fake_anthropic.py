@@ -87,7 +87,8 @@ class Answer:
     breakpoint) unless the usage gives one.
     ``preamble``: an optional text block the model writes before the tool_use.
     ``thinking``: the summaries of thinking blocks sent first (``thinking_delta`` pieces, then a ``signature_delta``
-    the fake can verify), and ``redacted_thinking`` opaque blocks after them (SPEC §16; only with thinking on).
+    the fake can verify), and ``redacted_thinking`` opaque blocks after them (docs/rate-limits.md; only with thinking
+    on).
     ``cut_after``: the stream stops after that many chunks of the tool input with ``stop_reason`` (max_tokens).
     ``no_tool``: no tool_use block at all (the ``preamble`` is the whole answer: a refusal, a chatty answer).
     """

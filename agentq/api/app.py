@@ -1,4 +1,5 @@
-"""`create_api`: the HTTP API and web page as one FastAPI app over the composition root's parts (SPEC §14).
+"""`create_api`: the HTTP API and web page as one FastAPI app over the composition root's parts
+(README.md#the-http-api-and-the-web-page).
 
     parts = connect(settings)                       # agentq.runtime.root
     app = create_api(parts, auth=ApiAuth.configure(settings.api_tokens))
@@ -17,7 +18,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq import __version__
-from agentq.api import events, fleet, jobs, pages, rollouts
+from agentq.api import config, events, fleet, jobs, pages, rollouts
 from agentq.api.auth import ApiAuth
 from agentq.api.errors import error_body, install_error_handlers
 from agentq.errors import Problem
@@ -45,15 +46,15 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
                   openapi_url=None, docs_url=None, redoc_url=None)  # served with auth by `pages`
     app.state.parts, app.state.store, app.state.auth = parts, reads, auth
     install_error_handlers(app)
-    for module in (jobs, events, fleet, rollouts, pages):
+    for module in (jobs, events, fleet, rollouts, config, pages):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_job_bytes)
     return app
 
 
 class BodyLimit:
-    """Refuse a request body over `max_bytes` (SPEC §14: 413), by its Content-Length or as it arrives, before a
-    route reads it into memory."""
+    """Refuse a request body over `max_bytes` (413, README.md#the-http-api-and-the-web-page), by its Content-Length or
+    as it arrives, before a route reads it into memory."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int):
         self.app = app
@@ -75,7 +76,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge()
+                    raise _TooLarge(more=bool(message.get("more_body")))
             return message
 
         async def tracked_send(message: Message) -> None:
@@ -85,8 +86,10 @@ class BodyLimit:
 
         try:
             await self.app(scope, limited_receive, tracked_send)
-        except _TooLarge:
+        except _TooLarge as too_large:
             if not started:
+                if too_large.more:  # read the rest (up to the drain limit): a client still sending reads the answer
+                    await _drain(receive, _DRAIN_LIMIT - received)
                 await self._refuse(send, None)
 
     async def _refused_as_declared(self, declared: bytes, receive: Receive, send: Send) -> bool:
@@ -112,12 +115,22 @@ class BodyLimit:
 _DRAIN_LIMIT = 64 * 1024 * 1024  # a refused body up to this size is read and dropped before the answer
 
 
-async def _drain(receive: Receive) -> None:
+async def _drain(receive: Receive, limit: int | None = None) -> None:
+    """Read and drop the rest of a request body; with a `limit`, stop once that many bytes were dropped (the
+    answer then closes the connection on a client that is still sending)."""
+    dropped = 0
     while True:
         message = await receive()
         if message["type"] != "http.request" or not message.get("more_body"):
             return
+        dropped += len(message.get("body", b""))
+        if limit is not None and dropped > limit:
+            return
 
 
 class _TooLarge(Exception):
-    """A body grew past the limit while it arrived."""
+    """A body grew past the limit while it arrived; `more`: the client had more of it to send."""
+
+    def __init__(self, *, more: bool):
+        super().__init__("the request body is over the limit")
+        self.more = more

@@ -1,4 +1,5 @@
-"""Who may use the API (SPEC §14): bearer tokens, and for browsers a cookie traded for `?token=`.
+"""Who may use the API (README.md#the-http-api-and-the-web-page): bearer tokens, and for browsers a cookie traded for
+`?token=`.
 
 - Every path but `GET /v1/health` needs `Authorization: Bearer <token>` with one of the configured tokens
   (`AGENTQ_API_TOKENS`); when none is configured `agentq api` makes a random one and prints the page's URL with
@@ -8,7 +9,7 @@
   token does not stay in the address bar or the history). Requests that change something and are authorized
   by the cookie alone must come from the page's own origin (`Sec-Fetch-Site` / `Origin`), so another site
   cannot make a logged-in browser submit or approve anything.
-- Each token acts for a tenant in a role (SPEC §17, `agentq.protocol.tenants`): tokens listed plainly are
+- Each token acts for a tenant in a role (docs/tenants.md, `agentq.protocol.tenants`): tokens listed plainly are
   admins of the `default` tenant; the file form (`AGENTQ_API_TOKENS=@/path/tokens.json`, see `tokens_file`)
   gives each its tenant and role.
 """
@@ -102,7 +103,7 @@ def tokens_file(path: Path) -> list[tuple[str, Principal]]:
         raise ConfigurationError(f"{where}: not JSON: {error}") from None
     if not isinstance(data, dict) or not data:
         raise ConfigurationError(f'{where}: expected an object of tokens, {{"<token>": {{"tenant": "...", '
-                                 '"role": "admin" | "submit" | "read"}}}}')
+                                 f'"role": "admin" | "submit" | "read"}}}}, got {_json_kind(data)}')
     entries, problems = [], []
     for n, (token, entry) in enumerate(data.items(), start=1):  # named by position: a token is never printed
         principal, problem = _principal(entry)
@@ -115,6 +116,13 @@ def tokens_file(path: Path) -> list[tuple[str, Principal]]:
     if problems:
         raise ConfigurationError(f"{where}: " + "; ".join(problems))
     return entries
+
+
+def _json_kind(value: Any) -> str:
+    """How a tokens file's top-level value is named in its error (never its content: it may hold tokens)."""
+    if isinstance(value, dict):
+        return "an empty object"
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 def _principal(entry: Any) -> tuple[Principal | None, str]:

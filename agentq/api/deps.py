@@ -1,5 +1,5 @@
 """What routes get from the app: its parts, its async store, the auth check as a dependency, and whom a
-request acts for (its tenant and role, SPEC §17)."""
+request acts for (its tenant and role, docs/tenants.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The API's error answers (SPEC §14): `{"error": {"type", "message", "problems": [{"pointer", "message"}]}}`.
+"""The API's error answers (README.md#the-http-api-and-the-web-page): `{"error": {"type", "message", "problems":
+[{"pointer", "message"}]}}`.
 
 agentq's own errors map to their HTTP status here, once: 400 malformed JSON, 401 no or a wrong token, 404 an
 unknown job or call, 409 a conflict, 413 a body over the limit, 422 an invalid job or request, 503 the state

@@ -1,4 +1,5 @@
-"""A job's event stream as server-sent events (SPEC §11, §14; seed 004), resumable without loss or duplicates.
+"""A job's event stream as server-sent events (docs/protocol.md#events, README.md#the-http-api-and-the-web-page; seed
+004), resumable without loss or duplicates.
 
 `GET /v1/jobs/{id}/events` sends, after a `retry:` hint, one message per stored event: `id:` the stream entry
 id, `event:` the envelope's name, `data:` the envelope without technical details. It ends after

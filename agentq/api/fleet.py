@@ -1,4 +1,5 @@
-"""Fleet routes (SPEC §14): tools, activities, health, readiness, metrics, and whom a token acts for."""
+"""Fleet routes (README.md#the-http-api-and-the-web-page): tools, activities, health, readiness, metrics, and whom a
+token acts for."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ async def activities(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(app_parts(request).jobs.known_activities))
 
 
-@router.get("/v1/me", dependencies=[Authorized], summary="The tenant and role of the token in use (SPEC §17)",
+@router.get("/v1/me", dependencies=[Authorized], summary="The tenant and role of the token in use (docs/tenants.md)",
             responses={200: {"description": '{"tenant": "...", "role": "admin" | "submit" | "read"}'},
                        **responses(401)})
 async def me(request: Request) -> JSONResponse:
@@ -84,7 +85,7 @@ def example_jobs() -> dict[str, Any]:
         return {}
 
 
-@router.get("/metrics", dependencies=[Authorized], summary="Prometheus metrics (SPEC §15)",
+@router.get("/metrics", dependencies=[Authorized], summary="Prometheus metrics (docs/metrics.md)",
             responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
                        **responses(401, 403)})
 async def metrics(request: Request) -> Response:

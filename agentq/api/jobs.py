@@ -1,4 +1,5 @@
-"""Job routes (SPEC §14): submit, list, read, cancel, calls, approvals, history, webhook deliveries (SPEC §18).
+"""Job routes (README.md#the-http-api-and-the-web-page): submit, list, read, cancel, calls, approvals, history, webhook
+deliveries (docs/webhooks.md).
 
 Writes go through the shared `JobService` (run in the server's thread pool: each is a few short Redis round
 trips and a broker publish); reads that may wait or scan use the async store, so they hold no thread.

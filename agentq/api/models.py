@@ -1,4 +1,5 @@
-"""The shapes the API documents in its OpenAPI document (SPEC §12 and §14).
+"""The shapes the API documents in its OpenAPI document (docs/protocol.md#the-job-record,
+README.md#the-http-api-and-the-web-page).
 
 Routes answer with the dicts the job service builds (no second serialization); these models describe them
 for `/openapi.json`, `/docs` and for clients generated from it.
@@ -32,11 +33,11 @@ class CallError(BaseModel):
 
 
 class JobRecordModel(BaseModel):
-    """The job record (SPEC §12)."""
+    """The job record (docs/protocol.md#the-job-record)."""
 
     id: str
     status: Literal["waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
-    tenant: str = "default"  # whose job it is (SPEC §17)
+    tenant: str = "default"  # whose job it is (docs/tenants.md)
     result: Any = None
     state: Any = None
     instances: dict[str, Any] = Field(default_factory=dict)
@@ -47,7 +48,7 @@ class JobRecordModel(BaseModel):
 
 
 class CallModel(BaseModel):
-    """One call of a job (SPEC §14 `/calls`)."""
+    """One call of a job (README.md#the-http-api-and-the-web-page `/calls`)."""
 
     id: str
     tool: str
@@ -64,8 +65,9 @@ class CallModel(BaseModel):
     error: CallError | None
     params: dict[str, Any] = Field(default_factory=dict, description="the call's parameters as planned (no meta "
                                    "fields; references unresolved): what a call awaiting approval would do")
-    route: str | None = Field(default=None, description='the rollout route its tool\'s rule gave it (SPEC §17): '
-                              '"<activity>@<version>", "" (the model) or "*" (the usual resolution); absent: no rule')
+    route: str | None = Field(default=None, description='the rollout route its tool\'s rule gave it '
+                              '(docs/rollouts.md): "<activity>@<version>", "" (the model) or "*" (the usual '
+                              'resolution); absent: no rule')
 
 
 class DeliveryAttempt(BaseModel):
@@ -76,7 +78,7 @@ class DeliveryAttempt(BaseModel):
 
 
 class DeliveryModel(BaseModel):
-    """One webhook delivery of a job (SPEC §18): one event, its stable `webhook-id` and every attempt."""
+    """One webhook delivery of a job (docs/webhooks.md): one event, its stable `webhook-id` and every attempt."""
 
     id: str = Field(description="the `webhook-id` every attempt sends")
     job_id: str
@@ -103,7 +105,7 @@ class ToolInfo(BaseModel):
 
 
 class ToolsModel(BaseModel):
-    solution: dict[str, Any] = Field(description="the composed solution schema (SPEC §3)")
+    solution: dict[str, Any] = Field(description="the composed solution schema (docs/protocol.md#activities)")
     tools: dict[str, ToolInfo]
 
 
@@ -115,8 +117,8 @@ class ActivityModel(BaseModel):
     queue: str | None = None
     last_seen: str
     activity: str | None = Field(default=None, description="the activity's name (the key sendEmail@2 is a version)")
-    version: str | None = Field(default=None, description='the version this entry is (SPEC §17; "1" unless registered '
-                                "with another)")
+    version: str | None = Field(default=None, description='the version this entry is (docs/rollouts.md; "1" '
+                                "unless registered with another)")
 
 
 class RejectBody(BaseModel):
@@ -129,9 +131,10 @@ class EditBody(BaseModel):
 
 JOB_BODY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "A job (SPEC §9): an agent job has no `calls`; a plan job names its calls.",
+    "description": "A job (docs/protocol.md#jobs): an agent job has no `calls`; a plan job names its calls.",
     "properties": {
-        "context": {"type": "array", "items": {"type": "object"}, "description": "messages (SPEC §1)"},
+        "context": {"type": "array", "items": {"type": "object"},
+                    "description": "messages (docs/protocol.md#messages)"},
         "tools": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}},
         "output": {"type": "object", "description": "JSON Schema of the final output"},
         "calls": {"type": "array", "items": {"type": "object"}},

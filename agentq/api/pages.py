@@ -1,4 +1,5 @@
-"""The web page (SPEC §14): static files shipped in the package, no build step; and the API's own docs.
+"""The web page (README.md#the-http-api-and-the-web-page): static files shipped in the package, no build step; and the
+API's own docs.
 
 `/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/rollouts` shows the rollout report
 (docs/rollouts.md: per tool, its routes side by side; the report is for admin tokens, so another token's page

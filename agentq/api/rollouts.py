@@ -1,4 +1,4 @@
-"""Rollout routes (SPEC §17, docs/rollouts.md): the report and the tools' rules, for admin tokens (the rules route
+"""Rollout routes (docs/rollouts.md): the report and the tools' rules, for admin tokens (the rules route
 every tenant's calls and the report counts them)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`agentq api`: serve the HTTP API and the web page with uvicorn (SPEC §14).
+"""`agentq api`: serve the HTTP API and the web page with uvicorn (README.md#the-http-api-and-the-web-page).
 
 With no `AGENTQ_API_TOKENS`, a random token is made at start and the page's URL is printed with it, so the
 port is never open without auth; `--no-auth` turns auth off explicitly (and says so). `--embedded` serves a

@@ -1,4 +1,4 @@
-"""The `agentq` command line (SPEC §12). Errors are one clear line on stderr and a non-zero exit.
+"""The `agentq` command line (docs/protocol.md#the-job-record). Errors are one clear line on stderr and a non-zero exit.
 
 Settings are read once (`load_settings()`, from the environment) in `main` and handed to each command, which gets its
 parts from the composition root through `agentq.Client` or `agentq.runtime`. The rooms:

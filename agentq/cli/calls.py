@@ -1,5 +1,5 @@
 """The call commands: `calls` lists a job's calls; `approve`, `reject` and `edit` decide a call awaiting
-approval (SPEC §14 `/calls`)."""
+approval (README.md#the-http-api-and-the-web-page `/calls`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from agentq.errors import JobValidationError
 
 
 def cmd_calls(args: argparse.Namespace) -> int:
-    """`agentq calls ID [--json]`: the job's calls (SPEC §14 `/calls`)."""
+    """`agentq calls ID [--json]`: the job's calls (README.md#the-http-api-and-the-web-page `/calls`)."""
     with client(args) as jobs:
         calls = jobs.calls(args.id)
     if args.json:

@@ -1,4 +1,4 @@
-"""`agentq deliveries ID`: a job's webhook deliveries, each event with its id, state and attempts (SPEC §18)."""
+"""`agentq deliveries ID`: a job's webhook deliveries, each event with its id, state and attempts (docs/webhooks.md)."""
 
 from __future__ import annotations
 

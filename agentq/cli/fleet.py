@@ -1,5 +1,5 @@
 """What the fleet knows: `tools` (the composed solution schema) and `activities` (and `activities forget`)
-(SPEC §3, §12)."""
+(docs/protocol.md#activities, docs/protocol.md#the-job-record)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
         from agentq.protocol.activities import Activity
 
         available, live = tools.snapshot(), set(Activity.names)
+        print(f"agentq tools: the tools of the local modules {', '.join(args.module or ['workers'])} (AGENTQ_REDIS_URL "
+              "is unset: no fleet was asked; `agentq activities` lists a fleet's activities)", file=sys.stderr)
     sys.stdout.write(solution_bytes(compose(list(available.values()), sorted(live))).decode() + "\n")
     return 0
 
 
 def cmd_activities(args: argparse.Namespace) -> int:
-    """`agentq activities [--json]`: every known activity (SPEC §3), live or not."""
+    """`agentq activities [--json]`: every known activity (docs/protocol.md#activities), live or not."""
     with client(args) as fleet:
         known = fleet.activities()
     if args.json:
@@ -55,7 +57,7 @@ def cmd_activities_forget(args: argparse.Namespace) -> int:
 
 
 def _print_activities(known: dict[str, dict]) -> None:
-    """The known activities as a table: name, version (SPEC §17), live or not, workers, queue, last announcement
+    """The known activities as a table: name, version (docs/rollouts.md), live or not, workers, queue, last announcement
     (and its age)."""
     if not known:
         print("no known activities (none announced within AGENTQ_ACTIVITY_MEMORY_S)")

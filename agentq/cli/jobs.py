@@ -1,24 +1,42 @@
-"""The job commands: `run`, `submit`, `status`, `result`, `events`, `cancel` (SPEC §12)."""
+"""The job commands: `run`, `submit`, `status`, `result`, `events`, `cancel` (docs/protocol.md#the-job-record)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from importlib import resources
 from typing import Any
 
-from agentq.cli.common import client, local_tools, print_json, read_job
+from agentq.cli.common import client, local_tools, print_json
+from agentq.cli.examples import MODULES, example_name, read_job_argument, replay_of
 from agentq.cli.render import LiveView
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    job = read_job(args.file)
-    return run_job(args.settings, job, modules=args.module, tool_dirs=args.tools, as_json=args.json,
-                   embedded=args.embedded or not args.settings.redis_url_is_set)
+    job = read_job_argument(args.file)
+    embedded = args.embedded or not args.settings.redis_url_is_set
+    name = example_name(args.file)
+    if name is None:
+        return run_job(args.settings, job, modules=args.module, tool_dirs=args.tools, as_json=args.json,
+                       embedded=embedded)
+    modules = args.module or (["workers", *MODULES.get(name, ())] if embedded else [])
+    from agentq.llm.factory import api_key
+
+    replay = replay_of(name)
+    if not embedded or replay is None or args.settings.llm or api_key(args.settings):
+        return run_job(args.settings, job, modules=modules, tool_dirs=args.tools, as_json=args.json,
+                       embedded=embedded)
+    with resources.as_file(replay) as path:  # no model configured: the example's recorded answers, as the demo
+        print(f"LLM: replay of the recorded answers in {path.name} (no ANTHROPIC_API_KEY set; set it to ask the "
+              "real API)", file=sys.stderr if args.json else sys.stdout, flush=True)
+        settings = args.settings.model_copy(update={"llm": f"replay:{path}"})
+        return run_job(settings, job, modules=modules, tool_dirs=args.tools, as_json=args.json, embedded=True)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     with client(args, tenant=args.tenant) as jobs:
-        print(jobs.submit(read_job(args.file)).id)
+        print(jobs.submit(read_job_argument(args.file)).id)
     return 0
 
 

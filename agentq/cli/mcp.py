@@ -1,4 +1,4 @@
-"""`agentq mcp`: serve agentq as an MCP server (SPEC §18), over stdio (the default: an assistant starts it as a
+"""`agentq mcp`: serve agentq as an MCP server (docs/mcp.md), over stdio (the default: an assistant starts it as a
 subprocess) or over streamable HTTP on `--port`, behind the API's bearer tokens."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _serve_http(server: MCPServer, args: argparse.Namespace) -> None:
 
     app = server.streamable_http_app(host=args.host)
     auth = ApiAuth.configure(args.settings.api_tokens, enabled=not args.no_auth)
-    if auth.enabled:  # its tools act for every tenant (a Client): admin tokens only (SPEC §17)
+    if auth.enabled:  # its tools act for every tenant (a Client): admin tokens only (docs/tenants.md)
         app = bearer_guard(app, auth.admits_admin)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)

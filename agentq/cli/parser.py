@@ -6,8 +6,10 @@ import argparse
 from collections.abc import Callable
 
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
+from agentq.cli.config import cmd_config
 from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
+from agentq.cli.examples import cmd_examples
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
 from agentq.cli.mcp import cmd_mcp
@@ -48,7 +50,8 @@ def _modules(p: argparse.ArgumentParser, default_note: str = "") -> None:
 
 def _job_commands(command: Commands) -> None:
     run = command("run", cmd_run, "submit a job, stream its events, wait, print the result")
-    run.add_argument("file", help="job JSON file ('-' for stdin)")
+    run.add_argument("file", help="job JSON file ('-' for stdin), or example:NAME for a packaged example "
+                     "(agentq examples)")
     _modules(run)
     run.add_argument("--json", action="store_true", help="print only the final job record")
     run.add_argument("--embedded", action="store_true",
@@ -60,8 +63,12 @@ def _job_commands(command: Commands) -> None:
                       help="run the example agent job instead: the Anthropic API when ANTHROPIC_API_KEY is set, "
                            "else its packaged replay file")
 
+    examples = command("examples", cmd_examples, "list the example jobs packaged with agentq and how to run "
+                       "each (agentq run example:NAME, from any directory)")
+    examples.add_argument("--json", action="store_true", help="print the example jobs themselves, by name")
+
     submit = command("submit", cmd_submit, "submit a job and print its id")
-    submit.add_argument("file", help="job JSON file ('-' for stdin)")
+    submit.add_argument("file", help="job JSON file ('-' for stdin), or example:NAME for a packaged example")
     submit.add_argument("--tenant", default="default", help="the tenant the job belongs to (default: default)")
 
     status = command("status", cmd_status, "print a job's status")
@@ -144,11 +151,16 @@ def _process_commands(command: Commands) -> None:
 
 
 def _fleet_commands(command: Commands) -> None:
-    tools = command("tools", cmd_tools, "print the composed solution schema of the known tools")
+    tools = command("tools", cmd_tools, "print the composed solution schema of the tools a job may name: with "
+                    "AGENTQ_REDIS_URL set, those the fleet published and the -m modules', against the activities "
+                    "the fleet knows; unset, only the local modules' (no fleet is asked). `agentq activities` "
+                    "lists the fleet's activities")
     _modules(tools, " (default: workers)")
 
     activities = command("activities", cmd_activities,
-                         "list the known activities: live or not, their workers, queue and last announcement")
+                         "list the activities the fleet's workers announced (the store of AGENTQ_REDIS_URL): live "
+                         "or not, their workers, queue and last announcement. `agentq tools` prints the tools' "
+                         "composed schema")
     activities.add_argument("--json", action="store_true", help="print them as one JSON object by name")
     activities.usage = "%(prog)s [-h] [--json] [forget NAME]"  # the action is optional
     actions = activities.add_subparsers(title="actions", metavar="ACTION")
@@ -156,6 +168,13 @@ def _fleet_commands(command: Commands) -> None:
     forget = actions.add_parser("forget", help=forget_help, description=forget_help, epilog=REDIS_RULE)
     forget.add_argument("name", metavar="NAME", help="the activity to forget")
     forget.set_defaults(handler=cmd_activities_forget)
+
+    config = command("config", cmd_config, "show the fleet's shared settings (tenants, llm_prices, llm_limits, "
+                     "webhook_allowlist), or set one from a JSON file (docs/config.md)")
+    config.add_argument("--json", action="store_true", help="print them as JSON")
+    config.add_argument("words", nargs="*", metavar="NAME | set NAME FILE",
+                        help="a setting to show, or `set NAME FILE` ('-' for stdin) to store its next version")
+    config.usage = "%(prog)s [-h] [--json] [NAME | set NAME FILE]"
 
     rollouts = command("rollouts", cmd_rollouts, "report the tools' rollout routes side by side: calls, success "
                        "rate, p50/p95 duration, cost (docs/rollouts.md)")
@@ -177,7 +196,7 @@ def _fleet_commands(command: Commands) -> None:
 def _call_commands(command: Commands) -> None:
     calls = command("calls", cmd_calls, "list a job's calls: status, attempts, duration, what each waits on")
     calls.add_argument("id")
-    calls.add_argument("--json", action="store_true", help="print them as a JSON array (SPEC §14 /calls)")
+    calls.add_argument("--json", action="store_true", help="print them as a JSON array (as the API's /calls)")
 
     deliveries = command("deliveries", cmd_deliveries,
                          "list a job's webhook deliveries: each event, its id, state and attempts")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, ClassVar
 
 from agentq.protocol.envelopes import (
+    CallAwaitingApproval,
     CallFinished,
     CallRetrying,
     CallStarted,
@@ -23,7 +26,9 @@ from agentq.protocol.envelopes import (
 
 
 class LiveView:
-    """A readable live view of a job's events: one line per call start/finish, thoughts, job end."""
+    """A readable live view of a job's events: one line per call start/finish, thoughts, job end. A module's child
+    job relays its events into its parent's stream: their lines carry the name of the call that runs the module,
+    `[composeSong]`, so the ticks and calls of jobs that run side by side are told apart."""
 
     ICONS: ClassVar[dict[str, str]] = {"done": "✓", "failed": "✗", "canceled": "⊘", "skipped": "-"}
     TEXT_PARTS = frozenset({"text_output_stream", "text_output"})
@@ -33,6 +38,7 @@ class LiveView:
         self.job_id = ""
         self.started = time.monotonic()
         self.names: dict[str, str] = {}
+        self.labels: dict[str, str] = {}  # a module's child job -> how its lines are marked
         self.final_output_due = False  # an agent's final output comes as a text part after its tick.finished
 
     # one case per envelope the live view shows
@@ -43,6 +49,31 @@ class LiveView:
             event = parse_envelope(envelope)
         except (KeyError, TypeError):
             return
+        label = self._job_label(event.job_id)
+        if label:
+            out = self.out
+            self.out = lambda line: out(_labelled(line, label))
+            try:
+                self._show(event)
+            finally:
+                self.out = out
+        else:
+            self._show(event)
+
+    def _job_label(self, job_id: str) -> str:
+        """How lines of a module's child job are marked: the tool of the call that runs it (a child job's id is
+        `<that call's id>.module`), numbered from the second call of one tool (`designSound 2`); "" for the job
+        itself."""
+        if not job_id or not self.job_id or job_id == self.job_id:
+            return ""
+        if job_id not in self.labels:
+            base = self.names.get(job_id.removesuffix(".module"), job_id)
+            taken = set(self.labels.values())
+            self.labels[job_id] = next(label for n in range(1, len(taken) + 2)
+                                       if (label := base if n == 1 else f"{base} {n}") not in taken)
+        return self.labels[job_id]
+
+    def _show(self, event: Envelope) -> None:
         name = self._call_name(event)
         match event:
             case JobQueued():
@@ -52,11 +83,8 @@ class LiveView:
                 self._tick_started(event)
             case TickFinished():
                 self._tick_finished(event)
-            case CallStarted(attempt=attempt):
-                self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
-            case CallRetrying(error=error):
-                self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
-                         f"{error.get('type')}: {error.get('message')}")
+            case CallStarted() | CallAwaitingApproval() | CallRetrying():
+                self._call_moved(event, name)
             case CallFinished():
                 self._call_finished(event, name)
             case Thought(part=part) | Thinking(part=part):
@@ -64,6 +92,17 @@ class LiveView:
                 self.out(f"  💭 {label}{(part or {}).get('content')}")
             case Part(part=part):
                 self.show_part(part or {})
+
+    def _call_moved(self, event: CallStarted | CallAwaitingApproval | CallRetrying, name: str) -> None:
+        """A call started, is held for a reviewer, or waits for its next attempt."""
+        match event:
+            case CallStarted(attempt=attempt):
+                self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
+            case CallAwaitingApproval(call_id=call_id):
+                self.out(f"  ✋ {name:<22} awaiting approval — agentq approve|reject {event.job_id} {call_id}")
+            case CallRetrying(error=error):
+                self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
+                         f"{error.get('type')}: {error.get('message')}")
 
     def _call_name(self, event: Envelope) -> str:
         """How the event's call is shown (`tool [instance]`, remembered from the first event naming it)."""
@@ -92,7 +131,7 @@ class LiveView:
 
     def _call_finished(self, event: CallFinished, name: str) -> None:
         status = event.status
-        line = f"  {self.ICONS.get(status, '?')} {name:<22} {status:<8} {event.duration_ms:8.1f} ms"
+        line = f"  {self.ICONS.get(status, '?')} {name:<22} {status:<8} {format_duration(event.duration_ms):>10}"
         if event.error:
             line += f"  {event.error.get('type')}: {event.error.get('message')}"
             if event.absorbed:
@@ -129,6 +168,33 @@ class LiveView:
     def _block(self, title: str, value: object) -> None:
         self.out(f"{title}:")
         self.out(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def format_duration(ms: float | None) -> str:
+    """A duration as the web page writes it (`formatDuration` in api/static/common.js), so the command line and
+    the page show one figure alike: 0.1 ms, 35.8 ms, 412 ms, 1.24 s, 12.5 s, 2 min 05 s, 1 h 02 min; "-" for
+    none. Rounded as JavaScript's `toFixed` and `Math.round` do: from the exact value, ties upwards."""
+    if ms is None or not math.isfinite(ms) or ms < 0:
+        return "-"
+    if ms < 1000:
+        return f"{_fixed(ms, 1 if ms < 10 else 0)} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{_fixed(seconds, 2 if seconds < 10 else 1)} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min {int(seconds % 60):02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _fixed(value: float, places: int) -> str:
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
+
+
+def _labelled(line: str, label: str) -> str:
+    """`line` with `[label]` after its indent."""
+    text = line.lstrip(" ")
+    return f"{line[:len(line) - len(text)]}[{label}] {text}"
 
 
 def usage_line(usage: dict) -> str | None:

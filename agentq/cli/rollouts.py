@@ -1,4 +1,4 @@
-"""`agentq rollouts`: the tools' rollout rules and their report (SPEC §17, docs/rollouts.md); `rollouts set TOOL
+"""`agentq rollouts`: the tools' rollout rules and their report (docs/rollouts.md); `rollouts set TOOL
 FILE` and `rollouts clear TOOL` change a tool's rule."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentq.cli.common import client, fail, print_json, print_table
+from agentq.cli.render import format_duration
 from agentq.errors import RolloutRuleError
 
 
@@ -89,9 +90,7 @@ def _rate(rate: float | None) -> str:
 
 
 def _seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+    return format_duration(None if seconds is None else seconds * 1000)
 
 
 def _cost(cost: float | None) -> str:

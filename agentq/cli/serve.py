@@ -17,7 +17,7 @@ def cmd_worker(args: argparse.Namespace, *, engine: bool = False, activities: bo
     mcp_config = getattr(args, "mcp", None)
     modules = args.module or (list(DEFAULT_MODULES) if activities and not mcp_config else [])
     registries = load_modules(args.settings, modules=modules, tool_dirs=args.tools)  # what the modules filled
-    if mcp_config:  # the tools of MCP servers, each with an activity calling it (SPEC §18)
+    if mcp_config:  # the tools of MCP servers, each with an activity calling it (docs/mcp.md)
         from agentq.mcp import register_servers
 
         register_servers(mcp_config, registries.activities, registries.tools)
@@ -32,7 +32,7 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
-    """`agentq api`: the HTTP API and the web page (SPEC §14)."""
+    """`agentq api`: the HTTP API and the web page (README.md#the-http-api-and-the-web-page)."""
     from agentq.api.server import serve
 
     tools = local_tools(args.module, args.tools) if (args.module or args.tools) and not args.embedded else None
@@ -62,7 +62,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    """`agentq metrics --port N`: serve the Prometheus metrics (SPEC §15) without the API."""
+    """`agentq metrics --port N`: serve the Prometheus metrics (docs/metrics.md) without the API."""
     import secrets
 
     from agentq.metrics import MetricsServer

@@ -1,4 +1,5 @@
-"""The agent loop (SPEC §9, §13): one model request per tick, its calls dispatched while the model streams.
+"""The agent loop (docs/protocol.md#jobs, docs/protocol.md#what-the-model-is-sent): one model request per tick, its
+calls dispatched while the model streams.
 
 A tick is an engine task, `agentq.engine.tick [job_id, n]`, where `n` is the number of model requests the
 job has made so far: a task for a request that was made already finds a different number and does nothing.
@@ -14,12 +15,12 @@ Transient model failures (429, overload, an `error` event mid-stream) are retrie
 honour `retry-after`, up to `AGENTQ_LLM_MAX_ATTEMPTS`; calls already dispatched from the broken stream keep
 their ids, so the retried stream cannot dispatch them again.
 
-Stop reasons (SPEC §16): an answer cut at max_tokens keeps the calls that came whole (already written) as its
-solution, and the next request asks for the rest; cut again right after, the job fails (`ModelOutputTruncated`).
-A refusal fails the job at once. A request the context window refuses is compacted once (`Transcript.compact_all`)
-and made again within the same tick, then fails the job (`ContextWindowExceeded`). With thinking on
-(`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking blocks
-stay in its exchange, to go back unchanged; their summaries become `thinking` events.
+Stop reasons (docs/protocol.md#thinking-and-stop-reasons): an answer cut at max_tokens keeps the calls that came whole
+(already written) as its solution, and the next request asks for the rest; cut again right after, the job fails
+(`ModelOutputTruncated`). A refusal fails the job at once. A request the context window refuses is compacted once
+(`Transcript.compact_all`) and made again within the same tick, then fails the job (`ContextWindowExceeded`). With
+thinking on (`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking
+blocks stay in its exchange, to go back unchanged; their summaries become `thinking` events.
 """
 
 from __future__ import annotations

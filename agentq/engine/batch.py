@@ -1,4 +1,4 @@
-"""The batch lane (SPEC §16, docs/batch.md): the model requests of a job with `options.priority: "batch"` go through
+"""The batch lane (docs/batch.md): the model requests of a job with `options.priority: "batch"` go through
 the Message Batches API at the batch price, and nothing waits for them.
 
 **A request** (a tick's, a latent call's, a module tick's) passes the job's budget gate, is queued in Redis under its

@@ -1,4 +1,4 @@
-"""The budget step before each model request (SPEC §16): `BudgetGate`, a hook (`engine/hooks.py`).
+"""The budget step before each model request (docs/rate-limits.md#budgets): `BudgetGate`, a hook (`engine/hooks.py`).
 
 Every request of a job with a budget — its ticks, its latent calls, the ticks and latent calls of its module
 child jobs, which count against the root job's budget — reserves what it may spend in the root job's budget

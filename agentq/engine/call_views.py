@@ -1,4 +1,5 @@
-"""The calls view of a job (SPEC §14 `GET /v1/jobs/{id}/calls`, `JobHandle.calls()`, `agentq calls`).
+"""The calls view of a job (the HTTP API's `GET /v1/jobs/{id}/calls`, README.md#the-http-api-and-the-web-page;
+`JobHandle.calls()`, `agentq calls`).
 
 One item per call, in the order of the calls' indexes:
 
@@ -42,7 +43,7 @@ _BATCH = 1000
 
 
 def job_calls(store: CallViewStore, job_id: str) -> list[dict[str, Any]]:
-    """The calls view of a job: SPEC §14's `/calls` items (see the module's docstring). Raises
+    """The calls view of a job: the HTTP API's `/calls` items (see the module's docstring). Raises
     `JobNotFoundError` for an unknown job."""
     table = store.call_table(job_id)
     depends_on = _depends_on(table.dependents)
@@ -64,7 +65,7 @@ def job_calls(store: CallViewStore, job_id: str) -> list[dict[str, Any]]:
             "started_at": _iso(started), "finished_at": _iso(finished), "duration_ms": duration, "error": error,
             "params": mask({key: value for key, value in record.call.items() if not key.startswith("_")},
                            hidden.get(record.tool, ())),
-        } | ({"route": record.route} if record.route is not None else {}))  # its tool's rollout route (SPEC §17)
+        } | ({"route": record.route} if record.route is not None else {}))  # its tool's route (docs/rollouts.md)
     return items
 
 

@@ -1,4 +1,4 @@
-"""Starting jobs that waited for their concurrency keys (SPEC §17), and letting the next ones in when a job ends.
+"""Starting jobs that waited for their concurrency keys (docs/tenants.md), and letting the next ones in when a job ends.
 
 The store decides who holds a key (`Store.admit_concurrency`, `release_concurrency`); whoever it hands a job that
 now holds its keys starts it here: the job turns from `waiting` to its status (once: `Store.start_waiting`), then
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from agentq.errors import AgentQError, JobNotFoundError
 from agentq.protocol.envelopes import JobQueued
-from agentq.protocol.events import activity_part
+from agentq.protocol.events import job_part
 from agentq.protocol.records import CallRecord, JobInfo, JobKind
 from agentq.protocol.status import CallStatus
 from agentq.store.contracts import CallStore, JobReader, TenantStore
@@ -63,7 +63,7 @@ def start_jobs(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, 
             pending += store.release_concurrency(tenant, job_id)
             continue
         event = JobQueued(job_id=job_id, kind=info.kind.value, calls=len(store.call_statuses(job_id)),
-                          part=activity_part("Job queued", source="agentq", locale=info.locale))
+                          part=job_part("Job queued", kind=info.kind.value, source="agentq", locale=info.locale))
         if store.start_waiting(job_id, event=event):
             log.info("job %s holds its concurrency keys: started", job_id)
             _send(store, dispatch, progress, info)

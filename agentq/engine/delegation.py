@@ -1,4 +1,4 @@
-"""Module calls (SPEC §8): a call delegated to a clean-room child job, and its result brought back.
+"""Module calls (docs/protocol.md#modules): a call delegated to a clean-room child job, and its result brought back.
 
 `start` runs in the call's task: it loads the saved module, assembles the child's context (the module's own
 context, the parent's messages selected by `_imports` and `_scopes` as they are now, then an `input` message

@@ -117,7 +117,8 @@ class Executor:
                                      submit_child=submit_child, source=source)
 
     def timeout_of(self, spec: ActivitySpec) -> float:
-        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S` (SPEC §10)."""
+        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S`
+        (docs/architecture.md#runtime--the-only-place-that-knows-celery)."""
         return self.runner.timeout_of(spec)
 
     def tick(self, job_id: str, n: int = 0) -> float | None:
@@ -130,11 +131,16 @@ class Executor:
 
     # ------------------------------------------------------------------------------------ delivery
 
+    # one delivery and each way it ends: another task's call (before or after the claim), a run ahead of the
+    # claim, a claimed attempt, a call leased to another attempt, finished, or not to run
     def run_call(self, job_id: str, call_id: str, *, record: CallRecord | None = None,
-                 signature: str | None = None) -> Outcome:
+                 signature: str | None = None, task: str | None = None) -> Outcome:
         """Run one delivery of a call's task. `record` is the call's record as the task carries it; the claim
         checks it against the stored one and the stored one is what runs (a task may carry none). A signed
-        record of an idempotent activity runs before anything is claimed (`_run_ahead`)."""
+        record of an idempotent activity runs before anything is claimed (`_run_ahead`). `task`: the name of
+        the task delivered (None: any); a call routed to another task is left to that one (`_elsewhere`)."""
+        if task is not None and record is not None and record.task != task:
+            return self._elsewhere(job_id, call_id, record.task, task)  # nothing claimed
         record_sha = record_digest(record) if record is not None else ""
         ran = None
         if record is not None and self.intake.may_run_ahead(job_id, record, record_sha, signature):
@@ -145,6 +151,10 @@ class Executor:
         intake = self.intake.claim(job_id, call_id, token, record, record_sha)
         claim = intake.claim
         match claim:
+            case Claimed() if task is not None and claim.record.task != task:
+                # the task carried no record, or not the stored one: the stored call is another task's
+                self.store.unclaim(job_id, call_id, token=token)
+                return self._elsewhere(job_id, call_id, claim.record.task, task)
             case Claimed():
                 if claim.record_replaced:
                     ran = None  # it ran a record that is not the stored one: the stored one runs
@@ -155,6 +165,15 @@ class Executor:
                 self.progress.recover(job_id, call_id)
                 return Outcome(OutcomeStatus.FINISHED)
         return self._not_run(job_id, call_id, claim)
+
+    @staticmethod
+    def _elsewhere(job_id: str, call_id: str, routed: str, task: str) -> Outcome:
+        """A delivery of a task that is not the call's own (a forged one, say, on another activity's queue): the
+        call is left as it was, to its own task, instead of failing here for an activity this task does not
+        run."""
+        log.warning("call %s of job %s not run: it is routed to task %s, not %s (left to its own task)", call_id,
+                    job_id, routed, task)
+        return Outcome(OutcomeStatus.ELSEWHERE)
 
     def _not_run(self, job_id: str, call_id: str, claim: Claim) -> Outcome:
         """A delivery that found its call will not run (canceled, gone, not ready): its place in its queue is given
@@ -266,8 +285,9 @@ class Executor:
         self.progress.committed(job_id, commit, call_id, planned)
 
     def _check_writes(self, job_id: str, messages: list[dict], index: LogIndex | None) -> None:
-        """Raise for a write the log cannot take (a push or concat onto a non-array: SPEC §5, a runtime error of
-        the call). A call that reads nothing was claimed without the log, which only push and concat need."""
+        """Raise for a write the log cannot take (a push or concat onto a non-array: docs/protocol.md#output-paths, a
+        runtime error of the call). A call that reads nothing was claimed without the log, which only push and concat
+        need."""
         if index is None and any(m.get("_outputMethod") in ("push", "concat") for m in messages):
             index = LogIndex(self.store.read_log(job_id))
         if index is not None:

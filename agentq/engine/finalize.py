@@ -8,7 +8,7 @@ from typing import Protocol
 
 from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import JobFinished
-from agentq.protocol.events import activity_part, error_part
+from agentq.protocol.events import error_part, job_part
 from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
@@ -53,7 +53,7 @@ def job_end(job_id: str, info: JobInfo, log_messages: list[dict], error: ErrorIn
     status = JobStatus.FAILED if error is not None else JobStatus.SUCCEEDED
     record = build_job_record(info, log_messages, status=status, error=error, finished_at=now_iso())
     part = (error_part(error.message, source=source, locale=info.locale) if error is not None
-            else activity_part(f"Job {status}", source=source, locale=info.locale))
+            else job_part(f"Job {status}", kind=info.kind.value, source=source, locale=info.locale))
     event = JobFinished(job_id=job_id, status=status.value, error=error.to_dict() if error is not None else None,
                         part=part)
     return record, event
@@ -96,7 +96,7 @@ def _unabsorbed_failures(failed: dict[str, CallRecord], log_messages: list[dict]
               if m.get("type") == "error" and isinstance(m.get("data"), dict)}
     described = []
     for call_id, record in failed.items():
-        if record.awaited and not absorbs_failure(record.call):
+        if record.awaited and record.decides_outcome and not absorbs_failure(record.call):
             error = errors.get(call_id) or {}
             described.append(f"{record.tool} ({call_id}): {error.get('type', 'Error')}: {error.get('message', '')}")
     return sorted(described)

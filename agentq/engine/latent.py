@@ -1,4 +1,5 @@
-"""Latent calls (SPEC §7, §13): a tool with no known activity is answered by the model.
+"""Latent calls (docs/protocol.md#scopes, docs/protocol.md#what-the-model-is-sent): a tool with no known activity is
+answered by the model.
 
 The request holds the call's scoped context, its parameters as an `input` block and the tool's
 description, nothing else of the job; its solution schema is the tool's `_output` (an `anyOf` of branches

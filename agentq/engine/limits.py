@@ -1,10 +1,12 @@
-"""The fleet-wide rate limits step before each model request (SPEC §16): `ModelLimiter`, a hook (`engine/hooks.py`)
-installed after the budget's (`engine/budget.py`): a request its budget refuses takes nothing from the limits.
+"""The fleet-wide rate limits step before each model request (docs/rate-limits.md): `ModelLimiter`, a hook
+(`engine/hooks.py`) installed after the budget's (`engine/budget.py`): a request its budget refuses takes nothing from
+the limits.
 
 Every request takes its share of its model's buckets in the store, for every process of the fleet at once
 (`Store.take_model_request`: one atomic step): one request, its prompt estimated from its size
-(`agentq.llm.tokens`), its `max_tokens`. The limits are `AGENTQ_LLM_LIMITS`, lowered to the account's own as the
-API's `anthropic-ratelimit-*` headers give them (or those alone for a model with none configured).
+(`agentq.llm.tokens`), its `max_tokens`. The limits are the fleet's `llm_limits` (`agentq config`, seeded from
+`AGENTQ_LLM_LIMITS`, read once per heartbeat), lowered to the account's own as the API's `anthropic-ratelimit-*`
+headers give them (or those alone for a model with none configured).
 
 A request that must wait is not sent and holds no slot: the gate raises `ModelDeferred` with the wait, its tick or
 call goes back to the broker with that countdown, and it keeps its place (the share it took waits for it under its
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from agentq.engine.hooks import Hook, ModelRequest, RequestEnded
 from agentq.errors import LLMRetryableError, ModelDeferred
@@ -37,13 +39,18 @@ DEFAULT_PAUSE_S = 1.0  # a 429 or 529 without `retry-after`
 class ModelLimiter(Hook):
     """Holds every model request of the process to its model's fleet-wide rate limits (see the module)."""
 
-    def __init__(self, store: LimitStore, limits: Mapping[str, ModelLimits]):
+    def __init__(self, store: LimitStore, limits: Mapping[str, ModelLimits] | Callable[[], Mapping[str, ModelLimits]]):
         self.store = store
-        self.limits = dict(limits)
+        # the fleet's limits as read now (`agentq config`: they change while the process runs), or fixed ones
+        self._limits = limits if callable(limits) else lambda fixed=dict(limits): fixed
         self._learned: set[str] = set()  # models whose responses said something of their limits
         self._input_limited: set[str] = set()  # models whose responses gave an input-token limit (estimate them)
         self._estimated: dict[str, int] = {}  # request key -> the prompt it took, until it ends
         self._lock = threading.Lock()
+
+    @property
+    def limits(self) -> Mapping[str, ModelLimits]:
+        return self._limits()
 
     def before_request(self, asked: ModelRequest) -> LLMRequest:
         request = asked.request

@@ -1,5 +1,6 @@
-"""Saved modules fetched from URLs (SPEC §8): only ``http(s)`` hosts in the allow-list, redirects only to the same
-host and never from https to http (at most :data:`MAX_REDIRECTS`), a body no larger than the size limit. What
+"""Saved modules fetched from URLs (docs/protocol.md#modules): only ``http(s)`` hosts in the allow-list, redirects only
+to the same host and never from https to http (at most :data:`MAX_REDIRECTS`), a body no larger than the size limit.
+What
 `engine/modules.py` parses and caches."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Saved modules (SPEC §8): find, load, validate and confine the `{context, tools?, output?, input?}` files that
+"""Saved modules (docs/protocol.md#modules): find, load, validate and confine the `{context, tools?, output?, input?}`
+files that
 `_module` references name.
 
 A reference is one of:

@@ -29,7 +29,7 @@ log = logging.getLogger("agentq.executor")
 _ENDED = (JobStatus.SUCCEEDED, JobStatus.FAILED)  # a canceled job's record is always computed anew
 
 class Dispatch(Protocol):
-    """Sends tasks: `dispatch(job_id, records)` the calls' tasks (those admitted to their queues, SPEC §17),
+    """Sends tasks: `dispatch(job_id, records)` the calls' tasks (those admitted to their queues, docs/tenants.md),
     `dispatch.ended(job_id, call_ids, released)` after calls ended (their places go to waiting calls; `released`:
     calls their end made ready), `dispatch.tick(job_id, n)` an agent tick's."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.protocol.envelopes import CallFinished, CallStarted, Envelope, JobStarted, Thought
-from agentq.protocol.events import activity_part, technical_details, thought_part, tool_request_part, tool_result_part
+from agentq.protocol.events import job_part, technical_details, thought_part, tool_request_part, tool_result_part
 from agentq.protocol.records import CallRecord
 from agentq.protocol.sensitive import mask, redactor_for, sensitive_paths
 from agentq.protocol.status import CallStatus
@@ -23,8 +23,8 @@ def arguments(call: dict, tool: dict | None) -> dict:
 
 
 def job_started(job_id: str, *, locale: str, source: str) -> JobStarted:
-    """The `job.started` event its first claim publishes."""
-    return JobStarted(job_id=job_id, part=activity_part("Job started", source=source, locale=locale))
+    """The `job.started` event its first claim publishes: a plan job's (an agent job is started by its first tick)."""
+    return JobStarted(job_id=job_id, part=job_part("Job started", kind="plan", source=source, locale=locale))
 
 
 def start_events(job_id: str, call_id: str, record: CallRecord, tool: dict, resolved: dict, attempt: int, *,

@@ -1,5 +1,5 @@
 """`RolloutStats`: the hook that counts every ended call of a tool with a rollout rule into its route's figures
-(SPEC §17, `store/rollouts.py`), with the cost of the model requests it made (a call for the model).
+(docs/rollouts.md, `store/rollouts.py`), with the cost of the model requests it made (a call for the model).
 
 The executor tells hooks only of attempts whose outcome took effect, so each call counts once, also when its
 task was delivered twice. A call's model requests are made in the process running it, between `before_call` and

@@ -1,11 +1,12 @@
-"""Task names and queues, built from Settings in one place (SPEC §10).
+"""Task names and queues, built from Settings in one place
+(docs/architecture.md#runtime--the-only-place-that-knows-celery).
 
 The activity `x` runs as task `agentq.activity.x` on its own queue (`agentq.activity.x`, or the queue the
 activity declares); engine work (latent calls, modules, agent ticks, submission by task name) runs on the
 engine queue (`AGENTQ_ENGINE_QUEUE`, default `agentq.engine`), so LLM-bound work scales separately. A version
-other than "1" of an activity (SPEC §17) is an activity of its own key, `x@2`: task and queue `agentq.activity.x@2`
-(or the queue it declares, suffixed `@2`); a tool's rollout rule (`protocol/rollouts.py`, read through `rules`)
-decides which calls go to it before they are routed.
+other than "1" of an activity (docs/tenants.md) is an activity of its own key, `x@2`: task and queue
+`agentq.activity.x@2` (or the queue it declares, suffixed `@2`); a tool's rollout rule (`protocol/rollouts.py`, read
+through `rules`) decides which calls go to it before they are routed.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ class CallRunner:
         return self.activities.get(record.activity) if record.activity in self.activities else None
 
     def timeout_of(self, spec: ActivitySpec) -> float:
-        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S` (SPEC §10)."""
+        """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S`
+        (docs/architecture.md#runtime--the-only-place-that-knows-celery)."""
         return spec.timeout if spec.timeout is not None else self.default_timeout_s
 
     def invoke(self, record: CallRecord, call: dict, tool: dict, index: LogIndex | None, job_id: str,

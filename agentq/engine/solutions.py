@@ -1,5 +1,5 @@
-"""What an agent tick makes of the model's answer (SPEC §9): the solution's parts, every problem of it by pointer,
-the final output as text, and the structural error a problem becomes once the solution was already sent back.
+"""What an agent tick makes of the model's answer (docs/protocol.md#jobs): the solution's parts, every problem of it by
+pointer, the final output as text, and the structural error a problem becomes once the solution was already sent back.
 
 Pure: no store, no model.
 """
@@ -42,7 +42,7 @@ def answer_text(output: Any) -> str:
 
 
 def structural_error(problem: Problem, calls: Any, info: JobInfo) -> dict:
-    """An error message for a problem of a solution that was already sent back once (SPEC §9)."""
+    """An error message for a problem of a solution that was already sent back once (docs/protocol.md#jobs)."""
     parts = problem.pointer.split("/")
     call: dict[str, Any] = {}
     if len(parts) > 2 and parts[1] == "calls" and isinstance(calls, list) and parts[2].isdigit():

@@ -1,4 +1,5 @@
-"""agentq's LLM layer: the provider interface, the Anthropic provider, replay and recording (SPEC §13).
+"""agentq's LLM layer: the provider interface, the Anthropic provider, replay and recording
+(docs/protocol.md#what-the-model-is-sent).
 
     from agentq.llm import create_llm, LLMRequest
 

@@ -1,4 +1,5 @@
-"""The Anthropic provider: one streamed Messages API request per :class:`LLMRequest` (SPEC §13).
+"""The Anthropic provider: one streamed Messages API request per :class:`LLMRequest`
+(docs/protocol.md#what-the-model-is-sent).
 
 Its parts: the request's body (`anthropic_request.py`: the forced ``solution`` tool, cache breakpoints, thinking),
 the reading of the answer's raw event stream (`anthropic_stream.py`: calls reported as they complete, thinking

@@ -1,4 +1,5 @@
-"""The Anthropic provider's request: the Messages API body of one :class:`LLMRequest` (SPEC §13).
+"""The Anthropic provider's request: the Messages API body of one :class:`LLMRequest`
+(docs/protocol.md#what-the-model-is-sent).
 
 The request forces the one ``solution`` tool (``eager_input_streaming``, cached) and sends the system texts as
 blocks with ``cache_control`` on the last one. With thinking on (``LLMRequest.thinking``) the tool is offered
@@ -14,8 +15,9 @@ from agentq.protocol.thinking import fitted
 
 
 def request_params(request: LLMRequest) -> dict[str, Any]:
-    """The keyword arguments of ``client.messages.create`` for ``request`` (the JSON body, SPEC §13). Every cache
-    breakpoint carries the request's TTL (``options.cache_ttl``, SPEC §16), always explicit."""
+    """The keyword arguments of ``client.messages.create`` for ``request`` (the JSON body,
+    docs/protocol.md#what-the-model-is-sent). Every cache breakpoint carries the request's TTL (``options.cache_ttl``,
+    docs/rate-limits.md), always explicit."""
     system: list[dict[str, Any]] = [{"type": "text", "text": text} for text in request.system]
     if system:
         system[-1]["cache_control"] = cache_control(request.cache_ttl)
@@ -35,7 +37,7 @@ def request_params(request: LLMRequest) -> dict[str, Any]:
         "stream": True,
     }
     thinking = fitted(request.thinking, request.max_tokens)  # a budget may have lowered max_tokens
-    if thinking:  # the API refuses a forced tool with thinking: the tool is offered (SPEC §16)
+    if thinking:  # the API refuses a forced tool with thinking: the tool is offered (docs/rate-limits.md)
         params["thinking"] = thinking
         params["tool_choice"] = {"type": "auto"}
     if system:

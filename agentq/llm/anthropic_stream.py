@@ -3,8 +3,8 @@
 The tool input's ``input_json_delta`` pieces go through a :class:`CallReporter`, so each complete element of
 ``calls`` is reported while the model is still writing the rest. With thinking on, the answer's ``thinking`` /
 ``redacted_thinking`` blocks (``thinking_delta`` and ``signature_delta`` pieces) are kept exactly as they came, to
-go back unchanged. The stop reason decides what the answer is (SPEC §16): ``max_tokens`` a cut one
-(``LLMAnswer.truncated``), ``refusal`` a :class:`ModelRefused` with the model's text,
+go back unchanged. The stop reason decides what the answer is (docs/protocol.md#thinking-and-stop-reasons):
+``max_tokens`` a cut one (``LLMAnswer.truncated``), ``refusal`` a :class:`ModelRefused` with the model's text,
 ``model_context_window_exceeded`` a :class:`ContextWindowExceeded`, any reason not in :data:`KNOWN_STOP_REASONS`
 an :class:`UnknownStopReason`. An error in the middle of the stream is mapped by `anthropic_errors.py`.
 """
@@ -94,7 +94,8 @@ _DELTA_FIELDS = {"thinking_delta": "thinking", "signature_delta": "signature", "
 
 KNOWN_STOP_REASONS = frozenset({"tool_use", "end_turn", "stop_sequence", "max_tokens", "refusal",
                                 "model_context_window_exceeded"})
-"""The stop reasons agentq acts on (SPEC §16); any other is an :class:`UnknownStopReason`."""
+"""The stop reasons agentq acts on (docs/protocol.md#thinking-and-stop-reasons); any other is an
+:class:`UnknownStopReason`."""
 
 
 def _events(stream: Any) -> Iterator[Any]:
@@ -132,8 +133,9 @@ def read_answer(stream: Any, on_call: OnCall | None) -> LLMAnswer:
 
 
 def check_stop(stop_reason: str | None, text: str, usage: Usage) -> None:
-    """Raise for a stop reason whose answer cannot be used (SPEC §16): a refusal (with the model's text), a full
-    context window, a reason agentq does not know. No stop reason at all is taken as the end of the answer."""
+    """Raise for a stop reason whose answer cannot be used (docs/protocol.md#thinking-and-stop-reasons): a refusal (with
+    the model's text), a full context window, a reason agentq does not know. No stop reason at all is taken as the end
+    of the answer."""
     if stop_reason is None or stop_reason in KNOWN_STOP_REASONS - {"refusal", "model_context_window_exceeded"}:
         return
     if stop_reason == "refusal":

@@ -2,8 +2,8 @@
 
 The engine decides *what* to ask (``agentq.protocol.conversation`` builds the system texts, the turns and
 the solution schema); a provider only talks to a model and streams the answer back. Every request forces
-one tool, ``solution``, whose input is the answer (SPEC §13); with thinking on, the tool is offered, not forced
-(SPEC §16), and an answer may come without it.
+one tool, ``solution``, whose input is the answer (docs/protocol.md#what-the-model-is-sent); with thinking on, the tool
+is offered, not forced (docs/rate-limits.md), and an answer may come without it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ OnCall = Callable[[int, dict], None]
 
 @dataclass(frozen=True)
 class Usage:
-    """Token usage of one or more requests (SPEC §13); ``a + b`` sums, ``to_dict()`` is SPEC §13's form.
+    """Token usage of one or more requests (docs/protocol.md#what-the-model-is-sent); ``a + b`` sums, ``to_dict()`` is
+    docs/protocol.md#what-the-model-is-sent's form.
 
     ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` split ``cache_creation_input_tokens`` by TTL when
     the API reported the split (both 0 otherwise). ``cost_nanousd`` is the cost in nano-dollars once a price
@@ -96,7 +97,7 @@ class LLMAnswer:
 
     ``tool_use_id`` is "" when the model answered without calling the solution tool (possible with thinking on);
     ``text`` is what it wrote outside the tool. ``blocks`` are its ``thinking`` and ``redacted_thinking`` blocks,
-    exactly as they came (signatures included): they go back to the model unchanged (SPEC §16).
+    exactly as they came (signatures included): they go back to the model unchanged (docs/rate-limits.md).
     ``stop_reason == "max_tokens"`` (``truncated``): the answer was cut; ``raw`` holds what came of it."""
 
     solution: Any

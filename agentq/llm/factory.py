@@ -1,4 +1,4 @@
-"""Choosing the LLM provider from the settings (SPEC §13)."""
+"""Choosing the LLM provider from the settings (docs/protocol.md#what-the-model-is-sent)."""
 
 from __future__ import annotations
 

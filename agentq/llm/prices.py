@@ -1,8 +1,8 @@
-"""Model prices (SPEC §16): what a request's usage costs, per model, in USD per million tokens.
+"""Model prices (docs/rate-limits.md#cost): what a request's usage costs, per model, in USD per million tokens.
 
 agentq ships Anthropic's list prices for current Claude models (`SHIPPED`, from the pricing page of
-platform.claude.com, November 2026); `AGENTQ_LLM_PRICES=<file>` adds to them or replaces them, model by model.
-The file is JSON::
+platform.claude.com, November 2026); the fleet's `llm_prices` (`agentq config set llm_prices FILE`, seeded from
+the file `AGENTQ_LLM_PRICES=<file>` names) adds to them or replaces them, model by model. The file is JSON::
 
     {"claude-sonnet-4-6": {"input": 3, "output": 15, "cache_write_5m": 3.75, "cache_write_1h": 6,
                            "cache_read": 0.3, "batch_discount": 0.5},
@@ -27,7 +27,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -142,7 +142,7 @@ class PriceTable:
             self._warned.add(request.model)
         if first:
             log.warning("no price for model %r: the cost of its requests is not known (give it, or a \"*\" entry, "
-                        "in the file AGENTQ_LLM_PRICES names)", request.model)
+                        "in the fleet's prices: agentq config set llm_prices FILE)", request.model)
         return None
 
 
@@ -178,8 +178,11 @@ def load_prices(path: Path | None) -> PriceTable:
     """The shipped prices with the entries of the file `path` (AGENTQ_LLM_PRICES) over them. A file that cannot
     be read or is not a valid price list is a `ConfigurationError` naming the setting, the file and every problem
     with its JSON pointer."""
-    if path is None:
-        return PriceTable()
+    return PriceTable() if path is None else price_table(read_price_file(path))
+
+
+def read_price_file(path: Path) -> dict[str, Any]:
+    """The price list of the file `path` (AGENTQ_LLM_PRICES), checked (see `load_prices`)."""
     where = f"AGENTQ_LLM_PRICES={path}"
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -187,10 +190,35 @@ def load_prices(path: Path | None) -> PriceTable:
         raise ConfigurationError(f"{where}: cannot read the file: {error.strerror or error}") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ConfigurationError(f"{where}: not a JSON file: {error}") from None
-    prices, problems = parse_prices(data)
+    _, problems = parse_prices(data)
     if problems:
         raise ConfigurationError(f"{where}: " + "; ".join(problems))
-    return PriceTable({**SHIPPED, **prices})
+    return data
+
+
+def price_table(data: Mapping[str, Any] | None) -> PriceTable:
+    """The shipped prices with a valid price list's entries over them (None: the shipped prices alone)."""
+    return PriceTable() if data is None else PriceTable({**SHIPPED, **parse_prices(data)[0]})
+
+
+class LivePrices(PriceTable):
+    """The price table `current()` gives each time a price is asked for: the fleet's prices (`agentq config`), which
+    change while the process runs. Its warnings of unpriced models are its own, once per process and model."""
+
+    def __init__(self, current: Callable[[], PriceTable]):
+        super().__init__({})
+        self.current = current
+
+    @property  # type: ignore[override]
+    def prices(self) -> dict[str, Price]:
+        return self.current().prices
+
+    @prices.setter
+    def prices(self, _value: dict[str, Price]) -> None:  # `PriceTable.__init__` sets it: the current table rules
+        pass
+
+    def price(self, model: str) -> Price | None:
+        return self.current().price(model)
 
 
 def parse_prices(data: Any) -> tuple[dict[str, Price], list[str]]:
@@ -254,4 +282,5 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-__all__ = ["SHIPPED", "Price", "PriceTable", "PricedLLM", "Rates", "load_prices", "parse_prices", "priced"]
+__all__ = ["SHIPPED", "LivePrices", "Price", "PriceTable", "PricedLLM", "Rates", "load_prices", "parse_prices",
+           "price_table", "priced", "read_price_file"]

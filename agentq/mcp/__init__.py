@@ -1,4 +1,4 @@
-"""MCP (the Model Context Protocol, SPEC §18), both ways.
+"""MCP (the Model Context Protocol, docs/mcp.md), both ways.
 
 - MCP servers as activities (`agentq worker --mcp FILE`): `config` reads the `mcpServers` file, `schemas`
   makes each MCP tool an agentq tool schema, `connection` keeps one session per server and process (a background

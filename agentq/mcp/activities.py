@@ -1,4 +1,4 @@
-"""MCP servers' tools as agentq tools and activities (`agentq worker --mcp FILE`, SPEC §18).
+"""MCP servers' tools as agentq tools and activities (`agentq worker --mcp FILE`, docs/mcp.md).
 
 `register_servers` starts each configured server once, lists its tools, and registers for each a tool schema
 (`schemas.py`) and an activity, `MCPToolActivity`, with the options the config gives it (retries, timeout,

@@ -1,4 +1,4 @@
-"""The `agentq worker --mcp FILE` configuration: the `mcpServers` JSON format MCP clients share (SPEC §18).
+"""The `agentq worker --mcp FILE` configuration: the `mcpServers` JSON format MCP clients share (docs/mcp.md).
 
     {"mcpServers": {
        "files":  {"command": "npx", "args": ["-y", "some-mcp-server"], "env": {"TOKEN": "..."}},

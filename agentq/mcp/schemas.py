@@ -1,4 +1,4 @@
-"""MCP tools as agentq tools (SPEC §18): names, and the tool schema each MCP tool's `inputSchema` and
+"""MCP tools as agentq tools (docs/mcp.md): names, and the tool schema each MCP tool's `inputSchema` and
 `outputSchema` make.
 
 The parameters are the `inputSchema`'s properties and its `required`; `_output` is the `outputSchema` when the
@@ -80,6 +80,7 @@ def tool_schema(ref: MCPToolRef, tool: Any) -> dict:
         "properties": {**_meta_fields(ref), **params, "_output": output},
         "required": ["_tool", *[name for name in inputs.get("required", []) if name in params]],
         "x-display": {"friendly_name": tool.title or tool.name, "category": ref.server.name},
+        "x-mcp": {"server": ref.server.name, "tool": ref.tool},  # `activities forget` unpublishes it with its activity
     }
     if ref.options.sensitive:
         schema["x-sensitive"] = list(ref.options.sensitive)

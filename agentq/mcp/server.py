@@ -1,4 +1,4 @@
-"""agentq as an MCP server (`agentq mcp`, SPEC §18): an assistant enqueues agent jobs and follows them.
+"""agentq as an MCP server (`agentq mcp`, docs/mcp.md): an assistant enqueues agent jobs and follows them.
 
 Tools, each a thin layer over `agentq.Client` (so a job is validated exactly as `agentq submit` validates it):
 
@@ -60,8 +60,8 @@ def _reported(tool: Callable[..., Any]) -> Callable[..., Any]:
 
 def _tools(client: Any) -> list[Callable[..., Any]]:
     def submit_job(job: dict[str, Any] | str, job_id: str | None = None) -> dict[str, Any]:
-        """Validate and enqueue an agentq job (SPEC §9): a JSON object with `context` and either `calls` (a plan
-        job) or `tools` (an agent job, with an optional `output` schema). Returns its id and status; a job
+        """Validate and enqueue an agentq job (docs/protocol.md#jobs): a JSON object with `context` and either `calls`
+        (a plan job) or `tools` (an agent job, with an optional `output` schema). Returns its id and status; a job
         that does not validate is refused with every problem and its JSON pointer, and nothing is written."""
         handle = client.submit(json.loads(job) if isinstance(job, str) else job, job_id=job_id)
         return {"id": handle.id, "status": handle.status()}

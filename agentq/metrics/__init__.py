@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC §15): what happened in this process, what the fleet looks like now.
+"""Prometheus metrics (docs/metrics.md): what happened in this process, what the fleet looks like now.
 
 Two kinds of numbers, read from two places at every scrape (`render_metrics`):
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import hashlib
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import values
 from prometheus_client.core import Metric
@@ -32,11 +34,33 @@ HEADER_BYTES = 8  # a metrics file's header: the bytes used, then padding (prome
 
 
 def metrics_dir(settings: Settings) -> Path:
-    """`AGENTQ_METRICS_DIR`, or `<temp>/agentq-metrics-<uid>`: one folder per host inside."""
+    """`AGENTQ_METRICS_DIR`, or `<temp>/agentq-metrics-<uid>-<fleet>`: one folder per host inside. `<fleet>` is
+    `fleet_key(settings)`, so two fleets run on one machine (other brokers, other stores) never count into one
+    folder, and a scrape shows only its own fleet's counters."""
     if settings.metrics_dir is not None:
         return Path(settings.metrics_dir)
     user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
-    return Path(tempfile.gettempdir()) / f"agentq-metrics-{user}"
+    return Path(tempfile.gettempdir()) / f"agentq-metrics-{user}-{fleet_key(settings)}"
+
+
+def fleet_key(settings: Settings) -> str:
+    """A short hash naming the fleet: its broker, its store and its namespace (URLs without their passwords, so
+    a changed password keeps the folder)."""
+    parts = [_without_password(settings.effective_broker_url), _without_password(settings.redis_url),
+             settings.namespace]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def _without_password(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[2]}"))
 
 
 def host_folder(base: Path, hostname: str | None = None) -> Path:

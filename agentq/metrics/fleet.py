@@ -85,7 +85,7 @@ ROUTE_LABELS = {"": "(latent)", "*": "(usual)"}  # a rollout route's label: the 
 
 
 def _rollout_families(report: dict[str, Any]) -> list[Metric]:
-    """The rollout report (SPEC §17, docs/rollouts.md) as metrics: calls by outcome, cost, and the p50/p95."""
+    """The rollout report (docs/rollouts.md) as metrics: calls by outcome, cost, and the p50/p95."""
     calls = CounterMetricFamily("agentq_rollout_calls", "Calls of tools with a rollout rule that ended, by tool, "
                                 "route and outcome (done, failed)", labels=["tool", "route", "outcome"])
     cost = CounterMetricFamily("agentq_rollout_cost_usd", "US dollars of the model requests of a rollout route's "

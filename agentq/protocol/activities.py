@@ -1,4 +1,4 @@
-"""The activity registry: handlers and their options (SPEC §3, seed 000).
+"""The activity registry: handlers and their options (docs/protocol.md#activities, seed 000).
 
 An activity is a Python callable ``handler(call, tool, context)``, sync or ``async``. It may declare fewer
 parameters; :func:`invoke_handler` passes what it declares. How a handler is called is worked out once, at
@@ -98,7 +98,7 @@ def _check_routing(name: object, queue: object, rate_limit: object) -> None:
 class ActivitySpec:
     """One registered activity: its handler and options. Constructing one validates everything.
 
-    `name` is the activity's key: its name, or `<name>@<version>` for a version other than "1" (SPEC §17
+    `name` is the activity's key: its name, or `<name>@<version>` for a version other than "1" (docs/rollouts.md
     rollouts; `activity` and `version` are its parts)."""
 
     name: str
@@ -201,7 +201,7 @@ class ActivityRegistry:
         other second registration under a name raises :class:`DuplicateRegistrationError` unless
         ``replace=True``.
 
-        ``version`` (default "1") registers a version of the activity (SPEC §17 rollouts): a worker may serve
+        ``version`` (default "1") registers a version of the activity (docs/rollouts.md rollouts): a worker may serve
         several versions of one activity; each is its own task and queue (`<name>@<version>`, see
         :func:`activity_key`), and a tool's rollout rule decides which calls go to it.
         """

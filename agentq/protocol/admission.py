@@ -1,4 +1,4 @@
-"""The admission of ready calls (SPEC §17), as records: what a call asks (`Ticket`) and what the fleet allows
+"""The admission of ready calls (docs/tenants.md), as records: what a call asks (`Ticket`) and what the fleet allows
 (`AdmissionConfig`). The store's step (`store/admission.py`, `admission.lua`) keeps the admitted and parked calls;
 the runtime (`runtime/admission.py`) builds these and publishes what is admitted. Pure: no I/O.
 """

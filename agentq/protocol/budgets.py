@@ -1,4 +1,5 @@
-"""A job's spending limits and prompt-cache TTL (SPEC §16): `options.budget`, `options.cache_ttl` (pure).
+"""A job's spending limits and prompt-cache TTL (docs/rate-limits.md#budgets): `options.budget`, `options.cache_ttl`
+(pure).
 
 A budget caps what every model request of a job costs together — its agent ticks, its latent calls and the
 requests of its module child jobs, which count against the job that started them (the root job). Any subset of

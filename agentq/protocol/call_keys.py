@@ -1,4 +1,4 @@
-"""A tool's `x-concurrency` (SPEC §17): at most `limit` of its calls running at once per value of `key` (pure).
+"""A tool's `x-concurrency` (docs/tenants.md): at most `limit` of its calls running at once per value of `key` (pure).
 
 `{"key": "<reference or literal>", "limit": N}`: a key that is a reference (`†input.account`) is resolved from the
 job's log like a call's parameter (for the call's instance), and must resolve to a string; any other key is a

@@ -1,4 +1,4 @@
-"""Compaction of an agent job's conversation (SPEC §16 "Context"), pure.
+"""Compaction of an agent job's conversation (docs/protocol.md#what-the-model-is-sent), pure.
 
 When a request's conversation passes `COMPACT_AT` of the job's `max_input_tokens`, every earlier exchange but the
 last is shown compacted, in one step: its tool_result keeps each written value's first `COMPACT_PREVIEW_BYTES`

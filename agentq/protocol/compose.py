@@ -1,4 +1,4 @@
-"""Schema composition: tools + live activities + output → the solution schema (SPEC §3).
+"""Schema composition: tools + live activities + output → the solution schema (docs/protocol.md#activities).
 
 :func:`compose_tool` turns one tool schema into its composed form: ``_activity`` resolved, meta fields first
 (``_tool``, ``_activity``, ``_reasoningForCall``, the other meta fields in the tool's order), then the

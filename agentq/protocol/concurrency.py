@@ -1,4 +1,5 @@
-"""Job concurrency keys (SPEC §17): `options.concurrency`, a list of `{"key": <string>, "limit": <integer >= 1>}`.
+"""Job concurrency keys (docs/tenants.md): `options.concurrency`, a list of `{"key": <string>, "limit": <integer >=
+1>}`.
 
 At most `limit` jobs of one tenant holding `key` run at once (keys are per tenant: tenant A's `"acct-42"` is not
 tenant B's). A job over a key's limit is accepted and waits (`JobStatus.WAITING`) until it fits under every one of

@@ -1,4 +1,5 @@
-"""How much of a job's data its conversation carries (SPEC §16 "Context"): `options.context` (pure).
+"""How much of a job's data its conversation carries (docs/protocol.md#what-the-model-is-sent): `options.context`
+(pure).
 
 ``result_preview_bytes``: a call's result whose JSON is longer than that many bytes reaches the model as a
 preview (its first bytes) and the reference that holds the whole value, e.g. ``†state.pages.3``. The model may pass

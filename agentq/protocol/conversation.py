@@ -1,4 +1,5 @@
-"""What an agent job's model requests say (SPEC §13): the conversation turns of its ticks.
+"""What an agent job's model requests say (docs/protocol.md#what-the-model-is-sent): the conversation turns of its
+ticks.
 
 Pure: no I/O, no provider. The runtime puts the pieces into an ``agentq.llm.LLMRequest``.
 

@@ -1,4 +1,4 @@
-"""Which Calls wait on which (SPEC §5 Dependencies, §6 Instancing).
+"""Which Calls wait on which (docs/protocol.md#references, docs/protocol.md#instancing).
 
 A Call is blocked while a path it references could still be written by an unfinished Call of the job: one
 whose output path covers that path, a prefix or an extension of it, and whose writes the reader can see (a

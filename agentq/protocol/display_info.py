@@ -20,6 +20,7 @@ _DEFAULTS: dict[str, dict[str, tuple[str, str | None, str, str]]] = {
         "tool_result:error": ("❌ Erreur", "Une erreur s'est produite", "❌", "tool"),
         "error": ("❌ Erreur", "Une erreur s'est produite", "❌", "error"),
         "skill_loading": ("📥 Chargement de capacité", "Chargement d'une capacité", "📥", "skills"),
+        "approval": ("✋ Validation", "Un appel attend la décision d'un relecteur", "✋", "approval"),
         "diagram_generation": (
             "📊 Génération de diagramme", "Enregistrement en image d'un diagramme généré", "📊", "diagram"),
         "chart_generation": (
@@ -34,6 +35,7 @@ _DEFAULTS: dict[str, dict[str, tuple[str, str | None, str, str]]] = {
         "tool_result:error": ("❌ Error", "An error occurred", "❌", "tool"),
         "error": ("❌ Error", "An error occurred", "❌", "error"),
         "skill_loading": ("📥 Skill loading", "A skill is loaded", "📥", "skills"),
+        "approval": ("✋ Approval", "A call waits for a reviewer's decision", "✋", "approval"),
         "diagram_generation": ("📊 Diagram generation", "A generated diagram saved as an image", "📊", "diagram"),
         "chart_generation": ("📊 Chart generation", "A generated chart saved as an image", "📊", "chart"),
     },

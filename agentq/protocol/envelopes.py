@@ -68,6 +68,17 @@ class CallStarted(_Envelope):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CallAwaitingApproval(_Envelope):
+    """A call is held for a reviewer (approve, edit or reject); its job does not end meanwhile."""
+
+    name = "call.awaiting_approval"
+    optional = frozenset({"instance"})
+    call_id: str
+    tool: str
+    instance: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallRetrying(_Envelope):
     name = "call.retrying"
     call_id: str
@@ -100,8 +111,9 @@ class Thought(_Envelope):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Thinking(_Envelope):
-    """The summary of the model's thinking during a tick (extended thinking, SPEC §16): a seed 004 `thought` part
-    marked as the model's own (`display_info.id` "thinking"). Redacted thinking is never shown."""
+    """The summary of the model's thinking during a tick (extended thinking,
+    docs/protocol.md#thinking-and-stop-reasons): a seed 004 `thought` part marked as the model's own (`display_info.id`
+    "thinking"). Redacted thinking is never shown."""
 
     name = "thinking"
     tick: int
@@ -138,12 +150,12 @@ class Part(_Envelope):
     call_id: str | None = None
 
 
-Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallRetrying | CallFinished | Thought | Thinking
-            | TickStarted | TickFinished | Part)
+Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallAwaitingApproval | CallRetrying | CallFinished
+            | Thought | Thinking | TickStarted | TickFinished | Part)
 
 ENVELOPES: dict[str, type[_Envelope]] = {
-    cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallRetrying, CallFinished,
-                              Thought, Thinking, TickStarted, TickFinished, Part)
+    cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallAwaitingApproval, CallRetrying,
+                              CallFinished, Thought, Thinking, TickStarted, TickFinished, Part)
 }
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

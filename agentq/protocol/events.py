@@ -85,6 +85,33 @@ def activity_part(content: str | None, *, source: str, locale: str = "en") -> di
     return _part("activity", source=source, content=content, display_info=display_of("activity", locale, None))
 
 
+def job_part(content: str, *, kind: str, source: str, locale: str = "en") -> dict:
+    """A job's milestone part (`job.queued`, `job.started`, `job.finished`): an agent job's says the agent works,
+    a plan job's that its planned calls run."""
+    display = plan_display_info(locale) if kind == "plan" else display_of("activity", locale, None)
+    return _part("activity", source=source, content=content, display_info=display)
+
+
+def plan_display_info(locale: str = "en") -> dict:
+    """The display info of a plan job's milestone parts in `locale`."""
+    return display_of("activity", locale, _PLAN_DISPLAY[language_of(locale)], default_id="plan")
+
+
+_PLAN_DISPLAY = {
+    "en": {"friendly_name": "📋 Plan", "description": "The job runs its planned calls", "icon": "📋",
+           "category": "plan"},
+    "fr": {"friendly_name": "📋 Plan", "description": "Le travail exécute ses appels prévus", "icon": "📋",
+           "category": "plan"},
+}
+
+
+def approval_part(tool: str, *, source: str, locale: str = "en") -> dict:
+    """A call held for a reviewer (`call.awaiting_approval`)."""
+    content = (f"{tool} attend la décision d'un relecteur" if language_of(locale) == "fr"
+               else f"{tool} waits for a reviewer's decision")
+    return _part("approval", source=source, content=content, display_info=display_of("approval", locale, None))
+
+
 def thought_part(content: str, *, source: str, locale: str = "en") -> dict:
     """The agent's reasoning (``_reasoningForCall``, latent thoughts)."""
     return _part("thought", source=source, content=content, display_info=display_of("thought", locale, None))
@@ -204,9 +231,12 @@ def strip_technical_details(part: Any) -> Any:
 
 __all__ = [
     "activity_part",
+    "approval_part",
     "complete_part",
     "error_part",
     "format_timestamp",
+    "job_part",
+    "plan_display_info",
     "skill_loading_part",
     "strip_technical_details",
     "technical_details",

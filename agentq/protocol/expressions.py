@@ -1,4 +1,4 @@
-"""Variable references and expressions (SPEC §5).
+"""Variable references and expressions (docs/protocol.md#references).
 
 Grammar (whitespace is allowed around operators and at both ends)::
 

@@ -1,4 +1,4 @@
-"""How an activity's handler is called, worked out once at registration (SPEC §3, seed 000).
+"""How an activity's handler is called, worked out once at registration (docs/protocol.md#activities, seed 000).
 
 An activity is a Python callable ``handler(call, tool, context)``, sync or ``async``. It may declare fewer
 parameters; `activities.invoke_handler` passes what it declares:

@@ -1,4 +1,4 @@
-"""Time-ordered ids such as `call_01JD8X3...`: a prefix and a ULID (SPEC §4).
+"""Time-ordered ids such as `call_01JD8X3...`: a prefix and a ULID (docs/protocol.md#calls).
 
 A ULID is 26 Crockford base32 characters: 48 bits of Unix time in milliseconds, then 80 random bits. Ids made
 in one process are strictly increasing: within one millisecond the random part is incremented (the ULID
@@ -53,7 +53,8 @@ JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
 def job_id_problem(job_id: object) -> str | None:
-    """Why a sender-chosen job id cannot be used (SPEC §10), or None when it can.
+    """Why a sender-chosen job id cannot be used (docs/architecture.md#runtime--the-only-place-that-knows-celery), or
+    None when it can.
 
     The id becomes part of every key of the job (`agentq:{<id>}:...`), so braces, spaces and anything else
     that would change a key's hash slot or meaning are refused before a key is written."""

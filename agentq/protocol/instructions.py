@@ -1,5 +1,6 @@
-"""The system texts of every model request (SPEC §13): agentq's instructions to the planner of an agent job
-(`PROTOCOL_INSTRUCTIONS`) or to the executor of a latent call (`LATENT_INSTRUCTIONS`), then the job's own
+"""The system texts of every model request (docs/protocol.md#what-the-model-is-sent): agentq's instructions to the
+planner of an agent job (`PROTOCOL_INSTRUCTIONS`) or to the executor of a latent call (`LATENT_INSTRUCTIONS`), then the
+job's own
 ``system`` texts; and the name and description of the one ``solution`` tool every answer calls.
 
 Pure: no I/O, no provider. The texts are identical bytes on every request, so a provider's prompt cache keeps them.

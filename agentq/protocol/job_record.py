@@ -1,4 +1,4 @@
-"""The job record (what users receive), built from a job's stored fields and its log."""
+"""The job record (docs/protocol.md#the-job-record), built from a job's stored fields and its log."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.messages import message_problems, normalize_message
-from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, needs_approval
+from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
 from agentq.protocol.records import JobKind
 from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
@@ -47,12 +47,13 @@ def plan_job(
     job_id: str | None = None,
     module_loader: ModuleLoader | None = None,
 ) -> JobPlan:
-    """Validate `job` (SPEC §9) and plan its calls; raise `JobValidationError` listing every problem.
+    """Validate `job` (docs/protocol.md#jobs) and plan its calls; raise `JobValidationError` listing every problem.
 
-    `tools` are the schemas a job may name; the names of `live_activities` (the known activities, SPEC §3)
-    resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to decide.
-    `module_loader` resolves tools with `"x-module-resolution": "upfront"` (SPEC §8); a module it cannot load
-    is a problem of the job.
+    `tools` are the schemas a job may name; the names of `live_activities` (the known activities,
+    docs/protocol.md#activities) resolve `_activity` at composition. Where calls run (task, queue) is the runtime's to
+    decide.
+    `module_loader` resolves tools with `"x-module-resolution": "upfront"` (docs/protocol.md#modules); a module it
+    cannot load is a problem of the job.
     """
     problems = Problems()
     if not isinstance(job, dict):
@@ -83,7 +84,7 @@ def plan_job(
         raise JobValidationError("job rejected", problems.items)
     for call in calls:
         call.locale = options["locale"]
-        call.approval = needs_approval(call.tool, composed[call.tool], options)
+        hold_for_approval(call, composed[call.tool], options)
 
     return JobPlan(
         id=job_id or new_id("job"),
@@ -216,7 +217,7 @@ def _plan_output(raw: Any, problems: Problems) -> dict | None:
 
 def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     options: dict[str, Any] = {"max_ticks": 8, "approval": [], "ttl_s": limits.default_ttl_s, "locale": "en",
-                               "model": None, "stream_markers": True, "cache_ttl": DEFAULT_CACHE_TTL,
+                               "model": None, "cache_ttl": DEFAULT_CACHE_TTL,
                                "budget": dict(limits.default_budget) if limits.default_budget is not None else None}
     if not isinstance(raw, dict):
         problems.add("/options", "options must be an object")
@@ -236,22 +237,28 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
 
 _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "max_ticks": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "model": (lambda v: v is None or isinstance(v, str), "a model name"),
+    "model": (lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
+              "a model name (null or left out: the default model)"),
     "approval": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "an array of tool names"),
     "ttl_s": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive number of seconds"),
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
-    "stream_markers": (lambda v: isinstance(v, bool), "true or false"),
+}
+#: options agentq does not take, and what to do instead
+_NOT_OPTIONS = {
+    "stream_markers": "not a job option: the legacy __STREAM_ACTIVITY__ markers are chosen by whoever reads the "
+                      "events, per request (GET /v1/jobs/{id}/events?format=parts&markers=false)",
 }
 _OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking", "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
-    """`options.webhook` (SPEC §18), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
+    """`options.webhook` (docs/webhooks.md), checked by the runtime's allowlist (`agentq/webhooks/targets.py`)."""
     if limits.webhook_problems is None:
-        return [Problem("/options/webhook", "webhooks are not enabled here (AGENTQ_WEBHOOK_ALLOWLIST is empty)")]
+        return [Problem("/options/webhook", "webhooks are not enabled here (the webhook allowlist is empty)")]
     return limits.webhook_problems(value, "/options/webhook")
 
 
+# one option, each checked its own way: a branch per option that needs more than `_OPTION_CHECKS`
 def _option_problems(key: str, value: Any) -> list[Problem]:
     """What is wrong with one option (each problem with its pointer); [] when it is valid."""
     pointer = f"/options/{key}"
@@ -267,6 +274,8 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
     if key == "priority":
         found = priority_problem(value, pointer)
         return [found] if found is not None else []
+    if key in _NOT_OPTIONS:
+        return [Problem(pointer, f"{_NOT_OPTIONS[key]}; options are {', '.join(_OPTIONS)}")]
     if key not in _OPTION_CHECKS:
         return [Problem(pointer, f"unknown option; options are {', '.join(_OPTIONS)}")]
     check, expected = _OPTION_CHECKS[key]

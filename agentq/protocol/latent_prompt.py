@@ -1,7 +1,7 @@
-"""What a latent call's request says (SPEC §13): its own small request, with the scoped context, the call's
-parameters as an ``input`` block and the tool's description, nothing else of the job (:func:`latent_messages`;
-its system texts are `instructions.py`'s :func:`latent_system`), and the schema its answer matches
-(:func:`latent_solution_schema`).
+"""What a latent call's request says (docs/protocol.md#what-the-model-is-sent): its own small request, with the scoped
+context, the call's parameters as an ``input`` block and the tool's description, nothing else of the job
+(:func:`latent_messages`; its system texts are `instructions.py`'s :func:`latent_system`), and the schema its answer
+matches (:func:`latent_solution_schema`).
 
 Pure: no I/O, no provider.
 """
@@ -28,7 +28,7 @@ def _tool_output_schema(tool_schema: Mapping[str, Any]) -> Any:
 
 
 def latent_solution_schema(tool_schema: Mapping[str, Any], call: Mapping[str, Any]) -> dict:
-    """The solution schema of a latent call (SPEC §13).
+    """The solution schema of a latent call (docs/protocol.md#what-the-model-is-sent).
 
     ``{"type": "object", "properties": {"output": <_output>}, "required": ["output"]}``, or, when the call's
     ``_outputPath`` has ``||`` alternatives, ``output`` is an ``anyOf`` of ``{path: {const: alternative},

@@ -1,4 +1,5 @@
-"""Fleet-wide model rate limits (SPEC §16): `AGENTQ_LLM_LIMITS`, what each model may be asked per minute (pure).
+"""Fleet-wide model rate limits (docs/rate-limits.md): `AGENTQ_LLM_LIMITS`, what each model may be asked per minute
+(pure).
 
 `{"<model>": {"requests_per_minute": N, "input_tokens_per_minute": N, "output_tokens_per_minute": N}}`, any
 subset of the three per model; `"*"` holds for every model not named. Each limit is a token bucket shared by the

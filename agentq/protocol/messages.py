@@ -1,4 +1,4 @@
-"""Context messages (SPEC §1): normalization of input into the canonical dicts and their validation.
+"""Context messages (docs/protocol.md#messages): normalization of input into the canonical dicts and their validation.
 
 Canonical forms (plain JSON dicts, what the store keeps)::
 

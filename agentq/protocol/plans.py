@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.errors import InvalidInputError, Problem
+from agentq.protocol.envelopes import CallAwaitingApproval
+from agentq.protocol.events import approval_part
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 
-__all__ = ["JobLimits", "JobPlan", "PlannedCall", "Problems", "needs_approval"]
+__all__ = ["JobLimits", "JobPlan", "PlannedCall", "Problems", "hold_for_approval", "needs_approval"]
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,15 @@ class PlannedCall:
     waiting: int = 0  # unfinished calls it waits on
     needs_log: bool = False
     locale: str = "en"  # the job's locale, for the display info of this call's event parts
-    approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides (SPEC §9)
+    approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides
     depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
     route: str | None = None  # the rollout route its tool's rule gave it (`protocol/rollouts.py`)
+
+    def held_event(self, job_id: str, *, source: str = "agentq") -> CallAwaitingApproval:
+        """The `call.awaiting_approval` event the store publishes when this call is held for a reviewer (at
+        submission, or when the calls it waits on have finished)."""
+        return CallAwaitingApproval(job_id=job_id, call_id=self.id, tool=self.tool, instance=self.instance,
+                                    part=approval_part(self.tool, source=source, locale=self.locale))
 
     def record(self) -> CallRecord:
         return CallRecord(
@@ -101,3 +109,12 @@ class Problems:
 def needs_approval(tool_name: str, tool: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
     """Calls of tools listed in `options.approval`, or marked `"x-approval": "required"`, wait for a reviewer."""
     return tool_name in (options.get("approval") or ()) or tool.get("x-approval") == "required"
+
+
+def hold_for_approval(call: PlannedCall, tool: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    """Mark `call` held for a reviewer when its tool needs approval. A held call is awaited even without an output
+    path (fire-and-forget): its job does not end while the call waits for a decision, nor while it then runs.
+    Its failure still does not decide a plan job's outcome (`CallRecord.decides_outcome`)."""
+    call.approval = needs_approval(call.tool, tool, options)
+    if call.approval:
+        call.awaited = True

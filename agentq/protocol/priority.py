@@ -1,4 +1,4 @@
-"""A job's `options.priority` (SPEC §16, §17) (pure).
+"""A job's `options.priority` (docs/rate-limits.md, docs/tenants.md) (pure).
 
 `1`, `2` or `3`: the order in which the job's ready calls are admitted to their queues against the same tenant's
 other calls waiting there (1 first; unset: 2). Across tenants, admission is round-robin by weight whatever the
@@ -22,12 +22,13 @@ DEFAULT_LEVEL = 2
 
 
 def priority_problem(value: Any, pointer: str) -> Problem | None:
-    """What is wrong with `value` as `options.priority`, or None."""
-    if value is None or value in LANES or (type(value) is int and value in LEVELS):
+    """What is wrong with `value` as `options.priority`, or None (null is refused: the option left out is the
+    default)."""
+    if value in LANES or (type(value) is int and value in LEVELS):
         return None
     return Problem(pointer, f"expected 1, 2 or 3 (the order of the job's calls against its tenant's others, 1 "
                             f"first; default 2) or \"batch\" (the job's model requests go through the Message "
-                            f"Batches API at half price), got {value!r}")
+                            f"Batches API at half price), got {'null' if value is None else repr(value)}")
 
 
 def is_batch(priority: Any) -> bool:

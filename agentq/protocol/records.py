@@ -1,5 +1,5 @@
 """The typed records layers hand each other: a call as planned and stored, a job's stored fields, and the
-job record users receive (SPEC §12).
+job record users receive (docs/protocol.md#the-job-record).
 
 The store encodes and decodes these at its boundary (`to_dict` / `from_dict`); everything above it works on
 the typed objects. All are frozen: a change of state is a new record written by an atomic store step.
@@ -55,12 +55,18 @@ class CallRecord:
     task: str = ""
     queue: str = ""
     relay: str | None = None  # a module's child job: the parent job its events are relayed to
-    route: str | None = None  # the rollout route its tool's rule gave it (SPEC §17): `<activity>@<version>`, ""
+    route: str | None = None  # the rollout route its tool's rule gave it (docs/rollouts.md): `<activity>@<version>`, ""
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
-    tenant: str = DEFAULT_TENANT  # its job's tenant (SPEC §17): the `tenant` label it is counted under
+    tenant: str = DEFAULT_TENANT  # its job's tenant (docs/tenants.md): the `tenant` label it is counted under
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
+
+    @property
+    def decides_outcome(self) -> bool:
+        """Whether its failure can fail its plan job: not a fire-and-forget call's (an activity's call without an
+        output path), which is awaited only while a reviewer must approve it."""
+        return self.mode is not CallMode.EXPLICIT or bool(self.call.get("_outputPath"))
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form (also what a call's task carries)."""
@@ -107,7 +113,8 @@ _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": F
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
-    """The job record of SPEC §12 (`to_dict()` is what the client, the CLI and the HTTP API return)."""
+    """The job record (docs/protocol.md#the-job-record; `to_dict()` is what the client, the CLI and the HTTP API
+    return)."""
 
     id: str
     status: JobStatus
@@ -118,7 +125,7 @@ class JobRecord:
     usage: dict[str, Any] = field(default_factory=empty_usage)  # `agentq.protocol.usage.usage_record`'s form
     created_at: str | None = None
     finished_at: str | None = None
-    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is
+    tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,8 +167,8 @@ class JobInfo:
     parent: ParentLink | None = None  # a module's child job: the call it runs for
     ticking: bool = False  # agent jobs: a model request is in flight
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
-    traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (SPEC §18)
-    tenant: str = DEFAULT_TENANT  # SPEC §17: whose job it is (a module's child job has its parent's)
+    traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (docs/tracing.md)
+    tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md) (a module's child job has its parent's)
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:
@@ -190,13 +197,13 @@ class JobOptions:
     approval: tuple[str, ...] = ()  # tools whose calls wait for a reviewer
     ttl_s: int | None = None  # None: the runtime's default job lifetime
     locale: str = "en"
-    stream_markers: bool = True
     budget: Budget | None = None  # what the job's model requests may spend (None: no limit)
     cache_ttl: str = DEFAULT_CACHE_TTL  # the TTL of every prompt-cache breakpoint of its requests
     context: ContextOptions = field(default_factory=ContextOptions)  # how much of its data the model is sent
     thinking: dict[str, Any] | None = None  # the API's `thinking` of its ticks (`options.thinking`); None: off
     priority: str | None = None  # "batch": its model requests go through the Message Batches API
-    concurrency: ConcurrencyKeys = ()  # its concurrency keys and their limits (SPEC §17, `protocol/concurrency.py`)
+    # its concurrency keys and their limits (docs/tenants.md, `protocol/concurrency.py`)
+    concurrency: ConcurrencyKeys = ()
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -205,7 +212,7 @@ class JobOptions:
         return cls(
             max_ticks=int(raw.get("max_ticks") or DEFAULT_MAX_TICKS), model=str(raw["model"]) if raw.get("model")
             else None, approval=tuple(raw.get("approval") or ()), ttl_s=int(ttl_s) if ttl_s else None,
-            locale=str(raw.get("locale", "en")), stream_markers=raw.get("stream_markers", True) is not False,
+            locale=str(raw.get("locale", "en")),
             budget=Budget.of(raw.get("budget")), cache_ttl=str(raw.get("cache_ttl") or DEFAULT_CACHE_TTL),
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
@@ -257,6 +264,7 @@ class OutcomeStatus(StrEnum):
     NOT_READY = "not_ready"  # the call still waits on other calls or on approval
     MISSING = "missing"  # no such call
     UNSTARTED = "unstarted"  # the job had not started
+    ELSEWHERE = "elsewhere"  # the call is another task's (routed to another activity): left to that task
 
 
 @dataclass(frozen=True, slots=True)

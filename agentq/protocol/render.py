@@ -1,4 +1,4 @@
-"""Rendering a job's context for the LLM (SPEC §1): text, one block per data identity, errors.
+"""Rendering a job's context for the LLM (docs/protocol.md#messages): text, one block per data identity, errors.
 
 Block order: text messages (log order), data identities (first-appearance order), errors (log order).
 A data block::

@@ -1,4 +1,4 @@
-"""The rollout report's figures (SPEC §17), from the counters the commit path keeps per tool and route (pure).
+"""The rollout report's figures (docs/rollouts.md), from the counters the commit path keeps per tool and route (pure).
 
 Each ended call of a tool with a rule adds to its route's counters: `calls`, `done`, `failed`, `retries` (attempts
 tried again), `cost` (nano-dollars of its model requests), `unpriced` (calls with a request the price table did

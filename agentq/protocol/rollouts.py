@@ -1,10 +1,10 @@
-"""Rollout rules (SPEC §17): which calls of a tool go to another version of an activity, or to the model (pure).
+"""Rollout rules (docs/rollouts.md): which calls of a tool go to another version of an activity, or to the model (pure).
 
 A rule is `{"routes": [{"to": "<activity>@<version>" | "", "tenants": [...]} | {"to": ..., "share": 0.0-1.0}]}`.
 A call takes the first route naming its job's tenant; otherwise the share routes divide `[0, 1)` in order and a
-hash of the call id picks a place in it; the rest follows the tool's usual resolution (SPEC §3). A route whose
-activity version is not known (no live worker, none announced within `AGENTQ_ACTIVITY_MEMORY_S`) is never chosen:
-its calls follow the usual resolution. The route is decided once, when the call is routed, and kept in the
+hash of the call id picks a place in it; the rest follows the tool's usual resolution (docs/protocol.md#activities). A
+route whose activity version is not known (no live worker, none announced within `AGENTQ_ACTIVITY_MEMORY_S`) is never
+chosen: its calls follow the usual resolution. The route is decided once, when the call is routed, and kept in the
 call's record (`CallRecord.route`), so a retry or a redelivery keeps it.
 """
 

@@ -1,4 +1,5 @@
-"""Scopes and imports (SPEC §7, §8): which kinds of context an execution may see, and that context itself.
+"""Scopes and imports (docs/protocol.md#scopes, docs/protocol.md#modules): which kinds of context an execution may see,
+and that context itself.
 
 A tool declares `_scopes` (or `_imports`) either *provisioned*, `{"const": [kinds]}`, or *requested*,
 `{"type": "array", "items": {"enum": [kinds]}}`. The kind names `text` and `error` select text and error

@@ -1,5 +1,5 @@
-"""Sensitive parameters (SPEC §15): values a tool marks with ``x-sensitive`` are masked wherever agentq shows a
-call, and still reach the activity unmasked.
+"""Sensitive parameters (docs/monitoring.md): values a tool marks with ``x-sensitive`` are masked wherever agentq shows
+a call, and still reach the activity unmasked.
 
 A tool lists them at the top level of its schema::
 

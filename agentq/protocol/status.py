@@ -1,4 +1,5 @@
-"""Job and call statuses (SPEC §4, §9): the names, and which of them are active or final, defined once.
+"""Job and call statuses (docs/protocol.md#calls, docs/protocol.md#jobs): the names, and which of them are active or
+final, defined once.
 
 Everything else derives from here: the runtime compares enum members, the store's Lua scripts receive the
 names and sets through a generated preamble (`lua_preamble`) instead of spelling them.
@@ -33,7 +34,7 @@ class CallStatus(StrEnum):
 class JobStatus(StrEnum):
     """`[waiting →] queued → running → succeeded | failed | canceled`, plus `awaiting_approval`."""
 
-    WAITING = "waiting"  # accepted, waits for room under its concurrency keys (SPEC §17): nothing of it is sent
+    WAITING = "waiting"  # accepted, waits for room under its concurrency keys (docs/tenants.md): nothing of it is sent
     QUEUED = "queued"
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"

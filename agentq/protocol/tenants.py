@@ -1,4 +1,4 @@
-"""Tenants (SPEC §17): every job belongs to one, and an API token acts for one tenant in one role.
+"""Tenants (docs/tenants.md): every job belongs to one, and an API token acts for one tenant in one role.
 
 A tenant's name becomes part of Redis keys (its job listing) and of metric labels, so it is a short plain name.
 """
@@ -55,8 +55,8 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class TenantLimits:
-    """What `AGENTQ_TENANTS` limits for one tenant (SPEC §17); None: not limited. Checked when a job is submitted,
-    by every process that submits (the API, clients, the submit task), through one step in the store."""
+    """What `AGENTQ_TENANTS` limits for one tenant (docs/tenants.md); None: not limited. Checked when a job is
+    submitted, by every process that submits (the API, clients, the submit task), through one step in the store."""
 
     jobs_per_minute: float | None = None  # a burst of up to this many, then one every 60 / jobs_per_minute s
     max_active_jobs: int | None = None  # jobs submitted and not yet ended (expired ones are not counted)

@@ -1,4 +1,4 @@
-"""Extended thinking (SPEC §16 "Thinking"): `options.thinking` for a job's ticks, `x-thinking` on a tool for its
+"""Extended thinking (docs/rate-limits.md): `options.thinking` for a job's ticks, `x-thinking` on a tool for its
 latent calls (pure).
 
 The value is ``{"budget_tokens": N}`` (the model may think up to N tokens before it answers; the Messages API wants

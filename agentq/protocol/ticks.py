@@ -1,6 +1,7 @@
 """Planning the calls of one agent tick while the model streams its solution (pure).
 
-A tick's calls arrive one by one (SPEC §13: each is dispatched as soon as its closing brace arrives).
+A tick's calls arrive one by one (docs/protocol.md#what-the-model-is-sent: each is dispatched as soon as its closing
+brace arrives).
 `TickPlan.add` plans a call the moment it is complete: validated against its composed tool, its references
 linked to the calls of the same solution that write them. A call whose references cannot be satisfied yet
 (no value in the context, no earlier call of the solution writing it) is held until the stream ends, since a
@@ -21,7 +22,7 @@ from jsonschema import Draft202012Validator
 from agentq.errors import Problem
 from agentq.protocol.call_plans import plan_calls
 from agentq.protocol.dependencies import CallNode, WriterIndex, find_cycle, node_for, unsatisfied, writers_of
-from agentq.protocol.plans import PlannedCall, needs_approval
+from agentq.protocol.plans import PlannedCall, hold_for_approval
 from agentq.protocol.records import CallMode
 from agentq.protocol.views import LogIndex
 
@@ -117,7 +118,7 @@ class TickPlan:
     def _named(self, plan: PlannedCall) -> PlannedCall:
         plan.id = self.ids(plan.index)
         plan.locale = str(self.options.get("locale", "en"))
-        plan.approval = needs_approval(plan.tool, self.composed[plan.tool], self.options)
+        hold_for_approval(plan, self.composed[plan.tool], self.options)
         return plan
 
     def _link(self, plan: PlannedCall, node: CallNode, writers: set[str]) -> None:
@@ -132,7 +133,7 @@ class TickPlan:
 
 
 def output_problems(solution: Any, output_schema: Mapping[str, Any]) -> list[Problem]:
-    """Problems of a whole solution outside its calls: its shape and its `output` (SPEC §9)."""
+    """Problems of a whole solution outside its calls: its shape and its `output` (docs/protocol.md#jobs)."""
     if not isinstance(solution, dict):
         return [Problem("", 'the solution must be a JSON object {"calls": [...], "output": ...}')]
     problems = []

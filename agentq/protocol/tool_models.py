@@ -1,4 +1,5 @@
-"""Model per tool (SPEC §16): a tool's `x-model` sends its latent calls and its module's ticks to that model (pure).
+"""Model per tool (docs/rate-limits.md): a tool's `x-model` sends its latent calls and its module's ticks to that model
+(pure).
 
 A job names its tools inline or by name (`tools`); a tool's `x-model` must be a model the price table knows, so
 that what its requests cost is accounted per model (`usage.by_model`) and held to the job's budget. A job with an
@@ -41,7 +42,7 @@ def _model_problem(model: Any, known_model: KnownModel | None) -> str | None:
         return f"{MODEL_KEYWORD} must be a model name, got {model!r}"
     if known_model is not None and not known_model(model):
         return (f"{MODEL_KEYWORD} {model!r} is not a model the price table knows, so the cost of its requests "
-                "could not be accounted (name a priced model, or give it a price in AGENTQ_LLM_PRICES)")
+                "could not be accounted (name a priced model, or give it a price: agentq config set llm_prices FILE)")
     return None
 
 

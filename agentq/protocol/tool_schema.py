@@ -1,4 +1,4 @@
-"""Tool schema checks: what registration requires of a tool schema (SPEC §2), without any registry.
+"""Tool schema checks: what registration requires of a tool schema (docs/protocol.md#tools), without any registry.
 
 :func:`check_tool_schema` runs every check and returns the deep copy a registry stores; it changes nothing
 anywhere, so a registry can check a whole batch of tools before it stores any of them.
@@ -30,11 +30,12 @@ __all__ = [
     "tool_name_of",
 ]
 
-#: The write methods of SPEC §5 (kept here as well so this module does not depend on ``values.py``).
+#: The write methods of docs/protocol.md#output-paths (kept here as well so this module does not depend on
+#: ``values.py``).
 OUTPUT_METHODS: frozenset[str] = frozenset({"set", "merge", "assign", "push", "concat"})
 
-#: Meta fields SPEC §2 defines on a tool schema. Other ``_`` names are allowed (forward compatible) unless
-#: they look like a misspelling of one of these.
+#: Meta fields docs/protocol.md#tools defines on a tool schema. Other ``_`` names are allowed (forward
+#: compatible) unless they look like a misspelling of one of these.
 KNOWN_META_FIELDS: tuple[str, ...] = (
     "_tool",
     "_activity",

@@ -1,4 +1,4 @@
-"""The tool registry: tool schemas by name, checked once at registration (SPEC §2).
+"""The tool registry: tool schemas by name, checked once at registration (docs/protocol.md#tools).
 
 A tool is a JSON Schema object whose ``properties`` hold parameters and meta fields (names starting with
 ``_``); ``tool_schema.py`` holds the checks. :class:`ToolRegistry` validates a schema completely *before* it

@@ -1,10 +1,10 @@
 """An agent job's conversation, grown tick by tick instead of rebuilt from the whole log each time.
 
-The conversation is append-only (SPEC §13): request *n* repeats request *n - 1* and adds the answer it got and a
-turn for what the log gained since. :func:`~agentq.protocol.conversation.tick_messages` builds it from the whole
-log and every exchange, which costs more with every tick; a :class:`Transcript` keeps the turns, the log and its
-index, and takes only what is new, so a tick's cost no longer grows with the conversation. It gives exactly the
-turns ``tick_messages`` gives for the same log and exchanges (a test holds the two together), and builds them
+The conversation is append-only (docs/protocol.md#what-the-model-is-sent): request *n* repeats request *n - 1* and adds
+the answer it got and a turn for what the log gained since. :func:`~agentq.protocol.conversation.tick_messages` builds
+it from the whole log and every exchange, which costs more with every tick; a :class:`Transcript` keeps the turns, the
+log and its index, and takes only what is new, so a tick's cost no longer grows with the conversation. It gives exactly
+the turns ``tick_messages`` gives for the same log and exchanges (a test holds the two together), and builds them
 again from what it holds when what it is given does not continue what it built (a request tried again after the
 log grew, say).
 """
@@ -95,7 +95,7 @@ class Transcript:
 
     def compact_all(self) -> bool:
         """Show every exchange but the last compacted, now: the model's context window refused the request
-        (SPEC §16 "Stop reasons"). False when there is nothing more to compact."""
+        (docs/protocol.md#thinking-and-stop-reasons). False when there is nothing more to compact."""
         point = len(self.exchanges) - 1
         if point <= self.compacted:
             return False

@@ -1,9 +1,9 @@
 """A job's usage: the counters the store sums, and the job record's `usage` built from them (pure).
 
 The store keeps flat integer counters (`usage.<counter>` fields of the job hash, summed with HINCRBY by any
-process): the SPEC §13 token counters, the cost in nano-dollars (`cost_nanousd`, exact sums), the requests no
-price covered (`unpriced_requests`), and each of them again per model as `<counter>|<model>`. The record shows
-them as SPEC §16 has it:
+process): the token counters of docs/protocol.md#what-the-model-is-sent, the cost in nano-dollars (`cost_nanousd`, exact
+sums), the requests no price covered (`unpriced_requests`), and each of them again per model as `<counter>|<model>`. The
+record shows them as docs/rate-limits.md says:
 
     {"requests", "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
      "cost_usd", "by_model": {"<model>": {the same counters, "cost_usd"}}}

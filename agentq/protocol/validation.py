@@ -1,4 +1,4 @@
-"""Validating Calls against a composed solution schema (SPEC §4).
+"""Validating Calls against a composed solution schema (docs/protocol.md#calls).
 
 :func:`validate_call` finds the composed tool of a Call by its ``_tool`` among the solution schema's
 ``properties.calls.items.anyOf`` and validates the Call against it, reporting **every** problem with the JSON

@@ -1,4 +1,5 @@
-"""JSON values: the `MISSING` sentinel, paths, copy-on-write writes and the five output methods (SPEC §5).
+"""JSON values: the `MISSING` sentinel, paths, copy-on-write writes and the five output methods
+(docs/protocol.md#output-paths).
 
 Every function here treats its inputs as immutable: a write returns a new root that shares every untouched
 subtree with the old one, so a value handed out earlier never changes later. `Fold` is the one exception, a
@@ -131,7 +132,7 @@ def check_method(method: str) -> str:
 
 
 def apply_write(current: Any, path: Sequence[str], method: str, value: Any, *, where: str | None = None) -> Any:
-    """The new root after writing `value` at `path` of `current` with `method` (SPEC §5).
+    """The new root after writing `value` at `path` of `current` with `method` (docs/protocol.md#references).
 
     `where` names the path in error messages (e.g. `†state.log`); by default the dotted path.
     Raises `UnknownMethodError` for an unknown method and `WriteError` for `push`/`concat` onto a value that is

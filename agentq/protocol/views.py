@@ -1,4 +1,5 @@
-"""Views of a context log and reference resolution (SPEC §1, §5, §6).
+"""Views of a context log and reference resolution (docs/protocol.md#messages, docs/protocol.md#references,
+docs/protocol.md#instancing).
 
 `LogIndex` groups data messages by identity `(kind, instance)` (instance `None` = global) and keeps, per
 identity, the fold of its writes oldest to newest, extended incrementally as newer writes arrive. An

@@ -1,4 +1,5 @@
-"""Output paths: turning a Call's result or failure into the messages appended to the log (SPEC §5).
+"""Output paths: turning a Call's result or failure into the messages appended to the log
+(docs/protocol.md#output-paths).
 
 An output path uses the reference grammar: its `||` alternatives are the possible outcomes (a plain result
 goes to the first, a failure to the last) and each alternative's `&&` group is a fan-out (the same value is

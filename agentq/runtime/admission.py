@@ -1,12 +1,12 @@
-"""The admission of ready calls to their Celery queues (SPEC §17): `Admission`.
+"""The admission of ready calls to their Celery queues (docs/tenants.md): `Admission`.
 
 A ready call of an activity queue is published only once admitted: per queue, at most a window of calls are
 admitted and not yet ended (`AGENTQ_ADMISSION_WINDOW`, else the slots of the live workers serving the queue, as
 their heartbeats announce them, plus `AGENTQ_ADMISSION_PREFETCH`); the others wait in Redis, parked per tenant and
 priority, and each place an ended call gives back goes to the next parked call, round-robin across tenants by
-`AGENTQ_TENANTS` weight, by `options.priority` inside a tenant, never over a tenant's `max_running_calls`. So one
-tenant's burst delays another tenant's job by no more than the calls already admitted. The engine's own calls
-(latent and module calls, on the engine queue) are not gated.
+their weight (the fleet's `tenants`, `agentq config`), by `options.priority` inside a tenant, never over a
+tenant's `max_running_calls`. So one tenant's burst delays another tenant's job by no more than the calls already
+admitted. The engine's own calls (latent and module calls, on the engine queue) are not gated.
 
 The state is the store's (`store/admission.py`, one Lua step); this module builds what the step takes and turns
 its answer into calls to publish. `sweep` (every heartbeat, one process of the fleet at a time) gives back the
@@ -53,6 +53,7 @@ from agentq.protocol.views import LogIndex
 from agentq.runtime.restarts import StoreRestarts
 
 if TYPE_CHECKING:
+    from agentq.protocol.tenants import TenantLimits
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
@@ -67,13 +68,14 @@ GIVE_BACK_S = 0.01  # the places of calls that ended within this long are given 
 class Admission:
     """What one process asks of the admission step and what it publishes (shared by threads)."""
 
-    def __init__(self, store: Store, settings: Settings):
+    def __init__(self, store: Store, settings: Settings,
+                 tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None):
         self.store = store
         self.settings = settings
         self.engine_queue = settings.engine_queue
-        limits = settings.tenant_limits
-        self.weights = {t: lim.weight for t, lim in limits.items() if lim.weight != 1}
-        self.maxima = {t: lim.max_running_calls for t, lim in limits.items() if lim.max_running_calls}
+        # the tenants' limits as read now (the fleet's config: they change while the process runs)
+        self.tenant_limits = tenant_limits if tenant_limits is not None else lambda: settings.tenant_limits
+        self._shares: tuple[object, dict[str, float], dict[str, int]] | None = None
         self._jobs: LRU[str, tuple[str, int]] = LRU(KEPT_JOBS)
         self._keys: LRU[str, dict[str, CallKey]] = LRU(KEPT_JOBS)  # a job's tools' x-concurrency, by tool
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
@@ -82,6 +84,25 @@ class Admission:
         self._noted = _Noted()
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
         self._restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """The tenants' weights other than 1."""
+        return self._tenant_shares()[0]
+
+    @property
+    def maxima(self) -> dict[str, int]:
+        """The tenants' `max_running_calls`."""
+        return self._tenant_shares()[1]
+
+    def _tenant_shares(self) -> tuple[dict[str, float], dict[str, int]]:
+        limits = self.tenant_limits()
+        shares = self._shares
+        if shares is None or shares[0] is not limits:
+            shares = (limits, {t: lim.weight for t, lim in limits.items() if lim.weight != 1},
+                      {t: lim.max_running_calls for t, lim in limits.items() if lim.max_running_calls})
+            self._shares = shares
+        return shares[1], shares[2]
 
     def gated(self, record: CallRecord) -> bool:
         """Whether the call waits for admission: an activity's call (not the engine's own)."""

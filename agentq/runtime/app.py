@@ -6,7 +6,7 @@ registers the tasks a worker serves; this module never imports the root). Settin
 results ignored because outputs live in the state store, task events on (Flower, `celery events`). A task
 that cannot reach the state store is retried (`task.retry`), never acknowledged as done (`engine/outages.py`).
 
-What monitoring shows of a task is true (SPEC §15): a call that failed after its retries ends its task in
+What monitoring shows of a task is true (docs/monitoring.md): a call that failed after its retries ends its task in
 FAILURE (the task raises `CallFailedError` once the failure is committed), a retry is RETRY, anything else
 SUCCESS with the outcome as its result; a task's shown arguments (`argsrepr`) name the job, the call, the tool
 and the instance, never the call's parameters.
@@ -260,7 +260,7 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
             redeliveries.count_redelivery(task.request.delivery_info, name, record)
         try:
             with telemetry.call_span(task.request, job_id, call_id, record):
-                outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature)
+                outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature, task=name)
         except StoreUnavailableError as error:
             raise _store_retry(task, error, **_shown(pointer)) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows

@@ -1,4 +1,5 @@
-"""The Celery broker of a deployment: its URL in kombu's terms and its transport options (SPEC §10, §15).
+"""The Celery broker of a deployment: its URL in kombu's terms and its transport options
+(docs/architecture.md#runtime--the-only-place-that-knows-celery, docs/monitoring.md).
 
 - Redis (`redis://`, `rediss://`, `unix://`): the Redis transport options of `app.broker_transport_options`
   (visibility timeout, the sweep for a dead worker's unacknowledged tasks).

@@ -1,5 +1,6 @@
-"""A job's decisions after submission: a reviewer's approve, edit or reject of a call awaiting approval (SPEC §9),
-and a job's cancellation. A mixin of `JobService` (`runtime/service.py`), which builds the parts it uses."""
+"""A job's decisions after submission: a reviewer's approve, edit or reject of a call awaiting approval
+(docs/protocol.md#approvals), and a job's cancellation. A mixin of `JobService` (`runtime/service.py`), which builds the
+parts it uses."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class JobDecisions:
     settings: Settings
 
     def approve(self, job_id: str, call_id: str) -> CallRecord:
-        """Let a call awaiting approval run (SPEC §9); its task is sent now."""
+        """Let a call awaiting approval run (docs/protocol.md#approvals); its task is sent now."""
         record = self._decide(job_id, call_id, "approve")
         self._send(job_id, record)
         return record

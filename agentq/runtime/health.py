@@ -1,4 +1,4 @@
-"""`agentq healthcheck` (SPEC §15): is a worker or dispatcher of this host announcing itself?
+"""`agentq healthcheck` (docs/monitoring.md): is a worker or dispatcher of this host announcing itself?
 
 Workers and dispatchers announce themselves every `AGENTQ_HEARTBEAT_S` (`runtime/worker.py` `Heartbeat`); an
 announcement lives three beats. A host is healthy when one of its processes announced itself within the last

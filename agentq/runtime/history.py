@@ -1,4 +1,4 @@
-"""A job's history message (SPEC §11, seed 004): `GET /v1/jobs/{id}/history`, `JobHandle.history()`.
+"""A job's history message (docs/protocol.md#history, seed 004): `GET /v1/jobs/{id}/history`, `JobHandle.history()`.
 
     {"role": "assistant", "parts": [...], "activity_parts": [...]}
 

@@ -1,4 +1,4 @@
-"""Call tasks the admission step pushes to the broker itself (SPEC §17): `PushedTasks`.
+"""Call tasks the admission step pushes to the broker itself (docs/tenants.md): `PushedTasks`.
 
 Where the broker is the state store's own Redis (the same URL of a single Redis, agentq's Redis transport, no key
 prefix), a call waiting for admission carries its whole broker message: its task is built when it asks to be

@@ -1,4 +1,4 @@
-"""The rollout service (SPEC §17): set, clear and list the tools' rollout rules and read their report; the CLI
+"""The rollout service (docs/rollouts.md): set, clear and list the tools' rollout rules and read their report; the CLI
 and the HTTP API call it. Rules are checked against what the fleet publishes and announces now (the tools, the
 known activity versions); a refused rule writes nothing."""
 

@@ -35,7 +35,7 @@ from agentq.engine.signing import TaskSigner
 from agentq.errors import LLMError
 from agentq.llm.batch import BatchClient
 from agentq.llm.factory import api_key, create_llm, uses_anthropic
-from agentq.llm.prices import PriceTable, load_prices, priced
+from agentq.llm.prices import LivePrices, PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
 from agentq.metrics.llm import count_request
@@ -44,12 +44,14 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
+from agentq.runtime.fleet_config import FleetConfig, seeds
 from agentq.runtime.pushed import PushedTasks, broker_is_store
 from agentq.runtime.rollouts import Rollouts
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
+from agentq.store.config import ConfigStore
 from agentq.store.rollouts import RolloutStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
@@ -76,9 +78,11 @@ class Parts:
     modules: ModuleLibrary
     metrics: Metrics  # this process's counters, rendered by `metrics.render_metrics(parts)`
     batches: BatchQueue  # the batch lane's state in the store (`store/batches.py`)
-    rollouts: Rollouts  # the tools' rollout rules and their report (SPEC §17)
-    # the `tenant` labels of the counters (`metrics/tenants.py`), from the settings read once
+    rollouts: Rollouts  # the tools' rollout rules and their report (docs/rollouts.md)
+    # the `tenant` labels of the counters (`metrics/tenants.py`): the fleet's tenants and the tokens files'
     tenant_labels: TenantLabels
+    # the fleet's shared settings (tenants, prices, model limits, webhook allowlist), read once per heartbeat
+    config: FleetConfig
 
     def close(self) -> None:
         try:
@@ -102,27 +106,30 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     modules, `--tools` folders); `activities` the ones it serves; `metrics` the counters this process counts
     into (new ones unless given: parts that share them count into one registry)."""
     metrics = metrics if metrics is not None else Metrics()
-    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (SPEC §18)
+    telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (docs/tracing.md)
     store = open_store(settings)
     job_traces.bind(store)  # where the first process tracing a job nobody traced yet stores its context
     app = create_app(settings)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
+    environment = seeds(settings)  # this process's AGENTQ_* values of the shared settings: they seed unset ones
+    config = FleetConfig(ConfigStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s, seeds=environment),
+                         environment)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
-    admission = Admission(store, settings)
+    admission = Admission(store, settings, config.tenant_limits)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     if broker_is_store(settings, app, store):
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
     modules = ModuleLibrary.from_settings(settings)
-    tenant_labels = TenantLabels.of(settings)
+    tenant_labels = TenantLabels.of(settings, config.tenant_limits)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
-                      webhooks=DeliveryStore(store.redis, settings.namespace))
+                      webhooks=DeliveryStore(store.redis, settings.namespace), config=config)
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
-                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels)
+                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config)
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
@@ -135,13 +142,13 @@ def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = N
 def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | None,
                     prices: PriceTable | None = None) -> Executor:
     """The executor running calls of `activities` over `parts`; its hooks count calls into the metrics and hold
-    every model request to its job's budget (costed with `prices`, default: `AGENTQ_LLM_PRICES`'s table), then to
-    its model's fleet-wide rate limits (`AGENTQ_LLM_LIMITS`)."""
+    every model request to its job's budget (costed with `prices`, default: the fleet's prices as read now), then
+    to its model's fleet-wide rate limits (the fleet's `llm_limits`, read once per heartbeat)."""
     settings = parts.settings
-    table = prices if prices is not None else load_prices(settings.llm_prices)
+    table = prices if prices is not None else LivePrices(parts.config.prices)
     patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
     budget = BudgetGate(patient, table)
-    limiter = ModelLimiter(patient, settings.model_limits)  # after the budget: a refused request takes nothing
+    limiter = ModelLimiter(patient, parts.config.model_limits)  # after the budget: a refused request takes nothing
     lane = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
                      recheck_s=max(settings.batch_poll_s * 4, 10.0),
                      counted=functools.partial(count_request, parts.metrics)) if uses_anthropic(settings) else None
@@ -195,7 +202,7 @@ class Runtime:
         self.parts = connect(self.settings, tools=self.tools, activities=self.activities,
                              local_activities_are_live=self.local_activities_are_live, metrics=self.metrics)
         try:
-            prices = load_prices(self.settings.llm_prices)  # a broken price file stops the process here
+            prices = LivePrices(self.parts.config.prices)  # the fleet's, as read now
             llm = open_llm(self.settings, self.parts.metrics, prices)
             self.executor = create_executor(self.parts, self.activities, llm=llm, prices=prices)
         except BaseException:

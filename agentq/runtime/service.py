@@ -37,12 +37,11 @@ from agentq.errors import (
     Problem,
     RateLimited,
 )
-from agentq.llm.prices import PriceTable, load_prices
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
 from agentq.protocol.digests import now_iso
 from agentq.protocol.envelopes import JobQueued
-from agentq.protocol.events import activity_part
+from agentq.protocol.events import job_part
 from agentq.protocol.ids import job_id_problem
 from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
@@ -51,10 +50,11 @@ from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.decisions import Dispatch, JobDecisions
+from agentq.runtime.fleet_config import FleetConfig
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.webhooks.store import DeliveryStore
-from agentq.webhooks.targets import Allowlist, webhook_problems
+from agentq.webhooks.targets import LiveAllowlist, webhook_problems
 
 if TYPE_CHECKING:
     from agentq.runtime.admission import Admission, WithWrite
@@ -67,7 +67,7 @@ class FleetView:
     """What the fleet published and announced, as read at `read_at` (the job service's clock)."""
 
     tools: dict[str, dict]  # published tool schemas
-    known: dict[str, dict]  # the store's known activities (SPEC §3)
+    known: dict[str, dict]  # the store's known activities (docs/protocol.md#activities)
     read_at: float
 
 
@@ -80,7 +80,7 @@ class JobService(JobDecisions):
                  local_activities_are_live: bool = False,
                  module_loader: ModuleLoader | None = None,
                  clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None,
-                 webhooks: DeliveryStore | None = None):
+                 webhooks: DeliveryStore | None = None, config: FleetConfig | None = None):
         self.store = store
         self.dispatcher = dispatcher
         # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
@@ -90,14 +90,15 @@ class JobService(JobDecisions):
         self.tools = tools if tools is not None else ToolRegistry()
         self.activities = activities if activities is not None else ActivityRegistry()
         self.local_activities_are_live = local_activities_are_live
-        self.module_loader = module_loader  # upfront module resolution at composition (SPEC §8)
-        allowlist = Allowlist.parse(settings.webhook_allowlist)
+        self.module_loader = module_loader  # upfront module resolution at composition (docs/protocol.md#modules)
+        # the fleet's shared settings (tenants' limits, prices, the webhook allowlist), read once per heartbeat
+        self.config = config if config is not None else FleetConfig.of(settings, None)
+        allowlist = LiveAllowlist(self.config.allowlist)
         self.limits = JobLimits(max_job_bytes=settings.max_job_bytes, max_calls=settings.max_calls,
                                 default_ttl_s=settings.job_ttl_s, default_budget=settings.default_budget,
                                 known_model=self.known_model, max_output_tokens=settings.llm_max_tokens,
                                 model=settings.model,
                                 webhook_problems=lambda value, pointer: webhook_problems(value, pointer, allowlist))
-        self._prices: PriceTable | None = None
         # the webhook keys: a job with a webhook is watched before it is written (None: a store without them)
         self.webhooks = webhooks
         self.fleet_ttl_s = settings.heartbeat_s  # how long a submission reuses what the fleet announced
@@ -106,11 +107,9 @@ class JobService(JobDecisions):
         self._fleet_lock = threading.Lock()
 
     def known_model(self, model: str) -> bool:
-        """Whether the price table (`AGENTQ_LLM_PRICES` over the shipped prices, read on first use) prices `model`:
-        a tool's `x-model` must be one (SPEC §16)."""
-        if self._prices is None:
-            self._prices = load_prices(getattr(self.settings, "llm_prices", None))
-        return self._prices.price(model) is not None
+        """Whether the fleet's price table (`llm_prices` over the shipped prices) prices `model`: a tool's `x-model`
+        must be one (docs/rate-limits.md)."""
+        return self.config.prices().price(model) is not None
 
     def available_tools(self) -> dict[str, dict]:
         """Published tools, overridden by this process's own registry (read now)."""
@@ -127,9 +126,9 @@ class JobService(JobDecisions):
         return live
 
     def known_activities(self) -> dict[str, dict]:
-        """The known activities (SPEC §3): every activity announced within `AGENTQ_ACTIVITY_MEMORY_S`, live or
-        not (`StateStore.known_activities`), plus this process's own as live when they count as such (read
-        now)."""
+        """The known activities (docs/protocol.md#activities): every activity announced within
+        `AGENTQ_ACTIVITY_MEMORY_S`, live or not (`StateStore.known_activities`), plus this process's own as live when
+        they count as such (read now)."""
         return self._with_local_activities(self.store.known_activities(self.settings.activity_memory_s))
 
     def known_activities_for(self, names: Collection[str]) -> dict[str, dict]:
@@ -177,9 +176,9 @@ class JobService(JobDecisions):
 
     def _plan(self, job: Any, size: int, job_id: str | None) -> tuple[JobPlan, dict[str, dict]]:
         """Plan `job` against the fleet (known activities, not only live ones: a call waits on its queue for a
-        worker, SPEC §3); returns the plan and the known activities it was routed against. A cached view is
-        trusted only when every call it planned runs an activity it knows, or, for an agent job, when it knows an
-        activity of every tool the job names (as a tick's `known_activities_for`); otherwise (a rejection, a call
+        worker, docs/protocol.md#activities); returns the plan and the known activities it was routed against. A cached
+        view is trusted only when every call it planned runs an activity it knows, or, for an agent job, when it knows
+        an activity of every tool the job names (as a tick's `known_activities_for`); otherwise (a rejection, a call
         for the model, a tool it knows no activity of) the job is planned again against a fresh read."""
         view, cached = self.fleet()
         try:
@@ -203,7 +202,7 @@ class JobService(JobDecisions):
                traceparent: str | None = None, tenant: str = DEFAULT_TENANT) -> str:
         """Validate, write and start a job of `tenant`; returns its id. Raises `JobValidationError` and writes
         nothing. `parent` links a module's child job to the call it runs for (see `engine/delegation.py`); the
-        job's trace continues `traceparent` (W3C), else the current context (SPEC §18), whether or not this
+        job's trace continues `traceparent` (W3C), else the current context (docs/tracing.md), whether or not this
         process traces: one that does not stores `traceparent` with the job for those that do."""
         if (tenant_error := tenant_problem(tenant)) is not None:
             raise JobValidationError("job rejected", [Problem("", f"tenant: {tenant_error}")])
@@ -270,10 +269,10 @@ class JobService(JobDecisions):
             raise
 
     def _admit(self, plan: JobPlan, tenant: str, *, child: bool) -> bool:
-        """Admit a valid job under its tenant's limits (`AGENTQ_TENANTS`, SPEC §17) before anything is written;
-        whether it now holds a place among its tenant's active jobs. Raises `RateLimited`. A module's child job
-        is part of its parent's work and is not limited again."""
-        limits = self.settings.tenant_limits.get(tenant)
+        """Admit a valid job under its tenant's limits (the fleet's `tenants`, docs/tenants.md) before anything is
+        written; whether it now holds a place among its tenant's active jobs. Raises `RateLimited`. A module's child
+        job is part of its parent's work and is not limited again."""
+        limits = self.config.tenant_limits().get(tenant)
         if child or limits is None or not limits.limited:
             return False
         expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
@@ -281,12 +280,12 @@ class JobService(JobDecisions):
         if refused is not None:
             what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
                     else f"{limits.jobs_per_minute:g} jobs per minute")
-            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (AGENTQ_TENANTS): nothing was written; "
+            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (config tenants): nothing was written; "
                               f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
         return limits.max_active_jobs is not None
 
     def _admit_keys(self, plan: JobPlan, tenant: str, keys: ConcurrencyKeys) -> None:
-        """A written job with concurrency keys waits until it holds every one (SPEC §17): it starts now when they
+        """A written job with concurrency keys waits until it holds every one (docs/tenants.md): it starts now when they
         have room (and so do the jobs let in before it, whose holders had expired or ended)."""
         expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
         started = self.store.admit_concurrency(tenant, plan.id, keys, expire_at_ms=expire_at_ms)
@@ -297,7 +296,7 @@ class JobService(JobDecisions):
         """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
         concurrency keys once it holds them."""
         admission = getattr(self.dispatcher, "admission", None)
-        if admission is not None:  # what its calls' admission needs of the job (SPEC §17), known here
+        if admission is not None:  # what its calls' admission needs of the job (docs/tenants.md), known here
             admission.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
         if keys := concurrency_keys(plan.options.get("concurrency")):
             self._admit_keys(plan, tenant, keys)
@@ -309,7 +308,7 @@ class JobService(JobDecisions):
         self.dispatcher(plan.id, _ready(plan, records))  # what a step made `with_write` admitted, if one was
         if not any(c.awaited for c in plan.calls):
             # nothing awaited (no calls, or only fire-and-forget ones): no commit will finalize this job,
-            # and SPEC §5/§9 say it must not wait for fire-and-forget calls, so it is complete now
+            # and a job does not wait for its fire-and-forget calls (docs/protocol.md#jobs), so it is complete now
             self.progress.finish(plan.id)
 
     def _decode(self, job: Any, job_id: str | None) -> tuple[Any, int]:
@@ -369,7 +368,7 @@ class JobService(JobDecisions):
         return [d.to_dict() for d in found]
 
     def calls(self, job_id: str) -> list[dict]:
-        """The job's calls as SPEC §14's `/calls` items (`agentq.engine.call_views.job_calls`)."""
+        """The job's calls as the HTTP API's `/calls` items (`agentq.engine.call_views.job_calls`)."""
         from agentq.engine.call_views import job_calls
 
         return job_calls(self.store, job_id)
@@ -380,8 +379,8 @@ def _queued(plan: JobPlan) -> JobQueued:
     waits = bool(plan.options.get("concurrency"))
     return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
                      status=(JobStatus.WAITING if waits else JobStatus.QUEUED).value,
-                     part=activity_part("Job waiting for its concurrency keys" if waits else "Job queued",
-                                        source="agentq", locale=plan.options["locale"]))
+                     part=job_part("Job waiting for its concurrency keys" if waits else "Job queued",
+                                   kind=plan.kind.value, source="agentq", locale=plan.options["locale"]))
 
 
 def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:

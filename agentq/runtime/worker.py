@@ -113,6 +113,7 @@ class Heartbeat:
         store = self.runtime.store
         if self.runtime.dispatcher.signer is not None:
             self.runtime.dispatcher.signer.prime()
+        self.runtime.parts.config.load()  # seeds the fleet's unset shared settings from this process's environment
         conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
         for name in conflicts:
             log.warning("tool %r was published with a different schema by another process; see `agentq tools`", name)
@@ -153,14 +154,14 @@ class Heartbeat:
 
 
 def start_webhooks(runtime: Runtime) -> WebhookLoop | None:
-    """This process's webhook delivery loop, started (`agentq/webhooks/loop.py`); None when webhooks are off
-    (`AGENTQ_WEBHOOK_ALLOWLIST` empty: no delivery could reach anything)."""
-    if not runtime.settings.webhook_allowlist:
-        return None
+    """This process's webhook delivery loop, started (`agentq/webhooks/loop.py`): it delivers while the fleet's
+    webhook allowlist (`agentq config`, read once per heartbeat) lists anything, and waits while it is empty."""
     from agentq.webhooks.loop import WebhookLoop
+    from agentq.webhooks.targets import LiveAllowlist
 
     redis = cast("StateStore", runtime.store).redis  # the Redis state store's connection (root.open_store)
-    return WebhookLoop(runtime.store, redis, runtime.settings, metrics=runtime.parts.metrics).start()
+    return WebhookLoop(runtime.store, redis, runtime.settings, metrics=runtime.parts.metrics,
+                       allowlist=LiveAllowlist(runtime.parts.config.allowlist)).start()
 
 
 def new_worker_id() -> str:

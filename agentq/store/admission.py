@@ -1,4 +1,4 @@
-"""The store's side of the admission of ready calls (SPEC §17): `AdmissionSteps`, and what it takes (`Ticket`,
+"""The store's side of the admission of ready calls (docs/tenants.md): `AdmissionSteps`, and what it takes (`Ticket`,
 `AdmissionConfig`).
 
 A ready call of an activity queue enters its Celery queue only once admitted (`runtime/admission.py` decides what

@@ -102,7 +102,7 @@ class AsyncStateStore:
         return await arun(self.redis, core.job_tenant(self.keys(job_id)))
 
     async def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12 (see `core.record`)."""
+        """The job record (docs/protocol.md#the-job-record; see `core.record`)."""
         return await arun(self.redis, core.record(self.keys(job_id)))
 
     async def records(self, job_ids: list[str]) -> list[JobRecord]:

@@ -145,6 +145,10 @@ class CallScripts(ScriptRunner):
         return bool(self._run("retry", [keys.status, keys.lease(call_id), keys.events],
                               [call_id, token, entry(event, keys.job_id) if event else "", mark_ms]))
 
+    def unclaim(self, keys: JobKeys, call_id: str, *, token: str) -> bool:
+        """unclaim.lua: give back a call `token` claimed but must not run (ready again, its attempt uncounted)."""
+        return bool(self._run("unclaim", [keys.status, keys.lease(call_id), keys.attempts], [call_id, token]))
+
     def renew(self, keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> int:
         """renew.lua: extend the leases (call id -> token); how many were renewed."""
         return int(self._run("renew", *_renew_layout(keys, leases, lease_ms)))

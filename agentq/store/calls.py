@@ -94,6 +94,11 @@ class CallSteps(StatsSteps):
         release whose reply was lost)."""
         return self.scripts.retry(self.keys(job_id), call_id, token=token, event=event, mark_ms=RELEASE_MARK_MS)
 
+    def unclaim(self, job_id: str, call_id: str, *, token: str) -> bool:
+        """Give back a call `token` claimed but must not run (its claiming task is not the call's own): ready
+        again, its attempt uncounted, nothing published; False when `token` no longer holds it."""
+        return self.scripts.unclaim(self.keys(job_id), call_id, token=token)
+
     def renew_leases(self, job_id: str, leases: dict[str, str], lease_ms: int) -> int:
         """Extend the leases (call id -> token) this process holds for one job; a lease that lapsed is made again
         while its call runs and no other attempt took it over (see renew.lua)."""
@@ -170,7 +175,7 @@ class CallSteps(StatsSteps):
 
     def call_table(self, job_id: str) -> CallTable:
         """Every call's record, status, attempts and dependents, read in one round trip (`engine/call_views.py`
-        builds SPEC §14's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
+        builds the HTTP API's `/calls` items from it and the job's events). Raises `JobNotFoundError`."""
         keys = self.keys(job_id)
         pipe = self.redis.pipeline(transaction=False)
         pipe.exists(keys.job)

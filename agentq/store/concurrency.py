@@ -1,4 +1,4 @@
-"""The store's side of job concurrency keys (SPEC §17): `ConcurrencySteps`.
+"""The store's side of job concurrency keys (docs/tenants.md): `ConcurrencySteps`.
 
 A tenant's keys share the hash tag of its name (`agentq:conc:{<tenant>}:…`): who holds a key (a zset, job id -> its
 expiry), who waits for it (a zset, job id -> its place in line) and each job's keys (a hash), so admitting a job

@@ -69,7 +69,7 @@ def job_status(keys: JobKeys) -> Step[JobStatus]:
 
 
 def job_tenant(keys: JobKeys) -> Step[str]:
-    """The tenant of a job (SPEC §17); raises `JobNotFoundError` when there is no such job."""
+    """The tenant of a job (docs/tenants.md); raises `JobNotFoundError` when there is no such job."""
     ((status, tenant),) = yield (command("hmget", keys.job, "status", "tenant"),)
     if status is None:
         raise not_found(keys.job_id)

@@ -8,7 +8,7 @@ first key is `"~"` (the event's short code); it leaves out what `unpack` derives
 - the activity part's `type`, its keys whose value is None, its `source` when it is `agentq`, its
   `activity_type` when it is the usual one of the event (`tool_request` for `call.started`, ...);
 - a display info equal to the default one of the activity type (English or French, failed result or not):
-  a marker (`"d": "en"`);
+  a marker (`"d": "en"`), and so is a plan job's milestone display (`"d": "en plan"`);
 - a call's single tool request or result whose name and id are the envelope's `tool` and `call_id`: only its
   arguments (`"A"`) or content (`"C"`, `"E"` when it is an error) are kept;
 - in the technical details: `function_name` equal to `tool`, `execution_time_ms` equal to `duration_ms`,
@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agentq.protocol.display_info import default_display_info
+from agentq.protocol.events import plan_display_info
 
 MARK = "~"  # the first key of a packed entry; no envelope field is named so
 _ESCAPED = ""  # code of an envelope that has a "~" key of its own: stored whole under "v"
@@ -54,6 +55,7 @@ _RESULT_KEYS = ("name", "content", "is_error", "call_id")
 _TECHNICAL_KEYS = ("function_name", "arguments", "raw_result", "execution_time_ms", "timestamp", "status",
                    "error_message")
 _DISPLAYS = {"en": ("en", False), "fr": ("fr", False), "en!": ("en", True), "fr!": ("fr", True)}
+_PLAN_DISPLAYS = {"en plan": "en", "fr plan": "fr"}  # an `activity` part's, a plan job's milestones (`job_part`)
 _SOURCE = "agentq"
 
 _EPOCH = datetime(1970, 1, 1)
@@ -192,6 +194,10 @@ def _display_marker(display: Any, activity_type: str) -> str | None:
     for marker, (lang, is_error) in _DISPLAYS.items():
         if items == _default_display(activity_type, lang, is_error):
             return marker
+    if activity_type == "activity":
+        for marker, lang in _PLAN_DISPLAYS.items():
+            if items == _plan_display(lang):
+                return marker
     return None
 
 
@@ -281,7 +287,7 @@ def _unpack_part(packed: dict, envelope: dict, code: str) -> dict:
                     "call_id": envelope["call_id"]}]
     else:
         results = packed.get("R")
-    display = dict(_default_display(activity_type, *_DISPLAYS[packed["d"]])) if "d" in packed else packed.get("D")
+    display = _marked_display(activity_type, packed["d"]) if "d" in packed else packed.get("D")
     technical = _unpack_technical(packed["x"], envelope, moment, packed.get("C")) if "x" in packed else packed.get("X")
     return {"type": "activity", "activity_type": activity_type, "source": packed.get("s", _SOURCE),
             "content": packed.get("c"), "timestamp": timestamp, "tools": tools, "results": results,
@@ -345,6 +351,17 @@ def _epoch_seconds(text: str) -> int | None:
 @functools.lru_cache(maxsize=256)
 def _seconds_text(seconds: int) -> str:
     return (_EPOCH + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+def _marked_display(activity_type: str, marker: str) -> dict:
+    if marker in _PLAN_DISPLAYS:
+        return dict(_plan_display(_PLAN_DISPLAYS[marker]))
+    return dict(_default_display(activity_type, *_DISPLAYS[marker]))
+
+
+@functools.lru_cache(maxsize=4)
+def _plan_display(lang: str) -> tuple[tuple[str, Any], ...]:
+    return tuple(plan_display_info(lang).items())
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,6 +1,6 @@
 """The fleet in the store: live workers and their announcements, the activities they serve and the *known*
-policy (SPEC §3: an activity stays known for a while after its last announcement), the published tool schemas,
-and the fleet's secret for signing call tasks.
+policy (docs/protocol.md#activities: an activity stays known for a while after its last announcement), the published
+tool schemas, and the fleet's secret for signing call tasks.
 
 All of these are fleet-wide keys (`keys.FleetKeys`), outside any job's hash slot: on a Redis Cluster they live
 on many nodes, so reads of several keys go through a pipeline, never MGET.
@@ -28,7 +28,7 @@ class FleetSteps(StoreConnection):
 
     def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None:
         """Announce a live worker (expires after `ttl_s`); each activity it serves is also remembered as
-        *known* (SPEC §3) with the time it was last announced."""
+        *known* (docs/protocol.md#activities) with the time it was last announced."""
         now = time.time()
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.fleet.worker(worker_id), dumps(announcement.to_dict()), px=int(ttl_s * 1000))
@@ -78,7 +78,7 @@ class FleetSteps(StoreConnection):
         return live_view(self.live_workers())
 
     def known_activities(self, memory_s: float) -> dict[str, dict]:
-        """Every activity announced within the last `memory_s` seconds (SPEC §3 "live and known"), see
+        """Every activity announced within the last `memory_s` seconds (docs/protocol.md#activities), see
         `known_view`; older ones are dropped from the store."""
         now = time.time()
         stored = {name: json.loads(value) for name, value in self.redis.hgetall(self.fleet.activities).items()}
@@ -104,8 +104,16 @@ class FleetSteps(StoreConnection):
 
     def forget_activity(self, name: str) -> bool:
         """Retire a known activity at once (its tools turn latent unless a live worker announces it again);
-        True when it was known."""
-        return bool(self.redis.hdel(self.fleet.activities, name))
+        True when it was known. An MCP tool of that name (`x-mcp`: `agentq worker --mcp` published it with its
+        activity, and it cannot run without one) is unpublished with it, unless a live worker still serves it."""
+        forgotten = bool(self.redis.hdel(self.fleet.activities, name))
+        schema = self.redis.hget(self.fleet.tools, name)
+        if schema is None or "x-mcp" not in json.loads(schema) or name in self.live_activities():
+            return forgotten
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hdel(self.fleet.tools, name)
+        pipe.hdel(self.fleet.tool_conflicts, name)
+        return bool(pipe.execute()[0]) or forgotten
 
     # ---------------------------------------------------------------------------------------------- tools
 

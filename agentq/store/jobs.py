@@ -205,8 +205,8 @@ class JobSteps(StatsSteps):
         return [json.loads(m) for m in self.redis.lrange(self.keys(job_id).log, start, -1)]
 
     def record(self, job_id: str) -> JobRecord:
-        """The job record of SPEC §12: the saved one once the job ended, else computed from the job and its log
-        (see `core.record`; the sync and async stores share it)."""
+        """The job record (docs/protocol.md#the-job-record): the saved one once the job ended, else computed from the
+        job and its log (see `core.record`; the sync and async stores share it)."""
         return run(self.redis, core.record(self.keys(job_id)))
 
     def finish_inputs(self, job_id: str) -> FinishInputs:

@@ -28,8 +28,9 @@ class JobKeys:
     """The keys of one job, in the order the Lua scripts expect them (see `all`). Each key's name is built on its
     first use and kept (a store keeps the keys of the jobs it works on, see `StoreConnection.keys`).
 
-    The job id is checked here too (SPEC §10), so no code path can build a key from an id that would change
-    the key's hash slot or meaning: `InvalidJobIdError` before any key exists."""
+    The job id is checked here too (docs/architecture.md#runtime--the-only-place-that-knows-celery), so no code path can
+    build a key from an id that would change the key's hash slot or meaning: `InvalidJobIdError` before any key
+    exists."""
 
     namespace: str
     job_id: str
@@ -92,7 +93,7 @@ class JobKeys:
         return f"{self._prefix}:exchanges"
 
     @cached_property
-    def approval(self) -> str:  # hash: call id -> 1 for the calls a reviewer must approve (SPEC §9)
+    def approval(self) -> str:  # hash: call id -> 1 for the calls a reviewer must approve (docs/protocol.md#approvals)
         return f"{self._prefix}:approval"
 
     @cached_property
@@ -222,7 +223,11 @@ class FleetKeys:
     def job_totals(self) -> str:  # hash: final status, and `<status>:<tenant>` -> jobs that ended so (metrics)
         return f"{self.namespace}:stats:jobs"
 
-    # rollouts (SPEC §17, store/rollouts.py): one hash tag, so the report reads rules and figures in one slot
+    @property
+    def config(self) -> str:  # hash: the fleet's shared settings, name -> {"version", "value", "set_at", "source"}
+        return f"{self.namespace}:config"
+
+    # rollouts (docs/rollouts.md, store/rollouts.py): one hash tag, so the report reads rules and figures in one slot
     @property
     def rollout_rules(self) -> str:  # hash: tool -> its rollout rule JSON
         return f"{self.namespace}:{{rollouts}}:rules"

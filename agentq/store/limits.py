@@ -1,4 +1,4 @@
-"""The fleet-wide rate limits of the models (SPEC §16): `LimitSteps`, the store's side of the limiter
+"""The fleet-wide rate limits of the models (docs/rate-limits.md): `LimitSteps`, the store's side of the limiter
 (`engine/limits.py`).
 
 A model's buckets live in one hash with a hash tag of the model's name (`agentq:llm:{<model>}`), and its deferred

@@ -1,4 +1,4 @@
-"""Rollout rules and their figures in Redis (SPEC §17): `RolloutStore`.
+"""Rollout rules and their figures in Redis (docs/rollouts.md): `RolloutStore`.
 
 The rules are one hash (tool -> rule JSON, `FleetKeys.rollout_rules`), read when calls are routed and reused for
 `ttl_s` (a heartbeat, as a submitter reuses what the fleet announced: no round trip per submission); the figures

@@ -44,7 +44,7 @@ from agentq.store.replies import (
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
-                "tenant_admit", "concurrency", "admission", "admission_touch", "trace_context")
+                "tenant_admit", "concurrency", "admission", "admission_touch", "trace_context", "unclaim")
 
 
 class Scripts(CallScripts):
@@ -130,9 +130,10 @@ class Scripts(CallScripts):
         args: list[Any] = [token]
         for record, plan in zip(records, plans, strict=True):
             flags = ("a" if plan.approval else "") + ("w" if record.awaited else "")
-            args += [record.id, dumps(record.to_dict()), dumps(plan.depends_on), flags or "-"]
+            held = entry(plan.held_event(keys.job_id), keys.job_id) if plan.approval else ""
+            args += [record.id, dumps(record.to_dict()), dumps(plan.depends_on), flags or "-", held]
         reply = self._run("add_calls", [keys.job, keys.calls, keys.status, keys.waiting, keys.dependents,
-                                        keys.approval, keys.tick_lease], args)
+                                        keys.approval, keys.tick_lease, keys.events], args)
         match reply[0]:
             case "ok":
                 return CallsAdded(ready=[CallRecord.from_dict(json.loads(r)) for r in reply[1:]])

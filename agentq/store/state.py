@@ -12,8 +12,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `fleet.py`: workers, activities and the known policy, published tools, the task-signing secret, node names;
 - `stats.py`: the metrics' bookkeeping of jobs;
 - `limits.py`: the models' fleet-wide rate limits (their two steps laid out and read there);
-- `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (SPEC §17);
-- `admission.py`: the admission of ready calls to their queues (SPEC §17).
+- `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (docs/tenants.md);
+- `admission.py`: the admission of ready calls to their queues (docs/tenants.md).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
 (`runtime/root.py`) constructs a `StateStore`.

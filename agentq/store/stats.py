@@ -1,4 +1,4 @@
-"""The metrics' bookkeeping of jobs (SPEC §15): the fleet-wide sets of active jobs and of jobs that may hold
+"""The metrics' bookkeeping of jobs (docs/metrics.md): the fleet-wide sets of active jobs and of jobs that may hold
 calls for a reviewer, the counts of ended jobs, and `fleet_stats`, which reads them at scrape time.
 
 These keys are fleet-wide, so they are written by separate commands after a job's script, never inside it (a
@@ -32,7 +32,7 @@ class StatsSteps(StoreConnection):
     """Counting jobs for the metrics (a mixin of `StateStore`)."""
 
     def fleet_stats(self, *, sample: int = 256) -> FleetStats:
-        """Jobs active now, calls awaiting approval, and jobs ended by final status (the metrics of SPEC §15), in
+        """Jobs active now, calls awaiting approval, and jobs ended by final status (the metrics of docs/metrics.md), in
         a few round trips whatever the number of jobs.
 
         Jobs active: the size of the active set once expired jobs are trimmed. Its members are taken out by the
@@ -102,10 +102,10 @@ class StatsSteps(StoreConnection):
 
     def _count_end(self, job_id: str, status: JobStatus, tenant: str) -> None:
         """The bookkeeping of a job that just ended (its end is already written): it leaves the active and
-        approvals sets (the metrics') and its tenant's active set (SPEC §17: the limit of active jobs), and counts
-        once under its final status. Separate commands after the job's script,
-        never inside it (fleet-wide keys stay out of a job's hash slot, SPEC §15); best effort: an error here is
-        logged, never raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
+        approvals sets (the metrics') and its tenant's active set (docs/tenants.md: the limit of active jobs), and
+        counts once under its final status. Separate commands after the job's script,
+        never inside it (fleet-wide keys stay out of a job's hash slot, docs/monitoring.md); best effort: an error here
+        is logged, never raised, since the job did end (`fleet_stats` drops an ended job the set still holds)."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zrem(self.fleet.active_jobs, job_id)

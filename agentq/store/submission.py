@@ -7,7 +7,7 @@ from typing import Any
 
 from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.jobs import JobPlan
+from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.records import CallRecord, JobKind
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT
@@ -32,12 +32,23 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
         "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
         "status": _statuses(waiting, held),
-        "approval": {c.id: 1 for c in plan.calls if c.approval},
+        # each held call's `call.awaiting_approval` event: published now for a call held from the start, by the
+        # commit that releases it for the others (_committed.lua)
+        "approval": {c.id: entry(c.held_event(plan.id), plan.id) for c in _approval_calls(plan)},
         "waiting": {c: n for c, n in waiting.items() if n},  # only calls that wait: a commit decrements those
         "tools": {name: dumps(schema) for name, schema in plan.tools.items()},
-        "events": [entry(e, plan.id) for e in events],
+        "events": [entry(e, plan.id) for e in events] + _held_events(plan, held),
         "dependents": _dependents(plan),
     }
+
+
+def _approval_calls(plan: JobPlan) -> list[PlannedCall]:
+    return [c for c in plan.calls if c.approval]
+
+
+def _held_events(plan: JobPlan, held: set[str]) -> list[str]:
+    """The `call.awaiting_approval` events of the calls held from the job's submission."""
+    return [entry(c.held_event(plan.id), plan.id) for c in _approval_calls(plan) if c.id in held]
 
 
 def _statuses(waiting: dict[str, int], held: set[str]) -> dict[str, str]:
@@ -59,14 +70,14 @@ def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: s
         "open": sum(1 for c in plan.calls if c.awaited), "ticks": 0, "awaiting": held,
         "options": dumps(plan.options), "output": dumps(plan.output),
     }
-    if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (SPEC §17)
+    if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (docs/tenants.md)
         job["start_status"], job["status"] = job["status"], JobStatus.WAITING.value
     if parent is not None:
         job["parent"] = dumps(parent)
     if tenant != DEFAULT_TENANT:
-        job["tenant"] = tenant  # SPEC §17 (absent: the default tenant)
+        job["tenant"] = tenant  # docs/tenants.md (absent: the default tenant)
     if traceparent:
-        job["traceparent"] = traceparent  # the job's trace context (SPEC §18): its ticks continue it
+        job["traceparent"] = traceparent  # the job's trace context (docs/tracing.md): its ticks continue it
     return job
 
 

@@ -1,4 +1,4 @@
-"""The store's side of the tenants' limits (SPEC §17): `TenantSteps`.
+"""The store's side of the tenants' limits (docs/tenants.md): `TenantSteps`.
 
 A limited tenant's active jobs (a zset: job id -> its expiry) and its rate (a GCRA hash) share a hash tag of the
 tenant's name (`agentq:tenant:{<tenant>}:…`), so admitting a job is one Lua step on one node of a cluster

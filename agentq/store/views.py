@@ -24,7 +24,8 @@ class AgentInputs:
 
 @dataclass(frozen=True)
 class CallTable:
-    """What the calls view (SPEC §14 `/calls`) reads of a job besides its events, in one round trip."""
+    """What the calls view (README.md#the-http-api-and-the-web-page `/calls`) reads of a job besides its events, in one
+    round trip."""
 
     records: dict[str, CallRecord]  # call id -> record
     statuses: dict[str, CallStatus]  # call id -> status

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of jobs (SPEC §18): one trace per job, the few span helpers the rest of agentq calls.
+"""OpenTelemetry traces of jobs (docs/tracing.md): one trace per job, the few span helpers the rest of agentq calls.
 
 Tracing is off unless this process has a tracer: `configure(settings)` (called by the composition root) installs
 the SDK's provider with the standard OTLP exporter only when the standard `OTEL_*` variables ask for one

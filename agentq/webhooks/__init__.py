@@ -1,4 +1,4 @@
-"""Signed webhooks (SPEC §18): `options.webhook` checked at submission (`targets.py`), events found by a watcher
+"""Signed webhooks (docs/webhooks.md): `options.webhook` checked at submission (`targets.py`), events found by a watcher
 (`watcher.py`), deliveries kept in Redis (`store.py`, `records.py`) and attempted by the delivery loop of worker
 and dispatcher processes (`loop.py`, `sender.py`), signed as Standard Webhooks (`signing.py`).
 

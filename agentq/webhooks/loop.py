@@ -1,4 +1,4 @@
-"""The delivery loop every worker and dispatcher process runs when `AGENTQ_WEBHOOK_ALLOWLIST` is set.
+"""The delivery loop every worker and dispatcher process runs (waiting while the fleet's webhook allowlist is empty).
 
 Each poll (`AGENTQ_WEBHOOK_POLL_S`) one process of the fleet looks for new webhook events (`watcher.py`; the
 `agentq:webhooks:scan` key elects it for that poll), and every process attempts the deliveries that are due
@@ -112,10 +112,13 @@ class WebhookLoop:
     """The threads of one process: one looks for webhook events, `AGENTQ_WEBHOOK_CONCURRENCY` attempt due
     deliveries, so a slow receiver holds one thread, neither the other deliveries nor the finding of events."""
 
-    def __init__(self, store: Store, redis: Any, settings: Settings, *, metrics: AttemptCounter | None = None):
+    def __init__(self, store: Store, redis: Any, settings: Settings, *, metrics: AttemptCounter | None = None,
+                 allowlist: Allowlist | None = None):
         self.settings = settings
         secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret is not None else ""
-        allowlist = Allowlist.parse(settings.webhook_allowlist)
+        # the fleet's allowlist as read now (`LiveAllowlist`), else `AGENTQ_WEBHOOK_ALLOWLIST`; while it is empty
+        # the loop's rounds wait (no delivery could reach anything)
+        allowlist = allowlist if allowlist is not None else Allowlist.parse(settings.webhook_allowlist)
         self.deliveries = DeliveryStore(redis, settings.namespace,
                                         keep_s=settings.webhook_retry_s + settings.job_ttl_s)
         self.sender = Sender(allowlist, keys=secret_keys(secret), timeout_s=settings.webhook_timeout_s)
@@ -141,7 +144,8 @@ class WebhookLoop:
     def _run(self, work: Callable[[], object]) -> None:
         while not self._stop.is_set():
             try:
-                work()
+                if self.sender.allowlist:
+                    work()
             except Exception:
                 log.warning("webhook delivery loop failed; retrying", exc_info=True)
             self._stop.wait(self.settings.webhook_poll_s)

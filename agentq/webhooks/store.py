@@ -1,4 +1,4 @@
-"""Webhook state in Redis, beside the job's own keys and never inside a job's scripts (SPEC §18).
+"""Webhook state in Redis, beside the job's own keys and never inside a job's scripts (docs/webhooks.md).
 
 - `agentq:webhooks:jobs` (zset): the jobs whose webhook is watched, scored by when the watcher last looked at
   them. A job is added before it is written (so a job that exists and has a webhook is always watched) and

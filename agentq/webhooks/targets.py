@@ -1,19 +1,20 @@
-"""Where a webhook may be sent (SPEC §18): `options.webhook` checked at submission, and every address a host
+"""Where a webhook may be sent (docs/webhooks.md): `options.webhook` checked at submission, and every address a host
 resolves to checked again before each delivery attempt.
 
-`AGENTQ_WEBHOOK_ALLOWLIST` holds entries of four forms: a host name (`hooks.example.com`), every subdomain of
-a domain (`*.example.com`), an IP address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must
-match one. Its URL must be https unless its host is listed by name or address (not through `*.` or a network).
-An address that is not public (loopback, private, link-local, shared, reserved, multicast, unspecified) is only
-reached when the address itself, or a network containing it, is listed: a listed name that resolves to such an
-address is refused at delivery, so DNS cannot point a listed name at an internal service.
+The allowlist is the fleet's `webhook_allowlist` (`agentq config`, seeded from `AGENTQ_WEBHOOK_ALLOWLIST`), of
+entries in four forms: a host name (`hooks.example.com`), every subdomain of a domain (`*.example.com`), an IP
+address (`10.1.2.3`, `::1`) and a network (`10.0.0.0/8`). A webhook's host must match one. Its URL must be https
+unless its host is listed by name or address (not through `*.` or a network). An address that is not public
+(loopback, private, link-local, shared, reserved, multicast, unspecified) is only reached when the address itself,
+or a network containing it, is listed: a listed name that resolves to such an address is refused at delivery, so DNS
+cannot point a listed name at an internal service.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +32,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class Allowlist:
-    """`AGENTQ_WEBHOOK_ALLOWLIST`, parsed (see the module's docstring for its forms)."""
+    """The webhook allowlist, parsed (see the module's docstring for its forms)."""
 
     names: frozenset[str] = frozenset()
     domains: tuple[str, ...] = ()  # from `*.example.com`: ".example.com"
@@ -79,6 +80,50 @@ class Allowlist:
         return address.is_global or self.lists_address(address)
 
 
+class LiveAllowlist(Allowlist):
+    """The allowlist `current()` gives at each check: the fleet's (`agentq config`), which changes while the
+    process runs."""
+
+    def __init__(self, current: Callable[[], Allowlist]):
+        super().__init__()
+        object.__setattr__(self, "current", current)
+
+    current: Callable[[], Allowlist]
+
+    def __bool__(self) -> bool:
+        return bool(self.current())
+
+    def lists_host(self, host: str) -> bool:
+        return self.current().lists_host(host)
+
+    def names_explicitly(self, host: str) -> bool:
+        return self.current().names_explicitly(host)
+
+    def lists_address(self, address: IPAddress) -> bool:
+        return self.current().lists_address(address)
+
+    def reaches(self, address: IPAddress) -> bool:
+        return self.current().reaches(address)
+
+
+def allowlist_problems(value: Any) -> list[Problem]:
+    """Every problem of an allowlist's JSON (an array of entries in the module docstring's forms), each with its
+    JSON pointer ([] when it is valid)."""
+    if not isinstance(value, list):
+        return [Problem("", 'expected an array of hosts, e.g. ["hooks.example.com", "*.example.org", "10.0.0.0/8"]')]
+    problems = []
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry.strip():
+            problems.append(Problem(f"/{index}", f"expected a host name, *.domain, address or network, got "
+                                                 f"{entry!r}"))
+        elif "/" in entry and _address(entry.strip().lower().strip("[]")) is None:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError as error:
+                problems.append(Problem(f"/{index}", f"not a network: {error}"))
+    return problems
+
+
 def webhook_problems(value: Any, pointer: str, allowlist: Allowlist) -> list[Problem]:
     """Every problem of an `options.webhook` value, each with its JSON pointer ([] when it is valid)."""
     if not isinstance(value, dict):
@@ -114,16 +159,16 @@ def url_problems(url: Any, pointer: str, allowlist: Allowlist) -> list[Problem]:
 
 def _host_problems(host: str, scheme: str, pointer: str, allowlist: Allowlist) -> list[Problem]:
     if not allowlist:
-        return [Problem(pointer, f"host {host!r} is not allowed: AGENTQ_WEBHOOK_ALLOWLIST is empty, so no "
-                                 "webhook may be sent")]
+        return [Problem(pointer, f"host {host!r} is not allowed: the webhook allowlist is empty, so no "
+                                 "webhook may be sent (agentq config set webhook_allowlist FILE)")]
     if not allowlist.lists_host(host):
-        return [Problem(pointer, f"host {host!r} is not in AGENTQ_WEBHOOK_ALLOWLIST")]
+        return [Problem(pointer, f"host {host!r} is not in the webhook allowlist (agentq config webhook_allowlist)")]
     address = _address(host)
     if _is_local_name(host) or (address is not None and not allowlist.reaches(address)):
         return [Problem(pointer, f"host {host!r} is a loopback, private or link-local address; only an address "
-                                 "listed in AGENTQ_WEBHOOK_ALLOWLIST itself may be")]
+                                 "listed in the webhook allowlist itself may be")]
     if scheme != "https" and not allowlist.names_explicitly(host):
-        return [Problem(pointer, f"the URL must be https (plain http only to a host AGENTQ_WEBHOOK_ALLOWLIST names "
+        return [Problem(pointer, f"the URL must be https (plain http only to a host the webhook allowlist names "
                                  f"by itself, not through a domain or network: {host!r} is not)")]
     return []
 
@@ -162,7 +207,7 @@ def resolve_checked(host: str, port: int, allowlist: Allowlist) -> list[IPAddres
     for address in found:
         if not allowlist.reaches(address):
             raise TargetRefused(f"{host!r} resolves to {address}, a loopback, private or link-local address that "
-                                "AGENTQ_WEBHOOK_ALLOWLIST does not list")
+                                "the webhook allowlist does not list")
     return found
 
 

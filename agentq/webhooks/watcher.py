@@ -1,4 +1,4 @@
-"""Finding a watched job's new webhook events and storing one delivery per event (SPEC §18).
+"""Finding a watched job's new webhook events and storing one delivery per event (docs/webhooks.md).
 
 The watcher reads what the engine already keeps — the job's status and record, its event stream after the
 cursor it saved, the calls held for a reviewer — so nothing on the path of a call or a job changes for

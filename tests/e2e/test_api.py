@@ -1,4 +1,5 @@
-"""The HTTP API over real HTTP (SPEC §14): a real uvicorn server, real Redis, real in-process Celery workers.
+"""The HTTP API over real HTTP (README.md#the-http-api-and-the-web-page): a real uvicorn server, real Redis, real
+in-process Celery workers.
 
 Every endpoint, auth on and off, invalid bodies answered 4xx with nothing written, the event stream resumed
 with `Last-Event-ID`, the seed-004 parts format with and without markers, idempotent creation.
@@ -174,6 +175,12 @@ def test_approve_reject_and_edit_over_http(harness, echo, serve_api):
      "JobValidationError", "/options/cache_ttl"),
     (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"priority": "urgent"}}).encode(), 422,
      "JobValidationError", "/options/priority"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"priority": None}}).encode(), 422,
+     "JobValidationError", "/options/priority"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"model": ""}}).encode(), 422,
+     "JobValidationError", "/options/model"),
+    (json.dumps({"calls": [{"_tool": "echo", "text": "x"}], "options": {"stream_markers": False}}).encode(), 422,
+     "JobValidationError", "/options/stream_markers"),
     (json.dumps({"context": [], "tools": [{"type": "object", "x-model": "claude-unknown-1", "properties": {
         "_tool": {"const": "cheap"}, "_output": {"type": "string"}}}]}).encode(), 422, "JobValidationError",
      "/tools/0/x-model"),
@@ -209,14 +216,18 @@ def test_a_body_over_the_limit_is_413_whether_declared_or_streamed(harness, echo
 
     import http.client
 
-    connection = http.client.HTTPConnection("127.0.0.1", api.port, timeout=30)
-    try:  # chunked: no Content-Length, the limit is found as the body arrives
-        connection.request("POST", "/v1/jobs", body=iter([big[i:i + 4096] for i in range(0, len(big), 4096)]),
-                           headers={**api.headers(), "Content-Type": "application/json"}, encode_chunked=True)
-        streamed = connection.getresponse()
-        assert streamed.status == 413, streamed.read()
-    finally:
-        connection.close()
+    # chunked: no Content-Length, the limit is found as the body arrives. The rest of the body is read before the
+    # answer, so a client still sending (here 2 MB after the first 10 KB) gets its 413 rather than a broken pipe
+    huge = big + b" " * 2_000_000
+    for _ in range(3):
+        connection = http.client.HTTPConnection("127.0.0.1", api.port, timeout=30)
+        try:
+            connection.request("POST", "/v1/jobs", body=iter([huge[i:i + 4096] for i in range(0, len(huge), 4096)]),
+                               headers={**api.headers(), "Content-Type": "application/json"}, encode_chunked=True)
+            streamed = connection.getresponse()
+            assert streamed.status == 413, streamed.read()
+        finally:
+            connection.close()
     assert raw_keys(harness) == before
 
 

@@ -1,4 +1,5 @@
-"""Job concurrency keys over HTTP and the `agentq` command (SPEC §17): a job over its key's limit is created (201)
+"""Job concurrency keys over HTTP and the `agentq` command (docs/tenants.md): a job over its key's limit is created
+(201)
 `waiting`, listed and shown as such (the API, the event stream, `agentq status`), and runs once the job holding the
 key ends; a malformed `options.concurrency` is one 422 naming every problem by its pointer, with nothing written."""
 

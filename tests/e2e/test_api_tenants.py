@@ -1,5 +1,5 @@
-"""Tenants over real HTTP (SPEC §17): a tokens file gives each token a tenant and a role; a token sees and acts on
-its tenant's jobs only (another tenant's job is 404 and never listed), an admin sees all, a read token cannot
+"""Tenants over real HTTP (docs/tenants.md): a tokens file gives each token a tenant and a role; a token sees and acts
+on its tenant's jobs only (another tenant's job is 404 and never listed), an admin sees all, a read token cannot
 write. Real uvicorn, real Redis, real in-process Celery workers."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Bad input to the `agentq` command (SPEC §12): one clear line on stderr, a non-zero exit, never a traceback,
-and nothing written to Redis.
+"""Bad input to the `agentq` command (docs/protocol.md#the-job-record): one clear line on stderr, a non-zero exit, never
+a traceback, and nothing written to Redis.
 
 Each command runs as a separate process, as a user runs it. Tests that could write anything point the command at
 the session's private Redis and compare its keys before and after.

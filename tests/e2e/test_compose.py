@@ -1,4 +1,4 @@
-"""docker-compose.yml (SPEC §15), validated without a Docker daemon: the compose implementation parses,
+"""docker-compose.yml (docs/monitoring.md), validated without a Docker daemon: the compose implementation parses,
 interpolates and checks the file against the compose schema (`docker compose config`, or Debian's
 `docker-compose` package, installed here when missing), and the tests assert what an operator relies on:
 healthchecks and their conditions, Redis's AOF and `noeviction`, a grace period longer than the default call

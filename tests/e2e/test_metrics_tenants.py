@@ -1,4 +1,4 @@
-"""The job and call counters' `tenant` label (SPEC §17) on a real `/metrics` scrape: a tenant configured in
+"""The job and call counters' `tenant` label (docs/tenants.md) on a real `/metrics` scrape: a tenant configured in
 `AGENTQ_TENANTS` or named by the tokens file is its own label, the default tenant is `default`, any other tenant is
 `other` (bounded cardinality). Real Redis, a real in-process Celery worker, the API under uvicorn."""
 

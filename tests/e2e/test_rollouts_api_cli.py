@@ -1,4 +1,4 @@
-"""Rollout rules through the HTTP API and the `agentq` command (SPEC §17): `PUT /v1/rollouts/{tool}` and `agentq
+"""Rollout rules through the HTTP API and the `agentq` command (docs/rollouts.md): `PUT /v1/rollouts/{tool}` and `agentq
 rollouts set TOOL FILE` check a rule against the tools and the known activity versions (every problem with its
 JSON pointer and what exists; nothing written), `DELETE` / `clear` remove it, `GET /v1/rollouts` / `agentq
 rollouts` report it; only admin tokens may use them. Worker processes drive the routes in

@@ -1,4 +1,4 @@
-"""OpenTelemetry through OTLP/HTTP from separate processes (SPEC §18): `agentq api`, `agentq dispatcher` and
+"""OpenTelemetry through OTLP/HTTP from separate processes (docs/tracing.md): `agentq api`, `agentq dispatcher` and
 `agentq worker`, configured only by the standard OTEL_* variables, export to a receiver this test starts (a small
 HTTP server decoding `ExportTraceServiceRequest` protobufs with `opentelemetry-proto`). One agent job, against the
 fake Messages API, submitted over HTTP with a W3C `traceparent`, is one trace with its spans in order."""

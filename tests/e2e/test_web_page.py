@@ -1,5 +1,6 @@
-"""The web page (SPEC §14) in a real browser: Debian's headless chromium driven by Playwright, over a real uvicorn
-server, real Redis and real Celery workers running the order demo's activities (`workers/orders.py`), with
+"""The web page (README.md#the-http-api-and-the-web-page) in a real browser: Debian's headless chromium driven by
+Playwright, over a real uvicorn server, real Redis and real Celery workers running the order demo's activities
+(`workers/orders.py`), with
 `chargePayment` marked `"x-approval": "required"` so the demo job waits for a reviewer.
 
 The browser is never downloaded: `python3 dev.py test` installs Debian's `chromium` package when it is missing,
@@ -145,6 +146,9 @@ def test_the_demo_job_runs_from_the_page_its_calls_and_events_show_in_order_and_
     cards = tab.locator(".approval-card")
     expect(cards).to_have_count(2)
     expect(tab.locator("#job-status")).to_have_text("awaiting approval")
+    held = tab.locator('[data-event="call.awaiting_approval"]')  # the stream says each charge waits
+    expect(held).to_have_count(2)
+    expect(held.first).to_contain_text("chargePayment waits for a reviewer's decision")
     rows = tab.locator("#calls tbody tr.call-row")
     expect(rows).to_have_count(10)
     main_charge = cards.filter(has_text="order total with shipping")

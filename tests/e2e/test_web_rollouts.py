@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agentq.cli.render import format_duration
 from agentq.cli.rollouts import describe
 from tests.e2e.test_rollouts_api_cli import ACME, ADMIN
 from tests.e2e.test_web_page import Page, browser  # noqa: F401  (fixture)
@@ -100,14 +101,8 @@ def fixed(value: float, places: int) -> str:
 
 
 def duration_text(seconds: float | None) -> str:
-    """common.js `formatDuration(seconds * 1000)` for the durations these calls take (under a minute)."""
-    if seconds is None:
-        return "—"
-    ms = seconds * 1000
-    if ms < 1000:
-        return f"{fixed(ms, 1 if ms < 10 else 0)} ms"
-    assert ms < 60_000, seconds
-    return f"{fixed(ms / 1000, 2 if ms < 10_000 else 1)} s"
+    """What the page must write for a duration: what `agentq rollouts` writes (one formatter, `format_duration`)."""
+    return "—" if seconds is None else format_duration(seconds * 1000)
 
 
 def expected_rows(report: dict) -> dict[str, list[dict]]:

@@ -128,6 +128,11 @@ def test_agentq_demo_runs_from_the_installed_wheel_outside_the_repository(
     assert len(record["instances"]) == 3
     assert not list(elsewhere.iterdir()), "agentq demo must not leave files in the directory it runs from"
 
+    # a packaged example by name, where its file path (workers/jobs/...) means nothing
+    result = run("agentq run example:demo_order --json from the installed wheel",
+                 [venv / BIN / f"agentq{EXE}", "run", "example:demo_order", "--json"], cwd=elsewhere, timeout=120)
+    assert json.loads(result.stdout)["status"] == "succeeded"
+
     # the agent demo finds its replay file in the installed package (no API key in this environment)
     result = run("agentq demo --agent --json from the installed wheel",
                  [venv / BIN / f"agentq{EXE}", "demo", "--agent", "--json"], cwd=elsewhere, timeout=120)

@@ -1,4 +1,4 @@
-"""Versions of activities for the rollout tests (SPEC §17), served by separate `agentq worker` processes.
+"""Versions of activities for the rollout tests (docs/rollouts.md), served by separate `agentq worker` processes.
 
 `agentq worker -m tests.integration.rollout_activities` with `ROLLOUT_VERSIONS` (comma-separated, default "1")
 registers those versions of `sendEmail` and `flaky`, and their tools. Every run is recorded in the worker's

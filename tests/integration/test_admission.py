@@ -1,4 +1,4 @@
-"""The admission of ready calls (SPEC §17) with real Redis and real Celery workers: one tenant's burst does not
+"""The admission of ready calls (docs/tenants.md) with real Redis and real Celery workers: one tenant's burst does not
 delay another tenant's job by more than the calls already admitted; priorities order a tenant's waiting calls;
 a tenant's max_running_calls holds; an admitted call whose publisher died is published by the sweep."""
 

@@ -1,6 +1,7 @@
-"""A job's conversation stays bounded (SPEC §16 "Context"): the real `anthropic` SDK against the fake Messages API,
-real Redis, real Celery workers. An agent that reads one 50 KB page per tick sends each page once: every request is
-the previous one plus about a page, and every earlier message goes out again byte for byte (the cached prefix)."""
+"""A job's conversation stays bounded (docs/protocol.md#what-the-model-is-sent): the real `anthropic` SDK against the
+fake Messages API, real Redis, real Celery workers. An agent that reads one 50 KB page per tick sends each page once:
+every request is the previous one plus about a page, and every earlier message goes out again byte for byte (the cached
+prefix)."""
 
 from __future__ import annotations
 

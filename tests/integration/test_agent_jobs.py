@@ -1,5 +1,5 @@
 """Agent jobs end to end: the real `anthropic` SDK against the fake Messages API server, real Redis, real
-Celery workers (SPEC §9, §13)."""
+Celery workers (docs/protocol.md#jobs, docs/protocol.md#what-the-model-is-sent)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_a_multi_tick_agent_job_with_explicit_and_latent_calls_ends_with_a_valid
     ticks = [r for r in anthropic_env.requests if not r.is_latent]
     assert len(ticks) == 2
     first, second = ticks[0].body, ticks[1].body
-    for body in (first, second):  # SPEC §13's request shape
+    for body in (first, second):  # docs/protocol.md#what-the-model-is-sent's request shape
         assert body["stream"] is True
         assert body["tool_choice"] == {"type": "tool", "name": "solution"}
         (tool,) = body["tools"]

@@ -1,6 +1,6 @@
-"""Every stop reason of the model (SPEC §16 "Stop reasons"), end to end: the real `anthropic` SDK against the fake
-Messages API, real Redis, real Celery workers. A solution cut at max_tokens keeps the calls that came (each run
-once) and asks for the rest; a refusal fails the job at once; a full context window is compacted once; a stop
+"""Every stop reason of the model (docs/protocol.md#thinking-and-stop-reasons), end to end: the real `anthropic` SDK
+against the fake Messages API, real Redis, real Celery workers. A solution cut at max_tokens keeps the calls that came
+(each run once) and asks for the rest; a refusal fails the job at once; a full context window is compacted once; a stop
 reason agentq does not know is an error naming it."""
 
 from __future__ import annotations

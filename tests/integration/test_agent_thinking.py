@@ -1,4 +1,4 @@
-"""Extended thinking (SPEC §16 "Thinking"), end to end: the real `anthropic` SDK against the fake Messages API (which
+"""Extended thinking (docs/rate-limits.md), end to end: the real `anthropic` SDK against the fake Messages API (which
 refuses thinking with a forced tool, and a thinking block left out or changed in a later request), real Redis, real
 Celery workers."""
 

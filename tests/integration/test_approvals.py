@@ -1,5 +1,5 @@
-"""Approvals (SPEC §9) and the calls view (SPEC §14 `/calls`) end to end: real Redis, a real in-process Celery
-worker, decisions through `JobHandle.approve / reject / edit`.
+"""Approvals (docs/protocol.md#approvals) and the calls view (README.md#the-http-api-and-the-web-page `/calls`) end to
+end: real Redis, a real in-process Celery worker, decisions through `JobHandle.approve / reject / edit`.
 
 A held call is shown not to run by letting a sibling call of the same job run to its end first (the worker had
 every chance to take the held one); waits poll the store for a status, they never sleep and then assert.
@@ -151,7 +151,8 @@ def test_a_job_held_from_its_submission_starts_when_its_approved_call_runs(harne
     handle.approve(call["id"])
     assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"
     events = [e.event for e in handle.events(follow=False)]
-    assert events == ["job.queued", "job.started", "call.started", "call.finished", "job.finished"]
+    assert events == ["job.queued", "call.awaiting_approval", "job.started", "call.started", "call.finished",
+                      "job.finished"]
     assert store_of(client).job_info(handle.id).started_at is not None
 
 
@@ -368,15 +369,17 @@ def test_calls_view_shape_attempts_and_durations(harness):
     assert client.calls(handle.id) == calls
 
 
-def test_a_fire_and_forget_call_still_held_when_its_job_ended_cannot_be_decided_and_says_why(harness, mail):
-    job = {"calls": [{"_tool": "send", "to": "a@example.com"},  # no output path: not awaited
+def test_a_held_fire_and_forget_call_keeps_its_job_open_until_decided_and_run(harness, mail):
+    """A call without an output path that needs a reviewer is held and awaited: the job does not end while it
+    waits, its stream says so, and the job ends once the approved call ran."""
+    job = {"calls": [{"_tool": "send", "to": "a@example.com"},  # no output path: fire-and-forget
                      {"_tool": "note", "text": "first", "_outputPath": "†state.note"}],
            "options": {"approval": ["send"]}}
-    client = harness.client()
-    handle = client.submit(job)
-    assert handle.result(timeout=TIMEOUT)["status"] == "succeeded"  # it did not wait for the held call
-    send = handle.calls()[0]["id"]
-    assert call_status(client, handle.id, send) == "awaiting_approval"
-    with pytest.raises(ConflictError, match=r"has ended \(succeeded\): call .* can no longer be decided"):
-        handle.approve(send)
-    assert "send" not in mail.tools()
+    client, handle, send = submit_held(harness, mail, job)
+    held = [e.data for e in handle.events(follow=False) if e.event == "call.awaiting_approval"]
+    assert [(e["call_id"], e["tool"]) for e in held] == [(send, "send")]
+    handle.approve(send)
+    record = handle.result(timeout=TIMEOUT)
+    assert record["status"] == "succeeded"
+    assert call_status(client, handle.id, send) == "done"
+    assert mail.tools().count("send") == 1

@@ -1,4 +1,5 @@
-"""`agentq.AsyncClient` (SPEC §12) against real Redis and a real in-process worker: the same operations as
+"""`agentq.AsyncClient` (docs/protocol.md#the-job-record) against real Redis and a real in-process worker: the same
+operations as
 `Client`, awaited; waiting holds no thread."""
 
 from __future__ import annotations

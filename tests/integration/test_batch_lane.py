@@ -1,5 +1,5 @@
-"""The batch lane (SPEC §16, `options.priority: "batch"`): a job's model requests go through the Message Batches API
-at half price, grouped across jobs, with nothing waiting for them. The real `anthropic` SDK against the fake's
+"""The batch lane (docs/batch.md, `options.priority: "batch"`): a job's model requests go through the Message Batches
+API at half price, grouped across jobs, with nothing waiting for them. The real `anthropic` SDK against the fake's
 `/v1/messages/batches`, real Redis, a real Celery worker."""
 
 from __future__ import annotations

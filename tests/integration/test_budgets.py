@@ -1,6 +1,7 @@
-"""Budgets, cost and the prompt-cache TTL on real processes (SPEC §16): two `agentq dispatcher` processes make a
-job's model requests through the real `anthropic` SDK against the fake Messages API, which counts what it receives;
-the job's budget is shared by both through Redis, and its record's cost is the fake's usage priced by the table."""
+"""Budgets, cost and the prompt-cache TTL on real processes (docs/rate-limits.md#budgets): two `agentq dispatcher`
+processes make a job's model requests through the real `anthropic` SDK against the fake Messages API, which counts what
+it receives; the job's budget is shared by both through Redis, and its record's cost is the fake's usage priced by the
+table."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A Redis Cluster state store (SPEC §10, §15): three masters on loopback (`local_cluster`, started once per
-session), the broker a plain Redis (kombu has no cluster transport), real Celery workers in this process and as
-a separate `agentq worker` process.
+"""A Redis Cluster state store (docs/architecture.md#runtime--the-only-place-that-knows-celery, docs/monitoring.md):
+three masters on loopback (`local_cluster`, started once per session), the broker a plain Redis (kombu has no cluster
+transport), real Celery workers in this process and as a separate `agentq worker` process.
 
 Every job's keys share one hash slot, so its Lua steps run on one node; fleet-wide keys are written by separate
 commands. Redis Cluster itself enforces the rule: a script or MULTI touching two slots fails with CROSSSLOT, and

@@ -1,6 +1,6 @@
-"""The engine holds model streams, not processes (SPEC §16): one `agentq dispatcher` started with its defaults
-keeps hundreds of model requests in flight, and a client waited on by hundreds of threads shares its connections
-to the store instead of failing. Real processes, real Redis, the real SDK against the fake Messages API."""
+"""The engine holds model streams, not processes (docs/rate-limits.md): one `agentq dispatcher` started with its
+defaults keeps hundreds of model requests in flight, and a client waited on by hundreds of threads shares its
+connections to the store instead of failing. Real processes, real Redis, the real SDK against the fake Messages API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A job's event stream (SPEC §11, seed 004) as clients and front ends read it, from real jobs.
+"""A job's event stream (docs/protocol.md#events, seed 004) as clients and front ends read it, from real jobs.
 
 Events are read through `JobHandle.events()` (the Python client's iterator over the job's Redis stream).
 """
@@ -247,13 +247,13 @@ def test_display_info_defaults_follow_the_jobs_locale(harness):
     job["options"] = {"locale": "fr"}
     _, _, events = finished_job(harness, job)
     info = {(e.event, e.data.get("tool")): e.part["display_info"] for e in events}
-    assert info[("job.queued", None)]["friendly_name"] == "🧠 Raisonnement"
-    assert info[("job.started", None)]["friendly_name"] == "🧠 Raisonnement"
+    plan = ("📋 Plan", "Le travail exécute ses appels prévus")  # a plan job's milestones: not "L'agent travaille"
+    for milestone in ("job.queued", "job.started", "job.finished"):
+        assert (info[(milestone, None)]["friendly_name"], info[(milestone, None)]["description"]) == plan
     assert info[("thought", None)]["friendly_name"] == "💭 Réflexion"
     assert info[("call.started", "confirm")]["friendly_name"] == "🔧 Appel d'outil"
     assert info[("call.finished", "confirm")]["friendly_name"] == "✅ Résultat"
     assert info[("call.started", "ship")]["friendly_name"] == DISPLAY["friendly_name"]  # x-display still wins
-    assert info[("job.finished", None)]["friendly_name"] == "🧠 Raisonnement"
 
 
 def test_history_has_one_consolidated_tool_call_per_call(harness):

@@ -1,5 +1,5 @@
-"""Flower tells the truth (SPEC §15), with real processes: `celery -A agentq.celery flower` (the real Flower, basic
-auth) and real `agentq worker` processes on the test's private Redis.
+"""Flower tells the truth (docs/monitoring.md), with real processes: `celery -A agentq.celery flower` (the real Flower,
+basic auth) and real `agentq worker` processes on the test's private Redis.
 
 Flower learns everything from the workers' events, so each test first awaits Flower's view of the workers
 (`/api/workers?status=1`, fed by their heartbeat events) and then awaits each task's final state in

@@ -1,4 +1,5 @@
-"""Every bad input at agentq's boundaries is handled (SPEC §10, §12): the exact error, and nothing written.
+"""Every bad input at agentq's boundaries is handled (docs/architecture.md#runtime--the-only-place-that-knows-celery,
+docs/protocol.md#the-job-record): the exact error, and nothing written.
 
 Against the session's private Redis and real in-process Celery workers. "Nothing written" is asserted on the
 keys themselves (no `agentq:{...}` key of any job before and after); "the task was consumed" is asserted on
@@ -259,7 +260,9 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
     """A task for a real call whose record names another activity (or the same one) and another output path:
     the stored call runs, writes where it was stored to write, and the other handler never runs. Either beside
     the call's real task (whichever runs first runs the stored call, the other finds it finished), or with the
-    real task taken off the broker so the forged one is certainly the one that claims the call."""
+    real task taken off the broker so the forged one is certainly the one that claims the call. A forged task of
+    another activity ("evil") leaves the call to its own task (see test_forged_elsewhere.py), which is put back
+    on its queue once the forged one ended."""
     caplog.set_level(logging.WARNING)
     ran: dict[str, list] = {"good": [], "evil": []}
     harness.tools.register("good", TOOLS["good"])
@@ -286,9 +289,10 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
     (call_id, stored), = store.call_records(handle.id).items()
     stored_json = store.redis.hget(JobKeys(client.settings.namespace, handle.id).calls, call_id)
     assert stored.mode.value == "explicit" and stored.queue == "agentq.activity.good"
+    taken = None
     if not real_task:
         assert store.redis.llen(stored.queue) == 1
-        store.redis.delete(stored.queue)
+        taken = store.redis.lpop(stored.queue)
     forged = stored.to_dict()
     forged.update(activity=forged_activity, tool=forged_activity, task=f"agentq.activity.{forged_activity}",
                   queue=f"agentq.activity.{forged_activity}",
@@ -297,11 +301,17 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
                               queue=f"agentq.activity.{forged_activity}", task_id="forged")
 
     start_worker(harness)
+    if taken is not None and forged_activity == "evil":
+        assert tasks.wait("forged") == {"forged": "elsewhere"}
+        assert warnings_about(caplog, "left to its own task")
+        store.redis.rpush(stored.queue, taken)
     record = handle.result(timeout=20)
     if real_task:
         outcomes = tasks.wait("forged", task_id(handle.id, call_id))
-        assert sorted(outcomes.values()) == ["done", "finished"], outcomes  # the call ran exactly once
-    else:
+        other = "finished" if forged_activity == "good" else outcomes["forged"]
+        assert other in ("finished", "elsewhere")
+        assert sorted(outcomes.values()) == sorted(["done", other]), outcomes  # the call ran exactly once
+    elif forged_activity == "good":
         assert tasks.wait("forged") == {"forged": "done"}
         assert warnings_about(caplog, "the task's record differs from the stored one; running the stored call")
     assert record["status"] == "succeeded", (record, [e.data for e in handle.events()])

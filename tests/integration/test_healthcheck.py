@@ -1,4 +1,4 @@
-"""`agentq healthcheck` (SPEC §15) against real `agentq worker` / `agentq dispatcher` processes: its exit code
+"""`agentq healthcheck` (docs/monitoring.md) against real `agentq worker` / `agentq dispatcher` processes: its exit code
 and its one line for a live worker, a role that is not live, no announcement from this host, a worker that
 stopped beating, and Redis down."""
 

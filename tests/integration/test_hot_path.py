@@ -104,7 +104,7 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
 
 def test_a_single_call_job_costs_its_client_two_round_trips(harness):
     """Submit and wait for a one-call job: the job's script with its listing and the admission of its ready call
-    to its queue (SPEC §17; one pipeline, the admission's step run only if the job's script wrote the job), the
+    to its queue (docs/tenants.md; one pipeline, the admission's step run only if the job's script wrote the job), the
     wait for its end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait
     returns).
     What the fleet published and announced was read by an earlier submission (once per heartbeat, see
@@ -129,7 +129,7 @@ def test_a_single_call_job_costs_its_worker_two_round_trips(harness):
     """Claim, commit: the claim of a plan job's one open awaited call brings what finalizing reads, and the commit
     writes the job's end the worker built from it (no read of the job, its log or its statuses of their own, no
     finalize step). An idempotent activity's call settles in one step: settle, finalize. The call's place in its
-    queue (admission, SPEC §17) is given back after the job's end by the process's admission thread, off the
+    queue (admission, docs/tenants.md) is given back after the job's end by the process's admission thread, off the
     call's path, in one step with the places of the calls that ended about the same time."""
     from tests.redis_trips import RoundTrips
 

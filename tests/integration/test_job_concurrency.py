@@ -1,5 +1,5 @@
-"""Job concurrency keys (SPEC §17, `options.concurrency`): at most `limit` jobs of a tenant holding a key run at once;
-the others are accepted, wait (`waiting`) and start in order as jobs holding the key end — by success, failure or
+"""Job concurrency keys (docs/tenants.md, `options.concurrency`): at most `limit` jobs of a tenant holding a key run at
+once; the others are accepted, wait (`waiting`) and start in order as jobs holding the key end — by success, failure or
 cancel. Real Redis, real in-process Celery workers; each job's activity writes when it starts and ends in a ledger."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live and known activities (SPEC §3) with real Redis and separate `agentq worker` processes.
+"""Live and known activities (docs/protocol.md#activities) with real Redis and separate `agentq worker` processes.
 
 The rolling restart: every worker of an activity goes away for a moment. Its activity stays *known*, so a job
 submitted meanwhile composes its tool as explicit (never latent: a model must not imagine a payment) and the

@@ -1,4 +1,4 @@
-"""MCP both ways (SPEC §18), with real processes: a real MCP server (tests/mcp_server.py, the `mcp` package's
+"""MCP both ways (docs/mcp.md), with real processes: a real MCP server (tests/mcp_server.py, the `mcp` package's
 MCPServer) over stdio and over streamable HTTP, `agentq worker --mcp FILE` serving its tools to agent and plan
 jobs, and `agentq mcp` driven by the `mcp` package's client."""
 

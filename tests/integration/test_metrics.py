@@ -1,4 +1,4 @@
-"""Prometheus metrics (SPEC §15) with real processes: a prefork `agentq worker` counts into multiprocess files,
+"""Prometheus metrics (docs/metrics.md) with real processes: a prefork `agentq worker` counts into multiprocess files,
 `agentq metrics` serves them with the fleet's state over HTTP; in-process workers for the fleet gauges, the
 model's requests (the real SDK against the fake Messages API) and the store's bookkeeping.
 """
@@ -342,7 +342,7 @@ def test_metrics_dir_default_is_per_user_temp(harness: Harness):
     from agentq.metrics import metrics_dir
 
     default = harness.settings.model_copy(update={"metrics_dir": None})  # the tests' own folder unset
-    assert metrics_dir(default).name == f"agentq-metrics-{os.getuid()}"
+    assert metrics_dir(default).name.startswith(f"agentq-metrics-{os.getuid()}-")
     custom = harness.settings.model_copy(update={"metrics_dir": Path("/srv/metrics")})
     assert metrics_dir(custom) == Path("/srv/metrics")
 

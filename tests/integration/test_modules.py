@@ -1,5 +1,5 @@
-"""Module calls end to end (SPEC §8): a clean-room child job with its own loop, state and events, run by the
-real SDK against the fake Messages API, real Redis and a real Celery worker."""
+"""Module calls end to end (docs/protocol.md#modules): a clean-room child job with its own loop, state and events, run
+by the real SDK against the fake Messages API, real Redis and a real Celery worker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Plan jobs (SPEC §4–§7, §9) end to end: real Redis, real Celery workers, real activity calls.
+"""Plan jobs (docs/protocol.md#calls–§7, §9) end to end: real Redis, real Celery workers, real activity calls.
 
 Every test submits a job through `Client.submit`, lets an in-process Celery worker run its calls, and asserts on
 what the store holds afterwards: the job record, the context log and the event stream.
@@ -83,8 +83,8 @@ def test_conformance_vector_replayed_as_real_calls(harness, vector):
     """Each engine-written message of the vector is produced by a real call of a tool `emit`, in log order.
 
     Order: call i writes its vector path *and* (by `&&` fan-out) a marker `†order.m<i>`; call i+1 takes the
-    parameter `after: "†order.m<i>"`, so by SPEC §5 it is blocked until call i committed. The chain is therefore
-    strictly sequential whatever the worker's concurrency, and the only extra messages are of kind `order`,
+    parameter `after: "†order.m<i>"`, so by docs/protocol.md#references it is blocked until call i committed. The chain
+    is therefore strictly sequential whatever the worker's concurrency, and the only extra messages are of kind `order`,
     which no vector expression reads.
     """
     harness.tool("emit", params={"value": {}, "after": {}})

@@ -1,4 +1,5 @@
-"""RabbitMQ as the broker (SPEC §10, §15): `AGENTQ_BROKER_URL=amqp://...`, the state store on Redis.
+"""RabbitMQ as the broker (docs/architecture.md#runtime--the-only-place-that-knows-celery, docs/monitoring.md):
+`AGENTQ_BROKER_URL=amqp://...`, the state store on Redis.
 
 Against the RabbitMQ the tests reach (`tests/integration/rabbitmq.py`: 127.0.0.1:5672 by default; skipped with
 the reason where none answers, a failure under TEST_REQUIRE_RABBITMQ=1 as in CI). Each test has queues of its

@@ -1,4 +1,4 @@
-"""Fleet-wide model rate limits (SPEC §16) across real processes: two `agentq dispatcher` processes share one
+"""Fleet-wide model rate limits (docs/rate-limits.md) across real processes: two `agentq dispatcher` processes share one
 requests-per-minute limit through Redis, and a 429 one of them gets pauses the other too. The fake Messages API
 enforces the limit as the real API does (a token bucket) and keeps the request log the assertions read.
 

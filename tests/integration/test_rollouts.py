@@ -1,4 +1,4 @@
-"""Safe rollouts (SPEC §17) with real Redis and separate `agentq worker` processes serving versions of an
+"""Safe rollouts (docs/rollouts.md) with real Redis and separate `agentq worker` processes serving versions of an
 activity (tests/integration/rollout_activities.py): a share of a thousand calls goes to version 2 and runs there,
 a retried call keeps its route, a tenant route, a route without a known worker, and the report's figures match
 the calls. The test process imports no activity code: it submits through a `Client` that knows only what the

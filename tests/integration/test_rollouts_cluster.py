@@ -1,4 +1,4 @@
-"""Rollouts on a Redis Cluster store (SPEC §17): the rules and the figures share the `{rollouts}` hash tag, so
+"""Rollouts on a Redis Cluster store (docs/rollouts.md): the rules and the figures share the `{rollouts}` hash tag, so
 their pipelines stay in one slot; a versioned activity's calls run on its own queue."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A rollout route to the model (SPEC §17: `"to": ""`): a share of a coded tool's calls is answered by the model
+"""A rollout route to the model (docs/rollouts.md: `"to": ""`): a share of a coded tool's calls is answered by the model
 (the fake Messages API through the real SDK), the rest by the activity; the report counts both, with the model's
 cost on its route."""
 

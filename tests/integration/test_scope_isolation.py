@@ -1,6 +1,6 @@
-"""Least privilege end to end (SPEC §7): an activity scoped to `["state"]`, run by a real Celery worker against the
-private Redis, tries every way it has to reach the job's `secret` message and another instance's data through
-the `context` it is given — its private attributes, `vars`, `__dict__`, its `emit` callable's self and closure,
+"""Least privilege end to end (docs/protocol.md#scopes): an activity scoped to `["state"]`, run by a real Celery worker
+against the private Redis, tries every way it has to reach the job's `secret` message and another instance's data
+through the `context` it is given — its private attributes, `vars`, `__dict__`, its `emit` callable's self and closure,
 everything reachable from it — and finds none, while its in-scope reads and its `emit` work."""
 
 from __future__ import annotations

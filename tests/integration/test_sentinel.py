@@ -1,4 +1,4 @@
-"""Redis Sentinel for the state store and the broker (SPEC §15): a master, a replica and a sentinel that the
+"""Redis Sentinel for the state store and the broker (docs/monitoring.md): a master, a replica and a sentinel that the
 tests start on loopback (`tests/integration/cluster.py` `SentinelGroup`), agentq given only the sentinel's
 address and the master's name (`redis+sentinel://127.0.0.1:<port>/agentqmaster/<db>`), real Celery workers.
 

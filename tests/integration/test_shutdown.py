@@ -1,5 +1,5 @@
-"""Warm shutdown with real `agentq worker` processes (prefork, the default pool; SPEC §15): SIGTERM lets a running
-call finish and commit within `AGENTQ_SHUTDOWN_GRACE_S`, and hands back what it did not start; a call still
+"""Warm shutdown with real `agentq worker` processes (prefork, the default pool; docs/monitoring.md): SIGTERM lets a
+running call finish and commit within `AGENTQ_SHUTDOWN_GRACE_S`, and hands back what it did not start; a call still
 running when the grace ends is handed back too, redelivered, taken over through its lease and finished exactly
 once.
 

@@ -1,4 +1,4 @@
-"""A tenant's limits (SPEC §17, `AGENTQ_TENANTS`) hold for every way a job is submitted: the Python client raises
+"""A tenant's limits (docs/tenants.md, `AGENTQ_TENANTS`) hold for every way a job is submitted: the Python client raises
 `RateLimited` with the wait and writes nothing; a job sent as the `agentq.engine.submit` task waits in the broker
 (the task is retried after the wait) and runs once its tenant has room. Real Redis, real in-process workers."""
 

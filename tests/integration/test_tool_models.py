@@ -1,5 +1,5 @@
-"""Model per tool (SPEC §16, `x-model`): a tool's latent calls and its module's ticks go to the model it names, and
-each request is priced as its own model's; a tool naming a model the price table does not know is refused at
+"""Model per tool (docs/rate-limits.md, `x-model`): a tool's latent calls and its module's ticks go to the model it
+names, and each request is priced as its own model's; a tool naming a model the price table does not know is refused at
 submission with its pointer. The real `anthropic` SDK against the fake Messages API, real Redis, a real Celery
 worker."""
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of jobs (SPEC §18), in one process: real Redis, a real Celery worker (threads pool), the
+"""OpenTelemetry traces of jobs (docs/tracing.md), in one process: real Redis, a real Celery worker (threads pool), the
 real `anthropic` SDK against the fake Messages API, spans caught by the SDK's `InMemorySpanExporter`.
 
 tests/e2e/test_tracing_otlp.py runs the same through OTLP/HTTP from separate processes."""
@@ -178,7 +178,7 @@ def test_a_module_calls_child_job_is_traced_under_the_parents_call(
     assert parent_of(lookup, found) in child_ticks
     chats = by_name(finished(spans, {"chat claude-sonnet-4-6": 4}), "chat claude-sonnet-4-6")
     assert len([c for c in chats if parent_of(c, found) in child_ticks]) == 2
-    # the child's requests count in the parent's usage (SPEC §8), and so do their spans
+    # the child's requests count in the parent's usage (docs/protocol.md#modules), and so do their spans
     assert sum(attrs(c)["gen_ai.usage.input_tokens"] for c in chats) == record["usage"]["input_tokens"]
 
 

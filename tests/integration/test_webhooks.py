@@ -1,4 +1,4 @@
-"""Signed webhooks (SPEC §18) through real Redis, real Celery workers and a real HTTP receiver on loopback that
+"""Signed webhooks (docs/webhooks.md) through real Redis, real Celery workers and a real HTTP receiver on loopback that
 checks every request with the Standard Webhooks algorithm (tests/integration/webhook_receiver.py)."""
 
 from __future__ import annotations
@@ -142,11 +142,11 @@ def test_webhooks_outside_the_allowlist_are_refused_at_submit_and_nothing_is_wri
                                                                               "10.0.0.0/8"]))
     job = {"calls": [], "options": {"webhook": {"url": "https://hooks.other.org/x"}}}
     bad = [
-        ("https://hooks.other.org/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("https://hooks.other.org/x", "/options/webhook/url", "not in the webhook allowlist"),
         ("http://a.example.com/x", "/options/webhook/url", "must be https"),
-        ("https://192.168.1.4/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
-        ("https://[::1]/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
-        ("https://localhost/x", "/options/webhook/url", "not in AGENTQ_WEBHOOK_ALLOWLIST"),
+        ("https://192.168.1.4/x", "/options/webhook/url", "not in the webhook allowlist"),
+        ("https://[::1]/x", "/options/webhook/url", "not in the webhook allowlist"),
+        ("https://localhost/x", "/options/webhook/url", "not in the webhook allowlist"),
         ("ftp://a.example.com/x", "/options/webhook/url", "http(s) URL"),
         ("https://user:pw@a.example.com/x", "/options/webhook/url", "credentials"),
         ("https://a.example.com:99999/x", "/options/webhook/url", "not a valid URL"),
@@ -179,7 +179,7 @@ def test_a_submitter_without_an_allowlist_refuses_every_webhook(harness):
     with pytest.raises(JobValidationError) as caught:
         client.submit({"calls": [], "options": {"webhook": {"url": "https://hooks.example.com/"}}})
     (problem,) = caught.value.to_dict()["problems"]
-    assert problem["pointer"] == "/options/webhook/url" and "AGENTQ_WEBHOOK_ALLOWLIST is empty" in problem["message"]
+    assert problem["pointer"] == "/options/webhook/url" and "the webhook allowlist is empty" in problem["message"]
 
 
 def test_a_delivery_survives_its_process_dying_mid_retry(worker_procs, redis_url):

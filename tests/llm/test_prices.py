@@ -1,4 +1,5 @@
-"""The price table (SPEC §16): the shipped prices, a price file over them, and what a request's usage costs."""
+"""The price table (docs/rate-limits.md#cost): the shipped prices, a price file over them, and what a request's usage
+costs."""
 
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def test_the_priced_llm_puts_the_cost_in_the_usage_and_warns_once_of_an_unpriced
         assert llm.solve(request("mine")).usage.cost_nanousd is None
         assert llm.solve(request("mine")).usage.cost_nanousd is None
     assert [r.getMessage() for r in caplog.records].count(
-        "no price for model 'mine': the cost of its requests is not known (give it, or a \"*\" entry, in the file "
-        "AGENTQ_LLM_PRICES names)") == 1
+        "no price for model 'mine': the cost of its requests is not known (give it, or a \"*\" entry, in the "
+        "fleet's prices: agentq config set llm_prices FILE)") == 1
 
 
 def test_a_price_file_replaces_entries_model_by_model(tmp_path: Path):

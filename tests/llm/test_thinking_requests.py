@@ -1,4 +1,4 @@
-"""The request a thinking job sends (SPEC §16 "Thinking"), checked against the fake's copy of the API's rules, and the
+"""The request a thinking job sends (docs/rate-limits.md), checked against the fake's copy of the API's rules, and the
 conversation an exchange with thinking, a cut answer or no solution becomes (pure)."""
 
 from __future__ import annotations

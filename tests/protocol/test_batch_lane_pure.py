@@ -30,7 +30,8 @@ def test_priority_batch_is_an_option_and_anything_else_a_problem_with_its_pointe
         assert JobOptions.of(plan_job({"context": [], "options": {"priority": level}}, tools={}).options).priority
     for bad in (0, "1", 2.0, True, None):
         problem = priority_problem(bad, "/options/priority")
-        assert (problem is None) == (bad is None), bad
+        assert problem is not None and problem.pointer == "/options/priority", bad
+    assert str(priority_problem(None, "/options/priority")).endswith("got null")
 
 
 def test_batched_requests_show_as_batch_in_the_totals_and_per_model_and_survive_a_childs_usage() -> None:

@@ -1,5 +1,5 @@
-"""`options.budget` and `options.cache_ttl` (SPEC §16): their checks at submission, the default budget, and the
-usage counters a job's record shows with its cost (pure)."""
+"""`options.budget` and `options.cache_ttl` (docs/rate-limits.md#budgets): their checks at submission, the default
+budget, and the usage counters a job's record shows with its cost (pure)."""
 
 from __future__ import annotations
 

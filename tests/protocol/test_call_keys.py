@@ -1,4 +1,4 @@
-"""A tool's `x-concurrency` (SPEC §17), pure: its checks with their pointers, a key's value for a call."""
+"""A tool's `x-concurrency` (docs/tenants.md), pure: its checks with their pointers, a key's value for a call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Composition (SPEC §3): property order, consts, nullable _output, solution shape, determinism, caching."""
+"""Composition (docs/protocol.md#activities): property order, consts, nullable _output, solution shape, determinism,
+caching."""
 
 from __future__ import annotations
 

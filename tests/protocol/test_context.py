@@ -1,5 +1,5 @@
-"""`options.context` (SPEC §16 "Context"): its validation, and results over `result_preview_bytes` shown to the
-model as a preview and the reference that holds them."""
+"""`options.context` (docs/protocol.md#what-the-model-is-sent): its validation, and results over `result_preview_bytes`
+shown to the model as a preview and the reference that holds them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""expressions.py: the reference grammar of SPEC §5."""
+"""expressions.py: the reference grammar of docs/protocol.md#references."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""messages.py: canonical messages, shorthands, validation with JSON pointers (SPEC §1)."""
+"""messages.py: canonical messages, shorthands, validation with JSON pointers (docs/protocol.md#messages)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Rollout rules (SPEC §17) as pure functions: checking a rule, choosing a call's route, and the report's
+"""Rollout rules (docs/rollouts.md) as pure functions: checking a rule, choosing a call's route, and the report's
 figures from the counters (protocol/rollouts.py, protocol/rollout_report.py)."""
 
 from __future__ import annotations

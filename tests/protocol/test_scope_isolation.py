@@ -1,4 +1,4 @@
-"""Least privilege of the activity's `context` (SPEC §7): nothing out of its scope is reachable from it.
+"""Least privilege of the activity's `context` (docs/protocol.md#scopes): nothing out of its scope is reachable from it.
 
 The context of a call scoped to `["state"]` for instance ① is walked object by object (tests/reachability.py:
 attributes, slots, containers, its `emit` callable's bound self and closure); no `secret` message, other kind

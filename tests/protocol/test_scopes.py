@@ -1,4 +1,5 @@
-"""scopes.py: `_scopes`/`_imports` checks, scoped messages and the activity's context (SPEC §6, §7)."""
+"""scopes.py: `_scopes`/`_imports` checks, scoped messages and the activity's context (docs/protocol.md#instancing,
+docs/protocol.md#scopes)."""
 
 import pytest
 

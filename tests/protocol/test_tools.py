@@ -1,4 +1,4 @@
-"""ToolRegistry: registration checks (SPEC §2), no partial state, files, lookups."""
+"""ToolRegistry: registration checks (docs/protocol.md#tools), no partial state, files, lookups."""
 
 from __future__ import annotations
 

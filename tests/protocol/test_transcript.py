@@ -1,5 +1,6 @@
 """A `Transcript` grown tick by tick gives exactly the turns `tick_messages` builds from the whole log and every
-exchange, whatever the order the log and the exchanges grow in (SPEC §13: the conversation is append-only)."""
+exchange, whatever the order the log and the exchanges grow in (docs/protocol.md#what-the-model-is-sent: the
+conversation is append-only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Call validation (SPEC §4): tool lookup, every error with its JSON pointer, skip pointers, prefixes."""
+"""Call validation (docs/protocol.md#calls): tool lookup, every error with its JSON pointer, skip pointers, prefixes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""values.py: MISSING, get_in, copy-on-write set_in, merges and the five output methods (SPEC §5)."""
+"""values.py: MISSING, get_in, copy-on-write set_in, merges and the five output methods
+(docs/protocol.md#output-paths)."""
 
 import copy
 import pickle

@@ -1,4 +1,5 @@
-"""views.py: LogIndex views (SPEC §1, §6), resolution and parameter resolution (SPEC §5)."""
+"""views.py: LogIndex views (docs/protocol.md#messages, docs/protocol.md#instancing), resolution and parameter
+resolution (docs/protocol.md#references)."""
 
 import copy
 import random
@@ -149,7 +150,8 @@ class TestInstancing:
         assert first == {"a": 1, "b": 1}  # handed-out views never change
 
     def test_instanced_push_acts_on_the_instance_fold(self):
-        """SPEC §1: instance view = global view deep-merged with the instance's own fold (arrays replace)."""
+        """docs/protocol.md#messages: instance view = global view deep-merged with the instance's own fold (arrays
+        replace)."""
         index = LogIndex([{"type": "state", "data": {"log": ["g"]}},
                           engine("state", "†state.log", {"log": "i"}, "push", instance="①")])
         assert index.view("state", "①") == {"log": ["i"]}

@@ -1,4 +1,4 @@
-"""writes.py: output paths, fan-out, branching, failures (SPEC §5) and the seed examples."""
+"""writes.py: output paths, fan-out, branching, failures (docs/protocol.md#output-paths) and the seed examples."""
 
 import pytest
 
@@ -51,7 +51,7 @@ class TestPlainResults:
         assert resolve([message], "†state.weather.conditions") == "sunny"
 
     def test_spec_nesting_example(self):
-        """SPEC §5: †state.user.status appends {kind: state, data: {user: {status: <result>}}}."""
+        """docs/protocol.md#references: †state.user.status appends {kind: state, data: {user: {status: <result>}}}."""
         [message] = out({"_tool": "t", "_outputPath": "†state.user.status"}, "inactive")
         assert (message["kind"], message["data"], message["_path"]) == (
             "state", {"user": {"status": "inactive"}}, "†state.user.status")
@@ -111,7 +111,7 @@ class TestReturnedMessages:
         assert resolve(log, "†state.success || †state.error") == {"type": "CardDeclined", "message": "no"}
 
     def test_state_shorthand_is_not_a_message(self):
-        """SPEC §3: only text/data/error types are messages; anything else is a plain value."""
+        """docs/protocol.md#activities: only text/data/error types are messages; anything else is a plain value."""
         [message] = out(BRANCHING, {"type": "state", "data": {"error": 1}})
         assert message["_path"] == "†state.success"
 

@@ -1,5 +1,5 @@
-"""The places of ended calls (SPEC §17) are given back off the call's path, in groups: `Admission.ended` of a call
-that released nothing only notes its place; the process's admission thread gives back what was noted in one step
+"""The places of ended calls (docs/tenants.md) are given back off the call's path, in groups: `Admission.ended` of a
+call that released nothing only notes its place; the process's admission thread gives back what was noted in one step
 and publishes the parked calls it admits, and the next step the process makes for other reasons takes the noted
 places along (on Redis, a Redis Cluster and the memory store)."""
 

@@ -1,6 +1,6 @@
-"""A new job's admission step made with its write (SPEC §17): on a single Redis it runs in the write's round trip,
-after the job's script and only if that wrote the job; elsewhere (a cluster, the memory store) it is made on its own
-once the job is written. A write that fails after the step ran gives the job's places back, never publishing its
+"""A new job's admission step made with its write (docs/tenants.md): on a single Redis it runs in the write's round
+trip, after the job's script and only if that wrote the job; elsewhere (a cluster, the memory store) it is made on its
+own once the job is written. A write that fails after the step ran gives the job's places back, never publishing its
 calls."""
 
 from __future__ import annotations

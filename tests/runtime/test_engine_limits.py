@@ -1,5 +1,5 @@
-"""The engine under fleet-wide rate limits (SPEC §16), on the memory store: a request that must wait is not sent
-and holds no slot (its tick or call comes back after the wait), keeps its place, and is sent once without taking
+"""The engine under fleet-wide rate limits (docs/rate-limits.md), on the memory store: a request that must wait is not
+sent and holds no slot (its tick or call comes back after the wait), keeps its place, and is sent once without taking
 its share twice; what a request did not use goes back; a 429 pauses the model for every process."""
 
 from __future__ import annotations

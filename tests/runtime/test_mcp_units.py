@@ -1,4 +1,4 @@
-"""MCP servers as tools and activities, in this process (SPEC §18): the config's checks, the names, the tool
+"""MCP servers as tools and activities, in this process (docs/mcp.md): the config's checks, the names, the tool
 schemas, and the activities against the real test MCP server (tests/mcp_server.py over stdio). The worker
 processes and `agentq mcp` are tests/integration/test_mcp.py's."""
 

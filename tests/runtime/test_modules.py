@@ -1,4 +1,4 @@
-"""Saved modules (SPEC §8): finding, loading, validating and confining module files and URLs
+"""Saved modules (docs/protocol.md#modules): finding, loading, validating and confining module files and URLs
 (`agentq.engine.modules`), and the seed 003 example (Producer / Composer / Sound-Designer) in `workers/`.
 
 Pure file-system tests on `tmp_path`; URL modules are fetched from a real HTTP server on 127.0.0.1."""

@@ -1,4 +1,4 @@
-"""The job service and the engine with concurrency keys (SPEC §17) on `MemoryStore`, a recording dispatcher: what
+"""The job service and the engine with concurrency keys (docs/tenants.md) on `MemoryStore`, a recording dispatcher: what
 a waiting job sends (nothing) and what its start sends (its ready calls, its first tick), on every kind of job.
 No Celery, no Redis."""
 

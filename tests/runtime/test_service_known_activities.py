@@ -1,4 +1,4 @@
-"""Unit tests of `JobService` composing against *known* activities (SPEC §3 "live and known"), on `MemoryStore`:
+"""Unit tests of `JobService` composing against *known* activities (docs/protocol.md#activities), on `MemoryStore`:
 an activity whose workers are all gone keeps its tools explicit and its calls routed to its announced queue,
 until it is forgotten or its memory runs out. No Celery, no Redis (the integration test drives real workers)."""
 

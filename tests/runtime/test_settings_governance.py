@@ -1,5 +1,5 @@
-"""The model-governance settings (SPEC §16): `AGENTQ_DEFAULT_BUDGET` and `AGENTQ_LLM_PRICES`. A broken one stops
-the process at start with one line naming the setting and the problem."""
+"""The model-governance settings (docs/rate-limits.md#budgets): `AGENTQ_DEFAULT_BUDGET` and `AGENTQ_LLM_PRICES`. A
+broken one stops the process at start with one line naming the setting and the problem."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`AGENTQ_LLM_LIMITS` (SPEC §16): the models' fleet-wide rate limits as JSON, any subset per model, `"*"` for every
-other model. A broken value stops the process at start with one line naming the setting and every problem."""
+"""`AGENTQ_LLM_LIMITS` (docs/rate-limits.md): the models' fleet-wide rate limits as JSON, any subset per model, `"*"`
+for every other model. A broken value stops the process at start with one line naming the setting and every problem."""
 
 from __future__ import annotations
 

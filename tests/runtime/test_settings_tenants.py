@@ -1,4 +1,4 @@
-"""`AGENTQ_TENANTS` (SPEC §17): the tenants' limits, as JSON or `@/path` of a JSON file. A broken value stops the
+"""`AGENTQ_TENANTS` (docs/tenants.md): the tenants' limits, as JSON or `@/path` of a JSON file. A broken value stops the
 process at start with one line naming the setting and every problem."""
 
 from __future__ import annotations

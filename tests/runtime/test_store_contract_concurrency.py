@@ -1,4 +1,4 @@
-"""Job concurrency keys (SPEC §17), the same contract on Redis, a Redis Cluster and the memory store: at most
+"""Job concurrency keys (docs/tenants.md), the same contract on Redis, a Redis Cluster and the memory store: at most
 `limit` jobs of a tenant hold a key at once, first come first served per key, a job holds all its keys or waits;
 a job that ends, is canceled, expires, or whose end's release was lost gives its place to the next in line."""
 

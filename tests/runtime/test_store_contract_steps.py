@@ -75,7 +75,7 @@ def test_a_call_held_at_submission_is_approved_once(backend: Backend):
     assert decided == Decided(record=stored)
     assert store.call_statuses(job_id)[ids["first"]] is CallStatus.READY
     assert store.job_status(job_id) is JobStatus.RUNNING  # no call held any more
-    assert events(store, job_id) == ["job.queued", "call.finished"]
+    assert events(store, job_id) == ["job.queued", "call.awaiting_approval", "call.finished"]
     again = store.decide(job_id, ids["first"], decision="approve")
     assert again == DecisionConflict(status=CallStatus.READY)
 
@@ -87,7 +87,7 @@ def test_a_job_held_at_submission_starts_at_its_first_claim_and_stays_held(backe
     assert claim.outcome is ClaimOutcome.CLAIMED
     info = store.job_info(job_id)
     assert (info.status, bool(info.started_at)) == (JobStatus.AWAITING_APPROVAL, True)
-    assert events(store, job_id) == ["job.queued", "job.started"]
+    assert events(store, job_id) == ["job.queued", "call.awaiting_approval", "job.started"]
 
 
 def test_an_edit_replaces_the_record_and_a_reject_holds_the_call_for_its_failure(backend: Backend):
@@ -111,6 +111,7 @@ def test_a_released_call_that_needs_approval_is_held_and_so_is_its_job(backend: 
     store = backend.store
     job_id, ids = held(store, ["second"])
     assert store.job_status(job_id) is JobStatus.QUEUED  # second waits: nothing is held yet
+    assert events(store, job_id) == ["job.queued"]
     store.claim(job_id, ids["first"], token="a", lease_ms=LEASE_MS)
     commit = store.commit(job_id, ids["first"], token="a", status=CallStatus.DONE,
                           messages=[message(ids["first"], 2)])
@@ -118,6 +119,9 @@ def test_a_released_call_that_needs_approval_is_held_and_so_is_its_job(backend: 
         CommitOutcome.COMMITTED, [], JobStatus.AWAITING_APPROVAL, 1)
     assert store.call_statuses(job_id)[ids["second"]] is CallStatus.AWAITING_APPROVAL
     assert store.job_status(job_id) is JobStatus.AWAITING_APPROVAL
+    held_events = [e for _, e in store.read_events(job_id) if e["event"] == "call.awaiting_approval"]
+    assert [(e["call_id"], e["tool"], e["part"]["activity_type"]) for e in held_events] == [
+        (ids["second"], "second", "approval")]
     assert store.decide(job_id, ids["second"], decision="approve").record.id == ids["second"]
     assert store.job_status(job_id) is JobStatus.RUNNING
 
@@ -127,6 +131,21 @@ def test_no_decision_once_the_job_ended(backend: Backend):
     job_id, ids = held(store, ["first"])
     store.cancel(job_id, event=job_finished(job_id, JobStatus.CANCELED))
     assert store.decide(job_id, ids["first"], decision="approve") == DecisionConflict(status=CallStatus.CANCELED)
+
+
+def test_a_call_given_back_by_its_claimer_is_ready_again_with_its_attempt_uncounted(backend: Backend):
+    store = backend.store
+    job_id, ids = held(store, [])
+    first = ids["first"]
+    assert store.unclaim(job_id, first, token="t") is False  # not claimed: nothing to give back
+    assert store.claim(job_id, first, token="t", lease_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+    assert store.unclaim(job_id, first, token="other") is False  # not this token's
+    assert store.call_statuses(job_id)[first] is CallStatus.RUNNING
+    assert store.unclaim(job_id, first, token="t") is True
+    assert store.call_statuses(job_id)[first] is CallStatus.READY
+    assert store.unclaim(job_id, first, token="t") is False  # once
+    claim = store.claim(job_id, first, token="u", lease_ms=LEASE_MS)
+    assert (claim.outcome, claim.attempt) == (ClaimOutcome.CLAIMED, 1)  # the call's own first attempt
 
 
 # ----------------------------------------------------------------------------------------- settle
@@ -246,6 +265,8 @@ def test_a_tick_writes_its_calls_once_and_ends(backend: Backend):
                                            "call_c": CallStatus.AWAITING_APPROVAL, "call_d": CallStatus.READY}
     assert store.dependents(job_id, "call_a") == ["call_b"]
     assert store.job_status(job_id) is JobStatus.AWAITING_APPROVAL
+    assert [(e["event"], e.get("call_id")) for _, e in store.read_events(job_id)][-1] == (
+        "call.awaiting_approval", "call_c")
     assert store.call_records(job_id, ["call_b"]) == {"call_b": second[0]}
     exchange = {"log": 1, "tool_use_id": "tu_1", "solution": {"calls": []}}
     assert store.end_tick(job_id, token="other", exchange=exchange, counts=True) is None

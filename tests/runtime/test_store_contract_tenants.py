@@ -1,5 +1,5 @@
-"""The tenants' limits (SPEC §17), the same contract on Redis, a Redis Cluster and the memory store: a rate of jobs
-(a burst of `jobs_per_minute`, then one every 60 / jobs_per_minute s) and a cap on active jobs, where a job holds
+"""The tenants' limits (docs/tenants.md), the same contract on Redis, a Redis Cluster and the memory store: a rate of
+jobs (a burst of `jobs_per_minute`, then one every 60 / jobs_per_minute s) and a cap on active jobs, where a job holds
 its place from its admission until it ends (finalized or canceled), expires, or its submission is taken back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""agentq.telemetry (SPEC §18): off unless the OTEL_* variables ask, free when off, parameters only when opted in
+"""agentq.telemetry (docs/tracing.md): off unless the OTEL_* variables ask, free when off, parameters only when opted in
 and sensitive ones never; the span helpers on the SDK's `InMemorySpanExporter`."""
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ import {
 
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
 const jobPath = `/v1/jobs/${encodeURIComponent(jobId)}`;
-const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started", "call.retrying", "call.finished",
-  "thought", "tick.started", "tick.finished", "part", "message"];
+const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started", "call.awaiting_approval",
+  "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
-  error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊" };
+  error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊", approval: "✋" };
 const POLL_MS = 2000;
 const FINAL_CALL = new Set(["done", "failed", "skipped", "canceled"]);
 
@@ -419,6 +419,10 @@ function eventLine(id, envelope) {
   switch (e.event) {
     case "call.started":
       text = `${call}: attempt ${e.attempt} started`;
+      break;
+    case "call.awaiting_approval":
+      kind = "warn";
+      text = `${call}: awaiting a reviewer's approval`;
       break;
     case "call.retrying":
       kind = "warn";

@@ -1,4 +1,4 @@
--- A model's rate-limit buckets (SPEC §16), shared by llm_take.lua and llm_settle.lua (`--#include _buckets`).
+-- A model's rate-limit buckets (docs/rate-limits.md), shared by llm_take.lua and llm_settle.lua (`--#include _buckets`).
 -- The model's bucket hash holds, per kind (requests, input_tokens, output_tokens): `<kind>.level` (what the
 -- bucket holds; below 0 it is in debt to requests told to wait), `<kind>.at` (ms from which that level refills),
 -- `<kind>.learned` (the limit the API's `anthropic-ratelimit-*` headers last gave); and `paused_until` (ms: a

@@ -24,8 +24,9 @@ local function append_log(key, messages, expire_at_ms)
 end
 
 -- Decrement the waiting counts of the call's dependents; each that waits on nothing more becomes ready (its
--- record returned), awaiting_approval when it needs a reviewer (the job too), or canceled in a canceled job.
--- `job` is the job's fields (`job_fields`): its status is updated. Returns the released records.
+-- record returned), awaiting_approval when it needs a reviewer (the job too; its `call.awaiting_approval` event,
+-- rendered at submission and kept in the approval hash, is published to `k.events`), or canceled in a canceled
+-- job. `job` is the job's fields (`job_fields`): its status is updated. Returns the released records.
 local function release_dependents(k, call_id, job)
   local released = {}
   if job.no_dependents then return released end
@@ -33,10 +34,12 @@ local function release_dependents(k, call_id, job)
   for _, dependent in ipairs(dependents and cjson.decode(dependents) or {}) do
     local left = redis.call('HINCRBY', k.waiting, dependent, -1)
     if left <= 0 and redis.call('HGET', k.status, dependent) == CALL.PENDING then
+      local held = job.status ~= JOB.CANCELED and redis.call('HGET', k.approval, dependent)
       if job.status == JOB.CANCELED then
         redis.call('HSET', k.status, dependent, CALL.CANCELED)
-      elseif redis.call('HEXISTS', k.approval, dependent) == 1 then
+      elseif held then
         redis.call('HSET', k.status, dependent, CALL.AWAITING_APPROVAL)
+        if held ~= '1' then redis.call('XADD', k.events, '*', 'e', held) end  -- '1': a job written before events
         redis.call('HINCRBY', k.job, 'awaiting', 1)
         redis.call('HSET', k.job, 'status', JOB.AWAITING_APPROVAL)
         job.status = JOB.AWAITING_APPROVAL

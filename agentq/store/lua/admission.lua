@@ -1,4 +1,4 @@
--- Admission of ready calls to their Celery queues (SPEC §17): calls admitted and not yet ended are held per queue
+-- Admission of ready calls to their Celery queues (docs/tenants.md): calls admitted and not yet ended are held per queue
 -- up to the queue's window; the others are parked per queue, tenant and priority, and each place an ended call
 -- gives back goes to the next parked call: round-robin across tenants by weight (stride scheduling: a tenant's
 -- pass grows by 1/weight per call admitted, the lowest pass goes first), by priority (1 first) inside a tenant,

@@ -1,4 +1,4 @@
--- A job's budget (SPEC §16), shared by every process that makes its model requests (its ticks, its latent
+-- A job's budget (docs/rate-limits.md#budgets), shared by every process that makes its model requests (its ticks, its latent
 -- calls, its module child jobs' requests): reserve before a request is sent, settle with what it spent after.
 -- KEYS: the (root) job's job hash, its budget hash
 -- The budget hash holds `spent.<n>` and `held.<n>` for n in requests, input, output, cost (nano-dollars),

@@ -18,7 +18,7 @@
 -- Taking over a call whose lease expired counts one lost attempt in `lost` (its process died). Not in the first
 -- lease (plus 2 s) after a restart of the store, for a job claimed before it: a lease that lapsed while the
 -- store was down says nothing about its holder, which may hold a result it could not commit; it gets that long
--- to renew its lease or commit (the store retries of runtime/outages.py wait at most 2 s between tries).
+-- to renew its lease or commit (the store retries of engine/outages.py wait at most 2 s between tries).
 -- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length ('' when the log offset is -1),
 --          '1' if the caller's start events were published else '0', lost attempts, number of tail messages t,

@@ -1,4 +1,4 @@
--- Job concurrency keys (SPEC §17): at most `limit` jobs of a tenant holding a key run at once, first come first
+-- Job concurrency keys (docs/tenants.md): at most `limit` jobs of a tenant holding a key run at once, first come first
 -- served per key; a job starts only when it fits under all of its keys. Every key of a tenant shares its hash tag.
 -- KEYS[1]: the tenant's jobs hash (job id -> JSON {k: [[key, limit], ...], x: expiry (s), p: place in line})
 -- ARGV[1]: the prefix of the tenant's other keys: `h:<key>` holders (zset: job id -> expiry, s), `w:<key>` waiters

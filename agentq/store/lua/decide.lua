@@ -1,4 +1,4 @@
--- A reviewer's decision on a call awaiting approval (SPEC §9).
+-- A reviewer's decision on a call awaiting approval (docs/protocol.md#approvals).
 -- KEYS: job, calls, status, approval, lease, events
 -- ARGV: call_id, decision ('approve' | 'edit' | 'reject'), the edited record JSON ('' unless edit),
 --       token and lease_ms (reject: the call is held by that token until its failure is committed), event JSON

@@ -1,4 +1,4 @@
--- What a model request taught, for the whole fleet (SPEC §16): give back what it took and did not use (its
+-- What a model request taught, for the whole fleet (docs/rate-limits.md): give back what it took and did not use (its
 -- max_tokens beyond what it wrote, its estimated prompt beyond the real one; a negative amount takes more), learn
 -- the account's limits and remaining capacity from the API's `anthropic-ratelimit-*` headers (a bucket never
 -- holds more than the API says remains), and pause the model until a 429's or 529's `retry-after` is over.

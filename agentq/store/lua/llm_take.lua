@@ -1,4 +1,4 @@
--- Take a model request's share of its model's rate limits for the whole fleet (SPEC §16): one request, its
+-- Take a model request's share of its model's rate limits for the whole fleet (docs/rate-limits.md): one request, its
 -- estimated prompt, its max_tokens, each from a token bucket whose capacity is the per-minute limit, refilled
 -- continuously (see _buckets.lua). A request that finds a bucket short still takes its share (the bucket goes into
 -- debt) and is told when it may be sent: once every bucket is out of that debt and the model's pause, if any, is

@@ -50,6 +50,6 @@ redis.call('HSET', KEYS[3], call_id, ARGV[7])
 for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
 local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
-           dependents = KEYS[9], approval = KEYS[10]}
+           dependents = KEYS[9], approval = KEYS[10], events = KEYS[6]}
 local released = release_dependents(k, call_id, job)
 return committed_reply(k, cjson.decode(stored).awaited, job, released)

@@ -1,4 +1,4 @@
--- Admit a job of a tenant that has limits (SPEC §17), before it is written: at most `max_active` of its jobs
+-- Admit a job of a tenant that has limits (docs/tenants.md), before it is written: at most `max_active` of its jobs
 -- active at once (the active set holds each admitted job until it ends or expires), and a rate of jobs by GCRA
 -- (a burst of `burst`, then one every `interval` ms). Nothing changes when the job is refused.
 -- KEYS: the tenant's active set (zset: job id -> its expiry, s), the tenant's rate (hash: `tat`, ms)

@@ -153,7 +153,8 @@ class CallSteps(MemoryCore):
             for envelope in events:
                 packed = entry(envelope, job_id)
                 self._xadd(state, marked(packed, "after_cancel", True) if late else packed)
-            released, job_status = release_dependents(state, call_id, job_status)
+            released, job_status = release_dependents(state, call_id, job_status,
+                                                      lambda held: self._xadd(state, held))
             record = json.loads(state.calls[call_id])
             assert awaited is None or awaited == record["awaited"], "the caller's record is not the stored one"
             return committed_reply(state, record, job_status, released)
@@ -180,7 +181,8 @@ class CallSteps(MemoryCore):
             state.status[call_id] = status.value
             for envelope in events:
                 self._xadd(state, entry(envelope, job_id))
-            released, job_status = release_dependents(state, call_id, job_status)
+            released, job_status = release_dependents(state, call_id, job_status,
+                                                      lambda held: self._xadd(state, held))
             return Settled(commit=committed_reply(state, json.loads(state.calls[call_id]), job_status, released))
 
     @staticmethod
@@ -199,6 +201,17 @@ class CallSteps(MemoryCore):
         if expect_started and "started_at" not in state.job:
             return SettleUnstarted()
         return None
+
+    def unclaim(self, job_id: str, call_id: str, *, token: str) -> bool:
+        """unclaim.lua."""
+        with self._changed:
+            state = self._get(job_id)
+            if state is None or self._holder(state, call_id) != token or state.status.get(call_id) != _RUNNING:
+                return False
+            state.status[call_id] = _READY
+            state.leases.pop(call_id, None)
+            state.attempts[call_id] = state.attempts.get(call_id, 0) - 1
+            return True
 
     def release_for_retry(self, job_id: str, call_id: str, *, token: str, event: Envelope | None = None) -> bool:
         """retry.lua."""

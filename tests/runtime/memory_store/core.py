@@ -141,10 +141,12 @@ class MemoryCore:
 
 
 
-def release_dependents(state: JobState, call_id: str, job_status: str) -> tuple[list[CallRecord], str]:
+def release_dependents(state: JobState, call_id: str, job_status: str,
+                       publish: Callable[[str], None]) -> tuple[list[CallRecord], str]:
     """`release_dependents` of _committed.lua: each dependent that waits on nothing more becomes ready (its
-    record returned), awaiting_approval when a reviewer must approve it (the job too), or canceled in a canceled
-    job. Returns the released records and the job's status after it."""
+    record returned), awaiting_approval when a reviewer must approve it (the job too; its kept
+    `call.awaiting_approval` event is published), or canceled in a canceled job. Returns the released records and
+    the job's status after it."""
     released: list[CallRecord] = []
     for dependent in json.loads(state.dependents.get(call_id) or "[]"):
         left = state.waiting[dependent] = state.waiting.get(dependent, 0) - 1
@@ -154,6 +156,8 @@ def release_dependents(state: JobState, call_id: str, job_status: str) -> tuple[
             state.status[dependent] = CallStatus.CANCELED.value
         elif dependent in state.approval:
             state.status[dependent] = CallStatus.AWAITING_APPROVAL.value
+            if state.approval[dependent] != "1":
+                publish(state.approval[dependent])
             state.incr("awaiting", 1)
             job_status = state.job["status"] = JobStatus.AWAITING_APPROVAL.value
         else:

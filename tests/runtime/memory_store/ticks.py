@@ -4,7 +4,7 @@ and writes around a tick (`agent_inputs`, `set_job_tools`, `end_ticking`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -83,7 +83,8 @@ class TickSteps(MemoryCore):
                 return None
             ready = []
             for record, plan in zip(records, plans, strict=True):
-                if record.id not in state.calls and _add_call(state, record, plan):  # HSETNX: each call once
+                if record.id not in state.calls and _add_call(state, record, plan, job_id,  # HSETNX: each call once
+                                                               lambda held: self._xadd(state, held)):
                     ready.append(CallRecord.from_dict(json.loads(state.calls[record.id])))
             return ready
 
@@ -151,7 +152,7 @@ class TickSteps(MemoryCore):
                 self._get_or_new(job_id).tools.update({k: dumps(v) for k, v in composed.items()})
 
 
-def _add_call(state: JobState, record: CallRecord, plan: Any) -> bool:
+def _add_call(state: JobState, record: CallRecord, plan: Any, job_id: str, publish: Callable[[str], None]) -> bool:
     """add_calls.lua's writes of one new call; whether it is ready now."""
     state.calls[record.id] = dumps(record.to_dict())
     waiting = 0
@@ -161,7 +162,7 @@ def _add_call(state: JobState, record: CallRecord, plan: Any) -> bool:
             waiting += 1
             state.dependents[dependency] = dumps([*json.loads(state.dependents.get(dependency) or "[]"), record.id])
     if plan.approval:
-        state.approval[record.id] = "1"
+        state.approval[record.id] = entry(plan.held_event(job_id), job_id)
     if record.awaited:
         state.incr("open", 1)
     state.waiting[record.id] = waiting
@@ -169,6 +170,7 @@ def _add_call(state: JobState, record: CallRecord, plan: Any) -> bool:
         state.status[record.id] = CallStatus.PENDING.value
     elif plan.approval:
         state.status[record.id] = CallStatus.AWAITING_APPROVAL.value
+        publish(state.approval[record.id])
         state.incr("awaiting", 1)
         state.job["status"] = JobStatus.AWAITING_APPROVAL.value
     else:
