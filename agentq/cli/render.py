@@ -77,8 +77,7 @@ class LiveView:
         name = self._call_name(event)
         match event:
             case JobQueued():
-                what = "agent job" if event.kind == "agent" else f"{event.calls} calls"
-                self.out(f"job {event.job_id} queued ({what})")
+                self.out(f"job {event.job_id} queued ({_queued_what(event)})")
             case TickStarted():
                 self._tick_started(event)
             case TickFinished():
@@ -87,9 +86,8 @@ class LiveView:
                 self._call_moved(event, name)
             case CallFinished():
                 self._call_finished(event, name)
-            case Thought(part=part) | Thinking(part=part):
-                label = "thinking: " if isinstance(event, Thinking) else ""
-                self.out(f"  💭 {label}{(part or {}).get('content')}")
+            case Thought() | Thinking():
+                self.out(_thought_line(event))
             case Part(part=part):
                 self.show_part(part or {})
 
@@ -220,3 +218,14 @@ def cost_text(cost: float | None) -> str:
     if cost is None:
         return "cost unknown (a model has no price: AGENTQ_LLM_PRICES)"
     return f"${cost:,.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
+
+
+def _queued_what(event: JobQueued) -> str:
+    """What a queued job is, in its `job … queued (…)` line."""
+    return "agent job" if event.kind == "agent" else f"{event.calls} calls"
+
+
+def _thought_line(event: Thought | Thinking) -> str:
+    """A thought the model showed (`Thinking`: its extended thinking)."""
+    label = "thinking: " if isinstance(event, Thinking) else ""
+    return f"  💭 {label}{(event.part or {}).get('content')}"

@@ -243,6 +243,11 @@ class Admission:
         self._noted.add(members, self._give_back)
         return []
 
+    def close(self) -> None:
+        """The process's runtime closes: its giving-back thread gives back what was noted and ends (a runtime built
+        and closed again and again, as tests and embedded clients do, leaves no thread behind)."""
+        self._noted.close()
+
     def _give_back(self) -> None:
         """Give back the places noted (the thread's turn): the parked calls they admit are published."""
         members = self._noted.take()
@@ -370,12 +375,22 @@ class _Noted:
         self._pid = 0
         self._members: list[str] = []
         self._wake = threading.Condition()
+        self._closed = False
 
     def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
+        if self._closed:  # no thread any more: given back now
+            self._members += members
+            give_back()
+            return
         if self._pid != os.getpid():
             self._start(give_back)
         with self._wake:
             self._members += members
+            self._wake.notify()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
             self._wake.notify()
 
     def _start(self, give_back: Callable[[], None]) -> None:
@@ -396,10 +411,11 @@ class _Noted:
         return members
 
     def _run(self, wake: threading.Condition, give_back: Callable[[], None]) -> None:
-        while True:
+        while not self._closed:
             with wake:
-                wake.wait_for(lambda: bool(self._members))
-            time.sleep(GIVE_BACK_S)  # the ends that follow join the group
+                wake.wait_for(lambda: bool(self._members) or self._closed)
+            if not self._closed:
+                time.sleep(GIVE_BACK_S)  # the ends that follow join the group
             try:
                 give_back()
             except Exception:  # the places are the sweep's now; the thread goes on with the next ones

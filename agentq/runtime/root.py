@@ -86,6 +86,8 @@ class Parts:
 
     def close(self) -> None:
         try:
+            if self.dispatcher.admission is not None:
+                self.dispatcher.admission.close()
             self.store.close()
         finally:
             self.app.close()

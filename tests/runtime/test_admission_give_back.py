@@ -53,3 +53,27 @@ def test_the_admission_thread_gives_noted_places_back_and_publishes_what_they_ad
     adm.ended("job_g", ["call_3"], [])
     wait_for(lambda: not backend.store.admission_counts(), 10.0, "every place to be given back")
     assert len(published) == 2 and backend.store.parked_queues() == []
+
+
+def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend: Backend,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """A runtime built and closed again and again (tests, embedded clients) leaves no giving-back thread behind: a
+    process once held one per closed runtime (72 in one pytest worker, over a test's thread budget)."""
+    import threading
+
+    monkeypatch.setattr(admission_module, "GIVE_BACK_S", 60.0)  # the thread would wait: only the close gives back
+    def admission_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "agentq-admission"}
+
+    adm, published = admission(backend)
+    assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(3)])] == ["call_0", "call_1"]
+    before = admission_threads()  # other tests' admissions (never closed) may have theirs
+    adm.ended("job_g", ["call_0"], [])
+    (thread,) = admission_threads() - before
+    adm.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert published == ["job_g/call_2"]  # what was noted was given back on the way out
+    adm.ended("job_g", ["call_1"], [])  # after the close: given back at once, no thread started
+    assert admission_threads() - before == set()
+    assert backend.store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
