@@ -37,6 +37,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │                                  monitoring (Flower) shows the task as FAILURE
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
+    │   ├── ReplayUnmatched            a replay file has no answer for the request (it names the file and the ask)
     │   ├── BudgetExceeded             the job's budget does not allow the request: it was not sent
     │   ├── ModelStopped               the model answered, but not with an answer agentq can use (`usage`)
     │   │   ├── ModelRefused           it declined (stop_reason `refusal`): never retried
@@ -226,6 +227,11 @@ class LLMNotConfigured(LLMError):
     """No LLM provider is configured (set ANTHROPIC_API_KEY or AGENTQ_LLM)."""
 
 
+class ReplayUnmatched(LLMError):
+    """The replay file (`AGENTQ_LLM=replay:<file>`) holds no answer for a model request: the message names the file
+    and what the request asked. Never retried: the job fails rather than get another request's answer."""
+
+
 class BudgetExceeded(LLMError):
     """A model request the job's budget (`options.budget`, SPEC §16) does not allow: it was not sent, and the
     job fails with this error; the message names what ran out."""
@@ -345,6 +351,7 @@ __all__ = [
     "ReferenceCycleError",
     "ReferenceSyntaxError",
     "RegistrationError",
+    "ReplayUnmatched",
     "RolloutRuleError",
     "ScopeError",
     "StoreError",

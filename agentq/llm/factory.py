@@ -1,4 +1,4 @@
-"""Choosing the LLM provider from the settings (SPEC §13)."""
+"""Choosing the LLM provider from the settings."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def create_llm(settings: Settings) -> LLM | None:
     """The provider ``settings`` ask for, or ``None`` when there is none (agent ticks, latent calls and
     modules then fail with ``LLMNotConfigured``).
 
-    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"``; or unset, which means ``anthropic`` when
+    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"`` (or a folder of ``*.jsonl`` files); or unset, which means ``anthropic`` when
     ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps the provider in a
     recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
     """
@@ -28,12 +28,7 @@ def create_llm(settings: Settings) -> LLM | None:
     elif choice.lower() == "anthropic":
         provider = _anthropic(settings)
     elif choice.startswith(REPLAY_PREFIX):
-        path = choice[len(REPLAY_PREFIX):].strip()
-        if not path:
-            raise ConfigurationError("AGENTQ_LLM=replay:<file> needs a file name after 'replay:'")
-        from agentq.llm.replay import ReplayLLM
-
-        provider = ReplayLLM.from_file(path)
+        provider = replay_provider(settings)
     else:
         raise ConfigurationError(f"AGENTQ_LLM={choice!r} is not a provider: use 'anthropic' or 'replay:<file>'")
     record = getattr(settings, "llm_record", None)
@@ -42,6 +37,20 @@ def create_llm(settings: Settings) -> LLM | None:
 
         provider = RecordingLLM(provider, record)
     return provider
+
+
+def replay_provider(settings: Settings) -> LLM | None:
+    """The bare replay `settings` ask for (``AGENTQ_LLM=replay:<file>``; not recorded, priced or metered: the batch
+    lane answers from it at the batch price), None for any other provider."""
+    choice = (getattr(settings, "llm", None) or "").strip()
+    if not choice.startswith(REPLAY_PREFIX):
+        return None
+    path = choice[len(REPLAY_PREFIX):].strip()
+    if not path:
+        raise ConfigurationError("AGENTQ_LLM=replay:<file> needs a file name after 'replay:'")
+    from agentq.llm.replay import ReplayLLM
+
+    return ReplayLLM.from_file(path)
 
 
 def uses_anthropic(settings: Settings) -> bool:
@@ -63,4 +72,4 @@ def _anthropic(settings: Settings) -> LLM:
                         connections=int(getattr(settings, "engine_concurrency", 100)))
 
 
-__all__ = ["api_key", "create_llm", "uses_anthropic"]
+__all__ = ["api_key", "create_llm", "replay_provider", "uses_anthropic"]
