@@ -17,9 +17,9 @@ def create_llm(settings: Settings) -> LLM | None:
     """The provider ``settings`` ask for, or ``None`` when there is none (agent ticks, latent calls and
     modules then fail with ``LLMNotConfigured``).
 
-    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"`` (or a folder of ``*.jsonl`` files); or unset, which means ``anthropic`` when
-    ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps the provider in a
-    recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
+    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"`` (or a folder of ``*.jsonl`` files); or unset, which
+    means ``anthropic`` when ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps
+    the provider in a recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
     """
     choice = (getattr(settings, "llm", None) or "").strip()
     provider: LLM | None

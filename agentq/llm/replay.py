@@ -23,8 +23,9 @@ of the same objects; ``replay:<folder>`` reads every ``*.jsonl`` file of a folde
 
 Matching: by what a request asks, never by order
 ------------------------------------------------
-A request gets the answer recorded under its key (the first in the file when several are). A file recorded
-before keys existed carries ``request`` (the request's exact fingerprint) instead, matched exactly too. Answers
+A request gets the answer recorded under its key (the first in the file when several are); an answer with a key
+answers that request only (its ``match`` is then a note). A file recorded before keys existed carries ``request``
+(the request's exact fingerprint) instead, matched exactly too. Answers
 with neither are hand-written: such an answer fits a request of its purpose when all of its ``match`` texts
 occur in the request's last user turn, and of the answers that fit, the one with the most ``match`` texts
 answers (an answer without ``match`` fits every request of its purpose: a file of one answer per purpose needs
@@ -237,7 +238,8 @@ class ReplayLLM:
             solution = json.loads(answer.raw)
         except ValueError:
             solution = None
-        return LLMAnswer(solution=solution, raw=answer.raw, tool_use_id=answer.tool_use_id or f"toolu_replay_{key[:20]}",
+        tool_use_id = answer.tool_use_id or f"toolu_replay_{key[:20]}"
+        return LLMAnswer(solution=solution, raw=answer.raw, tool_use_id=tool_use_id,
                          usage=replace(answer.usage, requests=1), stop_reason=answer.stop_reason)
 
 

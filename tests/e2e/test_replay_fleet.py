@@ -113,3 +113,17 @@ def test_the_embedded_api_runs_its_agent_examples_from_the_packaged_replays(api_
         else:
             assert set(record["state"]) == {"song", "effects", "record"}
     print(f"three example jobs in {time.monotonic() - started:.1f} s")
+
+
+def test_a_batch_job_under_a_replay_is_answered_as_batched_requests_at_the_batch_price(tmp_path):
+    job = json.loads((ROOT / JOB).read_text(encoding="utf-8"))
+    job["options"]["priority"] = "batch"
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps(job))
+    streamed, batched = (json.loads(cli(None, "run", str(p), "-m", "workers", "--json", timeout=90,
+                                        AGENTQ_LLM=f"replay:{REPLAY}").stdout) for p in (ROOT / JOB, path))
+    check_record(batched)
+    assert batched["result"] == streamed["result"]
+    assert "batch" not in streamed["usage"]
+    assert batched["usage"]["batch"] == {"requests": 4, "cost_usd": pytest.approx(batched["usage"]["cost_usd"])}
+    assert batched["usage"]["cost_usd"] == pytest.approx(streamed["usage"]["cost_usd"] / 2)  # the batch discount

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from agentq.errors import ConfigurationError, ReplayUnmatched
 from agentq.llm.base import LLMRequest
 from agentq.llm.replay import RecordingLLM, ReplayLLM, load_answers, request_key
 from tests.llm.test_replay import SCHEMA
+
+WIDER: dict[str, Any] = {**SCHEMA, "properties": {"calls": {"type": "array"}, "output": {}, "extra": {}}}
 
 
 def conversation(*, tool_use_id: str, job_id: str, call_id: str, at: str, results: list[str],
@@ -29,7 +32,8 @@ def conversation(*, tool_use_id: str, job_id: str, call_id: str, at: str, result
                       solution_schema=SCHEMA, max_tokens=512)
 
 
-RESULTS = ['- quote {"service": "standard"} wrote †state.a (set): 1', '- quote {"service": "express"} wrote †state.b (set): 2']
+RESULTS = ['- quote {"service": "standard"} wrote †state.a (set): 1',
+           '- quote {"service": "express"} wrote †state.b (set): 2']
 
 
 def test_ids_times_signatures_and_the_order_of_parallel_results_do_not_change_the_key():
@@ -45,7 +49,7 @@ def test_ids_times_signatures_and_the_order_of_parallel_results_do_not_change_th
 @pytest.mark.parametrize("change", [
     lambda r: replace(r, purpose="module"),
     lambda r: replace(r, system=("other instructions",)),
-    lambda r: replace(r, solution_schema={**SCHEMA, "properties": {**SCHEMA["properties"], "extra": {}}}),
+    lambda r: replace(r, solution_schema=WIDER),
     lambda r: conversation(tool_use_id="toolu_1", job_id="job_x", call_id="c", at="now",
                            results=[RESULTS[0].replace(": 1", ": 7"), RESULTS[1]]),  # another result
     lambda r: LLMRequest(**{**r.__dict__, "messages": (
@@ -67,7 +71,7 @@ def test_a_recording_replays_for_a_later_run_of_the_same_job_and_refuses_another
     later = conversation(tool_use_id="toolu_02", job_id="job_01M8JZ6RC56VB1A8S07AP2QEEX",
                          call_id="call_0123456789abcdef0123456789ab", at="2026-12-01T00:00:00Z", results=RESULTS[::-1])
     assert replay.solve(later).solution == {"calls": [], "output": "done"}
-    more_tools = replace(later, solution_schema={**SCHEMA, "properties": {**SCHEMA["properties"], "other": {}}})
+    more_tools = replace(later, solution_schema=WIDER)
     with pytest.raises(ReplayUnmatched, match=r"run\.jsonl has no answer for this tick request \(key [0-9a-f]{32}\)"):
         replay.solve(more_tools)  # a recorded (keyed) answer never answers another request
 
@@ -122,7 +126,7 @@ def test_a_folder_is_every_jsonl_file_in_it_and_an_empty_one_is_refused(tmp_path
                          max_tokens=5)
         assert replay.solve(ask).solution == {"calls": [], "output": text}
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigurationError, match="holds no \\*.jsonl file"):
+    with pytest.raises(ConfigurationError, match=r"holds no \*\.jsonl file"):
         load_answers(tmp_path / "empty")
     (tmp_path / "empty" / "c.jsonl").write_text("# only a comment\n")
     with pytest.raises(ConfigurationError, match="holds no answer"):
