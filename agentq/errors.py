@@ -258,7 +258,14 @@ class ModelOutputTruncated(ModelStopped):
 
 class ContextWindowExceeded(ModelStopped):
     """The request does not fit the model's context window (stop_reason `model_context_window_exceeded`, or the
-    API's 400 "prompt is too long"), and compacting the conversation once did not make it fit."""
+    API's 400 "prompt is too long"), and compacting the conversation once did not make it fit. `window` and
+    `prompt_tokens` are what the API's refusal said ("N tokens > M maximum"), None when it said nothing."""
+
+    def __init__(self, message: str, *, usage: Any = None, stop_reason: str | None = None,
+                 window: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message, usage=usage, stop_reason=stop_reason)
+        self.window = window
+        self.prompt_tokens = prompt_tokens
 
 
 class UnknownStopReason(ModelStopped):

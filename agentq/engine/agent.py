@@ -17,7 +17,11 @@ their ids, so the retried stream cannot dispatch them again.
 Stop reasons (SPEC §16): an answer cut at max_tokens keeps the calls that came whole (already written) as its
 solution, and the next request asks for the rest; cut again right after, the job fails (`ModelOutputTruncated`).
 A refusal fails the job at once. A request the context window refuses is compacted once (`Transcript.compact_all`)
-and made again within the same tick, then fails the job (`ContextWindowExceeded`). With thinking on
+and made again within the same tick, then fails the job (`ContextWindowExceeded`). When the refusal says the model's
+window ("prompt is too long: N tokens > M maximum"), the process keeps it for the model (`AgentLoop.windows`,
+scaled by how the request's estimate compares with N): this job's conversation, and every later one of that
+model in this process, is compacted to stay under it, so a job whose window is smaller than assumed meets one
+refusal. With thinking on
 (`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking blocks
 stay in its exchange, to go back unchanged; their summaries become `thinking` events.
 """
@@ -49,7 +53,9 @@ from agentq.errors import (
     ModelStopped,
 )
 from agentq.llm.base import LLMRequest, Usage
+from agentq.protocol.compaction import estimated_tokens
 from agentq.protocol.compose import compose, composed_tools
+from agentq.protocol.context import MIN_INPUT_TOKENS
 from agentq.protocol.envelopes import JobStarted, TickStarted
 from agentq.protocol.events import activity_part
 from agentq.protocol.instructions import job_system_texts, system_blocks
@@ -128,6 +134,7 @@ class AgentLoop(TickEnding):
         self.module_loader = module_loader
         self.lease_ms = int(settings.lease_s * 1000)
         self.transcripts = Transcripts(settings.engine_concurrency)  # the conversations of the jobs it ticks
+        self.windows: dict[str, int] = {}  # per model: the context window a refusal taught (in estimated tokens)
 
     # ---------------------------------------------------------------------------------------- a tick
 
@@ -180,12 +187,16 @@ class AgentLoop(TickEnding):
         composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
         self.store.set_job_tools(job_id, composed)
         self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
+        learned = self.windows.get(info.job_options.model or self.settings.model)
+        if learned is not None:
+            transcript.limit(learned)
         tick = _Tick(job_id, n, token, attempt, info, transcript, solution_schema, composed, known)
         for compacted in (False, True):  # a request the context window refuses is compacted once, then fails
             outcome = self._solve(tick)
             if not isinstance(outcome, ContextWindowExceeded):
                 return outcome
-            if compacted or not transcript.compact_all():
+            fitted = not compacted and self._learn_window(tick, outcome)
+            if compacted or not (transcript.compact_all() or fitted):
                 self._give_up(job_id, token, n, "ContextWindowExceeded", f"{outcome}; " + (
                     "compacting the conversation once did not make it fit" if compacted
                     else "there is no earlier exchange left to compact"))
@@ -257,6 +268,22 @@ class AgentLoop(TickEnding):
         kept = replace(ended, answer=replace(ended.answer, solution={"calls": list(run.streamed), "output": None}))
         return self._end(tick.job_id, tick.token, tick.info, kept, list(run.plan.problems), written=run.written,
                          truncated=True)
+
+    def _learn_window(self, tick: _Tick, refused: ContextWindowExceeded) -> bool:
+        """Keep the window the refusal states for the request's model, in the estimate's tokens (scaled by the
+        estimate of the refused request against the tokens the API counted), and keep this job's conversation
+        under it; whether that compacted more of it."""
+        if not refused.window:
+            return False
+        request = self._request(tick.info, tick.transcript, tick.solution_schema)
+        estimate = estimated_tokens(request.system, request.messages, request.solution_schema)
+        scale = min(1.0, estimate / refused.prompt_tokens) if refused.prompt_tokens else 1.0
+        window = max(int(refused.window * scale), MIN_INPUT_TOKENS)
+        self.windows[request.model] = min(window, self.windows.get(request.model, window))
+        log.warning("job %s: %s refused a prompt of %s tokens: its context window is %d tokens; conversations of "
+                    "it are kept under that from now on", tick.job_id, request.model, refused.prompt_tokens,
+                    refused.window)
+        return tick.transcript.limit(self.windows[request.model])
 
     def _count_stopped(self, job_id: str, error: LLMError, model: str) -> None:
         """A request the model answered unusably (a refusal, a full context window) was still paid for."""
