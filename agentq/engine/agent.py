@@ -18,10 +18,9 @@ Stop reasons (SPEC §16): an answer cut at max_tokens keeps the calls that came 
 solution, and the next request asks for the rest; cut again right after, the job fails (`ModelOutputTruncated`).
 A refusal fails the job at once. A request the context window refuses is compacted once (`Transcript.compact_all`)
 and made again within the same tick, then fails the job (`ContextWindowExceeded`). When the refusal says the model's
-window ("prompt is too long: N tokens > M maximum"), the process keeps it for the model (`AgentLoop.windows`,
+window ("prompt is too long: N tokens > M maximum"), it is kept for the model, for the fleet (`engine/windows.py`,
 scaled by how the request's estimate compares with N): this job's conversation, and every later one of that
-model in this process, is compacted to stay under it, so a job whose window is smaller than assumed meets one
-refusal. With thinking on
+model, is compacted to stay under it, so a job whose window is smaller than assumed meets one refusal. With thinking on
 (`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking blocks
 stay in its exchange, to go back unchanged; their summaries become `thinking` events.
 """
@@ -44,6 +43,7 @@ from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
 from agentq.engine.solutions import solution_part, solution_problems
 from agentq.engine.tick_end import TickAnswer, TickEnding
+from agentq.engine.windows import LearnedWindows
 from agentq.errors import (
     BudgetExceeded,
     ContextWindowExceeded,
@@ -134,7 +134,7 @@ class AgentLoop(TickEnding):
         self.module_loader = module_loader
         self.lease_ms = int(settings.lease_s * 1000)
         self.transcripts = Transcripts(settings.engine_concurrency)  # the conversations of the jobs it ticks
-        self.windows: dict[str, int] = {}  # per model: the context window a refusal taught (in estimated tokens)
+        self.windows = LearnedWindows(store, settings.heartbeat_s)  # per model: what refusals taught the fleet
 
     # ---------------------------------------------------------------------------------------- a tick
 
@@ -279,11 +279,11 @@ class AgentLoop(TickEnding):
         estimate = estimated_tokens(request.system, request.messages, request.solution_schema)
         scale = min(1.0, estimate / refused.prompt_tokens) if refused.prompt_tokens else 1.0
         window = max(int(refused.window * scale), MIN_INPUT_TOKENS)
-        self.windows[request.model] = min(window, self.windows.get(request.model, window))
+        window = self.windows.learn(request.model, window)
         log.warning("job %s: %s refused a prompt of %s tokens: its context window is %d tokens; conversations of "
                     "it are kept under that from now on", tick.job_id, request.model, refused.prompt_tokens,
                     refused.window)
-        return tick.transcript.limit(self.windows[request.model])
+        return tick.transcript.limit(window)
 
     def _count_stopped(self, job_id: str, error: LLMError, model: str) -> None:
         """A request the model answered unusably (a refusal, a full context window) was still paid for."""

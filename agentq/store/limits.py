@@ -41,5 +41,13 @@ class LimitSteps(StoreConnection):
             args += [limit or 0, refund, -1 if seen is None else seen, -1 if remaining is None else remaining]
         self.scripts.run("llm_settle", [self.fleet.llm(model)], args)
 
+    def learn_context_window(self, model: str, tokens: int) -> None:
+        """Keep the context window a refusal of `model` taught, for the fleet (`AgentLoop` reads them back)."""
+        self.redis.hset(self.fleet.llm_windows, model, tokens)
+
+    def context_windows(self) -> dict[str, int]:
+        """The context windows refusals taught, by model."""
+        return {model: int(tokens) for model, tokens in self.redis.hgetall(self.fleet.llm_windows).items()}
+
 
 __all__ = ["IDLE_MS", "LimitSteps"]

@@ -1,7 +1,8 @@
 """A model whose context window is smaller than agentq assumes (an unknown model gets 200k tokens): the first
 request it refuses ("prompt is too long: N tokens > M maximum", 400 invalid_request_error) teaches the window, and
 the job, compacted to stay under it, meets no second refusal. The real `anthropic` SDK against the fake Messages
-API (which refuses an over-long prompt as the API does), real Redis, real Celery workers."""
+API (which refuses an over-long prompt as the API does), real Redis, real Celery workers: two dispatchers, whose
+ticks of one job alternate, learn it through the store."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ WINDOW = 60_000  # tokens: the fake's window, well under the 200k agentq assumes
 def test_a_30_tick_job_of_50_kb_pages_meets_at_most_one_refusal_of_a_smaller_window(
         reader: ReaderHarness, anthropic_env: FakeAnthropic):  # noqa: F811
     ticks = 30
+    reader.worker(llm="anthropic", concurrency=4)  # a second dispatcher: the job's ticks go to either
     anthropic_env.context_window = WINDOW
     anthropic_env.refusals_expected = True  # the first one: the job learns the window from it
 
@@ -29,9 +31,9 @@ def test_a_30_tick_job_of_50_kb_pages_meets_at_most_one_refusal_of_a_smaller_win
         return Answer.solution({"calls": [call], "output": None}, chunk_size=4000)
 
     anthropic_env.responder = agent
-    record = reader.run({"context": [{"type": "text", "text": "Read the pages one per tick."}],
-                         "tools": ["read_page"], "output": {"type": "string"},
-                         "options": {"max_ticks": ticks + 1}}, timeout=150)
+    job = {"context": [{"type": "text", "text": "Read the pages one per tick."}], "tools": ["read_page"],
+           "output": {"type": "string"}, "options": {"max_ticks": ticks + 1}}
+    record = reader.run(job, timeout=150)
     refusals = [message for _, message in anthropic_env.refusals]
     print("refusals:", refusals)
     print("tokens sent per tick:", [len(r.raw) // 4 for r in anthropic_env.requests])
@@ -43,3 +45,7 @@ def test_a_30_tick_job_of_50_kb_pages_meets_at_most_one_refusal_of_a_smaller_win
     assert len(answered) == ticks + 1  # every tick asked once more than refused: the one refused request again
     for k, request in enumerate(answered[1:], start=1):  # the page read last is always shown whole
         assert page(k) in request.raw.decode(), k
+    windows = reader.runtime().parts.store.context_windows()
+    assert list(windows) == ["claude-sonnet-4-6"] and windows["claude-sonnet-4-6"] <= WINDOW
+    again = reader.run(job, timeout=150)  # a later job of the model: under the window from its first tick
+    assert again["status"] == "succeeded" and len(anthropic_env.refusals) == 1
