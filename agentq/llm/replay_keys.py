@@ -13,8 +13,9 @@ output schema). What it leaves out or normalises:
   of a tick (``call_`` and 28 hex digits), wherever they occur in a text;
 - timestamps (an ISO 8601 date with a time of day, e.g. ``2026-11-29T06:12:55.123Z``); a date alone is kept: it
   is usually part of what was asked;
-- the order of the lines of a tool_result's "Results of the calls": calls that run in parallel finish, and are
-  reported, in any order.
+- the order of the lines of a tool_result's "Results of the calls", and of the keys of the objects in a JSON
+  block of a text (a ¶state rendered in a turn): calls that run in parallel finish, write and are reported in any
+  order.
 
 Everything else counts: another input, another tool schema (a fleet with other tools or another version of
 one), another result of an activity, and the request has another key, so a replay refuses it rather than answer
@@ -36,6 +37,7 @@ _TOOL_USE_ID = re.compile(r"\btoolu_[A-Za-z0-9_]+")
 _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _RESULTS = "Results of the calls:\n"
+_JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 _OPAQUE = frozenset({"signature", "data"})  # of a thinking block: its signature, a redacted block's data
 
 
@@ -68,11 +70,20 @@ def _normal(value: Any, uses: dict[str, str]) -> Any:
 
 
 def _normal_text(text: str, uses: dict[str, str]) -> str:
-    text = _results_sorted(text)
+    text = _JSON_BLOCK.sub(_sorted_block, _results_sorted(text))
     text = _TOOL_USE_ID.sub(lambda m: uses.setdefault(m.group(0), f"toolu_{len(uses)}"), text)
     text = _TIMESTAMP.sub("<timestamp>", text)
     text = _TICK_CALL_ID.sub("call_<id>", text)
     return _ULID_ID.sub(lambda m: f"{m.group(1)}_<id>", text)
+
+
+def _sorted_block(found: re.Match[str]) -> str:
+    """A fenced JSON block with its objects' keys sorted (as it was when it does not parse)."""
+    try:
+        value = json.loads(found.group(1))
+    except ValueError:
+        return found.group(0)
+    return "```json\n" + json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n```"
 
 
 def _results_sorted(text: str) -> str:

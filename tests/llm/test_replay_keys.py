@@ -131,3 +131,17 @@ def test_a_folder_is_every_jsonl_file_in_it_and_an_empty_one_is_refused(tmp_path
     (tmp_path / "empty" / "c.jsonl").write_text("# only a comment\n")
     with pytest.raises(ConfigurationError, match="holds no answer"):
         load_answers(tmp_path / "empty")
+
+
+def test_the_key_order_of_a_rendered_json_block_does_not_change_the_key_but_its_values_do():
+    def asking(block: str) -> LLMRequest:
+        text = f"## Data: ¶state\n```json\n{block}\n```\nThe work done so far."
+        turn = {"role": "user", "content": [{"type": "text", "text": text}]}
+        return LLMRequest(model="m", system=(), messages=(turn,), solution_schema=SCHEMA, max_tokens=5)
+
+    melody_first = json.dumps({"melody": {"key": "A minor"}, "arrangement": [1, 2]}, indent=2)
+    arrangement_first = json.dumps({"arrangement": [1, 2], "melody": {"key": "A minor"}}, indent=2)
+    assert request_key(asking(melody_first)) == request_key(asking(arrangement_first))
+    assert request_key(asking(melody_first)) != request_key(asking(melody_first.replace("A minor", "E minor")))
+    swapped = melody_first.replace("[\n    1,\n    2", "[\n    2,\n    1")
+    assert swapped != melody_first and request_key(asking(melody_first)) != request_key(asking(swapped))
