@@ -54,12 +54,16 @@ ENTRY_OVERHEAD_BYTES = 100  # a batch entry's own JSON around its params
 Counted = Callable[[str, LLMAnswer | None, BaseException | None], None]
 """`counted(model, answer, error)`: a result taken, counted into the metrics as a streamed request is."""
 
+Record = Callable[[LLMRequest, LLMAnswer], None]
+"""`record(request, answer)`: an answer taken, appended to `AGENTQ_LLM_RECORD`'s file (`llm/replay.py`)."""
+
 
 class BatchLane:
     """A batch-lane job's requests: queued for a batch, their results picked up (one per process)."""
 
     def __init__(self, queue: BatchQueue, prices: PriceTable, *, max_attempts: int, recheck_s: float,
-                 counted: Counted | None = None):
+                 counted: Counted | None = None, record: Record | None = None):
+        self.record = record  # `AGENTQ_LLM_RECORD`: each answer taken is recorded, as a streamed one is
         self.queue = queue
         self.prices = prices
         self.max_attempts = max_attempts
@@ -117,6 +121,8 @@ class BatchLane:
         answer = replace(answer, usage=replace(answer.usage, cost_nanousd=cost, batch_requests=1))
         self.queue.forget(cid)
         hooks.after_request(RequestEnded(asked, answer))
+        if self.record is not None:
+            self.record(asked.request, answer)
         return answer
 
 
@@ -124,7 +130,9 @@ class ReplayLane:
     """The batch lane under a replay provider: each request answered from the replay at once, as a batch answer
     (the batch price, `batch_requests`, no streaming dispatch); see the module docstring."""
 
-    def __init__(self, replay: LLM, prices: PriceTable, *, counted: Counted | None = None):
+    def __init__(self, replay: LLM, prices: PriceTable, *, counted: Counted | None = None,
+                 record: Record | None = None):
+        self.record = record
         self.replay = replay  # the bare replay (not priced: the lane prices at the batch price)
         self.prices = prices
         self.counted = counted
@@ -141,6 +149,8 @@ class ReplayLane:
             replayed = self.replay.solve(sent.request)  # no on_call: a batch answer comes whole
             cost = self.prices.cost_nanousd(sent.request, replayed.usage, batch=True)
             answer = replace(replayed, usage=replace(replayed.usage, cost_nanousd=cost, batch_requests=1))
+            if self.record is not None:
+                self.record(sent.request, answer)
         except BaseException as failed:
             error = failed
             raise

@@ -8,6 +8,7 @@ from agentq.errors import ConfigurationError
 from agentq.llm.base import LLM
 
 if TYPE_CHECKING:
+    from agentq.llm.replay import Recorder
     from agentq.settings import Settings
 
 REPLAY_PREFIX = "replay:"
@@ -53,6 +54,17 @@ def replay_provider(settings: Settings) -> LLM | None:
     return ReplayLLM.from_file(path)
 
 
+def recorder(settings: Settings) -> Recorder | None:
+    """What appends exchanges to ``AGENTQ_LLM_RECORD``'s file (None: unset): the batch lane records its answers
+    with it, as the recording provider does a streamed request's."""
+    record = getattr(settings, "llm_record", None)
+    if not record:
+        return None
+    from agentq.llm.replay import Recorder
+
+    return Recorder(record)
+
+
 def uses_anthropic(settings: Settings) -> bool:
     """Whether `settings` ask for the Anthropic provider (the one with a Message Batches API: the batch lane)."""
     choice = (getattr(settings, "llm", None) or "").strip()
@@ -72,4 +84,4 @@ def _anthropic(settings: Settings) -> LLM:
                         connections=int(getattr(settings, "engine_concurrency", 100)))
 
 
-__all__ = ["api_key", "create_llm", "replay_provider", "uses_anthropic"]
+__all__ = ["api_key", "create_llm", "recorder", "replay_provider", "uses_anthropic"]

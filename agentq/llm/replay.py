@@ -243,18 +243,18 @@ class ReplayLLM:
                          usage=replace(answer.usage, requests=1), stop_reason=answer.stop_reason)
 
 
-class RecordingLLM:
-    """Wraps a provider and appends each exchange it answers to a replay file (JSON Lines)."""
+_FILE_LOCKS: dict[Path, threading.Lock] = {}
+_FILE_LOCKS_LOCK = threading.Lock()
 
-    def __init__(self, inner: LLM, path: str | os.PathLike[str]) -> None:
-        self.inner = inner
+
+class Recorder:
+    """Appends exchanges to a replay file (JSON Lines), one whole line at a time: recorders of the same file in
+    one process (a provider's, the batch lane's) share a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
-
-    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        answer = self.inner.solve(request, on_call=on_call)
-        self.record(request, answer)
-        return answer
+        with _FILE_LOCKS_LOCK:
+            self._lock = _FILE_LOCKS.setdefault(self.path.resolve(), threading.Lock())
 
     def record(self, request: LLMRequest, answer: LLMAnswer) -> None:
         self.write(recorded_entry(request, answer))
@@ -268,6 +268,19 @@ class RecordingLLM:
                     handle.write(line)
         except OSError as exc:
             raise LLMError(f"cannot write the LLM record file {self.path}: {exc}") from exc
+
+
+class RecordingLLM(Recorder):
+    """Wraps a provider and appends each exchange it answers to a replay file (JSON Lines)."""
+
+    def __init__(self, inner: LLM, path: str | os.PathLike[str]) -> None:
+        super().__init__(path)
+        self.inner = inner
+
+    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
+        answer = self.inner.solve(request, on_call=on_call)
+        self.record(request, answer)
+        return answer
 
 
 def recorded_entry(request: LLMRequest, answer: LLMAnswer) -> dict[str, Any]:
@@ -287,5 +300,5 @@ def answers_as_lines(answers: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(dict(a), ensure_ascii=False) + "\n" for a in answers)
 
 
-__all__ = ["RecordingLLM", "ReplayAnswer", "ReplayLLM", "answers_as_lines", "last_user_text", "load_answers",
-           "recorded_entry", "request_fingerprint", "request_key"]
+__all__ = ["Recorder", "RecordingLLM", "ReplayAnswer", "ReplayLLM", "answers_as_lines", "last_user_text",
+           "load_answers", "recorded_entry", "request_fingerprint", "request_key"]

@@ -31,7 +31,7 @@ from agentq.engine.modules import ModuleLibrary
 from agentq.engine.rollout_stats import RolloutStats
 from agentq.errors import LLMError
 from agentq.llm.batch import BatchClient
-from agentq.llm.factory import api_key, create_llm, replay_provider, uses_anthropic
+from agentq.llm.factory import api_key, create_llm, recorder, replay_provider, uses_anthropic
 from agentq.llm.prices import PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
@@ -142,9 +142,12 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     limiter = ModelLimiter(patient, settings.model_limits)  # after the budget: a refused request takes nothing
     counted = functools.partial(count_request, parts.metrics)
     replay = replay_provider(settings)  # no Message Batches API: the lane answers from the replay (engine/batch.py)
+    saved = recorder(settings)
+    record = saved.record if saved is not None else None
     lane: Lane | None = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
-                                  recheck_s=max(settings.batch_poll_s * 4, 10.0), counted=counted) \
-        if uses_anthropic(settings) else ReplayLane(replay, table, counted=counted) if replay is not None else None
+                                  recheck_s=max(settings.batch_poll_s * 4, 10.0), counted=counted, record=record) \
+        if uses_anthropic(settings) else ReplayLane(replay, table, counted=counted, record=record) \
+        if replay is not None else None
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
