@@ -87,7 +87,8 @@ class LimitSteps(MemoryCore):
 
     def learn_context_window(self, model: str, tokens: int) -> None:
         with self._changed:
-            self.__dict__.setdefault("_windows", {})[model] = tokens
+            windows = self.__dict__.setdefault("_windows", {})
+            windows[model] = min(tokens, windows.get(model, tokens))
 
     def context_windows(self) -> dict[str, int]:
         with self._changed:
