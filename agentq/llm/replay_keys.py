@@ -8,7 +8,8 @@ output schema). What it leaves out or normalises:
 - the model, ``max_tokens``, the cache TTL and the thinking settings (how it is asked, not what);
 - the ids of the solution tool's uses (``toolu_…``: the API makes new ones every run), numbered by first
   appearance instead;
-- thinking blocks' signatures and redacted data (opaque, new every run);
+- thinking blocks' signatures and redacted data (opaque, new every run), and the blocks' prompt-cache
+  breakpoints (``cache_control``: how the provider caches, so a key is the same for an API body);
 - agentq's time-ordered ids of any kind (``job_01J…``, ``call_01J…``: a prefix and a ULID) and the ids of the calls
   of a tick (``call_`` and 28 hex digits), wherever they occur in a text;
 - timestamps (an ISO 8601 date with a time of day, e.g. ``2026-11-29T06:12:55.123Z``); a date alone is kept: it
@@ -38,7 +39,9 @@ _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 _RESULTS = "Results of the calls:\n"
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
-_OPAQUE = frozenset({"signature", "data"})  # of a thinking block: its signature, a redacted block's data
+_OPAQUE = frozenset({"signature", "data", "cache_control"})  # of a thinking block: its signature, a redacted
+# block's data
+_BLOCK = frozenset({"cache_control"})  # of any other content block: its prompt-cache breakpoint
 
 
 def request_key(request: LLMRequest) -> str:
@@ -64,7 +67,7 @@ def _normal(value: Any, uses: dict[str, str]) -> Any:
     if isinstance(value, list | tuple):
         return [_normal(item, uses) for item in value]
     if isinstance(value, dict):
-        opaque = _OPAQUE if value.get("type") in _THINKING else ()
+        opaque = _OPAQUE if value.get("type") in _THINKING else _BLOCK if "type" in value else ()
         return {key: _normal(item, uses) for key, item in value.items() if key not in opaque}
     return value
 

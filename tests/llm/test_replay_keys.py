@@ -44,6 +44,9 @@ def test_ids_times_signatures_and_the_order_of_parallel_results_do_not_change_th
                        results=RESULTS[::-1], signature="sig-2")
     assert request_key(one) == request_key(two)
     assert request_key(replace(one, model="claude-b", max_tokens=9, cache_ttl="1h")) == request_key(one)
+    last = one.messages[-1]
+    as_sent = {**last, "content": [{**last["content"][0], "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}
+    assert request_key(replace(one, messages=(*one.messages[:-1], as_sent))) == request_key(one)  # an API body's
 
 
 @pytest.mark.parametrize("change", [
