@@ -56,9 +56,13 @@ def with_packaged_replays(settings: Settings) -> tuple[Settings, str]:
         return settings, f"AGENTQ_LLM={settings.llm}"
     if api_key(settings):
         return settings, f"the Anthropic API (ANTHROPIC_API_KEY is set), model {settings.model}"
-    folder = resources.files(PACKAGED_REPLAYS[0]).joinpath(PACKAGED_REPLAYS[1])
-    if not isinstance(folder, Path):  # not a folder on disk (a zipped install): nothing to replay from
-        return settings, "none (no ANTHROPIC_API_KEY or AGENTQ_LLM set): agent jobs fail with LLMNotConfigured"
+    none = "none (no ANTHROPIC_API_KEY or AGENTQ_LLM set): agent jobs fail with LLMNotConfigured"
+    try:
+        folder = resources.files(PACKAGED_REPLAYS[0]).joinpath(PACKAGED_REPLAYS[1])
+    except ModuleNotFoundError:  # the example workers are not installed
+        return settings, none
+    if not isinstance(folder, Path) or not folder.is_dir():  # not a folder on disk (a zipped install)
+        return settings, none
     names = ", ".join(sorted(p.name for p in folder.glob("*.jsonl")))
     return (settings.model_copy(update={"llm": f"replay:{folder}"}),
             f"replay of the recorded answers of the example jobs ({names}; no ANTHROPIC_API_KEY set: set it to ask "
