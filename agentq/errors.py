@@ -38,6 +38,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │                                  monitoring (Flower) shows the task as FAILURE
     ├── LLMError                       the model could not give an answer (after its retries)
     │   ├── LLMNotConfigured           no provider: latent calls, modules and agent ticks cannot run
+    │   ├── ReplayUnmatched            a replay file has no answer for the request (it names the file and the ask)
     │   ├── BudgetExceeded             the job's budget does not allow the request: it was not sent
     │   ├── ModelStopped               the model answered, but not with an answer agentq can use (`usage`)
     │   │   ├── ModelRefused           it declined (stop_reason `refusal`): never retried
@@ -233,6 +234,11 @@ class LLMNotConfigured(LLMError):
     """No LLM provider is configured (set ANTHROPIC_API_KEY or AGENTQ_LLM)."""
 
 
+class ReplayUnmatched(LLMError):
+    """The replay file (`AGENTQ_LLM=replay:<file>`) holds no answer for a model request: the message names the file
+    and what the request asked. Never retried: the job fails rather than get another request's answer."""
+
+
 class BudgetExceeded(LLMError):
     """A model request the job's budget (`options.budget`, docs/rate-limits.md#budgets) does not allow: it was not sent,
     and the job fails with this error; the message names what ran out."""
@@ -259,7 +265,14 @@ class ModelOutputTruncated(ModelStopped):
 
 class ContextWindowExceeded(ModelStopped):
     """The request does not fit the model's context window (stop_reason `model_context_window_exceeded`, or the
-    API's 400 "prompt is too long"), and compacting the conversation once did not make it fit."""
+    API's 400 "prompt is too long"), and compacting the conversation once did not make it fit. `window` and
+    `prompt_tokens` are what the API's refusal said ("N tokens > M maximum"), None when it said nothing."""
+
+    def __init__(self, message: str, *, usage: Any = None, stop_reason: str | None = None,
+                 window: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message, usage=usage, stop_reason=stop_reason)
+        self.window = window
+        self.prompt_tokens = prompt_tokens
 
 
 class UnknownStopReason(ModelStopped):
@@ -353,6 +366,7 @@ __all__ = [
     "ReferenceCycleError",
     "ReferenceSyntaxError",
     "RegistrationError",
+    "ReplayUnmatched",
     "RolloutRuleError",
     "ScopeError",
     "StoreError",

@@ -20,7 +20,7 @@ of the same process: the model, the SDK, the worker and the client share one Pyt
     and dispatching the call, running it (a no-op) and committing its result, then the next tick's task. The
     same job with no calls (each tick answers ``calls: []`` until the last) leaves the activity out; the same
     job with the replay provider (``AGENTQ_LLM=replay:<file>``: in-process, no HTTP, no SDK) leaves the
-    model's transport out, which leaves agentq's own work (plus the replay's fingerprint of each request). The
+    model's transport out, which leaves agentq's own work (plus the replay's key of each request). The
     times between requests along the job show that a tick costs more as the conversation grows.
 (2) Streaming dispatch. The model streams a solution of 5 calls over 5 units of time (``--unit``, default 1 s):
     each call's closing brace arrives one unit after the previous one (the first after one unit). Each call's
@@ -184,12 +184,13 @@ def run_job(client: Client, job: dict) -> tuple[float, float, Any]:
     return elapsed, cpu, handle
 
 
-def write_replay(path: Path, ticks: int, rounds: int) -> None:
-    """Answers for `rounds` jobs of `ticks` one-call ticks plus a final one, used in file order."""
+def write_replay(path: Path, ticks: int) -> None:
+    """Answers for jobs of `ticks` one-call ticks plus a final one, in any number of runs: tick k > 0 is the one
+    whose last turn reports the previous tick's write (its `match`), tick 0 the one without."""
     with open(path, "w", encoding="utf-8") as handle:
-        for _ in range(rounds):
-            for tick in range(ticks + 1):
-                handle.write(json.dumps({"solution": overhead_solution(tick, ticks, calls=True)}) + "\n")
+        for tick in range(ticks + 1):
+            match = {"match": f"wrote †state.r{tick - 1} (set)"} if tick else {}
+            handle.write(json.dumps({**match, "solution": overhead_solution(tick, ticks, calls=True)}) + "\n")
 
 
 def iso_seconds(value: str) -> float:
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # (1a) the replay provider: no HTTP, no SDK
         replay_file = Path(tmp) / "overhead.jsonl"
-        write_replay(replay_file, ticks, repeat + 1)
+        write_replay(replay_file, ticks)
         parts = bench.start(f"replay:{replay_file}")
         replay_runs: list[tuple[float, float]] = []
         try:

@@ -32,12 +32,21 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
-    """`agentq api`: the HTTP API and the web page (README.md#the-http-api-and-the-web-page)."""
+    """`agentq api`: the HTTP API and the web page (README.md#the-http-api-and-the-web-page). Embedded, it serves
+    the example activities (those the page's example jobs call) unless `-m` says otherwise, and answers their model
+    requests as `agentq demo --agent` does: from the configured provider, else from the packaged replay files."""
     from agentq.api.server import serve
 
+    settings, modules = args.settings, args.module
+    if args.embedded:
+        from agentq.cli.demo import EXAMPLE_MODULES, with_packaged_replays
+
+        settings, provider = with_packaged_replays(settings)
+        modules = modules or list(EXAMPLE_MODULES)
+        print(f"agentq api: LLM: {provider}", file=sys.stderr, flush=True)
     tools = local_tools(args.module, args.tools) if (args.module or args.tools) and not args.embedded else None
-    serve(args.settings, host=args.host, port=args.port, auth_enabled=not args.no_auth, embedded=args.embedded,
-          modules=args.module, tool_dirs=args.tools, tools=tools)
+    serve(settings, host=args.host, port=args.port, auth_enabled=not args.no_auth, embedded=args.embedded,
+          modules=modules, tool_dirs=args.tools, tools=tools)
     return 0
 
 

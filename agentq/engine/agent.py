@@ -15,12 +15,15 @@ Transient model failures (429, overload, an `error` event mid-stream) are retrie
 honour `retry-after`, up to `AGENTQ_LLM_MAX_ATTEMPTS`; calls already dispatched from the broken stream keep
 their ids, so the retried stream cannot dispatch them again.
 
-Stop reasons (docs/protocol.md#thinking-and-stop-reasons): an answer cut at max_tokens keeps the calls that came whole
-(already written) as its solution, and the next request asks for the rest; cut again right after, the job fails
-(`ModelOutputTruncated`). A refusal fails the job at once. A request the context window refuses is compacted once
-(`Transcript.compact_all`) and made again within the same tick, then fails the job (`ContextWindowExceeded`). With
-thinking on (`options.thinking`), an answer without the solution tool is sent back once, and the answer's thinking
-blocks stay in its exchange, to go back unchanged; their summaries become `thinking` events.
+Stop reasons (docs/protocol.md#thinking-and-stop-reasons): an answer cut at max_tokens keeps the calls that came
+whole (already written) as its solution, and the next request asks for the rest; cut again right after, the job
+fails (`ModelOutputTruncated`). A refusal fails the job at once. A request the context window refuses is compacted
+once (`Transcript.compact_all`) and made again within the same tick, then fails the job (`ContextWindowExceeded`).
+When the refusal says the model's window ("prompt is too long: N tokens > M maximum"), it is kept for the model, for
+the fleet (`engine/windows.py`, scaled by how the request's estimate compares with N): this job's conversation, and
+every later one of that model, is compacted to stay under it, so a job whose window is smaller than assumed meets
+one refusal. With thinking on (`options.thinking`), an answer without the solution tool is sent back once, and the
+answer's thinking blocks stay in its exchange, to go back unchanged; their summaries become `thinking` events.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from agentq.engine.requests import ModelRequests
 from agentq.engine.routing import Routing
 from agentq.engine.solutions import solution_part, solution_problems
 from agentq.engine.tick_end import TickAnswer, TickEnding
+from agentq.engine.windows import LearnedWindows
 from agentq.errors import (
     BudgetExceeded,
     ContextWindowExceeded,
@@ -51,7 +55,9 @@ from agentq.errors import (
     ModelStopped,
 )
 from agentq.llm.base import LLMRequest, Usage
+from agentq.protocol.compaction import estimated_tokens
 from agentq.protocol.compose import compose, composed_tools
+from agentq.protocol.context import MIN_INPUT_TOKENS
 from agentq.protocol.envelopes import JobStarted, TickStarted
 from agentq.protocol.events import activity_part
 from agentq.protocol.instructions import job_system_texts, system_blocks
@@ -60,12 +66,12 @@ from agentq.protocol.records import TICK, ErrorInfo, JobInfo
 from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
 from agentq.settings import Settings
-from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, TickStore
+from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, LimitStore, TickStore
 from agentq.store.replies import TickClaimed, TickLeased
 from agentq.store.views import AgentInputs
 
 
-class AgentStore(TickStore, EventStore, BudgetStore, CallStore, JobReader, Protocol):
+class AgentStore(TickStore, EventStore, BudgetStore, LimitStore, CallStore, JobReader, Protocol):
     """What the agent loop's ticks use."""
 
 log = logging.getLogger("agentq.agent")
@@ -135,6 +141,7 @@ class AgentLoop(TickEnding):
         self.module_loader = module_loader
         self.lease_ms = int(settings.lease_s * 1000)
         self.transcripts = Transcripts(settings.engine_concurrency)  # the conversations of the jobs it ticks
+        self.windows = LearnedWindows(store, settings.heartbeat_s)  # per model: what refusals taught the fleet
 
     # ---------------------------------------------------------------------------------------- a tick
 
@@ -187,12 +194,16 @@ class AgentLoop(TickEnding):
         composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution_schema)}
         self.store.set_job_tools(job_id, composed)
         self.transcripts.keep(job_id, transcript)  # this tick only reads it from here on
+        learned = self.windows.get(info.job_options.model or self.settings.model)
+        if learned is not None:
+            transcript.limit(learned)
         tick = _Tick(job_id, n, token, attempt, info, transcript, solution_schema, composed, known)
         for compacted in (False, True):  # a request the context window refuses is compacted once, then fails
             outcome = self._solve(tick)
             if not isinstance(outcome, ContextWindowExceeded):
                 return outcome
-            if compacted or not transcript.compact_all():
+            fitted = not compacted and self._learn_window(tick, outcome)
+            if compacted or not (transcript.compact_all() or fitted):
                 self._give_up(job_id, token, n, "ContextWindowExceeded", f"{outcome}; " + (
                     "compacting the conversation once did not make it fit" if compacted
                     else "there is no earlier exchange left to compact"))
@@ -264,6 +275,22 @@ class AgentLoop(TickEnding):
         kept = replace(ended, answer=replace(ended.answer, solution={"calls": list(run.streamed), "output": None}))
         return self._end(tick.job_id, tick.token, tick.info, kept, list(run.plan.problems), written=run.written,
                          truncated=True)
+
+    def _learn_window(self, tick: _Tick, refused: ContextWindowExceeded) -> bool:
+        """Keep the window the refusal states for the request's model, in the estimate's tokens (scaled by the
+        estimate of the refused request against the tokens the API counted), and keep this job's conversation
+        under it; whether that compacted more of it."""
+        if not refused.window:
+            return False
+        request = self._request(tick.info, tick.transcript, tick.solution_schema)
+        estimate = estimated_tokens(request.system, request.messages, request.solution_schema)
+        scale = min(1.0, estimate / refused.prompt_tokens) if refused.prompt_tokens else 1.0
+        window = max(int(refused.window * scale), MIN_INPUT_TOKENS)
+        window = self.windows.learn(request.model, window)
+        log.warning("job %s: %s refused a prompt of %s tokens: its context window is %d tokens; conversations of "
+                    "it are kept under that from now on", tick.job_id, request.model, refused.prompt_tokens,
+                    refused.window)
+        return tick.transcript.limit(window)
 
     def _count_stopped(self, job_id: str, error: LLMError, model: str) -> None:
         """A request the model answered unusably (a refusal, a full context window) was still paid for."""

@@ -15,6 +15,11 @@ it polls the open batches, and when one ended it keeps each result under its req
 for it. Everything lives in Redis (`store/batches.py`): a dispatcher that restarts, or another one, goes on where
 the last round stopped.
 
+**Under a replay** (`AGENTQ_LLM=replay:<file>`) there is no Message Batches API: `ReplayLane` answers each batched
+request from the file at once, as a batch would have answered it: priced at the batch price, counted as a batched
+request (`usage.batch`), its calls written when the whole answer is there (no streaming dispatch). No batch is sent
+and no round runs.
+
 **Cancel.** A canceled job's requests still queued are dropped at the next flush; one already sent cannot be taken
 out of its batch (the API cancels whole batches only): its result is ignored when it arrives, and a batch whose
 requests all belong to jobs that ended is canceled.
@@ -34,7 +39,7 @@ from typing import Any
 from agentq.engine.hooks import Hook, ModelRequest, RequestEnded
 from agentq.engine.progress import Dispatch
 from agentq.errors import LLMError, LLMRetryableError, ModelDeferred
-from agentq.llm.base import LLMAnswer, LLMRequest, OnCall
+from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
 from agentq.llm.batch import MAX_BATCH_BYTES, BatchClient, answer_of, batch_params, custom_id
 from agentq.llm.prices import PriceTable
 from agentq.protocol.records import JobInfo
@@ -49,12 +54,16 @@ ENTRY_OVERHEAD_BYTES = 100  # a batch entry's own JSON around its params
 Counted = Callable[[str, LLMAnswer | None, BaseException | None], None]
 """`counted(model, answer, error)`: a result taken, counted into the metrics as a streamed request is."""
 
+Record = Callable[[LLMRequest, LLMAnswer], None]
+"""`record(request, answer)`: an answer taken, appended to `AGENTQ_LLM_RECORD`'s file (`llm/replay.py`)."""
+
 
 class BatchLane:
     """A batch-lane job's requests: queued for a batch, their results picked up (one per process)."""
 
     def __init__(self, queue: BatchStore, prices: PriceTable, *, max_attempts: int, recheck_s: float,
-                 counted: Counted | None = None):
+                 counted: Counted | None = None, record: Record | None = None):
+        self.record = record  # `AGENTQ_LLM_RECORD`: each answer taken is recorded, as a streamed one is
         self.queue = queue
         self.prices = prices
         self.max_attempts = max_attempts
@@ -112,7 +121,48 @@ class BatchLane:
         answer = replace(answer, usage=replace(answer.usage, cost_nanousd=cost, batch_requests=1))
         self.queue.forget(cid)
         hooks.after_request(RequestEnded(asked, answer))
+        if self.record is not None:
+            self.record(asked.request, answer)
         return answer
+
+
+class ReplayLane:
+    """The batch lane under a replay provider: each request answered from the replay at once, as a batch answer
+    (the batch price, `batch_requests`, no streaming dispatch); see the module docstring."""
+
+    def __init__(self, replay: LLM, prices: PriceTable, *, counted: Counted | None = None,
+                 record: Record | None = None):
+        self.record = record
+        self.replay = replay  # the bare replay (not priced: the lane prices at the batch price)
+        self.prices = prices
+        self.counted = counted
+
+    def solve(self, hooks: Hook, job: JobInfo, request: LLMRequest, *, place: str,
+              on_send: Callable[[], None] | None = None, on_call: OnCall | None = None) -> LLMAnswer:
+        asked = ModelRequest(job=job, request=request, key=f"batch:{custom_id(place)}", place=place, batch=True)
+        sent = replace(asked, request=hooks.before_request(asked))
+        answer: LLMAnswer | None = None
+        error: BaseException | None = None
+        try:
+            if on_send is not None:
+                on_send()
+            replayed = self.replay.solve(sent.request)  # no on_call: a batch answer comes whole
+            cost = self.prices.cost_nanousd(sent.request, replayed.usage, batch=True)
+            answer = replace(replayed, usage=replace(replayed.usage, cost_nanousd=cost, batch_requests=1))
+            if self.record is not None:
+                self.record(sent.request, answer)
+        except BaseException as failed:
+            error = failed
+            raise
+        finally:
+            hooks.after_request(RequestEnded(sent, answer, error))
+            if self.counted is not None:
+                self.counted(request.model, answer, error)
+        return _reported(answer, on_call)
+
+
+Lane = BatchLane | ReplayLane
+"""What takes a batch job's model requests: the Message Batches API's lane, or a replay's."""
 
 
 def _reported(answer: LLMAnswer, on_call: OnCall | None) -> LLMAnswer:
@@ -314,4 +364,4 @@ class BatchPoller:
             self._thread.join(timeout=5)
 
 
-__all__ = ["BatchLane", "BatchPoller", "BatchRound", "TaskWaker"]
+__all__ = ["BatchLane", "BatchPoller", "BatchRound", "Lane", "ReplayLane", "TaskWaker"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentq.engine.agent import AgentLoop, KnownActivities
-from agentq.engine.batch import BatchLane
+from agentq.engine.batch import Lane
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import solution_for
 from agentq.engine.commits import Shown, commit_failure
@@ -91,7 +91,7 @@ class Executor:
                  known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
-                 hooks: Hook | None = None, batch: BatchLane | None = None):
+                 hooks: Hook | None = None, batch: Lane | None = None):
         self.settings = settings
         # every store step is retried while the store is unreachable (see engine/outages.py); the lease
         # keeper has its own loop and keeps the store itself

@@ -19,13 +19,13 @@ from agentq.protocol.priority import is_batch
 from agentq.protocol.records import JobInfo
 
 if TYPE_CHECKING:
-    from agentq.engine.batch import BatchLane
+    from agentq.engine.batch import Lane
 
 
 class ModelRequests:
     """The provider behind the hooks' gates; one per process, shared by threads."""
 
-    def __init__(self, llm: LLM, hooks: Hook | None = None, *, batch: BatchLane | None = None):
+    def __init__(self, llm: LLM, hooks: Hook | None = None, *, batch: Lane | None = None):
         self.llm = llm
         self.hooks = hooks if hooks is not None else Hooks()
         self.batch = batch  # the batch lane, for jobs with `options.priority: "batch"` (None: they stream too)

@@ -9,6 +9,7 @@ long" a :class:`ContextWindowExceeded`; everything else :class:`LLMError`.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -132,12 +133,22 @@ def _status_error(exc: Any) -> LLMError:
         return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status,
                                  rate_limits=rate_limits_of(headers))
     if status == 400 and PROMPT_TOO_LONG in str(exc.api_message or exc.message or "").lower():
-        return ContextWindowExceeded(_status_text(exc))
+        prompt_tokens, window = refused_window(str(exc.api_message or exc.message or ""))
+        return ContextWindowExceeded(_status_text(exc), window=window, prompt_tokens=prompt_tokens)
     return LLMError(_status_text(exc))
 
 
 PROMPT_TOO_LONG = "prompt is too long"
 """What the API's 400 says of a request longer than the model's context window."""
+
+_TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.IGNORECASE)
+
+
+def refused_window(message: str) -> tuple[int | None, int | None]:
+    """The prompt's tokens and the model's context window the API's refusal states ("prompt is too long: 215384
+    tokens > 200000 maximum"); (None, None) when it states neither."""
+    found = _TOO_LONG.search(message)
+    return (int(found.group(1)), int(found.group(2))) if found else (None, None)
 
 
 def _retryable(exc: Any, status: int, headers: Any) -> bool:

@@ -8,6 +8,7 @@ from agentq.errors import ConfigurationError
 from agentq.llm.base import LLM
 
 if TYPE_CHECKING:
+    from agentq.llm.replay import Recorder
     from agentq.settings import Settings
 
 REPLAY_PREFIX = "replay:"
@@ -17,9 +18,9 @@ def create_llm(settings: Settings) -> LLM | None:
     """The provider ``settings`` ask for, or ``None`` when there is none (agent ticks, latent calls and
     modules then fail with ``LLMNotConfigured``).
 
-    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"``; or unset, which means ``anthropic`` when
-    ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps the provider in a
-    recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
+    ``settings.llm``: ``"anthropic"``; ``"replay:<file>"`` (or a folder of ``*.jsonl`` files); or unset, which
+    means ``anthropic`` when ``ANTHROPIC_API_KEY`` is set and no provider otherwise. ``settings.llm_record`` wraps
+    the provider in a recorder that appends every exchange to that file. Anything else is a ``ConfigurationError``.
     """
     choice = (getattr(settings, "llm", None) or "").strip()
     provider: LLM | None
@@ -28,12 +29,7 @@ def create_llm(settings: Settings) -> LLM | None:
     elif choice.lower() == "anthropic":
         provider = _anthropic(settings)
     elif choice.startswith(REPLAY_PREFIX):
-        path = choice[len(REPLAY_PREFIX):].strip()
-        if not path:
-            raise ConfigurationError("AGENTQ_LLM=replay:<file> needs a file name after 'replay:'")
-        from agentq.llm.replay import ReplayLLM
-
-        provider = ReplayLLM.from_file(path)
+        provider = replay_provider(settings)
     else:
         raise ConfigurationError(f"AGENTQ_LLM={choice!r} is not a provider: use 'anthropic' or 'replay:<file>'")
     record = getattr(settings, "llm_record", None)
@@ -42,6 +38,31 @@ def create_llm(settings: Settings) -> LLM | None:
 
         provider = RecordingLLM(provider, record)
     return provider
+
+
+def replay_provider(settings: Settings) -> LLM | None:
+    """The bare replay `settings` ask for (``AGENTQ_LLM=replay:<file>``; not recorded, priced or metered: the batch
+    lane answers from it at the batch price), None for any other provider."""
+    choice = (getattr(settings, "llm", None) or "").strip()
+    if not choice.startswith(REPLAY_PREFIX):
+        return None
+    path = choice[len(REPLAY_PREFIX):].strip()
+    if not path:
+        raise ConfigurationError("AGENTQ_LLM=replay:<file> needs a file name after 'replay:'")
+    from agentq.llm.replay import ReplayLLM
+
+    return ReplayLLM.from_file(path)
+
+
+def recorder(settings: Settings) -> Recorder | None:
+    """What appends exchanges to ``AGENTQ_LLM_RECORD``'s file (None: unset): the batch lane records its answers
+    with it, as the recording provider does a streamed request's."""
+    record = getattr(settings, "llm_record", None)
+    if not record:
+        return None
+    from agentq.llm.replay import Recorder
+
+    return Recorder(record)
 
 
 def uses_anthropic(settings: Settings) -> bool:
@@ -63,4 +84,4 @@ def _anthropic(settings: Settings) -> LLM:
                         connections=int(getattr(settings, "engine_concurrency", 100)))
 
 
-__all__ = ["api_key", "create_llm", "uses_anthropic"]
+__all__ = ["api_key", "create_llm", "recorder", "replay_provider", "uses_anthropic"]

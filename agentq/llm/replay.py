@@ -4,15 +4,16 @@ file from real runs (``AGENTQ_LLM_RECORD=<file>``). No network, no key: for demo
 File format
 -----------
 JSON Lines (one answer per line; blank lines and lines starting with ``#`` are ignored), or one JSON array
-of the same objects. Each answer::
+of the same objects; ``replay:<folder>`` reads every ``*.jsonl`` file of a folder as one. Each answer::
 
     {"purpose": "tick",                          # "tick" (default) | "latent" | "module"
-     "match": "weatherCheck",                    # optional: text (or list of texts) that must all occur in
-                                                 #   the request's last user turn
-     "request": "3f9a…",                         # optional: the request's fingerprint (the recorder writes it)
+     "key": "3f9a…",                             # the request it answers (`replay_keys.request_key`; the
+                                                 #   recorder writes it)
+     "match": "weatherCheck",                    # or, hand-written: text (or list of texts) that must all
+                                                 #   occur in the request's last user turn
      "solution": {"calls": [...], "output": null},   # the solution tool's input; or instead:
      "raw": "{\\"calls\\": [",                   #   the raw JSON text, e.g. to replay an invalid answer
-     "tool_use_id": "toolu_01…",                 # optional (default: derived from the fingerprint)
+     "tool_use_id": "toolu_01…",                 # optional (default: derived from the key)
      "usage": {"input_tokens": 812, "output_tokens": 95, ...},   # optional (default: zeros): what the
                                                  #   request used, reported as the replayed request's usage
                                                  #   (its cache writes split by TTL in ephemeral_5m_input_tokens
@@ -20,47 +21,38 @@ of the same objects. Each answer::
      "stop_reason": "tool_use",                  # optional
      "note": "the weather in Paris"}             # optional, ignored (the recorder writes the last turn here)
 
-A hand-written demo file needs only ``solution`` per line, in the order the requests are made, plus
-``purpose: "latent"`` for latent calls and a ``match`` (e.g. the tool's name) where several could be asked
-at once.
+Matching: by what a request asks, never by order
+------------------------------------------------
+A request gets the answer recorded under its key (the first in the file when several are); an answer with a key
+answers that request only (its ``match`` is then a note). A file recorded before keys existed carries ``request``
+(the request's exact fingerprint) instead, matched exactly too. Answers
+with neither are hand-written: such an answer fits a request of its purpose when all of its ``match`` texts
+occur in the request's last user turn, and of the answers that fit, the one with the most ``match`` texts
+answers (an answer without ``match`` fits every request of its purpose: a file of one answer per purpose needs
+none). Two that fit equally are ambiguous. Nothing fitting, or an ambiguity, is :class:`ReplayUnmatched`,
+naming the file and what was asked: the job fails rather than get another request's answer.
 
-Matching (deterministic)
-------------------------
-For a request, the candidates are the answers of its ``purpose`` whose ``match`` texts all occur in its last
-user turn. Among them: the first unused answer whose ``request`` equals the request's fingerprint; else the
-first used one with that fingerprint (the same request asked again, e.g. after a retry, gets the same
-answer); else the first unused candidate in file order. Nothing left is an :class:`LLMError` naming what was
-asked. The fingerprint (:func:`request_fingerprint`) hashes the purpose, system texts, messages and solution
-schema (not the model), so parallel latent calls find their own answers whatever their order, in any
-process. Answers are used at most once per process, except through an exact fingerprint.
-
-On replay, ``on_call`` is still called for every complete call element, in order, as a stream would.
+Nothing is used up: the same request gets the same answer in every run, in any number of runs at once, in any
+process. On replay, ``on_call`` is still called for every complete call element, in order, as a stream would.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from agentq.errors import ConfigurationError, LLMError
+from agentq.errors import ConfigurationError, LLMError, ReplayUnmatched
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall, Usage
+from agentq.llm.replay_keys import request_fingerprint, request_key
 from agentq.llm.scanner import CallReporter
 
 _NOTE_CHARS = 240
-
-
-def request_fingerprint(request: LLMRequest) -> str:
-    """A stable hash of what ``request`` asks (purpose, system, messages, solution schema; not the model)."""
-    canonical = json.dumps([request.purpose, list(request.system), list(request.messages), request.solution_schema],
-                           sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+PURPOSES = ("tick", "latent", "module")
 
 
 def last_user_text(request: LLMRequest) -> str:
@@ -85,141 +77,190 @@ def _texts(content: Any) -> Iterable[str]:
 
 @dataclass(frozen=True)
 class ReplayAnswer:
-    """One answer of a replay file."""
+    """One answer of a replay file; `where` names its line (``file:line``)."""
 
     purpose: str
     raw: str
     match: tuple[str, ...] = ()
-    request: str | None = None
+    key: str | None = None
+    request: str | None = None  # the exact fingerprint older recordings carry
     tool_use_id: str | None = None
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = "tool_use"
+    where: str = ""
+
+    @property
+    def keyed(self) -> bool:
+        return self.key is not None or self.request is not None
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> ReplayAnswer:
-        if not isinstance(data, dict):
-            raise ConfigurationError(f"{where}: an answer must be a JSON object")
-        raw = _raw_answer(data, where)
+        """The answer in `data`; `ConfigurationError` listing every problem of it (`where`: its line)."""
+        problems = answer_problems(data)
+        if problems:
+            raise ConfigurationError("; ".join(f"{where} {p}" for p in problems))
         match = data.get("match") or ()
-        match = (match,) if isinstance(match, str) else tuple(str(m) for m in match)
-        try:
-            usage = Usage.from_dict(data.get("usage"))
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"{where}: invalid 'usage': {exc}") from exc
-        return cls(purpose=str(data.get("purpose") or "tick"), raw=raw, match=match, request=data.get("request"),
-                   tool_use_id=data.get("tool_use_id"), usage=usage, stop_reason=data.get("stop_reason", "tool_use"))
+        usage = Usage.from_dict(data.get("usage"))
+        return cls(purpose=data.get("purpose") or "tick", raw=_raw_answer(data), where=where,
+                   match=(match,) if isinstance(match, str) else tuple(match), key=data.get("key"),
+                   request=data.get("request"), tool_use_id=data.get("tool_use_id"), usage=usage,
+                   stop_reason=data.get("stop_reason", "tool_use"))
 
 
-def _raw_answer(data: dict[str, Any], where: str) -> str:
+def answer_problems(data: Any) -> list[str]:
+    """Every problem of one answer object, each as ``/field: what``; [] when it is a valid answer."""
+    if not isinstance(data, dict):
+        return [f"/: an answer must be a JSON object, got {type(data).__name__}"]
+    problems = []
+    if "raw" not in data and "solution" not in data:
+        problems.append("/: an answer needs 'solution' (or 'raw')")
+    if "raw" in data and not isinstance(data["raw"], str):
+        problems.append("/raw: must be a string")
+    if data.get("purpose") is not None and data["purpose"] not in PURPOSES:
+        problems.append(f"/purpose: must be one of {', '.join(PURPOSES)}, got {data['purpose']!r}")
+    match = data.get("match")
+    if match is not None and not isinstance(match, str) and not (
+            isinstance(match, list) and all(isinstance(m, str) for m in match)):
+        problems.append("/match: must be a text or a list of texts")
+    for name in ("key", "request", "tool_use_id", "stop_reason"):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            problems.append(f"/{name}: must be a string")
+    usage = data.get("usage")
+    if usage is not None and not (isinstance(usage, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in usage.values())):
+        problems.append("/usage: must be an object of token counts (non-negative integers)")
+    return problems
+
+
+def _raw_answer(data: dict[str, Any]) -> str:
     """The answer's text as the model would stream it: its `raw` text, or its `solution` as JSON."""
-    if "raw" in data:
-        if not isinstance(data["raw"], str):
-            raise ConfigurationError(f"{where}: 'raw' must be a string")
-        return data["raw"]
-    if "solution" in data:
-        return json.dumps(data["solution"], ensure_ascii=False)
-    raise ConfigurationError(f"{where}: an answer needs 'solution' (or 'raw')")
+    return data["raw"] if "raw" in data else json.dumps(data["solution"], ensure_ascii=False)
 
 
 def load_answers(path: str | os.PathLike[str]) -> list[ReplayAnswer]:
-    """The answers of a replay file (JSON Lines or a JSON array); ``ConfigurationError`` when unreadable."""
+    """The answers of a replay file (JSON Lines or a JSON array), or of every ``*.jsonl`` file of a folder; one
+    ``ConfigurationError`` naming every problem (file and line) when any is unreadable or invalid."""
     path = Path(path)
+    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    if not files:
+        raise ConfigurationError(f"the replay folder {path} holds no *.jsonl file")
+    answers: list[ReplayAnswer] = []
+    problems: list[str] = []
+    for file in files:
+        answers.extend(_load_file(file, problems))
+    if problems:
+        raise ConfigurationError(f"the replay file {path} cannot be used: " + "; ".join(problems))
+    if not answers:
+        raise ConfigurationError(f"the replay file {path} holds no answer")
+    return answers
+
+
+def _load_file(path: Path, problems: list[str]) -> list[ReplayAnswer]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"cannot read the replay file {path}: {exc}") from exc
+    items: list[tuple[str, Any]] = []
     if text.lstrip().startswith("["):
         try:
-            items = json.loads(text)
+            items = [(f"{path}[{i}]", item) for i, item in enumerate(json.loads(text))]
         except ValueError as exc:
-            raise ConfigurationError(f"{path}: not valid JSON: {exc}") from exc
-        return [ReplayAnswer.from_dict(item, f"{path}[{i}]") for i, item in enumerate(items)]
+            problems.append(f"{path}: not valid JSON ({exc})")
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                items.append((f"{path}:{number}", json.loads(line)))
+            except ValueError as exc:
+                problems.append(f"{path}:{number}: not valid JSON ({exc})")
     answers = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise ConfigurationError(f"{path}:{number}: not valid JSON: {exc}") from exc
-        answers.append(ReplayAnswer.from_dict(item, f"{path}:{number}"))
+    for where, item in items:
+        found = answer_problems(item)
+        problems.extend(f"{where} {p}" for p in found)
+        if not found:
+            answers.append(ReplayAnswer.from_dict(item, where))
     return answers
 
 
 class ReplayLLM:
-    """An :class:`~agentq.llm.base.LLM` that answers from recorded answers (see the module docstring)."""
+    """An :class:`~agentq.llm.base.LLM` that answers from recorded answers (see the module docstring). Stateless
+    once loaded: any number of threads and runs share it."""
 
     def __init__(self, answers: Iterable[ReplayAnswer], *, source: str = "replay") -> None:
         self.answers = list(answers)
         self.source = source
-        self._used = [False] * len(self.answers)
-        self._lock = threading.Lock()
+        self._by_key: dict[str, ReplayAnswer] = {}
+        self._by_fingerprint: dict[str, ReplayAnswer] = {}
+        for answer in self.answers:
+            if answer.key is not None:
+                self._by_key.setdefault(answer.key, answer)
+            if answer.request is not None:
+                self._by_fingerprint.setdefault(answer.request, answer)
+        self._hand_written = [a for a in self.answers if not a.keyed]
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ReplayLLM:
         return cls(load_answers(path), source=str(path))
 
-    def _choose(self, request: LLMRequest, fingerprint: str) -> ReplayAnswer | None:
-        """The answer to give: an unused one recorded for this very request, else the first recorded for it
-        (used again), else an unused one whose purpose and `match` texts fit."""
-        candidates, exact = self._candidates(request, fingerprint)
-        with self._lock:
-            preferred = chain((i for i in exact if not self._used[i]), exact[:1],
-                              (i for i in candidates if not self._used[i]))
-            chosen = next(preferred, None)
-            if chosen is None:
-                return None
-            self._used[chosen] = True
-        return self.answers[chosen]
-
-    def _candidates(self, request: LLMRequest, fingerprint: str) -> tuple[list[int], list[int]]:
-        """The answers (by position) whose purpose and `match` texts fit the request, and those of them recorded
-        for this very request (`fingerprint`)."""
+    def answer_for(self, request: LLMRequest) -> tuple[ReplayAnswer, str]:
+        """The answer to `request` and the request's key; `ReplayUnmatched` when none fits, or several equally."""
+        key = request_key(request)
+        found = self._by_key.get(key)
+        if found is None and self._by_fingerprint:
+            found = self._by_fingerprint.get(request_fingerprint(request))
+        if found is not None:
+            return found, key
         text = last_user_text(request)
-        candidates = [i for i, a in enumerate(self.answers)
-                      if a.purpose == request.purpose and all(m in text for m in a.match)]
-        return candidates, [i for i in candidates if self.answers[i].request == fingerprint]
+        fitting = [a for a in self._hand_written if a.purpose == request.purpose and all(m in text for m in a.match)]
+        best = max((len(a.match) for a in fitting), default=-1)
+        chosen = [a for a in fitting if len(a.match) == best]
+        if len(chosen) == 1:
+            return chosen[0], key
+        raise ReplayUnmatched(self._unmatched(request, key, text, chosen))
+
+    def _unmatched(self, request: LLMRequest, key: str, text: str, tied: list[ReplayAnswer]) -> str:
+        asked = " ".join(text.split())[:200]
+        if tied:
+            why = f"{len(tied)} hand-written answers fit it equally ({', '.join(a.where for a in tied[:4])})"
+        else:
+            held = sum(1 for a in self.answers if a.purpose == request.purpose)
+            why = (f"none of its {held} {request.purpose} answer(s) was recorded for this request, nor fits it "
+                   "(a request differs when the job, the tools the fleet knows or a result differs)")
+        return (f"the replay {self.source} has no answer for this {request.purpose} request (key {key}): {why}; "
+                f"it asked: {asked!r}. Record one with AGENTQ_LLM_RECORD=<file> and a real provider")
 
     def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        fingerprint = request_fingerprint(request)
-        answer = self._choose(request, fingerprint)
-        if answer is None:
-            asked = " ".join(last_user_text(request).split())[:200]
-            raise LLMError(f"{self.source} has no answer left for this {request.purpose} request "
-                           f"(fingerprint {fingerprint}); it asked: {asked!r}")
+        answer, key = self.answer_for(request)
         reporter = CallReporter(on_call)
         reporter.feed(answer.raw)
         try:
             solution = json.loads(answer.raw)
         except ValueError:
             solution = None
-        return LLMAnswer(solution=solution, raw=answer.raw,
-                         tool_use_id=answer.tool_use_id or f"toolu_replay_{fingerprint[:20]}",
+        tool_use_id = answer.tool_use_id or f"toolu_replay_{key[:20]}"
+        return LLMAnswer(solution=solution, raw=answer.raw, tool_use_id=tool_use_id,
                          usage=replace(answer.usage, requests=1), stop_reason=answer.stop_reason)
 
 
-class RecordingLLM:
-    """Wraps a provider and appends each exchange it answers to a replay file (JSON Lines)."""
+_FILE_LOCKS: dict[Path, threading.Lock] = {}
+_FILE_LOCKS_LOCK = threading.Lock()
 
-    def __init__(self, inner: LLM, path: str | os.PathLike[str]) -> None:
-        self.inner = inner
+
+class Recorder:
+    """Appends exchanges to a replay file (JSON Lines), one whole line at a time: recorders of the same file in
+    one process (a provider's, the batch lane's) share a lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
-
-    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
-        answer = self.inner.solve(request, on_call=on_call)
-        self.record(request, answer)
-        return answer
+        with _FILE_LOCKS_LOCK:
+            self._lock = _FILE_LOCKS.setdefault(self.path.resolve(), threading.Lock())
 
     def record(self, request: LLMRequest, answer: LLMAnswer) -> None:
-        entry: dict[str, Any] = {"purpose": request.purpose, "request": request_fingerprint(request)}
-        if answer.solution is not None:
-            entry["solution"] = answer.solution
-        else:
-            entry["raw"] = answer.raw
-        entry.update(tool_use_id=answer.tool_use_id, usage=answer.usage.recorded(), stop_reason=answer.stop_reason,
-                     note=" ".join(last_user_text(request).split())[:_NOTE_CHARS])
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        self.write(recorded_entry(request, answer))
+
+    def write(self, entry: Mapping[str, Any]) -> None:
+        line = json.dumps(dict(entry), ensure_ascii=False) + "\n"
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -229,10 +270,35 @@ class RecordingLLM:
             raise LLMError(f"cannot write the LLM record file {self.path}: {exc}") from exc
 
 
+class RecordingLLM(Recorder):
+    """Wraps a provider and appends each exchange it answers to a replay file (JSON Lines)."""
+
+    def __init__(self, inner: LLM, path: str | os.PathLike[str]) -> None:
+        super().__init__(path)
+        self.inner = inner
+
+    def solve(self, request: LLMRequest, *, on_call: OnCall | None = None) -> LLMAnswer:
+        answer = self.inner.solve(request, on_call=on_call)
+        self.record(request, answer)
+        return answer
+
+
+def recorded_entry(request: LLMRequest, answer: LLMAnswer) -> dict[str, Any]:
+    """The line a recording keeps of one exchange: everything a replay matches by and answers with."""
+    entry: dict[str, Any] = {"purpose": request.purpose, "key": request_key(request)}
+    if answer.solution is not None:
+        entry["solution"] = answer.solution
+    else:
+        entry["raw"] = answer.raw
+    entry.update(tool_use_id=answer.tool_use_id, usage=answer.usage.recorded(), stop_reason=answer.stop_reason,
+                 note=" ".join(last_user_text(request).split())[:_NOTE_CHARS])
+    return entry
+
+
 def answers_as_lines(answers: Iterable[Mapping[str, Any]]) -> str:
     """JSON Lines text of answer objects (a helper for writing demo files)."""
     return "".join(json.dumps(dict(a), ensure_ascii=False) + "\n" for a in answers)
 
 
-__all__ = ["RecordingLLM", "ReplayAnswer", "ReplayLLM", "answers_as_lines", "last_user_text", "load_answers",
-           "request_fingerprint"]
+__all__ = ["Recorder", "RecordingLLM", "ReplayAnswer", "ReplayLLM", "answers_as_lines", "last_user_text",
+           "load_answers", "recorded_entry", "request_fingerprint", "request_key"]

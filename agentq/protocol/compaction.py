@@ -26,6 +26,11 @@ def turn_tokens(turn: dict) -> int:
     return math.ceil(len(json.dumps(turn, ensure_ascii=False, separators=(",", ":"))) / CHARS_PER_TOKEN)
 
 
+def estimated_tokens(*parts: object) -> int:
+    """About how many tokens `parts` (e.g. a request's system texts, turns and schema) take, as `turn_tokens` counts."""
+    return math.ceil(len(json.dumps(parts, ensure_ascii=False, separators=(",", ":"))) / CHARS_PER_TOKEN)
+
+
 def compact_bytes(preview_bytes: int | None) -> int:
     """What a compacted exchange keeps of each value: `COMPACT_PREVIEW_BYTES`, or the job's smaller preview."""
     return min(preview_bytes or COMPACT_PREVIEW_BYTES, COMPACT_PREVIEW_BYTES)
@@ -53,4 +58,4 @@ def compaction_point(first: int, whole: Sequence[int], compacted: Sequence[int],
     return point
 
 
-__all__ = ["CHARS_PER_TOKEN", "compact_bytes", "compaction_point", "turn_tokens"]
+__all__ = ["CHARS_PER_TOKEN", "compact_bytes", "compaction_point", "estimated_tokens", "turn_tokens"]

@@ -93,6 +93,17 @@ class Transcript:
         self.compacted = max(self.compacted, point)
         self.saved_tokens = sum(whole[i] - compacted[i] for i in range(self.compacted))
 
+    def limit(self, max_input_tokens: int) -> bool:
+        """Keep the conversation under a smaller window from now on (one the model's refusal taught: its real
+        window is smaller than the job assumed), compacting what that window asks now; whether it compacted more."""
+        if self.max_input_tokens is not None and max_input_tokens >= self.max_input_tokens:
+            return False
+        self.max_input_tokens = max_input_tokens
+        before = self.compacted
+        if self.exchanges:
+            self._compact(max_input_tokens)
+        return self.compacted > before
+
     def compact_all(self) -> bool:
         """Show every exchange but the last compacted, now: the model's context window refused the request
         (docs/protocol.md#thinking-and-stop-reasons). False when there is nothing more to compact."""

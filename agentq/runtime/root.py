@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from agentq import telemetry
-from agentq.engine.batch import BatchLane, BatchPoller, BatchRound, TaskWaker
+from agentq.engine.batch import BatchLane, BatchPoller, BatchRound, Lane, ReplayLane, TaskWaker
 from agentq.engine.budget import BudgetGate
 from agentq.engine.executor import Executor
 from agentq.engine.hooks import CallMetrics, Hook, Hooks
@@ -34,7 +34,7 @@ from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
 from agentq.errors import LLMError
 from agentq.llm.batch import BatchClient
-from agentq.llm.factory import api_key, create_llm, uses_anthropic
+from agentq.llm.factory import api_key, create_llm, recorder, replay_provider, uses_anthropic
 from agentq.llm.prices import LivePrices, PriceTable, load_prices, priced
 from agentq.llm.sdk import make_client
 from agentq.metrics import Metrics, metered
@@ -151,9 +151,15 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
     budget = BudgetGate(patient, table)
     limiter = ModelLimiter(patient, parts.config.model_limits)  # after the budget: a refused request takes nothing
-    lane = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
-                     recheck_s=max(settings.batch_poll_s * 4, 10.0),
-                     counted=functools.partial(count_request, parts.metrics)) if uses_anthropic(settings) else None
+    counted = functools.partial(count_request, parts.metrics)
+    saved = recorder(settings)
+    record = saved.record if saved is not None else None
+    lane: Lane | None = None
+    if uses_anthropic(settings):
+        lane = BatchLane(parts.batches, table, max_attempts=settings.llm_max_attempts,
+                         recheck_s=max(settings.batch_poll_s * 4, 10.0), counted=counted, record=record)
+    elif (replay := replay_provider(settings)) is not None:  # no Message Batches API: the lane answers from the replay
+        lane = ReplayLane(replay, table, counted=counted, record=record)
     return Executor(parts.store, activities, parts.dispatcher, settings=settings, llm=llm, routing=parts.routing,
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,

@@ -204,6 +204,10 @@ class LimitStore(Protocol):
 
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
 
+    def learn_context_window(self, model: str, tokens: int) -> None: ...
+
+    def context_windows(self) -> dict[str, int]: ...
+
 
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""

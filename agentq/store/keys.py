@@ -204,6 +204,10 @@ class FleetKeys:
     def llm(self, model: str) -> str:  # hash: the model's rate-limit buckets and pause (llm_take.lua, _buckets.lua)
         return f"{self.namespace}:llm:{{{_model_tag(model)}}}"
 
+    @property
+    def llm_windows(self) -> str:  # hash: model -> the context window a refusal taught (agentq's estimated tokens)
+        return f"{self.namespace}:llm:windows"
+
     def llm_tickets(self, model: str) -> str:  # zset: place of a deferred request -> ms from which it may be sent
         return f"{self.namespace}:llm:{{{_model_tag(model)}}}:tickets"
 

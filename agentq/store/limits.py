@@ -18,6 +18,10 @@ HEADROOM_MS = 1000  # a take from a full bucket starts its refill this much late
 IDLE_MS = 3_600_000  # a model nobody asked for an hour forgets its buckets (and what the headers taught)
 
 
+_LOWER_WINDOW = """local kept = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not kept or tonumber(ARGV[2]) < kept then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end"""
+
+
 @map_store_errors
 class LimitSteps(StoreConnection):
     """The models' rate-limit buckets, pauses and tickets (see the module docstring)."""
@@ -40,6 +44,15 @@ class LimitSteps(StoreConnection):
                                                   observed.remaining, strict=True):
             args += [limit or 0, refund, -1 if seen is None else seen, -1 if remaining is None else remaining]
         self.scripts.run("llm_settle", [self.fleet.llm(model)], args)
+
+    def learn_context_window(self, model: str, tokens: int) -> None:
+        """Keep the context window a refusal of `model` taught, for the fleet, unless a smaller one is kept
+        (`engine/windows.py` reads them back). Rare (a refusal), so one EVAL rather than a loaded script."""
+        self.redis.eval(_LOWER_WINDOW, 1, self.fleet.llm_windows, model, tokens)
+
+    def context_windows(self) -> dict[str, int]:
+        """The context windows refusals taught, by model."""
+        return {model: int(tokens) for model, tokens in self.redis.hgetall(self.fleet.llm_windows).items()}
 
 
 __all__ = ["IDLE_MS", "LimitSteps"]

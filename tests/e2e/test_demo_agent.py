@@ -70,7 +70,7 @@ def test_demo_agent_live_view_names_the_provider_and_shows_ticks_calls_and_the_r
     result = agentq("demo", "--agent")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "LLM: replay of the recorded answers in demo_agent.replay.jsonl" in out
+    assert "LLM: replay of the recorded answers of the example jobs (demo_agent.replay.jsonl" in out
     assert "queued (agent job)" in out
     assert "◆ tick 1: asking the model" in out and "◆ tick 3: the model answered: 0 call(s), the final output" in out
     assert "✓ validateOrder" in out and "✓ draftReply" in out and "✓ recordAudit" in out

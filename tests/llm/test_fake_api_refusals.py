@@ -251,3 +251,27 @@ def test_the_fake_reports_cache_writes_split_by_ttl_as_the_real_api_does(client,
     assert answered.usage.cache_creation.ephemeral_5m_input_tokens == 0
     answered = send(client, body(stream=False))
     assert answered.usage.cache_creation.ephemeral_5m_input_tokens == 1200
+
+
+def test_an_over_long_prompt_is_refused_as_the_api_does_and_the_error_carries_the_window():
+    """The fake refuses a prompt over its window with the API's status, type and words; the provider's
+    `ContextWindowExceeded` carries the prompt's tokens and the window it states."""
+    from agentq.errors import ContextWindowExceeded
+    from agentq.llm.anthropic import AnthropicLLM
+    from agentq.llm.anthropic_errors import refused_window
+    from tests.fake_anthropic import FakeAnthropic
+
+    assert refused_window("prompt is too long: 215384 tokens > 200000 maximum") == (215384, 200000)
+    assert refused_window("prompt is too long") == (None, None)
+    with FakeAnthropic() as fake:
+        fake.context_window = 300
+        fake.refusals_expected = True
+        request = LLMRequest(model="m", system=("s",), messages=({"role": "user", "content": "x" * 4000},),
+                             solution_schema={"type": "object", "properties": {"output": {}}}, max_tokens=5)
+        with pytest.raises(ContextWindowExceeded) as caught:
+            AnthropicLLM(api_key="k", base_url=fake.base_url).solve(request)
+        (refused, message), = fake.refusals
+    tokens = len(refused.raw) // 4
+    assert message == f"prompt is too long: {tokens} tokens > 300 maximum"
+    assert caught.value.window == 300 and caught.value.prompt_tokens == tokens
+    assert "400 invalid_request_error" in str(caught.value)

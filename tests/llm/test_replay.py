@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from agentq.errors import ConfigurationError, LLMError
+from agentq.errors import ConfigurationError, LLMError, ReplayUnmatched
 from agentq.llm.anthropic import AnthropicLLM
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, Usage
 from agentq.llm.factory import create_llm
-from agentq.llm.replay import RecordingLLM, ReplayLLM, load_answers, request_fingerprint
+from agentq.llm.replay import RecordingLLM, ReplayLLM, load_answers, request_fingerprint, request_key
 from agentq.settings import Settings
 from tests.fake_anthropic import Answer, FakeAnthropic
 
@@ -45,7 +45,7 @@ def test_record_then_replay_offline_gives_the_same_answers_and_calls(anthropic_e
 
     lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
     assert [line["purpose"] for line in lines] == ["tick", "tick", "latent"]
-    assert lines[0]["solution"] == first and lines[0]["request"] == request_fingerprint(asks[0])
+    assert lines[0]["solution"] == first and lines[0]["key"] == request_key(asks[0])
     assert lines[2]["raw"] == '{"output": ' and "solution" not in lines[2]
     assert lines[0]["note"] == "what is the weather?"
 
@@ -61,36 +61,47 @@ def test_record_then_replay_offline_gives_the_same_answers_and_calls(anthropic_e
     assert recorded[2][0].solution is None
 
 
-def test_hand_written_file_in_order_with_match_for_parallel_latent_calls(tmp_path):
+def test_a_hand_written_file_answers_by_match_texts_in_any_order_and_any_number_of_times(tmp_path):
     path = tmp_path / "demo.jsonl"
     path.write_text("\n".join([
         "# a demo: the agent asks two latent lookups, then answers",
         json.dumps({"solution": {"calls": [{"_tool": "lookup", "q": "a"}, {"_tool": "lookup", "q": "b"}],
-                                 "output": None}}),
+                                 "output": None}}),  # no match: any tick request the others do not fit better
         json.dumps({"purpose": "latent", "match": '"q": "b"', "solution": {"output": "B!"}}),
         json.dumps({"purpose": "latent", "match": ['"q": "a"'], "solution": {"output": "A!"}}),
         "",
-        json.dumps({"solution": {"calls": [], "output": "A! and B!"}, "usage": {"input_tokens": 3}}),
+        json.dumps({"match": "wrote", "solution": {"calls": [], "output": "A! and B!"}, "usage": {"input_tokens": 3}}),
     ]), encoding="utf-8")
     replay = ReplayLLM.from_file(path)
-    answer, seen = collect(replay, request("start"))
-    assert [c["q"] for _, c in seen] == ["a", "b"]
-    assert answer.usage == Usage(requests=1)
-    assert replay.solve(request('{"q": "a"}', purpose="latent")).solution == {"output": "A!"}
-    assert replay.solve(request('{"q": "b"}', purpose="latent")).solution == {"output": "B!"}
-    final = replay.solve(request("results"))
-    assert final.solution == {"calls": [], "output": "A! and B!"}
-    assert final.usage == Usage(requests=1, input_tokens=3)
-    with pytest.raises(LLMError, match=r"no answer left for this tick request.*one more"):
-        replay.solve(request("one more"))
+    for _ in range(3):  # nothing is used up: every run gets the same answers, in whatever order it asks
+        final = replay.solve(request("lookup a wrote A!, lookup b wrote B!"))
+        assert final.solution == {"calls": [], "output": "A! and B!"}
+        assert final.usage == Usage(requests=1, input_tokens=3)
+        assert replay.solve(request('{"q": "b"}', purpose="latent")).solution == {"output": "B!"}
+        assert replay.solve(request('{"q": "a"}', purpose="latent")).solution == {"output": "A!"}
+        answer, seen = collect(replay, request("start"))
+        assert [c["q"] for _, c in seen] == ["a", "b"]
+        assert answer.usage == Usage(requests=1)
+    with pytest.raises(ReplayUnmatched, match=r"demo.jsonl has no answer for this latent request .*'\{\"q\": \"c\"\}'"):
+        replay.solve(request('{"q": "c"}', purpose="latent"))
+
+
+def test_hand_written_answers_that_fit_a_request_equally_are_refused_as_ambiguous(tmp_path):
+    path = tmp_path / "two.jsonl"
+    path.write_text(json.dumps({"match": "alpha", "solution": {"calls": [], "output": 1}}) + "\n"
+                    + json.dumps({"match": "beta", "solution": {"calls": [], "output": 2}}) + "\n")
+    replay = ReplayLLM.from_file(path)
+    assert replay.solve(request("alpha only")).solution == {"calls": [], "output": 1}
+    with pytest.raises(ReplayUnmatched, match=r"2 hand-written answers fit it equally \(.*two\.jsonl:1, .*:2"):
+        replay.solve(request("alpha and beta"))
 
 
 def test_a_recording_keeps_the_usage_so_its_replay_reports_what_the_run_cost(tmp_path):
     spent = {"input_tokens": 4, "output_tokens": 209, "cache_creation_input_tokens": 3845,
              "cache_read_input_tokens": 120}
     source, recorded = tmp_path / "source.jsonl", tmp_path / "again.jsonl"
-    source.write_text(json.dumps({"solution": {"calls": [], "output": "x"}, "usage": spent}) + "\n"
-                      + json.dumps({"solution": {"calls": [], "output": "y"}}) + "\n")  # a line without usage
+    source.write_text(json.dumps({"match": "first", "solution": {"calls": [], "output": "x"}, "usage": spent}) + "\n"
+                      + json.dumps({"match": "second", "solution": {"calls": [], "output": "y"}}) + "\n")  # no usage
     recorder = RecordingLLM(ReplayLLM.from_file(source), recorded)
     assert recorder.solve(request("first")).usage == Usage(requests=1, **spent)
     assert recorder.solve(request("second")).usage == Usage(requests=1)

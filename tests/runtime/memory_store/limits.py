@@ -85,6 +85,15 @@ class LimitSteps(MemoryCore):
                 return LimitWait(at - now)
             return LimitGo()
 
+    def learn_context_window(self, model: str, tokens: int) -> None:
+        with self._changed:
+            windows = self.__dict__.setdefault("_windows", {})
+            windows[model] = min(tokens, windows.get(model, tokens))
+
+    def context_windows(self) -> dict[str, int]:
+        with self._changed:
+            return dict(self.__dict__.get("_windows", {}))
+
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None:
         """llm_settle.lua."""
         with self._changed:
