@@ -45,7 +45,7 @@ def cited_paths(text: str) -> set[str]:
             if not re.fullmatch(r"[\w./*-]+", word) or word.startswith(("/", ".")) or "//" in word:
                 continue
             first = word.split("/")[0]
-            if "/" in word and (first in TOP or first in PACKAGES) or word.endswith(SUFFIXES):
+            if ("/" in word and (first in TOP or first in PACKAGES)) or word.endswith(SUFFIXES):
                 found.add(word)
     found |= {link.partition("#")[0] for link in re.findall(r"\]\(([\w./-]+(?:#[\w-]+)?)\)", text)
               if not link.startswith("#")}
