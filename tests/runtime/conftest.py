@@ -138,7 +138,7 @@ class Backend:
     """A store under test and how to let time pass for it (real time: its Lua steps read Redis's clock)."""
 
     name: str
-    store: StateStore
+    store: Any  # a StateStore; its steps' replies are unions the tests read as the reply they expect
     advance: Callable[[float], None]
 
 

@@ -20,11 +20,6 @@ local function capacity(bucket, kind, configured)
   return learned
 end
 
--- A take from a full bucket starts its refill this much later. The API's own bucket starts refilling when the
--- first request reaches it, some time after its take (the request is built and sent meanwhile, up to this long):
--- refilled from the take, this bucket would run ahead of the API's and let requests through early.
-local HEADROOM_MS = 1000
-
 -- The kind's level now and the ms from which it refills (`.at`, later than now after a take from a full bucket):
 -- refilled continuously at `cap` per minute since then, never above `cap`.
 local function refill(bucket, kind, cap, now)

@@ -11,7 +11,7 @@
 --#include _buckets
 local bucket, tickets, place = KEYS[1], KEYS[2], ARGV[1]
 local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - 600000)  -- tickets nobody came back for
+redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - TICKET_MAX_AGE_MS)  -- tickets nobody came back for
 local paused = tonumber(redis.call('HGET', bucket, 'paused_until') or '0')
 local due = redis.call('ZSCORE', tickets, place)
 if due then
@@ -29,6 +29,7 @@ for i, kind in ipairs(KINDS) do
   if cap > 0 and amount > 0 then
     local level, from = refill(bucket, kind, cap, now)
     if level >= cap then from = now + HEADROOM_MS end  -- full: it refills once this request surely reached the API
+    -- (HEADROOM_MS, TICKET_MAX_AGE_MS: store/step_constants.py)
     level = level - amount
     set_level(bucket, kind, level, from)
     if level < 0 then wait = math.max(wait, from - now + math.ceil(-level * 60000 / cap)) end
