@@ -168,7 +168,8 @@ def expire_now(store: StateStore, key: str) -> None:
 
 
 def job_keys(store: StateStore) -> list[str]:
-    """Every key of any job in the store (`<namespace>:{<job id>}:...`): none when nothing was written."""
+    """Every hash-tagged key in the store (each job's, `<namespace>:{<job id>}:...`, and the fleet's tagged ones):
+    none when nothing was written."""
     return sorted(store.redis.scan_iter(match=f"{store.namespace}:{{*}}:*"))
 
 
