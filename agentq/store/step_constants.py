@@ -6,6 +6,9 @@ script reads `HEADROOM_MS` as a global defined from this module: no number is co
 
 from __future__ import annotations
 
+# A minute, the unit of every rate limit (a model's per-minute limits, a tenant's jobs_per_minute), in ms.
+MINUTE_MS = 60_000
+
 # A take from a full rate-limit bucket starts its refill this much later (`_buckets.lua`, `llm_take.lua`). The
 # API's own bucket starts refilling when the first request reaches it, some time after its take (the request is
 # built and sent meanwhile, up to this long): refilled from the take, the bucket would run ahead of the API's and
@@ -23,8 +26,9 @@ LOOKED_AT = 32
 # wait at most this long between tries).
 RESTART_GRACE_MS = 2000
 
-STEP_CONSTANTS: dict[str, int] = {"HEADROOM_MS": HEADROOM_MS, "TICKET_MAX_AGE_MS": TICKET_MAX_AGE_MS,
-                                  "LOOKED_AT": LOOKED_AT, "RESTART_GRACE_MS": RESTART_GRACE_MS}
+STEP_CONSTANTS: dict[str, int] = {"MINUTE_MS": MINUTE_MS, "HEADROOM_MS": HEADROOM_MS,
+                                  "TICKET_MAX_AGE_MS": TICKET_MAX_AGE_MS, "LOOKED_AT": LOOKED_AT,
+                                  "RESTART_GRACE_MS": RESTART_GRACE_MS}
 
 
 def lua_constants() -> str:
