@@ -22,7 +22,6 @@ from the server's), and `broker_holds` reads which tasks a Redis broker on this 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,7 +58,7 @@ class AdmissionSteps(StoreConnection):
 
     def touch_admitted(self, members: Sequence[str]) -> None:
         """Count `members` as admitted now (a sweep looked at them: the next looks again a sweep later)."""
-        now = int(time.time() * 1000)
+        now = int(self.clock() * 1000)
         for i in range(0, len(members), TOUCHED):
             self.scripts.run("admission_touch", [self.fleet.admission("info")], [now, *members[i:i + TOUCHED]])
 
@@ -107,7 +106,7 @@ def admission_step(store: StoreConnection, tickets: Sequence[Ticket], config: Ad
                    ended: Sequence[str] = (), fill: Sequence[str] = ()) -> tuple[list[str], list[str | int]]:
     """The KEYS and ARGV of an `admission.lua` step."""
     keys = [store.fleet.admission(part) for part in ADMISSION_PARTS]
-    args: list[str | int] = [store.fleet.admission("q"), int(time.time() * 1000), config.to_json(),
+    args: list[str | int] = [store.fleet.admission("q"), int(store.clock() * 1000), config.to_json(),
                              len(ended), *ended, len(fill), *fill]
     for t in tickets:
         args += [t.member, t.queue, t.tenant, t.priority, t.key, t.limit, t.payload]

@@ -40,6 +40,7 @@ from agentq.store.replies import (
     SettleUnstarted,
 )
 from agentq.store.script_runner import ScriptRunner
+from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndingArgs, SettleArgs
 
 
 def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_started: bool) -> str:
@@ -49,13 +50,14 @@ def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_starte
     return "!" if expect_started else ""
 
 
-def _ahead_args(ahead: EndAhead | None, job_id: str) -> list[Any]:
-    """commit.lua's ARGV[5..10]: the job's end its caller built (or '' and five placeholders)."""
+def _ending(ahead: EndAhead | None, job_id: str) -> EndingArgs | None:
+    """commit.lua's `ending`: the job's end its caller built, or None."""
     if ahead is None:
-        return ["", "", "", "", "", ""]
+        return None
     record = ahead.record
-    return [ahead.digest, ahead.log_length, record.status.value, dumps(record.to_dict()),
-            record.finished_at or now_iso(), entry(ahead.event, job_id)]
+    return EndingArgs(digest=ahead.digest, log_length=ahead.log_length, status=record.status.value,
+                      record=dumps(record.to_dict()), finished_at=record.finished_at or now_iso(),
+                      event=entry(ahead.event, job_id))
 
 
 def _renew_layout(keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> tuple[list[str], list[Any]]:
@@ -77,9 +79,10 @@ class CallScripts(ScriptRunner):
             "claim",
             [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
              keys.lease(call_id), keys.lost],
-            [call_id, token, lease_ms, now_iso(), _job_started_arg(job_started, job_id, expect_started=expect_started),
-             log_offset, record_sha if record is not None else "", tool_sha,
-             record.tool if record is not None else "", "1" if last_call else "",
+            [ClaimArgs(call_id=call_id, token=token, lease_ms=lease_ms, now=now_iso(),
+                       job_started=_job_started_arg(job_started, job_id, expect_started=expect_started),
+                       log_offset=log_offset, record_sha=record_sha if record is not None else "", tool_sha=tool_sha,
+                       tool=record.tool if record is not None else "", last_call=last_call).encode(),
              *(entry(e, job_id) for e in start_events)])
         match reply[0]:
             case "claimed":
@@ -106,9 +109,9 @@ class CallScripts(ScriptRunner):
             "commit",
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
              keys.dependents, keys.approval, keys.done],
-            [call_id, token, status.value, "" if awaited is None else "1" if awaited else "0",
-             *_ahead_args(ahead, keys.job_id), len(messages), *(dumps(m) for m in messages),
-             *(entry(e, keys.job_id) for e in events)])
+            [CommitArgs(call_id=call_id, token=token, status=status.value, awaited=awaited,
+                        ending=_ending(ahead, keys.job_id), messages=len(messages)).encode(),
+             *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":
                 return _committed(reply)
@@ -127,8 +130,10 @@ class CallScripts(ScriptRunner):
             "settle",
             [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log, keys.waiting,
              keys.dependents, keys.approval],
-            [call_id, record_sha, tool, tool_sha, now_iso(), _job_started_arg(job_started, job_id, expect_started=True),
-             status.value, len(messages), *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)])
+            [SettleArgs(call_id=call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha, now=now_iso(),
+                        job_started=_job_started_arg(job_started, job_id, expect_started=True), status=status.value,
+                        messages=len(messages)).encode(),
+             *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)])
         match reply[0]:
             case "committed":
                 return Settled(commit=_committed(reply))
@@ -173,8 +178,8 @@ class CallScripts(ScriptRunner):
         """decide.lua: a reviewer's decision on a call awaiting approval."""
         reply = self._run(
             "decide", [keys.job, keys.calls, keys.status, keys.approval, keys.lease(call_id), keys.events],
-            [call_id, decision, dumps(record.to_dict()) if record else "", token, lease_ms,
-             entry(event, keys.job_id) if event else ""])
+            [DecideArgs(call_id=call_id, decision=decision, record=dumps(record.to_dict()) if record else "",
+                        token=token, lease_ms=lease_ms, event=entry(event, keys.job_id) if event else "").encode()])
         match reply[0]:
             case "decided":
                 return Decided(record=CallRecord.from_dict(json.loads(reply[1])))

@@ -19,19 +19,9 @@ from typing import Any
 from agentq.protocol.digests import dumps, now_iso
 from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys
+from agentq.store.script_runner import ScriptRunner
 
 log = logging.getLogger("agentq.config")
-
-# KEYS[1] the config hash; ARGV: name, the entry's JSON without its version, "1" to write only while unset.
-# Returns the version written, 0 when the name was set already and only an unset one was to be written.
-_SET = """
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-if current and ARGV[3] == '1' then return 0 end
-local version = 1
-if current then version = (tonumber(string.match(current, '^{"version":(%d+),')) or 0) + 1 end
-redis.call('HSET', KEYS[1], ARGV[1], '{"version":' .. version .. ',' .. string.sub(ARGV[2], 2))
-return version
-"""
 
 
 @map_store_errors
@@ -46,7 +36,7 @@ class ConfigStore:
         self.ttl_s = ttl_s
         self.seeds = dict(seeds or {})
         self._clock = clock
-        self._script = redis.register_script(_SET)
+        self._scripts = ScriptRunner(redis, ["config_set"])  # lua/config_set.lua
         self._read: tuple[float, dict[str, dict]] | None = None
         self._seeded = False
         self._lock = threading.Lock()
@@ -70,7 +60,7 @@ class ConfigStore:
 
     def set(self, name: str, value: Any, *, source: str = "set") -> int:
         """Write `value` as `name`'s new version (checked by the caller); returns that version."""
-        version = int(self._script(keys=[self.fleet.config], args=[name, _entry(value, source), "0"]))
+        version = int(self._scripts.run("config_set", [self.fleet.config], [name, _entry(value, source), "0"]))
         self._forget()
         return version
 
@@ -81,7 +71,7 @@ class ConfigStore:
             return
         for name, value in self.seeds.items():
             variable = f"AGENTQ_{name.upper()}"
-            if int(self._script(keys=[self.fleet.config], args=[name, _entry(value, variable), "1"])):
+            if int(self._scripts.run("config_set", [self.fleet.config], [name, _entry(value, variable), "1"])):
                 log.info("config %s seeded from %s", name, variable)
                 continue
             held = self.redis.hget(self.fleet.config, name)

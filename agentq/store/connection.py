@@ -8,6 +8,8 @@ concern's helper inherits from that mixin, so each module type-checks on its own
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from agentq.protocol.cache import LRU
@@ -24,15 +26,18 @@ class StoreConnection:
     """The connection and key layout of the Redis state store (see `state.StateStore`)."""
 
     def __init__(self, redis_url: str, *, cluster: bool = False, client: Any = None, namespace: str = "agentq",
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, clock: Callable[[], float] = time.time):
         """The store at `redis_url`: one server, a Sentinel group (`redis+sentinel://`), or with `cluster` a
         Redis Cluster through any of its nodes (`store/connect.py` makes the connection, with at most
-        `max_connections` per server: a thread that finds them all in use waits for one)."""
+        `max_connections` per server: a thread that finds them all in use waits for one). `clock` (Unix seconds)
+        is the time the store's Python side reads: job expiry, the fleet's heartbeats, the metrics' sets, the
+        admission's timestamps (a test drives it; Lua steps that keep their own time read Redis's `TIME`)."""
         self.redis = client if client is not None else connect_redis(redis_url, cluster=cluster,
                                                                       max_connections=max_connections)
         self.cluster = cluster
         self.url = redis_url
         self.namespace = namespace
+        self.clock = clock
         self.fleet = FleetKeys(namespace)
         self.scripts = Scripts(self.redis)
         self._keys: LRU[str, JobKeys] = LRU(KEPT_JOB_KEYS)

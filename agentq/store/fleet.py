@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from typing import Any
 
 from agentq.protocol.digests import dumps, iso_utc, now_iso
@@ -29,7 +28,7 @@ class FleetSteps(StoreConnection):
     def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None:
         """Announce a live worker (expires after `ttl_s`); each activity it serves is also remembered as
         *known* (docs/protocol.md#activities) with the time it was last announced."""
-        now = time.time()
+        now = self.clock()
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(self.fleet.worker(worker_id), dumps(announcement.to_dict()), px=int(ttl_s * 1000))
         pipe.zadd(self.fleet.workers, {worker_id: now + ttl_s})
@@ -46,7 +45,7 @@ class FleetSteps(StoreConnection):
     def live_workers(self) -> list[WorkerAnnouncement]:
         """The announcements of the workers alive now, the expired ones trimmed first: two round trips (the trim
         and the listing in one pipeline, then the announcements), one when none is alive."""
-        now = time.time()
+        now = self.clock()
         pipe = self.redis.pipeline(transaction=False)  # one key: one slot on a cluster too
         pipe.zremrangebyscore(self.fleet.workers, 0, now)
         pipe.zrangebyscore(self.fleet.workers, now, "+inf")
@@ -80,7 +79,7 @@ class FleetSteps(StoreConnection):
     def known_activities(self, memory_s: float) -> dict[str, dict]:
         """Every activity announced within the last `memory_s` seconds (docs/protocol.md#activities), see
         `known_view`; older ones are dropped from the store."""
-        now = time.time()
+        now = self.clock()
         stored = {name: json.loads(value) for name, value in self.redis.hgetall(self.fleet.activities).items()}
         stale = [name for name, entry in stored.items() if float(entry.get("last_seen", 0)) < now - memory_s]
         if stale:

@@ -9,7 +9,6 @@ leaves (`stats.py`) are written around the step, never inside it.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +55,7 @@ class JobSteps(StatsSteps):
         keys, held = self.keys(plan.id), bool(held_calls(plan))
         payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
                                            traceparent=traceparent, tenant=tenant))
-        now = time.time()
+        now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
@@ -116,7 +115,7 @@ class JobSteps(StatsSteps):
         fields = {"id": job_id, "status": JobStatus.FAILED.value, "kind": JobKind.PLAN.value, "tenant": tenant,
                   "created_at": now,
                   "finished_at": now, "error": dumps(error.to_dict()), "record": dumps(record.to_dict()),
-                  "expire_at_ms": int((time.time() + ttl_s) * 1000)}
+                  "expire_at_ms": int((self.clock() + ttl_s) * 1000)}
 
         def write(pipe: Any) -> None:
             if pipe.exists(keys.job):

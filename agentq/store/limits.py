@@ -13,8 +13,8 @@ from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
+from agentq.store.step_constants import HEADROOM_MS
 
-HEADROOM_MS = 1000  # a take from a full bucket starts its refill this much later (_buckets.lua's HEADROOM_MS)
 IDLE_MS = 3_600_000  # a model nobody asked for an hour forgets its buckets (and what the headers taught)
 
 
@@ -55,4 +55,4 @@ class LimitSteps(StoreConnection):
         return {model: int(tokens) for model, tokens in self.redis.hgetall(self.fleet.llm_windows).items()}
 
 
-__all__ = ["IDLE_MS", "LimitSteps"]
+__all__ = ["HEADROOM_MS", "IDLE_MS", "LimitSteps"]

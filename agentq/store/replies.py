@@ -1,10 +1,10 @@
 """The replies of the store's atomic steps, as frozen records.
 
 Each Lua step (`lua/*.lua`) answers with a flat array; `store/scripts.py` is the one place that reads those
-arrays and turns them into the records below, and the in-memory store returns the same records. A step with
-several outcomes answers with one of a union of records (`Claim`, `Commit`, `Settle`, `TickClaim`, `Decision`,
-`CancelReply`): callers `match` on the record's type. Every variant also names its outcome in a class-level
-`outcome` (an enum value), for logs and for code that only tells outcomes apart.
+arrays and turns them into the records below. A step with several outcomes answers with one of a union of records
+(`Claim`, `Commit`, `Settle`, `TickClaim`, `Decision`, `CancelReply`): callers `match` on the record's type. Every
+variant also names its outcome in a class-level `outcome` (an enum value), for logs and for code that only tells
+outcomes apart.
 """
 
 from __future__ import annotations

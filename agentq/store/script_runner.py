@@ -1,7 +1,9 @@
 """Loading the store's Lua steps and running one by EVALSHA (`ScriptRunner`, the base of `store/scripts.py`).
 
-Loading: each script gets the status preamble (`agentq.protocol.status.lua_preamble`) in front, and each line
-`--#include <fragment>` is replaced by `lua/<fragment>.lua` (functions several scripts share).
+Loading: each script gets two preambles in front, the statuses (`agentq.protocol.status.lua_preamble`) and the
+numbers it shares with Python (`step_constants.lua_constants`: `HEADROOM_MS`, ...), and each line
+`--#include <fragment>` is replaced by `lua/<fragment>.lua` (functions several scripts share). Every script of the
+store, the webhooks' included, is loaded here.
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ from importlib import resources
 from typing import Any
 
 from agentq.protocol.status import lua_preamble
+from agentq.store.step_constants import lua_constants
 
 _INCLUDE = "--#include "
 
 
 def lua_source(name: str) -> str:
-    """The runnable source of the step `lua/<name>.lua`: the status preamble, then the script with its
-    `--#include` lines expanded."""
+    """The runnable source of the step `lua/<name>.lua`: the statuses' and the constants' preambles, then the
+    script with its `--#include` lines expanded."""
     lines = [_lua_file(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
              for line in _lua_file(name).splitlines(keepends=True)]
-    return lua_preamble() + "".join(lines)
+    return lua_preamble() + lua_constants() + "".join(lines)
 
 
 def _lua_file(name: str) -> str:

@@ -41,6 +41,7 @@ from agentq.store.replies import (
     TickStale,
     TickSuperseded,
 )
+from agentq.store.step_args import BudgetReserveArgs, BudgetSettleArgs, TickBeginArgs, TickEndArgs
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
@@ -106,9 +107,9 @@ class Scripts(CallScripts):
         are read from), the claim brings the tick's inputs."""
         reply = self._run("tick_begin", [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log,
                                          keys.spec],
-                          [exchanges, token, lease_ms, now_iso(),
-                           entry(job_started, keys.job_id) if job_started else "",
-                           *(read_from if read_from is not None else ("", ""))])
+                          [TickBeginArgs(exchanges=exchanges, token=token, lease_ms=lease_ms, now=now_iso(),
+                                         job_started=entry(job_started, keys.job_id) if job_started else "",
+                                         read_from=read_from).encode()])
         match reply[0]:
             case "claimed":
                 return _claimed(reply)
@@ -149,8 +150,10 @@ class Scripts(CallScripts):
         """tick_end.lua: keep the tick's exchange, usage and messages, and give up its lease."""
         reply = self._run(
             "tick_end", [keys.job, keys.tick_lease, keys.exchanges, keys.log, keys.events, keys.status],
-            [token, dumps(exchange), 1 if counts else 0, dumps(output) if has_output else "", dumps(usage),
-             len(messages), *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
+            [TickEndArgs(token=token, exchange=dumps(exchange), counts=counts,
+                         output=dumps(output) if has_output else None, usage=dict(usage),
+                         messages=len(messages)).encode(),
+             *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         if reply[0] == "ended":
             return _tick_ended(reply)
         if reply[0] == "superseded":
@@ -170,18 +173,21 @@ class Scripts(CallScripts):
 
     def reserve_budget(self, keys: JobKeys, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply:
         """budget.lua's reserve: hold what a request may spend against the (root) job's budget, or refuse it."""
-        limits = (budget.max_requests, budget.max_input_tokens, budget.max_output_tokens, budget.max_cost_nanousd)
-        reply = self._run("budget", [keys.job, keys.budget], [
-            "reserve", key, *("" if limit is None else limit for limit in limits), ask.input_tokens,
-            ask.input_nanousd, ask.output_tokens, ask.min_output_tokens, repr(float(ask.output_nanousd_per_token))])
+        reply = self._run("budget", [keys.job, keys.budget], [BudgetReserveArgs(
+            key=key, max_requests=budget.max_requests, max_input_tokens=budget.max_input_tokens,
+            max_output_tokens=budget.max_output_tokens, max_cost_nanousd=budget.max_cost_nanousd,
+            input_tokens=ask.input_tokens, input_nanousd=ask.input_nanousd, output_tokens=ask.output_tokens,
+            min_output_tokens=ask.min_output_tokens, output_nanousd_per_token=float(ask.output_nanousd_per_token),
+        ).encode()])
         if reply[0] == "granted":
             return BudgetGranted(output_tokens=int(reply[1]))
         return BudgetRefused(message=str(reply[1]))
 
     def settle_budget(self, keys: JobKeys, key: str, spend: Spend) -> bool:
         """budget.lua's settle: what the request `key` held becomes what it spent (once)."""
-        return bool(self._run("budget", [keys.job, keys.budget], [
-            "settle", key, spend.requests, spend.input_tokens, spend.output_tokens, spend.cost_nanousd]))
+        return bool(self._run("budget", [keys.job, keys.budget], [BudgetSettleArgs(
+            key=key, requests=spend.requests, input_tokens=spend.input_tokens, output_tokens=spend.output_tokens,
+            cost_nanousd=spend.cost_nanousd).encode()]))
 
     # -------------------------------------------------------------------------------------- node names
 

@@ -34,7 +34,7 @@ from agentq.store.ticks import TickSteps
 class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps):
     """The Redis state store. Thread-safe; share one per process.
 
-    Built as `StateStore(redis_url, cluster=..., namespace=...)` (see `connection.StoreConnection`). Every public
-    method maps Redis connection and timeout errors to `StoreUnavailableError` (see `store/boundary.py`), so nothing
-    above the store handles redis-py's exceptions.
+    Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).
+    Every public method maps Redis connection and timeout errors to `StoreUnavailableError` (see
+    `store/boundary.py`), so nothing above the store handles redis-py's exceptions.
     """

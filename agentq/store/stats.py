@@ -9,7 +9,6 @@ state is already written, and `fleet_stats` repairs what a process that died in 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from agentq.protocol.status import JobStatus
@@ -40,7 +39,7 @@ class StatsSteps(StoreConnection):
         job behind, so each read checks a random `sample` of members and drops those that ended (all of them
         in a set no larger than the sample). Calls awaiting approval: summed over the jobs that may hold some
         (a set added to whenever a step may hold a call for a reviewer); jobs that hold none anymore leave it."""
-        active_key, candidates_key, now = self.fleet.active_jobs, self.fleet.approval_jobs, time.time()
+        active_key, candidates_key, now = self.fleet.active_jobs, self.fleet.approval_jobs, self.clock()
         pipe = self.redis.pipeline(transaction=False)
         pipe.zremrangebyscore(active_key, 0, now)
         pipe.zcard(active_key)
@@ -95,7 +94,7 @@ class StatsSteps(StoreConnection):
         """A step may have held a call of `job_id` for a reviewer: (re)add it to the approvals set, with a new
         score (see `_drop_settled`). Best effort, after the job's script (never inside it)."""
         try:
-            self.redis.zadd(self.fleet.approval_jobs, {job_id: time.time()})
+            self.redis.zadd(self.fleet.approval_jobs, {job_id: self.clock()})
         except Exception:
             log.warning("job %s may hold calls for a reviewer, but the metrics' approvals set could not be updated",
                         job_id, exc_info=True)

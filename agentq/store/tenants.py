@@ -17,6 +17,7 @@ from agentq.protocol.tenants import TenantLimits
 from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.replies import TenantRefusal
+from agentq.store.step_constants import MINUTE_MS
 
 NO_HINT_S = 5.0  # what a refusal for too many active jobs advises to wait: no step knows when one will end
 
@@ -29,7 +30,7 @@ class TenantSteps(StoreConnection):
                   expire_at_ms: int) -> TenantRefusal | None:
         """Admit `job_id` of `tenant` under `limits` before it is written: None when admitted (it counts as active
         until it ends or expires), else why not and when to try again."""
-        interval_ms = round(60_000 / limits.jobs_per_minute) if limits.jobs_per_minute else 0
+        interval_ms = round(MINUTE_MS / limits.jobs_per_minute) if limits.jobs_per_minute else 0
         burst = max(1, math.floor(limits.jobs_per_minute or 1))
         keys = [self.fleet.tenant_active(tenant), self.fleet.tenant_rate(tenant)]
         args = [job_id, expire_at_ms / 1000, limits.max_active_jobs or 0, interval_ms, burst]

@@ -7,8 +7,9 @@
 - `agentq:{J}:deliveries` (hash): delivery id -> the delivery's state (`records.Delivery` JSON) and
   `<id>:body` -> the exact body every attempt sends; kept `AGENTQ_WEBHOOK_RETRY_S` plus the job lifetime.
 - `agentq:webhooks:due` (zset): `"<job> <delivery>"` -> when its next attempt is due (ms). A process takes due
-  members with `claim.lua`, which moves each one a lease ahead: a process that dies mid-attempt leaves it to be
-  taken again when the lease ends, with the same id (at least once).
+  members with `store/lua/webhook_claim.lua` (loaded by the store's `ScriptRunner`, as every script is), which
+  moves each one a lease ahead: a process that dies mid-attempt leaves it to be taken again when the lease ends,
+  with the same id (at least once).
 
 Every command touches one job's keys or one fleet-wide key (the cluster rule of docs/architecture.md).
 """
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 from agentq.store.keys import FleetKeys, JobKeys
+from agentq.store.script_runner import ScriptRunner
 from agentq.webhooks.records import Delivery
 
 
@@ -36,7 +37,7 @@ class DeliveryStore:
         self.namespace = namespace
         self.fleet = FleetKeys(namespace)
         self.keep_s = int(keep_s)  # how long a job's deliveries are kept after the last one was stored
-        self._claim = redis.register_script(resources.files("agentq.webhooks").joinpath("claim.lua").read_text())
+        self._scripts = ScriptRunner(redis, ["webhook_claim"])
 
     def keys(self, job_id: str) -> JobKeys:
         return JobKeys(self.namespace, job_id)
@@ -106,7 +107,7 @@ class DeliveryStore:
 
     def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[tuple[str, str]]:
         """Due (job, delivery) pairs this process attempts now; each is moved `lease_ms` ahead."""
-        members = self._claim(keys=[self.fleet.webhook_due], args=[now_ms, lease_ms, limit])
+        members = self._scripts.run("webhook_claim", [self.fleet.webhook_due], [now_ms, lease_ms, limit])
         pairs = []
         for member in members:
             job_id, _, delivery_id = (_decode(member) or "").partition(" ")

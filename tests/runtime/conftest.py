@@ -1,4 +1,5 @@
-"""Fixtures of the runtime unit tests: the in-memory store, and a store of each kind for the contract tests."""
+"""Fixtures of the runtime unit tests: a `StateStore` on the session's private Redis (its Python side on a clock the
+test moves), and a store of each kind for the contract tests (Redis, Redis Cluster)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
-from tests.runtime.memory_store import ManualClock, MemoryStore
+from agentq.store.state import StateStore
+from tests.runtime.clock import ManualClock
 
 
 def tool_schema(name: str, params: dict | None = None, **meta: Any) -> dict:
@@ -69,7 +71,7 @@ S = TypeVar("S", bound=Store)
 
 
 class Rig(Generic[S]):
-    """A job service and an executor sharing one store (a MemoryStore, or a StateStore on real Redis) and one
+    """A job service and an executor sharing one store (a StateStore on the session's Redis) and one
     recording dispatcher."""
 
     def __init__(self, store: S, settings: Settings | None = None, **executor: Any):
@@ -133,10 +135,10 @@ class Rig(Generic[S]):
 
 @dataclass
 class Backend:
-    """A store under test and how to let time pass for it (sleep on Redis, advance the clock in memory)."""
+    """A store under test and how to let time pass for it (real time: its Lua steps read Redis's clock)."""
 
     name: str
-    store: Any
+    store: Any  # a StateStore; its steps' replies are unions the tests read as the reply they expect
     advance: Callable[[float], None]
 
 
@@ -146,18 +148,39 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def memory_store(clock: ManualClock) -> MemoryStore:
-    return MemoryStore(clock=clock)
+def redis_store(redis_url: str, clock: ManualClock) -> Iterator[StateStore]:
+    """A `StateStore` on the session's private Redis (flushed for the test), its Python side on `clock`."""
+    store = StateStore(redis_url, clock=clock)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
-@pytest.fixture(params=["redis", "memory", "cluster"])
+def expire_now(store: StateStore, key: str) -> None:
+    """Let a key's TTL run out now (a lease's, a claim's), as time passing would: PEXPIRE 1 ms, then wait until Redis
+    expired it."""
+    store.redis.pexpire(key, 1)
+    deadline = time.monotonic() + 5
+    while store.redis.exists(key):
+        assert time.monotonic() < deadline, f"{key} did not expire"
+        time.sleep(0.001)
+
+
+def job_keys(store: StateStore) -> list[str]:
+    """Every hash-tagged key in the store (each job's, `<namespace>:{<job id>}:...`, and the fleet's tagged ones):
+    none when nothing was written."""
+    return sorted(store.redis.scan_iter(match=f"{store.namespace}:{{*}}:*"))
+
+
+def expire_job(store: StateStore, job_id: str) -> None:
+    """Let the job's keys expire now, as its TTL running out would."""
+    keys = store.keys(job_id)
+    store.redis.delete(*keys.all, keys.done, keys.tick_lease)
+
+
+@pytest.fixture(params=["redis", "cluster"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    if request.param == "memory":
-        clock = ManualClock()
-        yield Backend("memory", MemoryStore(clock=clock), clock.advance)
-        return
-    from agentq.store.state import StateStore
-
     if request.param == "cluster":  # the same contract on a three-node Redis Cluster
         cluster = request.getfixturevalue("local_cluster")
         cluster.flush()

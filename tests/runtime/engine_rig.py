@@ -1,6 +1,6 @@
-"""A whole engine on `MemoryStore`, without Celery or Redis: the job service, the executor (with its agent loop and
-delegation) and a dispatcher that queues what it is asked to send; `Engine.run` delivers the queue in order, as
-the Celery tasks would, calling the same entry points (`Executor.run_call`, `Executor.tick`).
+"""A whole engine on a `StateStore` (the session's private Redis), without Celery: the job service, the executor (with
+its agent loop and delegation) and a dispatcher that queues what it is asked to send; `Engine.run` delivers the queue in
+order, as the Celery tasks would, calling the same entry points (`Executor.run_call`, `Executor.tick`).
 
 `ScriptedModel` stands in for the LLM provider (`agentq.llm.base.LLM`), as pydantic-ai's `FunctionModel` does: a
 function of the request gives each answer's solution (or raises the provider's error), whose calls are reported
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,8 +34,8 @@ from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
+from agentq.store.state import StateStore
 from tests.runtime.conftest import tool_schema
-from tests.runtime.memory_store import ManualClock, MemoryStore
 
 ANSWER_USAGE = Usage(requests=1, input_tokens=100, output_tokens=20)
 
@@ -107,15 +108,23 @@ class QueueDispatcher:
         self.sent.append(task)
 
 
-class Engine:
-    """The service and the executor of one process on one `MemoryStore`, fed by a queue."""
+class Engines(list["Engine"]):
+    """The engines a test made (closed at its end), each on `store` unless given its own."""
 
-    def __init__(self, store: MemoryStore | None = None, *, llm: Any = None, modules: Any = None,
+    def __init__(self, store: StateStore):
+        super().__init__()
+        self.store = store
+
+
+class Engine:
+    """The service and the executor of one process on one `StateStore`, fed by a queue."""
+
+    def __init__(self, store: StateStore, *, llm: Any = None, modules: Any = None,
                  settings: Settings | None = None, signed: bool = False, prices: PriceTable | None = None,
                  limits: Mapping[str, ModelLimits] | None = None):
         """`prices`: the model's answers are priced with them and every request goes through the budget's gate,
         as `runtime/root.py` wires a process; `limits`: every request goes through the rate limiter's gate."""
-        self.store = store if store is not None else MemoryStore()
+        self.store = store
         self.settings = settings if settings is not None else Settings()
         self.dispatcher = QueueDispatcher()
         self.tools, self.activities = ToolRegistry(), ActivityRegistry()
@@ -137,13 +146,7 @@ class Engine:
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []
         self.waits: list[float] = []  # what tick tasks asked to wait before their next attempt
-
-    @property
-    def clock(self) -> ManualClock:
-        """The store's clock, which the rig moves on (a `ManualClock`, the memory store's default)."""
-        clock = self.store.clock
-        assert isinstance(clock, ManualClock), "the rig moves only a ManualClock"
-        return clock
+        self.wait_ends: list[float] = []  # when each of those waits ends (`time.monotonic()`)
 
     def activity(self, name: str, fn: Callable[..., Any], params: dict | None = None, *,
                  required: tuple[str, ...] = (), **options: Any) -> None:
@@ -162,8 +165,8 @@ class Engine:
         self.tools.register(name, tool_schema(name, params, **meta))
 
     def run(self, limit: int = 200, *, wait: bool = False) -> list[str]:
-        """Deliver the queued tasks in order until none is left (a retry goes to the back at once; with `wait`, the
-        store's clock first moves on by the wait it asked for); the calls' outcomes."""
+        """Deliver the queued tasks in order until none is left (a retry goes to the back at once; with `wait`, once
+        the wait it asked for passed, as the broker brings it back); the calls' outcomes."""
         statuses: list[str] = []
         while self.dispatcher.queue and limit:
             limit -= 1
@@ -172,6 +175,7 @@ class Engine:
                 delay = self.executor.tick(task.job_id, task.n)
                 if delay is not None:
                     self.waits.append(delay)
+                    self.wait_ends.append(time.monotonic() + delay)
                     self._later(task, delay if wait else 0.0)
                 continue
             outcome = self._deliver(task)
@@ -181,9 +185,9 @@ class Engine:
         return statuses
 
     def _later(self, task: Task, delay: float) -> None:
-        """A task that retries: at the back of the queue, once the store's clock moved on by `delay`."""
+        """A task that retries: at the back of the queue, once `delay` seconds passed for the models' rate limits."""
         if delay > 0:
-            self.clock.advance(delay)
+            limits_age(self.store, delay)
         self.dispatcher.queue.append(task)
 
     def _deliver(self, task: Task) -> Outcome:
@@ -204,6 +208,21 @@ class Engine:
 
     def close(self) -> None:
         self.executor.leases.stop()
+
+
+def limits_age(store: StateStore, seconds: float) -> None:
+    """Let `seconds` pass for every model's rate limits at once, without waiting for them: the limits' steps read
+    Redis's clock (`_buckets.lua`), and every moment they keep is an absolute ms (a bucket's `<kind>.at`, a pause's
+    `paused_until`, a ticket's score), so moving each of them `seconds` earlier is what those seconds passing does."""
+    shift = round(seconds * 1000)
+    for key in store.redis.scan_iter(match=f"{store.namespace}:llm:*"):
+        if store.redis.type(key) == "zset":
+            store.redis.zadd(key, {place: at - shift for place, at in store.redis.zrange(key, 0, -1, withscores=True)})
+            continue
+        moments = {field: float(value) - shift for field, value in store.redis.hgetall(key).items()
+                   if field.endswith(".at") or field == "paused_until"}
+        if moments:
+            store.redis.hset(key, mapping=moments)
 
 
 RESEARCHER = {"context": [{"type": "text", "role": "system", "text": "You are the Researcher."}],

@@ -1,7 +1,7 @@
 """The places of ended calls (docs/tenants.md) are given back off the call's path, in groups: `Admission.ended` of a
 call that released nothing only notes its place; the process's admission thread gives back what was noted in one step
 and publishes the parked calls it admits, and the next step the process makes for other reasons takes the noted
-places along (on Redis, a Redis Cluster and the memory store)."""
+places along (on Redis and a Redis Cluster)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A new job's admission step made with its write (docs/tenants.md): on a single Redis it runs in the write's round
-trip, after the job's script and only if that wrote the job; elsewhere (a cluster, the memory store) it is made on its
-own once the job is written. A write that fails after the step ran gives the job's places back, never publishing its
-calls."""
+trip, after the job's script and only if that wrote the job; elsewhere (a cluster) it is made on its own once the job is
+written. A write that fails after the step ran gives the job's places back, never publishing its calls."""
 
 from __future__ import annotations
 
@@ -39,7 +38,7 @@ def test_a_job_written_with_its_admission_step_publishes_what_the_step_admitted(
     with_write = adm.with_write(plan, records, "a", fresh=True)
     assert with_write is not None and len(with_write.request.tickets) == 3
     assert backend.store.create_job(plan, records, submitted={}, events=[], tenant="a", admission=with_write.request)
-    # a single Redis ran the step with the write; a cluster and the memory store leave it to its own step
+    # a single Redis ran the step with the write; a cluster leaves it to its own step
     assert with_write.request.reply == (["#1", "#2"] if backend.name == "redis" else None)
     # the dispatch of the job's ready calls publishes what the step admitted (a step of their own when it did not
     # run), once: a later dispatch of them is a step of its own, which finds them admitted

@@ -1,7 +1,7 @@
-"""Budgets, cost and the cache TTL on the engine (`MemoryStore`, a scripted model priced by the shipped table): every
-model request of a job — its ticks, its latent calls, its module child jobs' requests — goes through the budget's
-gate, a request that would cross the budget is never sent and the job fails with `BudgetExceeded`, and the
-record's usage carries the cost. (The same on real processes and the fake Messages API: tests/integration.)"""
+"""Budgets, cost and the cache TTL on the engine (a `StateStore` on the session's Redis, a scripted model priced by the
+shipped table): every model request of a job — its ticks, its latent calls, its module child jobs' requests — goes
+through the budget's gate, a request that would cross the budget is never sent and the job fails with `BudgetExceeded`,
+and the record's usage carries the cost. (The same on real processes and the fake Messages API: tests/integration.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from agentq.llm.prices import PriceTable
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from tests.runtime.engine_rig import Engine, ScriptedModel, researcher_library
+from agentq.store.state import StateStore
+from tests.runtime.engine_rig import Engine, Engines, ScriptedModel, researcher_library
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -27,15 +28,15 @@ WEATHER = {"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†sta
 
 
 @pytest.fixture
-def engines() -> Iterator[list[Engine]]:
-    made: list[Engine] = []
+def engines(redis_store: StateStore) -> Iterator[Engines]:
+    made = Engines(redis_store)
     yield made
     for engine in made:
         engine.close()
 
 
-def engine(engines: list[Engine], model: ScriptedModel, **options) -> Engine:
-    made = Engine(llm=model, prices=PriceTable(), **options)
+def engine(engines: Engines, model: ScriptedModel, **options) -> Engine:
+    made = Engine(options.pop("store", engines.store), llm=model, prices=PriceTable(), **options)
     engines.append(made)
     made.activity("weather", lambda call: {"city": call["city"], "temp_c": 3}, {"city": {"type": "string"}},
                   required=("city",))
@@ -50,7 +51,7 @@ def agent(budget: dict | None = None, **options) -> dict:
             "options": job_options}
 
 
-def test_an_agent_over_its_request_budget_fails_and_the_model_gets_no_more(engines: list[Engine]):
+def test_an_agent_over_its_request_budget_fails_and_the_model_gets_no_more(engines: Engines):
     model = ScriptedModel.replies(WEATHER, WEATHER, {"calls": [], "output": "cold"})
     rig = engine(engines, model)
     job_id = rig.service.submit(agent({"max_requests": 2}))
@@ -68,7 +69,7 @@ def test_an_agent_over_its_request_budget_fails_and_the_model_gets_no_more(engin
     assert finished["error"]["type"] == "BudgetExceeded"
 
 
-def test_a_job_within_its_budget_runs_and_its_output_budget_caps_max_tokens(engines: list[Engine]):
+def test_a_job_within_its_budget_runs_and_its_output_budget_caps_max_tokens(engines: Engines):
     model = ScriptedModel.replies(WEATHER, {"calls": [], "output": "cold"})
     rig = engine(engines, model)
     job_id = rig.service.submit(agent({"max_output_tokens": 1000, "max_cost_usd": 1}))
@@ -80,7 +81,7 @@ def test_a_job_within_its_budget_runs_and_its_output_budget_caps_max_tokens(engi
     assert record.usage["cost_usd"] == pytest.approx(2 * COST_PER_REQUEST)
 
 
-def test_a_job_without_a_budget_is_not_held_and_still_priced(engines: list[Engine]):
+def test_a_job_without_a_budget_is_not_held_and_still_priced(engines: Engines):
     model = ScriptedModel.replies({"calls": [], "output": "cold"})
     rig = engine(engines, model)
     job_id = rig.service.submit(agent())
@@ -91,7 +92,7 @@ def test_a_job_without_a_budget_is_not_held_and_still_priced(engines: list[Engin
     assert record.usage["cost_usd"] == pytest.approx(COST_PER_REQUEST)
 
 
-def test_the_default_budget_holds_jobs_that_name_none(engines: list[Engine]):
+def test_the_default_budget_holds_jobs_that_name_none(engines: Engines):
     model = ScriptedModel.replies(WEATHER, {"calls": [], "output": "cold"})
     rig = engine(engines, model, settings=Settings(default_budget={"max_requests": 1}))
     job_id = rig.service.submit(agent())
@@ -107,7 +108,7 @@ def test_the_default_budget_holds_jobs_that_name_none(engines: list[Engine]):
     assert free.store.record(job_id).status is JobStatus.SUCCEEDED
 
 
-def test_an_unpriced_model_has_a_null_cost_and_cannot_be_held_to_a_cost_budget(engines: list[Engine]):
+def test_an_unpriced_model_has_a_null_cost_and_cannot_be_held_to_a_cost_budget(engines: Engines):
     model = ScriptedModel.replies({"calls": [], "output": "cold"})
     rig = engine(engines, model)
     job_id = rig.service.submit(agent(model="my-own-model"))
@@ -132,7 +133,7 @@ def latent_job(budget: dict, count: int = 1) -> dict:
     return {"calls": calls, "options": {"model": MODEL, "budget": budget}}
 
 
-def test_a_latent_call_over_the_budget_is_not_sent_and_fails_the_job(engines: list[Engine]):
+def test_a_latent_call_over_the_budget_is_not_sent_and_fails_the_job(engines: Engines):
     model = ScriptedModel(lambda request: {"output": "short"})
     rig = engine(engines, model)
     rig.tool("summarize", {"text": {"type": "string"}})  # no activity: the model answers it
@@ -152,7 +153,7 @@ def library(tmp_path: Path) -> ModuleLibrary:
     return researcher_library(tmp_path)
 
 
-def test_a_module_childs_requests_count_against_its_root_jobs_budget(engines: list[Engine],
+def test_a_module_childs_requests_count_against_its_root_jobs_budget(engines: Engines,
                                                                       library: ModuleLibrary):
     model = ScriptedModel.replies(WEATHER, {"calls": [], "output": {"facts": ["cold"]}})
     rig = engine(engines, model, modules=library)
@@ -173,7 +174,7 @@ def test_a_module_childs_requests_count_against_its_root_jobs_budget(engines: li
     assert rig.store.record(job_id).usage["cost_usd"] == pytest.approx(COST_PER_REQUEST)
 
 
-def test_the_cache_ttl_reaches_every_request_of_the_job(engines: list[Engine]):
+def test_the_cache_ttl_reaches_every_request_of_the_job(engines: Engines):
     def answer(request: LLMRequest) -> object:
         return {"output": "short"} if request.purpose == "latent" else {
             "calls": [{"_tool": "summarize", "text": "t", "_outputPath": "†state.s"}] if len(model.requests) == 1

@@ -1,7 +1,7 @@
-"""Unit tests of the executor on `MemoryStore` with a recording dispatcher: no Celery, no Redis, milliseconds each.
+"""Unit tests of the executor on a `StateStore` (the session's private Redis) with a recording dispatcher: no Celery.
 
 A job is submitted through `JobService`; each dispatched record is then run by calling `Executor.run_call`, as
-the Celery task would. Acceptance tests of the same paths on real Redis and workers live in tests/integration.
+the Celery task would. Acceptance tests of the same paths on real workers live in tests/integration.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from tests.runtime.conftest import Rig
-from tests.runtime.memory_store import MemoryStore
+from agentq.store.state import StateStore
+from tests.runtime.conftest import Rig, expire_job, expire_now
 
 pytestmark = pytest.mark.timeout(10)
 
 
 @pytest.fixture
-def rig(memory_store: MemoryStore) -> Iterator[Rig]:
-    rig = Rig(memory_store)
+def rig(redis_store: StateStore) -> Iterator[Rig]:
+    rig = Rig(redis_store)
     yield rig
     rig.executor.leases.stop()
 
@@ -67,7 +67,7 @@ def test_job_started_is_published_for_a_job_id_used_again(rig: Rig):
     job_id = rig.service.submit(job, job_id="job_used_twice")
     assert rig.drain() == ["done", "done"]
     assert [e["event"] for e in rig.events(job_id)].count("job.started") == 1
-    rig.store._jobs.pop(job_id)  # the first job expired
+    expire_job(rig.store, job_id)  # the first job expired
     assert rig.service.submit(job, job_id=job_id) == job_id
     assert rig.drain() == ["done", "done"]
     assert [e["event"] for e in rig.events(job_id)] == [
@@ -204,14 +204,14 @@ def test_duplicate_concurrent_deliveries_run_the_handler_once(rig: Rig):
     assert len(rig.named(job_id, "call.finished")) == 1 and len(rig.named(job_id, "job.finished")) == 1
 
 
-def test_an_expired_lease_lets_a_redelivery_take_the_call_over(rig: Rig, clock):
+def test_an_expired_lease_lets_a_redelivery_take_the_call_over(rig: Rig):
     rig.activity("work", lambda call: "again")
     job_id = rig.submit({"calls": [{"_tool": "work", "_outputPath": "†state.r"}]})
     call_id = rig.call_id(job_id, "work")
     # an attempt claimed the call and its process died
     rig.store.claim(job_id, call_id, token="dead", lease_ms=1000)
     assert rig.executor.run_call(job_id, call_id).status == "leased"
-    clock.advance(2)
+    expire_now(rig.store, rig.store.keys(job_id).lease(call_id))
     assert rig.executor.run_call(job_id, call_id).status == "done"
     assert [e["attempt"] for e in rig.named(job_id, "call.started")] == [2]
     assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
@@ -229,8 +229,8 @@ def test_a_forged_task_record_runs_the_stored_call(rig: Rig):
     assert rig.store.record(job_id).state == {"r": "safe result"}
 
 
-def test_a_result_over_the_size_limit_fails_the_call(memory_store: MemoryStore):
-    rig = Rig(memory_store, max_result_bytes=100)
+def test_a_result_over_the_size_limit_fails_the_call(redis_store: StateStore):
+    rig = Rig(redis_store, max_result_bytes=100)
     rig.activity("big", lambda call: "x" * 200)
     job_id = rig.submit({"calls": [{"_tool": "big", "_outputPath": "†state.r"}]})
     assert rig.drain() == ["failed"]
@@ -260,8 +260,8 @@ def test_an_async_handler_over_its_timeout_fails(rig: Rig):
     assert rig.store.record(job_id).status is JobStatus.FAILED
 
 
-def test_the_default_timeout_applies_to_activities_without_one(memory_store: MemoryStore):
-    rig = Rig(memory_store, default_timeout_s=0.05)
+def test_the_default_timeout_applies_to_activities_without_one(redis_store: StateStore):
+    rig = Rig(redis_store, default_timeout_s=0.05)
 
     async def sleepy(call: dict) -> str:
         await asyncio.sleep(5)
@@ -302,11 +302,11 @@ def test_a_call_that_still_waits_is_not_run(rig: Rig):
     assert rig.runs == {}
 
 
-def test_an_activity_this_worker_does_not_serve_is_retried_then_fails(memory_store: MemoryStore):
-    rig = Rig(memory_store)
+def test_an_activity_this_worker_does_not_serve_is_retried_then_fails(redis_store: StateStore):
+    rig = Rig(redis_store)
     rig.activity("elsewhere", lambda call: 1)
     job_id = rig.submit({"calls": [{"_tool": "elsewhere", "_outputPath": "†state.r"}]})
-    other = Executor(memory_store, ActivityRegistry(), rig.dispatcher, settings=Settings(lease_s=30.0))
+    other = Executor(redis_store, ActivityRegistry(), rig.dispatcher, settings=Settings(lease_s=30.0))
     record = rig.dispatcher.sent[0][1]
     assert other.run_call(job_id, record.id, record=record).status == "failed"  # no spec: no retries
     assert rig.named(job_id, "call.finished")[0]["error"]["type"] == "ActivityNotServed"

@@ -1,7 +1,6 @@
-"""Unit tests of store outages and poison calls in the executor, on `MemoryStore` behind a store that fails on
-demand (`FlakyStore`). The acceptance test with a real state Redis stopped mid-job, a separate broker and worker
-processes is tests/integration/test_outages.py.
-"""
+"""Unit tests of store outages and poison calls in the executor, on a `StateStore` (the session's private Redis) behind
+a store that fails on demand (`FlakyStore`). The acceptance test with a real state Redis stopped mid-job, a separate
+broker and worker processes is tests/integration/test_outages.py."""
 
 from __future__ import annotations
 
@@ -15,8 +14,9 @@ from agentq.errors import StoreUnavailableError
 from agentq.protocol.status import JobStatus
 from agentq.settings import Settings
 from agentq.store.base import Store
-from tests.runtime.conftest import Rig
-from tests.runtime.memory_store import ManualClock, MemoryStore
+from agentq.store.state import StateStore
+from tests.runtime.clock import ManualClock
+from tests.runtime.conftest import Rig, expire_now
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -30,7 +30,7 @@ class FlakyStore:
     next `times` calls of `step` fail — before doing anything, or (`after=True`) after the step was done, as
     when the reply is lost."""
 
-    def __init__(self, store: MemoryStore):
+    def __init__(self, store: StateStore):
         self.store = store
         self.failures: dict[str, list[bool]] = {}
         self.calls: dict[str, int] = {}
@@ -57,8 +57,8 @@ class FlakyStore:
 
 
 @pytest.fixture
-def flaky(memory_store: MemoryStore) -> FlakyStore:
-    return FlakyStore(memory_store)
+def flaky(redis_store: StateStore) -> FlakyStore:
+    return FlakyStore(redis_store)
 
 
 def make_rig(store: Any, **settings: Any) -> Rig:
@@ -233,15 +233,14 @@ def test_an_emit_during_an_outage_is_retried_and_does_not_fail_the_call(flaky: F
 # ------------------------------------------------------------------------------------ poison calls
 
 
-def test_a_call_whose_process_died_on_each_delivery_fails_at_the_limit(memory_store: MemoryStore,
-                                                                        clock: ManualClock):
-    rig = make_rig(memory_store, max_deliveries=2)
+def test_a_call_whose_process_died_on_each_delivery_fails_at_the_limit(redis_store: StateStore):
+    rig = make_rig(redis_store, max_deliveries=2)
     job_id = rig.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a || †state.failed"},
                                    {"_tool": "second", "y": 2, "_outputPath": "†state.b"}]})
     call_id = rig.call_id(job_id, "first")
     for token in ("died-1", "died-2"):  # two deliveries whose process died while running the call
-        assert memory_store.claim(job_id, call_id, token=token, lease_ms=1000).outcome == "claimed"
-        clock.advance(2)
+        assert redis_store.claim(job_id, call_id, token=token, lease_ms=1000).outcome == "claimed"
+        expire_now(redis_store, redis_store.keys(job_id).lease(call_id))
     outcome = rig.executor.run_call(job_id, call_id)
     assert outcome.status == "failed"
     assert rig.runs["first"] == 0  # the third delivery did not run it
@@ -253,25 +252,24 @@ def test_a_call_whose_process_died_on_each_delivery_fails_at_the_limit(memory_st
     rig.executor.leases.stop()
 
 
-def test_lost_deliveries_under_the_limit_and_retries_after_errors_do_not_count(memory_store: MemoryStore,
-                                                                              clock: ManualClock):
-    rig = make_rig(memory_store, max_deliveries=2)
+def test_lost_deliveries_under_the_limit_and_retries_after_errors_do_not_count(redis_store: StateStore):
+    rig = make_rig(redis_store, max_deliveries=2)
     job_id = rig.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]})
     call_id = rig.call_id(job_id, "first")
-    assert memory_store.claim(job_id, call_id, token="died", lease_ms=1000).outcome == "claimed"
-    clock.advance(2)
+    assert redis_store.claim(job_id, call_id, token="died", lease_ms=1000).outcome == "claimed"
+    expire_now(redis_store, redis_store.keys(job_id).lease(call_id))
     assert rig.executor.run_call(job_id, call_id).status == "done"  # one lost delivery: under the limit
     assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
     rig.executor.leases.stop()
 
 
-def test_no_delivery_limit_with_zero(memory_store: MemoryStore, clock: ManualClock):
-    rig = make_rig(memory_store, max_deliveries=0)
+def test_no_delivery_limit_with_zero(redis_store: StateStore):
+    rig = make_rig(redis_store, max_deliveries=0)
     job_id = rig.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]})
     call_id = rig.call_id(job_id, "first")
     for n in range(6):
-        memory_store.claim(job_id, call_id, token=f"died-{n}", lease_ms=1000)
-        clock.advance(2)
+        redis_store.claim(job_id, call_id, token=f"died-{n}", lease_ms=1000)
+        expire_now(redis_store, redis_store.keys(job_id).lease(call_id))
     assert rig.executor.run_call(job_id, call_id).status == "done"
     rig.executor.leases.stop()
 

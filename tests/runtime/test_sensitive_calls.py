@@ -1,6 +1,6 @@
-"""Sensitive parameters through the executor (MemoryStore, no Celery): the activity gets the real value; events,
-technical details, failure and retry messages, the log's error, the job's error, the history and the calls view
-show it masked."""
+"""Sensitive parameters through the executor (a `StateStore` on the session's Redis, no Celery): the activity gets the
+real value; events, technical details, failure and retry messages, the log's error, the job's error, the history and the
+calls view show it masked."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from agentq.protocol.history import build_history_message
 from agentq.protocol.records import ErrorInfo
 from agentq.protocol.sensitive import REDACTED
 from agentq.protocol.status import JobStatus
+from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig
-from tests.runtime.memory_store import MemoryStore
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -34,17 +34,17 @@ CHARGE = {
 }
 
 
-class CardRig(Rig[MemoryStore]):
+class CardRig(Rig[StateStore]):
     """A rig whose `charge` activity keeps the card numbers it received."""
 
-    def __init__(self, store: MemoryStore):
+    def __init__(self, store: StateStore):
         super().__init__(store)
         self.received: list[str] = []
 
 
 @pytest.fixture
-def rig(memory_store: MemoryStore) -> Iterator[CardRig]:
-    rig = CardRig(memory_store)
+def rig(redis_store: StateStore) -> Iterator[CardRig]:
+    rig = CardRig(redis_store)
 
     def charge(call: dict) -> dict:
         number = call["card"]["number"]

@@ -1,5 +1,5 @@
-"""Unit tests of `JobService` on `MemoryStore` with a recording dispatcher: submission writes all or nothing,
-rejections, job ids, routing, cancellation, submission by task name. No Celery, no Redis."""
+"""Unit tests of `JobService` on a `StateStore` (the session's private Redis) with a recording dispatcher: submission
+writes all or nothing, rejections, job ids, routing, cancellation, submission by task name. No Celery."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from agentq.errors import JobNotFoundError, JobValidationError
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
-from tests.runtime.conftest import Rig, tool_schema
-from tests.runtime.memory_store import MemoryStore
+from agentq.store.state import StateStore
+from tests.runtime.conftest import Rig, job_keys, tool_schema
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -24,15 +24,15 @@ CHAIN = {"context": [{"type": "state", "data": {"x": 1}}],
 
 
 @pytest.fixture
-def rig(memory_store: MemoryStore) -> Iterator[Rig]:
-    rig = Rig(memory_store)
+def rig(redis_store: StateStore) -> Iterator[Rig]:
+    rig = Rig(redis_store)
     rig.activity("first", lambda call: call["x"] + 1, {"x": {"type": "number"}})
     rig.activity("second", lambda call: call["y"] * 2, {"y": {"type": "number"}})
     yield rig
     rig.executor.leases.stop()
 
 
-def nothing_written(store: MemoryStore, job_id: str) -> bool:
+def nothing_written(store: StateStore, job_id: str) -> bool:
     with pytest.raises(JobNotFoundError):
         store.job_info(job_id)
     return store.call_statuses(job_id) == {} and store.read_events(job_id) == []
@@ -44,7 +44,9 @@ def test_submit_writes_the_job_and_dispatches_the_ready_calls(rig: Rig):
     info = rig.store.job_info(job_id)
     assert (info.status, info.open_calls) == (JobStatus.QUEUED, 3)
     records = rig.store.call_records(job_id)
-    assert [r.tool for r in records.values()] == ["first", "second", "first"]
+    # stored in plan order (a hash: Redis keeps no order of its own)
+    assert [(r.index, r.tool) for r in sorted(records.values(), key=lambda r: r.index)] == [
+        (0, "first"), (1, "second"), (2, "first")]
     sent = [r for _, r in rig.dispatcher.sent]
     assert [r.index for r in sent] == [0, 2]  # the second call waits on the first
     assert all((r.task, r.queue) == (activity_task(r.activity), activity_task(r.activity)) for r in sent)
@@ -76,11 +78,11 @@ def test_a_taken_job_id_is_rejected_and_the_first_job_is_left_alone(rig: Rig):
 def test_job_ids_are_checked_before_anything_is_written(rig: Rig, job_id):
     with pytest.raises(JobValidationError):
         rig.service.submit(CHAIN, job_id=job_id)
-    assert rig.store._jobs == {} and rig.dispatcher.sent == []
+    assert job_keys(rig.store) == [] and rig.dispatcher.sent == []
 
 
-def test_size_and_depth_limits_reject_before_planning(memory_store: MemoryStore):
-    rig = Rig(memory_store, settings=Settings(max_job_bytes=200, max_depth=4))
+def test_size_and_depth_limits_reject_before_planning(redis_store: StateStore):
+    rig = Rig(redis_store, settings=Settings(max_job_bytes=200, max_depth=4))
     with pytest.raises(JobValidationError, match="AGENTQ_MAX_JOB_BYTES"):
         rig.service.submit('{"calls": []' + " " * 300 + "}", job_id="job_big")
     with pytest.raises(JobValidationError):
@@ -88,19 +90,19 @@ def test_size_and_depth_limits_reject_before_planning(memory_store: MemoryStore)
                            job_id="job_deep")
     with pytest.raises(JobValidationError):
         rig.service.submit('{"calls": [' * 10 + "]" * 10 + "}", job_id="job_deep2")
-    assert memory_store._jobs == {}
+    assert job_keys(redis_store) == []
     rig.executor.leases.stop()
 
 
-def test_latent_calls_go_to_the_configured_engine_queue(memory_store: MemoryStore):
-    rig = Rig(memory_store, settings=Settings(engine_queue="llm-bound"))
+def test_latent_calls_go_to_the_configured_engine_queue(redis_store: StateStore):
+    rig = Rig(redis_store, settings=Settings(engine_queue="llm-bound"))
     rig.tools.register("summarize", tool_schema("summarize", {"text": {"type": "string"}}))  # no activity: latent
     rig.activity("fetch", lambda call: "page", queue="io")
     rig.service.submit({"calls": [{"_tool": "summarize", "text": "hi", "_outputPath": "†state.s"},
                                   {"_tool": "fetch", "_outputPath": "†state.p"}]}, job_id="job_route")
     routes = {r.tool: (r.task, r.queue) for _, r in rig.dispatcher.sent}
     assert routes == {"summarize": (LATENT_TASK, "llm-bound"), "fetch": (activity_task("fetch"), "io")}
-    stored = {r.tool: (r.task, r.queue) for r in memory_store.call_records("job_route").values()}
+    stored = {r.tool: (r.task, r.queue) for r in redis_store.call_records("job_route").values()}
     assert stored == routes
     rig.executor.leases.stop()
 
@@ -168,7 +170,7 @@ def test_submit_by_task_with_an_unusable_id_writes_nothing(rig: Rig):
     rig.service.submit_by_task({"calls": [{"_tool": "nope"}]}, job_id="bad id")
     rig.service.submit_by_task({"calls": [{"_tool": "nope"}]}, job_id=7)
     rig.service.submit_by_task({"calls": [{"_tool": "nope"}]})  # no id: only logged
-    assert rig.store._jobs == {}
+    assert job_keys(rig.store) == []
 
 
 def test_submit_by_task_submits_a_valid_job(rig: Rig):

@@ -1,6 +1,6 @@
-"""The job service and the engine with concurrency keys (docs/tenants.md) on `MemoryStore`, a recording dispatcher: what
-a waiting job sends (nothing) and what its start sends (its ready calls, its first tick), on every kind of job.
-No Celery, no Redis."""
+"""The job service and the engine with concurrency keys (docs/tenants.md) on a `StateStore`, a recording dispatcher:
+what a waiting job sends (nothing) and what its start sends (its ready calls, its first tick), on every kind of job. No
+Celery."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.protocol.status import CallStatus, JobStatus
-from tests.runtime.conftest import Rig
-from tests.runtime.memory_store import MemoryStore
+from agentq.store.state import StateStore
+from tests.runtime.conftest import Rig, expire_job
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -18,8 +18,8 @@ ONE = {"concurrency": [{"key": "acct-42", "limit": 1}]}
 
 
 @pytest.fixture
-def rig(memory_store: MemoryStore) -> Iterator[Rig]:
-    rig = Rig(memory_store)
+def rig(redis_store: StateStore) -> Iterator[Rig]:
+    rig = Rig(redis_store)
     rig.activity("work", lambda call: call["n"], {"n": {"type": "integer"}})
     yield rig
     rig.executor.leases.stop()
@@ -83,6 +83,6 @@ def test_a_canceled_waiting_job_never_sends_and_the_next_one_starts(rig: Rig):
 
 def test_a_job_let_in_that_expired_meanwhile_passes_its_place_on(rig: Rig):
     holder, gone, third = rig.submit(plan(1)), rig.submit(plan(2)), rig.submit(plan(3))
-    del rig.store._jobs[gone]  # its keys expired before its place in line did
+    expire_job(rig.store, gone)  # its keys expired before its place in line did
     assert rig.drain(limit=1) == ["done"]
     assert [job_id for job_id, _ in rig.dispatcher.sent] == [holder, third]

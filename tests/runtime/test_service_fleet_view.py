@@ -1,4 +1,5 @@
-"""Submissions reuse what the fleet published and announced for one heartbeat (issue 11), on `MemoryStore`.
+"""Submissions reuse what the fleet published and announced for one heartbeat (issue 11), on a `StateStore` (the
+session's private Redis).
 
 Each submission used to read the published tools and the known activities (five round trips on Redis). Now
 a `JobService` reads them once per `AGENTQ_HEARTBEAT_S` and trusts that view only for what it can tell for
@@ -19,8 +20,9 @@ from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
+from agentq.store.state import StateStore
+from tests.runtime.clock import ManualClock
 from tests.runtime.conftest import Recorder, tool_schema
-from tests.runtime.memory_store import ManualClock, MemoryStore
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -31,11 +33,11 @@ PAY_JOB = {"calls": [{"_tool": "pay", "amount": 5, "_outputPath": "†state.paym
 SHIP_JOB = {"calls": [{"_tool": "ship", "to": "Lyon", "_outputPath": "†state.shipment"}]}
 
 
-class CountingStore(MemoryStore):
+class CountingStore(StateStore):
     """Counts the reads a submission makes of what the fleet published and announced."""
 
-    def __init__(self, clock: ManualClock):
-        super().__init__(clock=clock)
+    def __init__(self, redis_url: str, clock: ManualClock):
+        super().__init__(redis_url, clock=clock)
         self.reads: Counter[str] = Counter()
 
     def published_tools(self) -> dict[str, dict]:
@@ -48,12 +50,13 @@ class CountingStore(MemoryStore):
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> CountingStore:
-    store = CountingStore(clock)
+def store(redis_url: str, clock: ManualClock) -> Iterator[CountingStore]:
+    store = CountingStore(redis_url, clock)
     store.publish_tools({"pay": tool_schema("pay", {"amount": {"type": "number"}}),
                          "ship": tool_schema("ship", {"to": {"type": "string"}})}, publisher="w1")
     store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3600)
-    return store
+    yield store
+    store.close()
 
 
 @pytest.fixture
@@ -63,7 +66,7 @@ def service(store: CountingStore, clock: ManualClock) -> Iterator[JobService]:
                      tools=ToolRegistry(), clock=clock)
 
 
-def the_call(store: MemoryStore, job_id: str):
+def the_call(store: StateStore, job_id: str):
     (record,) = store.call_records(job_id).values()
     return record
 

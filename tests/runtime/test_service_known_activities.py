@@ -1,6 +1,6 @@
-"""Unit tests of `JobService` composing against *known* activities (docs/protocol.md#activities), on `MemoryStore`:
+"""Unit tests of `JobService` composing against *known* activities (docs/protocol.md#activities), on `StateStore`:
 an activity whose workers are all gone keeps its tools explicit and its calls routed to its announced queue,
-until it is forgotten or its memory runs out. No Celery, no Redis (the integration test drives real workers)."""
+until it is forgotten or its memory runs out. No Celery (the integration test drives real workers)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from agentq.engine.routing import LATENT_TASK, activity_task
 from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.settings import Settings
+from agentq.store.state import StateStore
+from tests.runtime.clock import ManualClock
 from tests.runtime.conftest import Rig, tool_schema
-from tests.runtime.memory_store import ManualClock, MemoryStore
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -21,8 +22,8 @@ JOB = {"calls": [{"_tool": "pay", "amount": 5, "_outputPath": "†state.payment"
 
 
 @pytest.fixture
-def rig(clock: ManualClock, memory_store: MemoryStore) -> Iterator[Rig]:
-    rig = Rig(memory_store, Settings(activity_memory_s=3600))
+def rig(clock: ManualClock, redis_store: StateStore) -> Iterator[Rig]:
+    rig = Rig(redis_store, Settings(activity_memory_s=3600))
     rig.tools.register("pay", tool_schema("pay", {"amount": {"type": "number"}}))  # no local activity: a submitter
     rig.activity("local", lambda call: 1)  # this process's own activity, live by the rig's choice
     yield rig

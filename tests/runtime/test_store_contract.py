@@ -1,9 +1,9 @@
-"""The store contract: the same assertions against `StateStore` (the session's private Redis), `StateStore` on a
-Redis Cluster, and `MemoryStore`.
+"""The store contract: the same assertions against `StateStore` on the session's private Redis and on a Redis
+Cluster.
 
-This keeps the in-memory stand-in the executor, agent loop and service unit tests run on honest: every edge of the
-atomic steps (submit, claim, commit, retry, renew, finalize, cancel, rejection here; approvals, settle, agent ticks
-and module links in test_store_contract_steps.py) behaves the same on all three.
+Every edge of the atomic steps (submit, claim, commit, retry, renew, finalize, cancel, rejection here; approvals,
+settle, agent ticks and module links in test_store_contract_steps.py) behaves the same on both: a job's keys share
+one hash slot, and each step's script runs where they live.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The admission of ready calls (docs/tenants.md), the same contract on Redis, a Redis Cluster and the memory store: per
+"""The admission of ready calls (docs/tenants.md), the same contract on Redis and a Redis Cluster: per
 queue a window of calls admitted and not ended; the rest parked and given the places ended calls give back,
 round-robin across tenants by weight, by priority inside a tenant, under each tenant's max_running_calls and each
 concurrency key's limit."""

@@ -1,5 +1,5 @@
 """The store contract for budgets (budget.lua): reserve before a model request, settle after, asserted the same on
-`StateStore` (the session's private Redis), a Redis Cluster and `MemoryStore`."""
+`StateStore` on the session's private Redis and on a Redis Cluster."""
 
 from __future__ import annotations
 

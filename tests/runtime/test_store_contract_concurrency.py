@@ -1,4 +1,4 @@
-"""Job concurrency keys (docs/tenants.md), the same contract on Redis, a Redis Cluster and the memory store: at most
+"""Job concurrency keys (docs/tenants.md), the same contract on Redis and a Redis Cluster: at most
 `limit` jobs of a tenant hold a key at once, first come first served per key, a job holds all its keys or waits;
 a job that ends, is canceled, expires, or whose end's release was lost gives its place to the next in line."""
 
@@ -15,8 +15,7 @@ AN_HOUR_MS = 3_600_000
 
 
 def expiry_ms(backend: Backend, in_ms: int = AN_HOUR_MS) -> int:
-    now = backend.store.clock() if backend.name == "memory" else time.time()
-    return int(now * 1000) + in_ms
+    return int(time.time() * 1000) + in_ms
 
 
 def write(backend: Backend, job_id: str, *keys: tuple[str, int], tenant: str = "acme") -> tuple[tuple[str, int], ...]:

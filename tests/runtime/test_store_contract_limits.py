@@ -1,5 +1,5 @@
-"""The models' fleet-wide rate limits (docs/rate-limits.md), the same contract on Redis, a Redis Cluster and the memory
-store: token buckets whose capacity is the per-minute limit, refilled continuously; a request that must wait keeps its
+"""The models' fleet-wide rate limits (docs/rate-limits.md), the same contract on Redis and a Redis Cluster:
+token buckets whose capacity is the per-minute limit, refilled continuously; a request that must wait keeps its
 place (its ticket), later ones wait behind it; what a request gives back, what the API's headers say, and a pause
 after a 429 reach every process."""
 

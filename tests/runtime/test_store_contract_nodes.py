@@ -1,6 +1,6 @@
 """The store contract for Celery node names (the claims `runtime/nodes.py` decides with): claim, compare-and-set,
-compare-and-delete and expiry, asserted the same on `StateStore` (the session's private Redis), a Redis Cluster
-and `MemoryStore`."""
+compare-and-delete and expiry, asserted the same on `StateStore` on the session's private Redis and on a Redis
+Cluster."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The store contract, continued: a job's cold spec (the submitted job, its solution schema, an agent job's
 registered tools) lives in its own key, out of the job hash every advance, tick and commit reads, with the job's
 expiry; a job written before that key existed (its spec in its job hash) is still read and finishes. Asserted
-on `StateStore` (the session's private Redis), a Redis Cluster and `MemoryStore`."""
+on `StateStore` on the session's private Redis and on a Redis Cluster."""
 
 from __future__ import annotations
-
-import json
 
 from agentq.protocol.digests import dumps
 from agentq.protocol.records import ErrorInfo, JobRecord
@@ -21,9 +19,6 @@ from tests.runtime.test_store_contract_steps import AGENT, agent
 def stored(backend: Backend, job_id: str) -> tuple[dict[str, str], dict[str, str]]:
     """The job hash and the spec hash as stored."""
     store = backend.store
-    if backend.name == "memory":
-        state = store._jobs.get(job_id)
-        return (dict(state.job), dict(state.spec)) if state is not None else ({}, {})
     keys = store.keys(job_id)
     return store.redis.hgetall(keys.job), store.redis.hgetall(keys.spec)
 
@@ -32,23 +27,13 @@ def as_before_the_spec_key(backend: Backend, job_id: str) -> None:
     """Rewrite a job as a store without the spec key wrote it: its spec's fields in its job hash."""
     store = backend.store
     _, spec = stored(backend, job_id)
-    if backend.name == "memory":
-        state = store._jobs[job_id]
-        state.job.update(spec)
-        state.spec.clear()
-        return
     keys = store.keys(job_id)
     store.redis.hset(keys.job, mapping=spec)
     store.redis.delete(keys.spec)
 
 
 def submitted(backend: Backend, job_id: str) -> object:
-    """The submitted job as an Idempotency-Key replay reads it (`core.submitted`; the memory store has no such
-    read: its stored spec, falling back to the job hash)."""
-    if backend.name == "memory":
-        job, spec = stored(backend, job_id)
-        value = spec.get("submitted") or job.get("submitted")
-        return None if value is None else json.loads(value)
+    """The submitted job as an Idempotency-Key replay reads it (`core.submitted`)."""
     return run(backend.store.redis, core.submitted(backend.store.keys(job_id)))
 
 
@@ -65,11 +50,11 @@ def test_the_cold_spec_lives_in_its_own_key_with_the_jobs_expiry(backend: Backen
     plain, _ = submit(store)
     _, plain_spec = stored(backend, plain.id)
     assert set(plain_spec) == {"submitted", "solution"}  # a plan job registers no tools
-    if backend.name != "memory":  # the spec expires with the job's other keys
-        keys = store.keys(job_id)
-        expiry = store.redis.pexpiretime(keys.job)
-        assert expiry > 0 and store.redis.pexpiretime(keys.spec) == expiry
-        assert store.redis.hget(keys.job, "expire_at_ms") == str(expiry)
+    # the spec expires with the job's other keys
+    keys = store.keys(job_id)
+    expiry = store.redis.pexpiretime(keys.job)
+    assert expiry > 0 and store.redis.pexpiretime(keys.spec) == expiry
+    assert store.redis.hget(keys.job, "expire_at_ms") == str(expiry)
 
 
 def test_a_rejected_job_has_no_spec(backend: Backend):
@@ -119,7 +104,6 @@ def test_tools_composed_after_a_submission_without_tools_expire_with_the_job(bac
     store.set_job_tools(plan.id, {"first": {"v": 1}})
     store.set_job_tools(plan.id, {"second": {"v": 2}})
     assert store.job_tools(plan.id) == {"first": {"v": 1}, "second": {"v": 2}}
-    if backend.name != "memory":
-        keys = store.keys(plan.id)
-        expiry = store.redis.pexpiretime(keys.job)
-        assert expiry > 0 and store.redis.pexpiretime(keys.tools) == expiry
+    keys = store.keys(plan.id)
+    expiry = store.redis.pexpiretime(keys.job)
+    assert expiry > 0 and store.redis.pexpiretime(keys.tools) == expiry

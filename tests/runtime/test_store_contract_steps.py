@@ -1,7 +1,7 @@
 """The store contract, continued: approvals (decide.lua), the settle step, agent ticks (tick_begin.lua,
 add_calls.lua, tick_end.lua, unlease.lua), module links (held leases, usage, relaying a child's events) and the
-remaining reads, each asserted the same on `StateStore` (the session's private Redis), a Redis Cluster and
-`MemoryStore` (see test_store_contract.py for the other steps)."""
+remaining reads, each asserted the same on `StateStore` on the session's private Redis and on a Redis Cluster
+(see test_store_contract.py for the other steps)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A job's trace whoever submits it (`agentq/telemetry/jobs.py`): a `traceparent` is kept without OpenTelemetry, and
-a job nobody traced yet gets its root context once, from the first process that traces it, on the memory store
+a job nobody traced yet gets its root context once, from the first process that traces it, on the session's Redis
 (the Redis step itself is in tests/runtime/test_store_contract.py; the processes in
 tests/e2e/test_tracing_untraced_submitter.py)."""
 
@@ -16,9 +16,9 @@ from agentq.errors import StoreUnavailableError
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.records import JobInfo, JobKind, ParentLink
 from agentq.protocol.status import JobStatus
+from agentq.store.state import StateStore
 from agentq.telemetry import jobs as job_traces
 from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
-from tests.runtime.memory_store import MemoryStore
 from tests.runtime.test_telemetry import spans  # noqa: F401  (the fixture)
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -27,15 +27,15 @@ OTHER = f"00-{'5' * 32}-{'6' * 16}-01"
 TOOLS = {"bg": tool_schema("bg")}
 
 
-def submit(store: MemoryStore, job_id: str, *, parent: ParentLink | None = None, traceparent: str | None = None):
+def submit(store: StateStore, job_id: str, *, parent: ParentLink | None = None, traceparent: str | None = None):
     plan = make_plan({"calls": [{"_tool": "bg"}]}, TOOLS, job_id=job_id)
     assert store.create_job(plan, records_of(plan), submitted={}, parent=parent.to_dict() if parent else None,
                             events=[JobQueued(job_id=job_id, kind="plan", calls=1)], traceparent=traceparent)
 
 
 @pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    bound = MemoryStore()
+def store(redis_store: StateStore) -> Iterator[StateStore]:
+    bound = redis_store
     job_traces.bind(bound)
     try:
         yield bound
@@ -58,9 +58,9 @@ def test_a_traceparent_is_checked_without_opentelemetry(given: str, kept: str | 
     assert telemetry.well_formed(given) == kept
 
 
-def test_a_service_that_does_not_trace_stores_the_traceparent_it_is_given(memory_store: MemoryStore):
+def test_a_service_that_does_not_trace_stores_the_traceparent_it_is_given(redis_store: StateStore):
     assert not telemetry.enabled()
-    rig = Rig(memory_store)
+    rig = Rig(redis_store)
     rig.activity("bg", lambda call: None)
     job = {"calls": [{"_tool": "bg"}]}
     try:
@@ -70,12 +70,12 @@ def test_a_service_that_does_not_trace_stores_the_traceparent_it_is_given(memory
         rig.service.submit(job, job_id="job_none")
     finally:
         rig.executor.leases.stop()
-    stored = {job_id: memory_store.job_info(job_id).traceparent
+    stored = {job_id: redis_store.job_info(job_id).traceparent
               for job_id in ("job_client", "job_task", "job_bad", "job_none")}
     assert stored == {"job_client": GIVEN, "job_task": GIVEN, "job_bad": None, "job_none": None}
 
 
-def test_a_job_nobody_traced_gets_one_root_span_once_and_its_ticks_continue_it(store: MemoryStore, spans):  # noqa: F811
+def test_a_job_nobody_traced_gets_one_root_span_once_and_its_ticks_continue_it(store: StateStore, spans):  # noqa: F811
     submit(store, "job_root")
     first = job_traces.job_traceparent("job_root")
     assert first is not None and store.job_info("job_root").traceparent == first
@@ -96,7 +96,7 @@ def test_a_job_nobody_traced_gets_one_root_span_once_and_its_ticks_continue_it(s
     assert all(s.parent.span_id == made.context.span_id for s in ticked if s.name == "invoke_agent")
 
 
-def test_of_two_processes_creating_a_jobs_context_at_once_one_wins(store: MemoryStore, spans):  # noqa: F811
+def test_of_two_processes_creating_a_jobs_context_at_once_one_wins(store: StateStore, spans):  # noqa: F811
     submit(store, "job_race")
     stale = store.job_info("job_race")  # read before the other process stored its context
     assert store.adopt_traceparent("job_race", OTHER) == OTHER  # the other process wins
@@ -108,7 +108,7 @@ def test_of_two_processes_creating_a_jobs_context_at_once_one_wins(store: Memory
     assert call.parent.span_id == 0x6666666666666666 and call.context.trace_id == int("5" * 32, 16)
 
 
-def test_a_module_child_job_nobody_traced_joins_its_parents_trace(store: MemoryStore, spans):  # noqa: F811
+def test_a_module_child_job_nobody_traced_joins_its_parents_trace(store: StateStore, spans):  # noqa: F811
     submit(store, "job_parent")
     submit(store, "job_child", parent=ParentLink(job="job_parent", call="call_1", token="t"))
     child = job_traces.job_traceparent("job_child")
@@ -129,7 +129,7 @@ def test_a_module_child_job_nobody_traced_joins_its_parents_trace(store: MemoryS
     assert orphan.parent is None
 
 
-def test_nothing_is_created_for_a_job_that_is_gone_unbound_or_untraced(store: MemoryStore, spans):  # noqa: F811
+def test_nothing_is_created_for_a_job_that_is_gone_unbound_or_untraced(store: StateStore, spans):  # noqa: F811
     assert job_traces.job_traceparent("job_gone") is None
     gone = JobInfo(id="job_gone", kind=JobKind.PLAN, status=JobStatus.QUEUED)
     assert job_traces.job_traceparent("job_gone", gone) is None  # expired between the read and the step

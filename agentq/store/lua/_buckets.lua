@@ -20,18 +20,13 @@ local function capacity(bucket, kind, configured)
   return learned
 end
 
--- A take from a full bucket starts its refill this much later. The API's own bucket starts refilling when the
--- first request reaches it, some time after its take (the request is built and sent meanwhile, up to this long):
--- refilled from the take, this bucket would run ahead of the API's and let requests through early.
-local HEADROOM_MS = 1000
-
 -- The kind's level now and the ms from which it refills (`.at`, later than now after a take from a full bucket):
--- refilled continuously at `cap` per minute since then, never above `cap`.
+-- refilled continuously at `cap` per minute (MINUTE_MS, store/step_constants.py) since then, never above `cap`.
 local function refill(bucket, kind, cap, now)
   local v = redis.call('HMGET', bucket, kind .. '.level', kind .. '.at')
   if not v[1] then return cap, now end
   local from = tonumber(v[2])
-  local level = tonumber(v[1]) + math.max(now - from, 0) * cap / 60000
+  local level = tonumber(v[1]) + math.max(now - from, 0) * cap / MINUTE_MS
   if level >= cap then return cap, now end
   return level, math.max(from, now)
 end

@@ -39,7 +39,7 @@ local windows, weights, maxima = config.w or {}, config.wt or {}, config.mx or {
 local default_window = tonumber(config.d or 1)
 local batch = tonumber(config.b or 1)  -- parked calls are admitted once this many places are free (or the window's)
 local CHUNK = 1000  -- the most values unpacked into one command
-local LOOKED_AT = 32  -- parked calls of one priority looked at for a key with room
+-- LOOKED_AT (store/step_constants.py): the parked calls of one priority looked at for a key with room
 local out, touched, touched_order = {}, {}, {}
 
 local function ring(q) return prefix .. ':ring:' .. q end

@@ -5,16 +5,19 @@
 -- `r:<key>` = "requests input output cost" held by the request `key` in flight, and `exceeded`: the message of
 -- the first refusal (every later reservation is refused with it: nothing more is sent once the budget ran out).
 --
--- ARGV: 'reserve', key, limits max_requests, max_input_tokens, max_output_tokens, max_cost_nanousd ('' for
---       none), then the ask: input tokens, their cost, output tokens wanted (the request's max_tokens), the
---       fewest output tokens worth sending it for, the cost of one output token (nano-dollars, a float)
+-- ARGV: [1] a JSON object (`BudgetReserveArgs` in store/step_args.py): op 'reserve', key, the limits
+--       max_requests, max_input_tokens, max_output_tokens, max_cost_nanousd (absent: none), then the ask:
+--       input_tokens, input_nanousd (their cost), output_tokens (wanted: the request's max_tokens),
+--       min_output_tokens (the fewest worth sending it for), output_nanousd_per_token (the cost of one, a float)
 -- Returns {'granted', output tokens it may write (its max_tokens)} or {'refused', what ran out}; a reserve
 -- replayed with its key answers as granted again.
 --
--- ARGV: 'settle', key, requests, input tokens, output tokens, cost (nano-dollars) the request spent
+-- ARGV: [1] a JSON object (`BudgetSettleArgs`): op 'settle', key, what the request spent: requests, input_tokens,
+--       output_tokens, cost_nanousd
 -- Returns 1, or 0 when that key held nothing (settled already).
 local budget = KEYS[2]
-local key = 'r:' .. ARGV[2]
+local a = cjson.decode(ARGV[1])
+local key = 'r:' .. a.key
 
 local function num(field)
   return tonumber(redis.call('HGET', budget, field) or '0')
@@ -37,14 +40,15 @@ local function refuse(message)
   return {'refused', message}
 end
 
-if ARGV[1] == 'settle' then
+if a.op == 'settle' then
+  local spent = {a.requests, a.input_tokens, a.output_tokens, a.cost_nanousd}
   local held = redis.call('HGET', budget, key)
   if not held then return 0 end
   local names = {'requests', 'input', 'output', 'cost'}
   local i = 1
   for amount in string.gmatch(held, '%S+') do
     add('held.' .. names[i], -tonumber(amount))
-    add('spent.' .. names[i], tonumber(ARGV[2 + i]))
+    add('spent.' .. names[i], spent[i])
     i = i + 1
   end
   redis.call('HDEL', budget, key)
@@ -58,10 +62,10 @@ if granted then return {'granted', string.match(granted, '^%S+ %S+ (%S+)')} end
 local exceeded = redis.call('HGET', budget, 'exceeded')
 if exceeded then return {'refused', exceeded} end
 
-local max_requests, max_input = tonumber(ARGV[3]), tonumber(ARGV[4])
-local max_output, max_cost = tonumber(ARGV[5]), tonumber(ARGV[6])
-local ask_input, ask_input_cost = tonumber(ARGV[7]), tonumber(ARGV[8])
-local ask_output, min_output, output_rate = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local max_requests, max_input = a.max_requests, a.max_input_tokens
+local max_output, max_cost = a.max_output_tokens, a.max_cost_nanousd
+local ask_input, ask_input_cost = a.input_tokens, a.input_nanousd
+local ask_output, min_output, output_rate = a.output_tokens, a.min_output_tokens, a.output_nanousd_per_token
 
 if max_requests and used('requests') + 1 > max_requests then
   return refuse(string.format('max_requests: %d of %d model requests made or in flight', used('requests'),

@@ -1,29 +1,33 @@
 -- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
 -- whose lease expired because the process running it died.
 -- KEYS: job, calls, status, attempts, tools, events, log, lease, lost
--- ARGV: call_id, token, lease_ms, now (ISO), job-started envelope JSON ('': none; '!': none, the caller takes
---       the job for started), log offset (-1: no log),
---       [7] the SHA-1 of the call record the caller's task carried ('' for none): a record equal to the stored
---           one is left out of the reply; any other (stale, forged) gets the stored record, which is what runs,
---       [8] the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the stored
---           schema is left out of the reply, any other gets the stored one,
---       [9] the tool name of the caller's record (trusted only when that record is the stored one),
---       [10] '1' when the caller would finalize the job in the call's commit if it is the job's last awaited
---           call ('' otherwise: see "what finalizing reads" below),
---       [11..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
+-- ARGV: [1] the claim, a JSON object (`ClaimArgs` in store/step_args.py):
+--           call_id, token, lease_ms, now (ISO),
+--           job_started: the job-started envelope entry ('': none; '!': none, the caller takes the job for started),
+--           log_offset (-1: no log),
+--           record_sha: the SHA-1 of the call record the caller's task carried ('' for none): a record equal to the
+--             stored one is left out of the reply; any other (stale, forged) gets the stored record, which is what
+--             runs,
+--           tool_sha: the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the
+--             stored schema is left out of the reply, any other gets the stored one,
+--           tool: the tool name of the caller's record (trusted only when that record is the stored one),
+--           last_call: true when the caller would finalize the job in the call's commit if it is the job's last
+--             awaited call (see "what finalizing reads" below)
+--       [2..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
 --           published if this is the first attempt and both the caller's record and tool are current (it
 --           rendered them from those), so the caller's start events cost no round trip of their own
 -- A claim replayed with the token that holds the call's lease (the caller lost the reply of its own claim to
 -- a store outage) is that same claim again: the attempt is not counted twice and nothing is published again.
 -- Taking over a call whose lease expired counts one lost attempt in `lost` (its process died). Not in the first
--- lease (plus 2 s) after a restart of the store, for a job claimed before it: a lease that lapsed while the
--- store was down says nothing about its holder, which may hold a result it could not commit; it gets that long
--- to renew its lease or commit (the store retries of engine/outages.py wait at most 2 s between tries).
+-- lease (plus RESTART_GRACE_MS, store/step_constants.py) after a restart of the store, for a job claimed before
+-- it: a lease that lapsed while the store was down says nothing about its holder, which may hold a result it
+-- could not commit; it gets that long to renew its lease or commit (the store retries of engine/outages.py wait
+-- at most 2 s between tries).
 -- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length ('' when the log offset is -1),
 --          '1' if the caller's start events were published else '0', lost attempts, number of tail messages t,
 --          t tail messages, [what finalizing reads]}
---      what finalizing reads, when ARGV[10] is '1' and the call is the one open awaited call of an active plan job
+--      what finalizing reads, when last_call is true and the call is the one open awaited call of an active plan job
 --      with no tick in flight: the SHA-1 of the job hash's fields (cjson of HGETALL, after this claim's writes),
 --      the job hash's field count m, its m fields and values, the log's length k, its k messages, the call
 --      statuses' fields and values. The caller builds the job's record from them and its own outcome, and its
@@ -37,11 +41,12 @@ local function store_run()
 end
 
 -- How long a takeover of a running call whose lease lapsed must still wait (0: none): while the store has served
--- for less than a lease plus 2 s since a restart that came after the job's first claim.
+-- for less than a lease plus RESTART_GRACE_MS (store/step_constants.py) since a restart that came after the job's
+-- first claim.
 local function restart_grace_ms(lease_ms, job_run)
   local run, uptime_ms = store_run()
   if job_run == run then return 0 end
-  return math.max(0, lease_ms + 2000 - uptime_ms)
+  return math.max(0, lease_ms + RESTART_GRACE_MS - uptime_ms)
 end
 
 -- Whether a call's first attempt may have created the attempts hash without an expiry (`job`: the HMGET below).
@@ -52,7 +57,8 @@ local function attempts_unexpiring(job)
   return job[5] ~= 'plan' and redis.call('PTTL', KEYS[4]) == -1
 end
 
-local call_id = ARGV[1]
+local a = cjson.decode(ARGV[1])
+local call_id = a.call_id
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 -- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run, kind, open,
@@ -76,21 +82,21 @@ end
 if CALL_FINAL[status] then
   return {'finished', status}
 end
-if ARGV[5] == '!' then
+if a.job_started == '!' then
   -- the caller takes the job for started and rendered no job.started event
   if not job[2] then
     return {'unstarted'}  -- it is not (a job id used again): nothing is written, the caller claims again
   end
-  ARGV[5] = ''
+  a.job_started = ''
 end
 local replay = false
 if status == CALL.RUNNING then
-  if redis.call('GET', KEYS[8]) == ARGV[2] then
+  if redis.call('GET', KEYS[8]) == a.token then
     replay = true
   else
     local pttl = redis.call('PTTL', KEYS[8])
     if pttl > 0 then return {'leased', tostring(pttl)} end
-    local grace = restart_grace_ms(tonumber(ARGV[3]), job[4])
+    local grace = restart_grace_ms(a.lease_ms, job[4])
     if grace > 0 then return {'leased', tostring(grace)} end
   end
 elseif status ~= CALL.READY then
@@ -102,7 +108,7 @@ local attempt
 local lost = 0
 if replay then
   attempt = tonumber(redis.call('HGET', KEYS[4], call_id))
-  redis.call('PEXPIRE', KEYS[8], ARGV[3])
+  redis.call('PEXPIRE', KEYS[8], a.lease_ms)
 else
   attempt = redis.call('HINCRBY', KEYS[4], call_id, 1)
   if attempt == 1 and attempts_unexpiring(job) then
@@ -117,7 +123,7 @@ end
 if attempt > 1 and lost == 0 then lost = tonumber(redis.call('HGET', KEYS[9], call_id) or '0') end
 if not replay then
   redis.call('HSET', KEYS[3], call_id, CALL.RUNNING)
-  redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', KEYS[8], a.token, 'PX', a.lease_ms)
 end
 -- the job's first claim starts it, also when the job is awaiting approval (a call held for a reviewer since
 -- its submission, the job was never `queued`): the status stays, the start is recorded and published once;
@@ -126,31 +132,31 @@ local job_writes = {}
 if job_status == JOB.QUEUED then job_writes = {'status', JOB.RUNNING} end
 if not job[2] then
   local run = store_run()
-  for _, v in ipairs({'started_at', ARGV[4], 'store_run', run}) do job_writes[#job_writes + 1] = v end
+  for _, v in ipairs({'started_at', a.now, 'store_run', run}) do job_writes[#job_writes + 1] = v end
 end
 if #job_writes > 0 then redis.call('HSET', KEYS[1], unpack(job_writes)) end
-if not job[2] and ARGV[5] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[5]) end
+if not job[2] and a.job_started ~= '' then redis.call('XADD', KEYS[6], '*', 'e', a.job_started) end
 local stored = redis.call('HGET', KEYS[2], call_id)
-local record_current = ARGV[7] ~= '' and redis.sha1hex(stored) == ARGV[7]
-local name = record_current and ARGV[9] or cjson.decode(stored).tool
+local record_current = a.record_sha ~= '' and redis.sha1hex(stored) == a.record_sha
+local name = record_current and a.tool or cjson.decode(stored).tool
 local tool = redis.call('HGET', KEYS[5], name) or ''
-local tool_current = ARGV[8] ~= '' and tool ~= '' and redis.sha1hex(tool) == ARGV[8]
+local tool_current = a.tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == a.tool_sha
 local published = '0'
-if attempt == 1 and record_current and tool_current and #ARGV >= 11 then
+if attempt == 1 and record_current and tool_current and #ARGV >= 2 then
   if not replay then
-    for i = 11, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+    for i = 2, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
   end
   published = '1'
 end
 
 -- the log's length and its tail from the caller's offset, only when the caller reads the log ('' otherwise)
-local offset = tonumber(ARGV[6])
+local offset = a.log_offset
 local result = {'claimed', record_current and '' or stored, tool_current and '' or tool, tostring(attempt),
                 offset >= 0 and tostring(redis.call('LLEN', KEYS[7])) or '', published, tostring(lost)}
 local tail = offset >= 0 and redis.call('LRANGE', KEYS[7], offset, -1) or {}
 table.insert(result, tostring(#tail))
 for _, message in ipairs(tail) do table.insert(result, message) end
-if ARGV[10] == '1' and job[5] == 'plan' and job[6] == '1' and (job[7] or '0') == '0' and JOB_ACTIVE[job_status] then
+if a.last_call and job[5] == 'plan' and job[6] == '1' and (job[7] or '0') == '0' and JOB_ACTIVE[job_status] then
   local fields = redis.call('HGETALL', KEYS[1])
   table.insert(result, redis.sha1hex(cjson.encode(fields)))
   table.insert(result, tostring(#fields))

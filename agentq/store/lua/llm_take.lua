@@ -8,10 +8,11 @@
 -- ARGV: place, expiry of an idle bucket (ms), then per kind (requests, input_tokens, output_tokens): the
 --       configured limit per minute (0: none), the amount
 -- Returns {'go'} or {'wait', ms}
+-- MINUTE_MS, HEADROOM_MS, TICKET_MAX_AGE_MS: store/step_constants.py
 --#include _buckets
 local bucket, tickets, place = KEYS[1], KEYS[2], ARGV[1]
 local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - 600000)  -- tickets nobody came back for
+redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - TICKET_MAX_AGE_MS)  -- tickets nobody came back for
 local paused = tonumber(redis.call('HGET', bucket, 'paused_until') or '0')
 local due = redis.call('ZSCORE', tickets, place)
 if due then
@@ -31,7 +32,7 @@ for i, kind in ipairs(KINDS) do
     if level >= cap then from = now + HEADROOM_MS end  -- full: it refills once this request surely reached the API
     level = level - amount
     set_level(bucket, kind, level, from)
-    if level < 0 then wait = math.max(wait, from - now + math.ceil(-level * 60000 / cap)) end
+    if level < 0 then wait = math.max(wait, from - now + math.ceil(-level * MINUTE_MS / cap)) end
   end
 end
 local at = math.max(now + wait, paused)

@@ -3,9 +3,11 @@
 -- log). The caller ran the handler with the record its task carried and rendered the attempt's events and
 -- messages from that record and its copy of the call's tool; both are checked here before anything is written.
 -- KEYS: job, calls, status, attempts, tools, events, log, waiting, dependents, approval
--- ARGV: call_id, SHA-1 of the caller's record, tool name, SHA-1 of the caller's tool, now (ISO), job-started
---       envelope JSON ('!': none, the caller takes the job for started), final status, number of messages n,
---       then n message JSONs, then the event envelope JSONs (start events, then the finish event)
+-- ARGV: [1] the attempt, a JSON object (`SettleArgs` in store/step_args.py): call_id, record_sha (SHA-1 of the
+--           caller's record), tool (its name), tool_sha (SHA-1 of the caller's tool), now (ISO), job_started (the
+--           job-started envelope entry; '!': none, the caller takes the job for started), status (the final
+--           status), messages (their number n)
+--       [2..] n message JSONs, then the event envelope JSONs (start events, then the finish event)
 -- Returns what commit.lua returns ({'committed', open awaited calls, job status, ticking, job kind, released
 -- calls..., and what finalizing a plan job reads when this was its last awaited call}), or, writing nothing:
 --      {'other'}: not the first attempt of a ready call of an active job, or not the stored record (the caller
@@ -13,18 +15,19 @@
 --      {'stale_tool', stored tool JSON}: the caller's tool is not the job's (it renders its events again),
 --      {'unstarted'}: the caller passed '!' but the job has not started.
 --#include _committed
-local call_id = ARGV[1]
+local a = cjson.decode(ARGV[1])
+local call_id = a.call_id
 if redis.call('HGET', KEYS[3], call_id) ~= CALL.READY then return {'other'} end
 local job = job_fields(KEYS[1])
 if not JOB_ACTIVE[job.status] then return {'other'} end
 if redis.call('HEXISTS', KEYS[4], call_id) == 1 then return {'other'} end  -- an attempt ran before
 local stored = redis.call('HGET', KEYS[2], call_id)
-if redis.sha1hex(stored) ~= ARGV[2] then return {'other'} end
-local tool = redis.call('HGET', KEYS[5], ARGV[3])
+if redis.sha1hex(stored) ~= a.record_sha then return {'other'} end
+local tool = redis.call('HGET', KEYS[5], a.tool)
 if not tool then return {'other'} end
-if redis.sha1hex(tool) ~= ARGV[4] then return {'stale_tool', tool} end
+if redis.sha1hex(tool) ~= a.tool_sha then return {'stale_tool', tool} end
 local started = job.started_at ~= false
-if ARGV[6] == '!' and not started then return {'unstarted'} end
+if a.job_started == '!' and not started then return {'unstarted'} end
 
 -- the claim: attempt 1, the job running and started
 redis.call('HSET', KEYS[4], call_id, 1)
@@ -37,17 +40,17 @@ if job.status == JOB.QUEUED then
   job.status = JOB.RUNNING
 end
 if not started then
-  redis.call('HSET', KEYS[1], 'started_at', ARGV[5])
-  if ARGV[6] ~= '!' and ARGV[6] ~= '' then redis.call('XADD', KEYS[6], '*', 'e', ARGV[6]) end
+  redis.call('HSET', KEYS[1], 'started_at', a.now)
+  if a.job_started ~= '!' and a.job_started ~= '' then redis.call('XADD', KEYS[6], '*', 'e', a.job_started) end
 end
 
 -- the commit
-local n = tonumber(ARGV[8])
+local n = a.messages
 local messages = {}
-for i = 9, 8 + n do messages[#messages + 1] = ARGV[i] end
+for i = 2, 1 + n do messages[#messages + 1] = ARGV[i] end
 append_log(KEYS[7], messages, job.expire_at_ms)
-redis.call('HSET', KEYS[3], call_id, ARGV[7])
-for i = 9 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
+redis.call('HSET', KEYS[3], call_id, a.status)
+for i = 2 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
 
 local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
            dependents = KEYS[9], approval = KEYS[10], events = KEYS[6]}

@@ -1,23 +1,26 @@
 -- Begin an agent tick: one model request of a job, at most one in flight.
 -- KEYS: job, tick lease, exchanges, events, log, spec
--- ARGV: the number of exchanges the tick expects to find (a stale task finds more), token, lease_ms,
---       now (ISO), job-started envelope JSON, then where the tick's read of its inputs starts in the log and in
---       the exchanges ('' for no read)
+-- ARGV: [1] the claim, a JSON object (`TickBeginArgs` in store/step_args.py): exchanges (the number of exchanges
+--       the tick expects to find: a stale task finds more), token, lease_ms, now (ISO), job_started (the
+--       job-started envelope entry; '': none), read_from (absent: no read): {log, exchanges}, where the tick's
+--       read of its inputs starts in the log and in the exchanges
 -- A replay with the token that holds the tick's lease is the same claim again.
 -- Returns {'claimed', attempt of this request[, the job hash (flat), the log from there, the exchanges from
 --          there, the spec's `registered` or '']}
 --      or {'finished', status} | {'stale'} | {'leased', pttl} | {'busy', open calls}
+local a = cjson.decode(ARGV[1])
 local function claimed(attempt)
-  if ARGV[6] == nil or ARGV[6] == '' then return {'claimed', attempt} end
-  return {'claimed', attempt, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[5], ARGV[6], -1),
-          redis.call('LRANGE', KEYS[3], ARGV[7], -1), redis.call('HGET', KEYS[6], 'registered') or ''}
+  local from = a.read_from
+  if not from then return {'claimed', attempt} end
+  return {'claimed', attempt, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[5], from.log, -1),
+          redis.call('LRANGE', KEYS[3], from.exchanges, -1), redis.call('HGET', KEYS[6], 'registered') or ''}
 end
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing'} end
 if not JOB_ACTIVE[status] then return {'finished', status} end
-if redis.call('LLEN', KEYS[3]) ~= tonumber(ARGV[1]) then return {'stale'} end
+if redis.call('LLEN', KEYS[3]) ~= a.exchanges then return {'stale'} end
 -- the same tick's claim again, with its own token (its reply was lost to a store outage)
-if redis.call('GET', KEYS[2]) == ARGV[2] then
+if redis.call('GET', KEYS[2]) == a.token then
   return claimed(redis.call('HGET', KEYS[1], 'tick_attempt') or '1')
 end
 local pttl = redis.call('PTTL', KEYS[2])
@@ -27,11 +30,11 @@ if pttl > 0 then return {'leased', tostring(pttl)} end
 local open = tonumber(redis.call('HGET', KEYS[1], 'open') or '0')
 local tried = tonumber(redis.call('HGET', KEYS[1], 'tick_attempt') or '0')
 if open > 0 and tried == 0 then return {'busy', tostring(open)} end
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], a.token, 'PX', a.lease_ms)
 redis.call('HSET', KEYS[1], 'ticking', '1')
 local attempt = redis.call('HINCRBY', KEYS[1], 'tick_attempt', 1)
 if status == JOB.QUEUED then
-  redis.call('HSET', KEYS[1], 'status', JOB.RUNNING, 'started_at', ARGV[4])
-  if ARGV[5] ~= '' then redis.call('XADD', KEYS[4], '*', 'e', ARGV[5]) end
+  redis.call('HSET', KEYS[1], 'status', JOB.RUNNING, 'started_at', a.now)
+  if a.job_started ~= '' then redis.call('XADD', KEYS[4], '*', 'e', a.job_started) end
 end
 return claimed(tostring(attempt))

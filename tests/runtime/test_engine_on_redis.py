@@ -1,7 +1,8 @@
-"""The engine on `MemoryStore`: the executor's paths (claim → run → commit, retries, a committed failure, running
-ahead and settling), the agent loop's ticks against a scripted model, and module calls delegated to child jobs,
-through the entry points the Celery tasks call (`JobService.submit`, `Executor.run_call`, `Executor.tick`).
-Milliseconds each: no Redis, no Celery (the same paths on real parts live in tests/integration)."""
+"""The engine on a `StateStore` (the session's private Redis): the executor's paths (claim → run → commit, retries, a
+committed failure, running ahead and settling), the agent loop's ticks against a scripted model, and module calls
+delegated to child jobs, through the entry points the Celery tasks call (`JobService.submit`, `Executor.run_call`,
+`Executor.tick`). No Celery: a queue stands in for the broker (the same paths on real workers live in
+tests/integration)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from agentq.protocol.records import ErrorInfo
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
 from agentq.store.replies import TickClaimed
-from tests.runtime.engine_rig import Engine, ScriptedModel, researcher_library
+from agentq.store.state import StateStore
+from tests.runtime.conftest import expire_now
+from tests.runtime.engine_rig import Engine, Engines, ScriptedModel, researcher_library
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -29,8 +32,8 @@ OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "requi
 
 
 @pytest.fixture
-def engines() -> Iterator[list[Engine]]:
-    made: list[Engine] = []
+def engines(redis_store: StateStore) -> Iterator[Engines]:
+    made = Engines(redis_store)
     yield made
     for engine in made:
         engine.close()
@@ -46,8 +49,8 @@ def _counted(step: Callable[..., Any], name: str, steps: list[str]) -> Callable[
     return counted
 
 
-def engine(engines: list[Engine], **options) -> Engine:
-    made = Engine(**options)
+def engine(engines: Engines, **options) -> Engine:
+    made = Engine(options.pop("store", engines.store), **options)
     engines.append(made)
     made.activity("weather", lambda call: {"city": call["city"], "temp_c": 21}, {"city": {"type": "string"}},
                   required=("city",))
@@ -57,7 +60,7 @@ def engine(engines: list[Engine], **options) -> Engine:
 # ------------------------------------------------------------------------------------------ executor
 
 
-def test_a_call_is_claimed_run_and_committed_and_its_job_finalized(engines: list[Engine]):
+def test_a_call_is_claimed_run_and_committed_and_its_job_finalized(engines: Engines):
     rig = engine(engines)
     job_id = rig.service.submit({"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.w"}]})
     assert rig.run() == ["done"]
@@ -69,7 +72,7 @@ def test_a_call_is_claimed_run_and_committed_and_its_job_finalized(engines: list
     assert rig.run() == []  # nothing left
 
 
-def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines: list[Engine]):
+def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines: Engines):
     rig = engine(engines)
 
     def down(call: dict) -> None:
@@ -89,7 +92,7 @@ def test_retries_back_off_then_a_failure_is_committed_and_fails_the_job(engines:
     assert set(rig.store.call_statuses(job_id).values()) == {CallStatus.FAILED}
 
 
-def test_an_idempotent_activity_runs_ahead_and_settles_in_one_step(engines: list[Engine]):
+def test_an_idempotent_activity_runs_ahead_and_settles_in_one_step(engines: Engines):
     rig = engine(engines, signed=True)
     rig.activity("noop", lambda call: call["i"], {"i": {"type": "integer"}}, idempotent=True)
     steps: list[str] = []
@@ -115,7 +118,7 @@ def agent_job(*, tools: list[str] = ["weather"], **options) -> dict:  # noqa: B0
             "tools": tools, "output": OUTPUT, "options": options}
 
 
-def test_an_agent_job_ticks_runs_its_calls_and_ends_with_the_models_output(engines: list[Engine]):
+def test_an_agent_job_ticks_runs_its_calls_and_ends_with_the_models_output(engines: Engines):
     model = ScriptedModel.replies(
         {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.weather"}], "output": None},
         {"calls": [], "output": {"answer": "mild"}})
@@ -137,7 +140,7 @@ def test_an_agent_job_ticks_runs_its_calls_and_ends_with_the_models_output(engin
         "tick.started", "tick.finished", "call.finished", "tick.started", "tick.finished", "job.finished"]
 
 
-def test_an_invalid_solution_is_sent_back_once_then_corrected(engines: list[Engine]):
+def test_an_invalid_solution_is_sent_back_once_then_corrected(engines: Engines):
     model = ScriptedModel.replies(
         {"calls": [{"_tool": "weather", "_outputPath": "†state.w"}], "output": None},  # no city
         {"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.w"}], "output": None},
@@ -155,14 +158,14 @@ def test_an_invalid_solution_is_sent_back_once_then_corrected(engines: list[Engi
 
 
 def test_a_tick_whose_lease_lapsed_during_its_request_asks_again_instead_of_leaving_the_job_ticking(
-        engines: list[Engine]):
+        engines: Engines):
     """Its renewals came too late (a paused or overloaded process) and nobody took the tick over: its answer is
     not kept (another attempt may hold the tick by now); the request is made again, and the job goes on."""
     rig: Engine
 
     def answer(request: LLMRequest) -> dict:
         if len(model.requests) == 1:
-            rig.clock.advance(31)  # longer than the tick's lease (30 s), with no renewal
+            expire_now(rig.store, rig.store.keys(job_id).tick_lease)  # its lease (30 s) ran out, no renewal came
         return {"calls": [], "output": {"answer": "mild"}}
 
     model = ScriptedModel(answer)
@@ -176,7 +179,7 @@ def test_a_tick_whose_lease_lapsed_during_its_request_asks_again_instead_of_leav
     assert rig.store.job_info(job_id).ticking is False
 
 
-def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines: list[Engine],
+def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines: Engines,
                                                                           monkeypatch: pytest.MonkeyPatch):
     """The conversation grows by a few turns a tick: a process keeps it, reads only the new log messages and
     exchanges (in the tick's claim: no read of its own), and sends the same request it would have built from
@@ -209,14 +212,13 @@ def test_a_tick_reads_only_what_came_since_the_last_tick_of_its_process(engines:
     assert rig.store.record(job_id).result == {"answer": "mild"}
     assert reads == [(0, 0, 2, 0), (2, 0, 1, 1), (3, 1, 1, 1)]  # the context; then one exchange and one result each
     assert separate == []
-    state = rig.store._get(job_id)
-    assert state is not None
-    log = [json.loads(m) for m in state.log]
-    exchanges = [Exchange.from_dict(json.loads(e)) for e in state.exchanges]
+    keys = rig.store.keys(job_id)
+    log = [json.loads(m) for m in rig.store.redis.lrange(keys.log, 0, -1)]
+    exchanges = [Exchange.from_dict(json.loads(e)) for e in rig.store.redis.lrange(keys.exchanges, 0, -1)]
     assert model.requests[2].messages == tick_messages(log, exchanges[:2])
 
 
-def test_an_agent_out_of_ticks_fails(engines: list[Engine]):
+def test_an_agent_out_of_ticks_fails(engines: Engines):
     model = ScriptedModel(lambda request: {"calls": [], "output": None})
     rig = engine(engines, llm=model)
     job_id = rig.service.submit(agent_job(max_ticks=2))
@@ -226,7 +228,7 @@ def test_an_agent_out_of_ticks_fails(engines: list[Engine]):
     assert len(model.requests) == 2
 
 
-def test_a_transient_model_failure_is_retried_and_a_terminal_one_fails_the_job(engines: list[Engine]):
+def test_a_transient_model_failure_is_retried_and_a_terminal_one_fails_the_job(engines: Engines):
     model = ScriptedModel.replies(LLMRetryableError("overloaded", retry_after_s=0.5),
                                   {"calls": [], "output": {"answer": "ok"}}, LLMError("bad request"))
     rig = engine(engines, llm=model)
@@ -240,7 +242,7 @@ def test_a_transient_model_failure_is_retried_and_a_terminal_one_fails_the_job(e
     assert (record.status, record.error) == (JobStatus.FAILED, ErrorInfo("LLMError", "bad request"))
 
 
-def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
+def test_an_agent_job_without_a_model_fails_clearly(engines: Engines):
     rig = engine(engines)
     job_id = rig.service.submit(agent_job())
     rig.run()
@@ -248,7 +250,7 @@ def test_an_agent_job_without_a_model_fails_clearly(engines: list[Engine]):
     assert record.status is JobStatus.FAILED and record.error is not None and record.error.type == "LLMNotConfigured"
 
 
-def test_an_agents_call_held_for_approval_runs_once_approved(engines: list[Engine]):
+def test_an_agents_call_held_for_approval_runs_once_approved(engines: Engines):
     model = ScriptedModel.replies(
         {"calls": [{"_tool": "weather", "city": "Rome", "_outputPath": "†state.w"}], "output": None},
         {"calls": [], "output": {"answer": "warm"}})
@@ -280,7 +282,7 @@ def researcher(*child_answers: object) -> ScriptedModel:
     return ScriptedModel(answer)
 
 
-def delegating(engines: list[Engine], library: ModuleLibrary, model: ScriptedModel, **settings) -> Engine:
+def delegating(engines: Engines, library: ModuleLibrary, model: ScriptedModel, **settings) -> Engine:
     rig = engine(engines, llm=model, modules=library, settings=Settings(**settings))
     rig.tool("research", {"question": {"type": "string"}}, _module={"const": "researcher"})
     return rig
@@ -300,7 +302,7 @@ def assert_relayed(events: list[dict], child_id: str, module: str) -> None:
                                             "part"}
 
 
-def test_a_module_call_runs_a_child_job_and_resumes_its_parent(engines: list[Engine], library: ModuleLibrary):
+def test_a_module_call_runs_a_child_job_and_resumes_its_parent(engines: Engines, library: ModuleLibrary):
     model = researcher(
         {"calls": [{"_tool": "weather", "city": "Brest", "_outputPath": "†state.w"}], "output": None},
         {"calls": [], "output": {"facts": ["windy"]}})
@@ -326,7 +328,7 @@ def test_a_module_call_runs_a_child_job_and_resumes_its_parent(engines: list[Eng
     assert [t.job_id for t in rig.dispatcher.sent if t.record is None] == [child.id, child.id]  # its two ticks
 
 
-def test_a_failed_child_job_fails_its_parents_call(engines: list[Engine], library: ModuleLibrary):
+def test_a_failed_child_job_fails_its_parents_call(engines: Engines, library: ModuleLibrary):
     rig = delegating(engines, library, researcher(LLMError("refused")))
     job_id = rig.service.submit(PARENT)
     assert rig.run() == ["delegated"]
@@ -338,7 +340,7 @@ def test_a_failed_child_job_fails_its_parents_call(engines: list[Engine], librar
     assert finished["status"] == "failed" and finished["error"]["type"] == "LLMError"
 
 
-def test_a_module_call_in_a_process_without_modules_fails(engines: list[Engine], library: ModuleLibrary):
+def test_a_module_call_in_a_process_without_modules_fails(engines: Engines, library: ModuleLibrary):
     rig = engine(engines, llm=researcher())
     rig.tool("research", {"question": {"type": "string"}}, _module={"const": "researcher"})
     job_id = rig.service.submit(PARENT)

@@ -1,0 +1,203 @@
+"""The named records the store's steps with many arguments take, each sent as one JSON object (ARGV[1]) that the
+script decodes with cjson, its keys named as the fields here; lists of variable length (event entries, messages)
+follow it as plain ARGV values, so they are not encoded twice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentq.protocol.digests import dumps
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimArgs:
+    """claim.lua's record: what one attempt asks of its call.
+
+    `job_started`: the packed job.started entry ('': none; '!': none, the caller takes the job for started);
+    `log_offset`: where the log's tail is read from (-1: the log is not read); `record_sha`, `tool_sha`: the SHA-1
+    of the caller's call record and of its copy of the call's tool ('': none); `tool`: the tool of the caller's
+    record (trusted only when that record is the stored one); `last_call`: the caller would finalize the job in
+    the call's commit if it is the job's last awaited call."""
+
+    call_id: str
+    token: str
+    lease_ms: int
+    now: str
+    job_started: str
+    log_offset: int
+    record_sha: str
+    tool_sha: str
+    tool: str
+    last_call: bool
+
+    def encode(self) -> str:
+        """The record as claim.lua's ARGV[1]."""
+        return dumps({"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
+                      "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
+                      "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call})
+
+
+@dataclass(frozen=True, slots=True)
+class EndingArgs:
+    """The job's end a commit's caller built from what its claim sent (`EndAhead`): written by commit.lua when the
+    commit ends the job and the job hash (`digest`: the SHA-1 of its fields the claim sent) and the log
+    (`log_length`) are as the claim read them plus this outcome."""
+
+    digest: str
+    log_length: int
+    status: str
+    record: str  # the job's record JSON
+    finished_at: str
+    event: str  # the packed job.finished entry
+
+    def fields(self) -> dict[str, str | int]:
+        return {"digest": self.digest, "log_length": self.log_length, "status": self.status, "record": self.record,
+                "finished_at": self.finished_at, "event": self.event}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitArgs:
+    """commit.lua's record: a running call's outcome. `awaited`: whether the call is awaited (the caller's copy of
+    the stored record; None: the script reads the stored record); `ending`: the job's end, or None; `messages`:
+    how many of the ARGV values after the record are messages (the rest are events)."""
+
+    call_id: str
+    token: str
+    status: str
+    awaited: bool | None
+    ending: EndingArgs | None
+    messages: int
+
+    def encode(self) -> str:
+        """The record as commit.lua's ARGV[1] (no key for a None: cjson would decode it as a value, not nil)."""
+        fields: dict[str, object] = {"call_id": self.call_id, "token": self.token, "status": self.status,
+                                     "messages": self.messages}
+        if self.awaited is not None:
+            fields["awaited"] = self.awaited
+        if self.ending is not None:
+            fields["ending"] = self.ending.fields()
+        return dumps(fields)
+
+
+@dataclass(frozen=True, slots=True)
+class SettleArgs:
+    """settle.lua's record: a ready call's first attempt, run already. `record_sha`, `tool_sha`: the SHA-1 of the
+    caller's call record and its copy of the tool `tool`; `job_started`: the packed job.started entry ('!': none,
+    the caller takes the job for started); `messages`: how many of the ARGV values after the record are
+    messages (the rest are events)."""
+
+    call_id: str
+    record_sha: str
+    tool: str
+    tool_sha: str
+    now: str
+    job_started: str
+    status: str
+    messages: int
+
+    def encode(self) -> str:
+        return dumps({"call_id": self.call_id, "record_sha": self.record_sha, "tool": self.tool,
+                      "tool_sha": self.tool_sha, "now": self.now, "job_started": self.job_started,
+                      "status": self.status, "messages": self.messages})
+
+
+@dataclass(frozen=True, slots=True)
+class DecideArgs:
+    """decide.lua's record: a reviewer's `decision` ('approve' | 'edit' | 'reject') on a call awaiting approval.
+    `record`: the edited record JSON ('' unless edit); `token`, `lease_ms`: a rejected call is held by that token
+    until its failure is committed; `event`: the packed entry to publish ('': none)."""
+
+    call_id: str
+    decision: str
+    record: str
+    token: str
+    lease_ms: int
+    event: str
+
+    def encode(self) -> str:
+        return dumps({"call_id": self.call_id, "decision": self.decision, "record": self.record,
+                      "token": self.token, "lease_ms": self.lease_ms, "event": self.event})
+
+
+@dataclass(frozen=True, slots=True)
+class TickBeginArgs:
+    """tick_begin.lua's record: an agent tick's claim. `exchanges`: how many exchanges the tick expects to find (a
+    stale task finds more); `job_started`: the packed job.started entry ('': none); `read_from`: where the tick's
+    read of its inputs starts in the log and in the exchanges (None: no read)."""
+
+    exchanges: int
+    token: str
+    lease_ms: int
+    now: str
+    job_started: str
+    read_from: tuple[int, int] | None
+
+    def encode(self) -> str:
+        fields: dict[str, object] = {"exchanges": self.exchanges, "token": self.token, "lease_ms": self.lease_ms,
+                                     "now": self.now, "job_started": self.job_started}
+        if self.read_from is not None:
+            fields["read_from"] = {"log": self.read_from[0], "exchanges": self.read_from[1]}
+        return dumps(fields)
+
+
+@dataclass(frozen=True, slots=True)
+class TickEndArgs:
+    """tick_end.lua's record: an agent tick's end. `exchange`: its exchange JSON; `counts`: the exchange counts as
+    a tick (not for an answer sent back); `output`: the final output JSON (None: none); `usage`: what the tick's
+    request used; `messages`: how many of the ARGV values after the record are log messages (the rest are
+    events)."""
+
+    token: str
+    exchange: str
+    counts: bool
+    output: str | None
+    usage: dict[str, int]
+    messages: int
+
+    def encode(self) -> str:
+        fields: dict[str, object] = {"token": self.token, "exchange": self.exchange, "counts": self.counts,
+                                     "usage": self.usage, "messages": self.messages}
+        if self.output is not None:
+            fields["output"] = self.output
+        return dumps(fields)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReserveArgs:
+    """budget.lua's reserve: hold what the request `key` may spend. The limits (None: none) and the ask: its input
+    tokens and their cost, the output tokens it wants (its max_tokens), the fewest worth sending it for, the cost
+    of one output token (nano-dollars)."""
+
+    key: str
+    max_requests: int | None
+    max_input_tokens: int | None
+    max_output_tokens: int | None
+    max_cost_nanousd: int | None
+    input_tokens: int
+    input_nanousd: int
+    output_tokens: int
+    min_output_tokens: int
+    output_nanousd_per_token: float
+
+    def encode(self) -> str:
+        limits = {"max_requests": self.max_requests, "max_input_tokens": self.max_input_tokens,
+                  "max_output_tokens": self.max_output_tokens, "max_cost_nanousd": self.max_cost_nanousd}
+        return dumps({"op": "reserve", "key": self.key, **{k: v for k, v in limits.items() if v is not None},
+                      "input_tokens": self.input_tokens, "input_nanousd": self.input_nanousd,
+                      "output_tokens": self.output_tokens, "min_output_tokens": self.min_output_tokens,
+                      "output_nanousd_per_token": self.output_nanousd_per_token})
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSettleArgs:
+    """budget.lua's settle: what the request `key` held becomes what it spent."""
+
+    key: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_nanousd: int
+
+    def encode(self) -> str:
+        return dumps({"op": "settle", "key": self.key, "requests": self.requests, "input_tokens": self.input_tokens,
+                      "output_tokens": self.output_tokens, "cost_nanousd": self.cost_nanousd})
