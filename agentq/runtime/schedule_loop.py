@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -38,7 +39,7 @@ class ScheduleLoop:
         self.schedules = schedules
         self.store: ScheduleStore = schedules.store
         self.jobs = schedules.jobs
-        self.token = uuid.uuid4().hex
+        self.token = f"{os.getpid()}:{uuid.uuid4().hex}"  # the pid first: who holds the lease, for people
         self.clock = clock
         self.holding = False
         self._renewed = 0.0

@@ -16,7 +16,14 @@ from typing import Any
 from agentq.errors import ConflictError, JobNotFoundError, JobValidationError, Problem, ScheduleError
 from agentq.errors import ScheduleNotFoundError as NotFound
 from agentq.protocol.digests import iso_utc
-from agentq.protocol.schedules import Schedule, name_problem, parse_schedule, slot_job_id, triggered_job_id
+from agentq.protocol.schedules import (
+    Schedule,
+    iso_slot,
+    name_problem,
+    parse_schedule,
+    slot_job_id,
+    triggered_job_id,
+)
 from agentq.protocol.status import JOB_FINAL
 from agentq.protocol.tenants import Principal
 from agentq.runtime.service import JobService
@@ -139,11 +146,11 @@ class Schedules:
         schedule = Schedule.from_dict(definition)
         state = json.loads(raw_state) if raw_state else {}
         after = time.time() if state.get("next") is None else state["next"] - 1
-        runs = [] if schedule.paused else [iso_utc(s) for s in schedule.slots_after(after, NEXT_RUNS)]
+        runs = [] if schedule.paused else [iso_slot(s) for s in schedule.slots_after(after, NEXT_RUNS)]
         last = state.get("last_job")
         return {**definition, "next_runs": runs,
                 "last_job": None if last is None else {"id": last, "status": self._status(last)},
-                "pending": None if state.get("pending") is None else iso_utc(state["pending"]),
+                "pending": None if state.get("pending") is None else iso_slot(state["pending"]),
                 "counts": {k: state.get(k, 0) for k in ("fired", "skipped", "missed", "failed")},
                 "error": state.get("error")}
 
