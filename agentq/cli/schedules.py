@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentq.cli.common import client, print_json, print_table
-from agentq.errors import Problem, ScheduleError
+from agentq.cli.common import client, fail, print_json, print_table
+from agentq.errors import ScheduleError
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
@@ -26,9 +26,11 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 def cmd_schedules_set(args: argparse.Namespace) -> int:
     """`agentq schedules set NAME FILE`: check and store a schedule (nothing is written when it is refused)."""
-    body = _read_schedule(args.file)
     with client(args) as fleet:
-        view = fleet.schedules.set(args.name, body)
+        try:
+            view = fleet.schedules.set(args.name, _read_schedule(args.file))
+        except ScheduleError as error:  # every problem, on one line
+            return fail("; ".join([error.summary, *(str(p) for p in error.problems)]))
     print(f"schedule {args.name} set: {timing(view)}; next runs {', '.join(view['next_runs']) or '(paused)'}")
     return 0
 
@@ -63,7 +65,7 @@ def _read_schedule(path: str) -> Any:
     except OSError as error:
         raise ScheduleError(f"cannot read schedule file {path}: {error.strerror or error}") from None
     except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ScheduleError("schedule refused", [Problem("", f"{path} is not UTF-8 JSON: {error}")]) from None
+        raise ScheduleError(f"schedule file {path} is not UTF-8 JSON: {error}") from None
 
 
 def timing(view: dict[str, Any]) -> str:

@@ -67,12 +67,13 @@ class Schedules:
             raise ConflictError(f"the schedule name {name!r} is taken by another tenant")
         owner = found[0]["tenant"] if found is not None else self.who.tenant
         if isinstance(body, dict) and "tenant" in body and not self.who.is_admin and body["tenant"] != owner:
-            raise ScheduleError("schedule refused", [Problem("/tenant", "only an admin's token names the tenant")])
+            raise ScheduleError(f"schedule {name!r} refused: nothing was written",
+                                [Problem("/tenant", "only an admin's token names the tenant")])
         schedule, problems = parse_schedule(name, body, tenant=owner)
         if isinstance(body, dict) and "job" in body:
             problems += self._job_problems(name, body["job"])
         if schedule is None or problems:
-            raise ScheduleError("schedule refused", problems)
+            raise ScheduleError(f"schedule {name!r} refused: nothing was written", problems)
         now = time.time()
         definition = {**schedule.to_dict(), "updated_at": iso_utc(now),
                       "created_at": found[0].get("created_at", iso_utc(now)) if found else iso_utc(now)}
