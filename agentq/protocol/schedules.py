@@ -175,8 +175,8 @@ def _timing_problems(body: dict, timezone: str, problems: list[Problem]) -> None
 
 def _seconds_problem(body: dict, key: str, problems: list[Problem]) -> None:
     value = body.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        problems.append(Problem(f"/{key}", f"{key} is a number of seconds, 0 or more"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_EVERY_S:
+        problems.append(Problem(f"/{key}", f"{key} is a number of seconds from 0 to {MAX_EVERY_S}"))
 
 
 def iso_slot(slot: int) -> str:
