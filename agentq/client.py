@@ -27,8 +27,8 @@ from agentq.settings import Settings, load_settings
 if TYPE_CHECKING:
     from agentq.runtime.fleet_config import FleetConfig
     from agentq.runtime.rollouts import Rollouts
-    from agentq.runtime.schedules import Schedules
     from agentq.runtime.root import Parts
+    from agentq.runtime.schedules import Schedules
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ SCHEDULE_SCHEMA = {"type": "object", "required": ["job"], "properties": {
     "overlap": {"enum": ["skip", "buffer_one", "allow"]},
     "catchup_window_s": {"type": "number", "minimum": 0}, "jitter_s": {"type": "number", "minimum": 0},
     "paused": {"type": "boolean"}, "tenant": {"type": "string", "description": "admin tokens only"}}}
-VIEW = {200: {"description": "the schedule, its next_runs, last_job {id, status} and counts"}}
+VIEW: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the schedule, its next_runs, last_job {id, status} and counts"}}
 
 
 def _schedules(request: Request, *, write: bool = False) -> Schedules:

@@ -108,6 +108,7 @@ def triggered_job_id(name: str, at_ms: int) -> str:
     return f"sched-{name}-now{at_ms}"
 
 
+# one check per field of the body, each adding that field's problems: the branches are the fields
 def parse_schedule(name: str, body: Any, *, tenant: str) -> tuple[Schedule | None, list[Problem]]:
     """`body` checked as schedule `name` of `tenant` (a `tenant` field in the body, which only an admin may give,
     overrides it): the schedule and no problems, or None and every problem with its pointer."""

@@ -121,18 +121,20 @@ class ScheduleLoop:
         if state.get("pending") is not None and not active(self.jobs, state.get("last_job")):
             self._submit(schedule, state, state.pop("pending"))
             state["pending"] = None
-        handled = 0
-        while state["next"] is not None and schedule.due_ms(state["next"]) <= now_s * 1000:
-            if handled >= MAX_SLOTS_PER_PASS:
-                break
-            self._slot(schedule, state, state["next"], now_s)
-            state["next"] = schedule.next_slot(state["next"])
-            handled += 1
+        self._due_slots(schedule, state, now_s)
         due = schedule.due_ms(state["next"])
         if state.get("pending") is not None:
             due = min(due, int(now_s * 1000) + BUFFER_RECHECK_MS)
         if not self.store.advance(name, raw, state, due):
             log.info("schedule %s changed while it fired; its new state stands", name)
+
+    def _due_slots(self, schedule: Schedule, state: dict, now_s: float) -> None:
+        """Handle the slots due by `now_s` in order, moving `state["next"]` past each."""
+        for _ in range(MAX_SLOTS_PER_PASS):
+            if schedule.due_ms(state["next"]) > now_s * 1000:
+                return
+            self._slot(schedule, state, state["next"], now_s)
+            state["next"] = schedule.next_slot(state["next"])
 
     def _slot(self, schedule: Schedule, state: dict, slot: int, now_s: float) -> None:
         """One due slot: missed (older than its catch-up window), found fired, skipped or buffered by the overlap

@@ -63,13 +63,7 @@ class Schedules:
         naming every problem with its pointer, and writes nothing then."""
         self._may_write()
         found = self.store.read(name) if name_problem(name) is None else None
-        if found is not None and not self.who.sees(found[0].get("tenant", "")):
-            raise ConflictError(f"the schedule name {name!r} is taken by another tenant")
-        owner = found[0]["tenant"] if found is not None else self.who.tenant
-        if isinstance(body, dict) and "tenant" in body and not self.who.is_admin and body["tenant"] != owner:
-            raise ScheduleError(f"schedule {name!r} refused: nothing was written",
-                                [Problem("/tenant", "only an admin's token names the tenant")])
-        schedule, problems = parse_schedule(name, body, tenant=owner)
+        schedule, problems = parse_schedule(name, body, tenant=self._owner(name, found, body))
         if isinstance(body, dict) and "job" in body:
             problems += self._job_problems(name, body["job"])
         if schedule is None or problems:
@@ -80,6 +74,17 @@ class Schedules:
         state = self._kept_state(found, schedule, now)
         self.store.write(definition, state, due_of(schedule, state))
         return self.view(definition, json.dumps(state))
+
+    def _owner(self, name: str, found: tuple[dict, str] | None, body: Any) -> str:
+        """The tenant a schedule being set belongs to: its own when it exists (409 when this token may not see
+        it), else the token's; only an admin's token may name another in the body."""
+        if found is not None and not self.who.sees(found[0].get("tenant", "")):
+            raise ConflictError(f"the schedule name {name!r} is taken by another tenant")
+        owner: str = found[0]["tenant"] if found is not None else self.who.tenant
+        if isinstance(body, dict) and "tenant" in body and not self.who.is_admin and body["tenant"] != owner:
+            raise ScheduleError(f"schedule {name!r} refused: nothing was written",
+                                [Problem("/tenant", "only an admin's token names the tenant")])
+        return owner
 
     def _job_problems(self, name: str, job: Any) -> list[Problem]:
         try:

@@ -12,7 +12,7 @@ from agentq.protocol.schedules import ON_TIME_S, Schedule, parse_schedule, slot_
 from agentq.protocol.tenants import DEFAULT_TENANT
 
 BERLIN = ZoneInfo("Europe/Berlin")
-JOB = {"calls": []}
+JOB: dict = {"calls": []}
 
 
 def schedule(**fields) -> Schedule:
