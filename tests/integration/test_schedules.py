@@ -5,6 +5,8 @@ Jobs are counted by their derived ids (`sched-<name>-<slot>`)."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from datetime import datetime
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.settings import Settings
-from tests.integration.procs import WorkerProc, WorkerProcs, wait_for
+from tests.integration.procs import ROOT, WorkerProc, WorkerProcs, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -111,3 +113,22 @@ def test_after_an_outage_of_every_dispatcher_the_missed_slots_fire_per_the_catch
         assert time.time() > fired[0]
         created = unix(caught_up["created_at"])
         assert created - fired[0] <= 6 + 1 and created - missed[-1] > 6 - 1  # the window decided
+
+
+def test_the_guides_example_fires_and_its_job_counts_the_words(harness):
+    """docs/schedules.md's `words.json`, as written, set with `Client.schedules` and fired by a dispatcher."""
+    from agentq.runtime.tool_files import load_tool_dir
+    from workers.documents import TOOLS_DIR, register_activities
+
+    text = (ROOT / "docs" / "schedules.md").read_text(encoding="utf-8")
+    body = json.loads(re.search(r"where `words.json` is:\n\n```json\n(.*?)```", text, re.S).group(1))
+    load_tool_dir(harness.tools, TOOLS_DIR)
+    register_activities(harness.activities)
+    harness.worker(concurrency=2)
+    client = harness.client()
+    view = client.schedules.set("words", body)
+    assert (view["every_s"], view["overlap"], len(view["next_runs"])) == (10, "skip", 3)
+    first = int(unix(view["next_runs"][0]))
+    record = client.job(wait_for(lambda: client.schedules.get("words")["last_job"], 25, "the first slot")["id"])
+    assert record.id == f"sched-words-{first}"
+    assert record.result(timeout=20)["state"]["counted"]["words"] == 5
