@@ -62,13 +62,18 @@ class ScheduleLoop:
                 log.debug("could not release the schedules' lease", exc_info=True)
 
     def _run(self) -> None:
-        wait = 0.0
+        wait, failing = 0.0, False
         while not self._stop.wait(wait):
             try:
                 wait = self.run_once()
-            except Exception:
-                log.warning("firing schedules failed; trying again", exc_info=True)
-                wait = POLL_S
+            except Exception:  # an outage says one line when it starts failing, one when a pass goes through
+                if not failing:
+                    log.warning("firing schedules failed; trying again every %s s", POLL_S, exc_info=True)
+                wait, failing, self.holding = POLL_S, True, False
+                continue
+            if failing:
+                log.warning("firing schedules works again")
+                failing = False
 
     def run_once(self) -> float:
         """One pass: fire what is due if this process holds (or takes) the lease; how long to wait for the next."""
