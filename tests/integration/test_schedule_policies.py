@@ -6,6 +6,7 @@ active until the test cancels it, so "the last run is running" needs no timing."
 from __future__ import annotations
 
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -93,3 +94,26 @@ def exists(client: Client, job_id: str) -> bool:
     except JobNotFoundError:
         return False
     return True
+
+
+def test_the_async_client_has_the_same_operations(harness, client):
+    import asyncio
+
+    from agentq.async_client import AsyncClient
+
+    async def scenario() -> tuple[dict, list[str], dict, str]:
+        async with AsyncClient(settings=harness.settings, tools=harness.tools, tenant="acme") as acme:
+            stored = await acme.schedules.set("nightly", {"cron": "0 8 * * *", "timezone": "Asia/Tokyo",
+                                                          "job": HELD})
+            names = [s["name"] for s in await acme.schedules.list()]
+            paused = await acme.schedules.pause("nightly")
+            job_id = await acme.schedules.trigger("nightly")
+            await acme.schedules.delete("nightly")
+            return stored, names, paused, job_id
+
+    stored, names, paused, job_id = asyncio.run(scenario())
+    assert stored["tenant"] == "acme" and names == ["nightly"] and paused["next_runs"] == []
+    tokyo = datetime.fromisoformat(stored["next_runs"][0]).astimezone(ZoneInfo("Asia/Tokyo"))
+    assert (tokyo.hour, tokyo.minute) == (8, 0)
+    assert client.job(job_id).status() == "awaiting_approval"  # submitted now: its call waits for a reviewer
+    assert client.schedules.list() == []
