@@ -117,3 +117,14 @@ def test_the_async_client_has_the_same_operations(harness, client):
     assert (tokyo.hour, tokyo.minute) == (8, 0)
     assert client.job(job_id).status() == "awaiting_approval"  # submitted now: its call waits for a reviewer
     assert client.schedules.list() == []
+
+
+def test_a_loop_taking_the_lease_gives_due_times_back_to_schedules_that_lost_theirs(client):
+    """What a store restored without its `due` set (or a due entry lost) leaves: the schedules fire again."""
+    s0 = first_slot(client.schedules.set("kept", {"every_s": 2, "job": HELD}))
+    client.schedules.set("asleep", {"every_s": 2, "job": HELD, "paused": True})
+    schedules = client._parts.schedules.store
+    schedules.redis.delete(schedules.due)
+    loop = ScheduleLoop(client._parts.schedules)
+    assert loop._renew()
+    assert schedules.due_of() == {"kept": s0 * 1000}  # the paused one stays without
