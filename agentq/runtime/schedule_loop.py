@@ -77,6 +77,8 @@ class ScheduleLoop:
 
     def run_once(self) -> float:
         """One pass: fire what is due if this process holds (or takes) the lease; how long to wait for the next."""
+        if not self.holding and not self.store.has_schedules():
+            return POLL_S  # no schedules: no lease is taken (a fleet without schedules keeps no key for them)
         if not self._renew():
             return POLL_S
         now_ms = int(self.clock() * 1000)

@@ -89,6 +89,10 @@ class ScheduleStore:
         return bool(self._advance(keys=[self.state, self.due],
                                   args=[name, read, dumps(state), "" if due_ms is None else due_ms]))
 
+    def has_schedules(self) -> bool:
+        """Whether any schedule exists."""
+        return bool(self.redis.exists(self.defs))
+
     def due_names(self, now_ms: int, limit: int = 100) -> list[str]:
         return [_text(n) for n in self.redis.zrangebyscore(self.due, "-inf", now_ms, start=0, num=limit)]
 

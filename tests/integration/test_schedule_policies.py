@@ -128,3 +128,13 @@ def test_a_loop_taking_the_lease_gives_due_times_back_to_schedules_that_lost_the
     loop = ScheduleLoop(client._parts.schedules)
     assert loop._renew()
     assert schedules.due_of() == {"kept": s0 * 1000}  # the paused one stays without
+
+
+def test_without_schedules_no_loop_takes_the_lease_or_writes_a_key(client):
+    loop = ScheduleLoop(client._parts.schedules)
+    schedules = client._parts.schedules.store
+    loop.run_once()
+    assert not loop.holding and schedules.redis.keys("agentq:{schedules}:*") == []
+    client.schedules.set("one", {"every_s": 60, "job": HELD})
+    loop.run_once()
+    assert loop.holding and schedules.redis.get(schedules.lease_key) == loop.token
