@@ -139,6 +139,11 @@ class AsyncClient(BaseClient):
     async def ping(self) -> None:
         await self._reads.ping()
 
+    @property
+    def schedules(self) -> AsyncSchedules:
+        """The schedules (docs/schedules.md), as `Client.schedules` sees them, each operation awaited."""
+        return AsyncSchedules(self)
+
     async def aclose(self) -> None:
         try:
             await self._reads.close()
@@ -150,3 +155,31 @@ class AsyncClient(BaseClient):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+class AsyncSchedules:
+    """`Client.schedules`' operations for asyncio: each runs in a worker thread (a few short round trips)."""
+
+    def __init__(self, client: AsyncClient):
+        self._client = client
+
+    async def set(self, name: str, body: Any) -> dict:
+        return await self._client._thread(self._client._schedules().set, name, body)
+
+    async def get(self, name: str) -> dict:
+        return await self._client._thread(self._client._schedules().get, name)
+
+    async def list(self) -> list[dict]:
+        return await self._client._thread(self._client._schedules().list)
+
+    async def pause(self, name: str) -> dict:
+        return await self._client._thread(self._client._schedules().pause, name)
+
+    async def resume(self, name: str) -> dict:
+        return await self._client._thread(self._client._schedules().resume, name)
+
+    async def trigger(self, name: str) -> str:
+        return await self._client._thread(self._client._schedules().trigger, name)
+
+    async def delete(self, name: str) -> None:
+        await self._client._thread(self._client._schedules().delete, name)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from agentq.runtime.fleet_config import FleetConfig
     from agentq.runtime.rollouts import Rollouts
     from agentq.runtime.root import Parts
+    from agentq.runtime.schedules import Schedules
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,14 @@ class BaseClient:
 
     def _forget_activity(self, name: str) -> bool:
         return self._parts.jobs.forget_activity(name)
+
+    def _schedules(self) -> Schedules:
+        """The schedules as this client sees them: a client of the default tenant all of them, one of a named
+        tenant its own tenant's (docs/schedules.md)."""
+        from agentq.protocol.tenants import Principal, Role
+
+        role = Role.ADMIN if self.tenant == DEFAULT_TENANT else Role.SUBMIT
+        return self._parts.schedules.for_principal(Principal(self.tenant, role))
 
 
 def event_of(entry_id: str, data: dict, *, technical: bool) -> Event:
@@ -267,6 +276,12 @@ class Client(BaseClient):
     def rollouts(self) -> Rollouts:
         """The tools' rollout rules (`set`, `clear`, `rules`) and their `report()` (docs/rollouts.md)."""
         return self._parts.rollouts
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules (docs/schedules.md): `set(name, body)`, `get`, `list()`, `pause`, `resume`, `trigger`,
+        `delete`."""
+        return self._schedules()
 
     @property
     def config(self) -> FleetConfig:

@@ -21,6 +21,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     │       │   └── JobExistsError     a job with the id asked for exists already
     │       ├── RolloutRuleError       a tool's rollout rule refused (docs/rollouts.md), nothing written
     │       ├── ConfigValueError       a fleet setting refused (`agentq config set`), nothing written
+    │       ├── ScheduleError          a schedule refused (docs/schedules.md), nothing written
     │       └── ModuleError            a saved module (docs/protocol.md#modules) that cannot be used; `ref` names it
     │           ├── ModuleRefused      a reference that leaves its folder, a URL scheme or host not allowed
     │           ├── ModuleNotFound     no such module in any module folder (the message lists them), or a 404
@@ -30,6 +31,7 @@ Every exception agentq raises on purpose derives from :class:`AgentQError`::
     ├── StoreError                     the state store is unreachable or holds something unexpected
     │   ├── StoreUnavailableError      Redis cannot be reached (connection refused, timeout)
     │   ├── JobNotFoundError
+    │   ├── ScheduleNotFoundError      no schedule of that name (for this tenant)
     │   └── CallNotFoundError          a job exists but has no such call
     ├── ConflictError                  a request that the call's or job's state forbids (e.g. approving a
     │                                  call that is not awaiting approval)
@@ -179,6 +181,10 @@ class ConfigValueError(InvalidInputError):
     every problem of the value; nothing was written."""
 
 
+class ScheduleError(InvalidInputError):
+    """A schedule refused (docs/schedules.md): `problems` names every problem with its pointer; nothing was written."""
+
+
 class JobExistsError(JobValidationError):
     """A submission named the id of a job that exists already (nothing was written)."""
 
@@ -197,6 +203,10 @@ class StoreUnavailableError(StoreError):
 
 class JobNotFoundError(StoreError):
     """No job with that id (never submitted, or expired with its TTL)."""
+
+
+class ScheduleNotFoundError(StoreError):
+    """No schedule of that name, or one another tenant's token may not see."""
 
 
 class CallNotFoundError(StoreError):

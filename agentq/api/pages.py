@@ -1,7 +1,8 @@
 """The web page (README.md#the-http-api-and-the-web-page): static files shipped in the package, no build step; and the
 API's own docs.
 
-`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/rollouts` shows the rollout report
+`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/schedules` lists the schedules (their next
+runs, last job, paused: docs/schedules.md); `/rollouts` shows the rollout report
 (docs/rollouts.md: per tool, its routes side by side; the report is for admin tokens, so another token's page
 says so). Each reads the API with the page's cookie: opening one with `?token=<token>` sets it (HttpOnly,
 SameSite=Strict) and redirects to the same URL without the token. Pages carry a Content-Security-Policy that
@@ -69,6 +70,11 @@ async def index(request: Request, token: Token = None) -> Response:
 @router.get("/jobs/{job_id}")
 async def job_page(request: Request, job_id: str, token: Token = None) -> Response:
     return _page(request, "job.html", token)
+
+
+@router.get("/schedules")
+async def schedules_page(request: Request, token: Token = None) -> Response:
+    return _page(request, "schedules.html", token)
 
 
 @router.get("/rollouts")

@@ -14,6 +14,7 @@ from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
 from agentq.cli.mcp import cmd_mcp
 from agentq.cli.rollouts import cmd_rollouts, cmd_rollouts_clear, cmd_rollouts_set
+from agentq.cli.schedules import cmd_schedules, cmd_schedules_act, cmd_schedules_set, cmd_schedules_show
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
 
 REDIS_RULE = (
@@ -191,6 +192,31 @@ def _fleet_commands(command: Commands) -> None:
     clear = rules.add_parser("clear", help=clear_help, description=clear_help, epilog=REDIS_RULE)
     clear.add_argument("tool", metavar="TOOL")
     clear.set_defaults(handler=cmd_rollouts_clear)
+    _schedule_commands(command)
+
+
+def _schedule_commands(command: Commands) -> None:
+    schedules = command("schedules", cmd_schedules, "list the schedules with their next runs and last job, or set, "
+                        "show, pause, resume, trigger or delete one (docs/schedules.md)")
+    schedules.add_argument("--json", action="store_true", help="print them as JSON (as the API's /v1/schedules)")
+    schedules.usage = "%(prog)s [-h] [--json] [set NAME FILE | show|pause|resume|trigger|delete NAME]"
+    actions = schedules.add_subparsers(title="actions", metavar="ACTION")
+    set_help = "check and store a schedule, from a JSON file ('-' for stdin)"
+    set_schedule = actions.add_parser("set", help=set_help, description=set_help, epilog=REDIS_RULE)
+    set_schedule.add_argument("name", metavar="NAME")
+    set_schedule.add_argument("file", metavar="FILE", help='{"cron": "0 8 * * 1-5" | "every_s": N, "timezone", '
+                              '"job": {...}, "overlap", "catchup_window_s", "jitter_s", "paused"}')
+    set_schedule.set_defaults(handler=cmd_schedules_set)
+    show = actions.add_parser("show", help="one schedule as JSON", epilog=REDIS_RULE)
+    show.add_argument("name", metavar="NAME")
+    show.set_defaults(handler=cmd_schedules_show)
+    for action, help in (("pause", "stop firing a schedule until it is resumed"),
+                         ("resume", "fire a paused schedule again from its next slot"),
+                         ("trigger", "submit a schedule's job now"),
+                         ("delete", "delete a schedule (its jobs stay)")):
+        acting = actions.add_parser(action, help=help, description=help, epilog=REDIS_RULE)
+        acting.add_argument("name", metavar="NAME")
+        acting.set_defaults(handler=cmd_schedules_act, action=action)
 
 
 def _call_commands(command: Commands) -> None:

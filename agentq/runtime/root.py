@@ -47,12 +47,14 @@ from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, 
 from agentq.runtime.fleet_config import FleetConfig, seeds
 from agentq.runtime.pushed import PushedTasks, broker_is_store
 from agentq.runtime.rollouts import Rollouts
+from agentq.runtime.schedules import Schedules
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
 from agentq.store.config import ConfigStore
 from agentq.store.rollouts import RolloutStore
+from agentq.store.schedules import ScheduleStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
 from agentq.telemetry import jobs as job_traces
@@ -83,6 +85,7 @@ class Parts:
     tenant_labels: TenantLabels
     # the fleet's shared settings (tenants, prices, model limits, webhook allowlist), read once per heartbeat
     config: FleetConfig
+    schedules: Schedules  # the schedules (docs/schedules.md), as an admin sees them; fired by `schedule_loop`
 
     def close(self) -> None:
         try:
@@ -131,7 +134,8 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
-                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config)
+                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config,
+                 schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs))
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:

@@ -373,6 +373,12 @@ class JobService(JobDecisions):
 
         return job_calls(self.store, job_id)
 
+    def check(self, job: Any, *, job_id: str | None = None) -> JobPlan:
+        """Validate `job` as `submit` would and write nothing (a schedule's job, `runtime/schedules.py`); raises
+        `JobValidationError`."""
+        job, size = self._decode(job, job_id)
+        return self._plan(job, size, job_id)[0]
+
 
 def _queued(plan: JobPlan) -> JobQueued:
     """A job's first event: queued, or waiting for its concurrency keys."""

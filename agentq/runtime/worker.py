@@ -32,6 +32,7 @@ from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
+from agentq.runtime.schedule_loop import ScheduleLoop
 from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
@@ -108,6 +109,8 @@ class Heartbeat:
         # a dispatcher also runs the batch lane's round (sends due batches, polls open ones: engine/batch.py)
         self.batch_lane = runtime.batch_poller() if engine else None
         self.sweeps = engine  # a dispatcher also starts jobs a lost release left waiting for their concurrency keys
+        # a dispatcher also fires the schedules while it holds their lease (runtime/schedule_loop.py)
+        self.schedules = ScheduleLoop(runtime.parts.schedules) if engine else None
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
@@ -122,6 +125,8 @@ class Heartbeat:
         self._thread.start()
         if self.batch_lane is not None:
             self.batch_lane.start()
+        if self.schedules is not None:
+            self.schedules.start()
         return self
 
     def beat(self) -> None:
@@ -143,6 +148,8 @@ class Heartbeat:
         self._stop.set()
         if self.batch_lane is not None:
             self.batch_lane.stop()
+        if self.schedules is not None:
+            self.schedules.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:

@@ -259,6 +259,9 @@ class FleetKeys:
     def batch_lock(self) -> str:  # string: the dispatcher running the lane's round (flush, poll), with a TTL
         return f"{self.namespace}:{{batch}}:lock"
 
+    def schedules(self, part: str) -> str:  # the schedules (store/schedules.py): `defs`, `state`, `due`, `lease`
+        return f"{self.namespace}:{{schedules}}:{part}"
+
 
 _PLAIN_MODEL = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
 
