@@ -197,19 +197,24 @@ class AgentLoop(TickEnding):
         learned = self.windows.get(info.job_options.model or self.settings.model)
         if learned is not None:
             transcript.limit(learned)
-        tick = _Tick(job_id, n, token, attempt, info, transcript, solution_schema, composed, known)
-        for compacted in (False, True):  # a request the context window refuses is compacted once, then fails
+        return self._solve_within_window(_Tick(job_id, n, token, attempt, info, transcript, solution_schema,
+                                               composed, known))
+
+    def _solve_within_window(self, tick: _Tick) -> float | None:
+        """Ask the model; a request the context window refuses is compacted once (to the window the refusal
+        taught, when it says it) and asked again, then fails the job."""
+        for compacted in (False, True):
             outcome = self._solve(tick)
             if not isinstance(outcome, ContextWindowExceeded):
                 return outcome
             fitted = not compacted and self._learn_window(tick, outcome)
-            if compacted or not (transcript.compact_all() or fitted):
-                self._give_up(job_id, token, n, "ContextWindowExceeded", f"{outcome}; " + (
+            if compacted or not (tick.transcript.compact_all() or fitted):
+                self._give_up(tick.job_id, tick.token, tick.n, "ContextWindowExceeded", f"{outcome}; " + (
                     "compacting the conversation once did not make it fit" if compacted
                     else "there is no earlier exchange left to compact"))
                 return None
             log.warning("job %s: request %d does not fit the model's context window: compacted, asked again",
-                        job_id, n)
+                        tick.job_id, tick.n)
         return None
 
     def _solve(self, tick: _Tick) -> float | ContextWindowExceeded | None:

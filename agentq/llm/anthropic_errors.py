@@ -132,8 +132,16 @@ def _status_error(exc: Any) -> LLMError:
     if _retryable(exc, status, headers):
         return LLMRetryableError(_status_text(exc), retry_after_s=retry_after, status=status,
                                  rate_limits=rate_limits_of(headers))
-    if status == 400 and PROMPT_TOO_LONG in str(exc.api_message or exc.message or "").lower():
-        prompt_tokens, window = refused_window(str(exc.api_message or exc.message or ""))
+    if status == 400:
+        return _bad_request(exc)
+    return LLMError(_status_text(exc))
+
+
+def _bad_request(exc: Any) -> LLMError:
+    """A 400: the context window's refusal (with the window and the prompt's tokens it states), or any other."""
+    message = str(exc.api_message or exc.message or "")
+    if PROMPT_TOO_LONG in message.lower():
+        prompt_tokens, window = refused_window(message)
         return ContextWindowExceeded(_status_text(exc), window=window, prompt_tokens=prompt_tokens)
     return LLMError(_status_text(exc))
 

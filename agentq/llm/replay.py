@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -111,25 +111,44 @@ def answer_problems(data: Any) -> list[str]:
     """Every problem of one answer object, each as ``/field: what``; [] when it is a valid answer."""
     if not isinstance(data, dict):
         return [f"/: an answer must be a JSON object, got {type(data).__name__}"]
-    problems = []
-    if "raw" not in data and "solution" not in data:
-        problems.append("/: an answer needs 'solution' (or 'raw')")
-    if "raw" in data and not isinstance(data["raw"], str):
+    needs = [] if "raw" in data or "solution" in data else ["/: an answer needs 'solution' (or 'raw')"]
+    return needs + _field_problems(data)
+
+
+def _field_problems(data: dict[str, Any]) -> list[str]:
+    """The problems of an answer's fields, each checked when it is there."""
+    problems = [f"/{name}: {what}" for name, (fits, what) in _ANSWER_FIELDS.items()
+                if data.get(name) is not None and not fits(data[name])]
+    if "raw" in data and data["raw"] is None:
         problems.append("/raw: must be a string")
     if data.get("purpose") is not None and data["purpose"] not in PURPOSES:
         problems.append(f"/purpose: must be one of {', '.join(PURPOSES)}, got {data['purpose']!r}")
-    match = data.get("match")
-    if match is not None and not isinstance(match, str) and not (
-            isinstance(match, list) and all(isinstance(m, str) for m in match)):
-        problems.append("/match: must be a text or a list of texts")
-    for name in ("key", "request", "tool_use_id", "stop_reason"):
-        if data.get(name) is not None and not isinstance(data[name], str):
-            problems.append(f"/{name}: must be a string")
-    usage = data.get("usage")
-    if usage is not None and not (isinstance(usage, dict) and all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in usage.values())):
-        problems.append("/usage: must be an object of token counts (non-negative integers)")
     return problems
+
+
+def _text_or_texts(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(m, str) for m in value))
+
+
+def _token_counts(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                           for v in value.values())
+
+
+def _string(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+# an answer's optional fields: how a value that is there must look, and what the problem says otherwise
+_ANSWER_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "raw": (_string, "must be a string"),
+    "match": (_text_or_texts, "must be a text or a list of texts"),
+    "key": (_string, "must be a string"),
+    "request": (_string, "must be a string"),
+    "tool_use_id": (_string, "must be a string"),
+    "stop_reason": (_string, "must be a string"),
+    "usage": (_token_counts, "must be an object of token counts (non-negative integers)"),
+}
 
 
 def _raw_answer(data: dict[str, Any]) -> str:
@@ -156,24 +175,13 @@ def load_answers(path: str | os.PathLike[str]) -> list[ReplayAnswer]:
 
 
 def _load_file(path: Path, problems: list[str]) -> list[ReplayAnswer]:
+    """The valid answers of one file; the problems of the others (and of lines that are not JSON) added to
+    `problems`."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"cannot read the replay file {path}: {exc}") from exc
-    items: list[tuple[str, Any]] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = [(f"{path}[{i}]", item) for i, item in enumerate(json.loads(text))]
-        except ValueError as exc:
-            problems.append(f"{path}: not valid JSON ({exc})")
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            try:
-                items.append((f"{path}:{number}", json.loads(line)))
-            except ValueError as exc:
-                problems.append(f"{path}:{number}: not valid JSON ({exc})")
+    items = _json_array(path, text, problems) if text.lstrip().startswith("[") else _json_lines(path, text, problems)
     answers = []
     for where, item in items:
         found = answer_problems(item)
@@ -181,6 +189,27 @@ def _load_file(path: Path, problems: list[str]) -> list[ReplayAnswer]:
         if not found:
             answers.append(ReplayAnswer.from_dict(item, where))
     return answers
+
+
+def _json_array(path: Path, text: str, problems: list[str]) -> list[tuple[str, Any]]:
+    try:
+        return [(f"{path}[{i}]", item) for i, item in enumerate(json.loads(text))]
+    except ValueError as exc:
+        problems.append(f"{path}: not valid JSON ({exc})")
+        return []
+
+
+def _json_lines(path: Path, text: str, problems: list[str]) -> list[tuple[str, Any]]:
+    """Each line's value with where it is (blank lines and `#` comments skipped)."""
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            items.append((f"{path}:{number}", json.loads(line)))
+        except ValueError as exc:
+            problems.append(f"{path}:{number}: not valid JSON ({exc})")
+    return items
 
 
 class ReplayLLM:
@@ -212,12 +241,17 @@ class ReplayLLM:
         if found is not None:
             return found, key
         text = last_user_text(request)
-        fitting = [a for a in self._hand_written if a.purpose == request.purpose and all(m in text for m in a.match)]
-        best = max((len(a.match) for a in fitting), default=-1)
-        chosen = [a for a in fitting if len(a.match) == best]
+        chosen = self._hand_written_for(request.purpose, text)
         if len(chosen) == 1:
             return chosen[0], key
         raise ReplayUnmatched(self._unmatched(request, key, text, chosen))
+
+    def _hand_written_for(self, purpose: str, text: str) -> list[ReplayAnswer]:
+        """The hand-written answers of `purpose` whose `match` texts are all in `text`, the most specific ones
+        (most texts matched); more than one is a tie."""
+        fitting = [a for a in self._hand_written if a.purpose == purpose and all(m in text for m in a.match)]
+        best = max((len(a.match) for a in fitting), default=-1)
+        return [a for a in fitting if len(a.match) == best]
 
     def _unmatched(self, request: LLMRequest, key: str, text: str, tied: list[ReplayAnswer]) -> str:
         asked = " ".join(text.split())[:200]

@@ -17,22 +17,7 @@ from typing import Any
 from agentq.protocol.digests import dumps
 from agentq.store.boundary import map_store_errors
 from agentq.store.keys import FleetKeys
-
-# KEYS: state, due. ARGV: name, the state read ("" when none), the new state, the new due ms ("" to drop it).
-_ADVANCE = """
-local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
-if current ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-if ARGV[4] == '' then redis.call('ZREM', KEYS[2], ARGV[1]) else redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-return 1
-"""
-# KEYS: lease. ARGV: token, ttl ms. Take the lease, or renew it when this token holds it.
-_LEASE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-return 0
-"""
-_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+from agentq.store.script_runner import ScriptRunner
 
 
 @map_store_errors
@@ -43,9 +28,7 @@ class ScheduleStore:
         self.redis = redis
         self.defs, self.state, self.due = fleet.schedules("defs"), fleet.schedules("state"), fleet.schedules("due")
         self.lease_key = fleet.schedules("lease")
-        self._advance = redis.register_script(_ADVANCE)
-        self._lease = redis.register_script(_LEASE)
-        self._release = redis.register_script(_RELEASE)
+        self._scripts = ScriptRunner(redis, ("schedule_advance", "schedule_lease", "schedule_release"))
 
     def read(self, name: str) -> tuple[dict, str] | None:
         """A schedule's definition and its state's raw JSON ("" when it has none), or None."""
@@ -86,8 +69,8 @@ class ScheduleStore:
     def advance(self, name: str, read: str, state: dict, due_ms: int | None) -> bool:
         """Move a schedule's state on from `read` (what the caller read); False, and nothing written, when it
         changed meanwhile."""
-        return bool(self._advance(keys=[self.state, self.due],
-                                  args=[name, read, dumps(state), "" if due_ms is None else due_ms]))
+        return bool(self._scripts.run("schedule_advance", [self.state, self.due],
+                                      [name, read, dumps(state), "" if due_ms is None else due_ms]))
 
     def has_schedules(self) -> bool:
         """Whether any schedule exists."""
@@ -110,10 +93,10 @@ class ScheduleStore:
 
     def take_lease(self, token: str, ttl_ms: int) -> bool:
         """Take the firing lease for `ttl_ms`, or renew it when `token` holds it."""
-        return bool(self._lease(keys=[self.lease_key], args=[token, ttl_ms]))
+        return bool(self._scripts.run("schedule_lease", [self.lease_key], [token, ttl_ms]))
 
     def release_lease(self, token: str) -> None:
-        self._release(keys=[self.lease_key], args=[token])
+        self._scripts.run("schedule_release", [self.lease_key], [token])
 
 
 def _text(value: Any) -> str:
