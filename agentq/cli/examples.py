@@ -8,16 +8,20 @@ import json
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentq.cli.common import print_table, read_job
 from agentq.errors import JobValidationError
+
+if TYPE_CHECKING:
+    from agentq.settings import Settings
 
 PREFIX = "example:"
 PACKAGE, FOLDER = "workers", "jobs"
 # the modules an example's tools come from beyond the default `workers`: `run example:NAME` imports them in
 # embedded mode (a fleet's workers must serve them otherwise)
 MODULES: dict[str, tuple[str, ...]] = {"producer": ("workers.music",)}
+EXAMPLE_MODULES = ("workers", "workers.music")  # what the packaged example jobs call, all of them
 
 
 def packaged() -> dict[str, Traversable]:
@@ -34,6 +38,30 @@ def replay_of(name: str) -> Traversable | None:
     """The packaged replay file of an example agent job (`<name>.replay.jsonl`), if it has one."""
     entry = resources.files(PACKAGE).joinpath(FOLDER, f"{name}.replay.jsonl")
     return entry if entry.is_file() else None
+
+
+def with_packaged_replays(settings: Settings) -> tuple[Settings, str]:
+    """`settings` for a process that runs the packaged example jobs on its own (`agentq demo --agent`, `agentq api
+    --embedded`), and the line that says which provider answers: the one configured (AGENTQ_LLM, else the
+    Anthropic API when ANTHROPIC_API_KEY is set), else a replay of the packaged examples' recorded answers
+    (`replay:` the folder holding them: each answer is found by what its request asks, see `llm/replay.py`)."""
+    from agentq.llm.factory import api_key
+
+    if settings.llm:
+        return settings, f"AGENTQ_LLM={settings.llm}"
+    if api_key(settings):
+        return settings, f"the Anthropic API (ANTHROPIC_API_KEY is set), model {settings.model}"
+    none = "none (no ANTHROPIC_API_KEY or AGENTQ_LLM set): agent jobs fail with LLMNotConfigured"
+    try:
+        folder = resources.files(PACKAGE).joinpath(FOLDER)
+    except ModuleNotFoundError:  # the example workers are not installed
+        return settings, none
+    if not isinstance(folder, Path) or not folder.is_dir():  # not a folder on disk (a zipped install)
+        return settings, none
+    names = ", ".join(sorted(p.name for p in folder.glob("*.jsonl")))
+    return (settings.model_copy(update={"llm": f"replay:{folder}"}),
+            f"replay of the recorded answers of the example jobs ({names}; no ANTHROPIC_API_KEY set: set it to ask "
+            "the real API)")
 
 
 def example_name(argument: str) -> str | None:

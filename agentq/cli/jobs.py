@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import resources
 from typing import Any
 
 from agentq.cli.common import client, local_tools, print_json
-from agentq.cli.examples import MODULES, example_name, read_job_argument, replay_of
+from agentq.cli.examples import MODULES, example_name, read_job_argument, replay_of, with_packaged_replays
 from agentq.cli.render import LiveView
 
 
@@ -21,17 +20,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_job(args.settings, job, modules=args.module, tool_dirs=args.tools, as_json=args.json,
                        embedded=embedded)
     modules = args.module or (["workers", *MODULES.get(name, ())] if embedded else [])
-    from agentq.llm.factory import api_key
-
-    replay = replay_of(name)
-    if not embedded or replay is None or args.settings.llm or api_key(args.settings):
-        return run_job(args.settings, job, modules=modules, tool_dirs=args.tools, as_json=args.json,
-                       embedded=embedded)
-    with resources.as_file(replay) as path:  # no model configured: the example's recorded answers, as the demo
-        print(f"LLM: replay of the recorded answers in {path.name} (no ANTHROPIC_API_KEY set; set it to ask the "
-              "real API)", file=sys.stderr if args.json else sys.stdout, flush=True)
-        settings = args.settings.model_copy(update={"llm": f"replay:{path}"})
-        return run_job(settings, job, modules=modules, tool_dirs=args.tools, as_json=args.json, embedded=True)
+    settings = args.settings
+    if embedded and replay_of(name) is not None:  # no model configured: the recorded answers, as the demo
+        settings, provider = with_packaged_replays(args.settings)
+        if settings is not args.settings:
+            print(f"LLM: {provider}", file=sys.stderr if args.json else sys.stdout, flush=True)
+    return run_job(settings, job, modules=modules, tool_dirs=args.tools, as_json=args.json, embedded=embedded)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

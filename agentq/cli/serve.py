@@ -39,7 +39,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     settings, modules = args.settings, args.module
     if args.embedded:
-        from agentq.cli.demo import EXAMPLE_MODULES, with_packaged_replays
+        from agentq.cli.examples import EXAMPLE_MODULES, with_packaged_replays
 
         settings, provider = with_packaged_replays(settings)
         modules = modules or list(EXAMPLE_MODULES)

@@ -40,7 +40,7 @@ def test_run_example_runs_a_packaged_job_from_any_directory(tmp_path):
     agent = agentq("run", "example:producer", "--json", cwd=tmp_path)  # its module and its replay, found alone
     assert agent.returncode == 0, agent.stderr
     assert json.loads(agent.stdout)["status"] == "succeeded"
-    assert agent.stderr.startswith("LLM: replay of the recorded answers in producer.replay.jsonl")
+    assert agent.stderr.startswith("LLM: replay of the recorded answers of the example jobs (")
     assert not list(tmp_path.iterdir())
 
 
