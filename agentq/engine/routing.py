@@ -25,6 +25,7 @@ SUBMIT_TASK = "agentq.engine.submit"
 TICK_TASK = "agentq.engine.tick"
 LATENT_TASK = "agentq.engine.latent"
 MODULE_TASK = "agentq.engine.module"
+WAIT_TASK = "agentq.engine.wait"
 
 
 def activity_task(activity: str) -> str:
@@ -73,6 +74,8 @@ class Routing:
             return record.routed(MODULE_TASK, self.engine_queue)
         if record.mode is CallMode.LATENT:
             return record.routed(LATENT_TASK, self.engine_queue)
+        if record.mode is CallMode.WAIT:  # opened by the engine: written `waiting`, then holds nothing
+            return record.routed(WAIT_TASK, self.engine_queue)
         task = activity_task(record.activity)
         queue = (known.get(record.activity) or {}).get("queue") or task
         return record.routed(task, str(queue))

@@ -49,6 +49,7 @@ from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, Jo
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.settings import Settings
@@ -116,7 +117,7 @@ class JobService(JobDecisions):
         return self._with_local_tools(self.store.published_tools())
 
     def _with_local_tools(self, published: dict[str, dict]) -> dict[str, dict]:
-        return {**published, **self.tools.snapshot()}
+        return {**WAIT_TOOLS, **published, **self.tools.snapshot()}  # the wait tools: built in (docs/waits.md)
 
     def live_activities(self) -> dict[str, dict]:
         live = self.store.live_activities()
@@ -137,7 +138,7 @@ class JobService(JobDecisions):
         announced since: its tool would go to the model)."""
         view, cached = self.fleet()
         known = self._with_local_activities(view.known)
-        if cached and not all(name in known for name in names):
+        if cached and not all(name in known or name in WAIT_TOOLS for name in names):
             view, _ = self.fleet(fresh=True)
             known = self._with_local_activities(view.known)
         return known
@@ -388,8 +389,8 @@ def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:
     activities (a call the view would hand to the model may only lack an activity announced since); an agent job
     every tool of which has a known activity (its ticks compose its tools again, against the view they read)."""
     if plan.kind is JobKind.AGENT:
-        return all(name in known for name in plan.registered)
-    return all(call.mode is CallMode.EXPLICIT for call in plan.calls)
+        return all(name in known or name in WAIT_TOOLS for name in plan.registered)
+    return all(call.mode in (CallMode.EXPLICIT, CallMode.WAIT) for call in plan.calls)
 
 
 def _ready(plan: JobPlan, records: list[CallRecord]) -> list[CallRecord]:

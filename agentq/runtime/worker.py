@@ -32,6 +32,7 @@ from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
+from agentq.runtime.timers import TimerLoop
 from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
@@ -108,6 +109,9 @@ class Heartbeat:
         # a dispatcher also runs the batch lane's round (sends due batches, polls open ones: engine/batch.py)
         self.batch_lane = runtime.batch_poller() if engine else None
         self.sweeps = engine  # a dispatcher also starts jobs a lost release left waiting for their concurrency keys
+        # a dispatcher also fires the waits whose timer is due (runtime/timers.py)
+        self.timers = TimerLoop(runtime.executor.waits.store, runtime.executor.waits,
+                                interval_s=runtime.settings.timer_poll_s) if engine else None
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
@@ -122,6 +126,8 @@ class Heartbeat:
         self._thread.start()
         if self.batch_lane is not None:
             self.batch_lane.start()
+        if self.timers is not None:
+            self.timers.start()
         return self
 
     def beat(self) -> None:
@@ -143,6 +149,8 @@ class Heartbeat:
         self._stop.set()
         if self.batch_lane is not None:
             self.batch_lane.stop()
+        if self.timers is not None:
+            self.timers.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:

@@ -1,4 +1,4 @@
--- Commit the outcome of a running call exactly once: append its messages, set its final status,
+-- Commit the outcome of a running (or waiting: docs/waits.md) call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
 -- KEYS: job, log, calls, status, waiting, events, lease, dependents, approval, done
 -- ARGV: call_id, token, final status (done|failed|skipped), whether the call is awaited ('1' or '0', from the
@@ -21,7 +21,7 @@
 --#include _committed
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[4], call_id)
-if status ~= CALL.RUNNING then return {'duplicate', status or ''} end
+if status ~= CALL.RUNNING and status ~= CALL.WAITING then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= ARGV[2] then return {'superseded'} end
 
