@@ -15,6 +15,7 @@ from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_sta
 from agentq.cli.mcp import cmd_mcp
 from agentq.cli.rollouts import cmd_rollouts, cmd_rollouts_clear, cmd_rollouts_set
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
+from agentq.cli.waits import add_wait_commands
 
 REDIS_RULE = (
     "Which Redis: AGENTQ_REDIS_URL names the state store (and the broker, unless AGENTQ_BROKER_URL is set). "
@@ -86,6 +87,7 @@ def _job_commands(command: Commands) -> None:
 
     cancel = command("cancel", cmd_cancel, "cancel a job")
     cancel.add_argument("id")
+    add_wait_commands(command)
 
 
 def _process_commands(command: Commands) -> None:

@@ -118,24 +118,25 @@ class Waits:
             self.ended(job_id, record, status.value, 0.0, commit)
         self.progress.committed(job_id, commit, call_id)
 
-    def deliver_event(self, tenant: str, name: str, data: Any, event_id: str | None) -> tuple[str, int]:
-        """Deliver a sent event to every open waitForEvent of `tenant` it matches (each woken wait is fired by a
-        dispatcher within a second). Returns (the event's id, how many waits it woke); an id seen within a day is
-        not delivered again (0)."""
-        if event_id is not None and not self.store.first_sight(tenant, event_id):
-            return event_id, 0
-        event_id = event_id or uuid.uuid4().hex
-        event = received(name, data, event_id, now_iso())
-        woken = 0
-        for member, match in self.store.event_waits(tenant, name).items():
-            if not matches(match, data):
-                continue
-            job_id, _, call_id = member.partition(" ")
-            if self.store.wake_wait(job_id, call_id, event_name=name, event=event):
-                woken += 1
-            else:  # its call no longer waits (a crash after it ended left the entry): dropped
-                self.store.drop_event_wait(tenant, name, member)
-        return event_id, woken
+
+def deliver_event(store: WaitStore, tenant: str, name: str, data: Any, event_id: str | None) -> tuple[str, int]:
+    """Deliver a sent event to every open waitForEvent of `tenant` it matches (each woken wait is fired by a
+    dispatcher within a second). Returns (the event's id, how many waits it woke); an id seen within a day is not
+    delivered again (0)."""
+    if event_id is not None and not store.first_sight(tenant, event_id):
+        return event_id, 0
+    event_id = event_id or uuid.uuid4().hex
+    event = received(name, data, event_id, now_iso())
+    woken = 0
+    for member, match in store.event_waits(tenant, name).items():
+        if not matches(match, data):
+            continue
+        job_id, _, call_id = member.partition(" ")
+        if store.wake_wait(job_id, call_id, event_name=name, event=event):
+            woken += 1
+        else:  # its call no longer waits (a crash after it ended left the entry): dropped
+            store.drop_event_wait(tenant, name, member)
+    return event_id, woken
 
 
 def timed_out_message(spec: WaitSpec) -> str:

@@ -52,6 +52,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
+from agentq.runtime.signals import JobSignals
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.webhooks.store import DeliveryStore
@@ -72,7 +73,7 @@ class FleetView:
     read_at: float
 
 
-class JobService(JobDecisions):
+class JobService(JobDecisions, JobSignals):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 

@@ -4,13 +4,20 @@ killed with SIGKILL loses no wait."""
 
 from __future__ import annotations
 
+import json
 import time
-from datetime import datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
 from agentq.settings import Settings
-from tests.integration.procs import WorkerProcs, wait_for
+from agentq.store.state import StateStore
+from tests.api_server import ApiServer
+from tests.integration.procs import WorkerProcs, cli, wait_for
 
 
 def _seconds(iso: str) -> float:
@@ -41,3 +48,149 @@ def test_a_plan_job_with_sleep_resumes_after_its_dispatcher_is_killed(worker_pro
     woke_at = _seconds(record["state"]["slept"]["woke_at"])
     assert 0 <= woke_at - _seconds(waiting[0]["until"]) < 1.5  # fired within a second of its due time
     wait_for(lambda: worker_procs.store.redis.zcard("agentq:{timers}:due") == 0, 5, "the timer to be dropped")
+
+
+ACME, GLOBEX, ACME_READ = "acme-token-0123456789", "globex-token-0123456789", "acme-read-token-0123456789"
+
+
+@pytest.fixture
+def api(redis_url: str, tmp_path: Path) -> Iterator[ApiServer]:
+    """The API over the test's Redis, with a submit token for tenants acme and globex and a read token for acme."""
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({ACME: {"tenant": "acme"}, GLOBEX: {"tenant": "globex"},
+                                ACME_READ: {"tenant": "acme", "role": "read"}}))
+    with ApiServer(Settings(redis_url=redis_url), tokens=[f"@{path}"]) as server:
+        yield server
+
+
+def _submit(api: ApiServer, job: dict, token: str = ACME) -> str:
+    created = api.request("POST", "/v1/jobs", json_body=job, token=token)
+    assert created.status == 201, created.body
+    return str(created.json()["id"])
+
+
+def _ended(api: ApiServer, job_id: str, token: str = ACME) -> dict:
+    def ended() -> dict | None:
+        record = api.request("GET", f"/v1/jobs/{job_id}", token=token).json()
+        return record if record["status"] in ("succeeded", "failed", "canceled") else None
+
+    return dict(wait_for(ended, 30, f"job {job_id} to end"))
+
+
+def test_a_signal_sent_before_its_wait_opens_is_kept_for_it(worker_procs: WorkerProcs, api: ApiServer):
+    job_id = _submit(api, {"tools": ["waitForSignal"], "calls": [
+        {"_tool": "waitForSignal", "name": "approved", "timeout_s": 60, "_outputPath": "†state.approval"}]})
+    path = f"/v1/jobs/{job_id}/signals/approved"
+    # no dispatcher runs yet: the wait has not opened. Read tokens cannot send; another tenant's job is not found
+    assert api.request("POST", path, json_body={"data": 1}, token=ACME_READ).status == 403
+    assert api.request("POST", path, json_body={"data": 1}, token=GLOBEX).status == 404
+    bad = api.request("POST", path, json_body={"data": 1, "extra": 2}, token=ACME)
+    assert bad.status == 422 and bad.json()["error"]["problems"][0]["pointer"] == "/extra"
+    sent = api.request("POST", path, json_body={"data": {"by": "jane"}}, token=ACME)
+    assert sent.status == 200, sent.body
+    assert sent.json()["taken"] is False  # kept with the job
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    record = _ended(api, job_id)
+    assert record["status"] == "succeeded"
+    approval = record["state"]["approval"]
+    assert (approval["name"], approval["data"], approval["id"]) == ("approved", {"by": "jane"},
+                                                                    sent.json()["signal"]["id"])
+    ended = api.request("POST", path, json_body={"data": 2}, token=ACME)
+    assert ended.status == 409 and ended.json()["error"]["type"] == "Conflict"
+    assert worker_procs.store.redis.llen(f"agentq:{{{job_id}}}:signals:approved") == 0
+
+
+def test_an_event_wakes_the_waits_of_its_tenant_that_match_it(worker_procs: WorkerProcs, api: ApiServer):
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    job = {"context": [{"type": "data", "kind": "state", "data": {"order": {"id": "o-17"}}}],
+           "tools": ["waitForEvent"],
+           "calls": [{"_tool": "waitForEvent", "event": "payment.captured", "timeout_s": 60,
+                      "match": {"/order/id": "†state.order.id", "/ok": True}, "_outputPath": "†state.payment"}]}
+    job_id = _submit(api, job)
+    store = worker_procs.store
+    wait_for(lambda: store.redis.hget(f"agentq:{{{job_id}}}:status", _only_call(store, job_id)) == "waiting", 20,
+             "the wait to open")
+    waiting = [e for e in _events(api, job_id) if e["event"] == "call.waiting"]
+    assert waiting[0]["awaits"] == {"kind": "event", "event": "payment.captured",
+                                    "match": {"/order/id": "o-17", "/ok": True}}  # its reference resolved
+    data = {"order": {"id": "o-17"}, "ok": True, "amount": 42}
+    for token, body in ((GLOBEX, {"name": "payment.captured", "data": data}),  # another tenant's: never crosses
+                        (ACME, {"name": "payment.captured", "data": {**data, "order": {"id": "o-18"}}}),
+                        (ACME, {"name": "payment.failed", "data": data})):
+        answer = api.request("POST", "/v1/events", json_body=body, token=token)
+        assert answer.status == 200 and answer.json()["woken"] == 0, answer.body
+    assert api.request("POST", "/v1/events", json_body={"name": "payment.captured", "data": data},
+                       token=ACME_READ).status == 403
+    assert api.request("GET", f"/v1/jobs/{job_id}", token=ACME).json()["status"] == "running"
+    sent = api.request("POST", "/v1/events", json_body={"name": "payment.captured", "data": data, "id": "evt-1"},
+                       token=ACME)
+    assert sent.json() == {"id": "evt-1", "woken": 1}
+    again = api.request("POST", "/v1/events", json_body={"name": "payment.captured", "data": data, "id": "evt-1"},
+                        token=ACME)
+    assert again.json() == {"id": "evt-1", "woken": 0}  # a re-sent id is ignored
+    record = _ended(api, job_id)
+    assert record["status"] == "succeeded"
+    payment = record["state"]["payment"]
+    assert (payment["name"], payment["data"], payment["id"]) == ("payment.captured", data, "evt-1")
+
+
+def test_a_timeout_is_taken_by_the_or_branch(worker_procs: WorkerProcs, api: ApiServer):
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    started = time.time()
+    job_id = _submit(api, {"tools": ["waitForSignal"], "calls": [
+        {"_tool": "waitForSignal", "name": "reply", "timeout_s": 1.5,
+         "_outputPath": "†state.reply || †state.noReply"}]})
+    record = _ended(api, job_id)
+    assert record["status"] == "succeeded"
+    assert record["state"]["noReply"]["error"]["type"] == "WaitTimedOut"
+    assert "reply" not in record["state"]
+    assert time.time() - started >= 1.5
+
+
+def test_bad_waits_and_events_are_refused_with_every_problem_and_nothing_written(api: ApiServer):
+    long_ago = datetime.fromtimestamp(time.time() - 3 * 86_400, UTC).isoformat().replace("+00:00", "Z")
+    job = {"tools": ["sleep", "waitForEvent", "waitForSignal"], "calls": [
+        {"_tool": "sleep", "until": long_ago},
+        {"_tool": "waitForEvent", "event": "x", "match": {"order.id": 1}},
+        {"_tool": "waitForSignal", "name": "go", "timeout_s": -1}]}
+    refused = api.request("POST", "/v1/jobs", json_body=job, token=ACME)
+    assert refused.status == 422, refused.body
+    pointers = {p["pointer"] for p in refused.json()["error"]["problems"]}
+    assert {"/calls/0/until", "/calls/2/timeout_s"} <= pointers
+    assert any(p.startswith("/calls/1/match") for p in pointers), pointers
+    assert api.request("GET", "/v1/jobs", token=ACME).json() == []
+    no_name = api.request("POST", "/v1/events", json_body={"data": {}}, token=ACME)
+    assert no_name.status == 422 and [p["pointer"] for p in no_name.json()["error"]["problems"]] == ["/name"]
+
+
+def _only_call(store: StateStore, job_id: str) -> str:
+    return next(iter(store.redis.hkeys(f"agentq:{{{job_id}}}:calls")))
+
+
+def _events(api: ApiServer, job_id: str) -> list[dict]:
+    """The job's events so far (the SSE stream would follow until the job ends)."""
+    with Client(settings=api.parts.settings) as client:
+        return [e.envelope.to_dict() for e in client.job(job_id).events(follow=False)]
+
+
+def test_the_cli_sends_signals_and_events(worker_procs: WorkerProcs, redis_url: str):
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        handle = client.submit({"tools": ["waitForSignal"], "calls": [
+            {"_tool": "waitForSignal", "name": "go", "_outputPath": "†state.go"}]})
+        wait_for(lambda: _call_status(client, handle.id) == [CallStatus.WAITING.value], 20, "the wait to open")
+        shown = cli(redis_url, "calls", handle.id)
+        assert shown.returncode == 0 and "waiting" in shown.stdout, shown.stdout + shown.stderr
+        bad = cli(redis_url, "signal", handle.id, "go", "{not json")
+        assert bad.returncode == 1 and "DATA is not JSON" in bad.stderr
+        sent = cli(redis_url, "signal", handle.id, "go", '{"n": 1}')
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout)["taken"] is True  # the open wait took it
+        record = handle.result(timeout=30)
+    assert record["state"]["go"]["data"] == {"n": 1}
+    event = cli(redis_url, "send-event", "nobody.waits", '{"x": 1}', "--id", "e-1")
+    assert event.returncode == 0 and json.loads(event.stdout) == {"id": "e-1", "woken": 0}, event.stderr
