@@ -14,9 +14,11 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
+from agentq.runtime.app import create_app
 from agentq.settings import Settings
 from agentq.store.state import StateStore
 from tests.api_server import ApiServer
+from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.procs import WorkerProcs, cli, wait_for
 
 
@@ -194,3 +196,32 @@ def test_the_cli_sends_signals_and_events(worker_procs: WorkerProcs, redis_url: 
     assert record["state"]["go"]["data"] == {"n": 1}
     event = cli(redis_url, "send-event", "nobody.waits", '{"x": 1}', "--id", "e-1")
     assert event.returncode == 0 and json.loads(event.stdout) == {"id": "e-1", "woken": 0}, event.stderr
+
+
+def test_an_agent_job_waits_for_an_event_holding_nothing_then_the_model_sees_it(
+        worker_procs: WorkerProcs, anthropic_env: FakeAnthropic, redis_url: str):
+    """While its one open call waits, the job holds no engine thread (the dispatcher runs no task), no admission
+    place and no worker slot; the event sent through the API wakes it, and its next model request carries it."""
+    anthropic_env.script(
+        Answer.solution({"calls": [{"_tool": "waitForEvent", "event": "customer.reply", "timeout_s": 120,
+                                    "match": {"/ticket": "T-1"}, "_outputPath": "†state.reply"}], "output": None}),
+        Answer.solution({"calls": [], "output": {"answer": "replied"}}))
+    dispatcher = worker_procs.dispatcher(AGENTQ_LLM="anthropic")
+    node = worker_procs.wait_dispatcher(dispatcher)["node"]
+    settings = Settings(redis_url=redis_url)
+    with Client(settings=settings) as client:
+        handle = client.submit({"context": [{"type": "text", "text": "Wait for the customer's reply on T-1."}],
+                                "tools": ["waitForEvent"], "output": {"type": "object"}})
+        wait_for(lambda: _call_status(client, handle.id) == [CallStatus.WAITING.value], 30, "the wait to open")
+        store = worker_procs.store
+        inspect = create_app(settings).control.inspect(timeout=2.0, destination=[node])
+        assert inspect.active()[node] == [] and inspect.reserved()[node] == []  # no engine thread, no task held
+        assert store.admission_counts() == {}  # no admission place
+        assert client.record(handle.id)["status"] == "running"
+        assert len(anthropic_env.requests) == 1
+        sent = client.send_event("customer.reply", {"ticket": "T-1", "text": "It works now, thanks!"}, id="r-1")
+        assert sent == {"id": "r-1", "woken": 1}
+        record = handle.result(timeout=30)
+    assert record["status"] == "succeeded" and record["result"] == {"answer": "replied"}
+    second = json.dumps(anthropic_env.requests[1].body["messages"], ensure_ascii=False)
+    assert "It works now, thanks!" in second and "r-1" in second
