@@ -5,6 +5,7 @@ killed with SIGKILL loses no wait."""
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -225,3 +226,20 @@ def test_an_agent_job_waits_for_an_event_holding_nothing_then_the_model_sees_it(
     assert record["status"] == "succeeded" and record["result"] == {"answer": "replied"}
     second = json.dumps(anthropic_env.requests[1].body["messages"], ensure_ascii=False)
     assert "It works now, thanks!" in second and "r-1" in second
+
+
+def test_the_guides_example_works_as_written(worker_procs: WorkerProcs, redis_url: str):
+    """docs/waits.md's order job, woken by the `agentq send-event` line it shows."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "waits.md").read_text()
+    job = json.loads(guide.split("<!-- example: job -->\n```json\n", 1)[1].split("```", 1)[0])
+    command = next(line for line in guide.splitlines() if line.startswith("$ agentq send-event"))
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        handle = client.submit(job)
+        wait_for(lambda: _call_status(client, handle.id) == [CallStatus.WAITING.value], 20, "the wait to open")
+        sent = cli(redis_url, *shlex.split(command)[2:])
+        assert sent.returncode == 0 and json.loads(sent.stdout) == {"id": "evt_123", "woken": 1}, sent.stderr
+        record = handle.result(timeout=30)
+    assert record["status"] == "succeeded"
+    assert record["state"]["payment"]["data"] == {"order": {"id": "o-17"}, "amount_cents": 4990}
