@@ -31,7 +31,6 @@ from agentq.protocol.waits import (
     WAIT_FOR_EVENT,
     WAIT_TIMED_OUT,
     WaitSpec,
-    matches,
     received,
     wait_spec,
 )
@@ -128,14 +127,12 @@ def deliver_event(store: WaitStore, tenant: str, name: str, data: Any, event_id:
     event_id = event_id or uuid.uuid4().hex
     event = received(name, data, event_id, now_iso())
     woken = 0
-    for member, match in store.event_waits(tenant, name).items():
-        if not matches(match, data):
-            continue
+    for digest, member in store.event_waiters(tenant, name, data):
         job_id, _, call_id = member.partition(" ")
         if store.wake_wait(job_id, call_id, event_name=name, event=event):
             woken += 1
         else:  # its call no longer waits (a crash after it ended left the entry): dropped
-            store.drop_event_wait(tenant, name, member)
+            store.drop_event_wait(tenant, name, digest, member)
     return event_id, woken
 
 

@@ -1,5 +1,7 @@
 """Waits (docs/waits.md): the built-in tools `sleep`, `waitForEvent` and `waitForSignal`, what a wait call waits
-for, and how an event matches a wait (pure).
+for, and how an event finds the waits it matches: each wait is filed under its match's pointers (its shape) and the
+values there (its digest), so an event reads its data at each shape's pointers and looks up those digests, never
+every open wait (pure).
 
 A wait is one more call of a job: composed only when the job lists its tool, planned and referenced like any call,
 run by the engine (never by a worker): its call is written `waiting` with a due time, and whatever ends it (the due
@@ -8,6 +10,7 @@ time, a delivered event or signal) commits it as any call commits.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -175,17 +178,33 @@ def pointer_value(data: Any, pointer: str) -> Any:
     return value
 
 
-def matches(match: Mapping[str, Any], data: Any) -> bool:
-    """Whether an event's data has, at every pointer of `match`, the value given (JSON equality)."""
-    return all(_same(pointer_value(data, pointer), value) for pointer, value in match.items())
+def match_shape(match: Mapping[str, Any]) -> str:
+    """The pointers a match reads, as the key its waits are grouped under (sorted, JSON)."""
+    return json.dumps(sorted(match), separators=(",", ":"))
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is _MISSING:
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return bool(a == b)
+def match_digest(shape: str, values: list[Any]) -> str:
+    """The key of the waits of one shape whose match has `values` (in the shape's order): an event's data read at
+    those pointers gives the same key exactly when it matches them (JSON equality, as canonical JSON)."""
+    text = json.dumps([shape, values], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def wait_digest(match: Mapping[str, Any]) -> tuple[str, str]:
+    """(shape, digest) of an open wait's resolved match."""
+    shape = match_shape(match)
+    return shape, match_digest(shape, [match[p] for p in sorted(match)])
+
+
+def event_digests(shapes: list[str], data: Any) -> list[str]:
+    """The digests an event's data matches, one per shape its data has a value at every pointer of."""
+    digests = []
+    for shape in shapes:
+        pointers = json.loads(shape)
+        values = [pointer_value(data, p) for p in pointers]
+        if not any(v is _MISSING for v in values):
+            digests.append(match_digest(shape, values))
+    return digests
 
 
 def event_problems(body: Any) -> list[Problem]:

@@ -152,8 +152,11 @@ class FleetKeys:
     def timers(self) -> str:  # zset: `<job> <call>` of each open wait -> its due time (unix ms; taken: + a claim)
         return f"{self.namespace}:{{timers}}:due"
 
-    def event_waits(self, tenant: str, event: str) -> str:  # hash: `<job> <call>` -> the wait's match JSON
-        return f"{self.namespace}:{{waits:{tenant}}}:event:{event}"
+    def event_shapes(self, tenant: str, event: str) -> str:  # set: the match shapes of a tenant's waits for `event`
+        return f"{self.namespace}:{{waits:{tenant}}}:shapes:{event}"
+
+    def event_waits(self, tenant: str, event: str, digest: str) -> str:  # set: `<job> <call>` of the open waits
+        return f"{self.namespace}:{{waits:{tenant}}}:event:{event}:{digest}"  # whose match has that digest
 
     def event_seen(self, tenant: str, event_id: str) -> str:  # string: an event id sent within a day (dedup)
         return f"{self.namespace}:{{waits:{tenant}}}:seen:{event_id}"

@@ -3,7 +3,8 @@
 A wait call's state lives in its job's keys (one Cluster slot): `waits` (call id -> the open wait, and
 `<call>:woken` -> what ended it, decided once) and `signals:<name>` (signals no wait took yet). Its due time lives in
 the fleet's `{timers}:due` sorted set (`<job> <call>` -> unix ms), and a waitForEvent's match in its tenant's
-`{waits:<tenant>}:event:<name>` hash, so an event finds its waits without scanning jobs. Those two are other slots:
+`{waits:<tenant>}` sets (by the shape and digest of its match, `protocol/waits.py`), so an event finds its waits
+without scanning jobs or waits. Those two are other slots:
 they are written before the job's step (a crash between leaves an entry that finds its call not waiting, and is
 dropped) and the job's step decides.
 """
@@ -15,7 +16,7 @@ import math
 from typing import Any
 
 from agentq.protocol.envelopes import Envelope
-from agentq.protocol.waits import WAIT_FOR_SIGNAL, WaitSpec
+from agentq.protocol.waits import WAIT_FOR_SIGNAL, WaitSpec, event_digests, wait_digest
 from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.script_runner import ScriptRunner
@@ -49,8 +50,12 @@ class WaitSteps(StoreConnection):
         keys = self.keys(job_id)
         member = timer_member(job_id, call_id)
         if spec.kind == "waitForEvent":
-            self.redis.hset(self.fleet.event_waits(tenant, spec.name), member, json.dumps(spec.match))
-        self.redis.zadd(self.fleet.timers, {member: "+inf" if spec.due_ms == math.inf else int(spec.due_ms)})
+            shape, digest = wait_digest(spec.match)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.sadd(self.fleet.event_shapes(tenant, spec.name), shape)
+            pipe.sadd(self.fleet.event_waits(tenant, spec.name, digest), member)
+            pipe.execute()
+        self.redis.zadd(self.fleet.timers, {member: self._due_score(job_id, spec.due_ms)})
         step_keys = [keys.job, keys.status, keys.lease(call_id), keys.waits, keys.events]
         if spec.kind == WAIT_FOR_SIGNAL:
             step_keys.append(keys.signals(spec.name))
@@ -93,10 +98,18 @@ class WaitSteps(StoreConnection):
             self.redis.zadd(self.fleet.timers, {timer_member(job_id, detail): 0}, xx=True)
         return outcome, detail
 
-    def event_waits(self, tenant: str, event_name: str) -> dict[str, dict]:
-        """The open waitForEvent calls of `tenant` for `event_name`: `<job> <call>` -> the wait's match."""
-        entries = self.redis.hgetall(self.fleet.event_waits(tenant, event_name))
-        return {_text(k): json.loads(_text(v)) for k, v in entries.items()}
+    def event_waiters(self, tenant: str, event_name: str, data: Any) -> list[tuple[str, str]]:
+        """(digest, `<job> <call>`) of the open waitForEvent calls of `tenant` for `event_name` whose match `data`
+        fits: one read of the shapes, then one of each digest the data gives (one pipeline)."""
+        shapes = sorted(_text(s) for s in self.redis.smembers(self.fleet.event_shapes(tenant, event_name)))
+        digests = event_digests(shapes, data)
+        if not digests:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for digest in digests:
+            pipe.smembers(self.fleet.event_waits(tenant, event_name, digest))
+        return [(digest, _text(m)) for digest, members in zip(digests, pipe.execute(), strict=True)
+                for m in sorted(members)]
 
     def first_sight(self, tenant: str, event_id: str) -> bool:
         """Whether an event id of `tenant` is seen for the first time within a day (then remembered)."""
@@ -109,20 +122,27 @@ class WaitSteps(StoreConnection):
 
     def retime_wait(self, job_id: str, call_id: str, due_ms: float) -> None:
         """Put a taken timer back at its due time (it was not due: its claim ran ahead of it)."""
-        self.redis.zadd(self.fleet.timers, {timer_member(job_id, call_id): "+inf" if due_ms == math.inf
-                                            else int(due_ms)}, xx=True)
+        self.redis.zadd(self.fleet.timers, {timer_member(job_id, call_id): self._due_score(job_id, due_ms)}, xx=True)
+
+    def _due_score(self, job_id: str, due_ms: float) -> int | str:
+        """A timer's score: its due time; a wait without one comes due when its job's keys expire (then its fire
+        finds it gone and drops it, so no entry outlives its job)."""
+        if due_ms != math.inf:
+            return int(due_ms)
+        expire_at = self.redis.hget(self.keys(job_id).job, "expire_at_ms")
+        return int(expire_at) + 1000 if expire_at is not None else "+inf"
 
     def close_wait(self, job_id: str, call_id: str, *, tenant: str | None, spec: WaitSpec | None) -> None:
         """Forget an ended wait: its timer, its entry in its tenant's event index, its state in the job's keys."""
         member = timer_member(job_id, call_id)
         if spec is not None and spec.kind == "waitForEvent" and tenant is not None:
-            self.redis.hdel(self.fleet.event_waits(tenant, spec.name), member)
+            self.redis.srem(self.fleet.event_waits(tenant, spec.name, wait_digest(spec.match)[1]), member)
         self.redis.hdel(self.keys(job_id).waits, call_id, f"{call_id}:woken")
         self.redis.zrem(self.fleet.timers, member)
 
-    def drop_event_wait(self, tenant: str, event_name: str, member: str) -> None:
+    def drop_event_wait(self, tenant: str, event_name: str, digest: str, member: str) -> None:
         """Drop an entry of a tenant's event index whose call no longer waits."""
-        self.redis.hdel(self.fleet.event_waits(tenant, event_name), member)
+        self.redis.srem(self.fleet.event_waits(tenant, event_name, digest), member)
 
 
 def _text(value: Any) -> str:

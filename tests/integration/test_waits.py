@@ -15,6 +15,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
+from agentq.protocol.waits import wait_digest
 from agentq.runtime.app import create_app
 from agentq.settings import Settings
 from agentq.store.state import StateStore
@@ -243,3 +244,19 @@ def test_the_guides_example_works_as_written(worker_procs: WorkerProcs, redis_ur
         record = handle.result(timeout=30)
     assert record["status"] == "succeeded"
     assert record["state"]["payment"]["data"] == {"order": {"id": "o-17"}, "amount_cents": 4990}
+
+
+def test_a_canceled_job_drops_its_waits(worker_procs: WorkerProcs, api: ApiServer):
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    job_id = _submit(api, {"tools": ["waitForEvent"], "calls": [
+        {"_tool": "waitForEvent", "event": "never", "match": {"/n": 1}, "_outputPath": "†state.e"}]})
+    store = worker_procs.store
+    wait_for(lambda: store.redis.hget(f"agentq:{{{job_id}}}:status", _only_call(store, job_id)) == "waiting", 20,
+             "the wait to open")
+    assert api.request("POST", f"/v1/jobs/{job_id}/cancel", token=ACME).json()["status"] == "canceled"
+    assert store.redis.hget(f"agentq:{{{job_id}}}:status", _only_call(store, job_id)) == "canceled"
+    sent = api.request("POST", "/v1/events", json_body={"name": "never", "data": {"n": 1}}, token=ACME)
+    assert sent.json()["woken"] == 0  # and the stale entry of its index is dropped
+    assert store.redis.smembers("agentq:{waits:acme}:event:never:" + wait_digest({"/n": 1})[1]) == set()
+    assert [e["event"] for e in _events(api, job_id)].count("call.finished") == 0  # nothing commits after
