@@ -118,7 +118,7 @@ class JobService(JobDecisions, JobSignals):
         return self._with_local_tools(self.store.published_tools())
 
     def _with_local_tools(self, published: dict[str, dict]) -> dict[str, dict]:
-        return {**WAIT_TOOLS, **published, **self.tools.snapshot()}  # the wait tools: built in (docs/waits.md)
+        return {**published, **self.tools.snapshot()}
 
     def live_activities(self) -> dict[str, dict]:
         live = self.store.live_activities()
@@ -197,7 +197,8 @@ class JobService(JobDecisions, JobSignals):
 
     def _plan_against(self, job: Any, size: int, job_id: str | None, view: FleetView,
                       known: dict[str, dict]) -> JobPlan:
-        return plan_job(job, tools=self._with_local_tools(view.tools), live_activities=known, limits=self.limits,
+        tools = {**WAIT_TOOLS, **self._with_local_tools(view.tools)}  # the wait tools are built in (docs/waits.md)
+        return plan_job(job, tools=tools, live_activities=known, limits=self.limits,
                         size=size, job_id=job_id, module_loader=self.module_loader)
 
     def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None,
