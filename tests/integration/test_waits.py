@@ -4,6 +4,7 @@ killed with SIGKILL loses no wait."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agentq.async_client import AsyncClient
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
 from agentq.protocol.waits import wait_digest
@@ -260,3 +262,19 @@ def test_a_canceled_job_drops_its_waits(worker_procs: WorkerProcs, api: ApiServe
     assert sent.json()["woken"] == 0  # and the stale entry of its index is dropped
     assert store.redis.smembers("agentq:{waits:acme}:event:never:" + wait_digest({"/n": 1})[1]) == set()
     assert [e["event"] for e in _events(api, job_id)].count("call.finished") == 0  # nothing commits after
+
+
+def test_the_async_client_signals_a_job_and_sends_events(harness):
+    harness.worker()  # an in-process dispatcher opens and fires the wait
+
+    async def scenario() -> tuple[dict, dict, dict]:
+        async with AsyncClient(settings=harness.settings) as client:
+            handle = await client.submit({"tools": ["waitForSignal"], "calls": [
+                {"_tool": "waitForSignal", "name": "go", "_outputPath": "†state.go"}]})
+            sent = await handle.signal("go", {"n": 2})
+            event = await client.send_event("nobody.waits", {}, id="a-1")
+            return sent, event, await handle.result(timeout=30)
+
+    sent, event, record = asyncio.run(scenario())
+    assert sent["signal"]["data"] == {"n": 2} and event == {"id": "a-1", "woken": 0}
+    assert record["status"] == "succeeded" and record["state"]["go"]["id"] == sent["signal"]["id"]
