@@ -278,3 +278,29 @@ def test_the_async_client_signals_a_job_and_sends_events(harness):
     sent, event, record = asyncio.run(scenario())
     assert sent["signal"]["data"] == {"n": 2} and event == {"id": "a-1", "woken": 0}
     assert record["status"] == "succeeded" and record["state"]["go"]["id"] == sent["signal"]["id"]
+
+
+def test_two_dispatchers_one_killed_while_firing_lose_no_wait_and_double_none(worker_procs: WorkerProcs,
+                                                                              redis_url: str):
+    """60 sleeps come due at once for two dispatchers; one is killed with SIGKILL as they start firing. Every wait
+    ends exactly once: the killed one's claimed timers come due again and the other takes them."""
+    first, second = worker_procs.dispatcher(), worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(first)
+    worker_procs.wait_dispatcher(second)
+    store = worker_procs.store
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        until = datetime.fromtimestamp(time.time() + 6, UTC).isoformat().replace("+00:00", "Z")
+        handles = [client.submit({"tools": ["sleep"], "calls": [{"_tool": "sleep", "until": until,
+                                                                 "_outputPath": "†state.slept"}]})
+                   for _ in range(60)]
+        wait_for(lambda: store.redis.zcard("agentq:{timers}:due") == 60, 30, "every sleep to wait")
+        wait_for(lambda: store.redis.zcard("agentq:{timers}:due") < 60 or
+                 any(c["status"] == "done" for h in handles[:5] for c in client.calls(h.id)), 30,
+                 "the first sleeps to fire", interval=0.01)
+        first.kill()
+        records = [h.result(timeout=60) for h in handles]
+        finished = [sum(1 for e in h.events(follow=False) if e.envelope.to_dict()["event"] == "call.finished")
+                    for h in handles]
+    assert [r["status"] for r in records] == ["succeeded"] * 60
+    assert finished == [1] * 60  # committed once each
+    wait_for(lambda: store.redis.zcard("agentq:{timers}:due") == 0, 10, "every timer to be dropped")
