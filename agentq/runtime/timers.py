@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from agentq.engine.waits import Waits
-from agentq.errors import StoreUnavailableError
 from agentq.store.contracts import WaitStore
 
 log = logging.getLogger("agentq.timers")
 
 CLAIM_MS = 10_000  # a taken entry is this dispatcher's for this long (then due again, should it have died)
 BATCH = 200  # entries taken per round trip; a full batch is followed by the next at once
+FIRING_THREADS = 8  # a batch's waits fire on this many threads (each fire is a few round trips to the store)
 
 
 class TimerLoop:
@@ -32,6 +33,7 @@ class TimerLoop:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None  # made on the first due batch (no threads while none is due)
 
     def start(self) -> TimerLoop:
         self._thread = threading.Thread(target=self._run, name="agentq-timers", daemon=True)
@@ -43,18 +45,23 @@ class TimerLoop:
         taken = 0
         while not self._stop.is_set():
             due = self.store.take_due_timers(now_ms=round(time.time() * 1000), limit=BATCH, claim_ms=CLAIM_MS)
-            for job_id, call_id in due:
-                try:
-                    self.waits.fire(job_id, call_id)
-                except StoreUnavailableError:
-                    raise
-                except Exception:  # one wait's failure must not stop the others: its claim runs out, it comes back
-                    log.warning("firing the wait %s of job %s failed; it is taken again in %d s", call_id, job_id,
-                                CLAIM_MS // 1000, exc_info=True)
+            if len(due) == 1:
+                self._fire(*due[0])
+            elif due:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(FIRING_THREADS, thread_name_prefix="agentq-timers-fire")
+                list(self._pool.map(lambda entry: self._fire(*entry), due))
             taken += len(due)
             if len(due) < BATCH:
                 break
         return taken
+
+    def _fire(self, job_id: str, call_id: str) -> None:
+        try:
+            self.waits.fire(job_id, call_id)
+        except Exception:  # one wait's failure must not stop the others: its claim runs out, it comes back
+            log.warning("firing the wait %s of job %s failed; it is taken again in %d s", call_id, job_id,
+                        CLAIM_MS // 1000, exc_info=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -67,3 +74,5 @@ class TimerLoop:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

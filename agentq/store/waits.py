@@ -135,10 +135,12 @@ class WaitSteps(StoreConnection):
     def close_wait(self, job_id: str, call_id: str, *, tenant: str | None, spec: WaitSpec | None) -> None:
         """Forget an ended wait: its timer, its entry in its tenant's event index, its state in the job's keys."""
         member = timer_member(job_id, call_id)
+        pipe = self.redis.pipeline(transaction=False)  # three slots on a cluster: one pipeline still
         if spec is not None and spec.kind == "waitForEvent" and tenant is not None:
-            self.redis.srem(self.fleet.event_waits(tenant, spec.name, wait_digest(spec.match)[1]), member)
-        self.redis.hdel(self.keys(job_id).waits, call_id, f"{call_id}:woken")
-        self.redis.zrem(self.fleet.timers, member)
+            pipe.srem(self.fleet.event_waits(tenant, spec.name, wait_digest(spec.match)[1]), member)
+        pipe.hdel(self.keys(job_id).waits, call_id, f"{call_id}:woken")
+        pipe.zrem(self.fleet.timers, member)
+        pipe.execute()
 
     def drop_event_wait(self, tenant: str, event_name: str, digest: str, member: str) -> None:
         """Drop an entry of a tenant's event index whose call no longer waits."""
