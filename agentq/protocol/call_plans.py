@@ -3,7 +3,6 @@ scopes) and given its mode, then the calls of a job linked by what they read and
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,7 +49,7 @@ def planned_calls(raw_calls: list, composed: dict[str, dict], available: Mapping
         tool = composed[name]
         found = _meta_problems(call, pointer)
         reference_pointers = _reference_pointers(call, "", found, pointer)
-        found += wait_problems(call, tool, pointer, time.time())
+        found += wait_problems(call, tool, pointer)
         problems.items.extend(found)
         validator = validators.get(name)
         if validator is None:

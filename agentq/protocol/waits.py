@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,7 +80,8 @@ def parse_time(value: Any) -> datetime | None:
         return None
 
 
-def wait_problems(call: Mapping[str, Any], tool: Mapping[str, Any], pointer: str, now_s: float) -> list[Problem]:
+def wait_problems(call: Mapping[str, Any], tool: Mapping[str, Any], pointer: str,
+                  now_s: float | None = None) -> list[Problem]:
     """What the schema cannot say about a call of a wait tool (none for another tool): a sleep's `seconds` or
     `until`, and `until` a real time no more than a day ago (a reference, resolved when the call opens, is not
     checked here)."""
@@ -93,7 +95,7 @@ def wait_problems(call: Mapping[str, Any], tool: Mapping[str, Any], pointer: str
     when = parse_time(until)
     if when is None:
         return [Problem(f"{pointer}/until", f"{until!r} is not an RFC 3339 time (e.g. 2026-01-31T08:00:00Z)")]
-    if when.timestamp() < now_s - MAX_PAST_S:
+    if when.timestamp() < (time.time() if now_s is None else now_s) - MAX_PAST_S:
         return [Problem(f"{pointer}/until", f"{until} is more than a day in the past")]
     return []
 
