@@ -77,6 +77,10 @@ class AsyncJobHandle:
     async def edit(self, call_id: str, params: dict) -> dict:
         return await self._client.edit(self.id, call_id, params)
 
+    async def signal(self, name: str, data: Any = None) -> dict:
+        """Send the job the signal `name` (docs/waits.md), as `Client.signal`."""
+        return await self._client.signal(self.id, name, data)
+
 
 class AsyncClient(BaseClient):
     """An asyncio connection to agentq's state store and broker (see the module docstring). Close it with
@@ -126,6 +130,14 @@ class AsyncClient(BaseClient):
 
     async def edit(self, job_id: str, call_id: str, params: dict) -> dict:
         return await self._thread(self._edited, job_id, call_id, params)
+
+    async def signal(self, job_id: str, name: str, data: Any = None) -> dict:
+        """As `Client.signal` (docs/waits.md)."""
+        return await self._thread(self._signaled, job_id, name, data)
+
+    async def send_event(self, name: str, data: Any = None, id: str | None = None) -> dict:
+        """As `Client.send_event` (docs/waits.md)."""
+        return await self._thread(self._event_sent, name, data, id)
 
     async def tools(self) -> dict[str, dict]:
         return await self._thread(self._tools)

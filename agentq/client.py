@@ -108,6 +108,13 @@ class BaseClient:
 
         return job_call(self._parts.store, job_id, call_id)
 
+    def _signaled(self, job_id: str, name: str, data: Any) -> dict:
+        return self._parts.jobs.signal(job_id, name, data)
+
+    def _event_sent(self, name: str, data: Any, event_id: str | None) -> dict:
+        body = {"name": name, "data": data, **({"id": event_id} if event_id is not None else {})}
+        return self._parts.jobs.send_event(body, tenant=self.tenant)
+
     def _tools(self) -> dict[str, dict]:
         return self._parts.jobs.available_tools()
 
@@ -191,6 +198,10 @@ class JobHandle:
         run; returns the call. `JobValidationError` (nothing changes) when the edited call is invalid."""
         return self._client.edit(self.id, call_id, params)
 
+    def signal(self, name: str, data: Any = None) -> dict:
+        """Send the job the signal `name` (docs/waits.md), as `Client.signal`."""
+        return self._client.signal(self.id, name, data)
+
 
 class Client(BaseClient):
     """A connection to agentq's state store and broker for submitting and following jobs.
@@ -250,6 +261,20 @@ class Client(BaseClient):
         """Replace the parameters of a call awaiting approval and let it run; returns the call. Raises
         `JobValidationError` (nothing changes) when the edited call is invalid, each problem at `/params/...`."""
         return self._edited(job_id, call_id, params)
+
+    # Waits (docs/waits.md)
+
+    def signal(self, job_id: str, name: str, data: Any = None) -> dict:
+        """Send a job the signal `name` with `data`: taken by its oldest open `waitForSignal` of that name, else kept
+        for the next one. Returns `{"signal": {"name", "data", "id", "time"}, "taken": bool}`; `ConflictError` when
+        the job has ended, `JobNotFoundError` for an unknown job."""
+        return self._signaled(job_id, name, data)
+
+    def send_event(self, name: str, data: Any = None, id: str | None = None) -> dict:
+        """Send an event to the open `waitForEvent` calls of this client's tenant whose event and match fit it
+        (never another tenant's; a wait opened later does not get it). An `id` sent within a day is not delivered
+        again. Returns `{"id", "woken"}`; `InvalidInputError` names every problem of a bad event."""
+        return self._event_sent(name, data, id)
 
     def tools(self) -> dict[str, dict]:
         """The tool schemas a submission through this client can name (published, then its own)."""

@@ -136,6 +136,7 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(default=200_000_000, ge=1_000, le=256_000_000)
     batch_max_age_s: float = Field(default=60.0, ge=0)
     batch_poll_s: float = Field(default=30.0, gt=0)
+    timer_poll_s: float = Field(default=0.25, gt=0, le=1)  # how often a dispatcher takes the due waits (docs/waits.md)
     # tenants' limits (docs/tenants.md): JSON, or `@/path` of a JSON file, `{"<tenant>": {"jobs_per_minute": N, ...}}`;
     # this and the other fleet settings (llm_prices, llm_limits, webhook_allowlist) only seed the store's values
     # (`agentq config`, agentq/runtime/fleet_config.py)

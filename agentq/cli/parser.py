@@ -16,6 +16,7 @@ from agentq.cli.mcp import cmd_mcp
 from agentq.cli.rollouts import cmd_rollouts, cmd_rollouts_clear, cmd_rollouts_set
 from agentq.cli.schedules import cmd_schedules, cmd_schedules_act, cmd_schedules_set, cmd_schedules_show
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
+from agentq.cli.waits import add_wait_commands
 
 REDIS_RULE = (
     "Which Redis: AGENTQ_REDIS_URL names the state store (and the broker, unless AGENTQ_BROKER_URL is set). "
@@ -87,6 +88,7 @@ def _job_commands(command: Commands) -> None:
 
     cancel = command("cancel", cmd_cancel, "cancel a job")
     cancel.add_argument("id")
+    add_wait_commands(command)
 
 
 def _process_commands(command: Commands) -> None:

@@ -14,6 +14,7 @@ from agentq.protocol.envelopes import (
     CallFinished,
     CallRetrying,
     CallStarted,
+    CallWaiting,
     Envelope,
     JobQueued,
     Part,
@@ -82,7 +83,7 @@ class LiveView:
                 self._tick_started(event)
             case TickFinished():
                 self._tick_finished(event)
-            case CallStarted() | CallAwaitingApproval() | CallRetrying():
+            case CallStarted() | CallAwaitingApproval() | CallRetrying() | CallWaiting():
                 self._call_moved(event, name)
             case CallFinished():
                 self._call_finished(event, name)
@@ -91,8 +92,8 @@ class LiveView:
             case Part(part=part):
                 self.show_part(part or {})
 
-    def _call_moved(self, event: CallStarted | CallAwaitingApproval | CallRetrying, name: str) -> None:
-        """A call started, is held for a reviewer, or waits for its next attempt."""
+    def _call_moved(self, event: CallStarted | CallAwaitingApproval | CallRetrying | CallWaiting, name: str) -> None:
+        """A call started, is held for a reviewer, waits for its next attempt, or waits on the world."""
         match event:
             case CallStarted(attempt=attempt):
                 self.out(f"  ▶ {name:<22} running" + (f" (attempt {attempt})" if attempt > 1 else ""))
@@ -101,6 +102,10 @@ class LiveView:
             case CallRetrying(error=error):
                 self.out(f"  ↻ {name:<22} retry in {event.retry_in_s:.2f} s — "
                          f"{error.get('type')}: {error.get('message')}")
+            case CallWaiting(awaits=awaits, until=until):
+                what = {"event": f"event {awaits.get('event')}", "signal": f"signal {awaits.get('signal')}"}.get(
+                    str(awaits.get("kind")), "its time")
+                self.out(f"  ⏸ {name:<22} waiting for {what}" + (f" until {until}" if until else ""))
 
     def _call_name(self, event: Envelope) -> str:
         """How the event's call is shown (`tool [instance]`, remembered from the first event naming it)."""

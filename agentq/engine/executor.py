@@ -36,6 +36,7 @@ from agentq.engine.requests import ModelRequests
 from agentq.engine.routing import Routing
 from agentq.engine.runner import CallRunner
 from agentq.engine.signing import TaskSigner
+from agentq.engine.waits import Waits
 from agentq.errors import BudgetExceeded, InvalidInputError, StoreUnavailableError
 from agentq.llm.base import LLM
 from agentq.protocol.activities import ActivityRegistry, ActivitySpec
@@ -115,6 +116,7 @@ class Executor:
             leases=self.leases, source=source, module_loader=getattr(modules, "loader", None), hooks=self.hooks)
         self.delegation = Delegation(self.store, settings, library=modules,
                                      submit_child=submit_child, source=source)
+        self.waits = Waits(self.store, self.progress, source=source, ended=self._ended)
 
     def timeout_of(self, spec: ActivitySpec) -> float:
         """The activity's own timeout, else `AGENTQ_DEFAULT_TIMEOUT_S`
@@ -259,6 +261,9 @@ class Executor:
             if record.mode is CallMode.MODULE:
                 self.delegation.start(job_id, call_id, token, record, resolved, tool, index or LogIndex())
                 return Outcome(OutcomeStatus.DELEGATED)
+            if record.mode is CallMode.WAIT:  # written `waiting`: its timer, an event or a signal ends it
+                self.waits.open(job_id, call_id, token, record, resolved)
+                return Outcome(OutcomeStatus.WAITING)
             result, messages = self._answer(job_id, call_id, record, resolved, tool, index, ran)
             self._check_writes(job_id, messages, index)
         except StoreUnavailableError:  # still unreachable after the retry window: the task is handed back

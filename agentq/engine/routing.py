@@ -25,6 +25,9 @@ SUBMIT_TASK = "agentq.engine.submit"
 TICK_TASK = "agentq.engine.tick"
 LATENT_TASK = "agentq.engine.latent"
 MODULE_TASK = "agentq.engine.module"
+WAIT_TASK = "agentq.engine.wait"
+# the engine's calls: a wait is opened by the engine, written `waiting`, and then holds nothing (docs/waits.md)
+_ENGINE_TASKS = {CallMode.MODULE: MODULE_TASK, CallMode.LATENT: LATENT_TASK, CallMode.WAIT: WAIT_TASK}
 
 
 def activity_task(activity: str) -> str:
@@ -69,10 +72,8 @@ class Routing:
     def route(self, record: CallRecord, known: Mapping[str, Mapping[str, Any]]) -> CallRecord:
         """The record with its task and queue: an explicit call goes to the queue its activity was announced
         on (or the activity's own queue), latent and module calls to the engine queue."""
-        if record.mode is CallMode.MODULE:
-            return record.routed(MODULE_TASK, self.engine_queue)
-        if record.mode is CallMode.LATENT:
-            return record.routed(LATENT_TASK, self.engine_queue)
+        if record.mode is not CallMode.EXPLICIT:
+            return record.routed(_ENGINE_TASKS[record.mode], self.engine_queue)
         task = activity_task(record.activity)
         queue = (known.get(record.activity) or {}).get("queue") or task
         return record.routed(task, str(queue))

@@ -17,6 +17,7 @@ from agentq.protocol.tools import unknown_name
 from agentq.protocol.validation import tool_call_errors, validator_for
 from agentq.protocol.values import METHODS
 from agentq.protocol.views import LogIndex
+from agentq.protocol.waits import WAIT_ACTIVITY, wait_problems
 
 __all__ = ["link_dependencies", "plan_calls", "planned_calls"]
 
@@ -48,6 +49,7 @@ def planned_calls(raw_calls: list, composed: dict[str, dict], available: Mapping
         tool = composed[name]
         found = _meta_problems(call, pointer)
         reference_pointers = _reference_pointers(call, "", found, pointer)
+        found += wait_problems(call, tool, pointer)
         problems.items.extend(found)
         validator = validators.get(name)
         if validator is None:
@@ -83,6 +85,8 @@ def _planned_call(index: int, call: dict, tool: dict, scopes: list[str]) -> Plan
     call = {**call, "_activity": activity}
     if "const" in (tool["properties"].get("_module") or {}):
         mode = CallMode.MODULE
+    elif activity == WAIT_ACTIVITY:
+        mode = CallMode.WAIT
     elif activity == "":
         mode = CallMode.LATENT
     else:

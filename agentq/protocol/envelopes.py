@@ -79,6 +79,20 @@ class CallAwaitingApproval(_Envelope):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class CallWaiting(_Envelope):
+    """A wait call (docs/waits.md) is open: what it waits for (`awaits`) and until when (`until`, RFC 3339; None:
+    no timeout). It holds nothing while it waits."""
+
+    name = "call.waiting"
+    optional = frozenset({"instance"})
+    call_id: str
+    tool: str
+    awaits: JSON
+    until: str | None
+    instance: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallRetrying(_Envelope):
     name = "call.retrying"
     call_id: str
@@ -151,11 +165,11 @@ class Part(_Envelope):
 
 
 Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallAwaitingApproval | CallRetrying | CallFinished
-            | Thought | Thinking | TickStarted | TickFinished | Part)
+            | Thought | Thinking | TickStarted | TickFinished | Part | CallWaiting)
 
 ENVELOPES: dict[str, type[_Envelope]] = {
     cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallAwaitingApproval, CallRetrying,
-                              CallFinished, Thought, Thinking, TickStarted, TickFinished, Part)
+                              CallFinished, Thought, Thinking, TickStarted, TickFinished, Part, CallWaiting)
 }
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

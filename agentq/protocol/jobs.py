@@ -27,6 +27,7 @@ from agentq.protocol.thinking import thinking_problems, tool_thinking_problems
 from agentq.protocol.tool_models import tool_model_problems
 from agentq.protocol.tool_schema import check_draft
 from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.waits import WAIT_TOOLS
 
 __all__ = ["JOB_FIELDS", "LOCALES", "JobLimits", "JobPlan", "PlannedCall", "needs_approval", "plan_calls", "plan_job"]
 
@@ -175,7 +176,9 @@ def _plan_tools(raw: Any, raw_calls: Any, available: Mapping[str, dict], problem
 def _default_tools(raw_calls: Any, available: Mapping[str, dict]) -> list[str]:
     """A job without ``tools``: the known tools its calls name (a plan job), else every known tool."""
     named = {c.get("_tool") for c in raw_calls if isinstance(c, dict)} if isinstance(raw_calls, list) else None
-    return sorted(n for n in (named if named is not None else available) if isinstance(n, str) and n in available)
+    if named is None:  # an agent job: every known tool but the wait tools, which a job lists to have them
+        named = {n for n in available if n not in WAIT_TOOLS}
+    return sorted(n for n in named if isinstance(n, str) and n in available)
 
 
 def _tool_entry(item: Any, pointer: str, available: Mapping[str, dict],

@@ -25,6 +25,7 @@ class CallMode(StrEnum):
     EXPLICIT = "explicit"  # runs an activity on a worker
     LATENT = "latent"  # answered by the LLM
     MODULE = "module"  # delegated to a clean-room child job
+    WAIT = "wait"  # a wait (docs/waits.md): the engine writes it `waiting` until its due time, event or signal
 
 
 class JobKind(StrEnum):
@@ -260,6 +261,7 @@ class OutcomeStatus(StrEnum):
     DUPLICATE = "duplicate"  # another delivery recorded this attempt's end first
     FINISHED = "finished"  # the call had ended already
     DELEGATED = "delegated"  # a module call: its child job was submitted
+    WAITING = "waiting"  # a wait call: written `waiting` (docs/waits.md)
     CANCELED = "canceled"  # the call's job was canceled
     NOT_READY = "not_ready"  # the call still waits on other calls or on approval
     MISSING = "missing"  # no such call

@@ -11,12 +11,13 @@ from enum import StrEnum
 
 
 class CallStatus(StrEnum):
-    """`pending → ready → [awaiting_approval →] running → done | failed | skipped | canceled`."""
+    """`pending → ready → [awaiting_approval →] running → [waiting →] done | failed | skipped | canceled`."""
 
     PENDING = "pending"  # waits on calls that may still write what it reads
     READY = "ready"  # may start; its task is (or is about to be) on its queue
     AWAITING_APPROVAL = "awaiting_approval"  # ready, but held until a reviewer approves, rejects or edits it
     RUNNING = "running"  # an attempt holds its lease
+    WAITING = "waiting"  # a wait call (sleep, waitForEvent, waitForSignal): holds nothing but its due time
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"

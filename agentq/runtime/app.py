@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentq import telemetry
 from agentq.engine.outages import store_backoff_s
-from agentq.engine.routing import LATENT_TASK, MODULE_TASK, SUBMIT_TASK, TICK_TASK, Routing, activity_task
+from agentq.engine.routing import (
+    LATENT_TASK,
+    MODULE_TASK,
+    SUBMIT_TASK,
+    TICK_TASK,
+    WAIT_TASK,
+    Routing,
+    activity_task,
+)
 from agentq.engine.signing import TaskSigner
 from agentq.errors import CallFailedError, RateLimited, StoreUnavailableError
 from agentq.protocol.activities import ActivityRegistry
@@ -221,7 +229,7 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
         except StoreUnavailableError as error:
             raise _store_retry(task, error) from error
 
-    for name in (LATENT_TASK, MODULE_TASK):
+    for name in (LATENT_TASK, MODULE_TASK, WAIT_TASK):
         _register_call_task(app, executor, name, soft_time_limit=None, time_limit=None, rate_limit=None,
                             redeliveries=redeliveries)
 

@@ -49,8 +49,10 @@ from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, Jo
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
+from agentq.runtime.signals import JobSignals
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.webhooks.store import DeliveryStore
@@ -71,7 +73,7 @@ class FleetView:
     read_at: float
 
 
-class JobService(JobDecisions):
+class JobService(JobDecisions, JobSignals):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 
@@ -137,7 +139,7 @@ class JobService(JobDecisions):
         announced since: its tool would go to the model)."""
         view, cached = self.fleet()
         known = self._with_local_activities(view.known)
-        if cached and not all(name in known for name in names):
+        if cached and not all(name in known or name in WAIT_TOOLS for name in names):
             view, _ = self.fleet(fresh=True)
             known = self._with_local_activities(view.known)
         return known
@@ -195,7 +197,8 @@ class JobService(JobDecisions):
 
     def _plan_against(self, job: Any, size: int, job_id: str | None, view: FleetView,
                       known: dict[str, dict]) -> JobPlan:
-        return plan_job(job, tools=self._with_local_tools(view.tools), live_activities=known, limits=self.limits,
+        tools = {**WAIT_TOOLS, **self._with_local_tools(view.tools)}  # the wait tools are built in (docs/waits.md)
+        return plan_job(job, tools=tools, live_activities=known, limits=self.limits,
                         size=size, job_id=job_id, module_loader=self.module_loader)
 
     def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None,
@@ -394,8 +397,8 @@ def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:
     activities (a call the view would hand to the model may only lack an activity announced since); an agent job
     every tool of which has a known activity (its ticks compose its tools again, against the view they read)."""
     if plan.kind is JobKind.AGENT:
-        return all(name in known for name in plan.registered)
-    return all(call.mode is CallMode.EXPLICIT for call in plan.calls)
+        return all(name in known or name in WAIT_TOOLS for name in plan.registered)
+    return all(call.mode in (CallMode.EXPLICIT, CallMode.WAIT) for call in plan.calls)
 
 
 def _ready(plan: JobPlan, records: list[CallRecord]) -> list[CallRecord]:

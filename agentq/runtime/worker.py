@@ -33,6 +33,7 @@ from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
 from agentq.runtime.schedule_loop import ScheduleLoop
+from agentq.runtime.timers import TimerLoop
 from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
@@ -111,6 +112,9 @@ class Heartbeat:
         self.sweeps = engine  # a dispatcher also starts jobs a lost release left waiting for their concurrency keys
         # a dispatcher also fires the schedules while it holds their lease (runtime/schedule_loop.py)
         self.schedules = ScheduleLoop(runtime.parts.schedules) if engine else None
+        # a dispatcher also fires the waits whose timer is due (runtime/timers.py)
+        self.timers = TimerLoop(runtime.executor.waits.store, runtime.executor.waits,
+                                interval_s=runtime.settings.timer_poll_s) if engine else None
 
     def start(self) -> Heartbeat:
         store = self.runtime.store
@@ -127,6 +131,8 @@ class Heartbeat:
             self.batch_lane.start()
         if self.schedules is not None:
             self.schedules.start()
+        if self.timers is not None:
+            self.timers.start()
         return self
 
     def beat(self) -> None:
@@ -150,6 +156,8 @@ class Heartbeat:
             self.batch_lane.stop()
         if self.schedules is not None:
             self.schedules.stop()
+        if self.timers is not None:
+            self.timers.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:

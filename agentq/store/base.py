@@ -27,6 +27,7 @@ from agentq.store.contracts import (
     NodeNameStore,
     TenantStore,
     TickStore,
+    WaitStore,
 )
 from agentq.store.replies import (
     Claim,
@@ -49,5 +50,5 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            LimitStore, BudgetStore, FleetStore, NodeNameStore, Connection, Protocol):
+            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, Connection, Protocol):
     """The whole state store: every concern's contract."""

@@ -21,6 +21,7 @@ from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
+from agentq.protocol.waits import WaitSpec
 from agentq.store.replies import (
     BudgetReply,
     Claim,
@@ -34,7 +35,7 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.views import AgentInputs, CallTable, FleetStats, QueuedRequest, RelayCursor, WorkerBeat
+from agentq.store.views import AgentInputs, CallTable, FleetStats, QueuedRequest, RelayCursor, WaitTaken, WorkerBeat
 
 
 class JobStore(Protocol):
@@ -257,6 +258,31 @@ class NodeNameStore(Protocol):
     def release_node_name(self, name: str, holder: str) -> bool: ...
 
     def node_name_holder(self, name: str) -> str | None: ...
+
+
+class WaitStore(Protocol):
+    """Waits (docs/waits.md): open a wait call, decide how it ends, deliver events and signals, take due timers."""
+
+    def open_wait(self, job_id: str, call_id: str, *, token: str, spec: WaitSpec, opened_ms: int, tenant: str,
+                  event: Envelope) -> str: ...
+
+    def take_wait(self, job_id: str, call_id: str, *, now_ms: int, sleep_output: Any) -> WaitTaken: ...
+
+    def wake_wait(self, job_id: str, call_id: str, *, event_name: str, event: dict) -> bool: ...
+
+    def send_signal(self, job_id: str, name: str, signal: dict) -> tuple[str, str | None]: ...
+
+    def event_waiters(self, tenant: str, event_name: str, data: Any) -> list[tuple[str, str]]: ...
+
+    def first_sight(self, tenant: str, event_id: str) -> bool: ...
+
+    def take_due_timers(self, *, now_ms: int, limit: int, claim_ms: int) -> list[tuple[str, str]]: ...
+
+    def retime_wait(self, job_id: str, call_id: str, due_ms: float) -> None: ...
+
+    def close_wait(self, job_id: str, call_id: str, *, tenant: str | None, spec: WaitSpec | None) -> None: ...
+
+    def drop_event_wait(self, tenant: str, event_name: str, digest: str, member: str) -> None: ...
 
 
 class Connection(Protocol):

@@ -123,6 +123,13 @@ class JobKeys:
     def webhook(self) -> str:  # hash: `cursor`, the job's last event entry its webhook's watcher handled
         return f"{self._prefix}:webhook"
 
+    @cached_property
+    def waits(self) -> str:  # hash: call id -> its open wait JSON, `<call>:woken` -> what ended it (docs/waits.md)
+        return f"{self._prefix}:waits"
+
+    def signals(self, name: str) -> str:  # list: the signals named `name` no wait has taken yet, oldest first
+        return f"{self._prefix}:signals:{name}"
+
     @staticmethod
     def job_of(key: str) -> str:
         """The job id of one of a job's keys (inside its hash tag: a job id has no braces)."""
@@ -140,6 +147,19 @@ class FleetKeys:
     """Keys shared by the whole fleet."""
 
     namespace: str
+
+    @property
+    def timers(self) -> str:  # zset: `<job> <call>` of each open wait -> its due time (unix ms; taken: + a claim)
+        return f"{self.namespace}:{{timers}}:due"
+
+    def event_shapes(self, tenant: str, event: str) -> str:  # set: the match shapes of a tenant's waits for `event`
+        return f"{self.namespace}:{{waits:{tenant}}}:shapes:{event}"
+
+    def event_waits(self, tenant: str, event: str, digest: str) -> str:  # set: `<job> <call>` of the open waits
+        return f"{self.namespace}:{{waits:{tenant}}}:event:{event}:{digest}"  # whose match has that digest
+
+    def event_seen(self, tenant: str, event_id: str) -> str:  # string: an event id sent within a day (dedup)
+        return f"{self.namespace}:{{waits:{tenant}}}:seen:{event_id}"
 
     @property
     def workers(self) -> str:  # zset: worker id -> heartbeat expiry (unix seconds)

@@ -13,7 +13,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `stats.py`: the metrics' bookkeeping of jobs;
 - `limits.py`: the models' fleet-wide rate limits (their two steps laid out and read there);
 - `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (docs/tenants.md);
-- `admission.py`: the admission of ready calls to their queues (docs/tenants.md).
+- `admission.py`: the admission of ready calls to their queues (docs/tenants.md);
+- `waits.py`: wait calls, their timers, events and signals (docs/waits.md).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
 (`runtime/root.py`) constructs a `StateStore`.
@@ -29,9 +30,11 @@ from agentq.store.jobs import JobSteps
 from agentq.store.limits import LimitSteps
 from agentq.store.tenants import TenantSteps
 from agentq.store.ticks import TickSteps
+from agentq.store.waits import WaitSteps
 
 
-class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps):
+class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps,
+                 WaitSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from agentq.protocol.records import CallRecord, JobInfo, ParentLink, WorkerAnnouncement
 from agentq.protocol.status import CallStatus
+from agentq.protocol.waits import WaitSpec
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,15 @@ class QueuedRequest:
     job: str
     params: str  # the request body's JSON
     queued_ms: int
+
+
+@dataclass(frozen=True)
+class WaitTaken:
+    """How a waiting call ends (`WaitStore.take_wait`): `outcome` is 'woken' (`ended` is `{"output": value}` or
+    `{"timeout": true}`), 'early' (not due, nothing delivered) or 'gone' (it does not wait); `spec` and `token`
+    are the open wait's."""
+
+    outcome: str
+    spec: WaitSpec | None = None
+    token: str = ""
+    ended: dict | None = None

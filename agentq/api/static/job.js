@@ -15,7 +15,7 @@ import {
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
 const jobPath = `/v1/jobs/${encodeURIComponent(jobId)}`;
 const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started", "call.awaiting_approval",
-  "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
+  "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
   error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊", approval: "✋" };
 const POLL_MS = 2000;
@@ -152,7 +152,7 @@ function timelineCell(call, span) {
   const width = Math.max(((end - Number(started)) / total) * 100, 0.6);
   const bar = h("span", { class: ["bar", `status-${classOf(call.status)}`],
     title: `${callLabel(call.id)}: started ${started.toISOString()}` +
-      (finished ? `, finished ${finished.toISOString()}` : ", still running") });
+      (finished ? `, finished ${finished.toISOString()}` : call.status === "waiting" ? ", waiting (holds nothing)" : ", still running") });
   bar.style.left = `${Math.min(Math.max(left, 0), 99.4)}%`;
   bar.style.width = `${Math.min(width, 100 - Math.min(Math.max(left, 0), 99.4))}%`;
   cell.append(h("span", { class: "track" }, bar));
@@ -424,6 +424,9 @@ function eventLine(id, envelope) {
       kind = "warn";
       text = `${call}: awaiting a reviewer's approval`;
       break;
+    case "call.waiting":
+      text = `${call}: waiting for ${waitedFor(e.awaits)}` + (e.until ? ` until ${e.until}` : " (no timeout)");
+      break;
     case "call.retrying":
       kind = "warn";
       text = `${call}: attempt ${e.attempt} failed (${e.error?.type}: ${e.error?.message}); retrying in ${formatDuration((e.retry_in_s ?? 0) * 1000)}`;
@@ -451,6 +454,17 @@ function eventLine(id, envelope) {
   }
   return h("div", { class: ["event-line", `line-${kind}`], dataset: { eventId: id, event: e.event || "", callId: e.call_id || "" } },
     h("span", { class: "event-name mono" }, e.event || ""), " ", text);
+}
+
+/** What a `call.waiting` event says its call waits for. */
+function waitedFor(awaits) {
+  if (!awaits) return "something";
+  if (awaits.kind === "event") {
+    const match = Object.entries(awaits.match || {}).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ");
+    return `event ${awaits.event}` + (match ? ` where ${match}` : "");
+  }
+  if (awaits.kind === "signal") return `signal ${awaits.signal}`;
+  return "its time";
 }
 
 function renderEnvelope(id, envelope) {

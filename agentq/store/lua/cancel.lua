@@ -1,4 +1,4 @@
--- Cancel a job: stop dispatching and mark every call that has not started as canceled.
+-- Cancel a job: stop dispatching and mark every call that has not started (or waits) as canceled.
 -- KEYS: job, status, events, done
 -- ARGV: now (ISO), envelope JSON
 -- Calls running now are not interrupted: the job's `job.finished` event lists them as `running` (their own
@@ -16,7 +16,7 @@ local running = {}
 local entries = redis.call('HGETALL', KEYS[2])
 for i = 1, #entries, 2 do
   local s = entries[i + 1]
-  if CALL_UNSTARTED[s] then
+  if CALL_UNSTARTED[s] or s == CALL.WAITING then  -- a wait is dropped
     redis.call('HSET', KEYS[2], entries[i], CALL.CANCELED)
     if s == CALL.READY then table.insert(result, entries[i]) end
   elseif s == CALL.RUNNING then

@@ -1,4 +1,4 @@
--- Commit the outcome of a running call exactly once: append its messages, set its final status,
+-- Commit the outcome of a running (or waiting: docs/waits.md) call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
 -- KEYS: job, log, calls, status, waiting, events, lease, dependents, approval, done
 -- ARGV: [1] the commit, a JSON object (`CommitArgs` in store/step_args.py):
@@ -26,7 +26,7 @@
 local a = cjson.decode(ARGV[1])
 local call_id = a.call_id
 local status = redis.call('HGET', KEYS[4], call_id)
-if status ~= CALL.RUNNING then return {'duplicate', status or ''} end
+if status ~= CALL.RUNNING and status ~= CALL.WAITING then return {'duplicate', status or ''} end
 local holder = redis.call('GET', KEYS[7])
 if holder and holder ~= a.token then return {'superseded'} end
 
