@@ -88,6 +88,8 @@ class Waits:
             return "early"
         if taken.outcome != "woken" or taken.spec is None or taken.ended is None:
             self.store.close_wait(job_id, call_id, tenant=None, spec=None)
+            # it may have been committed by a dispatcher that died before the job's step: finish that step
+            self.progress.recover(job_id, call_id)
             return "gone"
         records = self.store.call_records(job_id, [call_id])
         record = records.get(call_id)

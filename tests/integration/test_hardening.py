@@ -457,7 +457,9 @@ def test_an_unknown_tool_names_the_published_tools(harness):
     with pytest.raises(JobValidationError) as caught:
         client.submit({"calls": [{"_tool": "nope"}]})
     message = str(caught.value)
-    assert "unknown tool 'nope'" in message and "evil, good)" in message, message  # the published names
+    # the published names, then the built-in wait tools
+    assert "unknown tool 'nope'" in message, message
+    assert "(registered: evil, good, sleep, waitForEvent, waitForSignal)" in message, message
     assert "no worker has published" not in message
     assert [p.pointer for p in caught.value.problems] == ["/calls/0/_tool"]
     assert_nothing_written(client)

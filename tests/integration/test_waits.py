@@ -304,3 +304,34 @@ def test_two_dispatchers_one_killed_while_firing_lose_no_wait_and_double_none(wo
     assert [r["status"] for r in records] == ["succeeded"] * 60
     assert finished == [1] * 60  # committed once each
     wait_for(lambda: store.redis.zcard("agentq:{timers}:due") == 0, 10, "every timer to be dropped")
+
+
+def test_a_wait_committed_by_a_dispatcher_that_died_before_the_job_s_step_still_ends_its_job(
+        worker_procs: WorkerProcs, redis_url: str, harness) -> None:
+    """A dispatcher that committed a woken wait and died before the job's step (its end, the next calls) leaves the
+    timer due: the next dispatcher to fire it finds the call no longer waiting and finishes that step."""
+    first = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(first)
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        handle = client.submit({"tools": ["sleep"], "calls": [
+            {"_tool": "sleep", "seconds": 1, "_outputPath": "†state.slept"}]})
+        wait_for(lambda: _call_status(client, handle.id) == [CallStatus.WAITING.value], 20, "the sleep to wait")
+        first.kill()
+        waits = harness.runtime().executor.waits
+
+        def dies_after_the_commit(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("killed between the commit and the job's step")
+
+        waits.progress.committed = dies_after_the_commit  # type: ignore[method-assign]
+        call_id = client.calls(handle.id)[0]["id"]
+        wait_for(lambda: time.time() >= _seconds(client.calls(handle.id)[0]["started_at"] or "1970-01-01T00:00:00Z")
+                 + 1, 10, "the sleep to come due")
+        with pytest.raises(RuntimeError, match="killed"):
+            while waits.fire(handle.id, call_id) == "early":
+                time.sleep(0.05)
+        assert _call_status(client, handle.id) == [CallStatus.DONE.value]
+        assert client.job(handle.id).status() == "running"  # committed, and nothing moved the job on
+        second = worker_procs.dispatcher()
+        worker_procs.wait_dispatcher(second)
+        record = handle.result(timeout=30)
+    assert record["status"] == "succeeded" and "woke_at" in record["state"]["slept"]
