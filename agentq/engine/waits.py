@@ -46,9 +46,12 @@ class WaitsStore(WaitStore, CallStore, EventStore, JobStore, JobReader, Protocol
 
 
 class Progress(Protocol):
-    """The job-progress step (`engine/progress.py` `JobProgress.committed`)."""
+    """The job-progress step (`engine/progress.py` `JobProgress`): after a commit, and after a commit whose step a
+    dead process may have skipped."""
 
     def committed(self, job_id: str, commit: Commit | None, call_id: str | None = None) -> None: ...
+
+    def recover(self, job_id: str, call_id: str) -> None: ...
 
 
 class Waits:
