@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,11 @@ def worker_procs(redis_url: str, tmp_path: Path) -> Iterator[WorkerProcs]:
         yield procs
     finally:
         procs.close()
+
+
+def ledger_runs(ledger: Path) -> Counter:
+    """How many times each charge started, from an activity ledger's `start <tag> <pid> <time>` lines (the outage
+    tests' activities write it, outside the store)."""
+    if not ledger.exists():
+        return Counter()
+    return Counter(line.split()[1] for line in ledger.read_text().splitlines() if line.startswith("start "))

@@ -28,7 +28,7 @@ from agentq.embedded import RedisServer
 from agentq.protocol.status import CallStatus
 from agentq.store.replies import Claimed, ClaimLeased, ClaimOutcome, CommitOutcome
 from agentq.store.state import StateStore
-from tests.integration.procs import WorkerProcs, wait_for
+from tests.integration.procs import WorkerProcs, ledger_runs, wait_for
 from tests.runtime.test_store_contract import submit
 
 ROUNDS = int(os.environ.get("OUTAGE_ROUNDS", "3"))  # benchmarks/outage_rounds.py runs 10
@@ -50,13 +50,6 @@ def state_redis() -> Iterator[RedisServer]:
         server.stop()
 
 
-def _runs(ledger: Path) -> Counter:
-    """How many times each charge started, from the ledger's `start <tag> <pid> <time>` lines."""
-    if not ledger.exists():
-        return Counter()
-    return Counter(line.split()[1] for line in ledger.read_text().splitlines() if line.startswith("start "))
-
-
 def _job(round_no: int) -> dict:
     calls = [{"_tool": "procCharge", "seconds": CHARGE_S, "tag": f"r{round_no}c{i}",
               "_outputPath": f"†state.charges.c{i}"} for i in range(CALLS)]
@@ -67,15 +60,15 @@ def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int
     """One job with a store outage in its middle; returns what it measured."""
     handle = client.submit(_job(round_no))
     prefix = f"r{round_no}c"
-    wait_for(lambda: sum(n for tag, n in _runs(ledger).items() if tag.startswith(prefix)) >= CALLS // 4, 60,
+    wait_for(lambda: sum(n for tag, n in ledger_runs(ledger).items() if tag.startswith(prefix)) >= CALLS // 4, 60,
              f"a quarter of round {round_no}'s charges to start")
-    before = sum(n for tag, n in _runs(ledger).items() if tag.startswith(prefix))
+    before = sum(n for tag, n in ledger_runs(ledger).items() if tag.startswith(prefix))
     state_redis.halt()
     time.sleep(OUTAGE_S)  # the outage itself (what is asserted is awaited below)
     state_redis.start()
     back_at = time.monotonic()
     record = handle.result(timeout=90)
-    runs = Counter({tag: n for tag, n in _runs(ledger).items() if tag.startswith(prefix)})
+    runs = Counter({tag: n for tag, n in ledger_runs(ledger).items() if tag.startswith(prefix)})
     return {"record": record, "runs": runs, "started_before_outage": before,
             "job_end_after_restart_s": round(time.monotonic() - back_at, 2)}
 

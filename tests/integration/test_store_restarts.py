@@ -28,7 +28,7 @@ import redis
 from agentq.client import Client
 from agentq.embedded import RedisServer
 from agentq.protocol.status import CallStatus
-from tests.integration.procs import WorkerProcs, wait_for
+from tests.integration.procs import WorkerProcs, ledger_runs, wait_for
 
 ROUNDS = int(os.environ.get("RESTART_ROUNDS", "3"))  # benchmarks/store_restarts.py runs 20
 QUEUE = "agentq.activity.procCharge"
@@ -44,13 +44,6 @@ def state_redis() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
-
-
-def _runs(ledger: Path) -> Counter:
-    """How many times each charge started, from the ledger's `start <tag> <pid> <time>` lines."""
-    if not ledger.exists():
-        return Counter()
-    return Counter(line.split()[1] for line in ledger.read_text().splitlines() if line.startswith("start "))
 
 
 def _charges(prefix: str, n: int, seconds: float) -> dict:
@@ -82,7 +75,7 @@ def test_a_task_lost_in_a_restart_is_published_again_within_seconds(state_redis:
         with Client(state_redis.url) as client, redis.Redis.from_url(state_redis.url) as broker:
             # both slots busy through the restart (a worker takes no task then): the test's loss is the only one
             handle = client.submit(_charges("c", 6, 1.5))
-            wait_for(lambda: sum(_runs(ledger).values()) == 2 and broker.llen(QUEUE) == 4, 20,
+            wait_for(lambda: sum(ledger_runs(ledger).values()) == 2 and broker.llen(QUEUE) == 4, 20,
                      "two charges to run and four tasks to wait on their queue")
             lost = broker.rpop(QUEUE)  # the next a worker would take: taken, never recorded as unacknowledged
             held = broker.rpop(QUEUE)  # the one after: taken and recorded, as kombu's transport does
@@ -107,7 +100,7 @@ def test_a_task_lost_in_a_restart_is_published_again_within_seconds(state_redis:
     assert said.group(1) == "1", said.string[-2000:]  # the lost task only
     assert record["status"] == "succeeded", record
     assert set(statuses.values()) == {CallStatus.DONE}
-    runs = _runs(ledger)
+    runs = ledger_runs(ledger)
     assert runs == Counter({f"c{i}": 1 for i in range(6)}), runs  # each charge once, the lost one included
     assert ended_at - back_at < MOVES_WITHIN_S, f"the job ended {ended_at - back_at:.1f} s after the restart"
 
@@ -117,7 +110,8 @@ def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int
     jobs, calls = 4, 40
     handles = [client.submit(_charges(f"r{round_no}j{j}c", calls, 0.02)) for j in range(jobs)]
     prefix = f"r{round_no}j"
-    wait_for(lambda: sum(n for tag, n in _runs(ledger).items() if tag.startswith(prefix)) >= jobs * calls // 4, 60,
+    wait_for(lambda: sum(n for tag, n in ledger_runs(ledger).items()
+                         if tag.startswith(prefix)) >= jobs * calls // 4, 60,
              f"a quarter of round {round_no}'s charges to start")
     state_redis.restart()
     back_at = time.monotonic()
@@ -132,7 +126,7 @@ def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int
             continue
         assert record["status"] == "succeeded", record
         ends.append(time.monotonic() - back_at)
-    runs = Counter({tag: n for tag, n in _runs(ledger).items() if tag.startswith(prefix)})
+    runs = Counter({tag: n for tag, n in ledger_runs(ledger).items() if tag.startswith(prefix)})
     return {"stalled": stalled, "max_end_after_restart_s": round(max(ends, default=0.0), 2), "runs": runs,
             "calls": jobs * calls}
 
