@@ -141,7 +141,7 @@ JOB_BODY_SCHEMA: dict[str, Any] = {
         "options": {"type": "object", "properties": {
             "max_ticks": {"type": "integer"}, "model": {"type": "string"},
             "approval": {"type": "array", "items": {"type": "string"}}, "ttl_s": {"type": "integer"},
-            "locale": {"type": "string"}}},
+            "locale": {"type": "string"}, "deadline_s": {"type": "number", "exclusiveMinimum": 0}}},
     },
 }
 

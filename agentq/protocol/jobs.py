@@ -8,6 +8,7 @@ planning of each call and their links in `call_plans.py`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -245,6 +246,8 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "approval": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "an array of tool names"),
     "ttl_s": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive number of seconds"),
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
+    "deadline_s": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf,
+                   "a positive number of seconds"),
 }
 #: options agentq does not take, and what to do instead
 _NOT_OPTIONS = {

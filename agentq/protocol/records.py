@@ -205,6 +205,7 @@ class JobOptions:
     priority: str | None = None  # "batch": its model requests go through the Message Batches API
     # its concurrency keys and their limits (docs/tenants.md, `protocol/concurrency.py`)
     concurrency: ConcurrencyKeys = ()
+    deadline_s: float | None = None  # the job fails with DeadlineExceeded this long after submission
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -218,6 +219,7 @@ class JobOptions:
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
             concurrency=concurrency_keys(raw.get("concurrency")),
+            deadline_s=float(raw["deadline_s"]) if raw.get("deadline_s") else None,
         )
 
 

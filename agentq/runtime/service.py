@@ -52,6 +52,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
+from agentq.runtime.job_timers import JobTimers
 from agentq.runtime.signals import JobSignals
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -73,7 +74,7 @@ class FleetView:
     read_at: float
 
 
-class JobService(JobDecisions, JobSignals):
+class JobService(JobDecisions, JobSignals, JobTimers):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 
@@ -223,6 +224,7 @@ class JobService(JobDecisions, JobSignals):
             records = [replace(r, relay=parent.job) for r in records]
         if self.webhooks is not None and plan.options.get("webhook") is not None:
             self.webhooks.watch(plan.id, int(time.time() * 1000))
+        submitted_s = time.time()
         with self._admitted(plan, tenant, child=parent is not None) as taken_back:
             with_write = self._with_write(plan, records, tenant, fresh=job_id is None and parent is None)
             written = self._write(plan, records, job, queued, parent, trace.traceparent, tenant, with_write)
@@ -232,6 +234,7 @@ class JobService(JobDecisions, JobSignals):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
+        self.set_deadline(plan.id, plan.options, submitted_s)
         self._start(plan, records, tenant)
         return plan.id
 

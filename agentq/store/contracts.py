@@ -35,7 +35,16 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.views import AgentInputs, CallTable, FleetStats, QueuedRequest, RelayCursor, WaitTaken, WorkerBeat
+from agentq.store.views import (
+    AgentInputs,
+    CallTable,
+    DeadlineEnd,
+    FleetStats,
+    QueuedRequest,
+    RelayCursor,
+    WaitTaken,
+    WorkerBeat,
+)
 
 
 class JobStore(Protocol):
@@ -283,6 +292,16 @@ class WaitStore(Protocol):
     def close_wait(self, job_id: str, call_id: str, *, tenant: str | None, spec: WaitSpec | None) -> None: ...
 
     def drop_event_wait(self, tenant: str, event_name: str, digest: str, member: str) -> None: ...
+
+
+class JobTimerStore(Protocol):
+    """A job's own timers (docs/waits.md#deadlines): its deadline, the start of a job submitted for later."""
+
+    def set_job_timer(self, job_id: str, kind: str, due_ms: int) -> None: ...
+
+    def drop_job_timer(self, job_id: str, kind: str) -> None: ...
+
+    def end_by_deadline(self, job_id: str, *, record: JobRecord, event: Envelope, log_length: int) -> DeadlineEnd: ...
 
 
 class Connection(Protocol):

@@ -1,0 +1,80 @@
+"""A job's own timers (docs/waits.md#deadlines), fired by the dispatchers' timer loop (`runtime/timers.py`): a job
+still running at its `options.deadline_s` fails with `DeadlineExceeded`. A mixin of `JobService`
+(`runtime/service.py`), which builds the parts it uses.
+
+The deadline ends the job as a cancel does, in one store step (`store/job_timers.py`): its record is built from
+its log, its calls not ended are canceled — the running ones too, so their late commits are refused and nothing
+of them reaches the job's state —, their tasks revoked, its waits dropped, and what follows a job's end (its
+concurrency keys, a module's parent) happens once. A job that ended before its deadline is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agentq.engine.finalize import Finalized, job_end
+from agentq.engine.progress import JobProgress
+from agentq.errors import JobNotFoundError
+from agentq.protocol.records import ErrorInfo
+from agentq.runtime.decisions import Dispatch
+from agentq.store.base import Store
+from agentq.store.job_timers import DEADLINE
+
+log = logging.getLogger("agentq.timers")
+
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+_ATTEMPTS = 5  # builds of the record when calls keep committing meanwhile
+
+
+class JobTimers:
+    """Set a job's timers at submission; fire them when due."""
+
+    store: Store
+    dispatcher: Dispatch
+    progress: JobProgress
+
+    def set_deadline(self, job_id: str, options: dict, created_s: float) -> None:
+        """A job with `options.deadline_s` gets its timer, due that long after `created_s` (its submission)."""
+        deadline_s = options.get("deadline_s")
+        if deadline_s is not None:
+            self.store.set_job_timer(job_id, DEADLINE, round((created_s + float(deadline_s)) * 1000))
+
+    def fire_job_timer(self, job_id: str, kind: str) -> bool:
+        """Fire the due timer `kind` of a job; whether it is done with (the timer loop drops it), else it is taken
+        again when its claim runs out."""
+        if kind == DEADLINE:
+            return self.expire(job_id) is not None
+        log.warning("job %s has a timer of unknown kind %r: dropped", job_id, kind)
+        return True
+
+    def expire(self, job_id: str) -> bool | None:
+        """Fail a job still active at its deadline (see the module docstring); whether this call ended it (None:
+        its calls kept committing while the record was built; try again later)."""
+        for _ in range(_ATTEMPTS):
+            try:
+                info, messages, _ = self.store.finish_inputs(job_id)
+            except JobNotFoundError:
+                return False  # expired with its keys
+            if not info.status.is_active:
+                return False
+            limit = info.job_options.deadline_s or 0.0
+            error = ErrorInfo(DEADLINE_EXCEEDED, f"the job ran longer than its deadline (options.deadline_s: "
+                                                 f"{limit:g} s)")
+            record, event = job_end(job_id, info, messages, error, source="agentq")
+            ended = self.store.end_by_deadline(job_id, record=record, event=event, log_length=len(messages))
+            if ended.outcome == "moved":
+                continue
+            if ended.outcome != "ended":
+                return False
+            stopped = [*ended.ready, *ended.running]
+            self.dispatcher.revoke(job_id, stopped)
+            self.dispatcher.ended(job_id, stopped, [])  # their places in their queues go to waiting calls
+            for call_id in ended.waiting:
+                self.store.close_wait(job_id, call_id, tenant=None, spec=None)
+            log.info("job %s failed at its deadline (%g s): %d call(s) canceled", job_id, limit,
+                     len(stopped) + len(ended.waiting))
+            self.progress.ended(Finalized(True, info, record))
+            return True
+        log.warning("job %s: its deadline could not end it yet (its log kept growing); tried again later", job_id)
+        return None
+
