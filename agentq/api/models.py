@@ -36,7 +36,7 @@ class JobRecordModel(BaseModel):
     """The job record (docs/protocol.md#the-job-record)."""
 
     id: str
-    status: Literal["waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
+    status: Literal["scheduled", "waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
     tenant: str = "default"  # whose job it is (docs/tenants.md)
     result: Any = None
     state: Any = None

@@ -20,6 +20,7 @@ from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
+from agentq.protocol.job_times import start_problems
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
@@ -226,12 +227,14 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     if not isinstance(raw, dict):
         problems.add("/options", "options must be an object")
         return options
+    timed = start_problems(raw)
+    problems.items.extend(timed)
     for key, value in raw.items():
         found = (_webhook_problems(value, limits) if key == "webhook" else concurrency_problems(value)
                  if key == "concurrency" else _option_problems(key, value))
         if found:
             problems.items.extend(found)
-        else:
+        elif not (key in _TIMES and timed):
             options[key] = value
     model = options["model"] if isinstance(options.get("model"), str) else limits.model
     problems.items.extend(thinking_problems(options.get("thinking"), "/options/thinking",
@@ -254,7 +257,9 @@ _NOT_OPTIONS = {
     "stream_markers": "not a job option: the legacy __STREAM_ACTIVITY__ markers are chosen by whoever reads the "
                       "events, per request (GET /v1/jobs/{id}/events?format=parts&markers=false)",
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking", "webhook"])
+_TIMES = ("start_at", "delay_s")  # when the job starts (`protocol/job_times.py`)
+_OPTIONS = sorted([*_OPTION_CHECKS, *_TIMES, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking",
+                   "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
@@ -277,6 +282,8 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
         return context_problems(value, pointer)
     if key == "thinking":
         return []  # checked with the job's model and max_tokens (`_plan_options`)
+    if key in _TIMES:
+        return []  # checked together (`start_problems`)
     if key == "priority":
         found = priority_problem(value, pointer)
         return [found] if found is not None else []

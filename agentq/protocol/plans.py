@@ -77,6 +77,7 @@ class JobPlan:
     calls: list[PlannedCall]
     registered: dict[str, dict] = field(default_factory=dict)  # the job's tools as registered (an agent job
     # composes them again at each tick, against the activities known then)
+    start_ms: int | None = None  # when a job submitted for later starts (unix ms; `protocol/job_times.py`)
 
     @property
     def ready(self) -> list[PlannedCall]:

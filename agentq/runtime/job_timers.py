@@ -1,6 +1,12 @@
 """A job's own timers (docs/waits.md#deadlines), fired by the dispatchers' timer loop (`runtime/timers.py`): a job
-still running at its `options.deadline_s` fails with `DeadlineExceeded`. A mixin of `JobService`
-(`runtime/service.py`), which builds the parts it uses.
+submitted with `options.start_at` or `delay_s` is `scheduled` until then, and started by its timer; a job still
+running at its `options.deadline_s` fails with `DeadlineExceeded`. A mixin of `JobService` (`runtime/service.py`),
+which builds the parts it uses.
+
+A start timer is written before its job (once: a job id written twice keeps its first timer), so a crash between
+the two leaves a timer that finds no scheduled job and is dropped, never a job that waits for no timer. Its start
+is the one a concurrency-keys job gets when let in (`engine/concurrency.py`): the status it was written for (or
+`waiting` for its keys), then its ready calls' tasks or its first tick.
 
 The deadline ends the job as a cancel does, in one store step (`store/job_timers.py`): its record is built from
 its log, its calls not ended are canceled — the running ones too, so their late commits are refused and nothing
@@ -11,14 +17,23 @@ concurrency keys, a module's parent) happens once. A job that ended before its d
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 
+from agentq.engine.concurrency import send_started
 from agentq.engine.finalize import Finalized, job_end
 from agentq.engine.progress import JobProgress
 from agentq.errors import JobNotFoundError
-from agentq.protocol.records import ErrorInfo
+from agentq.protocol.envelopes import JobQueued
+from agentq.protocol.events import job_part
+from agentq.protocol.job_times import start_ms
+from agentq.protocol.plans import JobPlan
+from agentq.protocol.records import ErrorInfo, JobInfo
+from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
+from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DEADLINE
+from agentq.store.job_timers import DEADLINE, START
 
 log = logging.getLogger("agentq.timers")
 
@@ -32,6 +47,7 @@ class JobTimers:
     store: Store
     dispatcher: Dispatch
     progress: JobProgress
+    settings: Settings
 
     def set_deadline(self, job_id: str, options: dict, created_s: float) -> None:
         """A job with `options.deadline_s` gets its timer, due that long after `created_s` (its submission)."""
@@ -39,12 +55,47 @@ class JobTimers:
         if deadline_s is not None:
             self.store.set_job_timer(job_id, DEADLINE, round((created_s + float(deadline_s)) * 1000))
 
+    def scheduled(self, plan: JobPlan, submitted_s: float) -> JobPlan:
+        """A valid plan submitted at `submitted_s`: with its start time and its start timer set when it starts
+        later (`options.start_at` / `delay_s`), else as it is."""
+        start = start_ms(plan.options, submitted_s)
+        if start is None:
+            return plan
+        self.store.set_job_timer(plan.id, START, start, nx=True)
+        return replace(plan, start_ms=start)
+
     def fire_job_timer(self, job_id: str, kind: str) -> bool:
         """Fire the due timer `kind` of a job; whether it is done with (the timer loop drops it), else it is taken
         again when its claim runs out."""
+        if kind == START:
+            self.start_scheduled(job_id)
+            return True
         if kind == DEADLINE:
             return self.expire(job_id) is not None
         log.warning("job %s has a timer of unknown kind %r: dropped", job_id, kind)
+        return True
+
+    def start_scheduled(self, job_id: str) -> bool:
+        """Start a scheduled job whose time came; whether this call started it."""
+        try:
+            info = self.store.job_info(job_id)
+        except JobNotFoundError:
+            return False
+        if info.status is not JobStatus.SCHEDULED:
+            return False
+        keys = info.job_options.concurrency
+        calls = len(self.store.call_statuses(job_id))
+        if not self.store.start_scheduled(job_id, waiting=bool(keys),
+                                          event=lambda status: _started(info, status, calls)):
+            return False
+        log.info("job %s: its start time came", job_id)
+        if keys:
+            ttl_s = info.job_options.ttl_s or self.settings.job_ttl_s
+            started = self.store.admit_concurrency(info.tenant, job_id, keys,
+                                                   expire_at_ms=int((time.time() + ttl_s) * 1000))
+            self.progress.start(info.tenant, started)
+        else:
+            send_started(self.store, self.dispatcher, self.progress, info)
         return True
 
     def expire(self, job_id: str) -> bool | None:
@@ -78,3 +129,10 @@ class JobTimers:
         log.warning("job %s: its deadline could not end it yet (its log kept growing); tried again later", job_id)
         return None
 
+
+
+def _started(info: JobInfo, status: JobStatus, calls: int) -> JobQueued:
+    """The event of a scheduled job's start: queued (or its status), or waiting for its concurrency keys."""
+    text = "Job waiting for its concurrency keys" if status is JobStatus.WAITING else "Job queued"
+    return JobQueued(job_id=info.id, kind=info.kind.value, calls=calls, status=status.value,
+                     part=job_part(text, kind=info.kind.value, source="agentq", locale=info.locale))

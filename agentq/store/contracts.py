@@ -9,7 +9,7 @@ records) live in `replies.py`, the records of plain reads in `views.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
@@ -297,7 +297,9 @@ class WaitStore(Protocol):
 class JobTimerStore(Protocol):
     """A job's own timers (docs/waits.md#deadlines): its deadline, the start of a job submitted for later."""
 
-    def set_job_timer(self, job_id: str, kind: str, due_ms: int) -> None: ...
+    def set_job_timer(self, job_id: str, kind: str, due_ms: int, *, nx: bool = False) -> None: ...
+
+    def start_scheduled(self, job_id: str, *, waiting: bool, event: Callable[[JobStatus], Envelope]) -> bool: ...
 
     def drop_job_timer(self, job_id: str, kind: str) -> None: ...
 

@@ -8,6 +8,7 @@ them with the waits' and under the same claim. The job's side is decided in its 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from agentq.protocol.digests import dumps, now_iso
@@ -24,6 +25,7 @@ from agentq.store.views import DeadlineEnd
 JOB_TIMER_SCRIPTS = ("deadline",)
 JOB_TIMER_PREFIX = "@"  # `<job> @deadline`: a job's timer, not a call's
 DEADLINE = "deadline"
+START = "start"
 
 
 def job_timer_member(job_id: str, kind: str) -> str:
@@ -43,12 +45,28 @@ class JobTimerSteps(StatsSteps):
             runner = self._job_timer_scripts = ScriptRunner(self.redis, JOB_TIMER_SCRIPTS)
         return runner
 
-    def set_job_timer(self, job_id: str, kind: str, due_ms: int) -> None:
-        """Bring the job's timer `kind` due at `due_ms` (unix ms)."""
-        self.redis.zadd(self.fleet.timers, {job_timer_member(job_id, kind): due_ms})
+    def set_job_timer(self, job_id: str, kind: str, due_ms: int, *, nx: bool = False) -> None:
+        """Bring the job's timer `kind` due at `due_ms` (unix ms); with `nx`, only when it has none."""
+        self.redis.zadd(self.fleet.timers, {job_timer_member(job_id, kind): due_ms}, nx=nx)
 
     def drop_job_timer(self, job_id: str, kind: str) -> None:
         self.redis.zrem(self.fleet.timers, job_timer_member(job_id, kind))
+
+    def start_scheduled(self, job_id: str, *, waiting: bool, event: Callable[[JobStatus], Envelope]) -> bool:
+        """A scheduled job's start: `scheduled` -> `waiting` (it has concurrency keys to wait for) or the status it
+        was written for, with the `event` of that status; False when it is not scheduled (started by another
+        dispatcher, canceled, ended)."""
+        keys = self.keys(job_id)
+
+        def flip(pipe: Any) -> None:
+            status, start_status = pipe.hmget(keys.job, "status", "start_status")
+            pipe.multi()
+            if status == JobStatus.SCHEDULED:
+                started = JobStatus.WAITING if waiting else JobStatus(start_status or JobStatus.QUEUED)
+                pipe.hset(keys.job, "status", started.value)
+                pipe.xadd(keys.events, {"e": entry(event(started), job_id)})
+
+        return bool(self.redis.transaction(flip, keys.job))
 
     def end_by_deadline(self, job_id: str, *, record: JobRecord, event: Envelope, log_length: int) -> DeadlineEnd:
         """deadline.lua: fail an active job with `record` (built from a log of `log_length` messages), cancel its
