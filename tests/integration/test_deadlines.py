@@ -62,3 +62,19 @@ def test_a_job_that_ends_before_its_deadline_is_left_alone(worker_procs: WorkerP
                  "the deadline's timer to fire and be dropped")
         record = client.record(handle.id)
     assert record["status"] == "succeeded" and record["state"]["a"]["value"] == 2
+
+
+def test_a_deadline_drops_the_jobs_waits(worker_procs: WorkerProcs, redis_url: str):
+    dispatcher = worker_procs.dispatcher()
+    worker_procs.wait_dispatcher(dispatcher)
+    redis = worker_procs.store.redis
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        handle = client.submit({"tools": ["waitForSignal"], "calls": [
+            {"_tool": "waitForSignal", "name": "approved", "timeout_s": 600, "_outputPath": "†state.approval"}],
+            "options": {"deadline_s": 1.5}})
+        record = handle.result(timeout=10)
+        assert record["status"] == "failed" and record["error"]["type"] == "DeadlineExceeded"
+        assert [c["status"] for c in handle.calls()] == [CallStatus.CANCELED.value]
+        wait_for(lambda: redis.zcard("agentq:{timers}:due") == 0, 5, "the wait's and the deadline's timers to go")
+        assert redis.hlen(f"agentq:{{{handle.id}}}:waits") == 0
+        assert client.record(handle.id)["state"] == {}
