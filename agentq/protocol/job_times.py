@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from agentq.errors import Problem
+from agentq.protocol.listed_tools import listed_tools
 from agentq.protocol.waits import parse_time
 
 MAX_AHEAD_S = 366 * 86_400  # a job starts at most a year after its submission
+START_TIMEOUT_KEY = "x-start-timeout-s"  # a tool's: a ready call of it no worker takes within it fails
+
+
+def start_timeout(tool: Mapping[str, Any]) -> float | None:
+    """A tool's `x-start-timeout-s` when it is a positive number (`start_timeout_problems` refuses any other)."""
+    value = tool.get(START_TIMEOUT_KEY)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    return None
+
+
+def start_timeout_problems(raw_tools: Any, available: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """The tools a job lists whose `x-start-timeout-s` is not a positive number, each at its pointer."""
+    return [tool.problem(START_TIMEOUT_KEY, f"{START_TIMEOUT_KEY} must be a positive number of seconds, got "
+                                            f"{tool.schema[START_TIMEOUT_KEY]!r}")
+            for tool in listed_tools(raw_tools, available)
+            if START_TIMEOUT_KEY in tool.schema and start_timeout(tool.schema) is None]
 
 
 def start_problems(options: dict, now: float | None = None) -> list[Problem]:

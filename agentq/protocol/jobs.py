@@ -20,7 +20,7 @@ from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
-from agentq.protocol.job_times import start_problems
+from agentq.protocol.job_times import start_problems, start_timeout_problems
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
@@ -67,6 +67,7 @@ def plan_job(
     listed = job["tools"] if job.get("tools") is not None else _default_tools(job.get("calls"), tools)
     problems.items.extend(tool_model_problems(listed, tools, limits.known_model))
     problems.items.extend(tool_thinking_problems(listed, tools, limits.max_output_tokens))
+    problems.items.extend(start_timeout_problems(listed, tools))
     output = _plan_output(job.get("output"), problems)
     options = _plan_options(job.get("options", {}), limits, problems)
     raw_calls = _raw_calls(job.get("calls"), limits, problems)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import replace
 
+from agentq.engine.commits import commit_failure
 from agentq.engine.concurrency import send_started
 from agentq.engine.finalize import Finalized, job_end
 from agentq.engine.progress import JobProgress
@@ -33,11 +35,12 @@ from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DEADLINE, START
+from agentq.store.job_timers import DEADLINE, START, UNTAKEN
 
 log = logging.getLogger("agentq.timers")
 
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+START_TIMED_OUT = "StartTimedOut"
 _ATTEMPTS = 5  # builds of the record when calls keep committing meanwhile
 
 
@@ -72,6 +75,9 @@ class JobTimers:
             return True
         if kind == DEADLINE:
             return self.expire(job_id) is not None
+        if kind.startswith(UNTAKEN):
+            self.start_timed_out(job_id, kind.removeprefix(UNTAKEN))
+            return True
         log.warning("job %s has a timer of unknown kind %r: dropped", job_id, kind)
         return True
 
@@ -96,6 +102,22 @@ class JobTimers:
             self.progress.start(info.tenant, started)
         else:
             send_started(self.store, self.dispatcher, self.progress, info)
+        return True
+
+    def start_timed_out(self, job_id: str, call_id: str) -> bool:
+        """Fail a call still `ready` at its tool's `x-start-timeout-s` with `StartTimedOut` (no live worker took
+        it); whether it did. Its task is revoked; the job goes on as after any failure (a `||` branch takes it)."""
+        token = uuid.uuid4().hex
+        if not self.store.take_untaken(job_id, call_id, token=token, lease_ms=int(self.settings.lease_s * 1000)):
+            return False
+        record = self.store.call_records(job_id, [call_id])[call_id]
+        timeout = record.start_timeout_s or 0.0
+        message = (f"no worker took this call of {record.tool!r} within its x-start-timeout-s ({timeout:g} s): "
+                   f"is a worker serving activity {record.activity!r} running?")
+        commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record,
+                                   error_type=START_TIMED_OUT, message=message, source="agentq")
+        self.dispatcher.revoke(job_id, [call_id])
+        self.progress.committed(job_id, commit, call_id)
         return True
 
     def expire(self, job_id: str) -> bool | None:

@@ -8,7 +8,7 @@ them with the waits' and under the same claim. The job's side is decided in its 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentq.protocol.digests import dumps, now_iso
@@ -22,10 +22,11 @@ from agentq.store.script_runner import ScriptRunner
 from agentq.store.stats import StatsSteps
 from agentq.store.views import DeadlineEnd
 
-JOB_TIMER_SCRIPTS = ("deadline",)
+JOB_TIMER_SCRIPTS = ("deadline", "start_timeout")
 JOB_TIMER_PREFIX = "@"  # `<job> @deadline`: a job's timer, not a call's
 DEADLINE = "deadline"
 START = "start"
+UNTAKEN = "untaken:"  # `<job> @untaken:<call>`: a ready call's `x-start-timeout-s`
 
 
 def job_timer_member(job_id: str, kind: str) -> str:
@@ -48,6 +49,19 @@ class JobTimerSteps(StatsSteps):
     def set_job_timer(self, job_id: str, kind: str, due_ms: int, *, nx: bool = False) -> None:
         """Bring the job's timer `kind` due at `due_ms` (unix ms); with `nx`, only when it has none."""
         self.redis.zadd(self.fleet.timers, {job_timer_member(job_id, kind): due_ms}, nx=nx)
+
+    def set_start_timeouts(self, job_id: str, due_ms: Mapping[str, int]) -> None:
+        """The start timeouts of a job's calls just made ready (call id -> due, unix ms); a call's first one stays
+        (a call published again keeps the time it became ready)."""
+        members = {job_timer_member(job_id, UNTAKEN + call_id): due for call_id, due in due_ms.items()}
+        self.redis.zadd(self.fleet.timers, members, nx=True)
+
+    def take_untaken(self, job_id: str, call_id: str, *, token: str, lease_ms: int) -> bool:
+        """start_timeout.lua: a call still `ready` becomes `running` under `token` (to commit its StartTimedOut);
+        False when it was claimed or ended."""
+        keys = self.keys(job_id)
+        return bool(self._job_timers.run("start_timeout", [keys.status, keys.lease(call_id)],
+                                         [call_id, token, lease_ms]))
 
     def drop_job_timer(self, job_id: str, kind: str) -> None:
         self.redis.zrem(self.fleet.timers, job_timer_member(job_id, kind))
