@@ -36,7 +36,7 @@ class JobRecordModel(BaseModel):
     """The job record (docs/protocol.md#the-job-record)."""
 
     id: str
-    status: Literal["waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
+    status: Literal["scheduled", "waiting", "queued", "running", "awaiting_approval", "succeeded", "failed", "canceled"]
     tenant: str = "default"  # whose job it is (docs/tenants.md)
     result: Any = None
     state: Any = None
@@ -141,7 +141,7 @@ JOB_BODY_SCHEMA: dict[str, Any] = {
         "options": {"type": "object", "properties": {
             "max_ticks": {"type": "integer"}, "model": {"type": "string"},
             "approval": {"type": "array", "items": {"type": "string"}}, "ttl_s": {"type": "integer"},
-            "locale": {"type": "string"}}},
+            "locale": {"type": "string"}, "deadline_s": {"type": "number", "exclusiveMinimum": 0}}},
     },
 }
 

@@ -66,12 +66,12 @@ def start_jobs(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, 
                           part=job_part("Job queued", kind=info.kind.value, source="agentq", locale=info.locale))
         if store.start_waiting(job_id, event=event):
             log.info("job %s holds its concurrency keys: started", job_id)
-            _send(store, dispatch, progress, info)
+            send_started(store, dispatch, progress, info)
         elif store.job_status(job_id).is_final:  # canceled while it waited: its place goes on
             pending += store.release_concurrency(tenant, job_id)
 
 
-def _send(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
+def send_started(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
     """A started job's first tasks: an agent job's first tick, a plan job's ready calls."""
     if info.kind is JobKind.AGENT:
         dispatch.tick(info.id)

@@ -10,6 +10,7 @@ from agentq.errors import InvalidInputError, Problem, ProtocolError
 from agentq.protocol.dependencies import build_graph, find_cycle, index_writers, node_for, unsatisfiable_reads
 from agentq.protocol.expressions import is_reference, parse_expression
 from agentq.protocol.ids import new_id
+from agentq.protocol.job_times import start_timeout
 from agentq.protocol.plans import PlannedCall, Problems
 from agentq.protocol.records import CallMode
 from agentq.protocol.scopes import effective_scopes
@@ -72,6 +73,7 @@ def planned_calls(raw_calls: list, composed: dict[str, dict], available: Mapping
     return planned
 
 
+
 def _unknown_tool_message(name: object, composed: Mapping[str, dict], available: Mapping[str, dict]) -> str:
     """Why a call's tool is not one of the job's, naming what is really there."""
     if isinstance(name, str) and name in available:
@@ -95,7 +97,9 @@ def _planned_call(index: int, call: dict, tool: dict, scopes: list[str]) -> Plan
     return PlannedCall(
         id=new_id("call"), index=index, call=call, tool=name, activity=activity, mode=mode,
         awaited=has_path or mode is not CallMode.EXPLICIT, instance=call.get("_instance"), scopes=scopes,
+        start_timeout_s=start_timeout(tool),
     )
+
 
 
 def _meta_problems(call: dict, pointer: str) -> list[Problem]:

@@ -8,6 +8,7 @@ planning of each call and their links in `call_plans.py`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from agentq.protocol.compose import compose, composed_tools
 from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
+from agentq.protocol.job_times import start_problems, start_timeout_problems
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
@@ -65,6 +67,7 @@ def plan_job(
     listed = job["tools"] if job.get("tools") is not None else _default_tools(job.get("calls"), tools)
     problems.items.extend(tool_model_problems(listed, tools, limits.known_model))
     problems.items.extend(tool_thinking_problems(listed, tools, limits.max_output_tokens))
+    problems.items.extend(start_timeout_problems(listed, tools))
     output = _plan_output(job.get("output"), problems)
     options = _plan_options(job.get("options", {}), limits, problems)
     raw_calls = _raw_calls(job.get("calls"), limits, problems)
@@ -225,12 +228,14 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     if not isinstance(raw, dict):
         problems.add("/options", "options must be an object")
         return options
+    timed = start_problems(raw)
+    problems.items.extend(timed)
     for key, value in raw.items():
         found = (_webhook_problems(value, limits) if key == "webhook" else concurrency_problems(value)
                  if key == "concurrency" else _option_problems(key, value))
         if found:
             problems.items.extend(found)
-        else:
+        elif not (key in _TIMES and timed):
             options[key] = value
     model = options["model"] if isinstance(options.get("model"), str) else limits.model
     problems.items.extend(thinking_problems(options.get("thinking"), "/options/thinking",
@@ -245,13 +250,17 @@ _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "approval": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "an array of tool names"),
     "ttl_s": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive number of seconds"),
     "locale": (lambda v: v in LOCALES, f"one of {', '.join(LOCALES)}"),
+    "deadline_s": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf,
+                   "a positive number of seconds"),
 }
 #: options agentq does not take, and what to do instead
 _NOT_OPTIONS = {
     "stream_markers": "not a job option: the legacy __STREAM_ACTIVITY__ markers are chosen by whoever reads the "
                       "events, per request (GET /v1/jobs/{id}/events?format=parts&markers=false)",
 }
-_OPTIONS = sorted([*_OPTION_CHECKS, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking", "webhook"])
+_TIMES = ("start_at", "delay_s")  # when the job starts (`protocol/job_times.py`)
+_OPTIONS = sorted([*_OPTION_CHECKS, *_TIMES, "budget", "cache_ttl", "concurrency", "context", "priority", "thinking",
+                   "webhook"])
 
 
 def _webhook_problems(value: Any, limits: JobLimits) -> list[Problem]:
@@ -274,6 +283,8 @@ def _option_problems(key: str, value: Any) -> list[Problem]:
         return context_problems(value, pointer)
     if key == "thinking":
         return []  # checked with the job's model and max_tokens (`_plan_options`)
+    if key in _TIMES:
+        return []  # checked together (`start_problems`)
     if key == "priority":
         found = priority_problem(value, pointer)
         return [found] if found is not None else []

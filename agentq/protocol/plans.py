@@ -50,6 +50,7 @@ class PlannedCall:
     approval: bool = False  # held in `awaiting_approval` once ready, until a reviewer decides
     depends_on: list[str] = field(default_factory=list)  # agent ticks: the calls of the solution it waits on
     route: str | None = None  # the rollout route its tool's rule gave it (`protocol/rollouts.py`)
+    start_timeout_s: float | None = None  # its tool's `x-start-timeout-s`: fails StartTimedOut if no worker takes it
 
     def held_event(self, job_id: str, *, source: str = "agentq") -> CallAwaitingApproval:
         """The `call.awaiting_approval` event the store publishes when this call is held for a reviewer (at
@@ -61,7 +62,7 @@ class PlannedCall:
         return CallRecord(
             id=self.id, index=self.index, call=self.call, tool=self.tool, activity=self.activity, mode=self.mode,
             awaited=self.awaited, instance=self.instance, scopes=tuple(self.scopes), needs_log=self.needs_log,
-            locale=self.locale, route=self.route,
+            locale=self.locale, route=self.route, start_timeout_s=self.start_timeout_s,
         )
 
 
@@ -77,6 +78,7 @@ class JobPlan:
     calls: list[PlannedCall]
     registered: dict[str, dict] = field(default_factory=dict)  # the job's tools as registered (an agent job
     # composes them again at each tick, against the activities known then)
+    start_ms: int | None = None  # when a job submitted for later starts (unix ms; `protocol/job_times.py`)
 
     @property
     def ready(self) -> list[PlannedCall]:

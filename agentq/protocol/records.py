@@ -59,6 +59,7 @@ class CallRecord:
     route: str | None = None  # the rollout route its tool's rule gave it (docs/rollouts.md): `<activity>@<version>`, ""
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
     tenant: str = DEFAULT_TENANT  # its job's tenant (docs/tenants.md): the `tenant` label it is counted under
+    start_timeout_s: float | None = None  # its tool's `x-start-timeout-s` (docs/waits.md#start-timeouts)
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -77,7 +78,8 @@ class CallRecord:
             "scopes": list(self.scopes), "needs_log": self.needs_log, "locale": self.locale,
             "task": self.task, "queue": self.queue,
         } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {}) \
-            | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {})
+            | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}) \
+            | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {})
 
     def to_task(self) -> dict[str, Any]:
         """What a call's task carries: `to_dict()` without the optional fields that hold their default value, nor
@@ -101,6 +103,7 @@ class CallRecord:
             locale=data.get("locale", "en"),
             task=task, queue=data.get("queue", task), relay=data.get("relay"),
             route=data.get("route"), tenant=data.get("tenant") or DEFAULT_TENANT,
+            start_timeout_s=data.get("start_timeout_s"),
         )
 
 
@@ -205,6 +208,7 @@ class JobOptions:
     priority: str | None = None  # "batch": its model requests go through the Message Batches API
     # its concurrency keys and their limits (docs/tenants.md, `protocol/concurrency.py`)
     concurrency: ConcurrencyKeys = ()
+    deadline_s: float | None = None  # the job fails with DeadlineExceeded this long after submission
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> JobOptions:
@@ -218,6 +222,7 @@ class JobOptions:
             context=ContextOptions.of(raw.get("context")), thinking=thinking_param(raw.get("thinking")),
             priority=str(raw["priority"]) if raw.get("priority") else None,
             concurrency=concurrency_keys(raw.get("concurrency")),
+            deadline_s=float(raw["deadline_s"]) if raw.get("deadline_s") else None,
         )
 
 

@@ -33,8 +33,9 @@ class CallStatus(StrEnum):
 
 
 class JobStatus(StrEnum):
-    """`[waiting →] queued → running → succeeded | failed | canceled`, plus `awaiting_approval`."""
+    """`[scheduled →] [waiting →] queued → running → succeeded | failed | canceled`, plus `awaiting_approval`."""
 
+    SCHEDULED = "scheduled"  # accepted for later (`options.start_at` / `delay_s`): nothing of it is sent until then
     WAITING = "waiting"  # accepted, waits for room under its concurrency keys (docs/tenants.md): nothing of it is sent
     QUEUED = "queued"
     RUNNING = "running"

@@ -15,7 +15,8 @@ and the instance, never the call's parameters.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -123,9 +124,15 @@ class Dispatcher:
         self.signer = signer
         self.admission = admission  # None: every ready call is published at once
         self.tasks = CallTasks(app)  # publishes their messages
+        # the start timeouts of ready calls whose tool has `x-start-timeout-s` (`root.connect` sets it)
+        self.start_timeouts: Callable[[str, dict[str, int]], None] | None = None
 
     def __call__(self, job_id: str, records: list[CallRecord]) -> None:
         """Publish the tasks of a job's ready calls, those the admission lets through (the rest wait for places)."""
+        timed = {r.id: r.start_timeout_s for r in records if r.start_timeout_s is not None}
+        if timed and self.start_timeouts is not None:
+            now = time.time()
+            self.start_timeouts(job_id, {c: round((now + s) * 1000) for c, s in timed.items()})
         if self.admission is None:
             self.publish([(job_id, record) for record in records])
         elif records:

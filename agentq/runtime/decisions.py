@@ -66,8 +66,9 @@ class JobDecisions:
         return record
 
     def _send(self, job_id: str, record: CallRecord) -> None:
-        """Send a decided call's task, unless its job waits for its concurrency keys (its start sends it)."""
-        if self.store.job_status(job_id) is JobStatus.WAITING:
+        """Send a decided call's task, unless its job waits for its concurrency keys or its start time (its start
+        sends it)."""
+        if self.store.job_status(job_id) in (JobStatus.WAITING, JobStatus.SCHEDULED):
             return
         with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
             self.dispatcher(job_id, [record])

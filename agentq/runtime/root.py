@@ -122,6 +122,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
     admission = Admission(store, settings, config.tenant_limits)
     dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
+    dispatcher.start_timeouts = store.set_start_timeouts  # docs/waits.md#start-timeouts
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     if broker_is_store(settings, app, store):
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits

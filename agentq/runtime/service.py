@@ -52,6 +52,7 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
+from agentq.runtime.job_timers import JobTimers
 from agentq.runtime.signals import JobSignals
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -73,7 +74,7 @@ class FleetView:
     read_at: float
 
 
-class JobService(JobDecisions, JobSignals):
+class JobService(JobDecisions, JobSignals, JobTimers):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 
@@ -216,6 +217,8 @@ class JobService(JobDecisions, JobSignals):
                 tenant: str) -> str:
         job, size = self._decode(job, job_id)
         plan, known = self._plan(job, size, job_id)
+        submitted_s = time.time()
+        plan = self.scheduled(plan, submitted_s)
         trace.job(plan.id, plan.kind.value)
         records = self.routing.route_calls(plan.calls, known, tenant)
         queued = _queued(plan)
@@ -232,6 +235,7 @@ class JobService(JobDecisions, JobSignals):
             if parent is not None:
                 return plan.id  # a redelivered module call: its child job was submitted already
             raise JobExistsError("job rejected", [Problem("", f"a job with id {plan.id!r} exists already")])
+        self.set_deadline(plan.id, plan.options, submitted_s)
         self._start(plan, records, tenant)
         return plan.id
 
@@ -253,7 +257,9 @@ class JobService(JobDecisions, JobSignals):
                     fresh: bool) -> WithWrite | None:
         """The admission step of a job's ready calls to make with its write (`Admission.with_write`)."""
         admission: Admission | None = getattr(self.dispatcher, "admission", None)
-        return None if admission is None else admission.with_write(plan, _ready(plan, records), tenant, fresh=fresh)
+        if admission is None or plan.start_ms is not None:  # a job started later is admitted then
+            return None
+        return admission.with_write(plan, _ready(plan, records), tenant, fresh=fresh)
 
     @contextlib.contextmanager
     def _admitted(self, plan: JobPlan, tenant: str, *, child: bool) -> Iterator[Callable[[], None]]:
@@ -287,13 +293,13 @@ class JobService(JobDecisions, JobSignals):
                               f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
         return limits.max_active_jobs is not None
 
-    def _admit_keys(self, plan: JobPlan, tenant: str, keys: ConcurrencyKeys) -> None:
+    def _admit_keys(self, job_id: str, tenant: str, keys: ConcurrencyKeys, ttl_s: int) -> None:
         """A written job with concurrency keys waits until it holds every one (docs/tenants.md): it starts now when they
         have room (and so do the jobs let in before it, whose holders had expired or ended)."""
-        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
-        started = self.store.admit_concurrency(tenant, plan.id, keys, expire_at_ms=expire_at_ms)
+        expire_at_ms = int((time.time() + ttl_s) * 1000)
+        started = self.store.admit_concurrency(tenant, job_id, keys, expire_at_ms=expire_at_ms)
         self.progress.start(tenant, started)
-        log.info("job %s %s: %d calls", plan.id, "queued" if plan.id in started else "waiting", len(plan.calls))
+        log.info("job %s %s", job_id, "queued" if job_id in started else "waiting for its concurrency keys")
 
     def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
         """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
@@ -301,8 +307,11 @@ class JobService(JobDecisions, JobSignals):
         admission = getattr(self.dispatcher, "admission", None)
         if admission is not None:  # what its calls' admission needs of the job (docs/tenants.md), known here
             admission.know(plan.id, tenant, plan.options.get("priority"), plan.tools)
+        if plan.start_ms is not None:  # its start timer sends them (`runtime/job_timers.py`)
+            log.info("job %s scheduled: %d calls", plan.id, len(plan.calls))
+            return
         if keys := concurrency_keys(plan.options.get("concurrency")):
-            self._admit_keys(plan, tenant, keys)
+            self._admit_keys(plan.id, tenant, keys, plan.ttl_s)
             return
         log.info("job %s queued: %d calls, %d ready", plan.id, len(plan.calls), len(plan.ready))
         if plan.kind is JobKind.AGENT:
@@ -384,12 +393,13 @@ class JobService(JobDecisions, JobSignals):
 
 
 def _queued(plan: JobPlan) -> JobQueued:
-    """A job's first event: queued, or waiting for its concurrency keys."""
+    """A job's first event: queued, scheduled for later, or waiting for its concurrency keys."""
     waits = bool(plan.options.get("concurrency"))
-    return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls),
-                     status=(JobStatus.WAITING if waits else JobStatus.QUEUED).value,
-                     part=job_part("Job waiting for its concurrency keys" if waits else "Job queued",
-                                   kind=plan.kind.value, source="agentq", locale=plan.options["locale"]))
+    status, text = ((JobStatus.SCHEDULED, "Job scheduled") if plan.start_ms is not None else
+                    (JobStatus.WAITING, "Job waiting for its concurrency keys") if waits else
+                    (JobStatus.QUEUED, "Job queued"))
+    return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls), status=status.value,
+                     part=job_part(text, kind=plan.kind.value, source="agentq", locale=plan.options["locale"]))
 
 
 def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:

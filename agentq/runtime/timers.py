@@ -13,9 +13,21 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from agentq.engine.waits import Waits
-from agentq.store.contracts import WaitStore
+from agentq.store.contracts import JobTimerStore, WaitStore
+from agentq.store.job_timers import JOB_TIMER_PREFIX
+
+
+class TimersStore(WaitStore, JobTimerStore, Protocol):
+    """The waits' timers and the jobs' own."""
+
+
+class JobTimerFiring(Protocol):
+    """Fires a job's own timer (`runtime/job_timers.py`): whether it is done with (else taken again later)."""
+
+    def fire_job_timer(self, job_id: str, kind: str) -> bool: ...
 
 log = logging.getLogger("agentq.timers")
 
@@ -25,11 +37,13 @@ FIRING_THREADS = 8  # a batch's waits fire on this many threads (each fire is a 
 
 
 class TimerLoop:
-    """Takes due timers every `interval_s` and fires their waits."""
+    """Takes due timers every `interval_s` and fires their waits, and the jobs' own timers (`<job> @<kind>`: a
+    deadline) through `jobs`."""
 
-    def __init__(self, store: WaitStore, waits: Waits, *, interval_s: float):
+    def __init__(self, store: TimersStore, waits: Waits, *, interval_s: float, jobs: JobTimerFiring | None = None):
         self.store = store
         self.waits = waits
+        self.jobs = jobs
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -58,7 +72,12 @@ class TimerLoop:
 
     def _fire(self, job_id: str, call_id: str) -> None:
         try:
-            self.waits.fire(job_id, call_id)
+            if call_id.startswith(JOB_TIMER_PREFIX):
+                kind = call_id.removeprefix(JOB_TIMER_PREFIX)
+                if self.jobs is not None and self.jobs.fire_job_timer(job_id, kind):
+                    self.store.drop_job_timer(job_id, kind)
+            else:
+                self.waits.fire(job_id, call_id)
         except Exception:  # one wait's failure must not stop the others: its claim runs out, it comes back
             log.warning("firing the wait %s of job %s failed; it is taken again in %d s", call_id, job_id,
                         CLAIM_MS // 1000, exc_info=True)

@@ -113,8 +113,8 @@ class Heartbeat:
         # a dispatcher also fires the schedules while it holds their lease (runtime/schedule_loop.py)
         self.schedules = ScheduleLoop(runtime.parts.schedules) if engine else None
         # a dispatcher also fires the waits whose timer is due (runtime/timers.py)
-        self.timers = TimerLoop(runtime.executor.waits.store, runtime.executor.waits,
-                                interval_s=runtime.settings.timer_poll_s) if engine else None
+        self.timers = TimerLoop(runtime.store, runtime.executor.waits, interval_s=runtime.settings.timer_poll_s,
+                                jobs=runtime.service) if engine else None
 
     def start(self) -> Heartbeat:
         store = self.runtime.store

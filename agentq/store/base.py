@@ -22,6 +22,7 @@ from agentq.store.contracts import (
     FleetStore,
     JobReader,
     JobStore,
+    JobTimerStore,
     LeaseStore,
     LimitStore,
     NodeNameStore,
@@ -50,5 +51,6 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, Connection, Protocol):
+            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, Connection,
+            Protocol):
     """The whole state store: every concern's contract."""

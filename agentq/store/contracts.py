@@ -9,7 +9,7 @@ records) live in `replies.py`, the records of plain reads in `views.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
@@ -35,7 +35,16 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.views import AgentInputs, CallTable, FleetStats, QueuedRequest, RelayCursor, WaitTaken, WorkerBeat
+from agentq.store.views import (
+    AgentInputs,
+    CallTable,
+    DeadlineEnd,
+    FleetStats,
+    QueuedRequest,
+    RelayCursor,
+    WaitTaken,
+    WorkerBeat,
+)
 
 
 class JobStore(Protocol):
@@ -283,6 +292,22 @@ class WaitStore(Protocol):
     def close_wait(self, job_id: str, call_id: str, *, tenant: str | None, spec: WaitSpec | None) -> None: ...
 
     def drop_event_wait(self, tenant: str, event_name: str, digest: str, member: str) -> None: ...
+
+
+class JobTimerStore(Protocol):
+    """A job's own timers (docs/waits.md#deadlines): its deadline, the start of a job submitted for later."""
+
+    def set_job_timer(self, job_id: str, kind: str, due_ms: int, *, nx: bool = False) -> None: ...
+
+    def start_scheduled(self, job_id: str, *, waiting: bool, event: Callable[[JobStatus], Envelope]) -> bool: ...
+
+    def drop_job_timer(self, job_id: str, kind: str) -> None: ...
+
+    def set_start_timeouts(self, job_id: str, due_ms: Mapping[str, int]) -> None: ...
+
+    def take_untaken(self, job_id: str, call_id: str, *, token: str, lease_ms: int) -> bool: ...
+
+    def end_by_deadline(self, job_id: str, *, record: JobRecord, event: Envelope, log_length: int) -> DeadlineEnd: ...
 
 
 class Connection(Protocol):

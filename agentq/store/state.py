@@ -26,6 +26,7 @@ from agentq.store.admission import AdmissionSteps
 from agentq.store.calls import CallSteps
 from agentq.store.concurrency import ConcurrencySteps
 from agentq.store.fleet import FleetSteps
+from agentq.store.job_timers import JobTimerSteps
 from agentq.store.jobs import JobSteps
 from agentq.store.limits import LimitSteps
 from agentq.store.tenants import TenantSteps
@@ -34,7 +35,7 @@ from agentq.store.waits import WaitSteps
 
 
 class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps,
-                 WaitSteps):
+                 WaitSteps, JobTimerSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

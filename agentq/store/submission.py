@@ -72,6 +72,9 @@ def _job_fields(plan: JobPlan, *, parent: dict | None, held: int, traceparent: s
     }
     if plan.options.get("concurrency"):  # it waits for its concurrency keys, then takes its status (docs/tenants.md)
         job["start_status"], job["status"] = job["status"], JobStatus.WAITING.value
+    if plan.start_ms is not None:  # submitted for later (docs/waits.md#delayed-jobs): scheduled until then
+        job.setdefault("start_status", job["status"])  # with concurrency keys, it then waits for them
+        job["start_at_ms"], job["status"] = plan.start_ms, JobStatus.SCHEDULED.value
     if parent is not None:
         job["parent"] = dumps(parent)
     if tenant != DEFAULT_TENANT:

@@ -83,3 +83,15 @@ class WaitTaken:
     spec: WaitSpec | None = None
     token: str = ""
     ended: dict | None = None
+
+
+@dataclass(frozen=True)
+class DeadlineEnd:
+    """What ending a job at its deadline did (`StateStore.end_by_deadline`): `outcome` is 'ended' (with the calls
+    it canceled that were ready, running or waiting), 'final' (the job had ended) or 'moved' (its log grew since it
+    was read)."""
+
+    outcome: str
+    ready: tuple[str, ...] = ()
+    running: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
