@@ -335,3 +335,25 @@ def test_a_wait_committed_by_a_dispatcher_that_died_before_the_job_s_step_still_
         worker_procs.wait_dispatcher(second)
         record = handle.result(timeout=30)
     assert record["status"] == "succeeded" and "woke_at" in record["state"]["slept"]
+
+
+def test_a_woken_agent_job_asks_again_under_its_budget(worker_procs: WorkerProcs, anthropic_env: FakeAnthropic,
+                                                      redis_url: str):
+    """A wait in the middle does not reset or skip a job's budget: the request a signal wakes is held to what the
+    first request left (one request allowed: the woken tick is refused, the model is asked once in all)."""
+    anthropic_env.script(
+        Answer.solution({"calls": [{"_tool": "waitForSignal", "name": "go", "timeout_s": 120,
+                                    "_outputPath": "†state.go"}], "output": None}),
+        Answer.solution({"calls": [], "output": {"answer": "went"}}))
+    dispatcher = worker_procs.dispatcher(AGENTQ_LLM="anthropic")
+    worker_procs.wait_dispatcher(dispatcher)
+    with Client(settings=Settings(redis_url=redis_url)) as client:
+        handle = client.submit({"context": [{"type": "text", "text": "Wait for go, then answer."}],
+                                "tools": ["waitForSignal"], "output": {"type": "object"},
+                                "options": {"budget": {"max_requests": 1}}})
+        wait_for(lambda: _call_status(client, handle.id) == [CallStatus.WAITING.value], 30, "the wait to open")
+        handle.signal("go", {"now": True})
+        record = handle.result(timeout=30)
+    assert record["status"] == "failed" and record["error"]["type"] == "BudgetExceeded", record
+    assert record["state"]["go"]["data"] == {"now": True}  # the wait ended and was committed first
+    assert len(anthropic_env.requests) == 1
