@@ -53,9 +53,12 @@ def _charges(prefix: str, n: int, seconds: float) -> dict:
 
 
 def _env(ledger: Path) -> dict[str, str]:
-    # republish after 300 s (the default, said here): only the restart's check can move a lost call in time
+    # republish after 300 s (the default, said here): only the restart's check can move a lost call in time. The
+    # check runs at the next heartbeat's sweep: a 2 s heartbeat leaves the job's own work the rest of the 10 s on a
+    # loaded machine (with the default 10 s, a CI run once saw a job end just past 10 s after its restart)
     return {"PROCS_LEDGER": str(ledger), "AGENTQ_PREFETCH_MULTIPLIER": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300",
-            "AGENTQ_LEASE_S": "10", "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "60"}
+            "AGENTQ_LEASE_S": "10", "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "60",
+            "AGENTQ_HEARTBEAT_S": "2"}
 
 
 def _republished(logs: str) -> int:
