@@ -136,30 +136,35 @@ class ScheduleLoop:
             log.info("schedule %s changed while it fired; its new state stands", name)
 
     def _due_slots(self, schedule: Schedule, state: dict, now_s: float) -> None:
-        """Handle the slots due by `now_s` in order, moving `state["next"]` past each."""
+        """Handle the slots due by `now_s` in order, moving `state["next"]` past each. The slots a dispatcher that
+        died mid-pass fired come first (from `next` on, before it moved the state): an old slot is looked up only
+        while the ones before it were found fired, so a long outage's missed slots cost no read each."""
+        found = True
         for _ in range(MAX_SLOTS_PER_PASS):
             if schedule.due_ms(state["next"]) > now_s * 1000:
                 return
-            self._slot(schedule, state, state["next"], now_s)
+            found = self._slot(schedule, state, state["next"], now_s, look=found)
             state["next"] = schedule.next_slot(state["next"])
 
-    def _slot(self, schedule: Schedule, state: dict, slot: int, now_s: float) -> None:
-        """One due slot: missed (older than its catch-up window), found fired, skipped or buffered by the overlap
-        policy, or fired."""
-        if schedule.missed(slot, now_s):
-            state["missed"] = state.get("missed", 0) + 1
-            return
+    def _slot(self, schedule: Schedule, state: dict, slot: int, now_s: float, *, look: bool = True) -> bool:
+        """One due slot: found fired, missed (older than its catch-up window), skipped or buffered by the overlap
+        policy, or fired. Whether its job was found fired already (`look`: whether an old slot is looked up)."""
         job_id = slot_job_id(schedule.name, slot)
-        if exists(self.jobs, job_id):
+        old = schedule.missed(slot, now_s)
+        if (look or not old) and exists(self.jobs, job_id):
             state.update(last_slot=slot, last_job=job_id)
-            return
+            return True
+        if old:
+            state["missed"] = state.get("missed", 0) + 1
+            return False
         if schedule.overlap != "allow" and active(self.jobs, state.get("last_job")):
             if schedule.overlap == "buffer_one" and state.get("pending") is None:
                 state["pending"] = slot
             else:
                 state["skipped"] = state.get("skipped", 0) + 1
-            return
+            return False
         self._submit(schedule, state, slot)
+        return False
 
     def _submit(self, schedule: Schedule, state: dict, slot: int) -> None:
         job_id = slot_job_id(schedule.name, slot)
