@@ -16,12 +16,13 @@ exits with the test's status.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.rounds import run_rounds
+
 TEST = "tests/integration/test_outage_rounds.py::test_store_outages_round_after_round_run_no_activity_twice"
 
 
@@ -29,12 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     options = parser.parse_args(argv)
-    env = {**os.environ, "OUTAGE_ROUNDS": str(options.rounds)}
-    command = [sys.executable, "-m", "pytest", TEST, "-q", "-s", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    figures = [line for line in done.stdout.splitlines() if line.startswith("outage rounds:")]
-    print("\n".join(figures) or done.stdout[-4000:] + done.stderr[-2000:])
-    return done.returncode
+    return run_rounds(TEST, "OUTAGE_ROUNDS", options.rounds, "outage rounds:")
 
 
 if __name__ == "__main__":

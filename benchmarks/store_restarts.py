@@ -16,12 +16,13 @@ lost tasks were published again, charges that ran twice, the total time) and exi
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.rounds import run_rounds
+
 TEST = "tests/integration/test_store_restarts.py::test_restarts_in_the_middle_of_bursts_stall_no_job"
 
 
@@ -29,12 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--restarts", type=int, default=20)
     options = parser.parse_args(argv)
-    env = {**os.environ, "RESTART_ROUNDS": str(options.restarts)}
-    command = [sys.executable, "-m", "pytest", TEST, "-q", "-s", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    figures = [line for line in done.stdout.splitlines() if line.startswith("store restarts:")]
-    print("\n".join(figures) or done.stdout[-4000:] + done.stderr[-2000:])
-    return done.returncode
+    return run_rounds(TEST, "RESTART_ROUNDS", options.restarts, "store restarts:")
 
 
 if __name__ == "__main__":
