@@ -205,6 +205,11 @@ class JobNotFoundError(StoreError):
     """No job with that id (never submitted, or expired with its TTL)."""
 
 
+class JobExpiredError(JobNotFoundError):
+    """The job was submitted, but its data expired with its `ttl_s` (HTTP 410): what continuing, resuming or
+    forking it needs is gone."""
+
+
 class ScheduleNotFoundError(StoreError):
     """No schedule of that name, or one another tenant's token may not see."""
 

@@ -2,9 +2,9 @@
 [{"pointer", "message"}]}}`.
 
 agentq's own errors map to their HTTP status here, once: 400 malformed JSON, 401 no or a wrong token, 404 an
-unknown job or call, 409 a conflict, 413 a body over the limit, 422 an invalid job or request, 503 the state
-store unreachable. Anything else is a bug of agentq's: it is logged with its traceback and answered 500
-without one.
+unknown job or call, 409 a conflict, 410 a job whose data expired, 413 a body over the limit, 422 an invalid job
+or request, 503 the state store unreachable. Anything else is a bug of agentq's: it is logged with its traceback
+and answered 500 without one.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from agentq.errors import (
     ConflictError,
     InvalidInputError,
     InvalidJobIdError,
+    JobExpiredError,
     JobNotFoundError,
     Problem,
     RateLimited,
@@ -60,6 +61,8 @@ def error_response(error: ApiError) -> JSONResponse:
 
 def as_api_error(error: AgentQError) -> ApiError:
     """The HTTP answer of one of agentq's errors."""
+    if isinstance(error, JobExpiredError):
+        return ApiError(410, "JobExpired", str(error))
     if isinstance(error, (JobNotFoundError, InvalidJobIdError)):
         return ApiError(404, "JobNotFound", str(error) if isinstance(error, JobNotFoundError)
                         else f"no such job: {error}")

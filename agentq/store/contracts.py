@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from agentq.errors import JobNotFoundError
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.concurrency import ConcurrencyKeys
@@ -89,6 +90,8 @@ class JobReader(Protocol):
     def wait_record(self, job_id: str, timeout_s: float) -> JobRecord | None: ...
 
     def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]: ...
+
+    def missing(self, job_id: str) -> JobNotFoundError: ...
 
 
 class CallStore(Protocol):

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.errors import JobExpiredError, JobNotFoundError
 from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.digests import dumps, now_iso
@@ -220,6 +221,14 @@ class JobSteps(StatsSteps):
             raise not_found(job_id)
         return FinishInputs(decode_job(fields), [json.loads(m) for m in log],
                             {k: CallStatus(v) for k, v in statuses.items()})
+
+    def missing(self, job_id: str) -> JobNotFoundError:
+        """The error for a job whose keys are gone: `JobExpiredError` while the fleet's listing still names it (it
+        was submitted and its data expired with its `ttl_s`; the listing keeps ids `JOB_LISTING_S`), else
+        `JobNotFoundError`. One read."""
+        if self.redis.zscore(self.fleet.jobs, job_id) is None:
+            return not_found(job_id)
+        return JobExpiredError(f"job {job_id!r} expired: its data was kept for its ttl_s and is gone")
 
     def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]:
         """Job ids, newest first: every tenant's, or those of `tenant` when it is a named one (the default tenant's

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import pytest
 
-from agentq.errors import InvalidJobIdError, JobNotFoundError
+from agentq.errors import InvalidJobIdError, JobExpiredError, JobNotFoundError
 from agentq.protocol.digests import dumps, record_digest
 from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, JobFinished, JobQueued, JobStarted
 from agentq.protocol.jobs import JobPlan
@@ -109,6 +109,17 @@ def test_unknown_and_invalid_job_ids(backend: Backend):
         store.claim("bad id", "c", token="t", lease_ms=LEASE_MS)
     assert store.claim("job_nope", "c", token="t", lease_ms=LEASE_MS).outcome is ClaimOutcome.MISSING
     assert store.wait_finished("job_nope", 0.01) is None
+
+
+def test_a_job_whose_data_expired_is_told_apart_from_one_never_submitted(backend: Backend):
+    store = backend.store
+    plan, _ = submit(store)
+    assert type(store.missing("job_never")) is JobNotFoundError
+    store.redis.delete(*store.keys(plan.id).all)  # what its TTL does; the fleet's listing keeps its id
+    with pytest.raises(JobNotFoundError):
+        store.job_info(plan.id)
+    expired = store.missing(plan.id)
+    assert isinstance(expired, JobExpiredError) and plan.id in str(expired)
 
 
 def test_a_jobs_trace_context_is_stored_once_and_never_for_a_job_that_does_not_exist(backend: Backend):
