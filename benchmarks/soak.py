@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.soaking.faults import KINDS  # noqa: E402
 from benchmarks.soaking.report import as_json, markdown  # noqa: E402
 from benchmarks.soaking.run import SoakConfig, run_soak  # noqa: E402
 
@@ -33,13 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="worker processes, prefork and threads alternately")
     parser.add_argument("--open-jobs", type=int, default=24, help="jobs kept in flight (default 24)")
     parser.add_argument("--drain", type=float, default=60.0, help="seconds every job gets to end after the faults")
+    parser.add_argument("--gap", type=float, nargs=2, default=(4.0, 10.0), metavar=("MIN", "MAX"),
+                        help="seconds between two faults, drawn from the seed (default 4 10)")
+    parser.add_argument("--faults", default=",".join(KINDS),
+                        help=f"the fault kinds, comma-separated: {', '.join(KINDS)}")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report there")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the ledger and logs there")
     args = parser.parse_args(argv)
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    if unknown := sorted(set(kinds) - set(KINDS)):
+        parser.error(f"unknown fault kind(s) {unknown}; choose from {', '.join(KINDS)}")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     print(f"soak: seed {seed} (replay with --seed {seed})", file=sys.stderr, flush=True)
     result = run_soak(SoakConfig(duration_s=args.duration, seed=seed, workers=args.workers, open_jobs=args.open_jobs,
-                                 drain_s=args.drain, workdir=args.workdir))
+                                 drain_s=args.drain, gap_s=tuple(args.gap), kinds=kinds,
+                                 workdir=args.workdir))
     print(markdown(result))
     if args.report is not None:
         args.report.write_text(as_json(result))

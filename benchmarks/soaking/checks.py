@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from benchmarks.soaking.fleet import TENANTS, Kill
@@ -49,7 +50,7 @@ def handler_runs(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
     check = Check("a handler ran again only after a kill (or a failure asked for)", len(ledger))
     again_after_kill = 0
     for tag, runs in ledger.items():
-        for before, after in zip(runs, runs[1:], strict=False):
+        for before, after in pairwise(runs):
             if before.failed:
                 continue
             if before.end is None and killed_at(before, kills) is not None:

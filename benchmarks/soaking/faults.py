@@ -87,7 +87,8 @@ class Injector:
     def inject(self, kind: str, rng: random.Random) -> str:
         actions: dict[str, Callable[[random.Random], str]] = {
             "kill-worker": self._kill_worker, "kill-child": self._kill_child,
-            "kill-dispatcher": lambda r: self._kill_role("dispatcher", r), "kill-api": lambda r: self._kill_role("api", r),
+            "kill-dispatcher": lambda r: self._kill_role("dispatcher", r),
+            "kill-api": lambda r: self._kill_role("api", r),
             "redis-pause": self._pause_redis, "redis-restart": self._restart_redis, "hooks-down": self._hooks_down}
         if kind.startswith("model-"):
             return self._model_outage(int(kind.removeprefix("model-")), rng)

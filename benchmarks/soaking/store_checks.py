@@ -25,8 +25,8 @@ def _stream_problems(job: SoakJob, events: list[dict[str, Any]], status: str) ->
         problems.append(f"job.finished {names.count('job.finished')} times, last event {names[-1:]}")
     elif events[-1].get("status") != status:
         problems.append(f"job.finished says {events[-1].get('status')}, the record {status}")
-    started = {e.get("call_id") for e in events if e.get("event") == "call.started"}
-    finished = Counter(e.get("call_id") for e in events if e.get("event") == TERMINAL_CALL)
+    started = {str(e.get("call_id")) for e in events if e.get("event") == "call.started"}
+    finished = Counter(str(e.get("call_id")) for e in events if e.get("event") == TERMINAL_CALL)
     problems += [f"call {c} started and never finished" for c in sorted(started - set(finished))]
     problems += [f"call {c} finished {n} times" for c, n in sorted(finished.items()) if n > 1]
     return [f"{job.tag} ({job.job_id}): {p}" for p in problems]
@@ -36,7 +36,7 @@ def event_streams(store: StateStore, jobs: list[SoakJob]) -> Check:
     """Every job's stream starts with job.queued, ends with its one job.finished (the record's status), and every
     call that started finished exactly once."""
     check = Check("every event stream complete, ending with job.finished", len(jobs))
-    events_read, failed = 0, {}
+    events_read, failed = 0, dict[str, str]()
     for job in jobs:
         events = [e for _, e in store.read_events(job.job_id)]
         events_read += len(events)
