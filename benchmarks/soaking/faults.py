@@ -9,6 +9,7 @@
 | `redis-pause` | SIGSTOP the redis-server for 2-4 s, then SIGCONT |
 | `redis-restart` | restart the redis-server from its append-only file (same port, same folder) |
 | `model-429` / `model-529` / `model-500` | the fake Messages API answers that status for 3-6 s |
+| `model-cut` | the fake Messages API cuts its streams (an `overloaded_error` event after one chunk) for 3-6 s |
 | `hooks-down` | the webhook receiver's port refuses connections for 3-8 s |
 
 The first faults go through every kind once (in an order drawn from the seed), then kinds are drawn at random;
@@ -27,10 +28,10 @@ from dataclasses import dataclass, field
 
 from benchmarks.soaking.fleet import Fleet
 from benchmarks.soaking.hooks import HookReceiver
-from benchmarks.soaking.model import SoakModel
+from benchmarks.soaking.model import CUT, SoakModel
 
 KINDS = ("kill-worker", "kill-child", "kill-dispatcher", "kill-api", "redis-pause", "redis-restart", "model-429",
-         "model-529", "model-500", "hooks-down")
+         "model-529", "model-500", "model-cut", "hooks-down")
 
 
 @dataclass
@@ -90,6 +91,8 @@ class Injector:
             "kill-dispatcher": lambda r: self._kill_role("dispatcher", r),
             "kill-api": lambda r: self._kill_role("api", r),
             "redis-pause": self._pause_redis, "redis-restart": self._restart_redis, "hooks-down": self._hooks_down}
+        if kind == "model-cut":
+            return self._model_outage(CUT, rng)
         if kind.startswith("model-"):
             return self._model_outage(int(kind.removeprefix("model-")), rng)
         return actions[kind](rng)
@@ -132,7 +135,7 @@ class Injector:
         seconds = rng.uniform(3.0, 6.0)
         self.model.fail_for(status, seconds)
         time.sleep(seconds)
-        return f"answered {status} for {seconds:.1f} s"
+        return f"{f'answered {status}' if status != CUT else 'cut its streams'} for {seconds:.1f} s"
 
     def _hooks_down(self, rng: random.Random) -> str:
         seconds = rng.uniform(3.0, 8.0)

@@ -1,7 +1,8 @@
 """The fake Messages API's side of the soak: how it answers the soak's agent jobs, its outage windows (429, 529,
 500, as the real API answers them), and its request log, a record outside the store.
 
-An agent job's context names its tag (`soak job <tag>`); each request is logged with that tag, whether it was a
+A stream cut (`fail_for(CUT, …)`) starts its answer and ends it with an `overloaded_error` event, as the real API
+does mid-stream. An agent job's context names its tag (`soak job <tag>`); each request is logged with that tag, whether it was a
 tick or a latent call, and the status it got. A first tick asks for one `soakStep` (tagged by the request, so a
 tick asked again starts a step of another tag) and one latent `soakDraft`; a later tick gives the output.
 """
@@ -19,6 +20,7 @@ from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 TAG = re.compile(r"soak job (\S+?)[.\"\\ ]")
 STEP_TAG = re.compile(r"([a-z]+-agent\d+)-m\d+")  # a latent call's request names the step's output it is about
 OUTAGE_ANSWERS = {429: {"retry-after": "1"}, 529: {}, 500: {}}
+CUT = 0  # the outage "status" of a stream cut: it starts, then an `overloaded_error` event ends it
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class SoakModel:
             outage = self.outage if self.outage and self.outage[1] > time.time() else None
             status = outage[0] if outage else 200
             self.log.append(ModelRequest(time.time(), tag, request.is_latent, status))
+        if outage and status == CUT:
+            return Answer.stream_error({"calls": [], "output": None}, after=1, chunk_size=8)
         if outage:
             return Answer.http_error(status, headers=OUTAGE_ANSWERS[status])
         if request.is_latent:

@@ -22,10 +22,12 @@ def _s(value: float | None) -> str:
 
 
 def latencies(result: SoakResult) -> dict[str, dict[str, Any]]:
+    """Submit to end, per job kind and per tenant (acme sends three jobs of four: globex's stay short)."""
     by_kind: dict[str, list[float]] = defaultdict(list)
     for job in result.jobs:
         if job.ended_at:
             by_kind[job.kind].append(job.ended_at - job.submitted_at)
+            by_kind[f"tenant {job.tenant}"].append(job.ended_at - job.submitted_at)
     return {kind: {"jobs": len(v), "p50_s": percentile(v, 0.5), "p99_s": percentile(v, 0.99)}
             for kind, v in sorted(by_kind.items())}
 
@@ -59,11 +61,13 @@ def markdown(result: SoakResult) -> str:
              f"{'PASSED' if result.ok else 'FAILED'}", "",
              "| figure | value |", "|---|---|"]
     for name in ("jobs_submitted", "jobs_ended", "jobs_per_s", "calls_run", "calls_per_s", "model_requests",
-                 "model_requests_answered", "faults", "recovery_max_s", "settled_max_s", "approved"):
+                 "model_requests_answered", "faults", "kills", "recovery_max_s", "settled_max_s", "approved"):
         lines.append(f"| {name} | {data.get(name)} |")
     lines.append(f"| redis used_memory before / after | {data['redis_used_memory'].get('before')} / "
                  f"{data['redis_used_memory'].get('after')} bytes |")
-    lines += ["", "| job kind | ended | p50 | p99 |", "|---|---|---|---|"]
+    lines.append(f"| processes started again / API and Redis errors the load retried | {data.get('restarts')} / "
+                 f"{data.get('submit_errors')} |")
+    lines += ["", "| job kind / tenant | ended | p50 | p99 |", "|---|---|---|---|"]
     for kind, row in data["latency"].items():
         lines.append(f"| {kind} | {row['jobs']} | {_s(row['p50_s'])} | {_s(row['p99_s'])} |")
     lines += ["", "| fault | at | lasted | next job end | all open jobs ended | detail |", "|---|---|---|---|---|---|"]

@@ -117,6 +117,8 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
     store = StateStore(fleet.url)
     try:
         found = [checks.jobs_ended(jobs)]
+        found[0].violations = [f"{v}: {store_checks.where_stuck(store, j)}"
+                               for v, j in zip(found[0].violations, [j for j in jobs if not j.ended_at], strict=True)]
         done = [j for j in jobs if j.ended_at]
         found.append(store_checks.counters_zero(store, jobs, timeout_s=30))
         deadline = time.monotonic() + 30  # deliveries retried after the receiver's last outage
@@ -129,7 +131,10 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
     finally:
         store.redis.close()
     calls_run = sum(1 for runs in ledger.values() for r in runs if r.end is not None)
-    figures = {"submit_errors": dict(load.errors), "approved": load.approved,
-               "restarts": {p.role: p.restarts for p in fleet.procs if p.restarts}}
+    restarts: dict[str, int] = {}
+    for proc in fleet.procs:
+        restarts[proc.role] = restarts.get(proc.role, 0) + proc.restarts
+    figures = {"submit_errors": dict(load.errors), "approved": load.approved, "restarts": restarts,
+               "kills": len(fleet.kills)}
     return SoakResult(config, began, load_ended, ended, jobs, list(injector.faults), found, model.snapshot(),
                       calls_run, memory, figures, str(workdir))

@@ -32,6 +32,15 @@ def _stream_problems(job: SoakJob, events: list[dict[str, Any]], status: str) ->
     return [f"{job.tag} ({job.job_id}): {p}" for p in problems]
 
 
+def where_stuck(store: StateStore, job: SoakJob) -> str:
+    """Where a job that never ended stands: its status, each call's status, its last events, its open waits."""
+    status = store.redis.hget(store.keys(job.job_id).job, "status")
+    calls = {str(c): str(s) for c, s in store.call_statuses(job.job_id).items()}
+    events = [f"{e.get('event')}:{e.get('call_id') or ''}" for _, e in store.read_events(job.job_id)][-4:]
+    waits = store.redis.hgetall(store.keys(job.job_id).waits)
+    return f"status {status}, calls {calls}, last events {events}, waits {waits}"
+
+
 def event_streams(store: StateStore, jobs: list[SoakJob]) -> Check:
     """Every job's stream starts with job.queued, ends with its one job.finished (the record's status), and every
     call that started finished exactly once."""
