@@ -46,14 +46,16 @@ def jobs_ended(jobs: list[SoakJob]) -> Check:
 
 
 def handler_runs(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
-    """A handler ran more than once for a call only after a run the job asked to fail or a run a kill interrupted."""
+    """A handler ran more than once for a call only after a run the job asked to fail, or a run whose process was
+    killed before the next run started: in its handler, or after it, before its outcome was committed."""
     check = Check("a handler ran again only after a kill (or a failure asked for)", len(ledger))
     again_after_kill = 0
     for tag, runs in ledger.items():
         for before, after in pairwise(runs):
             if before.failed:
                 continue
-            if before.end is None and killed_at(before, kills) is not None:
+            killed = killed_at(before, kills)
+            if killed is not None and killed <= after.start:
                 again_after_kill += 1
                 continue
             how = "ended" if before.end is not None else "never ended and its process was not killed"

@@ -67,10 +67,14 @@ def test_a_second_run_is_a_violation_unless_a_kill_interrupted_the_first_or_it_f
     ledger = {"t-ok": [_run("t-ok", "a", 1, 0, 1, failed=True), _run("t-ok", "b", 2, 2, 3)],
               "t-killed": [_run("t-killed", "c", 3, 0, None), _run("t-killed", "d", 4, 5, 6)],
               "t-twice": [_run("t-twice", "e", 5, 0, 1), _run("t-twice", "f", 6, 2, 3)],
-              "t-lost": [_run("t-lost", "g", 7, 0, None), _run("t-lost", "h", 8, 2, 3)]}
-    check = checks.handler_runs(ledger, [Kill(0.5, "worker-threads", [3])])
-    assert check.figures["runs_again_after_a_kill"] == 1
-    assert [v.split(":")[0] for v in check.violations] == ["t-twice", "t-lost"]
+              "t-lost": [_run("t-lost", "g", 7, 0, None), _run("t-lost", "h", 8, 2, 3)],
+              # its handler ended, its process was killed before the outcome was committed: run again, rightly
+              "t-uncommitted": [_run("t-uncommitted", "i", 9, 0, 1), _run("t-uncommitted", "j", 10, 5, 6)],
+              "t-killed-later": [_run("t-killed-later", "k", 11, 0, 1), _run("t-killed-later", "l", 12, 2, 3)]}
+    check = checks.handler_runs(ledger, [Kill(0.5, "worker-threads", [3]), Kill(1.5, "worker-prefork child", [9]),
+                                         Kill(4, "worker-prefork child", [11])])
+    assert check.figures["runs_again_after_a_kill"] == 2
+    assert [v.split(":")[0] for v in check.violations] == ["t-twice", "t-lost", "t-killed-later"]
 
 
 def test_overlapping_runs_of_one_account_or_over_a_tenants_limit_are_violations():
