@@ -8,8 +8,9 @@ It starts its own redis-server (append-only file, `appendfsync everysec`), the f
 processes (prefork and threads), two dispatchers and `agentq api`; drives a mixed load through the API for
 `--duration` seconds while it injects faults on a schedule drawn from the seed; then stops the load and the
 faults, gives every job `--drain` seconds to end, and checks the invariants (docs/design/soak.md). It prints a
-Markdown report, writes the JSON one to `--report`, and exits 1 when an invariant was violated. The same seed
-gives the same jobs and the same faults in the same order (their timing follows the machine).
+Markdown report, writes the JSON one to `--report` and a picture to `--plot` (SVG), and exits 1 when an invariant
+was violated. The same seed gives the same jobs and the same faults in the same order (their timing follows the
+machine).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.soaking.faults import KINDS  # noqa: E402
+from benchmarks.soaking.plot import svg  # noqa: E402
 from benchmarks.soaking.report import as_json, markdown  # noqa: E402
 from benchmarks.soaking.run import SoakConfig, run_soak  # noqa: E402
 
@@ -39,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", default=",".join(KINDS),
                         help=f"the fault kinds, comma-separated: {', '.join(KINDS)}")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report there")
+    parser.add_argument("--plot", type=Path, default=None, help="write the run's picture there (SVG)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the ledger and logs there")
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(result))
     if args.report is not None:
         args.report.write_text(as_json(result))
+    if args.plot is not None:
+        args.plot.write_text(svg(result))
     return 0 if result.ok else 1
 
 

@@ -2,9 +2,10 @@
 500, as the real API answers them), and its request log, a record outside the store.
 
 A stream cut (`fail_for(CUT, …)`) starts its answer and ends it with an `overloaded_error` event, as the real API
-does mid-stream. An agent job's context names its tag (`soak job <tag>`); each request is logged with that tag, whether it was a
-tick or a latent call, and the status it got. A first tick asks for one `soakStep` (tagged by the request, so a
-tick asked again starts a step of another tag) and one latent `soakDraft`; a later tick gives the output.
+does mid-stream. An agent job's context names its tag (`soak job <tag>`); each request is logged with that tag,
+whether it was a tick or a latent call, and the status it got. A first tick asks for one `soakStep` (tagged by the
+request, so a tick asked again starts a step of another tag) and one latent `soakDraft`; a later tick gives the
+output.
 """
 
 from __future__ import annotations
