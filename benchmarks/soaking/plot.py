@@ -8,7 +8,7 @@ from statistics import median
 
 from benchmarks.soaking.run import SoakResult
 
-W, H, LEFT, TOP, BOTTOM = 900, 360, 50, 20, 60
+W, H, LEFT, TOP, BOTTOM = 960, 420, 50, 20, 120
 BUCKET_S = 5.0
 
 
@@ -22,7 +22,7 @@ def svg(result: SoakResult) -> str:
     rates = [len(b) / BUCKET_S for b in ends]
     medians = [median(b) if b else 0.0 for b in ends]
     top_rate, top_latency = max([*rates, 1.0]), max([*medians, 1.0])
-    plot_w, plot_h = W - LEFT - 20, H - TOP - BOTTOM
+    plot_w, plot_h = W - LEFT - 80, H - TOP - BOTTOM
 
     def x(t: float) -> float:
         return LEFT + plot_w * t / span
@@ -42,12 +42,13 @@ def svg(result: SoakResult) -> str:
         points = " ".join(f"{x((i + 0.5) * BUCKET_S):.1f},{y(v, top):.1f}" for i, v in enumerate(values))
         parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
     load_end = x(result.load_ended - result.began)
-    parts += [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{W - 20}" y2="{TOP + plot_h}" stroke="black"/>',
+    parts += [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',
               f'<line x1="{load_end:.1f}" y1="{TOP}" x2="{load_end:.1f}" y2="{TOP + plot_h}" stroke="gray" '
               'stroke-dasharray="4"/>',
               f'<text x="{LEFT}" y="{TOP - 6}" fill="#1f77b4">jobs ended per s (max {top_rate:.1f})</text>',
               f'<text x="{LEFT + 220}" y="{TOP - 6}" fill="#2ca02c">median submit-to-end, s (max {top_latency:.1f})'
               '</text>',
               f'<text x="{load_end + 4:.1f}" y="{TOP + 12}" fill="gray">load stops</text>',
-              f'<text x="{W - 120}" y="{TOP + plot_h + 14}">{span:.0f} s, seed {result.config.seed}</text>', "</svg>"]
+              f'<text x="{LEFT + plot_w - 100}" y="{TOP + plot_h + 14}">{span:.0f} s, seed {result.config.seed}'
+              '</text>', "</svg>"]
     return "\n".join(parts)
