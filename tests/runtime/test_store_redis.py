@@ -143,7 +143,7 @@ def test_old_listings_are_trimmed_by_the_next_submission(store: StateStore):
 
 
 def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
-    """A job of independent calls stores no waiting count per call (issue 11: bytes per call)."""
+    """A job of independent calls stores no waiting count per call (bytes per call)."""
     job = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"},
                      {"_tool": "first", "x": "†state.a", "_outputPath": "†state.b"},
                      {"_tool": "first", "x": 2, "_outputPath": "†state.c"}]}
