@@ -282,7 +282,7 @@ def test_an_event_stored_whole_by_an_older_agentq_reads_as_it_is(store: StateSto
 
 
 def test_a_plan_job_stores_at_most_1600_bytes_per_call(store: StateStore):
-    """Issue 11 ("lean in Redis"): a 400-call plan job (no-op activity, each call writing its own output path, as
+    """Lean in Redis: a 400-call plan job (no-op activity, each call writing its own output path, as
     `benchmarks/throughput.py`'s (g)) keeps at most 1,600 bytes per call in Redis (`MEMORY USAGE key SAMPLES 0`
     over every key of the job), its event stream (two events per call) at most 750."""
     calls = 400
