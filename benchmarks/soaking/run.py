@@ -86,8 +86,10 @@ def run_soak(config: SoakConfig) -> SoakResult:
     hooks.up()
     fleet = Fleet(workdir, model.url, workers=config.workers)
     try:
+        starting = time.monotonic()
         fleet.start()
         fleet.wait_ready()
+        startup_s = time.monotonic() - starting
         memory = {"before": _used_memory(fleet.url)}
         load = Load(fleet.api_url, fleet.url, hooks.url, config.seed, open_jobs=config.open_jobs)
         injector = Injector(fleet, model, hooks, config.seed, gap_s=config.gap_s, kinds=config.kinds)
@@ -101,7 +103,10 @@ def run_soak(config: SoakConfig) -> SoakResult:
         load_ended = time.time()
         _wait_ends(load, config.drain_s)
         load.stop()
-        return _checked(config, fleet, load, injector, model, hooks, began, load_ended, memory, workdir)
+        result = _checked(config, fleet, load, injector, model, hooks, began, load_ended, memory, workdir)
+        result.figures.update(startup_s=round(startup_s, 1), drained_s=round(max(
+            (j.ended_at for j in result.jobs if j.ended_at), default=load_ended) - load_ended, 1))
+        return result
     finally:
         fleet.stop()
         hooks.down()
