@@ -19,8 +19,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from agentq.embedded import RedisServer
 from benchmarks.soaking.hooks import WEBHOOK_SECRET
 
@@ -58,15 +56,19 @@ class Proc:
         return self.popen is not None and self.popen.poll() is None
 
     def group(self) -> list[int]:
-        """The pids of the process and its children (a prefork pool's)."""
-        try:
-            parent = psutil.Process(self.pid)
-            return [self.pid, *(c.pid for c in parent.children(recursive=True))]
-        except psutil.Error:
-            return [self.pid]
+        """The pids of the process and its children (a prefork pool's), from /proc."""
+        return [self.pid, *_children(self.pid)]
 
     def children(self) -> list[int]:
         return self.group()[1:]
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for tasks in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in tasks.read_text().split()]
+    return [p for child in found for p in (child, *_children(child))]
 
 
 @dataclass
