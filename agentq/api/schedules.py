@@ -19,7 +19,7 @@ from agentq.runtime.schedules import Schedules
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
-SCHEDULE_SCHEMA = {"type": "object", "required": ["job"], "properties": {
+SCHEDULE_SCHEMA = {"title": "Schedule", "type": "object", "required": ["job"], "properties": {
     "cron": {"type": "string", "description": 'a cron expression, "0 8 * * 1-5" (or every_s)'},
     "every_s": {"type": "integer", "minimum": 1},
     "timezone": {"type": "string", "description": "an IANA time zone (default UTC)"},
