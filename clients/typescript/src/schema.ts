@@ -642,7 +642,7 @@ export interface components {
              * Call Id
              * @default null
              */
-            call_id: string | null;
+            call_id?: string | null;
             /**
              * Event
              * @description job.queued, job.started, tick.started, call.started, call.awaiting_approval, call.finished, part, job.finished, ...
@@ -655,19 +655,19 @@ export interface components {
              * @description the front-end part (seed 004's ActivityOutputPart or a text part)
              * @default null
              */
-            part: {
+            part?: {
                 [key: string]: unknown;
             } | null;
             /**
              * Status
              * @default null
              */
-            status: string | null;
+            status?: string | null;
             /**
              * Tool
              * @default null
              */
-            tool: string | null;
+            tool?: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -739,7 +739,7 @@ export interface components {
              * Tenant
              * @default default
              */
-            tenant: string;
+            tenant?: string;
             /** Usage */
             usage?: {
                 [key: string]: unknown;

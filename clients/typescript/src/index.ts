@@ -1,0 +1,38 @@
+export {
+  AgentqClient,
+  JobHandle,
+  FINAL_STATUSES,
+  type ClientOptions,
+  type SubmitOptions,
+  type ResultOptions,
+  type Job,
+  type JobRecord,
+  type JobStatus,
+  type Call,
+  type History,
+  type Tenant,
+  type ListJobsQuery,
+} from "./client.js";
+export { followEvents, type Event, type JobEvent, type EventsOptions, type OpenStream } from "./events.js";
+export {
+  AgentqError,
+  MalformedRequest,
+  Unauthorized,
+  Forbidden,
+  NotFound,
+  Conflict,
+  JobExpired,
+  PayloadTooLarge,
+  InvalidRequest,
+  JobValidationError,
+  RetryableError,
+  RateLimited,
+  StoreUnavailable,
+  ServerError,
+  JobTimeoutError,
+  errorFromResponse,
+  parseRetryAfter,
+  type Problem,
+  type ErrorBody,
+} from "./errors.js";
+export type { paths, components, operations } from "./schema.js";

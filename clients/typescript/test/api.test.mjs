@@ -1,0 +1,135 @@
+// The client against a real `agentq api --embedded` (test/server.mjs): submit and wait, stream and resume after a
+// dropped connection, approvals, cancel, and the errors a service meets (422, 429, 404, 401).
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import {
+  AgentqClient, JobValidationError, InvalidRequest, NotFound, RateLimited, Unauthorized, Conflict, AgentqError,
+  JobTimeoutError,
+} from "../dist/index.js";
+import { startDroppingProxy } from "./proxy.mjs";
+import { ADMIN_TOKEN, LIMITED_TOKEN, startApi } from "./server.mjs";
+
+let api;
+let client;
+let examples;
+
+before(async () => {
+  api = await startApi();
+  client = new AgentqClient({ baseUrl: api.baseUrl, token: ADMIN_TOKEN });
+  examples = await (await fetch(`${api.baseUrl}/v1/examples`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+});
+
+after(async () => {
+  await api?.stop();
+});
+
+async function collect(iterable) {
+  const out = [];
+  for await (const item of iterable) out.push(item);
+  return out;
+}
+
+test("a plan job is submitted and its result read", async () => {
+  const handle = await client.submit(examples.demo_order);
+  assert.match(handle.id, /^job_/);
+  assert.ok(["queued", "running", "succeeded"].includes(handle.record.status));
+  const record = await handle.result({ timeoutMs: 60_000 });
+  assert.equal(record.status, "succeeded", JSON.stringify(record.error));
+  assert.equal(record.state.order.id, "ord_2024_0042");
+  assert.ok(record.state.audit.length >= 2);
+  const calls = await handle.calls();
+  assert.ok(calls.length >= 9 && calls.every((call) => call.status !== null));
+});
+
+test("the same idempotency key returns the same job", async () => {
+  const first = await client.submit(examples.demo_order, { idempotencyKey: "ts-order-42" });
+  const again = await client.submit(examples.demo_order, { idempotencyKey: "ts-order-42" });
+  assert.equal(again.id, first.id);
+  await first.result({ timeoutMs: 60_000 });
+});
+
+test("an agent job's events stream, resumed after a dropped connection with none lost or repeated", async () => {
+  const proxy = await startDroppingProxy(api.baseUrl, { afterEvents: 4 });
+  try {
+    const through = new AgentqClient({ baseUrl: proxy.url, token: ADMIN_TOKEN });
+    const handle = await through.submit(examples.demo_agent);
+    const streamed = await collect(handle.events({ reconnectDelayMs: 50 }));
+    assert.equal(proxy.state.drops, 1, "the proxy cut the first stream");
+    assert.equal(proxy.state.lastEventIds.length, 1, "one reconnect, with Last-Event-ID");
+    assert.equal(proxy.state.lastEventIds[0], streamed[3].id, "it resumed after the 4th event");
+    const ids = streamed.map((e) => e.id);
+    assert.equal(new Set(ids).size, ids.length, "no event repeated");
+    assert.equal(streamed.at(-1).event, "job.finished");
+    assert.equal(streamed.at(-1).data.status, "succeeded");
+    assert.ok(streamed.some((e) => e.event === "tick.started") && streamed.some((e) => e.event === "call.finished"));
+    // the whole stream read again in one go, after the job ended: exactly the same events
+    const whole = await collect(client.job(handle.id).events());
+    assert.deepEqual(streamed.map((e) => [e.id, e.event, e.data]), whole.map((e) => [e.id, e.event, e.data]));
+    // resuming after the final event: nothing follows
+    assert.deepEqual(await collect(client.job(handle.id).events({ after: whole.at(-1).id })), []);
+    const record = await client.job(handle.id).result();
+    assert.equal(record.status, "succeeded");
+    assert.ok(record.result !== null && typeof record.result === "object");
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a call held for approval is approved, and the job ends", async () => {
+  const job = { ...examples.demo_order, options: { ...examples.demo_order.options, approval: ["sendConfirmation"] } };
+  const handle = await client.submit(job);
+  const approved = [];
+  for await (const event of handle.events()) {
+    if (event.event === "call.awaiting_approval") {
+      const held = (await handle.calls()).find((call) => call.id === event.data.call_id);
+      assert.equal(held.tool, "sendConfirmation");
+      assert.equal(held.status, "awaiting_approval");
+      const call = await handle.approve(event.data.call_id);
+      assert.equal(call.id, event.data.call_id);
+      approved.push(call.id);
+      await assert.rejects(handle.approve(call.id), Conflict); // it is no longer held
+    }
+  }
+  assert.equal(approved.length, 1);
+  assert.equal((await handle.result()).status, "succeeded");
+});
+
+test("a held job is canceled", async () => {
+  const job = { ...examples.demo_order, options: { ...examples.demo_order.options, approval: ["validateOrder"] } };
+  const handle = await client.submit(job);
+  for await (const event of handle.events()) if (event.event === "call.awaiting_approval") break;
+  await assert.rejects(handle.result({ timeoutMs: 200 }), JobTimeoutError);
+  const record = await handle.cancel();
+  assert.equal(record.status, "canceled");
+  assert.equal((await handle.result()).status, "canceled");
+});
+
+test("an invalid job is a JobValidationError naming each problem by JSON pointer", async () => {
+  const bad = { ...examples.demo_order, calls: [{ _tool: "noSuchTool" }, { _tool: "validateOrder", _outputPath: 5 }] };
+  const error = await client.submit(bad).then(() => assert.fail("accepted"), (e) => e);
+  assert.ok(error instanceof JobValidationError && error instanceof InvalidRequest && error instanceof AgentqError);
+  assert.equal(error.status, 422);
+  assert.equal(error.type, "JobValidationError");
+  const pointers = error.problems.map((p) => p.pointer);
+  assert.ok(pointers.includes("/calls/0/_tool"), JSON.stringify(error.problems));
+  assert.ok(pointers.some((p) => p.startsWith("/calls/1")), JSON.stringify(error.problems));
+});
+
+test("a tenant over its limit gets RateLimited with retryAfter", async () => {
+  const limited = new AgentqClient({ baseUrl: api.baseUrl, token: LIMITED_TOKEN });
+  assert.deepEqual(await limited.me(), { tenant: "limited", role: "submit" });
+  const first = await limited.submit(examples.demo_order);
+  const error = await limited.submit(examples.demo_order).then(() => assert.fail("accepted"), (e) => e);
+  assert.ok(error instanceof RateLimited, String(error));
+  assert.equal(error.status, 429);
+  assert.ok(error.retryAfter >= 1 && error.retryAfter <= 60, String(error.retryAfter));
+  assert.match(error.message, /limited/);
+  await first.result({ timeoutMs: 60_000 });
+});
+
+test("an unknown job is NotFound; a wrong token Unauthorized", async () => {
+  await assert.rejects(client.job("job_does_not_exist").status(), NotFound);
+  await assert.rejects(collect(client.job("job_does_not_exist").events()), NotFound);
+  const stranger = new AgentqClient({ baseUrl: api.baseUrl, token: "not-a-token" });
+  await assert.rejects(stranger.listJobs(), Unauthorized);
+});
