@@ -133,3 +133,39 @@ test("an unknown job is NotFound; a wrong token Unauthorized", async () => {
   const stranger = new AgentqClient({ baseUrl: api.baseUrl, token: "not-a-token" });
   await assert.rejects(stranger.listJobs(), Unauthorized);
 });
+
+test("the packed tarball installs into an empty folder and submits a job from there", async () => {
+  const { execFile } = await import("node:child_process");
+  const { mkdirSync, mkdtempSync, writeFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { fileURLToPath } = await import("node:url");
+  const run = (file, args, options) => new Promise((done, fail) => {
+    execFile(file, args, { ...options, maxBuffer: 16 << 20 }, (error, stdout, stderr) =>
+      error ? fail(new Error(`${file} ${args.join(" ")}: ${error.message}\n${stderr}`)) : done(stdout));
+  });
+  const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+  const folder = mkdtempSync(join(tmpdir(), "agentq-ts-pack-"));
+  const [packed] = JSON.parse(await run(npm, ["pack", "--json", "--pack-destination", folder],
+    { cwd: fileURLToPath(new URL("..", import.meta.url)) }));
+  const files = packed.files.map((f) => f.path);
+  assert.ok(files.includes("dist/index.js") && files.includes("dist/index.d.ts"), files.join(" "));
+  assert.ok(!files.some((f) => f.startsWith("test/") || f.startsWith("node_modules/")), files.join(" "));
+  const app = join(folder, "app");
+  mkdirSync(app);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "uses-agentq", private: true, type: "module" }));
+  await run(npm, ["install", "--no-audit", "--no-fund", "--prefer-offline", join(folder, packed.filename)], { cwd: app });
+  writeFileSync(join(app, "submit.mjs"), `
+    import { AgentqClient } from "@agentq/client";
+    const client = new AgentqClient({ baseUrl: process.env.AGENTQ_URL, token: process.env.AGENTQ_TOKEN });
+    const job = (await (await fetch(process.env.AGENTQ_URL + "/v1/examples",
+      { headers: { Authorization: "Bearer " + process.env.AGENTQ_TOKEN } })).json()).demo_order;
+    const handle = await client.submit(job);
+    const record = await handle.result({ timeoutMs: 60000 });
+    console.log(JSON.stringify({ id: handle.id, status: record.status }));
+  `);
+  const out = JSON.parse(await run(process.execPath, ["submit.mjs"],
+    { cwd: app, env: { ...process.env, AGENTQ_URL: api.baseUrl, AGENTQ_TOKEN: ADMIN_TOKEN } }));
+  assert.equal(out.status, "succeeded");
+  assert.equal((await client.job(out.id).status()).status, "succeeded"); // the job is the API's own
+});
