@@ -20,7 +20,8 @@ from agentq.protocol.compose import compose, composed_tools
 router = APIRouter(tags=["fleet"])
 
 
-@router.get("/v1/tools", name="list_tools", dependencies=[Authorized], summary="The composed solution schema, and each tool's activity",
+@router.get("/v1/tools", name="list_tools",
+            dependencies=[Authorized], summary="The composed solution schema, and each tool's activity",
             responses={200: {"model": ToolsModel}, **responses(401, 503)})
 async def tools(request: Request) -> JSONResponse:
     jobs = app_parts(request).jobs
@@ -46,7 +47,8 @@ async def activities(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(app_parts(request).jobs.known_activities))
 
 
-@router.get("/v1/me", name="get_me", dependencies=[Authorized], summary="The tenant and role of the token in use (docs/tenants.md)",
+@router.get("/v1/me", name="get_me",
+            dependencies=[Authorized], summary="The tenant and role of the token in use (docs/tenants.md)",
             responses={200: {"model": TenantModel},
                        **responses(401)})
 async def me(request: Request) -> JSONResponse:
@@ -69,7 +71,8 @@ async def ready(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/v1/examples", name="list_examples", dependencies=[Authorized], summary="The example jobs shipped with agentq, by name",
+@router.get("/v1/examples", name="list_examples",
+            dependencies=[Authorized], summary="The example jobs shipped with agentq, by name",
             responses={200: {"description": "name -> job"}, **responses(401)})
 async def examples() -> JSONResponse:
     return JSONResponse(example_jobs())

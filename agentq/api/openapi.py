@@ -24,6 +24,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from agentq.api.models import EXTRA_MODELS, ErrorModel
 
@@ -50,7 +51,8 @@ def contract(generated: dict[str, Any]) -> dict[str, Any]:
     """FastAPI's document made into the contract the module docstring describes (a new dict)."""
     document = copy.deepcopy(generated)
     schemas: dict[str, Any] = document.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ErrorModel, *EXTRA_MODELS):
+    models: tuple[type[BaseModel], ...] = (ErrorModel, *EXTRA_MODELS)
+    for model in models:
         found = model.model_json_schema(ref_template=_REF + "{model}")
         schemas.update(found.pop("$defs", {}))
         schemas[model.__name__] = found

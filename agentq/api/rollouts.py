@@ -14,7 +14,8 @@ from agentq.api.models import RolloutReportModel, responses
 
 router = APIRouter(prefix="/v1/rollouts", tags=["rollouts"])
 
-RULE_SCHEMA = {"title": "RolloutRule", "type": "object", "required": ["routes"], "properties": {"routes": {"type": "array", "items": {
+RULE_SCHEMA = {"title": "RolloutRule", "type": "object", "required": ["routes"], "properties": {"routes": {
+    "type": "array", "items": {
     "type": "object", "required": ["to"], "properties": {
         "to": {"type": "string", "description": '"<activity>@<version>", or "" for the model'},
         "tenants": {"type": "array", "items": {"type": "string"}},
@@ -26,7 +27,8 @@ def _admin(request: Request) -> None:
         raise ApiError(403, "Forbidden", "rollouts are for admin tokens")
 
 
-@router.get("", name="get_rollout_report", dependencies=[Authorized], summary="Per tool and route: calls, success rate, p50/p95 duration, cost",
+@router.get("", name="get_rollout_report",
+            dependencies=[Authorized], summary="Per tool and route: calls, success rate, p50/p95 duration, cost",
             responses={200: {"model": RolloutReportModel},
                        **responses(401, 403, 503)})
 async def report(request: Request) -> JSONResponse:
@@ -34,7 +36,8 @@ async def report(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(app_parts(request).rollouts.report))
 
 
-@router.put("/{tool}", name="set_rollout_rule", dependencies=[Authorized], summary="Set a tool's rollout rule (checked first)",
+@router.put("/{tool}", name="set_rollout_rule",
+            dependencies=[Authorized], summary="Set a tool's rollout rule (checked first)",
             responses={200: {"description": "the rule as stored"}, **responses(400, 401, 403, 422, 503)},
             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                 "schema": RULE_SCHEMA}}}})
