@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One-command set-up: `python3 dev.py demo` runs the demo job, `python3 dev.py test` runs the test suite
 (`python3 dev.py lint` runs ruff and mypy, as CI does before the tests; `python3 dev.py floors` runs the LLM
-tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them).
+tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them;
+`python3 dev.py openapi` writes the API's OpenAPI document to clients/openapi.json and regenerates the TypeScript
+client's types from it).
 
 Creates `.venv` next to this file on first use and installs into it what the command needs (`COMMAND_EXTRAS`):
 agentq alone for `demo` and `agentq`, agentq with its test extras for `test` and `lint`. A stamp in the venv
