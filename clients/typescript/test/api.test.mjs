@@ -146,7 +146,7 @@ test("the packed tarball installs into an empty folder and submits a job from th
   });
   const npm = process.platform === "win32" ? "npm.cmd" : "npm";
   const folder = mkdtempSync(join(tmpdir(), "agentq-ts-pack-"));
-  const [packed] = JSON.parse(await run(npm, ["pack", "--json", "--pack-destination", folder],
+  const [packed] = JSON.parse(await run(npm, ["pack", "--json", "--ignore-scripts", "--pack-destination", folder], // dist: built by pretest
     { cwd: fileURLToPath(new URL("..", import.meta.url)) }));
   const files = packed.files.map((f) => f.path);
   assert.ok(files.includes("dist/index.js") && files.includes("dist/index.d.ts"), files.join(" "));
