@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from agentq.api.deps import Authorized, app_parts, app_store, principal
 from agentq.api.errors import ApiError
 from agentq.api.models import ActivityModel, TenantModel, ToolsModel, responses
+from agentq.api.wait_models import StatusModel
 from agentq.errors import StoreUnavailableError
 from agentq.protocol.compose import compose, composed_tools
 
@@ -56,13 +57,13 @@ async def me(request: Request) -> JSONResponse:
     return JSONResponse({"tenant": who.tenant, "role": who.role.value})
 
 
-@router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"description": "ok"}})
+@router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"model": StatusModel}})
 async def health() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
 @router.get("/v1/ready", dependencies=[Authorized], summary="200 when the state store answers, else 503",
-            responses={200: {"description": "ready"}, **responses(401, 503)})
+            responses={200: {"model": StatusModel}, **responses(401, 503)})
 async def ready(request: Request) -> JSONResponse:
     try:
         await app_store(request).ping()

@@ -15,6 +15,8 @@ export type JobStatus = JobRecord["status"];
 export type Call = Schemas["Call"];
 export type History = Schemas["History"];
 export type Tenant = Schemas["Tenant"];
+export type SignalSent = Schemas["SignalSent"];
+export type EventSent = Schemas["EventSent"];
 export type ListJobsQuery = NonNullable<operations["listJobs"]["parameters"]["query"]>;
 
 /** The statuses a job ends in. */
@@ -90,6 +92,15 @@ export class AgentqClient {
   /** The newest jobs this token sees, newest first. */
   async listJobs(query: ListJobsQuery = {}): Promise<JobRecord[]> {
     return unwrap(await this.api.GET("/v1/jobs", { params: { query } }));
+  }
+
+  /**
+   * Send an event to the open `waitForEvent` calls of your tenant whose `event` and `match` fit; an `id` sent
+   * again within a day is not delivered again. Answers how many waits it woke.
+   */
+  async sendEvent(name: string, data?: unknown, options: { id?: string } = {}): Promise<EventSent> {
+    const body = { name, data: data ?? null, ...(options.id === undefined ? {} : { id: options.id }) };
+    return unwrap(await this.api.POST("/v1/events", { body }));
   }
 
   /** The tenant and role of the token in use. */
@@ -192,6 +203,13 @@ export class JobHandle {
   async edit(callId: string, params: Record<string, unknown>): Promise<Call> {
     return unwrap(await this.client.api.POST("/v1/jobs/{job_id}/calls/{call_id}/edit", {
       params: { path: { job_id: this.id, call_id: callId } }, body: { params },
+    }));
+  }
+
+  /** Send a signal to the job: kept with it until a `waitForSignal` of that name takes it (`taken`: one did now). */
+  async signal(name: string, data?: unknown): Promise<SignalSent> {
+    return unwrap(await this.client.api.POST("/v1/jobs/{job_id}/signals/{name}", {
+      params: { path: { job_id: this.id, name } }, body: { data: data ?? null },
     }));
   }
 

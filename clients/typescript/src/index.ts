@@ -11,6 +11,8 @@ export {
   type Call,
   type History,
   type Tenant,
+  type SignalSent,
+  type EventSent,
   type ListJobsQuery,
 } from "./client.js";
 export { followEvents, type Event, type JobEvent, type EventsOptions, type OpenStream } from "./events.js";

@@ -671,6 +671,25 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** EventBody */
+        EventBody: {
+            /** @description any JSON: what a waitForEvent's `match` pointers look into */
+            data?: unknown;
+            /** @description an id sent again within a day is not delivered again */
+            id?: string;
+            /** @description the event's name, what a waitForEvent's `event` names */
+            name: string;
+        };
+        /** EventSentModel */
+        EventSent: {
+            /** Id */
+            id: string;
+            /**
+             * Woken
+             * @description how many open waitForEvent calls it woke
+             */
+            woken: number;
+        };
         /**
          * HistoryModel
          * @description A job's history message (seed 004): parts in chronological order, and the legacy activity list.
@@ -751,6 +770,16 @@ export interface components {
          * @enum {string}
          */
         JobStatus: "scheduled" | "waiting" | "queued" | "running" | "awaiting_approval" | "succeeded" | "failed" | "canceled";
+        /** LastJobModel */
+        LastJob: {
+            /** Id */
+            id: string;
+            /**
+             * Status
+             * @description the job's status ("expired" once its data is gone)
+             */
+            status: string;
+        };
         /** ProblemModel */
         Problem: {
             /** Message */
@@ -822,6 +851,72 @@ export interface components {
             /** @description an IANA time zone (default UTC) */
             timezone?: string;
         };
+        /** ScheduleListModel */
+        ScheduleList: {
+            /** Schedules */
+            schedules: components["schemas"]["ScheduleView"][];
+        };
+        /**
+         * ScheduleViewModel
+         * @description A schedule: its definition, its next runs (RFC 3339 UTC, none while paused), its last job and counts.
+         */
+        ScheduleView: {
+            /**
+             * Counts
+             * @description fired, skipped, missed, failed
+             */
+            counts?: {
+                [key: string]: number;
+            };
+            /** Error */
+            error?: unknown;
+            /** Job */
+            job: {
+                [key: string]: unknown;
+            };
+            last_job?: components["schemas"]["LastJob"] | null;
+            /** Name */
+            name: string;
+            /** Next Runs */
+            next_runs: string[];
+            /** Pending */
+            pending?: string | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SignalModel */
+        Signal: {
+            /** Data */
+            data?: unknown;
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Time */
+            time: string;
+        };
+        /** SignalBody */
+        SignalBody: {
+            /** @description any JSON: what the waitForSignal call's output holds as `data` */
+            data?: unknown;
+        };
+        /**
+         * SignalSentModel
+         * @description A signal kept with the job until a waitForSignal of its name takes it.
+         */
+        SignalSent: {
+            signal: components["schemas"]["Signal"];
+            /**
+             * Taken
+             * @description a waiting waitForSignal took it now
+             */
+            taken: boolean;
+        };
+        /** StatusModel */
+        Status: {
+            /** Status */
+            status: string;
+        };
         /**
          * TenantModel
          * @description Whom a token acts for (docs/tenants.md).
@@ -866,6 +961,11 @@ export interface components {
             tools: {
                 [key: string]: components["schemas"]["ToolInfo"];
             };
+        };
+        /** TriggeredModel */
+        Triggered: {
+            /** Job Id */
+            job_id: string;
         };
     };
     responses: never;
@@ -1209,7 +1309,11 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EventBody"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -1217,7 +1321,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["EventSent"];
                 };
             };
             /** @description malformed JSON */
@@ -1325,13 +1429,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description ok */
+            /** @description Successful Response */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["Status"];
                 };
             };
             /** @description a failure of agentq's own (logged by the API, never a user's mistake) */
@@ -2278,7 +2382,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SignalBody"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -2286,7 +2394,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["SignalSent"];
                 };
             };
             /** @description malformed JSON */
@@ -2412,13 +2520,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description ready */
+            /** @description Successful Response */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["Status"];
                 };
             };
             /** @description no or a wrong token */
@@ -2677,13 +2785,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description {"schedules": [...]} */
+            /** @description Successful Response */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ScheduleList"];
                 };
             };
             /** @description no or a wrong token */
@@ -2734,7 +2842,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ScheduleView"];
                 };
             };
             /** @description no or a wrong token */
@@ -2807,7 +2915,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ScheduleView"];
                 };
             };
             /** @description malformed JSON */
@@ -2970,7 +3078,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ScheduleView"];
                 };
             };
             /** @description no or a wrong token */
@@ -3048,7 +3156,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["ScheduleView"];
                 };
             };
             /** @description no or a wrong token */
@@ -3120,12 +3228,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description {"job_id"} */
+            /** @description Accepted */
             202: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["Triggered"];
+                };
             };
             /** @description no or a wrong token */
             401: {
@@ -3157,6 +3267,17 @@ export interface operations {
             /** @description invalid job or request */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a tenant's limit refused the job: nothing was written; submit again after Retry-After */
+            429: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

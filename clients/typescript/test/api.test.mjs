@@ -104,6 +104,37 @@ test("a held job is canceled", async () => {
   assert.equal((await handle.result()).status, "canceled");
 });
 
+test("a job waiting for a signal and one waiting for an event are woken by the client", async () => {
+  const signalJob = {
+    context: [{ type: "data", kind: "state", data: { order: { id: "o-17" } } }],
+    tools: ["waitForSignal"],
+    calls: [{ _tool: "waitForSignal", name: "reviewed", timeout_s: 120, _outputPath: "†state.review" }],
+  };
+  const waiting = await client.submit(signalJob);
+  for await (const event of waiting.events()) if (event.event === "call.waiting") break;
+  const sent = await waiting.signal("reviewed", { by: "ada", ok: true });
+  assert.equal(sent.signal.name, "reviewed");
+  assert.deepEqual(sent.signal.data, { by: "ada", ok: true });
+  const signaled = await waiting.result({ timeoutMs: 60_000 });
+  assert.equal(signaled.status, "succeeded");
+  assert.deepEqual(signaled.state.review.data, { by: "ada", ok: true });
+
+  const eventJob = {
+    context: [{ type: "data", kind: "state", data: { order: { id: "o-18" } } }],
+    tools: ["waitForEvent"],
+    calls: [{ _tool: "waitForEvent", event: "payment.captured", match: { "/order/id": "†state.order.id" },
+      timeout_s: 120, _outputPath: "†state.payment" }],
+  };
+  const paying = await client.submit(eventJob);
+  for await (const event of paying.events()) if (event.event === "call.waiting") break;
+  assert.equal((await client.sendEvent("payment.captured", { order: { id: "o-other" } })).woken, 0);
+  const delivered = await client.sendEvent("payment.captured", { order: { id: "o-18" }, amount_cents: 4990 }, { id: "evt-ts-1" });
+  assert.deepEqual([delivered.id, delivered.woken], ["evt-ts-1", 1]);
+  const paid = await paying.result({ timeoutMs: 60_000 });
+  assert.equal(paid.status, "succeeded");
+  assert.equal(paid.state.payment.data.amount_cents, 4990);
+});
+
 test("an invalid job is a JobValidationError naming each problem by JSON pointer", async () => {
   const bad = { ...examples.demo_order, calls: [{ _tool: "noSuchTool" }, { _tool: "validateOrder", _outputPath: 5 }] };
   const error = await client.submit(bad).then(() => assert.fail("accepted"), (e) => e);

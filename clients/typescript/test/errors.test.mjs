@@ -41,3 +41,18 @@ test("an answer that is not agentq's error body still becomes an error with its 
   assert.equal(proxyError.type, "HTTP502");
   assert.deepEqual(proxyError.problems, []);
 });
+
+test("the built package uses no Node-only module or global (it runs in browsers)", async () => {
+  const { readdirSync, readFileSync } = await import("node:fs");
+  const dist = new URL("../dist/", import.meta.url);
+  const sources = readdirSync(dist).filter((name) => name.endsWith(".js"));
+  assert.ok(sources.includes("index.js"), sources.join(" "));
+  for (const name of sources) {
+    const text = readFileSync(new URL(name, dist), "utf8");
+    const imports = [...text.matchAll(/\bfrom\s+["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']/g)].map((m) => m[1] ?? m[2]);
+    for (const specifier of imports) {
+      assert.ok(specifier.startsWith("./") || ["openapi-fetch", "eventsource-parser"].includes(specifier), `${name}: ${specifier}`);
+    }
+    assert.doesNotMatch(text, /\b(process|Buffer|require|__dirname)\b[.(]/, name);
+  }
+});
