@@ -94,6 +94,29 @@ test("a call held for approval is approved, and the job ends", async () => {
   assert.equal((await handle.result()).status, "succeeded");
 });
 
+test("held calls are edited and rejected", async () => {
+  const job = { ...examples.demo_order, options: { ...examples.demo_order.options, approval: ["recordAudit"] } };
+  const handle = await client.submit(job);
+  const decided = {};
+  for await (const event of handle.events()) {
+    if (event.event !== "call.awaiting_approval") continue;
+    const held = (await handle.calls()).find((call) => call.id === event.data.call_id);
+    if (held.params.event === "order.validated") {
+      const edited = await handle.edit(held.id, { ...held.params, event: "order.checked" });
+      decided.edited = edited.id;
+      assert.equal(edited.params.event, "order.checked");
+    } else {
+      decided.rejected = (await handle.reject(held.id, "no audit for payments today")).id;
+    }
+  }
+  const record = await handle.result();
+  const calls = Object.fromEntries((await handle.calls()).map((call) => [call.id, call]));
+  assert.equal(calls[decided.edited].status, "done");
+  assert.equal(calls[decided.rejected].status, "failed");
+  assert.match(calls[decided.rejected].error.message, /no audit for payments today/);
+  assert.ok(record.state.audit.some((entry) => JSON.stringify(entry).includes("order.checked")), JSON.stringify(record.state.audit));
+});
+
 test("a held job is canceled", async () => {
   const job = { ...examples.demo_order, options: { ...examples.demo_order.options, approval: ["validateOrder"] } };
   const handle = await client.submit(job);
