@@ -17,7 +17,6 @@ from agentq.engine.call_views import CallViewStore, job_calls
 from agentq.errors import JobExpiredError, JobNotFoundError, Problem
 from agentq.protocol.job_diff import JobDiff, JobSide, call_outputs, diff_jobs
 from agentq.store.contracts import JobReader
-from agentq.store.core import not_found
 
 _BATCH = 1000
 
@@ -44,7 +43,7 @@ def missing_sides(store: CompareStore, a: str, b: str, *,
         else:
             if sees(tenant):
                 continue
-            error = not_found(job_id)
+            error = JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")  # as an unknown id
         missing.append((Problem(pointer, str(error)), error))
     return missing
 

@@ -169,7 +169,8 @@ def test_the_compare_view_shows_two_jobs_side_by_side_from_a_jobs_page(lab, serv
     tab.wait_for_url(re.compile(r"/diff\?"))
     assert tab.url.endswith(f"/diff?a={first}&b={second}")
 
-    expect(tab.locator("#diff-verdict")).to_have_text("Different: final output, state, 2 calls.")  # a plan job's output: its state
+    # a plan job's final output is its state
+    expect(tab.locator("#diff-verdict")).to_have_text("Different: final output, state, 2 calls.")
     expect(tab.locator("#link-a")).to_have_text(first)
     assert tab.locator("#link-b").get_attribute("href") == f"/jobs/{second}"
     calls_row = tab.locator("#figures tr[data-figure='calls']")
