@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agentq.engine.call_views import CallViewStore, job_calls
-from agentq.errors import JobExpiredError, JobNotFoundError, Problem
+from agentq.errors import InvalidJobIdError, JobExpiredError, JobNotFoundError, Problem
 from agentq.protocol.job_diff import JobDiff, JobSide, call_outputs, diff_jobs
 from agentq.store.contracts import JobReader
 
@@ -40,12 +40,18 @@ def missing_sides(store: CompareStore, a: str, b: str, *,
             tenant = store.job_info(job_id).tenant
         except JobNotFoundError:
             error = store.missing(job_id)
+        except InvalidJobIdError:  # an id no job can have
+            error = _unknown(job_id)
         else:
             if sees(tenant):
                 continue
-            error = JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")  # as an unknown id
+            error = _unknown(job_id)  # another tenant's job does not exist for the reader
         missing.append((Problem(pointer, str(error)), error))
     return missing
+
+
+def _unknown(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
 
 
 def sides_error(missing: list[tuple[Problem, JobNotFoundError]]) -> JobNotFoundError:

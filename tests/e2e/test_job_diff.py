@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -137,6 +138,8 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     error = unknown.json()["error"]
     assert error["type"] == "JobNotFound" and [p["pointer"] for p in error["problems"]] == ["/b"]
     assert "job_never_submitted" in error["problems"][0]["message"] and "B: " in error["message"]
+    invalid = api.request("GET", f"/v1/jobs/{quote('not an id!')}/diff/{first}", token=ACME)
+    assert invalid.status == 404 and [p["pointer"] for p in invalid.json()["error"]["problems"]] == ["/a"]
     theirs = api.request("GET", f"/v1/jobs/{first}/diff/{second}", token=BETA)
     assert theirs.status == 404 and [p["pointer"] for p in theirs.json()["error"]["problems"]] == ["/a", "/b"]
     assert diff(api, first, second, token=ADMIN)["a"]["tenant"] == "acme"  # an admin sees every tenant's jobs
