@@ -4,6 +4,7 @@ served by uvicorn, `agentq diff` as a subprocess, and the compare view in Debian
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
+from agentq.async_client import AsyncClient
+from agentq.errors import JobNotFoundError
 from tests.api_server import ApiServer
 from tests.e2e.test_api import finished
 from tests.e2e.test_web_page import EVIL, Page, browser  # noqa: F401  (fixture)
@@ -131,6 +134,17 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     assert 'output ~ /city: "Paris" → "Lyon"' in text
     assert 'final output: 1 difference\n  ~ /answer: "mild" → "warm"' in text
     assert "state: same" not in text
+
+    # the Python clients answer the same
+    assert lab.client().diff(sonnet, haiku) == agents
+
+    async def read() -> dict:
+        async with AsyncClient(settings=lab.settings) as client:
+            return await client.diff(sonnet, haiku)
+
+    assert asyncio.run(read()) == agents
+    with pytest.raises(JobNotFoundError, match=r"^A: no job 'job_nope' .*; B: no job 'job_gone' "):
+        lab.client().diff("job_nope", "job_gone")
 
     # bad input: an unknown id (404 naming the side), another tenant's job (404 alike), data that expired (410)
     unknown = api.request("GET", f"/v1/jobs/{first}/diff/job_never_submitted", token=ACME)
