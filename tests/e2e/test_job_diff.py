@@ -18,7 +18,7 @@ from tests.api_server import ApiServer
 from tests.e2e.test_api import finished
 from tests.e2e.test_web_page import EVIL, Page, browser  # noqa: F401  (fixture)
 from tests.e2e.test_web_rollouts import console_errors, open_as
-from tests.fake_anthropic import Answer, FakeAnthropic
+from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.integration.conftest import Harness
 from tests.integration.procs import cli
 
@@ -53,7 +53,7 @@ def lab(anthropic_env: FakeAnthropic, harness: Harness) -> Harness:  # the fake'
     harness.activities.register("echo", lambda call: {"said": call["text"]})
     harness.tool("weather", params={"city": {"type": "string"}}, output={"type": "object"}, required=["city"])
     harness.activities.register("weather", lambda call: {"city": call["city"], "temp_c": len(call["city"]) + 15})
-    harness.worker(llm="anthropic", concurrency=4)
+    harness.worker(llm="anthropic", concurrency=4, lease_s=10.0)  # a tick's lease outlasts a loaded machine's pauses
     return harness
 
 
@@ -93,18 +93,25 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     assert same["same"] is True and same["call_counts"] == {"same": 2, "changed": 0, "only_a": 0, "only_b": 0}
     assert same["duration_ms"]["delta"] == 0
 
-    # an agent job answered by two models, asked one after the other: their outputs, calls and costs differ
-    anthropic_env.script(
-        Answer.solution({"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.w"}], "output": None}),
-        Answer.solution({"calls": [], "output": {"answer": "mild"}}))
-    sonnet = submitted(api, agent_job("claude-sonnet-4-6"))
-    anthropic_env.script(
-        Answer.solution({"calls": [{"_tool": "weather", "city": "Lyon", "_outputPath": "†state.w"},
-                                   {"_tool": "weather", "city": "Nice", "_outputPath": "†state.v"}], "output": None}),
-        Answer.solution({"calls": [], "output": {"answer": "warm"}}))
-    haiku = submitted(api, agent_job("claude-haiku-4-5"))
-    models = [request.body["model"] for request in anthropic_env.requests]
-    assert models == ["claude-sonnet-4-6"] * 2 + ["claude-haiku-4-5"] * 2
+    # an agent job answered by two models: their outputs, calls and costs differ. The fake answers by what was asked
+    # (the model, and whether the model answered before), so a tick asked again on a loaded machine gets its answer
+    answers = {
+        ("claude-sonnet-4-6", 1): {"calls": [{"_tool": "weather", "city": "Paris", "_outputPath": "†state.w"}],
+                                   "output": None},
+        ("claude-haiku-4-5", 1): {"calls": [{"_tool": "weather", "city": "Lyon", "_outputPath": "†state.w"},
+                                            {"_tool": "weather", "city": "Nice", "_outputPath": "†state.v"}],
+                                  "output": None},
+        ("claude-sonnet-4-6", 2): {"calls": [], "output": {"answer": "mild"}},
+        ("claude-haiku-4-5", 2): {"calls": [], "output": {"answer": "warm"}},
+    }
+
+    def answer(request: RecordedRequest) -> Answer:
+        tick = 1 + sum(1 for m in request.body["messages"] if m.get("role") == "assistant")
+        return Answer.solution(answers[(request.body["model"], tick)])
+
+    anthropic_env.responder = answer
+    sonnet, haiku = submitted(api, agent_job("claude-sonnet-4-6")), submitted(api, agent_job("claude-haiku-4-5"))
+    assert {request.body["model"] for request in anthropic_env.requests} == {"claude-sonnet-4-6", "claude-haiku-4-5"}
 
     agents = diff(api, sonnet, haiku)
     assert agents["models_changed"] and not agents["same"]
@@ -118,7 +125,9 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     cost = agents["usage"]["cost_usd"]
     assert cost["a"] == records[sonnet]["usage"]["cost_usd"] and cost["b"] == records[haiku]["usage"]["cost_usd"]
     assert cost["a"] > cost["b"] > 0 and cost["delta"] == pytest.approx(cost["b"] - cost["a"])
-    assert agents["usage"]["requests"] == {"a": 2, "b": 2, "delta": 0}
+    requests = agents["usage"]["requests"]
+    assert (requests["a"], requests["b"]) == (records[sonnet]["usage"]["requests"], records[haiku]["usage"]["requests"])
+    assert requests["a"] >= 2 and requests["delta"] == requests["b"] - requests["a"]
 
     # `agentq diff` as a user runs it: --json is the API's body; the readable form names what differs
     printed = cli(redis_url, "diff", sonnet, haiku, "--json")
