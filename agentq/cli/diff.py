@@ -13,6 +13,7 @@ from typing import Any
 from agentq.cli.common import client, print_json
 from agentq.cli.render import cost_text, format_duration
 
+ENDED = ("succeeded", "failed", "canceled")
 MARKS = {"same": "=", "changed": "~", "only_a": "-", "only_b": "+"}
 VALUE_WIDTH = 60  # a value shown in a difference line is cut after this many characters
 _COUNTERS = (("requests", "requests"), ("input_tokens", "input tokens"), ("output_tokens", "output tokens"),
@@ -38,6 +39,8 @@ def show_diff(diff: dict[str, Any], out: Callable[[str], None] = print) -> None:
     for side, name in ((a, "A"), (b, "B")):
         if side.get("forked_from"):
             out(f"{name} was forked from {side['forked_from']}")
+        if side["status"] not in ENDED:
+            out(f"{name} has not ended ({side['status']}): compare again once it has")
     out("")
     for line in _table(_figures(diff)):
         out(line)

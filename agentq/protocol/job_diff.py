@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agentq.protocol.json_diff import DEFAULT_LIMIT, JsonDiff, json_diff
+from agentq.protocol.json_diff import DEFAULT_LIMIT, Change, JsonDiff, json_diff
 
 PairKind = Literal["same", "changed", "only_a", "only_b"]
 MATCHED_BY = "tool_order"  # how calls are paired: see the module's docstring
@@ -234,8 +234,19 @@ def _pair(key: tuple[str, str | None, int], one: CallSide | None, other: CallSid
     if one is None or other is None:
         return CallPair(tool=key[0], instance=key[1], n=key[2], a=one, b=other)
     return CallPair(tool=key[0], instance=key[1], n=key[2], a=one, b=other,
-                    params=json_diff(one.params, other.params, limit=limit),
-                    output=json_diff(one.output, other.output, limit=limit))
+                    params=json_diff(one.params, other.params, limit=limit), output=_output_diff(one, other, limit))
+
+
+def _output_diff(one: CallSide, other: CallSide, limit: int) -> JsonDiff:
+    """The outputs' diff; an output only one side has (the other call failed or never ran) is added or removed
+    whole."""
+    if one.has_output and other.has_output:
+        return json_diff(one.output, other.output, limit=limit)
+    if one.has_output:
+        return JsonDiff((Change("", "removed", one.output, None),))
+    if other.has_output:
+        return JsonDiff((Change("", "added", None, other.output),))
+    return JsonDiff()
 
 
 def _keyed(side: JobSide) -> dict[tuple[str, str | None, int], CallSide]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -53,6 +54,9 @@ def lab(anthropic_env: FakeAnthropic, harness: Harness) -> Harness:  # the fake'
     harness.activities.register("echo", lambda call: {"said": call["text"]})
     harness.tool("weather", params={"city": {"type": "string"}}, output={"type": "object"}, required=["city"])
     harness.activities.register("weather", lambda call: {"city": call["city"], "temp_c": len(call["city"]) + 15})
+    harness.tool("gate", params={"text": {"type": "string"}})
+    harness.activities.register("gate", lambda call: {"passed": harness.gate.wait(30)})
+    harness.gate = threading.Event()  # type: ignore[attr-defined]
     harness.worker(llm="anthropic", concurrency=4, lease_s=10.0)  # a tick's lease outlasts a loaded machine's pauses
     return harness
 
@@ -143,6 +147,19 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     assert 'output ~ /city: "Paris" → "Lyon"' in text
     assert 'final output: 1 difference\n  ~ /answer: "mild" → "warm"' in text
     assert "state: same" not in text
+
+    # a job that has not ended compares as it stands
+    created = api.request("POST", "/v1/jobs", token=ACME, json_body={"calls": [
+        {"_tool": "echo", "text": "x", "_outputPath": "†state.s0"},
+        {"_tool": "gate", "text": "y", "_outputPath": "†state.g"}]})
+    running = created.json()["id"]
+    standing = diff(api, first, running)
+    assert standing["b"]["status"] in ("queued", "running") and standing["duration_ms"]["b"] is None
+    assert standing["calls"][0]["kind"] == "same"
+    shown = cli(redis_url, "diff", first, running)
+    assert re.search(r"^B has not ended \((queued|running)\): compare again once it has$", shown.stdout, re.M), shown
+    lab.gate.set()
+    finished(api, running)
 
     # the Python clients answer the same
     assert lab.client().diff(sonnet, haiku) == agents

@@ -116,11 +116,20 @@ def test_calls_pair_by_tool_instance_and_order_whatever_their_ids():
     second = pairs[2].to_dict()
     assert second["status_changed"] and second["error_changed"]
     assert second["params"]["changes"] == [{"pointer": "/q", "kind": "changed", "a": "y", "b": "z"}]
-    assert second["output"]["changes"] == [{"pointer": "", "kind": "changed", "a": ["r2"], "b": None}]
+    assert second["output"]["changes"] == [{"pointer": "", "kind": "removed", "a": ["r2"], "b": None}]
     assert second["b"]["has_output"] is False and second["a"]["output"] == ["r2"]
     assert pairs[3].output.changes == (Change("/page", "changed", 1, 2),) and pairs[3].instance == "eu"
     diff = diff_jobs(a, b)
     assert diff.call_counts() == {"same": 1, "changed": 2, "only_a": 1, "only_b": 1} and not diff.same
+
+
+def test_an_output_only_one_call_of_a_pair_has_is_added_or_removed_whole():
+    calls = [call("c0", "t", status="failed"), call("c1", "t"), call("c2", "t", status="skipped")]
+    a = JobSide(record("job_a"), calls, {"c1": None})
+    b = JobSide(record("job_b"), calls, {"c0": 0})
+    pairs = diff_jobs(a, b).calls
+    assert [p.output.changes for p in pairs] == [(Change("", "added", None, 0),), (Change("", "removed", None, None),),
+                                                  ()]
 
 
 def test_calls_only_the_right_side_made_before_any_pair_come_first():

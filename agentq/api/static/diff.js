@@ -4,7 +4,9 @@
 // with their deltas, the calls matched by tool and order, the final output and the state. What differs is
 // highlighted (a row's `differs` class, a pair's `kind-*` class, each change at its JSON pointer). Every value
 // from a job goes into the page as text (`h()`, `jsonView`).
-import { $, api, classOf, errorView, formatDuration, h, jsonView, showTenant, statusBadge } from "/static/common.js";
+import {
+  $, FINAL_JOB, api, classOf, errorView, formatDuration, h, jsonView, showTenant, statusBadge,
+} from "/static/common.js";
 
 const query = new URLSearchParams(location.search);
 const sides = { a: (query.get("a") || "").trim(), b: (query.get("b") || "").trim() };
@@ -140,8 +142,10 @@ function verdict(diff) {
   const el = $("#diff-verdict");
   el.hidden = false;
   el.dataset.same = String(diff.same);
-  el.textContent = diff.same ? "The same outcome (cost and durations compared below)."
-    : `Different: ${what.join(", ")}.`;
+  const running = [["A", diff.a], ["B", diff.b]].filter(([, side]) => !FINAL_JOB.has(side.status)).map(([n]) => n);
+  el.textContent = (diff.same ? "The same outcome (cost and durations compared below)."
+    : `Different: ${what.join(", ")}.`)
+    + (running.length ? ` ${running.join(" and ")} ${running.length > 1 ? "have" : "has"} not ended yet: reload later.` : "");
 }
 
 async function load() {
