@@ -47,16 +47,22 @@ def tokens(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def lab(anthropic_env: FakeAnthropic, harness: Harness) -> Harness:  # the fake's address set before the harness's
-    """Tools `echo` (text → {"said": text}) and `weather` (city → {city, temp_c}), served by a worker that also runs
-    agent ticks against the fake Messages API."""
+def gate() -> threading.Event:
+    """What the `gate` activity waits for (so a job is still running while the test compares it)."""
+    return threading.Event()
+
+
+@pytest.fixture
+def lab(anthropic_env: FakeAnthropic, harness: Harness, gate: threading.Event) -> Harness:
+    """Tools `echo` (text → {"said": text}), `weather` (city → {city, temp_c}) and `gate` (waits for the test),
+    served by a worker that also runs agent ticks against the fake Messages API (`anthropic_env` comes first: its
+    address is set before the harness's settings are read)."""
     harness.tool("echo", params={"text": {"type": "string"}}, required=["text"])
     harness.activities.register("echo", lambda call: {"said": call["text"]})
     harness.tool("weather", params={"city": {"type": "string"}}, output={"type": "object"}, required=["city"])
     harness.activities.register("weather", lambda call: {"city": call["city"], "temp_c": len(call["city"]) + 15})
     harness.tool("gate", params={"text": {"type": "string"}})
-    harness.activities.register("gate", lambda call: {"passed": harness.gate.wait(30)})
-    harness.gate = threading.Event()  # type: ignore[attr-defined]
+    harness.activities.register("gate", lambda call: {"passed": gate.wait(30)})
     harness.worker(llm="anthropic", concurrency=4, lease_s=10.0)  # a tick's lease outlasts a loaded machine's pauses
     return harness
 
@@ -75,7 +81,7 @@ def diff(api: ApiServer, a: str, b: str, token: str = ACME) -> dict:
     return answer.json()
 
 
-def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, serve_api, tokens, redis_url):
+def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, gate, anthropic_env, serve_api, tokens, redis_url):
     api = serve_api(tokens=[tokens])
     first, second = submitted(api, plan("x", "y")), submitted(api, plan("x", "z", "extra"))
 
@@ -158,7 +164,7 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, anthropic_env, 
     assert standing["calls"][0]["kind"] == "same"
     shown = cli(redis_url, "diff", first, running)
     assert re.search(r"^B has not ended \((queued|running)\): compare again once it has$", shown.stdout, re.M), shown
-    lab.gate.set()
+    gate.set()
     finished(api, running)
 
     # the Python clients answer the same
