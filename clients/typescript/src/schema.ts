@@ -142,6 +142,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{a}/diff/{b}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two jobs side by side: status, final output, state, calls, cost, duration */
+        get: operations["diffJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{job_id}": {
         parameters: {
             query?: never;
@@ -563,6 +580,84 @@ export interface components {
             type: string;
         };
         /**
+         * CallPairModel
+         * @description The n-th call of a tool (and instance) on each side.
+         */
+        CallPair: {
+            a: components["schemas"]["CallSide"] | null;
+            b: components["schemas"]["CallSide"] | null;
+            duration_ms: components["schemas"]["Figure"];
+            /** Error Changed */
+            error_changed: boolean;
+            /** Instance */
+            instance: string | null;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "same" | "changed" | "only_a" | "only_b";
+            /**
+             * N
+             * @description which call of this tool and instance, from 1
+             */
+            n: number;
+            output: components["schemas"]["JsonDiff"];
+            params: components["schemas"]["JsonDiff"];
+            /** Status Changed */
+            status_changed: boolean;
+            /** Tool */
+            tool: string;
+        };
+        /** CallSideModel */
+        CallSide: {
+            /** Attempts */
+            attempts: number;
+            /** Duration Ms */
+            duration_ms: number | null;
+            error: components["schemas"]["CallError"] | null;
+            /** Has Output */
+            has_output: boolean;
+            /** Id */
+            id: string;
+            /**
+             * Output
+             * @description what the call returned (null: none; see has_output)
+             */
+            output?: unknown;
+            /** Output Path */
+            output_path: string | null;
+            /** Params */
+            params: {
+                [key: string]: unknown;
+            };
+            /** Status */
+            status: string | null;
+        };
+        /** ChangeModel */
+        Change: {
+            /**
+             * A
+             * @description A's value (null where A has none)
+             */
+            a?: unknown;
+            /**
+             * B
+             * @description B's value (null where B has none)
+             */
+            b?: unknown;
+            /**
+             * Kind
+             * @description added: only B has it; removed: only A
+             * @enum {string}
+             */
+            kind: "added" | "removed" | "changed";
+            /**
+             * Pointer
+             * @description JSON pointer of the value that differs ("" for the whole value)
+             */
+            pointer: string;
+        };
+        /**
          * DeliveryModel
          * @description One webhook delivery of a job (docs/webhooks.md): one event, its stable `webhook-id` and every attempt.
          */
@@ -690,6 +785,18 @@ export interface components {
              */
             woken: number;
         };
+        /** FigureModel */
+        Figure: {
+            /** A */
+            a: number | null;
+            /** B */
+            b: number | null;
+            /**
+             * Delta
+             * @description b - a; null when either side has no figure
+             */
+            delta: number | null;
+        };
         /**
          * HistoryModel
          * @description A job's history message (seed 004): parts in chronological order, and the legacy activity list.
@@ -728,6 +835,50 @@ export interface components {
             /** @description JSON Schema of the final output */
             output?: Record<string, never>;
             tools?: (string | Record<string, never>)[];
+        };
+        /**
+         * JobDiffModel
+         * @description Two jobs compared side by side (docs/compare.md). `same`: the same outcome (status, error, final output,
+         *     state, models, every call's status, error, parameters and output); cost and durations are compared, never a
+         *     difference.
+         */
+        JobDiff: {
+            a: components["schemas"]["Side"];
+            b: components["schemas"]["Side"];
+            /**
+             * Call Counts
+             * @description pairs by kind: same, changed, only_a, only_b
+             */
+            call_counts: {
+                [key: string]: number;
+            };
+            /** Calls */
+            calls: components["schemas"]["CallPair"][];
+            duration_ms: components["schemas"]["Figure"];
+            /** Error Changed */
+            error_changed: boolean;
+            /**
+             * Matched By
+             * @description calls are paired by tool, instance and order
+             * @constant
+             */
+            matched_by: "tool_order";
+            /** Models Changed */
+            models_changed: boolean;
+            /** @description the final output */
+            result: components["schemas"]["JsonDiff"];
+            /** Same */
+            same: boolean;
+            state: components["schemas"]["JsonDiff"];
+            /** Status Changed */
+            status_changed: boolean;
+            /**
+             * Usage
+             * @description requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens, cost_usd
+             */
+            usage: {
+                [key: string]: components["schemas"]["Figure"];
+            };
         };
         /**
          * JobRecordModel
@@ -770,6 +921,21 @@ export interface components {
          * @enum {string}
          */
         JobStatus: "scheduled" | "waiting" | "queued" | "running" | "awaiting_approval" | "succeeded" | "failed" | "canceled";
+        /**
+         * JsonDiffModel
+         * @description A structural diff of two JSON values by pointer.
+         */
+        JsonDiff: {
+            /** Changes */
+            changes: components["schemas"]["Change"][];
+            /** Same */
+            same: boolean;
+            /**
+             * Truncated
+             * @description only the first 200 changes are listed
+             */
+            truncated: boolean;
+        };
         /** LastJobModel */
         LastJob: {
             /** Id */
@@ -883,6 +1049,47 @@ export interface components {
             pending?: string | null;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * SideModel
+         * @description One job as the diff shows it.
+         */
+        Side: {
+            /** Calls */
+            calls: number;
+            /** Created At */
+            created_at: string | null;
+            /**
+             * Duration Ms
+             * @description from submission to the end; null while it runs
+             */
+            duration_ms: number | null;
+            error: components["schemas"]["CallError"] | null;
+            /** Finished At */
+            finished_at: string | null;
+            /**
+             * Forked From
+             * @description the job this one was forked from, if any
+             */
+            forked_from?: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Models
+             * @description the models its requests went to
+             */
+            models: string[];
+            /** Status */
+            status: string;
+            /** Tenant */
+            tenant: string;
+            /**
+             * Usage
+             * @description requests, token counters and cost_usd, as in the job record
+             */
+            usage: {
+                [key: string]: unknown;
+            };
         };
         /** SignalModel */
         Signal: {
@@ -1598,6 +1805,85 @@ export interface operations {
                 headers: {
                     /** @description seconds to wait before trying again */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a failure of agentq's own (logged by the API, never a user's mistake) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the state store is unreachable */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    diffJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                a: string;
+                b: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobDiff"];
+                };
+            };
+            /** @description no or a wrong token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unknown job or call */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a job's data expired with its ttl_s */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
