@@ -69,14 +69,17 @@ def _wait_ends(load: Load, drain_s: float) -> None:
 
 
 def recovery(faults: list[Fault], jobs: list[SoakJob]) -> None:
-    """Per fault: from its end to the next job end, and to the end of every job open at its end."""
+    """Per fault: from its end to the next job end, and to the end of every job open at its end (both 0 when no
+    job was open then: nothing had to move)."""
     ends = sorted(j.ended_at for j in jobs if j.ended_at)
     for fault in faults:
         later = [e for e in ends if e > fault.ended]
         fault.recovery_s = round(later[0] - fault.ended, 2) if later else None
         open_then = [j for j in jobs if j.submitted_at and j.submitted_at <= fault.ended
                      and (not j.ended_at or j.ended_at > fault.ended)]
-        if open_then and all(j.ended_at for j in open_then):
+        if not open_then:
+            fault.recovery_s = fault.settled_s = 0.0
+        elif all(j.ended_at for j in open_then):
             fault.settled_s = round(max(j.ended_at for j in open_then) - fault.ended, 2)
 
 
@@ -104,8 +107,8 @@ def run_soak(config: SoakConfig) -> SoakResult:
         _wait_ends(load, config.drain_s)
         load.stop()
         result = _checked(config, fleet, load, injector, model, hooks, began, load_ended, memory, workdir)
-        result.figures.update(startup_s=round(startup_s, 1), drained_s=round(max(
-            (j.ended_at for j in result.jobs if j.ended_at), default=load_ended) - load_ended, 1))
+        last_end = max((j.ended_at for j in result.jobs if j.ended_at), default=load_ended)
+        result.figures.update(startup_s=round(startup_s, 1), drained_s=round(max(0.0, last_end - load_ended), 1))
         return result
     finally:
         fleet.stop()

@@ -31,7 +31,7 @@ SHORT = ("kill-worker", "kill-child", "redis-pause", "model-529", "model-cut", "
 
 @pytest.mark.timeout(240)
 def test_a_short_soak_with_faults_keeps_every_invariant(tmp_path: Path):
-    config = SoakConfig(duration_s=15, seed=33, workers=2, open_jobs=12, drain_s=60, warmup_s=2, gap_s=(0.5, 1.0),
+    config = SoakConfig(duration_s=17, seed=33, workers=2, open_jobs=12, drain_s=60, warmup_s=2, gap_s=(0.5, 1.0),
                         kinds=SHORT, workdir=tmp_path)
     result = run_soak(config)
     report = markdown(result)
