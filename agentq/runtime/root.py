@@ -53,12 +53,13 @@ from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
 from agentq.store.config import ConfigStore
+from agentq.store.contracts import WebhookStore
 from agentq.store.rollouts import RolloutStore
 from agentq.store.schedules import ScheduleStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
+from agentq.store.webhooks import WebhookKeys
 from agentq.telemetry import jobs as job_traces
-from agentq.webhooks.store import DeliveryStore
 
 if TYPE_CHECKING:
     from agentq.llm.base import LLM
@@ -86,6 +87,7 @@ class Parts:
     # the fleet's shared settings (tenants, prices, model limits, webhook allowlist), read once per heartbeat
     config: FleetConfig
     schedules: Schedules  # the schedules (docs/schedules.md), as an admin sees them; fired by `schedule_loop`
+    webhooks: WebhookStore  # watched jobs and their webhook deliveries (docs/webhooks.md)
 
     def close(self) -> None:
         try:
@@ -128,15 +130,16 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
     modules = ModuleLibrary.from_settings(settings)
     tenant_labels = TenantLabels.of(settings, config.tenant_limits)
+    webhooks = WebhookKeys(store, keep_s=settings.webhook_retry_s + settings.job_ttl_s)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
-                      webhooks=DeliveryStore(store.redis, settings.namespace), config=config)
+                      webhooks=webhooks, config=config)
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
                  rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config,
-                 schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs))
+                 schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs), webhooks=webhooks)
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from agentq.engine.concurrency import sweep_keys
 from agentq.errors import ConfigurationError
@@ -38,7 +38,6 @@ from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
 if TYPE_CHECKING:
-    from agentq.store.state import StateStore
     from agentq.webhooks.loop import WebhookLoop
 
 log = logging.getLogger("agentq.worker")
@@ -174,8 +173,7 @@ def start_webhooks(runtime: Runtime) -> WebhookLoop | None:
     from agentq.webhooks.loop import WebhookLoop
     from agentq.webhooks.targets import LiveAllowlist
 
-    redis = cast("StateStore", runtime.store).redis  # the Redis state store's connection (root.open_store)
-    return WebhookLoop(runtime.store, redis, runtime.settings, metrics=runtime.parts.metrics,
+    return WebhookLoop(runtime.store, runtime.parts.webhooks, runtime.settings, metrics=runtime.parts.metrics,
                        allowlist=LiveAllowlist(runtime.parts.config.allowlist)).start()
 
 

@@ -26,6 +26,7 @@ from agentq.store.contracts import (
     LeaseStore,
     LimitStore,
     NodeNameStore,
+    RestartStore,
     TenantStore,
     TickStore,
     WaitStore,
@@ -51,6 +52,6 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, Connection,
-            Protocol):
+            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, RestartStore,
+            Connection, Protocol):
     """The whole state store: every concern's contract."""

@@ -43,7 +43,9 @@ from agentq.store.views import (
     FleetStats,
     QueuedRequest,
     RelayCursor,
+    StoredDelivery,
     WaitTaken,
+    WatchedJob,
     WorkerBeat,
 )
 
@@ -320,6 +322,30 @@ class Connection(Protocol):
 
     def close(self) -> None: ...
 
+    def single_server(self, url: str) -> bool:
+        """Whether `url` names this store's own single Redis server (not a cluster, not a Sentinel group): a Redis
+        broker at `url` keeps its lists on the store's server, where the store's steps can reach them."""
+        ...
+
+
+class RestartStore(Protocol):
+    """What the admission's sweep reads after a restart of the store's server (its run id changed), where the
+    broker is that server too: the tasks the broker still holds."""
+
+    def admission_runs(self) -> tuple[str, str | None, int]:
+        """The server's run id, the one the sweep last looked at the queues for (None: never) and how long the
+        server has run (ms)."""
+        ...
+
+    def note_admission_run(self, run: str) -> None:
+        """The sweep looked at the queues for the server's run `run`."""
+        ...
+
+    def broker_holds(self, lists: Sequence[str], unacked: str) -> set[str]:
+        """The ids of the tasks a Redis broker on the store's server holds: on `lists` (queues), or taken and not
+        acknowledged yet (the hash `unacked`), read at once."""
+        ...
+
 
 class BatchStore(Protocol):
     """The batch lane (`store/batches.py`): requests waiting for a batch, the batches sent and not ended yet, their
@@ -352,3 +378,82 @@ class BatchStore(Protocol):
     def active_jobs(self, job_ids: Iterable[str]) -> set[str]: ...
 
     def lock(self, token: str, ttl_ms: int) -> bool: ...
+
+
+class WebhookWatch(Protocol):
+    """The jobs whose webhook is watched (docs/webhooks.md), and what the watcher reads of them; a job is watched
+    before it is written and unwatched once its last delivery is stored."""
+
+    def watch(self, job_id: str, now_ms: int) -> None:
+        """Watch job `job_id` from `now_ms` on (raises `InvalidJobIdError` before anything is written)."""
+        ...
+
+    def unwatch(self, job_id: str) -> None: ...
+
+    def watched(self, limit: int) -> list[str]:
+        """The watched jobs the watcher looked at least recently, at most `limit`."""
+        ...
+
+    def watched_since(self, job_id: str) -> float | None:
+        """When the watcher last looked at `job_id` (ms; when it was watched, before the first look); None: not
+        watched."""
+        ...
+
+    def looked_at(self, job_ids: Sequence[str], now_ms: int) -> None:
+        """The watcher looked at the watched `job_ids` at `now_ms` (a job no longer watched stays unwatched)."""
+        ...
+
+    def take_scan(self, token: str, ms: int) -> bool:
+        """Whether the process `token` looks for new events now (one process of the fleet per `ms`)."""
+        ...
+
+    def job_states(self, job_ids: Sequence[str]) -> list[WatchedJob]:
+        """Each job's status, options and saved cursor, in the order of `job_ids`, in one round trip."""
+        ...
+
+    def set_cursor(self, job_id: str, cursor: str) -> None:
+        """The last entry of the job's event stream the watcher handled."""
+        ...
+
+    def awaiting_approval(self, job_id: str) -> list[str]:
+        """The job's calls held for a reviewer now."""
+        ...
+
+
+class WebhookDeliveries(Protocol):
+    """Webhook deliveries (docs/webhooks.md): stored once per event, attempted under a lease when due, their
+    outcomes kept; the store keeps each delivery's state as a plain JSON object and its body as bytes."""
+
+    def existing(self, job_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` are stored for the job already."""
+        ...
+
+    def enqueue(self, deliveries: Sequence[StoredDelivery], now_ms: int) -> None:
+        """Store each new delivery with its body (a delivery stored already is left as it is) and make it due at
+        `now_ms`. Its due entry is written even when it existed (a process may have died between the two): an
+        attempt of a delivery that ended only removes the entry."""
+        ...
+
+    def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` due (job, delivery) pairs for this process to attempt; each is moved `lease_ms` ahead."""
+        ...
+
+    def read_delivery(self, job_id: str, delivery_id: str) -> StoredDelivery | None:
+        """A stored delivery with its body; None: not stored (or expired with its job)."""
+        ...
+
+    def save_delivery(self, job_id: str, delivery_id: str, data: dict[str, Any], next_ms: int | None) -> None:
+        """Keep an attempt's outcome `data`; the next attempt is due at `next_ms` (None: the delivery ended)."""
+        ...
+
+    def forget_due(self, job_id: str, delivery_id: str) -> None:
+        """No attempt of the delivery is due any more."""
+        ...
+
+    def deliveries(self, job_id: str) -> list[dict[str, Any]]:
+        """The stored states of the job's deliveries, in no particular order."""
+        ...
+
+
+class WebhookStore(WebhookWatch, WebhookDeliveries, Protocol):
+    """The webhook keys (`store/webhooks.py`): watched jobs and their deliveries."""

@@ -186,10 +186,12 @@ def test_the_step_pushes_tasks_only_where_the_broker_is_the_store_s_redis(
     settings = Settings(redis_url=redis_url, broker_url=broker.format(url=redis_url) if broker else None)
     app = create_app(settings)
     app.conf.broker_transport_options = {**app.conf.broker_transport_options, **options}
-    store: Any = type("Store", (), {"cluster": cluster, "scripts": object()})()
+    # the store's own connection, told it is a cluster's where the case says so (nothing is sent)
+    store = StateStore(redis_url, cluster=cluster, client=redis.Redis.from_url(redis_url))
     try:
         assert broker_is_store(settings, app, store) is pushes
     finally:
+        store.close()
         app.close()
 
 
