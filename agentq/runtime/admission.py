@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
+    from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
 
@@ -64,8 +65,9 @@ class Admission(AdmissionSweep):
     """What one process asks of the admission step and what it publishes (shared by threads)."""
 
     def __init__(self, store: Store, settings: Settings,
-                 tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None):
+                 tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None, *, fleet: FleetStore):
         self.store = store
+        self.fleet = fleet  # the live workers' announcements: the windows per queue
         self.settings = settings
         self.engine_queue = settings.engine_queue
         # the tenants' limits as read now (the fleet's config: they change while the process runs)
@@ -128,7 +130,7 @@ class Admission(AdmissionSweep):
         if time.monotonic() - at < min(self.settings.heartbeat_s, 2.0):
             return windows
         slots: dict[str, int] = defaultdict(int)
-        for worker in self.store.live_workers():
+        for worker in self.fleet.live_workers():
             for queue in worker.queues:
                 slots[queue] += max(worker.concurrency, 1)
         windows = {queue: n + self.settings.admission_prefetch for queue, n in slots.items()}

@@ -27,7 +27,7 @@ from agentq.protocol.records import CallMode, JobKind
 from agentq.protocol.tools import ToolRegistry
 from agentq.protocol.waits import WAIT_TOOLS
 from agentq.settings import Settings
-from agentq.store.base import Store
+from agentq.store.contracts import FleetStore
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class FleetView:
 class FleetViews:
     """The fleet's tools and activities, read now or within the last heartbeat."""
 
-    store: Store
+    fleet_store: FleetStore  # the fleet part (`store/fleet.py`)
     settings: Settings
     routing: Routing
     tools: ToolRegistry
@@ -57,13 +57,13 @@ class FleetViews:
 
     def available_tools(self) -> dict[str, dict]:
         """Published tools, overridden by this process's own registry (read now)."""
-        return self._with_local_tools(self.store.published_tools())
+        return self._with_local_tools(self.fleet_store.published_tools())
 
     def _with_local_tools(self, published: dict[str, dict]) -> dict[str, dict]:
         return {**published, **self.tools.snapshot()}
 
     def live_activities(self) -> dict[str, dict]:
-        live = self.store.live_activities()
+        live = self.fleet_store.live_activities()
         if self.local_activities_are_live:
             for spec in self.activities.specs():
                 live.setdefault(spec.name, self.routing.announcement(spec))
@@ -71,9 +71,9 @@ class FleetViews:
 
     def known_activities(self) -> dict[str, dict]:
         """The known activities (docs/protocol.md#activities): every activity announced within
-        `AGENTQ_ACTIVITY_MEMORY_S`, live or not (`StateStore.known_activities`), plus this process's own as live when
+        `AGENTQ_ACTIVITY_MEMORY_S`, live or not (`FleetStore.known_activities`), plus this process's own as live when
         they count as such (read now)."""
-        return self._with_local_activities(self.store.known_activities(self.settings.activity_memory_s))
+        return self._with_local_activities(self.fleet_store.known_activities(self.settings.activity_memory_s))
 
     def known_activities_for(self, names: Collection[str]) -> dict[str, dict]:
         """The known activities for an agent tick whose tools are `names`: the view read within the last heartbeat
@@ -97,9 +97,9 @@ class FleetViews:
         return known
 
     def forget_activity(self, name: str) -> bool:
-        """Retire a known activity at once (`Store.forget_activity`); this process's next submission reads the
+        """Retire a known activity at once (`FleetStore.forget_activity`); this process's next submission reads the
         fleet again, other submitters see it within one heartbeat. True when it was known."""
-        forgotten = self.store.forget_activity(name)
+        forgotten = self.fleet_store.forget_activity(name)
         with self._fleet_lock:
             self._fleet = None
         return forgotten
@@ -112,8 +112,8 @@ class FleetViews:
             view = self._fleet
         if not fresh and view is not None and 0 <= now - view.read_at < self.fleet_ttl_s:
             return view, True
-        view = FleetView(tools=self.store.published_tools(),
-                         known=self.store.known_activities(self.settings.activity_memory_s), read_at=now)
+        view = FleetView(tools=self.fleet_store.published_tools(),
+                         known=self.fleet_store.known_activities(self.settings.activity_memory_s), read_at=now)
         with self._fleet_lock:
             self._fleet = view
         return view, False

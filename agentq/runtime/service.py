@@ -48,7 +48,7 @@ from agentq.runtime.signals import JobSignals
 from agentq.runtime.tenant_gate import TenantGate
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.contracts import WebhookStore
+from agentq.store.contracts import FleetStore, TenantLimitStore, WebhookStore
 from agentq.webhooks.records import Delivery
 from agentq.webhooks.targets import LiveAllowlist, webhook_problems
 
@@ -67,8 +67,11 @@ class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate):
                  local_activities_are_live: bool = False,
                  module_loader: ModuleLoader | None = None,
                  clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None,
-                 webhooks: WebhookStore | None = None, config: FleetConfig | None = None):
+                 webhooks: WebhookStore | None = None, config: FleetConfig | None = None,
+                 fleet: FleetStore, tenants: TenantLimitStore):
         self.store = store
+        self.fleet_store = fleet  # what the fleet published and announced (`fleet_view.py`)
+        self.tenant_limits = tenants  # the tenants' job limits (`tenant_gate.py`)
         self.dispatcher = dispatcher
         # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
         self.progress = JobProgress(store, dispatcher, hooks=hooks)

@@ -19,6 +19,7 @@ from agentq.protocol.concurrency import ConcurrencyKeys
 from agentq.protocol.jobs import JobPlan
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.store.base import Store
+from agentq.store.contracts import TenantLimitStore
 
 log = logging.getLogger("agentq.service")
 
@@ -26,7 +27,8 @@ log = logging.getLogger("agentq.service")
 class TenantGate:
     """Admit a job under its tenant's limits and its concurrency keys."""
 
-    store: Store
+    store: Store  # the jobs' concurrency keys (the job steps')
+    tenant_limits: TenantLimitStore  # the tenants' job limits (`store/tenants.py`)
     config: FleetConfig
     progress: JobProgress
 
@@ -38,7 +40,7 @@ class TenantGate:
 
         def take_back() -> None:
             if admitted:
-                self.store.release_job(tenant, plan.id)
+                self.tenant_limits.release_job(tenant, plan.id)
 
         try:
             yield take_back
@@ -54,7 +56,7 @@ class TenantGate:
         if child or limits is None or not limits.limited:
             return False
         expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
-        refused = self.store.admit_job(tenant, plan.id, limits, expire_at_ms=expire_at_ms)
+        refused = self.tenant_limits.admit_job(tenant, plan.id, limits, expire_at_ms=expire_at_ms)
         if refused is not None:
             what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
                     else f"{limits.jobs_per_minute:g} jobs per minute")

@@ -116,11 +116,10 @@ class Heartbeat:
                                 jobs=runtime.service) if engine else None
 
     def start(self) -> Heartbeat:
-        store = self.runtime.store
         if self.runtime.dispatcher.signer is not None:
             self.runtime.dispatcher.signer.prime()
         self.runtime.parts.config.load()  # seeds the fleet's unset shared settings from this process's environment
-        conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
+        conflicts = self.runtime.parts.fleet.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
         for name in conflicts:
             log.warning("tool %r was published with a different schema by another process; see `agentq tools`", name)
         self.beat()
@@ -135,7 +134,7 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
+        self.runtime.parts.fleet.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
         if self.node is not None:
             self.node.renew()
         self.runtime.dispatcher.sweep(self.worker_id)  # admitted calls lost with their process (one per fleet)
@@ -160,7 +159,7 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            self.runtime.store.retire_worker(self.worker_id)
+            self.runtime.parts.fleet.retire_worker(self.worker_id)
             if self.node is not None:
                 self.node.release()
         except Exception:
@@ -358,7 +357,7 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics/files.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
     worker_id = new_worker_id()
-    node = claim_node(runtime.store, hostname, engine=engine, worker_id=worker_id,
+    node = claim_node(runtime.parts.fleet, hostname, engine=engine, worker_id=worker_id,
                       ttl_s=runtime.settings.heartbeat_s * 3)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node,
                           concurrency=concurrency or os.cpu_count() or 1)  # Celery's default: one per CPU

@@ -98,7 +98,7 @@ class JobReader(Protocol):
 
 class CallStore(Protocol):
     """A call's steps (claim, commit, the settle of a call run before its claim, release for a retry) and reads
-    of a job's calls; the key that signs call tasks."""
+    of a job's calls."""
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
@@ -127,8 +127,6 @@ class CallStore(Protocol):
     def dependents(self, job_id: str, call_id: str) -> list[str]: ...
 
     def call_table(self, job_id: str) -> CallTable: ...
-
-    def task_signing_key(self) -> bytes: ...
 
 
 class LeaseStore(Protocol):
@@ -177,13 +175,18 @@ class EventStore(Protocol):
                       envelopes: Sequence[dict[str, Any]]) -> bool: ...
 
 
-class TenantStore(Protocol):
-    """Tenants' job limits and jobs' concurrency keys: admitted, released, swept; a waiting job started."""
+class TenantLimitStore(Protocol):
+    """A tenant's job limits (a part of its own: `store/tenants.py`): a job admitted before it is written, or its
+    admission taken back."""
 
     def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
                   expire_at_ms: int) -> TenantRefusal | None: ...
 
     def release_job(self, tenant: str, job_id: str) -> None: ...
+
+
+class TenantStore(Protocol):
+    """Jobs' concurrency keys (a tenant's): admitted, released, swept; a waiting job started."""
 
     def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *,
                           expire_at_ms: int) -> list[str]: ...
@@ -213,7 +216,8 @@ class AdmissionStore(Protocol):
 
 
 class LimitStore(Protocol):
-    """The fleet's model rate limits: a request's take, and what the API said settled."""
+    """The fleet's model rate limits: a request's take, and what the API said settled; the context windows
+    refusals taught (a part of its own: `store/limits.py`)."""
 
     def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
 
@@ -235,8 +239,8 @@ class BudgetStore(Protocol):
 
 
 class FleetStore(Protocol):
-    """What the fleet announces and publishes: live workers and their heartbeats, known activities, tools,
-    and the fleet's figures for metrics."""
+    """What the fleet announces and publishes: live workers and their heartbeats, known activities, tools, and
+    the key that signs call tasks (a part of its own: `store/fleet.py`)."""
 
     def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...
 
@@ -258,11 +262,17 @@ class FleetStore(Protocol):
 
     def tool_conflicts(self) -> dict[str, dict]: ...
 
+    def task_signing_key(self) -> bytes: ...
+
+
+class StatsStore(Protocol):
+    """The fleet's figures for the metrics, read at scrape time (a part of its own: `store/fleet_stats.py`)."""
+
     def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
 
 
 class NodeNameStore(Protocol):
-    """Celery node names held by one process at a time."""
+    """Celery node names held by one process at a time (the fleet part's)."""
 
     def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
 
@@ -272,6 +282,10 @@ class NodeNameStore(Protocol):
     def release_node_name(self, name: str, holder: str) -> bool: ...
 
     def node_name_holder(self, name: str) -> str | None: ...
+
+
+class FleetPart(FleetStore, NodeNameStore, Protocol):
+    """The fleet part (`store/fleet.py`'s `RedisFleet`): what the fleet announces and the node names."""
 
 
 class WaitStore(Protocol):

@@ -11,6 +11,7 @@ from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime import give_back as give_back_module
 from agentq.runtime.admission import Admission
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from tests.integration.procs import wait_for
 from tests.runtime.conftest import Backend
 
@@ -23,7 +24,7 @@ def record(n: int) -> CallRecord:
 
 
 def admission(backend: Backend) -> tuple[Admission, list[str]]:
-    adm = Admission(backend.store, Settings(admission_window=2))
+    adm = Admission(backend.store, Settings(admission_window=2), fleet=RedisFleet(backend.store))
     published: list[str] = []
     adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
     adm.know("job_g", "a", None, tools={})
