@@ -40,11 +40,13 @@ class AdmissionSweep:
     _restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
 
     def config(self) -> AdmissionConfig:
-        raise NotImplementedError
+        """The admission's windows and shares now (`Admission.config`)."""
+        raise NotImplementedError  # `Admission`'s
 
     @staticmethod
     def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
-        raise NotImplementedError
+        """What a step's reply leaves to publish (`Admission._answer`)."""
+        raise NotImplementedError  # `Admission`'s
 
     def sweep(self, holder: str) -> Publish:
         """Give back the places of admitted calls that ended, fill the queues with parked calls, and return what to
