@@ -20,7 +20,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentq import __version__
 from agentq.api import config, events, fleet, jobs, pages, rollouts, schedules, waits
 from agentq.api.auth import ApiAuth
+from agentq.api.diff import router as diff_router
 from agentq.api.errors import error_body, install_error_handlers
+from agentq.api.openapi import operation_id
 from agentq.errors import Problem
 from agentq.runtime.root import Parts
 from agentq.store.aio import AsyncStateStore, open_async_store
@@ -43,11 +45,13 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
             await reads.close()
 
     app = FastAPI(title="agentq", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  openapi_url=None, docs_url=None, redoc_url=None)  # served with auth by `pages`
+                  openapi_url=None, docs_url=None, redoc_url=None,  # served with auth by `pages`
+                  generate_unique_id_function=operation_id)  # submitJob, approveCall, ... (api/openapi.py)
     app.state.parts, app.state.store, app.state.auth = parts, reads, auth
     install_error_handlers(app)
     for module in (jobs, events, fleet, rollouts, schedules, config, waits, pages):
         app.include_router(module.router)
+    app.include_router(diff_router)  # GET /v1/jobs/{a}/diff/{b} (docs/compare.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_job_bytes)
     return app
 

@@ -25,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from agentq.api.auth import COOKIE, check, unauthorized
 from agentq.api.errors import ApiError
+from agentq.api.openapi import openapi_document
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,6 +73,11 @@ async def job_page(request: Request, job_id: str, token: Token = None) -> Respon
     return _page(request, "job.html", token)
 
 
+@router.get("/diff")
+async def diff_page(request: Request, token: Token = None) -> Response:
+    return _page(request, "diff.html", token)  # ?a=ID&b=ID: two jobs side by side (docs/compare.md)
+
+
 @router.get("/schedules")
 async def schedules_page(request: Request, token: Token = None) -> Response:
     return _page(request, "schedules.html", token)
@@ -95,7 +101,7 @@ async def static(request: Request, name: str) -> Response:
 @router.get("/openapi.json")
 async def openapi(request: Request) -> JSONResponse:
     check(request, _bearer_of(request), query_token=False)
-    return JSONResponse(request.app.openapi())
+    return JSONResponse(openapi_document(request.app))
 
 
 @router.get("/docs")
