@@ -1,6 +1,8 @@
 """The state store's contracts: one small protocol per concern, each part of agentq typed against those it uses.
 
-`Store` (`base.py`) is all of them at once, what the composition root builds (`StateStore`, Redis); an engine part
+`Store` (`base.py`) is those of a job's state machine at once, what the composition root builds (`StateStore`,
+Redis); the contracts of the fleet-wide parts (`FleetStore`, `LimitStore`, `WebhookStore`, ...) live in
+`fleet_contracts.py` and are named here too, so callers import every contract from this module. An engine part
 names the concerns it touches (the lease keeper a `LeaseStore`, the budget gate a `BudgetStore`, the agent loop
 its `AgentStore` of ticks, events, budgets, calls and reads), so what a part may do to a job's state reads from its
 signature. The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen
@@ -9,7 +11,7 @@ records) live in `replies.py`, the records of plain reads in `views.py`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.errors import JobNotFoundError
@@ -18,11 +20,22 @@ from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.concurrency import ConcurrencyKeys
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
-from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
-from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.waits import WaitSpec
+from agentq.store.fleet_contracts import (
+    BatchStore,
+    FleetPart,
+    FleetStore,
+    LimitStore,
+    NodeNameStore,
+    StatsStore,
+    TenantLimitStore,
+    WebhookDeliveries,
+    WebhookStore,
+    WebhookWatch,
+)
 from agentq.store.replies import (
     BudgetReply,
     Claim,
@@ -30,9 +43,7 @@ from agentq.store.replies import (
     Decision,
     EndAhead,
     FinishInputs,
-    LimitReply,
     Settle,
-    TenantRefusal,
     TickClaim,
     TickEnded,
 )
@@ -40,13 +51,8 @@ from agentq.store.views import (
     AgentInputs,
     CallTable,
     DeadlineEnd,
-    FleetStats,
-    QueuedRequest,
     RelayCursor,
-    StoredDelivery,
     WaitTaken,
-    WatchedJob,
-    WorkerBeat,
 )
 
 
@@ -175,16 +181,6 @@ class EventStore(Protocol):
                       envelopes: Sequence[dict[str, Any]]) -> bool: ...
 
 
-class TenantLimitStore(Protocol):
-    """A tenant's job limits (a part of its own: `store/tenants.py`): a job admitted before it is written, or its
-    admission taken back."""
-
-    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
-                  expire_at_ms: int) -> TenantRefusal | None: ...
-
-    def release_job(self, tenant: str, job_id: str) -> None: ...
-
-
 class TenantStore(Protocol):
     """Jobs' concurrency keys (a tenant's): admitted, released, swept; a waiting job started."""
 
@@ -215,19 +211,6 @@ class AdmissionStore(Protocol):
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool: ...
 
 
-class LimitStore(Protocol):
-    """The fleet's model rate limits: a request's take, and what the API said settled; the context windows
-    refusals taught (a part of its own: `store/limits.py`)."""
-
-    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
-
-    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
-
-    def learn_context_window(self, model: str, tokens: int) -> None: ...
-
-    def context_windows(self) -> dict[str, int]: ...
-
-
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""
 
@@ -236,56 +219,6 @@ class BudgetStore(Protocol):
     def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool: ...
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
-
-
-class FleetStore(Protocol):
-    """What the fleet announces and publishes: live workers and their heartbeats, known activities, tools, and
-    the key that signs call tasks (a part of its own: `store/fleet.py`)."""
-
-    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...
-
-    def retire_worker(self, worker_id: str) -> None: ...
-
-    def live_workers(self) -> list[WorkerAnnouncement]: ...
-
-    def worker_beats(self) -> list[WorkerBeat]: ...
-
-    def live_activities(self) -> dict[str, dict]: ...
-
-    def known_activities(self, memory_s: float) -> dict[str, dict]: ...
-
-    def forget_activity(self, name: str) -> bool: ...
-
-    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]: ...
-
-    def published_tools(self) -> dict[str, dict]: ...
-
-    def tool_conflicts(self) -> dict[str, dict]: ...
-
-    def task_signing_key(self) -> bytes: ...
-
-
-class StatsStore(Protocol):
-    """The fleet's figures for the metrics, read at scrape time (a part of its own: `store/fleet_stats.py`)."""
-
-    def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
-
-
-class NodeNameStore(Protocol):
-    """Celery node names held by one process at a time (the fleet part's)."""
-
-    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
-
-    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *,
-                       or_absent: bool = False) -> bool: ...
-
-    def release_node_name(self, name: str, holder: str) -> bool: ...
-
-    def node_name_holder(self, name: str) -> str | None: ...
-
-
-class FleetPart(FleetStore, NodeNameStore, Protocol):
-    """The fleet part (`store/fleet.py`'s `RedisFleet`): what the fleet announces and the node names."""
 
 
 class WaitStore(Protocol):
@@ -361,113 +294,28 @@ class RestartStore(Protocol):
         ...
 
 
-class BatchStore(Protocol):
-    """The batch lane (`store/batches.py`): requests waiting for a batch, the batches sent and not ended yet, their
-    results, and the lane's round (one dispatcher at a time)."""
-
-    def request(self, custom_id: str) -> dict[str, str]: ...
-
-    def enqueue(self, custom_id: str, *, place: str, job: str, params: str, tries: int) -> bool: ...
-
-    def forget(self, custom_id: str) -> None: ...
-
-    def store_result(self, custom_id: str, result: str) -> bool: ...
-
-    def waiting(self, limit: int) -> list[tuple[str, int]]: ...
-
-    def queued(self, custom_ids: Iterable[str]) -> list[QueuedRequest]: ...
-
-    def drop(self, custom_ids: Iterable[str]) -> None: ...
-
-    def sent(self, batch_id: str, custom_ids: list[str]) -> None: ...
-
-    def open_batches(self) -> list[str]: ...
-
-    def members(self, batch_id: str) -> list[str]: ...
-
-    def close(self, batch_id: str) -> None: ...
-
-    def jobs_of(self, custom_ids: Iterable[str]) -> dict[str, str | None]: ...
-
-    def active_jobs(self, job_ids: Iterable[str]) -> set[str]: ...
-
-    def lock(self, token: str, ttl_ms: int) -> bool: ...
-
-
-class WebhookWatch(Protocol):
-    """The jobs whose webhook is watched (docs/webhooks.md), and what the watcher reads of them; a job is watched
-    before it is written and unwatched once its last delivery is stored."""
-
-    def watch(self, job_id: str, now_ms: int) -> None:
-        """Watch job `job_id` from `now_ms` on (raises `InvalidJobIdError` before anything is written)."""
-        ...
-
-    def unwatch(self, job_id: str) -> None: ...
-
-    def watched(self, limit: int) -> list[str]:
-        """The watched jobs the watcher looked at least recently, at most `limit`."""
-        ...
-
-    def watched_since(self, job_id: str) -> float | None:
-        """When the watcher last looked at `job_id` (ms; when it was watched, before the first look); None: not
-        watched."""
-        ...
-
-    def looked_at(self, job_ids: Sequence[str], now_ms: int) -> None:
-        """The watcher looked at the watched `job_ids` at `now_ms` (a job no longer watched stays unwatched)."""
-        ...
-
-    def take_scan(self, token: str, ms: int) -> bool:
-        """Whether the process `token` looks for new events now (one process of the fleet per `ms`)."""
-        ...
-
-    def job_states(self, job_ids: Sequence[str]) -> list[WatchedJob]:
-        """Each job's status, options and saved cursor, in the order of `job_ids`, in one round trip."""
-        ...
-
-    def set_cursor(self, job_id: str, cursor: str) -> None:
-        """The last entry of the job's event stream the watcher handled."""
-        ...
-
-    def awaiting_approval(self, job_id: str) -> list[str]:
-        """The job's calls held for a reviewer now."""
-        ...
-
-
-class WebhookDeliveries(Protocol):
-    """Webhook deliveries (docs/webhooks.md): stored once per event, attempted under a lease when due, their
-    outcomes kept; the store keeps each delivery's state as a plain JSON object and its body as bytes."""
-
-    def existing(self, job_id: str, ids: Sequence[str]) -> set[str]:
-        """Which of `ids` are stored for the job already."""
-        ...
-
-    def enqueue(self, deliveries: Sequence[StoredDelivery], now_ms: int) -> None:
-        """Store each new delivery with its body (a delivery stored already is left as it is) and make it due at
-        `now_ms`. Its due entry is written even when it existed (a process may have died between the two): an
-        attempt of a delivery that ended only removes the entry."""
-        ...
-
-    def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[tuple[str, str]]:
-        """Up to `limit` due (job, delivery) pairs for this process to attempt; each is moved `lease_ms` ahead."""
-        ...
-
-    def read_delivery(self, job_id: str, delivery_id: str) -> StoredDelivery | None:
-        """A stored delivery with its body; None: not stored (or expired with its job)."""
-        ...
-
-    def save_delivery(self, job_id: str, delivery_id: str, data: dict[str, Any], next_ms: int | None) -> None:
-        """Keep an attempt's outcome `data`; the next attempt is due at `next_ms` (None: the delivery ended)."""
-        ...
-
-    def forget_due(self, job_id: str, delivery_id: str) -> None:
-        """No attempt of the delivery is due any more."""
-        ...
-
-    def deliveries(self, job_id: str) -> list[dict[str, Any]]:
-        """The stored states of the job's deliveries, in no particular order."""
-        ...
-
-
-class WebhookStore(WebhookWatch, WebhookDeliveries, Protocol):
-    """The webhook keys (`store/webhooks.py`): watched jobs and their deliveries."""
+__all__ = [
+    "AdmissionStore",
+    "BatchStore",
+    "BudgetStore",
+    "CallStore",
+    "Connection",
+    "EventStore",
+    "FleetPart",
+    "FleetStore",
+    "JobReader",
+    "JobStore",
+    "JobTimerStore",
+    "LeaseStore",
+    "LimitStore",
+    "NodeNameStore",
+    "RestartStore",
+    "StatsStore",
+    "TenantLimitStore",
+    "TenantStore",
+    "TickStore",
+    "WaitStore",
+    "WebhookDeliveries",
+    "WebhookStore",
+    "WebhookWatch",
+]
