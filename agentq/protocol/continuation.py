@@ -89,8 +89,9 @@ def body_problems(body: Any, allowed: Sequence[str]) -> list[Problem]:
 
 
 def merged_options(old: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The old job's options (as stored, defaults filled in) with the given ones over them; never a start time."""
-    merged = {**old, **(override or {})}
+    """The old job's options (as stored, defaults filled in: those left null are left out) with the given ones over
+    them; never a start time."""
+    merged = {**{k: v for k, v in old.items() if v is not None}, **(override or {})}
     return {k: v for k, v in merged.items() if k not in START_OPTIONS}
 
 
