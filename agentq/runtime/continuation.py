@@ -152,7 +152,11 @@ class Continuations:
     # ------------------------------------------------------------------------------------------------ steps
 
     def _visible(self, job_id: str, visible: Visible | None) -> None:
-        if visible is not None and not visible(self.store.job_info(job_id).tenant):
+        try:
+            tenant = self.store.job_info(job_id).tenant
+        except JobNotFoundError:
+            raise self.store.missing(job_id) from None
+        if visible is not None and not visible(tenant):
             raise not_found(job_id)
 
     def _source(self, job_id: str, visible: Visible | None) -> CopySource:
