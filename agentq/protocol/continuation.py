@@ -71,21 +71,31 @@ def body_problems(body: Any, allowed: Sequence[str]) -> list[Problem]:
         return [Problem("", f"the request must be a JSON object with {', '.join(allowed)}")]
     problems = [Problem(f"/{key}", f"unknown field; the request has {', '.join(allowed)}")
                 for key in sorted(set(body) - set(allowed))]
-    context = body.get("context")
-    if "at_tick" not in allowed and context is None:
-        problems.append(Problem("/context", "required: the new messages to append (an array of messages)"))
-    elif context is not None and (not isinstance(context, list) or not context):
-        problems.append(Problem("/context", "must be a non-empty array of messages"))
-    options = body.get("options")
-    if options is not None and not isinstance(options, dict):
-        problems.append(Problem("/options", "must be an object of job options"))
-    elif isinstance(options, dict):
-        problems += [Problem(f"/options/{name}", "a continued or forked job starts at once; it cannot be scheduled")
-                     for name in START_OPTIONS if name in options]
-    tools = body.get("tools")
+    return problems + _context_problems(body.get("context"), required="at_tick" not in allowed) + \
+        _options_problems(body.get("options")) + _tools_problems(body.get("tools"))
+
+
+def _context_problems(context: Any, *, required: bool) -> list[Problem]:
+    if required and context is None:
+        return [Problem("/context", "required: the new messages to append (an array of messages)")]
+    if context is not None and (not isinstance(context, list) or not context):
+        return [Problem("/context", "must be a non-empty array of messages")]
+    return []
+
+
+def _options_problems(options: Any) -> list[Problem]:
+    if options is None:
+        return []
+    if not isinstance(options, dict):
+        return [Problem("/options", "must be an object of job options")]
+    return [Problem(f"/options/{name}", "a continued or forked job starts at once; it cannot be scheduled")
+            for name in START_OPTIONS if name in options]
+
+
+def _tools_problems(tools: Any) -> list[Problem]:
     if tools is not None and (not isinstance(tools, list) or not tools):
-        problems.append(Problem("/tools", "must be a non-empty array of tools (names or schemas)"))
-    return problems
+        return [Problem("/tools", "must be a non-empty array of tools (names or schemas)")]
+    return []
 
 
 def merged_options(old: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -104,6 +114,17 @@ def fork_cut(exchanges: Sequence[Mapping[str, Any]], log_length: int, at_tick: A
         return Problem("/at_tick", f"must be an integer from 0 to {total} (the job's ticks)")
     if at_tick > total:
         return Problem("/at_tick", f"tick {at_tick} is past the job's last tick: it has {total} tick(s)")
+    kept, replayed = _replayed(exchanges, at_tick)
+    if at_tick and _gave_output(exchanges[kept - 1]):
+        return Problem("/at_tick", f"tick {at_tick} gave the job's final output, so nothing would run live: fork at "
+                                   f"tick {at_tick - 1} at most")
+    first = int(exchanges[0]["log_length"]) if exchanges else log_length
+    end = int(exchanges[kept]["log_length"]) if kept < len(exchanges) else log_length
+    return ForkCut(at_tick=at_tick, exchanges=kept, log_length=end if at_tick else first, replayed=tuple(replayed))
+
+
+def _replayed(exchanges: Sequence[Mapping[str, Any]], at_tick: int) -> tuple[int, list[dict]]:
+    """How many exchanges ticks 1..at_tick took, and each tick as its record shows it replayed."""
     kept, ticks, started = 0, 0, 0
     replayed: list[dict] = []
     calls: list[str] = []
@@ -115,12 +136,7 @@ def fork_cut(exchanges: Sequence[Mapping[str, Any]], log_length: int, at_tick: A
             ticks += 1
             replayed.append({"tick": ticks, "requests": kept - started, "tools": calls, "cost_usd": 0.0})
             started, calls = kept, []
-    if at_tick and _gave_output(exchanges[kept - 1]):
-        return Problem("/at_tick", f"tick {at_tick} gave the job's final output, so nothing would run live: fork at "
-                                   f"tick {at_tick - 1} at most")
-    first = int(exchanges[0]["log_length"]) if exchanges else log_length
-    end = int(exchanges[kept]["log_length"]) if kept < len(exchanges) else log_length
-    return ForkCut(at_tick=at_tick, exchanges=kept, log_length=end if at_tick else first, replayed=tuple(replayed))
+    return kept, replayed
 
 
 def context_length(exchanges: Sequence[Mapping[str, Any]], log_length: int) -> int:

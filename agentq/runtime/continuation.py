@@ -93,20 +93,14 @@ class Continuations:
         problems = body_problems(body, FORK_FIELDS)
         valid = body if isinstance(body, dict) else {}
         exchanges = decoded(source.exchanges)
-        if "at_tick" not in valid:
-            problems.append(Problem("/at_tick", "required: the tick after which the fork runs live (0: from the "
-                                                "start)"))
-            cut: ForkCut | Problem = Problem("/at_tick", "")
-        else:
-            cut = fork_cut(exchanges, len(source.log), valid["at_tick"])
-            if isinstance(cut, Problem):
-                problems.append(cut)
+        cut = _cut(valid, exchanges, len(source.log))
+        if isinstance(cut, Problem):
+            problems.append(cut)
         first = context_length(exchanges, len(source.log))
         new_context = valid.get("context")
         given = valid.get("tools")
         tools: list = given if isinstance(given, list) else list(source.registered.values())
-        job = self._job(source, _list_or_empty(new_context) if new_context is not None else [], valid.get("options"),
-                        tools)
+        job = self._job(source, _list_or_empty(new_context), valid.get("options"), tools)
         plan = self._plan(job, problems)
         assert isinstance(cut, ForkCut)  # a problem of the cut raised above
         head = tuple(dumps(m) for m in plan.context) if new_context is not None else source.log[:first]
@@ -223,6 +217,12 @@ class Continuations:
             service._admit_keys(plan.id, tenant, concurrency_keys(keys), plan.ttl_s)
             return
         service.progress.advance(plan.id)
+
+
+def _cut(body: dict, exchanges: list[dict], log_length: int) -> ForkCut | Problem:
+    if "at_tick" not in body:
+        return Problem("/at_tick", "required: the tick after which the fork runs live (0: from the start)")
+    return fork_cut(exchanges, log_length, body["at_tick"])
 
 
 def _list_or_empty(value: Any) -> list:

@@ -30,10 +30,8 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
     held = held_calls(plan)
     job = _job_fields(plan, parent=parent, held=len(held), traceparent=traceparent, tenant=tenant)
     return {
-        "job": {**job, **seed.fields} if seed is not None else job,
+        **_seeded(plan, job, seed),
         "spec": _spec_fields(plan, submitted=submitted),
-        "log": list(seed.log) if seed is not None else [dumps(m) for m in plan.context],
-        "exchanges": list(seed.exchanges) if seed is not None else [],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
         "status": _statuses(waiting, held),
         # each held call's `call.awaiting_approval` event: published now for a call held from the start, by the
@@ -44,6 +42,13 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
         "events": [entry(e, plan.id) for e in events] + _held_events(plan, held),
         "dependents": _dependents(plan),
     }
+
+
+def _seeded(plan: JobPlan, job: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
+    """The job hash's fields, its log and its exchanges: a new job's, or a copied one's (`seed`)."""
+    if seed is None:
+        return {"job": job, "log": [dumps(m) for m in plan.context], "exchanges": []}
+    return {"job": {**job, **seed.fields}, "log": list(seed.log), "exchanges": list(seed.exchanges)}
 
 
 def _approval_calls(plan: JobPlan) -> list[PlannedCall]:
