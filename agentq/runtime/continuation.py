@@ -117,10 +117,12 @@ class Continuations:
     # ---------------------------------------------------------------------------------------------- listings
 
     def thread(self, thread: str, *, visible: Visible | None = None) -> dict[str, Any]:
-        """A thread's jobs in order, each with the messages it added and its record; `JobNotFoundError` for an
-        unknown thread or another tenant's."""
-        jobs = [entry for entry in (self._entry(job_id, visible) for job_id in self.store.thread_jobs(thread))
-                if entry is not None]
+        """A thread's jobs in order, each with the messages it added and its record (an agent job nobody continued
+        yet is the thread of itself alone); `JobNotFoundError` for an unknown thread or another tenant's."""
+        listed = self.store.thread_jobs(thread) or [thread]
+        jobs = [entry for entry in (self._entry(job_id, visible) for job_id in listed) if entry is not None]
+        if listed == [thread] and jobs and (jobs[0]["record"].get("thread") or jobs[0]["kind"] != "agent"):
+            jobs = []  # a continuation, or a plan job: not the first job of a thread
         if not jobs:
             raise not_found(thread)
         return {"thread": thread, "jobs": jobs}
@@ -141,7 +143,8 @@ class Continuations:
             return None
         submitted = source.submitted if isinstance(source.submitted, dict) else {}
         record: JobRecord = self.store.record(job_id)
-        return {"id": job_id, "messages": submitted.get("context") or [], "record": record.to_dict()}
+        return {"id": job_id, "kind": source.info.kind.value, "messages": submitted.get("context") or [],
+                "record": record.to_dict()}
 
     # ------------------------------------------------------------------------------------------------ steps
 
