@@ -33,6 +33,8 @@ from agentq.protocol.continuation import (
     merged_options,
 )
 from agentq.protocol.digests import dumps
+from agentq.protocol.envelopes import Part
+from agentq.protocol.events import activity_part
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import JobKind, JobRecord
 from agentq.protocol.status import JOB_FINAL
@@ -73,7 +75,8 @@ class Continuations:
         lineage = continue_lineage(job_id, info.lineage)
         seed = Seed(log=source.log + tuple(dumps(m) for m in plan.context), exchanges=source.exchanges,
                     fields={"ticks": 0, "exchanges": len(source.exchanges), "lineage": dumps(lineage)})
-        new_id = self._write(plan, job, seed, info.tenant)
+        note = f"Continues job {job_id}: its conversation, state and tools, then {len(plan.context)} new message(s)"
+        new_id = self._write(plan, job, seed, info.tenant, note)
         self.store.list_copy(new_id, thread=lineage["thread"], expire_at_ms=_expire_at_ms(plan))
         log.info("job %s continues job %s (thread %s)", new_id, job_id, lineage["thread"])
         self._start(plan, info.tenant)
@@ -108,7 +111,9 @@ class Continuations:
         seed = Seed(log=head + source.log[first:cut.log_length] if cut.at_tick else head,
                     exchanges=source.exchanges[:cut.exchanges],
                     fields={"ticks": cut.at_tick, "exchanges": cut.exchanges, "lineage": dumps(lineage)})
-        new_id = self._write(plan, {**job, "fork": {"of": job_id, "at_tick": cut.at_tick}}, seed, info.tenant)
+        note = (f"Forks job {job_id} at tick {cut.at_tick}: ticks 1-{cut.at_tick} replayed (no model request, no "
+                "activity run, no cost)" if cut.at_tick else f"Forks job {job_id} at tick 0: every tick runs live")
+        new_id = self._write(plan, {**job, "fork": {"of": job_id, "at_tick": cut.at_tick}}, seed, info.tenant, note)
         self.store.list_copy(new_id, forked_from=job_id, expire_at_ms=_expire_at_ms(plan))
         log.info("job %s forks job %s at tick %d", new_id, job_id, cut.at_tick)
         self._start(plan, info.tenant)
@@ -188,16 +193,18 @@ class Continuations:
             raise JobValidationError("request rejected", _unique(found))
         return plan
 
-    def _write(self, plan: JobPlan, job: dict[str, Any], seed: Seed, tenant: str) -> str:
+    def _write(self, plan: JobPlan, job: dict[str, Any], seed: Seed, tenant: str, note: str) -> str:
         """Write the new job in one step (submit.lua with its seed), admitted under its tenant's limits, with its
-        webhook watched and its deadline set, as a submission."""
+        webhook watched and its deadline set, as a submission; its events start with `job.queued` and a part saying
+        what it copied (`note`)."""
         service = self.service
         with telemetry.submission(None) as trace:
             trace.job(plan.id, plan.kind.value)
             if service.webhooks is not None and plan.options.get("webhook") is not None:
                 service.webhooks.watch(plan.id, int(time.time() * 1000))
             with service._admitted(plan, tenant, child=False) as taken_back:
-                written = service.store.create_job(plan, [], submitted=job, events=[_queued(plan)],
+                copied = Part(job_id=plan.id, part=activity_part(note, source="agentq", locale=plan.options["locale"]))
+                written = service.store.create_job(plan, [], submitted=job, events=[_queued(plan), copied],
                                                    traceparent=trace.traceparent, tenant=tenant, seed=seed)
                 if not written:
                     taken_back()

@@ -179,6 +179,9 @@ def test_a_fork_at_tick_2_replays_ticks_1_and_2_and_asks_only_for_ticks_3_and_4_
     assert record["usage"]["requests"] == 2 and set(record["usage"]["by_model"]) == {"claude-haiku-4-5"}
     assert record["state"] == {"s1": 10, "s2": 20, "s3": 30}
     assert [f["id"] for f in original.forks()["forks"]] == [fork.id]
+    parts = [e.part.get("content") for e in fork.events(follow=False) if e.event == "part" and e.part]
+    assert parts[0] == (f"Forks job {original.id} at tick 2: ticks 1-2 replayed (no model request, no activity run, "
+                        "no cost)")
 
     # a fork at tick 0 with other first messages runs live from the start
     anthropic_env.responder = scripted([Answer.solution({"calls": [], "output": {"answer": "no"}})])
