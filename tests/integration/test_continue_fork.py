@@ -3,13 +3,16 @@ against the fake Messages API, whose prompt cache is modeled as the real API's (
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from agentq.async_client import AsyncClient
 from agentq.errors import ConflictError, JobExpiredError, JobNotFoundError, JobValidationError
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.fake_prompt_cache import PromptCache
@@ -183,12 +186,28 @@ def test_a_fork_at_tick_2_replays_ticks_1_and_2_and_asks_only_for_ticks_3_and_4_
     assert parts[0] == (f"Forks job {original.id} at tick 2: ticks 1-2 replayed (no model request, no activity run, "
                         "no cost)")
 
+    # a fork with another tool description: its live request composes the new one, the replayed answers stay
+    described = store_of(client).copy_source(original.id).registered["step"]
+    changed = {**described, "description": "Add one step (changed description)"}
+    anthropic_env.responder = scripted(four_ticks()[3:])
+    redescribed = original.fork(3, tools=[changed])
+    assert redescribed.result(timeout=30)["status"] == "succeeded"
+    last = anthropic_env.exchanges[-1].request.body
+    assert "changed description" in json.dumps(last["tools"]) and plain(last) == plain(old[3])
+    assert "changed description" not in json.dumps(old[3]["tools"])
+
+    async def listed() -> list[str]:
+        async with AsyncClient(settings=harness.settings) as aclient:
+            return [f["id"] for f in (await aclient.forks(original.id))["forks"]]
+
+    assert asyncio.run(listed()) == [fork.id, redescribed.id]
+
     # a fork at tick 0 with other first messages runs live from the start
     anthropic_env.responder = scripted([Answer.solution({"calls": [], "output": {"answer": "no"}})])
     again = original.fork(0, context=[{"type": "text", "text": "Do not count."}])
     assert again.result(timeout=30)["result"] == {"answer": "no"}
     assert "Do not count." in str(anthropic_env.exchanges[-1].request.body["messages"])
-    assert [f["id"] for f in original.forks()["forks"]] == [fork.id, again.id]
+    assert [f["id"] for f in original.forks()["forks"]] == [fork.id, redescribed.id, again.id]
 
 
 def test_bad_continues_and_forks_are_one_clear_error_each_and_write_nothing(
