@@ -10,9 +10,9 @@ SYSTEM = [{"type": "text", "text": "x" * 8000, "cache_control": {"type": "epheme
 
 
 def body(turns: list[str], *, model: str = "m", ttl: str = "5m") -> dict:
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": t}]}
-                for i, t in enumerate(turns)]
-    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+    blocks: list[list[dict]] = [[{"type": "text", "text": t}] for t in turns]
+    blocks[-1][-1]["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": content} for i, content in enumerate(blocks)]
     return {"model": model, "system": SYSTEM, "messages": messages}
 
 
