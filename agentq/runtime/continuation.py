@@ -141,15 +141,15 @@ class Continuations:
     def _entry(self, job_id: str, visible: Visible | None) -> dict[str, Any] | None:
         """One job of a listing: its record and the messages it added; None when it expired or is not visible."""
         try:
-            source = self.store.copy_source(job_id)
+            info = self.store.job_info(job_id)
+            if visible is not None and not visible(info.tenant):
+                return None
+            record: JobRecord = self.store.record(job_id)
         except JobNotFoundError:
             return None
-        if visible is not None and not visible(source.info.tenant):
-            return None
-        submitted = source.submitted if isinstance(source.submitted, dict) else {}
-        record: JobRecord = self.store.record(job_id)
-        return {"id": job_id, "kind": source.info.kind.value, "messages": submitted.get("context") or [],
-                "record": record.to_dict()}
+        submitted = self.store.submitted_job(job_id)
+        messages = submitted.get("context") if isinstance(submitted, dict) else None
+        return {"id": job_id, "kind": info.kind.value, "messages": messages or [], "record": record.to_dict()}
 
     # ------------------------------------------------------------------------------------------------ steps
 

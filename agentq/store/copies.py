@@ -9,11 +9,14 @@ listed before it exists), each kept as long as the longest-lived job it lists.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from agentq.protocol.continuation import CopySource
+from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import decode_job
 from agentq.store.jobs import JobSteps
+from agentq.store.sync_reads import run
 
 
 @map_store_errors
@@ -52,6 +55,10 @@ class CopySteps(JobSteps):
         pipe.pexpireat(key, expire_at_ms, nx=True)
         pipe.pexpireat(key, expire_at_ms, gt=True)
         pipe.execute()
+
+    def submitted_job(self, job_id: str) -> Any:
+        """The job as it was submitted (a copy's: its new messages and options), None when it is gone."""
+        return run(self.redis, core.submitted(self.keys(job_id)))
 
     def thread_jobs(self, thread: str) -> list[str]:
         """A thread's jobs in order (its first job first); [] for an unknown thread."""
