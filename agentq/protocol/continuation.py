@@ -144,6 +144,19 @@ def context_length(exchanges: Sequence[Mapping[str, Any]], log_length: int) -> i
     return int(exchanges[0]["log_length"]) if exchanges else log_length
 
 
+def shifted(exchanges: Sequence[str], delta: int) -> tuple[str, ...]:
+    """Stored exchanges whose log positions move by `delta`: a fork with first messages of another length keeps
+    each replayed request's place in its log."""
+    if not delta:
+        return tuple(exchanges)
+    moved = []
+    for raw in exchanges:
+        exchange = json.loads(raw)
+        exchange["log_length"] = int(exchange["log_length"]) + delta
+        moved.append(json.dumps(exchange, ensure_ascii=False, separators=(",", ":")))
+    return tuple(moved)
+
+
 def _tools_called(solution: Any) -> list[str]:
     calls = solution.get("calls") if isinstance(solution, dict) else None
     return [str(c.get("_tool")) for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
@@ -184,5 +197,6 @@ __all__ = [
     "fork_cut",
     "fork_lineage",
     "merged_options",
+    "shifted",
     "tick_count",
 ]

@@ -31,6 +31,7 @@ from agentq.protocol.continuation import (
     fork_cut,
     fork_lineage,
     merged_options,
+    shifted,
 )
 from agentq.protocol.digests import dumps
 from agentq.protocol.envelopes import Part
@@ -109,7 +110,7 @@ class Continuations:
         head = tuple(dumps(m) for m in plan.context) if new_context is not None else source.log[:first]
         lineage = fork_lineage(job_id, cut)
         seed = Seed(log=head + source.log[first:cut.log_length] if cut.at_tick else head,
-                    exchanges=source.exchanges[:cut.exchanges],
+                    exchanges=shifted(source.exchanges[:cut.exchanges], len(head) - first),
                     fields={"ticks": cut.at_tick, "exchanges": cut.exchanges, "lineage": dumps(lineage)})
         note = (f"Forks job {job_id} at tick {cut.at_tick}: ticks 1-{cut.at_tick} replayed (no model request, no "
                 "activity run, no cost)" if cut.at_tick else f"Forks job {job_id} at tick 0: every tick runs live")

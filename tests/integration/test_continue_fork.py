@@ -202,12 +202,21 @@ def test_a_fork_at_tick_2_replays_ticks_1_and_2_and_asks_only_for_ticks_3_and_4_
 
     assert asyncio.run(listed()) == [fork.id, redescribed.id]
 
+    # a fork at tick 2 with other first messages (two instead of one): ticks 1-2 replayed after them
+    anthropic_env.responder = scripted(four_ticks()[2:])
+    reworded = original.fork(2, context=[{"type": "text", "role": "system", "text": "Be terse."},
+                                         {"type": "text", "text": "Count to three, please."}])
+    assert reworded.result(timeout=30)["state"] == {"s1": 10, "s2": 20, "s3": 30}
+    asked = plain(anthropic_env.exchanges[-2].request.body)
+    assert "Count to three, please." in str(asked[0]) and asked[1:] == plain(old[2])[1:]
+    assert anthropic_env.exchanges[-2].request.body["system"][-1]["text"] == "Be terse."
+
     # a fork at tick 0 with other first messages runs live from the start
     anthropic_env.responder = scripted([Answer.solution({"calls": [], "output": {"answer": "no"}})])
     again = original.fork(0, context=[{"type": "text", "text": "Do not count."}])
     assert again.result(timeout=30)["result"] == {"answer": "no"}
     assert "Do not count." in str(anthropic_env.exchanges[-1].request.body["messages"])
-    assert [f["id"] for f in original.forks()["forks"]] == [fork.id, redescribed.id, again.id]
+    assert [f["id"] for f in original.forks()["forks"]] == [fork.id, redescribed.id, reworded.id, again.id]
 
 
 def test_bad_continues_and_forks_are_one_clear_error_each_and_write_nothing(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from agentq.errors import Problem
 from agentq.protocol.continuation import (
     CONTINUE_FIELDS,
@@ -10,6 +12,7 @@ from agentq.protocol.continuation import (
     body_problems,
     fork_cut,
     merged_options,
+    shifted,
     tick_count,
 )
 
@@ -64,3 +67,9 @@ def test_request_shapes_name_every_problem():
 def test_options_are_the_old_ones_under_the_new_ones_without_nulls_or_a_start_time():
     assert merged_options({"model": "a", "budget": None, "delay_s": 3, "max_ticks": 4}, {"model": "b"}) == {
         "model": "b", "max_ticks": 4}
+
+
+def test_a_fork_with_first_messages_of_another_length_moves_the_replayed_requests_log_positions():
+    raw = ['{"log_length":2,"tool_use_id":"a"}', '{"log_length":4,"tool_use_id":"b"}']
+    assert shifted(raw, 0) == tuple(raw)  # unchanged, byte for byte
+    assert [json.loads(e)["log_length"] for e in shifted(raw, 1)] == [3, 5]
