@@ -144,7 +144,9 @@ def test_a_continued_job_repeats_the_old_conversation_reads_it_from_the_cache_an
 
     # a continuation of the continuation stays in the thread
     anthropic_env.responder = scripted([Answer.solution({"calls": [], "output": {"answer": "Bye"}})])
-    third = second.continue_([{"type": "text", "text": "Thanks"}], options={"max_ticks": 2})
+    # (with a concurrency key: it waits for the key, then asks after the exchanges it copied)
+    third = second.continue_([{"type": "text", "text": "Thanks"}],
+                             options={"max_ticks": 2, "concurrency": [{"key": "customer-7", "limit": 1}]})
     assert third.result(timeout=30)["thread"] == first.id
     assert [j["id"] for j in client.thread(first.id)["jobs"]] == [first.id, second.id, third.id]
 
