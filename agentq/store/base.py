@@ -20,6 +20,7 @@ from agentq.store.contracts import (
     BudgetStore,
     CallStore,
     Connection,
+    CopyStore,
     EventStore,
     JobReader,
     JobStore,
@@ -50,7 +51,7 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
            "WorkerBeat"]
 
 
-class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
+class Store(JobStore, JobReader, CopyStore, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
             BudgetStore, WaitStore, JobTimerStore, RestartStore, Connection, Protocol):
     """The job-step facade: every contract of a job's state machine. The fleet-wide parts (`FleetPart`,
     `LimitStore`, `TenantLimitStore`, `StatsStore`, `WebhookStore`) are built beside it over the same connection."""
