@@ -67,6 +67,23 @@ function fact(label, ...value) {
   return h("div", { class: "fact" }, h("dt", {}, label), h("dd", {}, ...value));
 }
 
+/** A continued job's conversation and the job it continued; a fork's source job and tick; an agent job's
+ * conversation (its thread, once continued). */
+function lineageFacts(record) {
+  const link = (path, text) => h("a", { href: path, class: "mono" }, text);
+  const facts = [];
+  if (record.thread || view.kind === "agent") {
+    const thread = record.thread || record.id;
+    facts.push(fact("Conversation", link(`/threads/${encodeURIComponent(thread)}`, "thread " + thread)));
+  }
+  if (record.continued_from) facts.push(fact("Continues", link(`/jobs/${encodeURIComponent(record.continued_from)}`, record.continued_from)));
+  if (record.forked_from) {
+    facts.push(fact("Forked from", link(`/jobs/${encodeURIComponent(record.forked_from)}`, record.forked_from),
+      ` at tick ${record.fork.at_tick} (ticks 1–${record.fork.at_tick} replayed at no cost)`));
+  }
+  return facts;
+}
+
 function renderRecord(record) {
   view.record = record;
   $("#job-status").replaceChildren(statusBadge(record.status, "big"));
@@ -81,7 +98,8 @@ function renderRecord(record) {
     fact("Finished", timeView(record.finished_at)),
     fact("Duration", duration ? formatDuration(duration - created) + (finished ? "" : " so far") : "—"),
     fact("Calls", callsSummary() || "—"),
-    usage ? fact("Usage", usage) : "");
+    usage ? fact("Usage", usage) : "",
+    ...lineageFacts(record));
   $("#job-error").replaceChildren(record.error
     ? h("div", { class: "error-box", role: "alert" }, h("strong", {}, record.error.type || "Error"), ": ",
       String(record.error.message ?? ""))
