@@ -140,6 +140,7 @@ class Fleet:
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Until every worker and dispatcher announced itself and the API answers."""
+        from agentq.store.fleet import RedisFleet
         from agentq.store.state import StateStore
 
         store = StateStore(self.url)
@@ -149,7 +150,7 @@ class Fleet:
                 dead = [p for p in self.procs if not p.alive()]
                 if dead:
                     raise RuntimeError(f"{dead[0].role} exited at start:\n{dead[0].log.read_text()[-3000:]}")
-                live = {w.pid for w in store.live_workers()}
+                live = {w.pid for w in RedisFleet(store).live_workers()}
                 if all(p.pid in live for p in self.procs if p.role != "api") and self._api_up():
                     return
                 time.sleep(0.2)
