@@ -4,8 +4,8 @@ Every heartbeat, one process of the fleet gives back the places of admitted call
 canceled job, a process that died between a call's end and its step), fills the queues with parked calls, and
 publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
 publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
-publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost
-(`runtime/restarts.py`).
+publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost, and the engine's
+lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`).
 """
 
 from __future__ import annotations
@@ -70,12 +70,19 @@ class AdmissionSweep:
         return out
 
     def _after_restart(self) -> Publish:
-        """The admitted calls whose tasks a restart of the store lost, where the broker is the store's Redis."""
+        """The calls whose tasks a restart of the store lost, where the broker is the store's Redis (the ticks it
+        lost are sent here)."""
         if self.pushed is None:
             return []
+        dispatcher = self.pushed.dispatcher
         if self._restarts is None:
-            self._restarts = StoreRestarts.of(self.store, self.pushed.dispatcher.app)
-        return self._restarts.lost() if self._restarts is not None else []
+            self._restarts = StoreRestarts.of(self.store, dispatcher.app, dispatcher.routing.engine_queue)
+        if self._restarts is None:
+            return []
+        lost = self._restarts.lost()
+        for job_id, n in lost.ticks:
+            dispatcher.tick(job_id, n)
+        return lost.calls
 
     def _again(self, again: dict[str, list[str]]) -> Publish:
         """The records of admitted calls to publish again, counted as admitted now."""

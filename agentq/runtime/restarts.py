@@ -9,9 +9,11 @@ admission place and its job's concurrency key, and the admission sweep would pub
 A restart changes the server's run id. The admission's sweep (one process of the fleet per heartbeat) compares it
 with the run id it last looked at the queues for, kept in the store (the fleet's first sweep only notes it); on a
 change, it looks at each call admitted before the restart and still `ready`, and publishes again those whose task
-is neither on its queue nor unacknowledged. So a job moves again within a heartbeat of the store's return. A task
-taken for lost while a worker held it (between taking it off the queue and recording it as unacknowledged) runs
-nothing twice: a call is claimed once, and the copy finds it claimed.
+is neither on its queue nor unacknowledged. The engine's own tasks (ticks; latent, module and wait calls) are not
+admitted: on the same restart, `runtime/engine_restarts.py` looks at the active jobs for those the restart lost. So a
+job moves again within a heartbeat of the store's return. A task taken for lost while a worker held it (between taking
+it off the queue and recording it as unacknowledged) runs nothing twice: a call is claimed once, and the copy finds it
+claimed; a tick is claimed once by its number.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from agentq.protocol.admission import admission_member, split_member
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.runtime.app import task_id
-from agentq.store.contracts import AdmissionStore, CallStore, Connection, RestartStore
+from agentq.runtime.engine_restarts import EngineWork, EngineWorkReads, lost_engine_work
+from agentq.store.contracts import AdmissionStore, Connection
 
 log = logging.getLogger("agentq.admission")
 
@@ -34,21 +37,23 @@ ADMITTED = 100_000  # the most admitted calls looked at (the windows hold far fe
 SKEW_MS = 2000  # a call admitted this long after the restart (by another host's clock) still counts as before it
 
 
-class RestartReads(RestartStore, AdmissionStore, CallStore, Connection, Protocol):
-    """What finding the calls a restart lost reads and writes: the server's runs, the broker's tasks on it, the
-    admitted calls and their records."""
+class RestartReads(EngineWorkReads, AdmissionStore, Connection, Protocol):
+    """What finding the tasks a restart lost reads and writes: the server's runs, the broker's tasks on it, the
+    admitted calls and their records, the active jobs' heads."""
 
 
 class StoreRestarts:
-    """Finds, after a restart of the state store, the admitted calls whose tasks the broker no longer holds."""
+    """Finds, after a restart of the state store, the admitted calls and the engine's tasks whose tasks the broker
+    no longer holds."""
 
-    def __init__(self, store: RestartReads, lists: Callable[[str], list[str]], unacked: str):
+    def __init__(self, store: RestartReads, lists: Callable[[str], list[str]], unacked: str, engine_queue: str):
         self.store = store  # the state store, whose server is also the broker
         self.lists = lists  # the broker's lists of a queue
         self.unacked = unacked  # the broker's hash of unacknowledged tasks
+        self.engine_queue = engine_queue
 
     @classmethod
-    def of(cls, store: RestartReads, app: Any) -> StoreRestarts | None:
+    def of(cls, store: RestartReads, app: Any, engine_queue: str) -> StoreRestarts | None:
         """For a store whose server is the broker of `app` (a Redis of kombu's transport); None: another broker."""
         if not store.single_server(str(app.conf.broker_url or "")):
             return None
@@ -60,17 +65,18 @@ class StoreRestarts:
         def lists(queue: str) -> list[str]:  # as kombu's `Channel._q_for_pri` names them
             return [queue, *(f"{queue}{sep}{step}" for step in steps if step)]
 
-        return cls(store, lists, options.get("unacked_key", Channel.unacked_key))
+        return cls(store, lists, options.get("unacked_key", Channel.unacked_key), engine_queue)
 
-    def lost(self) -> list[tuple[str, CallRecord]]:
+    def lost(self) -> EngineWork:
         """On a restart not looked at yet: the admitted calls still `ready` whose tasks the broker lost, counted as
-        admitted now (their publication is the caller's). Else nothing (one round trip)."""
+        admitted now, with the engine's lost calls and ticks (their publication is the caller's). Else nothing (one
+        round trip)."""
         run, seen, uptime_ms = self.store.admission_runs()
         if run == seen:
-            return []
+            return EngineWork()
         if seen is None:  # the fleet's first sweep on this store (or one that lost everything): nothing to repair
             self.store.note_admission_run(run)
-            return []
+            return EngineWork()
         began = time.monotonic()
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
@@ -78,17 +84,23 @@ class StoreRestarts:
         lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id) not in held]
         if lost:
             self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
         self.store.note_admission_run(run)
         log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
-                        "lost their task and are published again (looked at in %.0f ms)", run[:8], uptime_ms // 1000,
-                    len(ready), len(lost), 1000 * (time.monotonic() - began))
-        return lost
+                    "lost their task and are published again; of %d active jobs, %d engine call(s) and %d tick(s) "
+                    "had lost their task and are published again (looked at in %.0f ms)", run[:8],
+                    uptime_ms // 1000, len(ready), len(lost), engine.looked_at, len(engine.calls), len(engine.ticks),
+                    1000 * (time.monotonic() - began))
+        return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at)
 
     def _held(self, ready: Sequence[tuple[str, CallRecord]]) -> set[str]:
         """The ids of the tasks the broker still holds on the queues of the `ready` calls (queued or unacked)."""
         if not ready:
             return set()
-        queues = sorted({record.queue for _, record in ready})
+        return self._holds(sorted({record.queue for _, record in ready}))
+
+    def _holds(self, queues: Sequence[str]) -> set[str]:
+        """The ids of the tasks the broker holds on `queues` (queued or unacked)."""
         return self.store.broker_holds([key for queue in queues for key in self.lists(queue)], self.unacked)
 
     def _ready(self, members: Sequence[str]) -> list[tuple[str, CallRecord]]:

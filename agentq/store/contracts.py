@@ -52,6 +52,7 @@ from agentq.store.views import (
     AgentInputs,
     CallTable,
     DeadlineEnd,
+    JobHead,
     RelayCursor,
     WaitTaken,
 )
@@ -308,6 +309,11 @@ class RestartStore(Protocol):
     def broker_holds(self, lists: Sequence[str], unacked: str) -> set[str]:
         """The ids of the tasks a Redis broker on the store's server holds: on `lists` (queues), or taken and not
         acknowledged yet (the hash `unacked`), read at once."""
+        ...
+
+    def active_job_heads(self, limit: int) -> list[JobHead]:
+        """What tells whether an engine task of an active job is due: its status, kind, open calls, tick in flight
+        and lease, model requests and ready calls; of at most `limit` jobs of the fleet's active set."""
         ...
 
 

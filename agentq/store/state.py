@@ -13,6 +13,7 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `stats.py`: the metrics' bookkeeping of jobs as they end;
 - `concurrency.py`: the jobs' concurrency keys (docs/tenants.md);
 - `admission.py`: the admission of ready calls to their queues (docs/tenants.md);
+- `active_jobs.py`: what the check after a restart of the store reads of the active jobs (`runtime/restarts.py`);
 - `waits.py`: wait calls, their timers, events and signals (docs/waits.md);
 - `job_timers.py`: a job's own timers (its deadline, a later start);
 - `copies.py`: what a continued or forked job reads of its source, threads and forks (docs/continue-and-fork.md).
@@ -29,6 +30,7 @@ The runtime is written against the `Store` protocol (`base.py`); only the compos
 
 from __future__ import annotations
 
+from agentq.store.active_jobs import ActiveJobReads
 from agentq.store.admission import AdmissionSteps
 from agentq.store.calls import CallSteps
 from agentq.store.concurrency import ConcurrencySteps
@@ -39,7 +41,8 @@ from agentq.store.ticks import TickSteps
 from agentq.store.waits import WaitSteps
 
 
-class StateStore(CopySteps, JobSteps, CallSteps, TickSteps, ConcurrencySteps, AdmissionSteps, WaitSteps, JobTimerSteps):
+class StateStore(CopySteps, JobSteps, CallSteps, TickSteps, ConcurrencySteps, AdmissionSteps, WaitSteps, JobTimerSteps,
+                 ActiveJobReads):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

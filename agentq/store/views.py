@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentq.protocol.records import CallRecord, JobInfo, ParentLink, WorkerAnnouncement
-from agentq.protocol.status import CallStatus
+from agentq.protocol.records import CallRecord, JobInfo, JobKind, ParentLink, WorkerAnnouncement
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.protocol.waits import WaitSpec
 
 
@@ -22,6 +22,20 @@ class AgentInputs:
     log: list[dict]
     exchanges: list[dict]
     registered: dict[str, dict]
+
+
+@dataclass(frozen=True)
+class JobHead:
+    """What the restart check reads of an active job (`ActiveJobReads.active_job_heads`)."""
+
+    job_id: str
+    status: JobStatus
+    kind: JobKind
+    open_calls: int  # awaited calls not ended
+    ticking: bool  # an agent tick is in flight (or was, when its lease is gone)
+    exchanges: int  # the job's model requests so far: the number of its next tick
+    tick_leased: bool  # a process holds the tick's lease
+    ready: tuple[str, ...]  # its calls whose status is `ready`
 
 
 @dataclass(frozen=True)

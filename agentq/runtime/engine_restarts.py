@@ -1,0 +1,90 @@
+"""After a restart of the state store, the engine's tasks it lost are published again: `lost_engine_work`.
+
+The restart check (`runtime/restarts.py`) finds the admitted activity calls whose tasks a restart lost. The engine's
+own tasks are not admitted: an agent job's tick, and the task of a latent, module or wait call (published to the
+engine queue at once, `Admission.gated`). A restart can lose them alike (a dispatcher took one off its queue in the
+instant the server stopped and never recorded it as unacknowledged), and then nothing sends them again: the job
+stays `queued` or `running` for good.
+
+So, on the same restart, the check reads the heads of the fleet's active jobs (`Store.active_job_heads`: at most
+`ACTIVE_JOBS`, a pipeline per 200 jobs) and publishes again, where the broker holds no task for it (neither queued
+nor unacknowledged):
+
+- each ready call of the engine's (not admitted) of a job that was sent its work (not `scheduled`, not `waiting`
+  for its concurrency keys);
+- the next tick of each such agent job that is due one: no awaited call open, and no tick in flight (or one whose
+  lease is gone: its process died with it). Its task's number is the job's model requests so far.
+
+A copy is harmless: a call is claimed once, and a tick's claim is exclusive by its number (`begin_tick`): a tick
+that was not lost, or that another process is about to send, runs once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentq.protocol.records import CallMode, CallRecord, JobKind
+from agentq.protocol.status import JobStatus
+from agentq.store.contracts import CallStore, RestartStore
+from agentq.store.views import JobHead
+
+ACTIVE_JOBS = 50_000  # the most active jobs looked at after a restart
+_UNSENT = (JobStatus.SCHEDULED, JobStatus.WAITING)  # nothing of such a job is sent yet: its start sends it
+
+
+class EngineWorkReads(RestartStore, CallStore, Protocol):
+    """What finding the engine's lost tasks reads: the active jobs' heads, their ready calls' records."""
+
+
+@dataclass
+class EngineWork:
+    """The engine's tasks a restart lost: calls (job id, record) and ticks (job id, request number)."""
+
+    calls: list[tuple[str, CallRecord]] = field(default_factory=list)
+    ticks: list[tuple[str, int]] = field(default_factory=list)
+    looked_at: int = 0  # active jobs read
+
+
+def tick_task_id(job_id: str, n: int) -> str:
+    """The id of an agent job's tick task number `n` (`Dispatcher.tick`)."""
+    return f"{job_id}.tick.{n}"
+
+
+def due_tick(head: JobHead) -> int | None:
+    """The number of the tick an active job is due, when it is an agent job that was sent its work, with no awaited
+    call open and no live tick in flight; else None."""
+    if head.kind is not JobKind.AGENT or head.status in _UNSENT or head.open_calls > 0:
+        return None
+    if head.ticking and head.tick_leased:
+        return None
+    return head.exchanges
+
+
+def engine_call(record: CallRecord, engine_queue: str) -> bool:
+    """Whether a call's task is the engine's (published without admission: `Admission.gated`'s complement)."""
+    return record.mode is not CallMode.EXPLICIT or record.queue == engine_queue
+
+
+def lost_engine_work(store: EngineWorkReads, held: Callable[[Sequence[str]], set[str]], engine_queue: str,
+                     task_id: Callable[[str, str], str]) -> EngineWork:
+    """The engine's tasks of the active jobs that the broker does not hold. `held(queues)`: the ids of the tasks the
+    broker holds on those queues (queued or unacknowledged); `task_id(job, call)`: a call task's id."""
+    heads = store.active_job_heads(ACTIVE_JOBS)
+    calls: list[tuple[str, CallRecord]] = []
+    ticks: list[tuple[str, int]] = []
+    for head in heads:
+        if head.status in _UNSENT:
+            continue
+        if head.ready:
+            records = store.call_records(head.job_id, list(head.ready)).values()
+            calls += [(head.job_id, r) for r in records if engine_call(r, engine_queue)]
+        n = due_tick(head)
+        if n is not None:
+            ticks.append((head.job_id, n))
+    if not calls and not ticks:
+        return EngineWork(looked_at=len(heads))
+    holds = held(sorted({engine_queue, *(record.queue for _, record in calls)}))
+    return EngineWork([(j, r) for j, r in calls if task_id(j, r.id) not in holds],
+                      [(j, n) for j, n in ticks if tick_task_id(j, n) not in holds], len(heads))
