@@ -67,7 +67,7 @@ from agentq.protocol.ticks import TickPlan
 from agentq.protocol.transcript import Transcript
 from agentq.settings import Settings
 from agentq.store.contracts import BudgetStore, CallStore, EventStore, JobReader, LimitStore, TickStore
-from agentq.store.replies import TickClaimed, TickLeased
+from agentq.store.replies import TickClaimed, TickLeased, TickStale
 from agentq.store.views import AgentInputs
 
 
@@ -159,6 +159,10 @@ class AgentLoop(TickEnding):
                 return max(left, 100) / 1000
             case TickClaimed():
                 pass
+            case TickStale():  # its request was made: a redelivered or duplicate task, whose first may have died (or
+                # failed to publish) between that request's end and sending the next: the job's next step, when due
+                self.progress.advance(job_id)
+                return None
             case _:
                 log.info("tick %d of job %s not run: %s", n, job_id, claim.outcome)
                 return None

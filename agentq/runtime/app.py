@@ -251,6 +251,8 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
             wait = executor.tick(job_id, n)
         except StoreUnavailableError as error:
             raise _store_retry(task, error) from error
+        except broker_errors() as error:  # what the tick sends did not go out: the tick is made again
+            raise _store_retry(task, _unsent(error)) from error
         if wait is not None:
             raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
                              kwargsrepr="{}")
@@ -278,6 +280,8 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
                 outcome = executor.run_call(job_id, call_id, record=record, signature=pointer.signature, task=name)
         except StoreUnavailableError as error:
             raise _store_retry(task, error, **_shown(pointer)) from error
+        except broker_errors() as error:  # committed, but what follows did not go out: its redelivery sends it
+            raise _store_retry(task, _unsent(error), **_shown(pointer)) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
             raise task.retry(countdown=outcome.retry_in, max_retries=None, **_shown(pointer))
         if outcome.status is OutcomeStatus.FAILED:  # committed as failed: the task fails too (message acked)
@@ -294,6 +298,23 @@ def failed_call_message(job_id: str, call_id: str, error: ErrorInfo | None) -> s
     """The message of the `CallFailedError` a failed call's task raises: the call and its (masked) error."""
     error = error or ErrorInfo.from_dict(None)
     return f"call {call_id} of job {job_id} failed: {error.type}: {error.message}"
+
+
+def broker_errors() -> tuple[type[BaseException], ...]:
+    """What publishing a task raises when the broker did not take it (kombu's `OperationalError`: the broker down,
+    or a Redis broker loading its data after a restart)."""
+    from kombu.exceptions import OperationalError
+
+    return (OperationalError,)
+
+
+def _unsent(error: BaseException) -> StoreUnavailableError:
+    """A task this one sends could not be published. Whatever it committed stays; the task is handed back, and its
+    next delivery finds its call committed and sends what follows (`JobProgress.recover`), or makes its tick again.
+    Failing the task instead would acknowledge it and lose what follows for good: an agent job's next tick, a
+    released call."""
+    log.warning("a task could not be published (%s): the task that sends it is handed back", error)
+    return StoreUnavailableError(f"the broker did not take a task: {error}")
 
 
 RETRY_PUBLISH_S = 60.0  # how long a retry that cannot be published is tried again in the process (`_store_retry`)
