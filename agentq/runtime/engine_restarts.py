@@ -72,19 +72,24 @@ def lost_engine_work(store: EngineWorkReads, held: Callable[[Sequence[str]], set
     """The engine's tasks of the active jobs that the broker does not hold. `held(queues)`: the ids of the tasks the
     broker holds on those queues (queued or unacknowledged); `task_id(job, call)`: a call task's id."""
     heads = store.active_job_heads(ACTIVE_JOBS)
-    calls: list[tuple[str, CallRecord]] = []
-    ticks: list[tuple[str, int]] = []
+    due = _due(store, heads, engine_queue)
+    if not due.calls and not due.ticks:
+        return due
+    holds = held(sorted({engine_queue, *(record.queue for _, record in due.calls)}))
+    return EngineWork([(j, r) for j, r in due.calls if task_id(j, r.id) not in holds],
+                      [(j, n) for j, n in due.ticks if tick_task_id(j, n) not in holds], due.looked_at)
+
+
+def _due(store: EngineWorkReads, heads: Sequence[JobHead], engine_queue: str) -> EngineWork:
+    """The ready engine calls and the due ticks of the jobs of `heads` that were sent their work."""
+    due = EngineWork(looked_at=len(heads))
     for head in heads:
         if head.status in _UNSENT:
             continue
         if head.ready:
             records = store.call_records(head.job_id, list(head.ready)).values()
-            calls += [(head.job_id, r) for r in records if engine_call(r, engine_queue)]
+            due.calls += [(head.job_id, r) for r in records if engine_call(r, engine_queue)]
         n = due_tick(head)
         if n is not None:
-            ticks.append((head.job_id, n))
-    if not calls and not ticks:
-        return EngineWork(looked_at=len(heads))
-    holds = held(sorted({engine_queue, *(record.queue for _, record in calls)}))
-    return EngineWork([(j, r) for j, r in calls if task_id(j, r.id) not in holds],
-                      [(j, n) for j, n in ticks if tick_task_id(j, n) not in holds], len(heads))
+            due.ticks.append((head.job_id, n))
+    return due
