@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -40,7 +41,7 @@ def state_redis() -> Iterator[RedisServer]:
         server.stop()
 
 
-def _engine_tasks(broker: redis.Redis) -> list[bytes]:
+def _engine_tasks(broker: redis.Redis) -> list[Any]:
     """Every message on the engine queue's lists (kombu names one per priority step)."""
     return [m for key in broker.keys(f"{ENGINE}*") if broker.type(key) == b"list" for m in broker.lrange(key, 0, -1)]
 

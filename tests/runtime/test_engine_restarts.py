@@ -4,7 +4,7 @@ hold; never an activity's call (admission's), a tick in flight, a job that waits
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -38,7 +38,7 @@ def _rig(engines: Engines, *answers: dict) -> Engine:
 def _lost(rig: Engine, held: set[str] | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
     asked: list[list[str]] = []
 
-    def holds(queues: list[str]) -> set[str]:
+    def holds(queues: Sequence[str]) -> set[str]:
         asked.append(list(queues))
         return held or set()
 
