@@ -30,7 +30,7 @@ from agentq.protocol.status import JobStatus
 from agentq.store.contracts import CallStore, RestartStore
 from agentq.store.views import JobHead
 
-ACTIVE_JOBS = 50_000  # the most active jobs looked at after a restart
+ACTIVE_JOBS = 20_000  # the most active jobs looked at after a restart (about 0.15 ms each, read in pages of 200)
 _UNSENT = (JobStatus.SCHEDULED, JobStatus.WAITING)  # nothing of such a job is sent yet: its start sends it
 
 
