@@ -125,3 +125,13 @@ def test_a_tick_task_delivered_again_after_its_request_sends_the_next_tick_once(
     app.tasks["agentq.engine.tick"].apply(args=[job_id, 0])  # one more late copy: tick 1 is sent again, not asked
     rig.run()
     assert rig.store.record(job_id).status is JobStatus.SUCCEEDED and len(model.requests) == 2
+
+
+def test_a_tick_task_delivered_again_while_the_calls_of_its_request_run_sends_nothing(engines: Engines):
+    rig, model = _rig(engines)
+    job_id = rig.service.submit(JOB)
+    assert rig.run(limit=1) == []  # tick 0 wrote the call, which is still open
+    assert rig.executor.tick(job_id, 0) is None  # a late copy of tick 0
+    assert _ticks(rig, job_id) == [0] and len(model.requests) == 1
+    rig.run()
+    assert rig.store.record(job_id).status is JobStatus.SUCCEEDED and _ticks(rig, job_id) == [0, 1]
