@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq import __version__
-from agentq.api import config, events, fleet, jobs, pages, rollouts, schedules, waits
+from agentq.api import config, events, fleet, jobs, pages, resume, rollouts, schedules, waits
 from agentq.api.auth import ApiAuth
 from agentq.api.errors import error_body, install_error_handlers
 from agentq.errors import Problem
@@ -46,7 +46,7 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
                   openapi_url=None, docs_url=None, redoc_url=None)  # served with auth by `pages`
     app.state.parts, app.state.store, app.state.auth = parts, reads, auth
     install_error_handlers(app)
-    for module in (jobs, events, fleet, rollouts, schedules, config, waits, pages):
+    for module in (jobs, events, fleet, rollouts, schedules, config, waits, resume, pages):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_job_bytes)
     return app

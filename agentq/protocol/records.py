@@ -130,14 +130,18 @@ class JobRecord:
     created_at: str | None = None
     finished_at: str | None = None
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md)
+    runs: tuple[dict[str, Any], ...] | None = None  # a resumed job's runs, oldest first (docs/resume.md)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id, "status": self.status.value, "tenant": self.tenant, "result": self.result,
             "state": self.state, "instances": self.instances,
             "error": self.error.to_dict() if self.error is not None else None, "usage": self.usage,
             "created_at": self.created_at, "finished_at": self.finished_at,
         }
+        if self.runs is not None:
+            data["runs"] = [dict(run) for run in self.runs]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
@@ -146,6 +150,7 @@ class JobRecord:
             state=data.get("state", {}), instances=data.get("instances") or {}, error=ErrorInfo.of(data.get("error")),
             usage={**empty_usage(), **(data.get("usage") or {})}, created_at=data.get("created_at"),
             finished_at=data.get("finished_at"), tenant=data.get("tenant") or DEFAULT_TENANT,
+            runs=tuple(data["runs"]) if isinstance(data.get("runs"), list) else None,
         )
 
 
@@ -173,6 +178,8 @@ class JobInfo:
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
     traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (docs/tracing.md)
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md) (a module's child job has its parent's)
+    runs: tuple[dict[str, Any], ...] = ()  # a resumed job's ended runs, oldest first (docs/resume.md)
+    resumed_at: str | None = None  # when its last resume began its current run
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:

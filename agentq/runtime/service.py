@@ -53,6 +53,7 @@ from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.runtime.job_timers import JobTimers
+from agentq.runtime.resume import JobResumes
 from agentq.runtime.signals import JobSignals
 from agentq.settings import Settings
 from agentq.store.base import Store
@@ -74,7 +75,7 @@ class FleetView:
     read_at: float
 
 
-class JobService(JobDecisions, JobSignals, JobTimers):
+class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 

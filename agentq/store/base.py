@@ -43,6 +43,7 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
+from agentq.store.resume import ResumeStore
 from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
 __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "EndAhead",
@@ -51,6 +52,6 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, Connection,
+            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, ResumeStore, Connection,
             Protocol):
     """The whole state store: every concern's contract."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentq.errors import JobNotFoundError, JobTimeoutError
-from agentq.protocol.envelopes import JobFinished
+from agentq.protocol.envelopes import JobFinished, JobResumed
 from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
@@ -233,6 +233,12 @@ class CheckStatus:
 Need = Read | Wait | CheckStatus
 
 _FINAL_EVENT = JobFinished.name
+_RESUMED_EVENT = JobResumed.name
+
+
+def _resumed_after(entries: list[Entry], n: int) -> bool:
+    """Whether a `job.resumed` follows entry `n`: the `job.finished` there ended a run, not the job."""
+    return any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries[n + 1:])
 
 
 class Follow:
@@ -248,14 +254,22 @@ class Follow:
         self.batch = batch
         self._need: Need | None = Read(after, batch)
         self._ended = False  # the job's status was final: what is stored now is all there will be
+        self._closing = False  # a `job.finished` was the last entry read: the next read looks for a `job.resumed`
 
     def need(self) -> Need | None:
         return self._need
 
     def entries(self, entries: list[Entry]) -> list[Entry]:
+        if self._closing:  # what follows a `job.finished`: the job was resumed (docs/resume.md), or that was its end
+            self._closing = False
+            if not any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries):
+                self._need = None
+                return []
         for n, (entry_id, envelope) in enumerate(entries):
-            if envelope.get("event") == _FINAL_EVENT:
+            if envelope.get("event") == _FINAL_EVENT and not _resumed_after(entries, n):
                 self.after, self._need = entry_id, None
+                if n + 1 == len(entries):  # the last entry read: one more read tells whether a resume follows it
+                    self._closing, self._need = True, Read(entry_id, self.batch)
                 return entries[:n + 1]
         if entries:
             self.after = entries[-1][0]

@@ -14,7 +14,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `limits.py`: the models' fleet-wide rate limits (their two steps laid out and read there);
 - `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (docs/tenants.md);
 - `admission.py`: the admission of ready calls to their queues (docs/tenants.md);
-- `waits.py`: wait calls, their timers, events and signals (docs/waits.md).
+- `waits.py`: wait calls, their timers, events and signals (docs/waits.md);
+- `resume.py`: resuming an ended job where it stopped (docs/resume.md).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
 (`runtime/root.py`) constructs a `StateStore`.
@@ -29,13 +30,14 @@ from agentq.store.fleet import FleetSteps
 from agentq.store.job_timers import JobTimerSteps
 from agentq.store.jobs import JobSteps
 from agentq.store.limits import LimitSteps
+from agentq.store.resume import ResumeSteps
 from agentq.store.tenants import TenantSteps
 from agentq.store.ticks import TickSteps
 from agentq.store.waits import WaitSteps
 
 
 class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps,
-                 WaitSteps, JobTimerSteps):
+                 WaitSteps, JobTimerSteps, ResumeSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

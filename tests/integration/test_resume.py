@@ -1,0 +1,234 @@
+"""Resuming a job where it stopped (docs/resume.md) with real parts: real Redis, real Celery workers (threads), the
+real `anthropic` SDK against the fake Messages API. What ran is counted outside the store: the activities append a
+line per run to a ledger file, and an outside dependency is "down" while a flag file exists."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from agentq.errors import ConflictError, JobValidationError
+from agentq.protocol.status import CALL_FINAL
+from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
+from tests.integration.conftest import Harness, store_of
+from tests.integration.procs import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Ledger:
+    """A file the activities append one line per run to (`<activity> <tag>`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def add(self, line: str) -> None:
+        with self._lock, self.path.open("a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+    def runs(self) -> list[str]:
+        return self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+
+
+def plan_job_with_a_payment(harness: Harness, tmp_path: Path) -> tuple[Ledger, Path]:
+    """Three activities: `reserve` and `invoice` always work; `pay` fails while `payments-down` exists (its one retry
+    too). Each run is a ledger line."""
+    ledger, down = Ledger(tmp_path / "ledger.txt"), tmp_path / "payments-down"
+    for name in ("reserve", "invoice", "pay"):
+        harness.tool(name, params={"order": {"type": "string"}})
+
+    def step(name: str):
+        def run(call: dict) -> dict:
+            ledger.add(f"{name} {call['order']}")
+            if name == "pay" and down.exists():
+                raise ConnectionError("the payment API is down")
+            return {"done": name, "order": call["order"]}
+        return run
+
+    harness.activities.register("reserve", step("reserve"))
+    harness.activities.register("invoice", step("invoice"))
+    harness.activities.register("pay", step("pay"), retries=1, retry_backoff=0.05)
+    harness.worker()
+    return ledger, down
+
+
+ORDER_JOB = {"calls": [
+    {"_tool": "reserve", "order": "o-1", "_outputPath": "†state.reserved"},
+    {"_tool": "invoice", "order": "o-1", "_outputPath": "†state.invoiced"},
+    {"_tool": "pay", "order": "†state.invoiced.order", "_outputPath": "†state.paid"},
+]}
+
+
+def test_a_plan_job_failed_by_a_dependency_resumes_once_it_is_back_and_runs_only_what_failed(
+        harness: Harness, tmp_path: Path):
+    ledger, down = plan_job_with_a_payment(harness, tmp_path)
+    down.touch()
+    client = harness.client()
+    handle = client.submit(ORDER_JOB)
+    failed = handle.result(timeout=30)
+    assert failed["status"] == "failed" and failed["error"]["type"] == "CallsFailed", failed
+    assert sorted(ledger.runs()) == ["invoice o-1", "pay o-1", "pay o-1", "reserve o-1"]  # pay: an attempt, a retry
+
+    down.unlink()  # the payment API is back
+    resumed = handle.resume()
+    assert resumed["status"] in ("running", "succeeded")
+    record = handle.result(timeout=30)
+    assert record["status"] == "succeeded", record
+    assert record["error"] is None
+    assert record["state"]["paid"] == {"done": "pay", "order": "o-1"}
+    assert record["state"]["reserved"] == {"done": "reserve", "order": "o-1"}
+    # the two committed calls did not run again; the failed one ran once more
+    assert sorted(ledger.runs()) == ["invoice o-1", "pay o-1", "pay o-1", "pay o-1", "reserve o-1"]
+    first, second = record["runs"]
+    assert first["run"] == 1 and first["status"] == "failed" and first["error"]["type"] == "CallsFailed"
+    assert first["started_at"] and first["finished_at"]
+    assert second == {"run": 2, "started_at": second["started_at"], "finished_at": record["finished_at"],
+                      "status": "succeeded", "error": None}
+    # one stream: the first run's end, job.resumed, the failed call's new attempt, the new end
+    events = [e.data for e in handle.events(follow=True)]
+    names = [e["event"] for e in events]
+    assert names.count("job.finished") == 2 and names.count("job.resumed") == 1
+    resumed_at = names.index("job.resumed")
+    assert names[resumed_at - 1] == "job.finished" and names[-1] == "job.finished"
+    assert events[resumed_at]["run"] == 2 and events[resumed_at]["previous"]["status"] == "failed"
+    assert [e["tool"] for e in events[resumed_at:] if e["event"] == "call.started"] == ["pay"]
+    pay = [c for c in handle.calls() if c["tool"] == "pay"][0]
+    assert pay["status"] == "done" and pay["attempts"] == 1  # a fresh attempt count for the new run
+
+
+def test_a_canceled_job_resumes_and_runs_the_calls_the_cancel_stopped(harness: Harness, tmp_path: Path):
+    ledger = Ledger(tmp_path / "ledger.txt")
+    gate = threading.Event()
+    harness.tool("first", params={"n": {"type": "integer"}})
+    harness.tool("then", params={"n": {"type": "integer"}})
+
+    def first(call: dict) -> int:
+        ledger.add("first")
+        return call["n"]
+
+    def then(call: dict) -> int:
+        ledger.add("then")
+        return call["n"] * 10
+
+    harness.activities.register("first", first)
+    harness.activities.register("then", then)
+    harness.worker()
+    client = harness.client()
+    # a signal wait between the two calls holds the job until it is canceled
+    handle = client.submit({"tools": ["first", "then", "waitForSignal"], "calls": [
+        {"_tool": "first", "n": 4, "_outputPath": "†state.first"},
+        {"_tool": "waitForSignal", "name": "go", "timeout_s": 600, "after": "†state.first",
+         "_outputPath": "†state.go"},
+        {"_tool": "then", "n": "†state.first", "after": "†state.go", "_outputPath": "†state.then"},
+    ]})
+    wait_for(lambda: any(c["status"] == "waiting" for c in handle.calls()), 20, "the wait to open")
+    assert handle.cancel() == "canceled"
+    assert handle.result(timeout=10)["status"] == "canceled"
+    gate.set()
+    record = handle.resume()
+    assert record["status"] == "running"
+    handle.signal("go", {"ok": True})
+    done = handle.result(timeout=30)
+    assert done["status"] == "succeeded", done
+    assert done["state"]["then"] == 40
+    assert ledger.runs() == ["first", "then"]  # `first` committed before the cancel: never again
+    assert [r["status"] for r in done["runs"]] == ["canceled", "succeeded"]
+
+
+def test_two_resumes_at_once_resume_the_job_once(harness: Harness, tmp_path: Path):
+    ledger, down = plan_job_with_a_payment(harness, tmp_path)
+    down.touch()
+    client = harness.client()
+    handle = client.submit(ORDER_JOB)
+    assert handle.result(timeout=30)["status"] == "failed"
+    down.unlink()
+    outcomes: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def resume() -> None:
+        barrier.wait()
+        try:
+            harness.client().job(handle.id).resume()
+            outcomes.append("resumed")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=resume) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["conflict"] * 3 + ["resumed"]
+    record = handle.result(timeout=30)
+    assert record["status"] == "succeeded" and len(record["runs"]) == 2
+    assert ledger.runs().count("pay o-1") == 3  # two in the first run, one in the one resumed run
+    events = [e.data["event"] for e in handle.events(follow=False)]
+    assert events.count("job.resumed") == 1
+
+
+def test_resuming_a_succeeded_or_running_job_conflicts_and_bad_options_name_their_pointers(
+        harness: Harness, tmp_path: Path):
+    harness.tool("slow", params={"n": {"type": "integer"}})
+    release = threading.Event()
+    harness.activities.register("slow", lambda call: release.wait(20) and call["n"])
+    harness.worker()
+    client = harness.client()
+    running = client.submit({"calls": [{"_tool": "slow", "n": 1, "_outputPath": "†state.n"}]})
+    wait_for(lambda: running.status() == "running", 20, "the job to run")
+    store = store_of(client)
+    with pytest.raises(ConflictError, match="only a failed or canceled job can be resumed"):
+        running.resume()
+    release.set()
+    assert running.result(timeout=20)["status"] == "succeeded"
+    with pytest.raises(ConflictError, match="succeeded: there is nothing to resume"):
+        running.resume()
+    with pytest.raises(JobValidationError) as bad:
+        running.resume({"budget": {"max_requests": "many"}, "start_at": "2030-01-01T00:00:00Z", "colour": "red"})
+    pointers = sorted(p.pointer for p in bad.value.problems)
+    assert pointers == ["/options/budget/max_requests", "/options/colour", "/options/start_at"], pointers
+    record = running.record()
+    assert record["status"] == "succeeded" and "runs" not in record
+    assert not any(e.data["event"] == "job.resumed" for e in running.events(follow=False))
+    assert [e.data["event"] for e in running.events(follow=False)].count("job.finished") == 1
+    assert all(s in CALL_FINAL for s in store.call_statuses(running.id).values())
+
+
+
+def test_an_agent_job_stopped_by_its_budget_resumes_with_a_larger_one_without_repeating_its_calls(
+        harness: Harness, anthropic_env: FakeAnthropic, tmp_path: Path):
+    ledger = Ledger(tmp_path / "ledger.txt")
+    harness.tool("lookup", params={"q": {"type": "string"}}, output={"type": "string"})
+    harness.activities.register("lookup", lambda call: ledger.add(f"lookup {call['q']}") or f"found {call['q']}")
+    harness.worker(llm="anthropic")
+    asked: list[RecordedRequest] = []
+
+    def answer(request: RecordedRequest) -> Answer:
+        asked.append(request)
+        if len(asked) == 1:
+            return Answer.solution({"calls": [{"_tool": "lookup", "q": "orders", "_outputPath": "†state.orders"}],
+                                    "output": None})
+        return Answer.solution({"calls": [], "output": "all done"})
+
+    anthropic_env.responder = answer
+    client = harness.client()
+    handle = client.submit({"context": [{"type": "text", "text": "Look up the orders."}], "tools": ["lookup"],
+                            "options": {"budget": {"max_requests": 1}}})
+    failed = handle.result(timeout=30)
+    assert failed["status"] == "failed" and failed["error"]["type"] == "BudgetExceeded", failed
+    assert len(asked) == 1 and ledger.runs() == ["lookup orders"]
+
+    with pytest.raises(JobValidationError):
+        handle.resume({"budget": {"max_requests": -1}})
+    handle.resume({"budget": {"max_requests": 3}})
+    record = handle.result(timeout=30)
+    assert record["status"] == "succeeded", record
+    assert record["result"] == "all done"
+    assert ledger.runs() == ["lookup orders"]  # the committed call did not run again
+    assert len(asked) == 2
+    note = asked[-1].last_user_text
+    assert "resumed after its error (BudgetExceeded" in note, note
+    assert [r["status"] for r in record["runs"]] == ["failed", "succeeded"]
+    assert record["runs"][0]["error"]["type"] == "BudgetExceeded"
