@@ -18,7 +18,9 @@ from agentq.errors import JobNotFoundError, Problem
 
 router = APIRouter(tags=["jobs"], dependencies=[Authorized])
 
-_GONE = {410: {"model": ErrorModel, "description": "the job's data expired with its ttl_s"}}
+_SHAPE = "a resume's body is {\"options\"?: {...}}"
+_GONE: dict[int | str, dict[str, Any]] = {
+    410: {"model": ErrorModel, "description": "the job's data expired with its ttl_s"}}
 
 
 @router.post("/v1/jobs/{job_id}/resume", summary="Resume a failed, canceled or deadline-exceeded job where it stopped",
@@ -39,8 +41,9 @@ def _options_of(body: Any) -> Any:
     """A resume's option overrides: the body's `options` (no body: none)."""
     if body is None:
         return None
-    if not isinstance(body, dict) or set(body) - {"options"}:
-        raise ApiError(422, "InvalidRequest", "a resume's body is {\"options\"?: {...}}",
-                       [Problem(f"/{k}", "unknown field; a resume takes options") for k in sorted(set(body) - {"options"})]
-                       if isinstance(body, dict) else [Problem("", "not a JSON object")])
+    if not isinstance(body, dict):
+        raise ApiError(422, "InvalidRequest", _SHAPE, [Problem("", "not a JSON object")])
+    if unknown := sorted(set(body) - {"options"}):
+        raise ApiError(422, "InvalidRequest", _SHAPE,
+                       [Problem(f"/{k}", "unknown field; a resume takes options") for k in unknown])
     return body.get("options")

@@ -29,7 +29,7 @@ from agentq.runtime.fleet_config import FleetConfig
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.job_timers import DEADLINE
-from agentq.store.resume import ResumeConflict, Resumed, ResumeMissing
+from agentq.store.resume_contract import ResumeConflict, Resumed, ResumeMissing
 from agentq.webhooks.store import DeliveryStore
 
 log = logging.getLogger("agentq.service")

@@ -43,7 +43,7 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
-from agentq.store.resume import ResumeStore
+from agentq.store.resume_contract import ResumeStore
 from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
 __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "EndAhead",

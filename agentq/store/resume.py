@@ -3,8 +3,8 @@ one atomic step that takes a failed or canceled job back to running (so of two r
 the fleet-wide bookkeeping a job's end took back (the active jobs the metrics count), written after the step as
 `create_job` writes a new job's.
 
-`ResumeStore` is the contract the job service uses; the step's arguments (`ResumeArgs`) and its typed replies
-(`Resumed`, `ResumeConflict`, `ResumeMissing`) live here with it.
+The step's arguments are `ResumeArgs`; its contract (`ResumeStore`) and typed replies (`Resumed`, `ResumeConflict`,
+`ResumeMissing`) are in `resume_contract.py`, which the job service and `base.py`'s `Store` know it by.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
@@ -21,6 +21,7 @@ from agentq.protocol.status import JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
 from agentq.store.connection import StoreConnection
+from agentq.store.resume_contract import ResumeConflict, Resumed, ResumeMissing, ResumeReply
 from agentq.store.script_runner import ScriptRunner
 
 log = logging.getLogger("agentq.store")
@@ -42,41 +43,6 @@ class ResumeArgs:
 
     def encode(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class Resumed:
-    """The job runs again: its run number, the status it resumed to, its open awaited calls, its model exchanges so
-    far, its kind and the records of the calls ready now (their tasks are to be sent)."""
-
-    run: int
-    status: JobStatus
-    open_calls: int
-    exchanges: int
-    kind: JobKind
-    ready: list[CallRecord]
-
-
-@dataclass(frozen=True)
-class ResumeConflict:
-    """The job is neither failed nor canceled (`status`): nothing was written."""
-
-    status: JobStatus
-
-
-@dataclass(frozen=True)
-class ResumeMissing:
-    """No job has that id (it expired, or was never submitted)."""
-
-
-ResumeReply = Resumed | ResumeConflict | ResumeMissing
-
-
-class ResumeStore(Protocol):
-    """What resuming a job writes."""
-
-    def resume_job(self, job_id: str, *, event: Envelope, expire_at_ms: int, waiting: bool,
-                   options: dict[str, Any] | None, note: dict[str, Any] | None) -> ResumeReply: ...
 
 
 @map_store_errors

@@ -95,7 +95,7 @@ def test_a_plan_job_failed_by_a_dependency_resumes_once_it_is_back_and_runs_only
     assert names[resumed_at - 1] == "job.finished" and names[-1] == "job.finished"
     assert events[resumed_at]["run"] == 2 and events[resumed_at]["previous"]["status"] == "failed"
     assert [e["tool"] for e in events[resumed_at:] if e["event"] == "call.started"] == ["pay"]
-    pay = [c for c in handle.calls() if c["tool"] == "pay"][0]
+    pay = next(c for c in handle.calls() if c["tool"] == "pay")
     assert pay["status"] == "done" and pay["attempts"] == 1  # a fresh attempt count for the new run
 
 
@@ -201,7 +201,12 @@ def test_an_agent_job_stopped_by_its_budget_resumes_with_a_larger_one_without_re
         harness: Harness, anthropic_env: FakeAnthropic, tmp_path: Path):
     ledger = Ledger(tmp_path / "ledger.txt")
     harness.tool("lookup", params={"q": {"type": "string"}}, output={"type": "string"})
-    harness.activities.register("lookup", lambda call: ledger.add(f"lookup {call['q']}") or f"found {call['q']}")
+
+    def lookup(call: dict) -> str:
+        ledger.add(f"lookup {call['q']}")
+        return f"found {call['q']}"
+
+    harness.activities.register("lookup", lookup)
     harness.worker(llm="anthropic")
     asked: list[RecordedRequest] = []
 
