@@ -28,9 +28,10 @@ _GONE: dict[int | str, dict[str, Any]] = {
 async def resume_job(request: Request, job_id: str) -> JSONResponse:
     parts = app_parts(request)
     try:
-        await visible_job(request, job_id, write=True)  # 404 (or 403) before anything else
+        await app_store(request).job_tenant(job_id)
     except JobNotFoundError:
         raise await run_in_threadpool(parts.store.missing, job_id) from None  # 410 once its data expired
+    await visible_job(request, job_id, write=True)  # 404 for another tenant's job (or 403) before anything else
     _, body = await json_body(request, required=False)
     options = _options_of(body)
     await run_in_threadpool(parts.jobs.resume, job_id, options)

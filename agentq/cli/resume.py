@@ -40,7 +40,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
     options, problem = resume_options(args)
     if problem is not None:
         return fail(problem)
-    view = None
     with client(args) as jobs:
         handle = jobs.job(args.id)
         stored = list(handle.events(follow=False))
@@ -49,14 +48,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if not args.follow:
             print_json(record)
             return 0
-        view = None if args.json else LiveView()
-        if view is not None:
-            view.job_id = handle.id
-            for event in handle.events(after=after, technical=True):
-                if event.event == "job.resumed":
-                    view.out(f"job {handle.id} resumed (run {event.data.get('run')})")
-                view.show(event.data)
-        record = handle.result()
+        return _follow(handle, after, as_json=args.json)
+
+
+def _follow(handle: Any, after: str, *, as_json: bool) -> int:
+    """Show the resumed run's events live (nothing with `as_json`), then its record; 0 when it succeeded."""
+    view = None if as_json else LiveView()
+    if view is not None:
+        view.job_id = handle.id
+        for event in handle.events(after=after, technical=True):
+            if event.event == "job.resumed":
+                view.out(f"job {handle.id} resumed (run {event.data.get('run')})")
+            view.show(event.data)
+    record = handle.result()
     if view is None:
         print_json(record)
     else:

@@ -21,9 +21,9 @@ from agentq.errors import ConflictError, JobNotFoundError, RateLimited
 from agentq.protocol.envelopes import JobResumed
 from agentq.protocol.events import job_part
 from agentq.protocol.jobs import JobLimits
-from agentq.protocol.records import JobInfo, JobKind
+from agentq.protocol.records import CallMode, JobInfo, JobKind
 from agentq.protocol.resume import RESUMABLE, conflict_message, resume_note, resume_options
-from agentq.protocol.status import JobStatus
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.settings import Settings
@@ -65,21 +65,24 @@ class JobResumes:
                                                             locale=info.locale))
         note = resume_note(info.status, error, len(info.runs) + 2) if info.kind is JobKind.AGENT else None
         try:
-            reply = self.store.resume_job(job_id, event=event, expire_at_ms=expire_at_ms, waiting=waiting,
-                                          options=merged if overrides else None, note=note)
+            reply = self._step(info, event=event, expire_at_ms=expire_at_ms, waiting=waiting,
+                               options=merged if overrides else None, note=note)
         except BaseException:
             self._give_back(info, admitted)
             raise
-        match reply:
-            case ResumeMissing():
-                self._give_back(info, admitted)
-                raise self.store.missing(job_id)
-            case ResumeConflict(status=status):  # another resume (or nothing) changed it since it was read
-                self._give_back(info, admitted)
-                raise ConflictError(conflict_message(job_id, status))
         self._restart(info, reply, merged, expire_at_ms)
         log.info("job %s resumed: run %d, %d call(s) ready", job_id, reply.run, len(reply.ready))
         return reply
+
+    def _step(self, info: JobInfo, **step: Any) -> Resumed:
+        """The store's resume step; raises when it did not resume the job (nothing was written)."""
+        match self.store.resume_job(info.id, **step):
+            case ResumeMissing():
+                raise self.store.missing(info.id)
+            case ResumeConflict(status=status):  # another resume (or an end) changed it since it was read
+                raise ConflictError(conflict_message(info.id, status))
+            case resumed:
+                return resumed
 
     def _resumable(self, job_id: str) -> JobInfo:
         """The job, when it may be resumed (see `resume`)."""
@@ -94,6 +97,12 @@ class JobResumes:
         if not info.options:  # recorded as rejected at submission: it never ran
             raise ConflictError(f"job {job_id} was rejected at submission: there is nothing to resume "
                                 "(submit it again)")
+        ended = (CallStatus.FAILED, CallStatus.CANCELED)
+        again = [call for call, status in self.store.call_statuses(job_id).items() if status in ended]
+        modules = sorted(c for c, r in self.store.call_records(job_id, again).items() if r.mode is CallMode.MODULE)
+        if modules:  # its child job ended with it and keeps its id: the call would wait for it forever
+            raise ConflictError(f"job {job_id} cannot be resumed: its module call(s) {', '.join(modules)} would run "
+                                "again, and a module's child job is not resumed (submit the job again)")
         return info
 
     def _admit_resume(self, info: JobInfo, expire_at_ms: int) -> bool:

@@ -236,9 +236,17 @@ _FINAL_EVENT = JobFinished.name
 _RESUMED_EVENT = JobResumed.name
 
 
-def _resumed_after(entries: list[Entry], n: int) -> bool:
-    """Whether a `job.resumed` follows entry `n`: the `job.finished` there ended a run, not the job."""
-    return any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries[n + 1:])
+def _end_of(entries: list[Entry]) -> int | None:
+    """The place of the `job.finished` that ends the job among `entries` (one a `job.resumed` follows ended a run,
+    not the job); None when there is none."""
+    resumed = False
+    for n in range(len(entries) - 1, -1, -1):
+        event = entries[n][1].get("event")
+        if event == _RESUMED_EVENT:
+            resumed = True
+        elif event == _FINAL_EVENT and not resumed:
+            return n
+    return None
 
 
 class Follow:
@@ -260,17 +268,15 @@ class Follow:
         return self._need
 
     def entries(self, entries: list[Entry]) -> list[Entry]:
-        if self._closing:  # what follows a `job.finished`: the job was resumed (docs/resume.md), or that was its end
-            self._closing = False
-            if not any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries):
-                self._need = None
-                return []
-        for n, (entry_id, envelope) in enumerate(entries):
-            if envelope.get("event") == _FINAL_EVENT and not _resumed_after(entries, n):
-                self.after, self._need = entry_id, None
-                if n + 1 == len(entries):  # the last entry read: one more read tells whether a resume follows it
-                    self._closing, self._need = True, Read(entry_id, self.batch)
-                return entries[:n + 1]
+        if self._closing and not self._resumed(entries):
+            return []
+        end = _end_of(entries)
+        if end is not None:
+            entry_id = entries[end][0]
+            self.after, self._need = entry_id, None
+            if end + 1 == len(entries):  # the last entry read: one more read tells whether a resume follows it
+                self._closing, self._need = True, Read(entry_id, self.batch)
+            return entries[:end + 1]
         if entries:
             self.after = entries[-1][0]
         if len(entries) >= self.batch:
@@ -282,6 +288,14 @@ class Follow:
         else:
             self._need = CheckStatus()
         return entries
+
+    def _resumed(self, entries: list[Entry]) -> bool:
+        """What was read after a `job.finished`: the job was resumed (docs/resume.md), else that was its end."""
+        self._closing = False
+        if any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries):
+            return True
+        self._need = None
+        return False
 
     def status(self, status: JobStatus) -> None:
         # An ended job's final event may have been stored after the wait that came back empty (the status and the

@@ -66,6 +66,14 @@ function fact(label, ...value) {
   return h("div", { class: "fact" }, h("dt", {}, label), h("dd", {}, ...value));
 }
 
+// a resumed job's runs (docs/resume.md): one line each, its status, start, end and error
+function runsView(runs) {
+  return h("ol", { class: "runs" }, ...runs.map((run) => h("li", {},
+    statusBadge(run.status), " ", timeView(run.started_at), run.finished_at ? " → " : "",
+    run.finished_at ? timeView(run.finished_at) : "",
+    run.error ? h("span", { class: "row-error" }, ` ${run.error.type}: ${run.error.message}`) : "")));
+}
+
 function renderRecord(record) {
   view.record = record;
   $("#job-status").replaceChildren(statusBadge(record.status, "big"));
@@ -80,7 +88,8 @@ function renderRecord(record) {
     fact("Finished", timeView(record.finished_at)),
     fact("Duration", duration ? formatDuration(duration - created) + (finished ? "" : " so far") : "—"),
     fact("Calls", callsSummary() || "—"),
-    usage ? fact("Usage", usage) : "");
+    usage ? fact("Usage", usage) : "",
+    record.runs ? fact("Runs", runsView(record.runs)) : "");
   $("#job-error").replaceChildren(record.error
     ? h("div", { class: "error-box", role: "alert" }, h("strong", {}, record.error.type || "Error"), ": ",
       String(record.error.message ?? ""))
