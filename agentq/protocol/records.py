@@ -60,6 +60,7 @@ class CallRecord:
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
     tenant: str = DEFAULT_TENANT  # its job's tenant (docs/tenants.md): the `tenant` label it is counted under
     start_timeout_s: float | None = None  # its tool's `x-start-timeout-s` (docs/waits.md#start-timeouts)
+    run: int = 1  # the job's run it runs in (docs/resume.md): a resumed run's task has an id of its own
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -79,7 +80,8 @@ class CallRecord:
             "task": self.task, "queue": self.queue,
         } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {}) \
             | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}) \
-            | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {})
+            | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {}) \
+            | ({"run": self.run} if self.run > 1 else {})  # last: resume.lua sets it in the stored JSON
 
     def to_task(self) -> dict[str, Any]:
         """What a call's task carries: `to_dict()` without the optional fields that hold their default value, nor
@@ -103,7 +105,7 @@ class CallRecord:
             locale=data.get("locale", "en"),
             task=task, queue=data.get("queue", task), relay=data.get("relay"),
             route=data.get("route"), tenant=data.get("tenant") or DEFAULT_TENANT,
-            start_timeout_s=data.get("start_timeout_s"),
+            start_timeout_s=data.get("start_timeout_s"), run=int(data.get("run") or 1),
         )
 
 

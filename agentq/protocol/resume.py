@@ -38,6 +38,12 @@ def resume_options(raw: Any, limits: JobLimits) -> dict[str, Any]:
     return checked
 
 
+def deadline_kind(run: int, base: str = "deadline") -> str:
+    """The kind of the deadline timer of a job's run `run`: the first run's is `deadline`, a resumed run's
+    `deadline:<run>`, so a timer of an earlier run never ends a later one."""
+    return base if run <= 1 else f"{base}:{run}"
+
+
 def conflict_message(job_id: str, status: JobStatus) -> str:
     """Why a job in `status` cannot be resumed."""
     if status is JobStatus.SUCCEEDED:

@@ -22,7 +22,7 @@ from agentq.protocol.envelopes import JobResumed
 from agentq.protocol.events import job_part
 from agentq.protocol.jobs import JobLimits
 from agentq.protocol.records import CallMode, JobInfo, JobKind
-from agentq.protocol.resume import RESUMABLE, conflict_message, resume_note, resume_options
+from agentq.protocol.resume import RESUMABLE, conflict_message, deadline_kind, resume_note, resume_options
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.runtime.fleet_config import FleetConfig
@@ -129,11 +129,11 @@ class JobResumes:
         job_id, now = info.id, time.time()
         if self.webhooks is not None and options.get("webhook") is not None:
             self.webhooks.watch(job_id, int(now * 1000))
+        self.store.drop_job_timer(job_id, deadline_kind(resumed.run - 1, DEADLINE))  # a canceled run's, if left
         deadline_s = options.get("deadline_s")
-        if deadline_s is not None:
-            self.store.set_job_timer(job_id, DEADLINE, round((now + float(deadline_s)) * 1000))
-        else:
-            self.store.drop_job_timer(job_id, DEADLINE)  # a timer left from a canceled run is not this run's
+        if deadline_s is not None:  # this run's own timer: an earlier run's, still firing, cannot end it
+            due_ms = round((now + float(deadline_s)) * 1000)
+            self.store.set_job_timer(job_id, deadline_kind(resumed.run, DEADLINE), due_ms)
         admission = getattr(self.dispatcher, "admission", None)
         if admission is not None:
             admission.know(job_id, info.tenant, options.get("priority"))

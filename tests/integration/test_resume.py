@@ -5,6 +5,7 @@ line per run to a ledger file, and an outside dependency is "down" while a flag 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,40 @@ def test_an_agent_job_stopped_by_its_budget_resumes_with_a_larger_one_without_re
     assert "resumed after its error (BudgetExceeded" in note, note
     assert [r["status"] for r in record["runs"]] == ["failed", "succeeded"]
     assert record["runs"][0]["error"]["type"] == "BudgetExceeded"
+
+
+def test_a_deadline_exceeded_job_resumes_under_a_new_deadline_from_the_resume(harness: Harness, tmp_path: Path):
+    ledger, slow = Ledger(tmp_path / "ledger.txt"), tmp_path / "slow"
+    harness.tool("fetch", params={"url": {"type": "string"}})
+
+    def fetch(call: dict) -> dict:
+        ledger.add("fetch start")
+        run = ledger.runs().count("fetch start")
+        if slow.exists():
+            time.sleep(2.5)
+        ledger.add(f"fetch end {run}")
+        return {"attempt": run}
+
+    harness.activities.register("fetch", fetch)
+    harness.worker(timer_poll_s=0.1)
+    slow.touch()
+    handle = harness.client().submit({"calls": [{"_tool": "fetch", "url": "https://example.com",
+                                                 "_outputPath": "†state.page"}], "options": {"deadline_s": 1}})
+    assert handle.result(timeout=20)["error"]["type"] == "DeadlineExceeded"
+
+    started = time.monotonic()
+    handle.resume()  # still slow: the job's own deadline_s counts again from the resume, and ends this run too
+    again = handle.result(timeout=20)
+    assert again["status"] == "failed" and again["error"]["type"] == "DeadlineExceeded", again
+    assert 1 <= time.monotonic() - started < 2.5
+    wait_for(lambda: "fetch end 2" in ledger.runs(), 10, "the cut-off attempts to end")
+
+    slow.unlink()
+    handle.resume({"deadline_s": 30})
+    record = handle.result(timeout=20)
+    assert record["status"] == "succeeded", record
+    assert record["state"]["page"] == {"attempt": 3}  # the cut-off attempts' late outcomes never reached the job
+    assert [(r["status"], (r["error"] or {}).get("type")) for r in record["runs"]] == [
+        ("failed", "DeadlineExceeded"), ("failed", "DeadlineExceeded"), ("succeeded", None)]
+    wait_for(lambda: "fetch end 1" in ledger.runs(), 10, "the first cut-off attempt to end")
+    assert store_of(harness.client()).record(handle.id).to_dict()["state"]["page"] == {"attempt": 3}

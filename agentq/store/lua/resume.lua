@@ -65,7 +65,13 @@ for _, id in ipairs(order) do
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
   redis.call('DEL', a.lease_prefix .. id)  -- an attempt the end cut off commits nothing now (commit.lua)
-  if next_status == CALL.READY then ready[#ready + 1] = redis.call('HGET', KEYS[3], id) end
+  -- the record names the run it runs in (`CallRecord.run`, last in its JSON): its task gets an id of its own, so
+  -- a revoke of the run that ended (a cancel, a deadline) does not drop it
+  local record = redis.call('HGET', KEYS[3], id)
+  local base = string.gsub(record, ',"run":%d+}$', '}')
+  record = string.sub(base, 1, -2) .. ',"run":' .. run .. '}'
+  redis.call('HSET', KEYS[3], id, record)
+  if next_status == CALL.READY then ready[#ready + 1] = record end
 end
 
 -- the awaited calls not ended, counted again
