@@ -262,7 +262,7 @@ class Follow:
         self.batch = batch
         self._need: Need | None = Read(after, batch)
         self._ended = False  # the job's status was final: what is stored now is all there will be
-        self._closing = False  # a `job.finished` was the last entry read: the next read looks for a `job.resumed`
+        self._closing = False  # a `job.finished` ended a full batch: the next read looks for a `job.resumed`
 
     def need(self) -> Need | None:
         return self._need
@@ -274,8 +274,8 @@ class Follow:
         if end is not None:
             entry_id = entries[end][0]
             self.after, self._need = entry_id, None
-            if end + 1 == len(entries):  # the last entry read: one more read tells whether a resume follows it
-                self._closing, self._need = True, Read(entry_id, self.batch)
+            if end + 1 == len(entries) >= self.batch:  # the last of a full batch: does a resume follow it? (a
+                self._closing, self._need = True, Read(entry_id, self.batch)  # short batch was all there was)
             return entries[:end + 1]
         if entries:
             self.after = entries[-1][0]
