@@ -275,3 +275,27 @@ def test_a_deadline_exceeded_job_resumes_under_a_new_deadline_from_the_resume(ha
         ("failed", "DeadlineExceeded"), ("failed", "DeadlineExceeded"), ("succeeded", None)]
     wait_for(lambda: "fetch end 1" in ledger.runs(), 10, "the first cut-off attempt to end")
     assert store_of(harness.client()).record(handle.id).to_dict()["state"]["page"] == {"attempt": 3}
+
+
+def test_a_resumed_jobs_webhook_delivers_the_end_of_each_run(redis_url: str, tmp_path: Path):
+    from tests.integration.test_webhooks import FAST
+    from tests.integration.webhook_receiver import Receiver
+
+    receiver = Receiver()
+    harness = Harness(redis_url, **FAST)
+    try:
+        ledger, down = plan_job_with_a_payment(harness, tmp_path)
+        down.touch()
+        handle = harness.client().submit({**ORDER_JOB, "options": {"webhook": {"url": receiver.url}}})
+        assert handle.result(timeout=30)["status"] == "failed"
+        first = receiver.delivered(lambda r: r.payload["data"].get("status") == "failed")
+        down.unlink()
+        handle.resume()
+        assert handle.result(timeout=30)["status"] == "succeeded"
+        second = receiver.delivered(lambda r: r.payload["data"].get("status") == "succeeded")
+        assert first.verified and second.verified
+        assert second.payload["type"] == "job.finished" and len(second.payload["data"]["runs"]) == 2
+        assert second.headers["webhook-id"] != first.headers["webhook-id"]
+    finally:
+        harness.close()
+        receiver.close()
