@@ -284,7 +284,7 @@ def test_a_resumed_jobs_webhook_delivers_the_end_of_each_run(redis_url: str, tmp
     receiver = Receiver()
     harness = Harness(redis_url, **FAST)
     try:
-        ledger, down = plan_job_with_a_payment(harness, tmp_path)
+        _, down = plan_job_with_a_payment(harness, tmp_path)
         down.touch()
         handle = harness.client().submit({**ORDER_JOB, "options": {"webhook": {"url": receiver.url}}})
         assert handle.result(timeout=30)["status"] == "failed"
