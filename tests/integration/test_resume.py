@@ -299,3 +299,28 @@ def test_a_resumed_jobs_webhook_delivers_the_end_of_each_run(redis_url: str, tmp
     finally:
         harness.close()
         receiver.close()
+
+
+def test_a_resume_takes_a_place_among_its_tenants_active_jobs_again(harness: Harness):
+    from agentq import RateLimited
+
+    harness.settings = harness.settings.model_copy(update={"tenants": {"acme": {"max_active_jobs": 1}}})
+    opened = threading.Event()
+    harness.tool("hold", params={"n": {"type": "integer"}})
+    harness.activities.register("hold", lambda call: opened.wait(30) and call["n"])
+    harness.worker()
+    client = harness.client(tenant="acme")
+    canceled = client.submit({"calls": [{"_tool": "hold", "n": 1, "_outputPath": "†state.n"}]})
+    canceled.cancel()  # its end gave its place back
+    busy = client.submit({"calls": [{"_tool": "hold", "n": 2, "_outputPath": "†state.n"}]})
+    events_before = [e.data["event"] for e in canceled.events(follow=False)]
+    with pytest.raises(RateLimited, match="the job was not resumed"):
+        canceled.resume()
+    assert canceled.status() == "canceled"
+    assert [e.data["event"] for e in canceled.events(follow=False)] == events_before  # nothing written
+    opened.set()
+    assert busy.result(timeout=30)["status"] == "succeeded"
+    wait_for(lambda: canceled.status() == "canceled" and not store_of(client).redis.zscore(
+        "agentq:tenant:{acme}:active", busy.id), 10, "the busy job to leave its tenant's active jobs")
+    canceled.resume()
+    assert canceled.result(timeout=30)["status"] == "succeeded"
