@@ -324,3 +324,26 @@ def test_a_resume_takes_a_place_among_its_tenants_active_jobs_again(harness: Har
         "agentq:tenant:{acme}:active", busy.id), 10, "the busy job to leave its tenant's active jobs")
     canceled.resume()
     assert canceled.result(timeout=30)["status"] == "succeeded"
+
+
+def test_a_resumed_job_waits_for_its_concurrency_keys_as_a_new_job_does(harness: Harness, tmp_path: Path):
+    ledger, down = plan_job_with_a_payment(harness, tmp_path)
+    opened = threading.Event()
+    harness.tool("hold", params={"n": {"type": "integer"}})
+    harness.activities.register("hold", lambda call: opened.wait(30) and call["n"])
+    harness.worker()
+    keyed = {"options": {"concurrency": [{"key": "acct-7", "limit": 1}]}}
+    client = harness.client()
+    down.touch()
+    order = client.submit({**ORDER_JOB, **keyed})
+    assert order.result(timeout=30)["status"] == "failed"
+    holder = client.submit({"calls": [{"_tool": "hold", "n": 1, "_outputPath": "†state.n"}], **keyed})
+    wait_for(lambda: holder.status() == "running", 20, "the other job to hold the key")
+    down.unlink()
+    assert order.resume()["status"] == "waiting"  # the key is held: nothing of it is sent
+    assert order.status() == "waiting"
+    assert ledger.runs().count("pay o-1") == 2
+    opened.set()  # the holder ends, the key goes to the resumed job
+    assert holder.result(timeout=30)["status"] == "succeeded"
+    assert order.result(timeout=30)["status"] == "succeeded"
+    assert ledger.runs().count("pay o-1") == 3 and ledger.runs().count("reserve o-1") == 1
