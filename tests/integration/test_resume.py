@@ -347,3 +347,25 @@ def test_a_resumed_job_waits_for_its_concurrency_keys_as_a_new_job_does(harness:
     assert holder.result(timeout=30)["status"] == "succeeded"
     assert order.result(timeout=30)["status"] == "succeeded"
     assert ledger.runs().count("pay o-1") == 3 and ledger.runs().count("reserve o-1") == 1
+
+
+def test_the_async_client_resumes_a_job(harness: Harness, tmp_path: Path):
+    import asyncio
+
+    from agentq.async_client import AsyncClient
+
+    ledger, down = plan_job_with_a_payment(harness, tmp_path)
+    down.touch()
+
+    async def scenario() -> tuple[dict, dict]:
+        async with AsyncClient(settings=harness.settings) as client:
+            handle = await client.submit(ORDER_JOB)
+            failed = await handle.result(timeout=30)
+            down.unlink()
+            resumed = await client.resume(handle.id, {"ttl_s": 600})
+            return failed, await resumed.result(timeout=30)
+
+    failed, record = asyncio.run(scenario())
+    assert (failed["status"], record["status"]) == ("failed", "succeeded")
+    assert [r["status"] for r in record["runs"]] == ["failed", "succeeded"]
+    assert ledger.runs().count("invoice o-1") == 1
