@@ -14,7 +14,7 @@ import {
 
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
 const jobPath = `/v1/jobs/${encodeURIComponent(jobId)}`;
-const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started", "call.awaiting_approval",
+const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "job.resumed", "call.started", "call.awaiting_approval",
   "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
   error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊", approval: "✋" };
@@ -546,10 +546,13 @@ function onEvent(event) {
   renderEnvelope(event.lastEventId, envelope);
   if (/^(call|job)\./.test(envelope.event || "")) scheduleRefresh();
   if (envelope.event === "job.finished") {
+    // the server ends the stream after the job's last end; one a `job.resumed` follows ended a run only
     view.finished = true;
-    source.close();
     setLive("ended");
     refresh();
+  } else if (envelope.event === "job.resumed") {
+    view.finished = false;
+    setLive("live");
   }
 }
 
