@@ -131,6 +131,10 @@ class AsyncClient(BaseClient):
         await self._reads.job_status(job_id)  # raises JobNotFoundError
         return history_of([entry async for entry in self._reads.events(job_id, follow=False)])
 
+    async def diff(self, a: str, b: str) -> dict:
+        """Two jobs compared side by side, as `Client.diff`."""
+        return await self._thread(self._diff, a, b)
+
     async def approve(self, job_id: str, call_id: str) -> dict:
         return await self._thread(self._approved, job_id, call_id)
 

@@ -107,6 +107,11 @@ class BaseClient:
         self._parts.jobs.edit(job_id, call_id, params)
         return self._call(job_id, call_id)
 
+    def _diff(self, a: str, b: str) -> dict:
+        from agentq.engine.job_compare import compare_jobs
+
+        return compare_jobs(self._parts.store, a, b).to_dict()
+
     def _call(self, job_id: str, call_id: str) -> dict:
         from agentq.engine.call_views import job_call
 
@@ -259,6 +264,11 @@ class Client(BaseClient):
 
         self._reads.job_status(job_id)  # raises JobNotFoundError
         return history_of(self._reads.events(job_id, follow=False))
+
+    def diff(self, a: str, b: str) -> dict:
+        """Two jobs compared side by side (docs/compare.md), as `GET /v1/jobs/{a}/diff/{b}` answers; one
+        `JobNotFoundError` (`JobExpiredError` when their data expired) naming each side that cannot be read."""
+        return self._diff(a, b)
 
     # Approvals (docs/protocol.md#approvals): each raises `ConflictError` when the call is not awaiting approval, and
     # `JobNotFoundError` / `CallNotFoundError` for an unknown job or call.

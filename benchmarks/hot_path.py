@@ -1,4 +1,4 @@
-"""The pieces of a worker's handling of one call, each timed alone (issue 11: what a phase-2 change saves).
+"""The pieces of a worker's handling of one call, each timed alone (what a change to the hot path saves).
 
 Run (from the repository root)::
 

@@ -1,4 +1,4 @@
-"""agentq against an earlier commit of itself, job by job (issue 21: what the admission of calls costs).
+"""agentq against an earlier commit of itself, job by job (what the admission of calls costs, for example).
 
 Run (from the repository root)::
 

@@ -1,4 +1,4 @@
-"""Where a worker child's time goes while it runs the calls of a plan job (issue 11).
+"""Where a worker child's time goes while it runs the calls of a plan job.
 
 Run (from the repository root; needs ``py-spy`` on PATH or in the virtual environment, and permission to
 attach to a child process, e.g. root)::

@@ -1,5 +1,5 @@
 """Protocol-layer measurements: composition, call validation, reference resolution, and how planning,
-folding and scoped contexts scale with the size of a job (issue 11).
+folding and scoped contexts scale with the size of a job.
 
 Run: ``python benchmarks/protocol.py`` (from the repository root; pure Python, no Redis). Prints one table
 with each number next to its target where there is one, then the scaling table (500 / 2,000 / 10,000 calls

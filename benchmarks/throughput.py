@@ -1,4 +1,4 @@
-"""agentq against bare Celery, side by side in one run on one private Redis (issue 11).
+"""agentq against bare Celery, side by side in one run on one private Redis.
 
 Run (from the repository root)::
 

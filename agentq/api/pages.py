@@ -72,6 +72,11 @@ async def job_page(request: Request, job_id: str, token: Token = None) -> Respon
     return _page(request, "job.html", token)
 
 
+@router.get("/diff")
+async def diff_page(request: Request, token: Token = None) -> Response:
+    return _page(request, "diff.html", token)  # ?a=ID&b=ID: two jobs side by side (docs/compare.md)
+
+
 @router.get("/schedules")
 async def schedules_page(request: Request, token: Token = None) -> Response:
     return _page(request, "schedules.html", token)

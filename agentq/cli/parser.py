@@ -9,6 +9,7 @@ from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
 from agentq.cli.config import cmd_config
 from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
+from agentq.cli.diff import add_diff_command
 from agentq.cli.examples import cmd_examples
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     _process_commands(command)
     _fleet_commands(command)
     _call_commands(command)
+    add_diff_command(command)
     return parser
 
 

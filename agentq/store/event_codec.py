@@ -1,4 +1,4 @@
-"""The stored form of a job's event envelopes (issue 11, "lean in Redis").
+"""The stored form of a job's event envelopes (kept lean in Redis).
 
 `pack` gives the JSON text of an envelope's stream entry, `unpack` the envelope back, exactly as
 `Envelope.to_dict()` made it (key order included), for every envelope. A packed entry is a JSON object whose

@@ -1,5 +1,5 @@
 """Job submission validates the whole job before anything is written (docs/protocol.md#calls,
-docs/protocol.md#references, docs/protocol.md#scopes, docs/protocol.md#jobs; issue 3).
+docs/protocol.md#references, docs/protocol.md#scopes, docs/protocol.md#jobs).
 
 Every rejected job is submitted through `Client.submit` against the private Redis; each test asserts the
 `JobValidationError`, that its `problems` point at every problem, and that no key of any job was written.

@@ -107,7 +107,7 @@ def test_after_forget_a_new_jobs_tool_is_latent(worker_procs, redis_url):
 
 
 def test_a_client_sees_an_activity_announced_after_its_last_read_at_once(worker_procs, redis_url):
-    """A client reuses what the fleet announced for a heartbeat (issue 11), yet an activity announced since
+    """A client reuses what the fleet announced for a heartbeat, yet an activity announced since
     its last read is explicit at once: a call the cached view would hand to the model is planned again."""
     store = worker_procs.store
     first = worker_procs.start(["procA"])

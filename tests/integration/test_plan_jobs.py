@@ -1,4 +1,5 @@
-"""Plan jobs (docs/protocol.md#calls–§7, §9) end to end: real Redis, real Celery workers, real activity calls.
+"""Plan jobs end to end (docs/protocol.md: calls, output paths, instancing, scopes, references, failures): real
+Redis, real Celery workers, real activity calls.
 
 Every test submits a job through `Client.submit`, lets an in-process Celery worker run its calls, and asserts on
 what the store holds afterwards: the job record, the context log and the event stream.
@@ -147,7 +148,7 @@ def test_conformance_vector_read_by_a_real_call(harness, vector):
     assert resolve(log, "†probe.value", vector["instance"]) == vector["expect"]["value"]
 
 
-# ---------------------------------------------------------------------------------- output paths (§5)
+# --------------------------------------------------------------------------------------- output paths
 
 
 def test_and_fan_out_writes_one_result_to_every_path(harness):
@@ -274,7 +275,7 @@ def test_push_onto_a_non_array_fails_that_call_with_a_clear_error(harness):
     assert not any(m.get("_path") == "†state.title" for m in engine_messages(log))
 
 
-# ------------------------------------------------------------------------------------ instancing (§6)
+# ----------------------------------------------------------------------------------------- instancing
 
 
 def test_instanced_calls_see_their_own_input_and_the_global_one(harness) -> None:
@@ -327,7 +328,7 @@ def test_instanced_call_reads_only_its_instance_writes(harness):
     assert record["instances"] == {"A": {"x": "from A", "copy": "from A"}, "B": {"x": "from B", "copy": "from B"}}
 
 
-# ---------------------------------------------------------------------------------------- scopes (§7)
+# --------------------------------------------------------------------------------------------- scopes
 
 
 def test_scoped_context_holds_exactly_the_scoped_kinds(harness) -> None:
@@ -420,7 +421,7 @@ def test_scoped_context_sees_writes_of_earlier_calls(harness):
     assert record["state"]["total"] == 3
 
 
-# --------------------------------------------------------------------------------- references (§5)
+# -------------------------------------------------------------------------------------- references
 
 
 def test_references_inside_nested_objects_and_arrays_are_resolved(harness):
@@ -543,7 +544,7 @@ def test_plan_job_with_no_calls_succeeds_with_its_context_state(harness):
     assert events[-1]["event"] == "job.finished"
 
 
-# -------------------------------------------------------------------------------------- failures (§9)
+# ------------------------------------------------------------------------------------------- failures
 
 
 def test_activity_that_raises_fails_the_job_naming_the_call_and_keeps_other_writes(harness):

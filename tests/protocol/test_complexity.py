@@ -1,4 +1,4 @@
-"""Issue 11: the protocol paths are linear in the size of a job, pinned by counting operations (never time).
+"""The protocol paths are linear in the size of a job, pinned by counting operations (never time).
 
 Each test runs a shape at N = 1,000 and N = 10,000 and checks that the operations counted grow at most ~12x
 (linear, with slack), and where the count is exact that it is O(N) with a small constant:

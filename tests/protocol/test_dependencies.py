@@ -1,4 +1,4 @@
-"""dependencies.py: which calls wait on which, cycles, readiness (docs/protocol.md#references Dependencies, §6)."""
+"""dependencies.py: which calls wait on which, cycles, readiness (docs/protocol.md#references Dependencies)."""
 
 import pytest
 

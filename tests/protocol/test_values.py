@@ -183,7 +183,7 @@ def test_pointer_join_escapes():
 
 
 class TestFold:
-    """`Fold`: `apply_write` semantics, in place only where it owns the containers (issue 11)."""
+    """`Fold`: `apply_write` semantics, in place only where it owns the containers."""
 
     def test_writes_in_place_then_copies_once_what_it_handed_out(self):
         fold = Fold()

@@ -1,5 +1,5 @@
 """The admission step's Redis commands (those run inside its Lua script included, as `INFO commandstats` counts
-them) grow with the queues, tenants, keys and lists a step touches, not with its calls (issue 18); a parked list is
+them) grow with the queues, tenants, keys and lists a step touches, not with its calls; a parked list is
 read for the calls a step admits and little more (as MONITOR shows the reads inside the step)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Submissions reuse what the fleet published and announced for one heartbeat (issue 11), on a `StateStore` (the
+"""Submissions reuse what the fleet published and announced for one heartbeat, on a `StateStore` (the
 session's private Redis).
 
 Each submission used to read the published tools and the known activities (five round trips on Redis). Now

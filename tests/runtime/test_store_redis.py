@@ -143,7 +143,7 @@ def test_old_listings_are_trimmed_by_the_next_submission(store: StateStore):
 
 
 def test_only_calls_that_wait_have_a_waiting_count(store: StateStore):
-    """A job of independent calls stores no waiting count per call (issue 11: bytes per call)."""
+    """A job of independent calls stores no waiting count per call (bytes per call)."""
     job = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"},
                      {"_tool": "first", "x": "†state.a", "_outputPath": "†state.b"},
                      {"_tool": "first", "x": 2, "_outputPath": "†state.c"}]}
@@ -282,7 +282,7 @@ def test_an_event_stored_whole_by_an_older_agentq_reads_as_it_is(store: StateSto
 
 
 def test_a_plan_job_stores_at_most_1600_bytes_per_call(store: StateStore):
-    """Issue 11 ("lean in Redis"): a 400-call plan job (no-op activity, each call writing its own output path, as
+    """Lean in Redis: a 400-call plan job (no-op activity, each call writing its own output path, as
     `benchmarks/throughput.py`'s (g)) keeps at most 1,600 bytes per call in Redis (`MEMORY USAGE key SAMPLES 0`
     over every key of the job), its event stream (two events per call) at most 750."""
     calls = 400

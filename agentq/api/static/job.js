@@ -37,6 +37,7 @@ const view = {
 
 document.title = `agentq · ${jobId}`;
 $("#job-id").textContent = jobId;
+$("#compare-a").value = jobId; // the "compare with…" form opens /diff?a=<this job>&b=<the id typed>
 
 // ------------------------------------------------------------------------------------------------ live state
 
