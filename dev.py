@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One-command set-up: `python3 dev.py demo` runs the demo job, `python3 dev.py test` runs the test suite
 (`python3 dev.py lint` runs ruff and mypy, as CI does before the tests; `python3 dev.py floors` runs the LLM
-tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them).
+tests and a representative set against the lowest versions pyproject.toml allows, as CI does after them;
+`python3 dev.py openapi` writes the API's OpenAPI document to clients/openapi.json and regenerates the TypeScript
+client's types from it).
 
 Creates `.venv` next to this file on first use and installs into it what the command needs (`COMMAND_EXTRAS`):
 agentq alone for `demo` and `agentq`, agentq with its test extras for `test` and `lint`. A stamp in the venv
@@ -33,7 +35,20 @@ STAMP = VENV / ".install-stamp"
 # The extras the tests and lint need: the test tools, and the optional features the suite tests (otel: the tracing
 # tests; mcp: the MCP tests start real MCP servers and clients). The demo needs agentq alone.
 TEST_EXTRAS = ("dev", "otel", "mcp")
-COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {"demo": (), "agentq": (), "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
+COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {"demo": (), "agentq": (), "test": TEST_EXTRAS, "lint": TEST_EXTRAS,
+                                               "openapi": ()}
+# `dev.py openapi`: the API's OpenAPI document, checked in, and the TypeScript client's types generated from it
+OPENAPI_FILE = ROOT / "clients" / "openapi.json"
+TS_CLIENT = ROOT / "clients" / "typescript"
+_SERVED_DOCUMENT = """
+import sys
+from agentq.api import ApiAuth, create_api
+from agentq.api.openapi import openapi_document, render
+from agentq.runtime.root import connect
+from agentq.settings import Settings
+parts = connect(Settings(redis_url="redis://127.0.0.1:1/0"))  # never reached: the document calls no route
+sys.stdout.write(render(openapi_document(create_api(parts, auth=ApiAuth.configure(["openapi"])))))
+"""
 
 # `dev.py floors`: every dependency at the floor pyproject.toml declares, in a venv of its own
 FLOORS_VENV = ROOT / ".venv-floors"
@@ -192,11 +207,34 @@ def ensure_chromium() -> None:
         print(f"[dev] could not install chromium ({reason[0]}); the web page test will fail", flush=True)
 
 
+def write_openapi(env: dict[str, str]) -> int:
+    """Write the served OpenAPI document to clients/openapi.json and regenerate the TypeScript client's types from
+    it (clients/typescript/src/schema.ts; with Node and npm only: without them it says so and leaves them)."""
+    done = subprocess.run([str(PYTHON), "-c", _SERVED_DOCUMENT], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        return done.returncode
+    OPENAPI_FILE.write_text(done.stdout, encoding="utf-8")
+    print(f"[dev] wrote {OPENAPI_FILE.relative_to(ROOT)}", flush=True)
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        print("[dev] node/npm not found: clients/typescript/src/schema.ts was not regenerated", flush=True)
+        return 0
+    if not (TS_CLIENT / "node_modules").is_dir():
+        status = subprocess.call([npm, "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, env=env)
+        if status != 0:
+            return status
+    status = subprocess.call([npm, "run", "--silent", "generate"], cwd=TS_CLIENT, env=env)
+    if status == 0:
+        print(f"[dev] wrote {(TS_CLIENT / 'src' / 'schema.ts').relative_to(ROOT)}", flush=True)
+    return status
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036  (dev.py runs under whatever python3 there is)
         sys.exit(f"agentq needs Python 3.11 or newer; this is {sys.version.split()[0]}")
-    if not argv or argv[0] not in {"demo", "test", "lint", "floors", "agentq"}:
-        print("usage: python3 dev.py demo | test [pytest args] | lint | floors [pytest args] | agentq [args]",
+    if not argv or argv[0] not in {"demo", "test", "lint", "floors", "agentq", "openapi"}:
+        print("usage: python3 dev.py demo | test [pytest args] | lint | floors [pytest args] | agentq [args] | openapi",
               file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
@@ -204,6 +242,8 @@ def main(argv: list[str]) -> int:
     if command == "floors":
         return run_floors(rest, env)
     ensure_environment(COMMAND_EXTRAS[command])
+    if command == "openapi":
+        return write_openapi(env)
     if command == "test":
         ensure_chromium()
         cmd = [str(PYTHON), "-m", "pytest", *parallel_options(rest), *rest]

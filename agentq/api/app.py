@@ -22,6 +22,7 @@ from agentq.api import config, events, fleet, jobs, pages, resume, rollouts, sch
 from agentq.api.auth import ApiAuth
 from agentq.api.diff import router as diff_router
 from agentq.api.errors import error_body, install_error_handlers
+from agentq.api.openapi import operation_id
 from agentq.errors import Problem
 from agentq.runtime.root import Parts
 from agentq.store.aio import AsyncStateStore, open_async_store
@@ -44,7 +45,8 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
             await reads.close()
 
     app = FastAPI(title="agentq", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-                  openapi_url=None, docs_url=None, redoc_url=None)  # served with auth by `pages`
+                  openapi_url=None, docs_url=None, redoc_url=None,  # served with auth by `pages`
+                  generate_unique_id_function=operation_id)  # submitJob, approveCall, ... (api/openapi.py)
     app.state.parts, app.state.store, app.state.auth = parts, reads, auth
     install_error_handlers(app)
     for module in (jobs, events, fleet, rollouts, schedules, config, waits, resume, pages):

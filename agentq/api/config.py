@@ -28,14 +28,16 @@ def _known(name: str) -> None:
         raise ApiError(404, "NotFound", problem)
 
 
-@router.get("", dependencies=[Authorized], summary="Every shared setting of the fleet, with its version",
+@router.get("", name="list_config",
+            dependencies=[Authorized], summary="Every shared setting of the fleet, with its version",
             responses={200: {"description": '{"config": {"<name>": ' + _ENTRY + "}}"}, **responses(401, 403, 503)})
 async def show_all(request: Request) -> JSONResponse:
     _admin(request)
     return JSONResponse({"config": await run_in_threadpool(app_parts(request).config.show)})
 
 
-@router.get("/{name}", dependencies=[Authorized], summary="One shared setting of the fleet, with its version",
+@router.get("/{name}", name="get_config",
+            dependencies=[Authorized], summary="One shared setting of the fleet, with its version",
             responses={200: {"description": '{"name": ..., ' + _ENTRY[1:]}, **responses(401, 403, 404, 503)})
 async def show(request: Request, name: str) -> JSONResponse:
     _admin(request)
@@ -44,7 +46,7 @@ async def show(request: Request, name: str) -> JSONResponse:
     return JSONResponse({"name": name, **shown[name]})
 
 
-@router.put("/{name}", dependencies=[Authorized],
+@router.put("/{name}", name="set_config", dependencies=[Authorized],
             summary="Set a shared setting (checked first; each set is a new version, read by every process within "
                     "a heartbeat)",
             responses={200: {"description": "the setting as stored, with its new version"},

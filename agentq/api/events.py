@@ -85,8 +85,9 @@ def _position(cursor: str | None, where: str, *, with_markers: bool) -> tuple[st
 
 @router.get("/v1/jobs/{job_id}/events", response_class=EventSourceResponse, dependencies=[AuthorizedOrQuery],
             summary="A job's events as server-sent events (resumable)",
-            responses={200: {"description": "text/event-stream"}, 204: {"description": "nothing after that id: "
-                       "the job ended"}, **responses(401, 404, 422, 503)})
+            responses={200: {"description": "text/event-stream: each message's data is an Event", "content": {
+                           "text/event-stream": {"schema": {"$ref": "#/components/schemas/EventModel"}}}},
+                       204: {"description": "nothing after that id: the job ended"}, **responses(401, 404, 422, 503)})
 async def job_events(request: Request, resume: Annotated[Resume, Depends(_resume)]) -> AsyncIterator[ServerSentEvent]:
     store = app_store(request)
     yield ServerSentEvent(retry=app_parts(request).settings.api_sse_retry_ms)

@@ -13,14 +13,16 @@ from starlette.concurrency import run_in_threadpool
 
 from agentq.api.deps import Authorized, app_parts, app_store, principal
 from agentq.api.errors import ApiError
-from agentq.api.models import ActivityModel, ToolsModel, responses
+from agentq.api.models import ActivityModel, TenantModel, ToolsModel, responses
+from agentq.api.wait_models import StatusModel
 from agentq.errors import StoreUnavailableError
 from agentq.protocol.compose import compose, composed_tools
 
 router = APIRouter(tags=["fleet"])
 
 
-@router.get("/v1/tools", dependencies=[Authorized], summary="The composed solution schema, and each tool's activity",
+@router.get("/v1/tools", name="list_tools",
+            dependencies=[Authorized], summary="The composed solution schema, and each tool's activity",
             responses={200: {"model": ToolsModel}, **responses(401, 503)})
 async def tools(request: Request) -> JSONResponse:
     jobs = app_parts(request).jobs
@@ -39,28 +41,29 @@ async def tools(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(read))
 
 
-@router.get("/v1/activities", dependencies=[Authorized],
+@router.get("/v1/activities", name="list_activities", dependencies=[Authorized],
             summary="Known activities: live or not, their workers, queue and last announcement",
             responses={200: {"model": dict[str, ActivityModel]}, **responses(401, 503)})
 async def activities(request: Request) -> JSONResponse:
     return JSONResponse(await run_in_threadpool(app_parts(request).jobs.known_activities))
 
 
-@router.get("/v1/me", dependencies=[Authorized], summary="The tenant and role of the token in use (docs/tenants.md)",
-            responses={200: {"description": '{"tenant": "...", "role": "admin" | "submit" | "read"}'},
+@router.get("/v1/me", name="get_me",
+            dependencies=[Authorized], summary="The tenant and role of the token in use (docs/tenants.md)",
+            responses={200: {"model": TenantModel},
                        **responses(401)})
 async def me(request: Request) -> JSONResponse:
     who = principal(request)
     return JSONResponse({"tenant": who.tenant, "role": who.role.value})
 
 
-@router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"description": "ok"}})
+@router.get("/v1/health", summary="200 while the process runs (no auth)", responses={200: {"model": StatusModel}})
 async def health() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
 @router.get("/v1/ready", dependencies=[Authorized], summary="200 when the state store answers, else 503",
-            responses={200: {"description": "ready"}, **responses(401, 503)})
+            responses={200: {"model": StatusModel}, **responses(401, 503)})
 async def ready(request: Request) -> JSONResponse:
     try:
         await app_store(request).ping()
@@ -69,7 +72,8 @@ async def ready(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/v1/examples", dependencies=[Authorized], summary="The example jobs shipped with agentq, by name",
+@router.get("/v1/examples", name="list_examples",
+            dependencies=[Authorized], summary="The example jobs shipped with agentq, by name",
             responses={200: {"description": "name -> job"}, **responses(401)})
 async def examples() -> JSONResponse:
     return JSONResponse(example_jobs())
@@ -85,7 +89,7 @@ def example_jobs() -> dict[str, Any]:
         return {}
 
 
-@router.get("/metrics", dependencies=[Authorized], summary="Prometheus metrics (docs/metrics.md)",
+@router.get("/metrics", name="get_metrics", dependencies=[Authorized], summary="Prometheus metrics (docs/metrics.md)",
             responses={200: {"description": "Prometheus text format", "content": {"text/plain": {}}},
                        **responses(401, 403)})
 async def metrics(request: Request) -> Response:

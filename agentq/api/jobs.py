@@ -51,7 +51,7 @@ TraceParent = Annotated[str | None, Header(
 @router.post("", status_code=201, summary="Submit a job",
              responses={201: {"model": JobRecordModel, "description": "the job was created"},
                         200: {"model": JobRecordModel, "description": "the Idempotency-Key named this job already"},
-                        **responses(400, 401, 403, 413, 422, 503)},
+                        **responses(400, 401, 403, 413, 422, 429, 503)},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                  "schema": JOB_BODY_SCHEMA}}}})
 async def submit_job(request: Request, idempotency_key: IdempotencyKey = None,
@@ -239,7 +239,7 @@ def _field(body: Any, name: str, kind: type, *, required: bool) -> Any:
     return value
 
 
-@router.get("/{job_id}/history", summary="A job's history message (seed 004)",
+@router.get("/{job_id}/history", name="get_history", summary="A job's history message (seed 004)",
             responses={200: {"model": HistoryModel}, **responses(401, 404, 503)})
 async def history(request: Request, job_id: str) -> JSONResponse:
     store = app_store(request)

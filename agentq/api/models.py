@@ -131,6 +131,7 @@ class EditBody(BaseModel):
 
 
 JOB_BODY_SCHEMA: dict[str, Any] = {
+    "title": "Job",
     "type": "object",
     "description": "A job (docs/protocol.md#jobs): an agent job has no `calls`; a plan job names its calls.",
     "properties": {
@@ -147,9 +148,59 @@ JOB_BODY_SCHEMA: dict[str, Any] = {
 }
 
 
+class EventModel(BaseModel):
+    """One event of a job's stream (docs/protocol.md#events): the `data` of each server-sent event."""
+
+    model_config = ConfigDict(extra="allow")
+
+    event: str = Field(description="job.queued, job.started, tick.started, call.started, call.awaiting_approval, "
+                                   "call.finished, part, job.finished, ...")
+    job_id: str
+    call_id: str | None = None
+    tool: str | None = None
+    status: str | None = None
+    part: dict[str, Any] | None = Field(default=None, description="the front-end part (seed 004's "
+                                        "ActivityOutputPart or a text part)")
+
+
+class TenantModel(BaseModel):
+    """Whom a token acts for (docs/tenants.md)."""
+
+    tenant: str
+    role: Literal["admin", "submit", "read"]
+
+
+class RolloutRouteStats(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    route: str
+    calls: int
+
+
+class RolloutToolReport(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    rule: dict[str, Any] | None = None
+    routes: list[RolloutRouteStats]
+
+
+class RolloutReportModel(BaseModel):
+    """Per tool, its routes side by side (docs/rollouts.md)."""
+
+    tools: dict[str, RolloutToolReport]
+
+
+#: shapes the document names without a route answering them as JSON (events travel as server-sent events)
+EXTRA_MODELS: tuple[type[BaseModel], ...] = (EventModel,)
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The documented error answers of a route."""
     described = {400: "malformed JSON", 401: "no or a wrong token", 403: "a cookie-authorized change from "
-                 "another site", 404: "unknown job or call", 409: "conflict", 413: "body over AGENTQ_MAX_JOB_BYTES",
-                 422: "invalid job or request", 503: "the state store is unreachable"}
-    return {s: {"model": ErrorModel, "description": described[s]} for s in statuses}
+                 "another site", 404: "unknown job or call", 409: "conflict", 410: "the job's data expired with "
+                 "its ttl_s", 413: "body over AGENTQ_MAX_JOB_BYTES", 422: "invalid job or request",
+                 429: "a tenant's limit refused the job: nothing was written; submit again after Retry-After",
+                 503: "the state store is unreachable"}
+    retry = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+    return {s: {"model": ErrorModel, "description": described[s], **({"headers": retry} if s in (429, 503) else {})}
+            for s in statuses}

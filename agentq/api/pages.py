@@ -25,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from agentq.api.auth import COOKIE, check, unauthorized
 from agentq.api.errors import ApiError
+from agentq.api.openapi import openapi_document
 
 router = APIRouter(include_in_schema=False)
 
@@ -100,7 +101,7 @@ async def static(request: Request, name: str) -> Response:
 @router.get("/openapi.json")
 async def openapi(request: Request) -> JSONResponse:
     check(request, _bearer_of(request), query_token=False)
-    return JSONResponse(request.app.openapi())
+    return JSONResponse(openapi_document(request.app))
 
 
 @router.get("/docs")

@@ -14,12 +14,13 @@ from agentq.api.deps import Authorized, app_parts, principal
 from agentq.api.errors import ApiError
 from agentq.api.jobs import json_body
 from agentq.api.models import responses
+from agentq.api.wait_models import ScheduleListModel, ScheduleViewModel, TriggeredModel
 from agentq.errors import ScheduleNotFoundError
 from agentq.runtime.schedules import Schedules
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
-SCHEDULE_SCHEMA = {"type": "object", "required": ["job"], "properties": {
+SCHEDULE_SCHEMA = {"title": "Schedule", "type": "object", "required": ["job"], "properties": {
     "cron": {"type": "string", "description": 'a cron expression, "0 8 * * 1-5" (or every_s)'},
     "every_s": {"type": "integer", "minimum": 1},
     "timezone": {"type": "string", "description": "an IANA time zone (default UTC)"},
@@ -28,7 +29,7 @@ SCHEDULE_SCHEMA = {"type": "object", "required": ["job"], "properties": {
     "catchup_window_s": {"type": "number", "minimum": 0}, "jitter_s": {"type": "number", "minimum": 0},
     "paused": {"type": "boolean"}, "tenant": {"type": "string", "description": "admin tokens only"}}}
 VIEW: dict[int | str, dict[str, Any]] = {
-    200: {"description": "the schedule, its next_runs, last_job {id, status} and counts"}}
+    200: {"model": ScheduleViewModel, "description": "the schedule, its next_runs, last_job {id, status} and counts"}}
 
 
 def _schedules(request: Request, *, write: bool = False) -> Schedules:
@@ -46,7 +47,7 @@ async def _call(function: Any, *args: Any) -> Any:
 
 
 @router.get("", dependencies=[Authorized], summary="The schedules this token sees, with next runs and last job",
-            responses={200: {"description": '{"schedules": [...]}'}, **responses(401, 503)})
+            responses={200: {"model": ScheduleListModel}, **responses(401, 503)})
 async def list_schedules(request: Request) -> JSONResponse:
     return JSONResponse({"schedules": await _call(_schedules(request).list)})
 
@@ -86,7 +87,7 @@ async def resume_schedule(request: Request, name: str) -> JSONResponse:
 
 
 @router.post("/{name}/trigger", dependencies=[Authorized], summary="Submit the schedule's job now",
-             responses={202: {"description": '{"job_id"}'}, **responses(401, 403, 404, 422, 503)})
+             responses={202: {"model": TriggeredModel}, **responses(401, 403, 404, 422, 429, 503)})
 async def trigger_schedule(request: Request, name: str) -> JSONResponse:
     job_id = await _call(_schedules(request, write=True).trigger, name)
     return JSONResponse({"job_id": job_id}, status_code=202)

@@ -14,13 +14,16 @@ from agentq.api.deps import Authorized, app_parts, principal, visible_job
 from agentq.api.errors import ApiError
 from agentq.api.jobs import json_body
 from agentq.api.models import responses
+from agentq.api.wait_models import EVENT_BODY_SCHEMA, SIGNAL_BODY_SCHEMA, EventSentModel, SignalSentModel
 from agentq.errors import Problem
 
 router = APIRouter(tags=["waits"], dependencies=[Authorized])
 
 
 @router.post("/v1/jobs/{job_id}/signals/{name}", summary="Send a signal to a job (kept until a waitForSignal takes it)",
-             responses=responses(400, 401, 403, 404, 409, 422, 503))
+             responses={200: {"model": SignalSentModel}, **responses(400, 401, 403, 404, 409, 422, 503)},
+             openapi_extra={"requestBody": {"required": False, "content": {"application/json": {
+                 "schema": SIGNAL_BODY_SCHEMA}}}})
 async def send_signal(request: Request, job_id: str, name: str) -> JSONResponse:
     await visible_job(request, job_id, write=True)  # 404 (or 403) before anything else
     _, body = await json_body(request, required=False)
@@ -29,7 +32,9 @@ async def send_signal(request: Request, job_id: str, name: str) -> JSONResponse:
 
 
 @router.post("/v1/events", summary="Send an event to the open waitForEvent calls of your tenant that match it",
-             responses=responses(400, 401, 403, 422, 503))
+             responses={200: {"model": EventSentModel}, **responses(400, 401, 403, 422, 503)},
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": EVENT_BODY_SCHEMA}}}})
 async def send_event(request: Request) -> JSONResponse:
     who = principal(request)
     if not who.may_write:

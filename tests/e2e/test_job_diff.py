@@ -201,7 +201,7 @@ def test_plan_and_agent_jobs_compared_over_http_and_the_cli(lab, gate, anthropic
     # the OpenAPI document describes the answer by name
     spec = api.request("GET", "/openapi.json", token=ACME).json()
     ok = spec["paths"]["/v1/jobs/{a}/diff/{b}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-    assert ok == {"$ref": "#/components/schemas/JobDiffModel"} and "CallPairModel" in spec["components"]["schemas"]
+    assert ok == {"$ref": "#/components/schemas/JobDiff"} and "CallPair" in spec["components"]["schemas"]
 
 
 def test_the_compare_view_shows_two_jobs_side_by_side_from_a_jobs_page(lab, serve_api, tokens, browser):  # noqa: F811
