@@ -85,6 +85,15 @@ class AsyncJobHandle:
         """Send the job the signal `name` (docs/waits.md), as `Client.signal`."""
         return await self._client.signal(self.id, name, data)
 
+    async def continue_(self, messages: list, options: dict | None = None) -> AsyncJobHandle:
+        """As `JobHandle.continue_` (docs/continue-and-fork.md)."""
+        return await self._client.continue_job(self.id, messages, options=options)
+
+    async def fork(self, at_tick: int, *, options: dict | None = None, tools: list | None = None,
+                   context: list | None = None) -> AsyncJobHandle:
+        """As `JobHandle.fork` (docs/continue-and-fork.md)."""
+        return await self._client.fork(self.id, at_tick, options=options, tools=tools, context=context)
+
 
 class AsyncClient(BaseClient):
     """An asyncio connection to agentq's state store and broker (see the module docstring). Close it with
@@ -151,6 +160,24 @@ class AsyncClient(BaseClient):
     async def send_event(self, name: str, data: Any = None, id: str | None = None) -> dict:
         """As `Client.send_event` (docs/waits.md)."""
         return await self._thread(self._event_sent, name, data, id)
+
+    async def continue_job(self, job_id: str, messages: list, *, options: dict | None = None) -> AsyncJobHandle:
+        """As `Client.continue_job` (docs/continue-and-fork.md)."""
+        return AsyncJobHandle(self, await self._thread(self._continued, job_id, messages, options))
+
+    async def fork(self, job_id: str, at_tick: int, *, options: dict | None = None, tools: list | None = None,
+                   context: list | None = None) -> AsyncJobHandle:
+        """As `Client.fork` (docs/continue-and-fork.md)."""
+        changes = {"options": options, "tools": tools, "context": context}
+        return AsyncJobHandle(self, await self._thread(self._forked, job_id, at_tick, changes))
+
+    async def thread(self, thread: str) -> dict:
+        """As `Client.thread`."""
+        return await self._thread(self._thread_of, thread)
+
+    async def forks(self, job_id: str) -> dict:
+        """As `Client.forks`."""
+        return await self._thread(self._forks_of, job_id)
 
     async def tools(self) -> dict[str, dict]:
         return await self._thread(self._tools)

@@ -141,6 +141,33 @@ class BaseClient:
         role = Role.ADMIN if self.tenant == DEFAULT_TENANT else Role.SUBMIT
         return self._parts.schedules.for_principal(Principal(self.tenant, role))
 
+    # Continue and fork (docs/continue-and-fork.md): a client of a named tenant sees only its tenant's jobs
+
+    def _copies(self) -> Any:
+        from agentq.protocol.tenants import Principal, Role
+        from agentq.runtime.continuation import Continuations
+
+        role = Role.ADMIN if self.tenant == DEFAULT_TENANT else Role.SUBMIT
+        return Continuations(self._parts.jobs), Principal(self.tenant, role).sees
+
+    def _continued(self, job_id: str, messages: Any, options: dict | None) -> str:
+        copies, sees = self._copies()
+        body = {"context": messages, **({"options": options} if options is not None else {})}
+        return copies.continue_job(job_id, body, visible=sees)
+
+    def _forked(self, job_id: str, at_tick: Any, changes: dict[str, Any]) -> str:
+        copies, sees = self._copies()
+        return copies.fork(job_id, {"at_tick": at_tick, **{k: v for k, v in changes.items() if v is not None}},
+                           visible=sees)
+
+    def _thread_of(self, thread: str) -> dict:
+        copies, sees = self._copies()
+        return copies.thread(thread, visible=sees)
+
+    def _forks_of(self, job_id: str) -> dict:
+        copies, sees = self._copies()
+        return copies.forks(job_id, visible=sees)
+
 
 def event_of(entry_id: str, data: dict, *, technical: bool) -> Event:
     """The `Event` of a stream entry; its part without technical details unless `technical`."""
@@ -217,6 +244,19 @@ class JobHandle:
         """Send the job the signal `name` (docs/waits.md), as `Client.signal`."""
         return self._client.signal(self.id, name, data)
 
+    def continue_(self, messages: list, options: dict | None = None) -> JobHandle:
+        """Continue this ended agent job with `messages` (docs/continue-and-fork.md), as `Client.continue_job`."""
+        return self._client.continue_job(self.id, messages, options=options)
+
+    def fork(self, at_tick: int, *, options: dict | None = None, tools: list | None = None,
+             context: list | None = None) -> JobHandle:
+        """Fork this agent job at tick `at_tick` with the changes given, as `Client.fork`."""
+        return self._client.fork(self.id, at_tick, options=options, tools=tools, context=context)
+
+    def forks(self) -> dict:
+        """This job's forks, as `Client.forks`."""
+        return self._client.forks(self.id)
+
 
 class Client(BaseClient):
     """A connection to agentq's state store and broker for submitting and following jobs.
@@ -286,6 +326,30 @@ class Client(BaseClient):
         """Replace the parameters of a call awaiting approval and let it run; returns the call. Raises
         `JobValidationError` (nothing changes) when the edited call is invalid, each problem at `/params/...`."""
         return self._edited(job_id, call_id, params)
+
+    # Continue and fork (docs/continue-and-fork.md): `JobNotFoundError` for an unknown job (or another tenant's),
+    # `JobExpiredError` once its data expired, `ConflictError` for a job that cannot be continued (running, a plan
+    # job), `JobValidationError` naming every problem of the request; nothing is written on any of them.
+
+    def continue_job(self, job_id: str, messages: list, *, options: dict | None = None) -> JobHandle:
+        """A new agent job continuing the ended agent job `job_id`: its conversation, state and tools, then
+        `messages`; `options` over its options. Its first request repeats the old conversation (prompt cache)."""
+        return JobHandle(self, self._continued(job_id, messages, options))
+
+    def fork(self, job_id: str, at_tick: int, *, options: dict | None = None, tools: list | None = None,
+             context: list | None = None) -> JobHandle:
+        """A new agent job replaying the first `at_tick` ticks of `job_id` (no request, no activity run, no cost),
+        then running live with the given options, tools or first messages."""
+        return JobHandle(self, self._forked(job_id, at_tick, {"options": options, "tools": tools,
+                                                              "context": context}))
+
+    def thread(self, thread: str) -> dict:
+        """A thread's jobs in order (`{"thread", "jobs": [{"id", "messages", "record"}]}`)."""
+        return self._thread_of(thread)
+
+    def forks(self, job_id: str) -> dict:
+        """A job's forks, oldest first (`{"job", "forks": [{"id", "messages", "record"}]}`)."""
+        return self._forks_of(job_id)
 
     # Waits (docs/waits.md)
 

@@ -49,6 +49,7 @@ turns the checks off.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -260,6 +261,9 @@ class FakeAnthropic:
         self.admitted_at: list[float] = []  # time.monotonic() of each request the limit let through
         self._bucket = (0.0, 0.0)  # (level, when)
         self.batches = FakeBatches(self)  # /v1/messages/batches (see the Message Batches section)
+        # the prompt cache (`tests/fake_prompt_cache.py`'s PromptCache): when set, an answer's usage reports the
+        # input, cache-read and cache-creation tokens the request's prefix gets, as the real API counts them
+        self.prompt_cache: Any = None
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -844,6 +848,8 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                                  "request_id": fake._next_id("req")})
                 return
             answer = fake._next_answer(request)
+            if answer is not None and answer.status == 200 and fake.prompt_cache is not None and isinstance(body, dict):
+                answer = dataclasses.replace(answer, usage={**answer.usage, **fake.prompt_cache.usage(body)})
             exchange = fake._record(request, answer)
             if answer is None:
                 self._json(500, {"type": "error", "error": {

@@ -1,7 +1,8 @@
 """The web page (README.md#the-http-api-and-the-web-page): static files shipped in the package, no build step; and the
 API's own docs.
 
-`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/schedules` lists the schedules (their next
+`/` lists recent jobs and submits one; `/jobs/{id}` shows one job live; `/threads/{id}` a thread of continued jobs
+as one conversation (docs/continue-and-fork.md); `/schedules` lists the schedules (their next
 runs, last job, paused: docs/schedules.md); `/rollouts` shows the rollout report
 (docs/rollouts.md: per tool, its routes side by side; the report is for admin tokens, so another token's page
 says so). Each reads the API with the page's cookie: opening one with `?token=<token>` sets it (HttpOnly,
@@ -81,6 +82,11 @@ async def diff_page(request: Request, token: Token = None) -> Response:
 @router.get("/schedules")
 async def schedules_page(request: Request, token: Token = None) -> Response:
     return _page(request, "schedules.html", token)
+
+
+@router.get("/threads/{thread_id}")
+async def thread_page(request: Request, thread_id: str, token: Token = None) -> Response:
+    return _page(request, "thread.html", token)
 
 
 @router.get("/rollouts")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
 from agentq.cli.config import cmd_config
+from agentq.cli.continuation import add_continuation_commands
 from agentq.cli.deliveries import cmd_deliveries
 from agentq.cli.demo import cmd_demo
 from agentq.cli.diff import add_diff_command
@@ -92,6 +93,7 @@ def _job_commands(command: Commands) -> None:
     cancel = command("cancel", cmd_cancel, "cancel a job")
     cancel.add_argument("id")
     add_wait_commands(command)
+    add_continuation_commands(command)
     add_resume_command(command)
 
 

@@ -38,6 +38,7 @@ def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobSt
         result=result,
         state=state, instances=instances, error=error,
         usage=usage_record(info.usage), created_at=info.created_at, finished_at=finished_at, tenant=info.tenant,
+        lineage=info.lineage,
         runs=job_runs(info, status, error, finished_at),
     )
 

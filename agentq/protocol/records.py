@@ -117,6 +117,10 @@ TICK = "~tick"  # the name of an agent job's tick where a call's id would stand 
 _TASK_DEFAULTS: dict[str, Any] = {"instance": None, "scopes": [], "needs_log": False, "locale": "en"}
 
 
+LINEAGE_FIELDS = ("continued_from", "thread", "forked_from", "fork")
+"""A continued or forked job's record fields (docs/continue-and-fork.md)."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """The job record (docs/protocol.md#the-job-record; `to_dict()` is what the client, the CLI and the HTTP API
@@ -132,6 +136,7 @@ class JobRecord:
     created_at: str | None = None
     finished_at: str | None = None
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md)
+    lineage: dict[str, Any] | None = None  # a continued or forked job's links (docs/continue-and-fork.md)
     runs: tuple[dict[str, Any], ...] | None = None  # a resumed job's runs, oldest first (docs/resume.md)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,7 +144,7 @@ class JobRecord:
             "id": self.id, "status": self.status.value, "tenant": self.tenant, "result": self.result,
             "state": self.state, "instances": self.instances,
             "error": self.error.to_dict() if self.error is not None else None, "usage": self.usage,
-            "created_at": self.created_at, "finished_at": self.finished_at,
+            "created_at": self.created_at, "finished_at": self.finished_at, **(self.lineage or {}),
         }
         if self.runs is not None:
             data["runs"] = [dict(run) for run in self.runs]
@@ -152,6 +157,7 @@ class JobRecord:
             state=data.get("state", {}), instances=data.get("instances") or {}, error=ErrorInfo.of(data.get("error")),
             usage={**empty_usage(), **(data.get("usage") or {})}, created_at=data.get("created_at"),
             finished_at=data.get("finished_at"), tenant=data.get("tenant") or DEFAULT_TENANT,
+            lineage={k: data[k] for k in LINEAGE_FIELDS if k in data} or None,
             runs=tuple(data["runs"]) if isinstance(data.get("runs"), list) else None,
         )
 
@@ -180,6 +186,7 @@ class JobInfo:
     exchanges: int = 0  # agent jobs: model requests answered (ticks and corrective requests)
     traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (docs/tracing.md)
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md) (a module's child job has its parent's)
+    lineage: dict[str, Any] | None = None  # continued_from and thread, or forked_from and fork (a copied job)
     runs: tuple[dict[str, Any], ...] = ()  # a resumed job's ended runs, oldest first (docs/resume.md)
     resumed_at: str | None = None  # when its last resume began its current run
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)

@@ -18,6 +18,7 @@ from agentq.store.contracts import (
     BudgetStore,
     CallStore,
     Connection,
+    CopyStore,
     EventStore,
     FleetStore,
     JobReader,
@@ -51,7 +52,7 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
            "WorkerBeat"]
 
 
-class Store(JobStore, JobReader, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
+class Store(JobStore, JobReader, CopyStore, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
             LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, ResumeStore, Connection,
             Protocol):
     """The whole state store: every concern's contract."""

@@ -16,6 +16,7 @@ from agentq.errors import JobNotFoundError
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
 from agentq.protocol.concurrency import ConcurrencyKeys
+from agentq.protocol.continuation import CopySource, Seed
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
@@ -54,7 +55,8 @@ class JobStore(Protocol):
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool: ...
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None,
+                   seed: Seed | None = None) -> bool: ...
 
     def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool: ...
 
@@ -92,6 +94,21 @@ class JobReader(Protocol):
     def recent_jobs(self, limit: int = 50, *, tenant: str | None = None) -> list[str]: ...
 
     def missing(self, job_id: str) -> JobNotFoundError: ...
+
+
+class CopyStore(Protocol):
+    """Continuing and forking a job (docs/continue-and-fork.md): its source read whole, threads and forks listed."""
+
+    def copy_source(self, job_id: str) -> CopySource: ...
+
+    def list_copy(self, job_id: str, *, thread: str | None = None, forked_from: str | None = None,
+                  expire_at_ms: int) -> None: ...
+
+    def submitted_job(self, job_id: str) -> Any: ...
+
+    def thread_jobs(self, thread: str) -> list[str]: ...
+
+    def forks_of(self, job_id: str) -> list[str]: ...
 
 
 class CallStore(Protocol):

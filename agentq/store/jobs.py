@@ -15,6 +15,7 @@ from typing import Any
 from agentq.errors import JobExpiredError, JobNotFoundError
 from agentq.protocol.admission import AdmissionRequest
 from agentq.protocol.budgets import Budget, BudgetAsk, Spend
+from agentq.protocol.continuation import Seed
 from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan
@@ -42,11 +43,13 @@ class JobSteps(StatsSteps):
 
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
-                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None) -> bool:
+                   tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None,
+                   seed: Seed | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) of `tenant` in one atomic step; False if a job with
         that id exists already. `parent` links a module's child job to the call it runs for. On a single Redis,
         `admission` (its ready calls' admission step) goes in the same round trip, run only if the job is written
-        (`request.reply`; None: not run, on a cluster too).
+        (`request.reply`; None: not run, on a cluster too). `seed`: a continued or forked job's copied log and
+        exchanges (`protocol/continuation.py`).
 
         One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
         active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
@@ -55,7 +58,7 @@ class JobSteps(StatsSteps):
         refused or failed submission is taken back."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
         payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
-                                           traceparent=traceparent, tenant=tenant))
+                                           traceparent=traceparent, tenant=tenant, seed=seed))
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)

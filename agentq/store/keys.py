@@ -209,6 +209,12 @@ class FleetKeys:
     def tenant_jobs(self, tenant: str) -> str:  # zset: job id -> created_at, the listing of one tenant's jobs
         return f"{self.namespace}:jobs:tenant:{tenant}"
 
+    def thread(self, thread: str) -> str:  # zset: the jobs of a thread (its first job's id) -> their order
+        return f"{self.namespace}:thread:{thread}"
+
+    def forks(self, job_id: str) -> str:  # zset: the forks of a job -> when they were made (unix s)
+        return f"{self.namespace}:forks:{job_id}"
+
     @property
     def active_jobs(self) -> str:  # zset: job id -> its expiry (unix seconds), while the job is active (metrics)
         return f"{self.namespace}:jobs:active"

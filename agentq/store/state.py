@@ -15,6 +15,7 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `tenants.py`, `concurrency.py`: the tenants' limits and the jobs' concurrency keys (docs/tenants.md);
 - `admission.py`: the admission of ready calls to their queues (docs/tenants.md);
 - `waits.py`: wait calls, their timers, events and signals (docs/waits.md);
+- `copies.py`: what a continued or forked job reads of its source, threads and forks (docs/continue-and-fork.md);
 - `resume.py`: resuming an ended job where it stopped (docs/resume.md).
 
 The runtime is written against the `Store` protocol (`base.py`); only the composition root
@@ -26,6 +27,7 @@ from __future__ import annotations
 from agentq.store.admission import AdmissionSteps
 from agentq.store.calls import CallSteps
 from agentq.store.concurrency import ConcurrencySteps
+from agentq.store.copies import CopySteps
 from agentq.store.fleet import FleetSteps
 from agentq.store.job_timers import JobTimerSteps
 from agentq.store.jobs import JobSteps
@@ -36,8 +38,8 @@ from agentq.store.ticks import TickSteps
 from agentq.store.waits import WaitSteps
 
 
-class StateStore(JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps, AdmissionSteps,
-                 WaitSteps, JobTimerSteps, ResumeSteps):
+class StateStore(CopySteps, JobSteps, CallSteps, TickSteps, FleetSteps, LimitSteps, TenantSteps, ConcurrencySteps,
+                 AdmissionSteps, WaitSteps, JobTimerSteps, ResumeSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentq.protocol.continuation import Seed
 from agentq.protocol.digests import dumps, now_iso
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
@@ -21,15 +22,16 @@ def held_calls(plan: JobPlan) -> set[str]:
 
 def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                        events: Sequence[Envelope], parent: dict | None, traceparent: str | None = None,
-                       tenant: str = DEFAULT_TENANT) -> dict:
+                       tenant: str = DEFAULT_TENANT, seed: Seed | None = None) -> dict:
     """submit.lua's payload: the job hash's (hot) fields and its spec's (cold) ones, its log, its calls (as routed
-    `records`) with their statuses, waiting counts, approvals and dependents, its tools and its first events."""
+    `records`) with their statuses, waiting counts, approvals and dependents, its tools and its first events. A
+    continued or forked job's `seed` gives its log and exchanges as copied, and its counters and lineage."""
     waiting = {c.id: c.waiting for c in plan.calls}
     held = held_calls(plan)
+    job = _job_fields(plan, parent=parent, held=len(held), traceparent=traceparent, tenant=tenant)
     return {
-        "job": _job_fields(plan, parent=parent, held=len(held), traceparent=traceparent, tenant=tenant),
+        **_seeded(plan, job, seed),
         "spec": _spec_fields(plan, submitted=submitted),
-        "log": [dumps(m) for m in plan.context],
         "calls": {r.id: dumps(r.to_dict()) for r in records},
         "status": _statuses(waiting, held),
         # each held call's `call.awaiting_approval` event: published now for a call held from the start, by the
@@ -40,6 +42,13 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
         "events": [entry(e, plan.id) for e in events] + _held_events(plan, held),
         "dependents": _dependents(plan),
     }
+
+
+def _seeded(plan: JobPlan, job: dict[str, Any], seed: Seed | None) -> dict[str, Any]:
+    """The job hash's fields, its log and its exchanges: a new job's, or a copied one's (`seed`)."""
+    if seed is None:
+        return {"job": job, "log": [dumps(m) for m in plan.context], "exchanges": []}
+    return {"job": {**job, **seed.fields}, "log": list(seed.log), "exchanges": list(seed.exchanges)}
 
 
 def _approval_calls(plan: JobPlan) -> list[PlannedCall]:

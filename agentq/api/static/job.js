@@ -75,6 +75,23 @@ function runsView(runs) {
     run.error ? h("span", { class: "row-error" }, ` ${run.error.type}: ${run.error.message}`) : "")));
 }
 
+/** A continued job's conversation and the job it continued; a fork's source job and tick; an agent job's
+ * conversation (its thread, once continued). */
+function lineageFacts(record) {
+  const link = (path, text) => h("a", { href: path, class: "mono" }, text);
+  const facts = [];
+  if (record.thread || view.kind === "agent") {
+    const thread = record.thread || record.id;
+    facts.push(fact("Conversation", link(`/threads/${encodeURIComponent(thread)}`, "thread " + thread)));
+  }
+  if (record.continued_from) facts.push(fact("Continues", link(`/jobs/${encodeURIComponent(record.continued_from)}`, record.continued_from)));
+  if (record.forked_from) {
+    facts.push(fact("Forked from", link(`/jobs/${encodeURIComponent(record.forked_from)}`, record.forked_from),
+      ` at tick ${record.fork.at_tick} (ticks 1–${record.fork.at_tick} replayed at no cost)`));
+  }
+  return facts;
+}
+
 function renderRecord(record) {
   view.record = record;
   $("#job-status").replaceChildren(statusBadge(record.status, "big"));
@@ -91,6 +108,9 @@ function renderRecord(record) {
     fact("Calls", callsSummary() || "—"),
     usage ? fact("Usage", usage) : "",
     record.runs ? fact("Runs", runsView(record.runs)) : "");
+}
+
+    ...lineageFacts(record));
   $("#job-error").replaceChildren(record.error
     ? h("div", { class: "error-box", role: "alert" }, h("strong", {}, record.error.type || "Error"), ": ",
       String(record.error.message ?? ""))

@@ -4,7 +4,7 @@
 -- ARGV[1]: JSON {job: {field: str} (hot), spec: {field: str} (cold: keys.SPEC_FIELDS), log: [msg JSON],
 --               calls: {id: record JSON}, status: {id: str}, waiting: {id: int} (calls waiting on others only),
 --               tools: {name: schema JSON}, events: [envelope JSON], dependents: {id: JSON list of call ids},
---               approval: {id: 1}}
+--               approval: {id: 1}, exchanges: [exchange JSON] (a continued or forked job's copied ones)}
 -- ARGV[2]: expiry of every key, unix milliseconds
 -- Each hash and the log are written with as few commands as their size allows (a command takes up to 1000 fields
 -- or messages): a job of N calls costs a few commands, not one per field.
@@ -37,6 +37,7 @@ p.job.expire_at_ms = expire_at
 if next(p.dependents) == nil then p.job.no_dependents = '1' end
 hset_all(KEYS[1], p.job)
 write('RPUSH', KEYS[2], p.log)
+if p.exchanges then write('RPUSH', KEYS[10], p.exchanges) end
 hset_all(KEYS[3], p.calls)
 hset_all(KEYS[4], p.status)
 hset_all(KEYS[5], p.waiting)
