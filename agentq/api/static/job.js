@@ -14,8 +14,8 @@ import {
 
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
 const jobPath = `/v1/jobs/${encodeURIComponent(jobId)}`;
-const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "job.resumed", "call.started", "call.awaiting_approval",
-  "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
+const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "job.resumed", "call.started",
+  "call.awaiting_approval", "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
   error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊", approval: "✋" };
 const POLL_MS = 2000;
@@ -107,9 +107,7 @@ function renderRecord(record) {
     fact("Duration", duration ? formatDuration(duration - created) + (finished ? "" : " so far") : "—"),
     fact("Calls", callsSummary() || "—"),
     usage ? fact("Usage", usage) : "",
-    record.runs ? fact("Runs", runsView(record.runs)) : "");
-}
-
+    record.runs ? fact("Runs", runsView(record.runs)) : "",
     ...lineageFacts(record));
   $("#job-error").replaceChildren(record.error
     ? h("div", { class: "error-box", role: "alert" }, h("strong", {}, record.error.type || "Error"), ": ",
