@@ -405,7 +405,7 @@ class Client(BaseClient):
 
     def tool_conflicts(self) -> dict[str, dict]:
         """Tools that two processes published with different schemas."""
-        return self._parts.store.tool_conflicts()
+        return self._parts.fleet.tool_conflicts()
 
     def ping(self) -> None:
         """Raise `StoreUnavailableError` when the state store cannot be reached."""

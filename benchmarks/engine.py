@@ -169,9 +169,8 @@ class Dispatcher:
 
 
 def wait_live(client: Client, dispatcher: Dispatcher, timeout: float = 60.0) -> None:
-    store = client._parts.store
     deadline = time.monotonic() + timeout
-    while not any(w.pid == dispatcher.popen.pid for w in store.live_workers()):
+    while not any(w.pid == dispatcher.popen.pid for w in client._parts.fleet.live_workers()):
         if dispatcher.popen.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"the dispatcher did not start; see {dispatcher.log.name}")
         time.sleep(0.1)

@@ -125,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         tools = ToolRegistry()
         tools.register("noop", NOOP_TOOL)
         client = Client(settings=Settings(redis_url=server.url, max_calls=max(10_000, args.calls)), tools=tools)
-        store = client._parts.store
         announcement = {"id": "nobody", "activities": [{"name": "noop", "queue": "bench.nobody"}]}
-        store.announce_worker("nobody", WorkerAnnouncement.from_dict(announcement), ttl_s=3600)
+        client._parts.fleet.announce_worker("nobody", WorkerAnnouncement.from_dict(announcement), ttl_s=3600)
         run_round(client, min(args.calls, 200), Clock())  # warm up
         rounds = []
         for _ in range(3):

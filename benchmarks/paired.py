@@ -47,7 +47,7 @@ def serve(calls: int, many: bool) -> None:
                                                       "--loglevel", "WARNING"], env, log_dir)
         try:
             aq = side.AgentQ(Settings(max_job_bytes=50_000_000))
-            while "noop" not in aq.store.live_activities():
+            while "noop" not in aq.client._parts.fleet.live_activities():
                 worker.check()
                 time.sleep(0.1)
 

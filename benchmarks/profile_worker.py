@@ -92,7 +92,7 @@ def bench_worker(server: RedisServer, calls: int, out: Path, **env: str) -> Iter
     try:
         aq = AgentQ(Settings(max_job_bytes=50_000_000, max_calls=max(10_000, calls)))
         deadline = time.monotonic() + 60
-        while "noop" not in aq.store.live_activities():
+        while "noop" not in aq.client._parts.fleet.live_activities():
             worker.check()
             if time.monotonic() > deadline:
                 raise RuntimeError("the worker did not announce itself")

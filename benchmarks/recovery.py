@@ -127,7 +127,7 @@ def run_case(redis_url: str, admin: Any, profile: str, system: str, kill: str, *
         workers = [fleet.start(system, pool) for _ in range(1 if kill == "child" else 2)]
         with Client(settings=settings) as client:
             if system == "agentq":
-                if not wait_until(lambda: len(client._parts.store.live_workers()) >= len(workers), 60):
+                if not wait_until(lambda: len(client._parts.fleet.live_workers()) >= len(workers), 60):
                     raise RuntimeError(f"the {system} workers did not start; see {logs}")
                 time.sleep(1.0)  # their consumers are up shortly after their first announcement
                 client.submit({"calls": [{"_tool": "recoverySleep", "seconds": seconds, "tag": tag,

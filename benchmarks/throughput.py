@@ -411,8 +411,8 @@ class AgentQ:
         (docs/protocol.md#activities)."""
         announcement = {"id": "bench-park", "queues": [PARK_QUEUE],
                         "activities": [{"name": "park", "task": "agentq.activity.park", "queue": PARK_QUEUE}]}
-        self.store.announce_worker("bench-park", WorkerAnnouncement.from_dict(announcement), ttl_s=60)
-        self.store.retire_worker("bench-park")
+        self.client._parts.fleet.announce_worker("bench-park", WorkerAnnouncement.from_dict(announcement), ttl_s=60)
+        self.client._parts.fleet.retire_worker("bench-park")
 
     def run(self, job: dict) -> tuple[float, float, dict]:
         start = time.perf_counter()
@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             bare = Bare(counter)
             aq = AgentQ(settings)
             deadline = time.monotonic() + 60
-            while "noop" not in aq.store.live_activities():
+            while "noop" not in aq.client._parts.fleet.live_activities():
                 for w in workers:
                     w.check()
                 if time.monotonic() > deadline:

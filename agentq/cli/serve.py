@@ -54,13 +54,13 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
     """`agentq healthcheck`: 0 when a worker or dispatcher of this host announced itself within two heartbeats,
     else 1 with one line saying why (for container healthchecks)."""
     from agentq.runtime import health
-    from agentq.runtime.root import open_store
+    from agentq.runtime.root import open_fleet, open_store
 
     settings = args.settings
     store = open_store(settings)
     try:
-        verdict = health.check(store, hostname=args.hostname, role=args.role, heartbeat_s=settings.heartbeat_s,
-                               timeout_s=args.timeout)
+        verdict = health.check(open_fleet(store), hostname=args.hostname, role=args.role,
+                               heartbeat_s=settings.heartbeat_s, timeout_s=args.timeout)
     finally:
         store.close()
     if verdict.healthy:

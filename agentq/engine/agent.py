@@ -71,7 +71,7 @@ from agentq.store.replies import TickClaimed, TickLeased
 from agentq.store.views import AgentInputs
 
 
-class AgentStore(TickStore, EventStore, BudgetStore, LimitStore, CallStore, JobReader, Protocol):
+class AgentStore(TickStore, EventStore, BudgetStore, CallStore, JobReader, Protocol):
     """What the agent loop's ticks use."""
 
 log = logging.getLogger("agentq.agent")
@@ -127,7 +127,8 @@ class AgentLoop(TickEnding):
     def __init__(self, store: AgentStore, model: ModelRequests | None, dispatch: Dispatch, *, routing: Routing,
                  settings: Settings, known_activities: KnownActivities,
                  progress: JobProgress, leases: LeaseKeeper, source: str = "agentq",
-                 module_loader: Callable[[str], dict] | None = None, hooks: Hook | None = None):
+                 module_loader: Callable[[str], dict] | None = None, hooks: Hook | None = None,
+                 limits: LimitStore | None = None):
         self.store = store
         self.hooks = hooks if hooks is not None else Hook()  # a tick runs inside `around_tick` (a tracing span)
         self.model = model  # the provider behind the hooks' gates (None: no LLM configured)
@@ -141,7 +142,8 @@ class AgentLoop(TickEnding):
         self.module_loader = module_loader
         self.lease_ms = int(settings.lease_s * 1000)
         self.transcripts = Transcripts(settings.engine_concurrency)  # the conversations of the jobs it ticks
-        self.windows = LearnedWindows(store, settings.heartbeat_s)  # per model: what refusals taught the fleet
+        # per model: what refusals taught the fleet (`limits`: the limits part; None: this process's own only)
+        self.windows = LearnedWindows(limits, settings.heartbeat_s)
 
     # ---------------------------------------------------------------------------------------- a tick
 

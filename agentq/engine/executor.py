@@ -50,6 +50,7 @@ from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, output_messages
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.contracts import LimitStore
 from agentq.store.replies import (
     Claim,
     Claimed,
@@ -92,7 +93,7 @@ class Executor:
                  known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
-                 hooks: Hook | None = None, batch: Lane | None = None):
+                 hooks: Hook | None = None, batch: Lane | None = None, limits: LimitStore | None = None):
         self.settings = settings
         # every store step is retried while the store is unreachable (see engine/outages.py); the lease
         # keeper has its own loop and keeps the store itself
@@ -113,7 +114,8 @@ class Executor:
         self.agent = AgentLoop(
             self.store, self.model, dispatch, routing=routing or Routing.from_settings(settings),
             settings=settings, known_activities=known_activities or (lambda names: {}), progress=self.progress,
-            leases=self.leases, source=source, module_loader=getattr(modules, "loader", None), hooks=self.hooks)
+            leases=self.leases, source=source, module_loader=getattr(modules, "loader", None), hooks=self.hooks,
+            limits=cast(LimitStore, PatientStore(limits, settings.store_retry_s)) if limits is not None else None)
         self.delegation = Delegation(self.store, settings, library=modules,
                                      submit_child=submit_child, source=source)
         self.waits = Waits(self.store, self.progress, source=source, ended=self._ended)

@@ -3,7 +3,7 @@
 the limits.
 
 Every request takes its share of its model's buckets in the store, for every process of the fleet at once
-(`Store.take_model_request`: one atomic step): one request, its prompt estimated from its size
+(`LimitStore.take_model_request`: one atomic step): one request, its prompt estimated from its size
 (`agentq.llm.tokens`), its `max_tokens`. The limits are the fleet's `llm_limits` (`agentq config`, seeded from
 `AGENTQ_LLM_LIMITS`, read once per heartbeat), lowered to the account's own as the API's `anthropic-ratelimit-*`
 headers give them (or those alone for a model with none configured).
@@ -12,7 +12,7 @@ A request that must wait is not sent and holds no slot: the gate raises `ModelDe
 call goes back to the broker with that countdown, and it keeps its place (the share it took waits for it under its
 `place`; requests that come later wait behind it). Once answered, it gives back what it did not use (its
 `max_tokens` beyond what it wrote, its estimated prompt beyond what the API counted: uncached input and cache
-writes) and what the headers said (`Store.settle_model_request`). A 429 or 529 pauses the model for the whole fleet
+writes) and what the headers said (`LimitStore.settle_model_request`). A 429 or 529 pauses the model for the whole fleet
 for its `retry-after` (or `DEFAULT_PAUSE_S`), not only for the process that got it.
 """
 

@@ -21,10 +21,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from agentq.errors import StoreUnavailableError
-from agentq.store.base import Store
+
+T = TypeVar("T")  # the store, or one of its fleet-wide parts (the limits' steps)
 
 log = logging.getLogger("agentq.outages")
 
@@ -44,14 +45,14 @@ def _interrupted_by_soft_time_limit(error: BaseException) -> bool:
     return type(error).__name__ == "SoftTimeLimitExceeded"
 
 
-class PatientStore:
+class PatientStore(Generic[T]):
     """A store whose every step is retried while the store is unreachable, for up to `window_s` per step.
 
     Waits grow from 0.1 s to 2 s (jittered); a step that still fails after `window_s` raises
     `StoreUnavailableError`. Attributes that are not methods pass through. Thread-safe (no state of its own
     besides counters, and the wrapper made for each step, made again when the store's step changes)."""
 
-    def __init__(self, store: Store, window_s: float, *, sleep: Callable[[float], None] = time.sleep,
+    def __init__(self, store: T, window_s: float, *, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self._store = store
         self._window_s = window_s
@@ -62,7 +63,7 @@ class PatientStore:
         self._patient: dict[str, tuple[Any, Callable[..., Any]]] = {}  # name -> (the step, its patient wrapper)
 
     @property
-    def inner(self) -> Store:
+    def inner(self) -> T:
         """The store itself, whose steps fail at once."""
         return self._store
 

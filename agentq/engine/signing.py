@@ -4,7 +4,7 @@ A call's task carries the call's record so the worker need not read it back. Nor
 record with the stored one before anything runs, so a task that did not come from agentq (anyone who can write
 to the broker) can point at a call but never change what runs. An `idempotent` activity's call runs before its
 claim (one store step settles both, see `store/lua/settle.lua`), so its task must prove where it came from:
-the dispatcher signs `(job, call, SHA-1 of the record)` with the fleet's secret (`StateStore.task_signing_key`,
+the dispatcher signs `(job, call, SHA-1 of the record)` with the fleet's secret (`FleetStore.task_signing_key`,
 created in the store by the first process that needs it), and a worker runs a record ahead only if the
 signature holds. Anything else takes the usual claim-first path.
 """

@@ -17,9 +17,10 @@ log = logging.getLogger("agentq.agent")
 
 
 class LearnedWindows:
-    """The learned windows of one process, refreshed from the store every `refresh_s` (thread-safe)."""
+    """The learned windows of one process, refreshed from the store's limits part every `refresh_s` (None: this
+    process's own only, shared with nobody); thread-safe."""
 
-    def __init__(self, store: LimitStore, refresh_s: float, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store: LimitStore | None, refresh_s: float, *, clock: Callable[[], float] = time.monotonic):
         self.store = store
         self.refresh_s = refresh_s
         self.clock = clock
@@ -34,7 +35,7 @@ class LearnedWindows:
             stale = self._read_at is None or now - self._read_at >= self.refresh_s
             if stale:
                 self._read_at = now
-        if stale:
+        if stale and self.store is not None:
             try:
                 fleet = self.store.context_windows()
             except StoreError as error:  # the process's own knowledge holds until the next read
@@ -50,7 +51,8 @@ class LearnedWindows:
         with self._lock:
             window = self._known[model] = min(tokens, self._known.get(model, tokens))
         try:
-            self.store.learn_context_window(model, window)
+            if self.store is not None:
+                self.store.learn_context_window(model, window)
         except StoreError as error:
             log.warning("cannot keep the context window of %s for the fleet: %s", model, error)
         return window

@@ -10,7 +10,7 @@ Two kinds of numbers, read from two places at every scrape (`render_metrics`):
   every host folder there (a volume shared by the containers of one compose project, or one machine's temp folder).
   Files of processes that are gone are folded into one archive file per kind when a worker starts, so the totals
   never drop (a drop would read as a counter reset) and the folder does not grow with every restart.
-- **Fleet state** is read from Redis and the broker when scraped: jobs active and ended (`StateStore.fleet_stats`),
+- **Fleet state** is read from Redis and the broker when scraped: jobs active and ended (`StatsStore.fleet_stats`),
   calls awaiting approval, live workers per activity, queue depth per queue.
 
 Labels are activities, statuses, models, queues: never a job or call id. Metrics of the fleet state are the

@@ -28,11 +28,10 @@ log = logging.getLogger("agentq.metrics")
 def fleet_families(parts: Parts) -> list[Metric]:
     """Jobs, approvals, workers (Redis) and queue depths (the broker), read now."""
     settings: Settings = parts.settings
-    store = parts.store
     try:
-        stats = store.fleet_stats()
-        live_workers: list[WorkerAnnouncement] = store.live_workers()
-        known = store.known_activities(settings.activity_memory_s)
+        stats = parts.stats.fleet_stats()
+        live_workers: list[WorkerAnnouncement] = parts.fleet.live_workers()
+        known = parts.fleet.known_activities(settings.activity_memory_s)
         rollouts = parts.rollouts.report()
     except AgentQError as error:
         log.warning("metrics: the state store did not answer: %s", error)

@@ -193,7 +193,7 @@ class ActivityRegistry:
         less per call). The price: two deliveries of the same task (a redelivery while the first still runs,
         a duplicate) may both run the handler; exactly one outcome is still recorded, and a call whose job was
         canceled while it ran is canceled, its outcome dropped. Only tasks signed by agentq's dispatcher take
-        that path (see `StateStore.task_signing_key`), and only for calls that read nothing from the log.
+        that path (see `FleetStore.task_signing_key`), and only for calls that read nothing from the log.
 
         Direct form ``register("x", fn, ...)`` returns ``fn``; decorator form ``@register("x", ...)`` returns
         the decorated function unchanged. Options are checked immediately (in the decorator form, before the

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -40,7 +38,6 @@ from agentq.protocol.admission import (
     AdmissionRequest,
     Ticket,
     admission_member,
-    split_member,
 )
 from agentq.protocol.cache import LRU
 from agentq.protocol.call_keys import CallKey, tool_keys
@@ -48,29 +45,29 @@ from agentq.protocol.concurrency import concurrency_keys
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.priority import admission_level
 from agentq.protocol.records import CallMode, CallRecord, JobKind
-from agentq.protocol.status import CallStatus
 from agentq.protocol.views import LogIndex
-from agentq.runtime.restarts import StoreRestarts
+from agentq.runtime.admission_sweep import AdmissionSweep, Publish
+from agentq.runtime.give_back import Noted
 
 if TYPE_CHECKING:
     from agentq.protocol.tenants import TenantLimits
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
+    from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
 
-Publish = list[tuple[str, CallRecord]]  # (job id, call record) of each call to publish
 KEPT_JOBS = 4096  # jobs whose tenant and priority one process keeps
-GIVE_BACK_S = 0.01  # the places of calls that ended within this long are given back in one step
 
 
-class Admission:
+class Admission(AdmissionSweep):
     """What one process asks of the admission step and what it publishes (shared by threads)."""
 
     def __init__(self, store: Store, settings: Settings,
-                 tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None):
+                 tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None, *, fleet: FleetStore):
         self.store = store
+        self.fleet = fleet  # the live workers' announcements: the windows per queue
         self.settings = settings
         self.engine_queue = settings.engine_queue
         # the tenants' limits as read now (the fleet's config: they change while the process runs)
@@ -81,9 +78,8 @@ class Admission:
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
         self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
-        self._noted = _Noted()
+        self._noted = Noted()
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
-        self._restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
 
     @property
     def weights(self) -> dict[str, float]:
@@ -134,7 +130,7 @@ class Admission:
         if time.monotonic() - at < min(self.settings.heartbeat_s, 2.0):
             return windows
         slots: dict[str, int] = defaultdict(int)
-        for worker in self.store.live_workers():
+        for worker in self.fleet.live_workers():
             for queue in worker.queues:
                 slots[queue] += max(worker.concurrency, 1)
         windows = {queue: n + self.settings.admission_prefetch for queue, n in slots.items()}
@@ -287,63 +283,6 @@ class Admission:
                 out.append((parked_job, CallRecord.from_dict(task)))
         return out
 
-    def sweep(self, holder: str) -> Publish:
-        """Give back the places of admitted calls that ended, fill the queues with parked calls, and return what to
-        publish: those parked calls, and admitted calls never claimed after `AGENTQ_ADMISSION_REPUBLISH_S`. Done by
-        one process of the fleet per heartbeat."""
-        beat_ms = int(self.settings.heartbeat_s * 1000)
-        if not self.store.take_admission_sweep(holder, max(beat_ms - 100, 100)):
-            return []
-        out = self._after_restart()
-        now_ms = int(time.time() * 1000)
-        stale = self.store.admitted_before(now_ms - beat_ms)
-        old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
-        ended, again = self._look_at(stale, old)
-        out += self._again(again)
-        queues = self.store.parked_queues()
-        if ended or queues:
-            out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
-        if ended or again:
-            log.info("admission sweep: %d places given back, %d admitted calls published again", len(ended),
-                     sum(len(c) for c in again.values()))
-        return out
-
-    def _after_restart(self) -> Publish:
-        """The admitted calls whose tasks a restart of the store lost, where the broker is the store's Redis."""
-        if self.pushed is None:
-            return []
-        if self._restarts is None:
-            self._restarts = StoreRestarts.of(self.store, self.pushed.dispatcher.app)
-        return self._restarts.lost() if self._restarts is not None else []
-
-    def _again(self, again: dict[str, list[str]]) -> Publish:
-        """The records of admitted calls to publish again, counted as admitted now."""
-        out: Publish = []
-        for job_id, call_ids in again.items():
-            out += [(job_id, r) for r in self.store.call_records(job_id, call_ids).values()]
-        self.store.touch_admitted([admission_member(j, c) for j, calls in again.items() for c in calls])
-        return out
-
-    def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]]]:
-        """Of admitted members: those whose call ended (or whose job is gone), and the calls still ready among
-        `old` (by job)."""
-        by_job: dict[str, list[str]] = defaultdict(list)
-        for member in stale:
-            job_id, call_id = split_member(member)
-            by_job[job_id].append(call_id)
-        ended: list[str] = []
-        again: dict[str, list[str]] = defaultdict(list)
-        for job_id, call_ids in by_job.items():
-            statuses = self.store.call_statuses(job_id, call_ids)
-            for call_id in call_ids:
-                status = statuses.get(call_id)
-                member = admission_member(job_id, call_id)
-                if status is None or status.is_final:
-                    ended.append(member)
-                elif status is CallStatus.READY and member in old:
-                    again[job_id].append(call_id)
-        return ended, dict(again)
-
 
 class WithWrite:
     """A new job's admission step made with its write (`Admission.with_write`): `request` goes to
@@ -356,68 +295,3 @@ class WithWrite:
     def withdraw(self) -> None:
         """The write failed: the job's calls the step admitted give their places back, unpublished."""
         self.admission.withdraw(self.job_id, self.ready, self.request)
-
-
-def _new_start_lock() -> None:
-    global _starting
-    _starting = threading.Lock()
-
-
-_starting = threading.Lock()  # two threads noting a process's first places start one thread, not two
-os.register_at_fork(after_in_child=_new_start_lock)  # a child never inherits it held by a parent's thread
-
-
-class _Noted:
-    """The places of ended calls waiting to be given back, and the thread of the process that gives them back
-    (started on first use, again in a forked child)."""
-
-    def __init__(self) -> None:
-        self._pid = 0
-        self._members: list[str] = []
-        self._wake = threading.Condition()
-        self._closed = False
-
-    def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
-        if self._closed:  # no thread any more: given back now
-            self._members += members
-            give_back()
-            return
-        if self._pid != os.getpid():
-            self._start(give_back)
-        with self._wake:
-            self._members += members
-            self._wake.notify()
-
-    def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-
-    def _start(self, give_back: Callable[[], None]) -> None:
-        """Start this process's thread: a forked child has the parent's lock states and none of its threads."""
-        with _starting:
-            if self._pid == os.getpid():  # another thread of this process started it meanwhile
-                return
-            self._members, self._wake = [], threading.Condition()
-            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
-                             daemon=True).start()
-            self._pid = os.getpid()
-
-    def take(self) -> list[str]:
-        if not self._members:
-            return []
-        with self._wake:
-            members, self._members = self._members, []
-        return members
-
-    def _run(self, wake: threading.Condition, give_back: Callable[[], None]) -> None:
-        while not self._closed:
-            with wake:
-                wake.wait_for(lambda: bool(self._members) or self._closed)
-            if not self._closed:
-                time.sleep(GIVE_BACK_S)  # the ends that follow join the group
-            try:
-                give_back()
-            except Exception:  # the places are the sweep's now; the thread goes on with the next ones
-                log.warning("could not give back the places of ended calls", exc_info=True)
-

@@ -298,14 +298,33 @@ def failed_call_message(job_id: str, call_id: str, error: ErrorInfo | None) -> s
     return f"call {call_id} of job {job_id} failed: {error.type}: {error.message}"
 
 
+RETRY_PUBLISH_S = 60.0  # how long a retry that cannot be published is tried again in the process (`_store_retry`)
+
+
 def _store_retry(task: Any, error: StoreUnavailableError, **shown: Any) -> Any:
     """The retry of a task whose work the state store could not record: it goes back to the broker for a later
     delivery, so the broker never takes it as done (every step it took is safe to take again). `shown` keeps
-    what monitoring shows of its arguments."""
+    what monitoring shows of its arguments.
+
+    Where the broker is the store's own Redis, the retry's message may not be publishable either (the server is
+    down, or loading its data after a restart): Celery then rejects the task without requeueing it, and its call
+    or tick would be lost. The publication is tried again every second for up to `RETRY_PUBLISH_S` (the store is
+    down: the slot has nothing else to do); after that the task is rejected with requeue, left to the broker."""
+    from celery.exceptions import Reject
+
     countdown = store_backoff_s(task.request.retries or 0)
     log.warning("task %s of %s handed back for a new delivery in %.1f s: %s", task.request.id, task.name,
                 countdown, error)
-    return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False, **shown)
+    deadline = time.monotonic() + RETRY_PUBLISH_S
+    while True:
+        try:
+            return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False, **shown)
+        except Reject as refused:
+            if time.monotonic() >= deadline:
+                return Reject(refused.reason, requeue=True)
+            log.warning("task %s of %s: its retry could not be published (%s); trying again in 1 s",
+                        task.request.id, task.name, refused.reason)
+            time.sleep(1.0)
 
 
 @dataclass(frozen=True)

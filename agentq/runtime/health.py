@@ -44,7 +44,7 @@ def _host_of(beat: WorkerBeat) -> str:
 
 def assess(beats: list[WorkerBeat], *, hostname: str, role: str, heartbeat_s: float,
            now: float | None = None) -> Health:
-    """The health of `hostname` from the fleet's announcements (`StateStore.worker_beats`)."""
+    """The health of `hostname` from the fleet's announcements (`FleetStore.worker_beats`, the fleet part's)."""
     now = time.time() if now is None else now
     what = {"any": "worker or dispatcher", "worker": "worker", "dispatcher": "dispatcher"}[role]
     mine = [b for b in beats if _host_of(b) == hostname and _plays(b, role)]

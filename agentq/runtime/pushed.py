@@ -87,7 +87,7 @@ def broker_is_store(settings: Settings, app: Any, store: Store) -> bool:
     """Whether the broker is the state store's own Redis, where the admission step can push tasks: the same URL of
     a single Redis (not a cluster, not Sentinel), no key prefix kombu would add."""
     url = settings.effective_broker_url
-    if getattr(store, "cluster", True) or url != settings.redis_url or not hasattr(store, "scripts"):
+    if url != settings.redis_url or not store.single_server(url):
         return False
     if scheme_of(url) not in ("redis", "rediss") or is_sentinel_url(url):  # agentq's transport (`redis_transport`)
         return False

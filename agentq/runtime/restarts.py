@@ -20,13 +20,13 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from agentq.protocol.admission import admission_member, split_member
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
 from agentq.runtime.app import task_id
-from agentq.store.admission import AdmissionSteps
+from agentq.store.contracts import AdmissionStore, CallStore, Connection, RestartStore
 
 log = logging.getLogger("agentq.admission")
 
@@ -34,18 +34,23 @@ ADMITTED = 100_000  # the most admitted calls looked at (the windows hold far fe
 SKEW_MS = 2000  # a call admitted this long after the restart (by another host's clock) still counts as before it
 
 
+class RestartReads(RestartStore, AdmissionStore, CallStore, Connection, Protocol):
+    """What finding the calls a restart lost reads and writes: the server's runs, the broker's tasks on it, the
+    admitted calls and their records."""
+
+
 class StoreRestarts:
     """Finds, after a restart of the state store, the admitted calls whose tasks the broker no longer holds."""
 
-    def __init__(self, store: Any, lists: Callable[[str], list[str]], unacked: str):
-        self.store = store  # a Redis state store (`AdmissionSteps`) that is also the broker
+    def __init__(self, store: RestartReads, lists: Callable[[str], list[str]], unacked: str):
+        self.store = store  # the state store, whose server is also the broker
         self.lists = lists  # the broker's lists of a queue
         self.unacked = unacked  # the broker's hash of unacknowledged tasks
 
     @classmethod
-    def of(cls, store: Any, app: Any) -> StoreRestarts | None:
-        """For a store that is the broker of `app` (a Redis of kombu's transport); None: not a Redis store."""
-        if not isinstance(store, AdmissionSteps):
+    def of(cls, store: RestartReads, app: Any) -> StoreRestarts | None:
+        """For a store whose server is the broker of `app` (a Redis of kombu's transport); None: another broker."""
+        if not store.single_server(str(app.conf.broker_url or "")):
             return None
         from kombu.transport.redis import Channel
 

@@ -28,9 +28,9 @@ from agentq.runtime.decisions import Dispatch
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.contracts import TenantLimitStore, WebhookStore
 from agentq.store.job_timers import DEADLINE
 from agentq.store.resume_contract import ResumeConflict, Resumed, ResumeMissing
-from agentq.webhooks.store import DeliveryStore
 
 log = logging.getLogger("agentq.service")
 
@@ -44,7 +44,8 @@ class JobResumes:
     settings: Settings
     limits: JobLimits
     config: FleetConfig
-    webhooks: DeliveryStore | None
+    tenant_limits: TenantLimitStore  # the tenants' job limits (`store/tenants.py`)
+    webhooks: WebhookStore | None
 
     def resume(self, job_id: str, options: Any = None) -> Resumed:
         """Resume job `job_id` with `options` overrides (a larger `budget`, `max_ticks`, a `deadline_s`, ...).
@@ -111,7 +112,7 @@ class JobResumes:
         limits = self.config.tenant_limits().get(info.tenant)
         if limits is None or not limits.limited:
             return False
-        refused = self.store.admit_job(info.tenant, info.id, limits, expire_at_ms=expire_at_ms)
+        refused = self.tenant_limits.admit_job(info.tenant, info.id, limits, expire_at_ms=expire_at_ms)
         if refused is not None:
             what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
                     else f"{limits.jobs_per_minute:g} jobs per minute")
@@ -122,7 +123,7 @@ class JobResumes:
 
     def _give_back(self, info: JobInfo, admitted: bool) -> None:
         if admitted:
-            self.store.release_job(info.tenant, info.id)
+            self.tenant_limits.release_job(info.tenant, info.id)
 
     def _restart(self, info: JobInfo, resumed: Resumed, options: dict[str, Any], expire_at_ms: int) -> None:
         """What follows the step: the webhook's watch, a new deadline, then the concurrency keys or the tasks."""

@@ -53,12 +53,17 @@ from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
 from agentq.store.config import ConfigStore
+from agentq.store.contracts import FleetPart, LimitStore, StatsStore, TenantLimitStore, WebhookStore
+from agentq.store.fleet import RedisFleet
+from agentq.store.fleet_stats import RedisStats
+from agentq.store.limits import RedisLimits
 from agentq.store.rollouts import RolloutStore
 from agentq.store.schedules import ScheduleStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
+from agentq.store.tenants import RedisTenants
+from agentq.store.webhooks import WebhookKeys
 from agentq.telemetry import jobs as job_traces
-from agentq.webhooks.store import DeliveryStore
 
 if TYPE_CHECKING:
     from agentq.llm.base import LLM
@@ -71,7 +76,14 @@ class Parts:
     """What a process needs to submit, follow and run jobs against one deployment."""
 
     settings: Settings
-    store: Store
+    store: Store  # a job's state machine: the job-step facade
+    # the store's fleet-wide parts, each over the store's connection (`store/part.py`; a new part: a field here and
+    # its construction in `connect`)
+    fleet: FleetPart  # workers, activities, tools, the task-signing key, node names
+    limits: LimitStore  # the models' rate limits and learned context windows
+    tenants: TenantLimitStore  # the tenants' job limits
+    stats: StatsStore  # the metrics' scrape-time figures
+    webhooks: WebhookStore  # watched jobs and their webhook deliveries (docs/webhooks.md)
     reads: SyncReads  # a job's status, record and events over the store's connection (the client's reads)
     app: Any  # the Celery app
     routing: Routing
@@ -103,6 +115,11 @@ def open_store(settings: Settings) -> StateStore:
                       max_connections=settings.redis_max_connections)
 
 
+def open_fleet(store: StateStore) -> FleetPart:
+    """The fleet part over `store`'s connection (`agentq healthcheck` reads the announcements with it)."""
+    return RedisFleet(store)
+
+
 def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities: ActivityRegistry | None = None,
             local_activities_are_live: bool = False, metrics: Metrics | None = None) -> Parts:
     """Wire the parts for `settings`. Nothing connects yet: Redis and the broker are reached on first use.
@@ -115,13 +132,16 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     store = open_store(settings)
     job_traces.bind(store)  # where the first process tracing a job nobody traced yet stores its context
     app = create_app(settings)
+    fleet = open_fleet(store)
+    limits, tenants, stats = RedisLimits(store), RedisTenants(store), RedisStats(store)
+    webhooks = WebhookKeys(store, keep_s=settings.webhook_retry_s + settings.job_ttl_s)
     rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
     environment = seeds(settings)  # this process's AGENTQ_* values of the shared settings: they seed unset ones
     config = FleetConfig(ConfigStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s, seeds=environment),
                          environment)
     routing = Routing.from_settings(settings, rules=rollout_store.rules)
-    admission = Admission(store, settings, config.tenant_limits)
-    dispatcher = Dispatcher(app, routing, TaskSigner(store.task_signing_key), admission)
+    admission = Admission(store, settings, config.tenant_limits, fleet=fleet)
+    dispatcher = Dispatcher(app, routing, TaskSigner(fleet.task_signing_key), admission)
     dispatcher.start_timeouts = store.set_start_timeouts  # docs/waits.md#start-timeouts
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     if broker_is_store(settings, app, store):
@@ -131,9 +151,10 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
-                      webhooks=DeliveryStore(store.redis, settings.namespace), config=config)
+                      webhooks=webhooks, config=config, fleet=fleet, tenants=tenants)
     reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
-    return Parts(settings=settings, store=store, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
+    return Parts(settings=settings, store=store, fleet=fleet, limits=limits, tenants=tenants, stats=stats,
+                 webhooks=webhooks, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
                  jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
                  rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config,
                  schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs))
@@ -155,7 +176,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     table = prices if prices is not None else LivePrices(parts.config.prices)
     patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
     budget = BudgetGate(patient, table)
-    limiter = ModelLimiter(patient, parts.config.model_limits)  # after the budget: a refused request takes nothing
+    # after the budget: a refused request takes nothing
+    limiter = ModelLimiter(PatientStore(parts.limits, settings.store_retry_s), parts.config.model_limits)
     counted = functools.partial(count_request, parts.metrics)
     saved = recorder(settings)
     record = saved.record if saved is not None else None
@@ -169,7 +191,8 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
                     known_activities=parts.jobs.known_activities_for, modules=parts.modules,
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
                     hooks=Hooks([CallMetrics(parts.metrics, parts.tenant_labels.label),
-                                 RolloutStats(parts.rollouts.store), budget, limiter, *tracing_hooks()]), batch=lane)
+                                 RolloutStats(parts.rollouts.store), budget, limiter, *tracing_hooks()]), batch=lane,
+                    limits=parts.limits)
 
 
 def tracing_hooks() -> list[Hook]:

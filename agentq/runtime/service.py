@@ -7,24 +7,17 @@ once. Tool schemas come from the store (what workers and dispatchers published) 
 registry, so a submitter needs no tool or activity code. A reviewer's decisions and a cancellation are in
 `decisions.py`.
 
-What the fleet published (tools) and announced (known activities) is read once per heartbeat
-(`AGENTQ_HEARTBEAT_S`, the pace at which workers announce it) and reused by the submissions meanwhile,
-which saves a submission five round trips. The cache is trusted only for what it can tell for sure: a job it
-rejects, or one with a call it would hand to the model (a latent or module call), or an agent job naming a
-tool it knows no activity of, is planned again against a fresh read. So a tool or activity announced since is
-seen at once; a change to one already known (a tool's schema, an activity's queue, an activity forgotten)
-within one heartbeat.
+A job is planned against what the fleet published and announced, read once per heartbeat (`fleet_view.py`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentq import telemetry
@@ -35,29 +28,29 @@ from agentq.errors import (
     JobExistsError,
     JobValidationError,
     Problem,
-    RateLimited,
 )
 from agentq.protocol.activities import ActivityRegistry
-from agentq.protocol.concurrency import ConcurrencyKeys, concurrency_keys
-from agentq.protocol.digests import now_iso
+from agentq.protocol.concurrency import concurrency_keys
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import job_part
 from agentq.protocol.ids import job_id_problem
-from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader, plan_job
+from agentq.protocol.jobs import JobLimits, JobPlan, ModuleLoader
 from agentq.protocol.jsonsafe import loads_limited, value_depth_problem
-from agentq.protocol.records import CallMode, CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
+from agentq.protocol.records import CallRecord, ErrorInfo, JobKind, JobRecord, ParentLink
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import DEFAULT_TENANT, tenant_problem
 from agentq.protocol.tools import ToolRegistry
-from agentq.protocol.waits import WAIT_TOOLS
 from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
+from agentq.runtime.fleet_view import FleetView, FleetViews
 from agentq.runtime.job_timers import JobTimers
 from agentq.runtime.resume import JobResumes
 from agentq.runtime.signals import JobSignals
+from agentq.runtime.tenant_gate import TenantGate
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.webhooks.store import DeliveryStore
+from agentq.store.contracts import FleetStore, TenantLimitStore, WebhookStore
+from agentq.webhooks.records import Delivery
 from agentq.webhooks.targets import LiveAllowlist, webhook_problems
 
 if TYPE_CHECKING:
@@ -66,16 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentq.service")
 
 
-@dataclass(frozen=True)
-class FleetView:
-    """What the fleet published and announced, as read at `read_at` (the job service's clock)."""
-
-    tools: dict[str, dict]  # published tool schemas
-    known: dict[str, dict]  # the store's known activities (docs/protocol.md#activities)
-    read_at: float
-
-
-class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
+class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate, JobResumes):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 
@@ -84,8 +68,11 @@ class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
                  local_activities_are_live: bool = False,
                  module_loader: ModuleLoader | None = None,
                  clock: Callable[[], float] = time.monotonic, hooks: Hook | None = None,
-                 webhooks: DeliveryStore | None = None, config: FleetConfig | None = None):
+                 webhooks: WebhookStore | None = None, config: FleetConfig | None = None,
+                 fleet: FleetStore, tenants: TenantLimitStore):
         self.store = store
+        self.fleet_store = fleet  # what the fleet published and announced (`fleet_view.py`)
+        self.tenant_limits = tenants  # the tenants' job limits (`tenant_gate.py`)
         self.dispatcher = dispatcher
         # a rejection or a cancellation takes its job forward as any commit does (and resumes a module's parent)
         self.progress = JobProgress(store, dispatcher, hooks=hooks)
@@ -114,94 +101,6 @@ class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
         """Whether the fleet's price table (`llm_prices` over the shipped prices) prices `model`: a tool's `x-model`
         must be one (docs/rate-limits.md)."""
         return self.config.prices().price(model) is not None
-
-    def available_tools(self) -> dict[str, dict]:
-        """Published tools, overridden by this process's own registry (read now)."""
-        return self._with_local_tools(self.store.published_tools())
-
-    def _with_local_tools(self, published: dict[str, dict]) -> dict[str, dict]:
-        return {**published, **self.tools.snapshot()}
-
-    def live_activities(self) -> dict[str, dict]:
-        live = self.store.live_activities()
-        if self.local_activities_are_live:
-            for spec in self.activities.specs():
-                live.setdefault(spec.name, self.routing.announcement(spec))
-        return live
-
-    def known_activities(self) -> dict[str, dict]:
-        """The known activities (docs/protocol.md#activities): every activity announced within
-        `AGENTQ_ACTIVITY_MEMORY_S`, live or not (`StateStore.known_activities`), plus this process's own as live when
-        they count as such (read now)."""
-        return self._with_local_activities(self.store.known_activities(self.settings.activity_memory_s))
-
-    def known_activities_for(self, names: Collection[str]) -> dict[str, dict]:
-        """The known activities for an agent tick whose tools are `names`: the view read within the last heartbeat
-        when it knows an activity of every one of them, else read now (one it does not know may only have been
-        announced since: its tool would go to the model)."""
-        view, cached = self.fleet()
-        known = self._with_local_activities(view.known)
-        if cached and not all(name in known or name in WAIT_TOOLS for name in names):
-            view, _ = self.fleet(fresh=True)
-            known = self._with_local_activities(view.known)
-        return known
-
-    def _with_local_activities(self, stored: dict[str, dict]) -> dict[str, dict]:
-        known = dict(stored)  # `stored` may be the cached view: never changed in place
-        if self.local_activities_are_live:
-            for spec in self.activities.specs():
-                entry = known.get(spec.name)
-                if entry is None or not entry["live"]:
-                    known[spec.name] = {**(entry or {"workers": [], "last_seen": now_iso()}),
-                                        **self.routing.announcement(spec), "live": True}
-        return known
-
-    def forget_activity(self, name: str) -> bool:
-        """Retire a known activity at once (`Store.forget_activity`); this process's next submission reads the
-        fleet again, other submitters see it within one heartbeat. True when it was known."""
-        forgotten = self.store.forget_activity(name)
-        with self._fleet_lock:
-            self._fleet = None
-        return forgotten
-
-    def fleet(self, *, fresh: bool = False) -> tuple[FleetView, bool]:
-        """What the fleet published and announced: the view read within the last heartbeat unless `fresh`
-        (or none was read yet), else read now. Returns (view, whether it came from the cache)."""
-        now = self._clock()
-        with self._fleet_lock:
-            view = self._fleet
-        if not fresh and view is not None and 0 <= now - view.read_at < self.fleet_ttl_s:
-            return view, True
-        view = FleetView(tools=self.store.published_tools(),
-                         known=self.store.known_activities(self.settings.activity_memory_s), read_at=now)
-        with self._fleet_lock:
-            self._fleet = view
-        return view, False
-
-    def _plan(self, job: Any, size: int, job_id: str | None) -> tuple[JobPlan, dict[str, dict]]:
-        """Plan `job` against the fleet (known activities, not only live ones: a call waits on its queue for a
-        worker, docs/protocol.md#activities); returns the plan and the known activities it was routed against. A cached
-        view is trusted only when every call it planned runs an activity it knows, or, for an agent job, when it knows
-        an activity of every tool the job names (as a tick's `known_activities_for`); otherwise (a rejection, a call
-        for the model, a tool it knows no activity of) the job is planned again against a fresh read."""
-        view, cached = self.fleet()
-        try:
-            known = self._with_local_activities(view.known)
-            plan = self._plan_against(job, size, job_id, view, known)
-            if not cached or _certain(plan, known):
-                return plan, known
-        except JobValidationError:
-            if not cached:
-                raise
-        view, _ = self.fleet(fresh=True)
-        known = self._with_local_activities(view.known)
-        return self._plan_against(job, size, job_id, view, known), known
-
-    def _plan_against(self, job: Any, size: int, job_id: str | None, view: FleetView,
-                      known: dict[str, dict]) -> JobPlan:
-        tools = {**WAIT_TOOLS, **self._with_local_tools(view.tools)}  # the wait tools are built in (docs/waits.md)
-        return plan_job(job, tools=tools, live_activities=known, limits=self.limits,
-                        size=size, job_id=job_id, module_loader=self.module_loader)
 
     def submit(self, job: Any, *, job_id: str | None = None, parent: ParentLink | None = None,
                traceparent: str | None = None, tenant: str = DEFAULT_TENANT) -> str:
@@ -261,46 +160,6 @@ class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
         if admission is None or plan.start_ms is not None:  # a job started later is admitted then
             return None
         return admission.with_write(plan, _ready(plan, records), tenant, fresh=fresh)
-
-    @contextlib.contextmanager
-    def _admitted(self, plan: JobPlan, tenant: str, *, child: bool) -> Iterator[Callable[[], None]]:
-        """Admit the job under its tenant's limits (`_admit`) around its writing; what it yields takes the
-        admission back (an id that exists already), as does an error while it is written."""
-        admitted = self._admit(plan, tenant, child=child)
-
-        def take_back() -> None:
-            if admitted:
-                self.store.release_job(tenant, plan.id)
-
-        try:
-            yield take_back
-        except BaseException:
-            take_back()
-            raise
-
-    def _admit(self, plan: JobPlan, tenant: str, *, child: bool) -> bool:
-        """Admit a valid job under its tenant's limits (the fleet's `tenants`, docs/tenants.md) before anything is
-        written; whether it now holds a place among its tenant's active jobs. Raises `RateLimited`. A module's child
-        job is part of its parent's work and is not limited again."""
-        limits = self.config.tenant_limits().get(tenant)
-        if child or limits is None or not limits.limited:
-            return False
-        expire_at_ms = int((time.time() + plan.ttl_s) * 1000)
-        refused = self.store.admit_job(tenant, plan.id, limits, expire_at_ms=expire_at_ms)
-        if refused is not None:
-            what = (f"{limits.max_active_jobs} active jobs" if refused.by_active
-                    else f"{limits.jobs_per_minute:g} jobs per minute")
-            raise RateLimited(f"tenant {tenant!r} is at its limit of {what} (config tenants): nothing was written; "
-                              f"submit again in {refused.wait_s:.3g} s", tenant=tenant, retry_after_s=refused.wait_s)
-        return limits.max_active_jobs is not None
-
-    def _admit_keys(self, job_id: str, tenant: str, keys: ConcurrencyKeys, ttl_s: int) -> None:
-        """A written job with concurrency keys waits until it holds every one (docs/tenants.md): it starts now when they
-        have room (and so do the jobs let in before it, whose holders had expired or ended)."""
-        expire_at_ms = int((time.time() + ttl_s) * 1000)
-        started = self.store.admit_concurrency(tenant, job_id, keys, expire_at_ms=expire_at_ms)
-        self.progress.start(tenant, started)
-        log.info("job %s %s", job_id, "queued" if job_id in started else "waiting for its concurrency keys")
 
     def _start(self, plan: JobPlan, records: list[CallRecord], tenant: str) -> None:
         """Send a written job's first tasks: an agent job's first tick, or a plan job's ready calls; a job with
@@ -375,10 +234,10 @@ class JobService(JobDecisions, JobSignals, JobTimers, JobResumes):
     def deliveries(self, job_id: str) -> list[dict]:
         """The job's webhook deliveries, oldest first (`agentq/webhooks/records.py`); `JobNotFoundError` for a
         job that neither exists nor left deliveries."""
-        found = self.webhooks.deliveries(job_id) if self.webhooks is not None else []
+        found = [Delivery.from_dict(d) for d in self.webhooks.deliveries(job_id)] if self.webhooks is not None else []
         if not found:
             self.store.job_status(job_id)  # JobNotFoundError for an unknown job
-        return [d.to_dict() for d in found]
+        return [d.to_dict() for d in sorted(found, key=lambda d: (d.created_at, d.id))]
 
     def calls(self, job_id: str) -> list[dict]:
         """The job's calls as the HTTP API's `/calls` items (`agentq.engine.call_views.job_calls`)."""
@@ -401,15 +260,6 @@ def _queued(plan: JobPlan) -> JobQueued:
                     (JobStatus.QUEUED, "Job queued"))
     return JobQueued(job_id=plan.id, kind=plan.kind.value, calls=len(plan.calls), status=status.value,
                      part=job_part(text, kind=plan.kind.value, source="agentq", locale=plan.options["locale"]))
-
-
-def _certain(plan: JobPlan, known: Mapping[str, Any]) -> bool:
-    """Whether a plan made against a cached view of the fleet can stand: a plan job whose calls all run known
-    activities (a call the view would hand to the model may only lack an activity announced since); an agent job
-    every tool of which has a known activity (its ticks compose its tools again, against the view they read)."""
-    if plan.kind is JobKind.AGENT:
-        return all(name in known or name in WAIT_TOOLS for name in plan.registered)
-    return all(call.mode in (CallMode.EXPLICIT, CallMode.WAIT) for call in plan.calls)
 
 
 def _ready(plan: JobPlan, records: list[CallRecord]) -> list[CallRecord]:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from agentq.engine.concurrency import sweep_keys
 from agentq.errors import ConfigurationError
@@ -38,7 +38,6 @@ from agentq.runtime.tool_files import load_tool_dir
 from agentq.settings import Settings
 
 if TYPE_CHECKING:
-    from agentq.store.state import StateStore
     from agentq.webhooks.loop import WebhookLoop
 
 log = logging.getLogger("agentq.worker")
@@ -117,11 +116,10 @@ class Heartbeat:
                                 jobs=runtime.service) if engine else None
 
     def start(self) -> Heartbeat:
-        store = self.runtime.store
         if self.runtime.dispatcher.signer is not None:
             self.runtime.dispatcher.signer.prime()
         self.runtime.parts.config.load()  # seeds the fleet's unset shared settings from this process's environment
-        conflicts = store.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
+        conflicts = self.runtime.parts.fleet.publish_tools(self.runtime.tools.snapshot(), publisher=self.worker_id)
         for name in conflicts:
             log.warning("tool %r was published with a different schema by another process; see `agentq tools`", name)
         self.beat()
@@ -136,7 +134,7 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        self.runtime.store.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
+        self.runtime.parts.fleet.announce_worker(self.worker_id, self.announcement, ttl_s=self.interval_s * 3)
         if self.node is not None:
             self.node.renew()
         self.runtime.dispatcher.sweep(self.worker_id)  # admitted calls lost with their process (one per fleet)
@@ -161,7 +159,7 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            self.runtime.store.retire_worker(self.worker_id)
+            self.runtime.parts.fleet.retire_worker(self.worker_id)
             if self.node is not None:
                 self.node.release()
         except Exception:
@@ -174,8 +172,7 @@ def start_webhooks(runtime: Runtime) -> WebhookLoop | None:
     from agentq.webhooks.loop import WebhookLoop
     from agentq.webhooks.targets import LiveAllowlist
 
-    redis = cast("StateStore", runtime.store).redis  # the Redis state store's connection (root.open_store)
-    return WebhookLoop(runtime.store, redis, runtime.settings, metrics=runtime.parts.metrics,
+    return WebhookLoop(runtime.store, runtime.parts.webhooks, runtime.settings, metrics=runtime.parts.metrics,
                        allowlist=LiveAllowlist(runtime.parts.config.allowlist)).start()
 
 
@@ -360,7 +357,7 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics/files.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)
     worker_id = new_worker_id()
-    node = claim_node(runtime.store, hostname, engine=engine, worker_id=worker_id,
+    node = claim_node(runtime.parts.fleet, hostname, engine=engine, worker_id=worker_id,
                       ttl_s=runtime.settings.heartbeat_s * 3)
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node,
                           concurrency=concurrency or os.cpu_count() or 1)  # Celery's default: one per CPU

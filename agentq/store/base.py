@@ -1,7 +1,9 @@
-"""`Store`: the whole state store, every concern's contract at once (`contracts.py`).
+"""`Store`: the job-step facade, every contract of a job's state machine at once (`contracts.py`).
 
 `StateStore` (Redis, `state.py`) is the implementation, constructed only by the composition root
-(`runtime/root.py`), which hands each part the store typed as the contracts that part uses. Contract tests
+(`runtime/root.py`), which hands each part the store typed as the contracts that part uses; the fleet-wide parts
+(the fleet, the models' limits, the tenants' job limits, the metrics' reads, webhooks) are classes of their own over
+the same connection (`part.py`), built beside it. Contract tests
 (`tests/runtime/test_store_contract*.py`) run every step on real Redis and Redis Cluster.
 
 The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen records) live in
@@ -20,13 +22,11 @@ from agentq.store.contracts import (
     Connection,
     CopyStore,
     EventStore,
-    FleetStore,
     JobReader,
     JobStore,
     JobTimerStore,
     LeaseStore,
-    LimitStore,
-    NodeNameStore,
+    RestartStore,
     TenantStore,
     TickStore,
     WaitStore,
@@ -53,6 +53,7 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CopyStore, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            LimitStore, BudgetStore, FleetStore, NodeNameStore, WaitStore, JobTimerStore, ResumeStore, Connection,
+            BudgetStore, WaitStore, JobTimerStore, RestartStore, ResumeStore, Connection,
             Protocol):
-    """The whole state store: every concern's contract."""
+    """The job-step facade: every contract of a job's state machine. The fleet-wide parts (`FleetPart`,
+    `LimitStore`, `TenantLimitStore`, `StatsStore`, `WebhookStore`) are built beside it over the same connection."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentq.protocol.cache import LRU
 from agentq.store.boundary import map_store_errors
-from agentq.store.connect import DEFAULT_MAX_CONNECTIONS, connect_redis
+from agentq.store.connect import DEFAULT_MAX_CONNECTIONS, connect_redis, is_sentinel_url
 from agentq.store.keys import FleetKeys, JobKeys
 from agentq.store.scripts import Scripts
 
@@ -55,4 +55,7 @@ class StoreConnection:
 
     def close(self) -> None:
         self.redis.close()
+
+    def single_server(self, url: str) -> bool:
+        return not self.cluster and url == self.url and not is_sentinel_url(url)
 

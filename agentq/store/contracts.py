@@ -1,6 +1,8 @@
 """The state store's contracts: one small protocol per concern, each part of agentq typed against those it uses.
 
-`Store` (`base.py`) is all of them at once, what the composition root builds (`StateStore`, Redis); an engine part
+`Store` (`base.py`) is those of a job's state machine at once, what the composition root builds (`StateStore`,
+Redis); the contracts of the fleet-wide parts (`FleetStore`, `LimitStore`, `WebhookStore`, ...) live in
+`fleet_contracts.py` and are named here too, so callers import every contract from this module. An engine part
 names the concerns it touches (the lease keeper a `LeaseStore`, the budget gate a `BudgetStore`, the agent loop
 its `AgentStore` of ticks, events, budgets, calls and reads), so what a part may do to a job's state reads from its
 signature. The replies of the atomic steps (`Claim`, `Commit`, `Settle`, `Decision`, ...: unions of frozen
@@ -9,7 +11,7 @@ records) live in `replies.py`, the records of plain reads in `views.py`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agentq.errors import JobNotFoundError
@@ -19,11 +21,22 @@ from agentq.protocol.concurrency import ConcurrencyKeys
 from agentq.protocol.continuation import CopySource, Seed
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
-from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
-from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord, WorkerAnnouncement
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.protocol.tenants import DEFAULT_TENANT, TenantLimits
+from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.waits import WaitSpec
+from agentq.store.fleet_contracts import (
+    BatchStore,
+    FleetPart,
+    FleetStore,
+    LimitStore,
+    NodeNameStore,
+    StatsStore,
+    TenantLimitStore,
+    WebhookDeliveries,
+    WebhookStore,
+    WebhookWatch,
+)
 from agentq.store.replies import (
     BudgetReply,
     Claim,
@@ -31,9 +44,7 @@ from agentq.store.replies import (
     Decision,
     EndAhead,
     FinishInputs,
-    LimitReply,
     Settle,
-    TenantRefusal,
     TickClaim,
     TickEnded,
 )
@@ -41,11 +52,8 @@ from agentq.store.views import (
     AgentInputs,
     CallTable,
     DeadlineEnd,
-    FleetStats,
-    QueuedRequest,
     RelayCursor,
     WaitTaken,
-    WorkerBeat,
 )
 
 
@@ -113,7 +121,7 @@ class CopyStore(Protocol):
 
 class CallStore(Protocol):
     """A call's steps (claim, commit, the settle of a call run before its claim, release for a retry) and reads
-    of a job's calls; the key that signs call tasks."""
+    of a job's calls."""
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
@@ -142,8 +150,6 @@ class CallStore(Protocol):
     def dependents(self, job_id: str, call_id: str) -> list[str]: ...
 
     def call_table(self, job_id: str) -> CallTable: ...
-
-    def task_signing_key(self) -> bytes: ...
 
 
 class LeaseStore(Protocol):
@@ -193,12 +199,7 @@ class EventStore(Protocol):
 
 
 class TenantStore(Protocol):
-    """Tenants' job limits and jobs' concurrency keys: admitted, released, swept; a waiting job started."""
-
-    def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
-                  expire_at_ms: int) -> TenantRefusal | None: ...
-
-    def release_job(self, tenant: str, job_id: str) -> None: ...
+    """Jobs' concurrency keys (a tenant's): admitted, released, swept; a waiting job started."""
 
     def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *,
                           expire_at_ms: int) -> list[str]: ...
@@ -227,18 +228,6 @@ class AdmissionStore(Protocol):
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool: ...
 
 
-class LimitStore(Protocol):
-    """The fleet's model rate limits: a request's take, and what the API said settled."""
-
-    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
-
-    def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
-
-    def learn_context_window(self, model: str, tokens: int) -> None: ...
-
-    def context_windows(self) -> dict[str, int]: ...
-
-
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""
 
@@ -247,46 +236,6 @@ class BudgetStore(Protocol):
     def settle_budget(self, job_id: str, key: str, spend: Spend) -> bool: ...
 
     def add_usage(self, job_id: str, usage: dict[str, int]) -> None: ...
-
-
-class FleetStore(Protocol):
-    """What the fleet announces and publishes: live workers and their heartbeats, known activities, tools,
-    and the fleet's figures for metrics."""
-
-    def announce_worker(self, worker_id: str, announcement: WorkerAnnouncement, ttl_s: float) -> None: ...
-
-    def retire_worker(self, worker_id: str) -> None: ...
-
-    def live_workers(self) -> list[WorkerAnnouncement]: ...
-
-    def worker_beats(self) -> list[WorkerBeat]: ...
-
-    def live_activities(self) -> dict[str, dict]: ...
-
-    def known_activities(self, memory_s: float) -> dict[str, dict]: ...
-
-    def forget_activity(self, name: str) -> bool: ...
-
-    def publish_tools(self, schemas: dict[str, dict], *, publisher: str) -> list[str]: ...
-
-    def published_tools(self) -> dict[str, dict]: ...
-
-    def tool_conflicts(self) -> dict[str, dict]: ...
-
-    def fleet_stats(self, *, sample: int = 256) -> FleetStats: ...
-
-
-class NodeNameStore(Protocol):
-    """Celery node names held by one process at a time."""
-
-    def claim_node_name(self, name: str, holder: str, ttl_ms: int) -> str | None: ...
-
-    def swap_node_name(self, name: str, expected: str, holder: str, ttl_ms: int, *,
-                       or_absent: bool = False) -> bool: ...
-
-    def release_node_name(self, name: str, holder: str) -> bool: ...
-
-    def node_name_holder(self, name: str) -> str | None: ...
 
 
 class WaitStore(Protocol):
@@ -337,35 +286,53 @@ class Connection(Protocol):
 
     def close(self) -> None: ...
 
+    def single_server(self, url: str) -> bool:
+        """Whether `url` names this store's own single Redis server (not a cluster, not a Sentinel group): a Redis
+        broker at `url` keeps its lists on the store's server, where the store's steps can reach them."""
+        ...
 
-class BatchStore(Protocol):
-    """The batch lane (`store/batches.py`): requests waiting for a batch, the batches sent and not ended yet, their
-    results, and the lane's round (one dispatcher at a time)."""
 
-    def request(self, custom_id: str) -> dict[str, str]: ...
+class RestartStore(Protocol):
+    """What the admission's sweep reads after a restart of the store's server (its run id changed), where the
+    broker is that server too: the tasks the broker still holds."""
 
-    def enqueue(self, custom_id: str, *, place: str, job: str, params: str, tries: int) -> bool: ...
+    def admission_runs(self) -> tuple[str, str | None, int]:
+        """The server's run id, the one the sweep last looked at the queues for (None: never) and how long the
+        server has run (ms)."""
+        ...
 
-    def forget(self, custom_id: str) -> None: ...
+    def note_admission_run(self, run: str) -> None:
+        """The sweep looked at the queues for the server's run `run`."""
+        ...
 
-    def store_result(self, custom_id: str, result: str) -> bool: ...
+    def broker_holds(self, lists: Sequence[str], unacked: str) -> set[str]:
+        """The ids of the tasks a Redis broker on the store's server holds: on `lists` (queues), or taken and not
+        acknowledged yet (the hash `unacked`), read at once."""
+        ...
 
-    def waiting(self, limit: int) -> list[tuple[str, int]]: ...
 
-    def queued(self, custom_ids: Iterable[str]) -> list[QueuedRequest]: ...
-
-    def drop(self, custom_ids: Iterable[str]) -> None: ...
-
-    def sent(self, batch_id: str, custom_ids: list[str]) -> None: ...
-
-    def open_batches(self) -> list[str]: ...
-
-    def members(self, batch_id: str) -> list[str]: ...
-
-    def close(self, batch_id: str) -> None: ...
-
-    def jobs_of(self, custom_ids: Iterable[str]) -> dict[str, str | None]: ...
-
-    def active_jobs(self, job_ids: Iterable[str]) -> set[str]: ...
-
-    def lock(self, token: str, ttl_ms: int) -> bool: ...
+__all__ = [
+    "AdmissionStore",
+    "BatchStore",
+    "BudgetStore",
+    "CallStore",
+    "Connection",
+    "EventStore",
+    "FleetPart",
+    "FleetStore",
+    "JobReader",
+    "JobStore",
+    "JobTimerStore",
+    "LeaseStore",
+    "LimitStore",
+    "NodeNameStore",
+    "RestartStore",
+    "StatsStore",
+    "TenantLimitStore",
+    "TenantStore",
+    "TickStore",
+    "WaitStore",
+    "WebhookDeliveries",
+    "WebhookStore",
+    "WebhookWatch",
+]

@@ -1,6 +1,7 @@
 """The fleet in the store: live workers and their announcements, the activities they serve and the *known*
 policy (docs/protocol.md#activities: an activity stays known for a while after its last announcement), the published
-tool schemas, and the fleet's secret for signing call tasks.
+tool schemas, the fleet's secret for signing call tasks, and the claims of Celery node names: `RedisFleet`, a part of
+its own over the store's connection (no job's script reads these keys).
 
 All of these are fleet-wide keys (`keys.FleetKeys`), outside any job's hash slot: on a Redis Cluster they live
 on many nodes, so reads of several keys go through a pipeline, never MGET.
@@ -15,13 +16,14 @@ from typing import Any
 from agentq.protocol.digests import dumps, iso_utc, now_iso
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.views import WorkerBeat
 
 
 @map_store_errors
-class FleetSteps(StoreConnection):
-    """Workers, activities, published tools and the signing secret (a mixin of `StateStore`)."""
+class RedisFleet(StorePart):
+    """Workers, activities, published tools, the signing secret and node names: the `FleetStore` and
+    `NodeNameStore` contracts, a part over the store's connection (`part.py`)."""
 
     # -------------------------------------------------------------------------------------------- workers
 

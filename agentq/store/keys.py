@@ -224,7 +224,7 @@ class FleetKeys:
         return f"{self.namespace}:jobs:approvals"
 
     @property
-    def task_key(self) -> str:  # string: the secret that signs call tasks (see `StateStore.task_signing_key`)
+    def task_key(self) -> str:  # string: the secret that signs call tasks (see `RedisFleet.task_signing_key`)
         return f"{self.namespace}:taskkey"
 
     def llm(self, model: str) -> str:  # hash: the model's rate-limit buckets and pause (llm_take.lua, _buckets.lua)

@@ -1,4 +1,4 @@
-"""The fleet-wide rate limits of the models (docs/rate-limits.md): `LimitSteps`, the store's side of the limiter
+"""The fleet-wide rate limits of the models (docs/rate-limits.md): `RedisLimits`, the store's side of the limiter
 (`engine/limits.py`).
 
 A model's buckets live in one hash with a hash tag of the model's name (`agentq:llm:{<model>}`), and its deferred
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
 from agentq.store.step_constants import HEADROOM_MS
 
@@ -23,8 +23,9 @@ if not kept or tonumber(ARGV[2]) < kept then redis.call('HSET', KEYS[1], ARGV[1]
 
 
 @map_store_errors
-class LimitSteps(StoreConnection):
-    """The models' rate-limit buckets, pauses and tickets (see the module docstring)."""
+class RedisLimits(StorePart):
+    """The models' rate-limit buckets, pauses and tickets, and the learned context windows (see the module
+    docstring): the `LimitStore` contract, a part over the store's connection (`part.py`)."""
 
     def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply:
         """Take `ask` from `model`'s buckets (its configured `limits`, lowered to what the API's headers taught):
@@ -55,4 +56,4 @@ class LimitSteps(StoreConnection):
         return {model: int(tokens) for model, tokens in self.redis.hgetall(self.fleet.llm_windows).items()}
 
 
-__all__ = ["HEADROOM_MS", "IDLE_MS", "LimitSteps"]
+__all__ = ["HEADROOM_MS", "IDLE_MS", "RedisLimits"]

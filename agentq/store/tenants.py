@@ -1,4 +1,4 @@
-"""The store's side of the tenants' limits (docs/tenants.md): `TenantSteps`.
+"""The store's side of the tenants' limits (docs/tenants.md): `RedisTenants`.
 
 A limited tenant's active jobs (a zset: job id -> its expiry) and its rate (a GCRA hash) share a hash tag of the
 tenant's name (`agentq:tenant:{<tenant>}:…`), so admitting a job is one Lua step on one node of a cluster
@@ -15,7 +15,7 @@ import math
 from agentq.protocol.status import JobStatus
 from agentq.protocol.tenants import TenantLimits
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.replies import TenantRefusal
 from agentq.store.step_constants import MINUTE_MS
 
@@ -23,8 +23,9 @@ NO_HINT_S = 5.0  # what a refusal for too many active jobs advises to wait: no s
 
 
 @map_store_errors
-class TenantSteps(StoreConnection):
-    """Admitting a limited tenant's jobs (see the module docstring)."""
+class RedisTenants(StorePart):
+    """Admitting a limited tenant's jobs (see the module docstring): the `TenantLimitStore` contract, a part over
+    the store's connection (`part.py`)."""
 
     def admit_job(self, tenant: str, job_id: str, limits: TenantLimits, *,
                   expire_at_ms: int) -> TenantRefusal | None:

@@ -7,6 +7,7 @@ them, so code written against the protocol imports nothing from the Redis implem
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentq.protocol.records import CallRecord, JobInfo, ParentLink, WorkerAnnouncement
 from agentq.protocol.status import CallStatus
@@ -95,3 +96,24 @@ class DeadlineEnd:
     ready: tuple[str, ...] = ()
     running: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WatchedJob:
+    """What the webhook watcher reads of a watched job (`WebhookStore.job_states`): its status (None: the job is
+    not written, yet or any more), its options (the stored JSON value) and the cursor of its events it saved."""
+
+    status: str | None
+    options: Any
+    cursor: str = "0-0"
+
+
+@dataclass(frozen=True)
+class StoredDelivery:
+    """A webhook delivery as the store keeps it: its job, its id, its state (a plain JSON object whose shape is
+    the webhooks plug-in's `Delivery`) and the exact body every attempt sends."""
+
+    job_id: str
+    id: str
+    data: dict[str, Any]
+    body: bytes = b""

@@ -19,16 +19,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from agentq.settings import Settings
-from agentq.store.base import Store
+from agentq.store.contracts import WebhookStore
 from agentq.webhooks.records import Attempt, Delivery, DeliveryState
 from agentq.webhooks.sender import Answer, Sender
 from agentq.webhooks.signing import secret_keys
-from agentq.webhooks.store import DeliveryStore
 from agentq.webhooks.targets import Allowlist
-from agentq.webhooks.watcher import Watcher
+from agentq.webhooks.watcher import WatchedStore, Watcher
 
 log = logging.getLogger("agentq.webhooks")
 
@@ -55,7 +54,7 @@ class AttemptCounter(Protocol):
 class Deliverer:
     """Attempts due deliveries and keeps each outcome."""
 
-    def __init__(self, deliveries: DeliveryStore, sender: Sender, settings: Settings, *,
+    def __init__(self, deliveries: WebhookStore, sender: Sender, settings: Settings, *,
                  clock: Callable[[], float] = time.time, metrics: AttemptCounter | None = None):
         self.metrics = metrics
         self.deliveries = deliveries
@@ -77,17 +76,23 @@ class Deliverer:
         return attempted
 
     def attempt(self, job_id: str, delivery_id: str) -> None:
-        stored = self.deliveries.read(job_id, delivery_id)
-        if stored is None or stored[0].state is not DeliveryState.PENDING:
+        stored = self.deliveries.read_delivery(job_id, delivery_id)
+        delivery = Delivery.from_dict(stored.data) if stored is not None else None
+        if stored is None or delivery is None or delivery.state is not DeliveryState.PENDING:
             self.deliveries.forget_due(job_id, delivery_id)  # expired with its job, or ended already
             return
-        delivery, body = stored
+        self._attempt(delivery, stored.body)
+
+    def _attempt(self, delivery: Delivery, body: bytes) -> None:
+        """Send a pending delivery and keep its outcome."""
+        job_id = delivery.job_id
         answer = self.sender.send(delivery, body)
         delivery, next_at = self.outcome(delivery, answer)
         if self.metrics is not None:
             outcome = "retry" if delivery.state is DeliveryState.PENDING else delivery.state.value
             self.metrics.webhook_attempted(delivery.type, outcome)
-        self.deliveries.save(delivery, int(next_at * 1000) if next_at is not None else None)
+        self.deliveries.save_delivery(job_id, delivery.id, delivery.to_dict(),
+                                      int(next_at * 1000) if next_at is not None else None)
         if delivery.state is DeliveryState.PENDING:
             log.info("webhook %s of job %s not delivered (%s); next attempt in %.1f s", delivery.id, job_id,
                      answer.error, next_at - self.clock() if next_at is not None else 0)
@@ -112,15 +117,14 @@ class WebhookLoop:
     """The threads of one process: one looks for webhook events, `AGENTQ_WEBHOOK_CONCURRENCY` attempt due
     deliveries, so a slow receiver holds one thread, neither the other deliveries nor the finding of events."""
 
-    def __init__(self, store: Store, redis: Any, settings: Settings, *, metrics: AttemptCounter | None = None,
-                 allowlist: Allowlist | None = None):
+    def __init__(self, store: WatchedStore, deliveries: WebhookStore, settings: Settings, *,
+                 metrics: AttemptCounter | None = None, allowlist: Allowlist | None = None):
         self.settings = settings
         secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret is not None else ""
         # the fleet's allowlist as read now (`LiveAllowlist`), else `AGENTQ_WEBHOOK_ALLOWLIST`; while it is empty
         # the loop's rounds wait (no delivery could reach anything)
         allowlist = allowlist if allowlist is not None else Allowlist.parse(settings.webhook_allowlist)
-        self.deliveries = DeliveryStore(redis, settings.namespace,
-                                        keep_s=settings.webhook_retry_s + settings.job_ttl_s)
+        self.deliveries = deliveries  # the root's, kept AGENTQ_WEBHOOK_RETRY_S plus the job lifetime
         self.sender = Sender(allowlist, keys=secret_keys(secret), timeout_s=settings.webhook_timeout_s)
         self.watcher = Watcher(store, self.deliveries)
         self.deliverer = Deliverer(self.deliveries, self.sender, settings, metrics=metrics)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentq.engine.call_views import CallViewStore
-from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.contracts import JobReader
+from agentq.protocol.status import JobStatus
+from agentq.store.contracts import JobReader, WebhookStore
+from agentq.store.views import StoredDelivery
 from agentq.webhooks.records import Delivery, iso
 from agentq.webhooks.signing import message_id
-from agentq.webhooks.store import DeliveryStore
 from agentq.webhooks.targets import webhook_of
 
 log = logging.getLogger("agentq.webhooks")
@@ -46,7 +46,7 @@ class Found:
 
 
 class Watcher:
-    def __init__(self, store: WatchedStore, deliveries: DeliveryStore, *, clock: Callable[[], float] = time.time):
+    def __init__(self, store: WatchedStore, deliveries: WebhookStore, *, clock: Callable[[], float] = time.time):
         self.store = store
         self.deliveries = deliveries
         self.clock = clock
@@ -58,13 +58,13 @@ class Watcher:
             return 0
         now_ms = int(self.clock() * 1000)
         seen, found = [], 0
-        for job_id, (status, options, cursor) in zip(job_ids, self.deliveries.job_states(job_ids), strict=True):
+        for job_id, state in zip(job_ids, self.deliveries.job_states(job_ids), strict=True):
             try:
-                if status is None:
+                if state.status is None:
                     self._missing(job_id, now_ms)
                     continue
                 seen.append(job_id)
-                found += self._job(job_id, JobStatus(status), options, cursor, now_ms)
+                found += self._job(job_id, JobStatus(state.status), state.options, state.cursor, now_ms)
             except Exception:
                 log.warning("could not look for the webhook events of job %s", job_id, exc_info=True)
         self.deliveries.looked_at(seen, now_ms)
@@ -72,8 +72,8 @@ class Watcher:
 
     def _missing(self, job_id: str, now_ms: int) -> None:
         """A watched job that is not written (yet, or any more: it expired)."""
-        score = self.deliveries.redis.zscore(self.deliveries.fleet.webhook_jobs, job_id)
-        if score is None or now_ms - float(score) > MISSING_GRACE_MS:
+        since = self.deliveries.watched_since(job_id)
+        if since is None or now_ms - since > MISSING_GRACE_MS:
             self.deliveries.unwatch(job_id)
 
     def _job(self, job_id: str, status: JobStatus, options: Any, cursor: str, now_ms: int) -> int:
@@ -97,8 +97,7 @@ class Watcher:
     def _end_key(self, job_id: str) -> str:
         """What tells the job's end apart: `job.finished`, and for a resumed job (docs/resume.md) its run's number,
         so the end of each run is delivered once."""
-        runs = self.deliveries.redis.hget(self.deliveries.keys(job_id).job, "runs")
-        count = len(json.loads(runs)) if runs else 0
+        count = len(self.store.job_info(job_id).runs)
         return "job.finished" if count == 0 else f"job.finished {count + 1}"
 
     def _call_events(self, job_id: str, events: tuple[str, ...], cursor: str) -> tuple[list[Found], str, bool]:
@@ -107,7 +106,7 @@ class Watcher:
         calls = _CallsView(self.store, job_id)
         if "call.awaiting_approval" in events:
             found += [Found(f"call.awaiting_approval {call_id}", "call.awaiting_approval", self.clock(),
-                            calls.getter(call_id)) for call_id in self._awaiting(job_id)]
+                            calls.getter(call_id)) for call_id in self.deliveries.awaiting_approval(job_id)]
         if "call.finished" not in events:
             return found, cursor, True
         entries = self.store.read_events(job_id, cursor, count=EVENT_BATCH)
@@ -117,23 +116,15 @@ class Watcher:
                                    calls.getter(str(envelope.get("call_id")))))
         return found, entries[-1][0] if entries else cursor, len(entries) < EVENT_BATCH
 
-    def _awaiting(self, job_id: str) -> list[str]:
-        keys = self.deliveries.keys(job_id)
-        held = [c.decode() if isinstance(c, bytes) else c for c in self.deliveries.redis.hkeys(keys.approval)]
-        if not held:
-            return []
-        statuses = self.deliveries.redis.hmget(keys.status, held)
-        return [c for c, s in zip(held, statuses, strict=True)
-                if (s.decode() if isinstance(s, bytes) else s) == CallStatus.AWAITING_APPROVAL.value]
-
     def _store(self, job_id: str, url: str, found: list[Found], now_ms: int) -> int:
         ids = {message_id(job_id, f.key): f for f in found}
         new = [(i, f) for i, f in ids.items() if i not in self.deliveries.existing(job_id, list(ids))]
         if not new:
             return 0
         now = now_ms / 1000
-        built = [(Delivery(id=i, job_id=job_id, type=f.type, url=url, created_at=now, next_attempt_at=now),
-                  _body(f.type, f.at, f.data())) for i, f in new]
+        built = [StoredDelivery(job_id=job_id, id=i, body=_body(f.type, f.at, f.data()),
+                                data=Delivery(id=i, job_id=job_id, type=f.type, url=url, created_at=now,
+                                              next_attempt_at=now).to_dict()) for i, f in new]
         self.deliveries.enqueue(built, now_ms)
         log.info("job %s: %d webhook deliveries stored", job_id, len(built))
         return len(built)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentq.protocol.records import WorkerAnnouncement
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +38,9 @@ def agentq(*args: str, redis_url: str, timeout: float = 60) -> subprocess.Comple
 def store(redis_url: str) -> Iterator[StateStore]:
     """The private Redis with `pay` served by a live worker and `mail` remembered from a retired one."""
     store = StateStore(redis_url)
-    store.announce_worker("host:1:live", WorkerAnnouncement("host:1:live", activities=(PAY,)), ttl_s=60)
-    store.announce_worker("host:2:gone", WorkerAnnouncement("host:2:gone", activities=(MAIL,)), ttl_s=60)
-    store.retire_worker("host:2:gone")
+    RedisFleet(store).announce_worker("host:1:live", WorkerAnnouncement("host:1:live", activities=(PAY,)), ttl_s=60)
+    RedisFleet(store).announce_worker("host:2:gone", WorkerAnnouncement("host:2:gone", activities=(MAIL,)), ttl_s=60)
+    RedisFleet(store).retire_worker("host:2:gone")
     try:
         yield store
     finally:
@@ -73,7 +74,7 @@ def test_activities_json(store: StateStore, redis_url: str):
 def test_forget_retires_a_known_activity(store: StateStore, redis_url: str):
     forgot = agentq("activities", "forget", "mail", redis_url=redis_url)
     assert (forgot.returncode, forgot.stdout, forgot.stderr) == (0, "forgot activity mail\n", ""), forgot
-    assert set(store.known_activities(60)) == {"pay"}
+    assert set(RedisFleet(store).known_activities(60)) == {"pay"}
     assert "mail" not in agentq("activities", redis_url=redis_url).stdout
 
 
@@ -88,7 +89,7 @@ def test_forget_of_a_live_activity_says_that_its_workers_keep_it_known(store: St
     assert forgot.returncode == 0 and forgot.stdout == "forgot activity pay\n", forgot
     assert forgot.stderr.startswith("agentq: warning: activity 'pay' is still served by live workers (host:1:live)")
     assert forgot.stderr.count("\n") == 1
-    assert store.known_activities(60)["pay"]["live"] is True
+    assert RedisFleet(store).known_activities(60)["pay"]["live"] is True
 
 
 def test_no_known_activities(redis_url: str):

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agentq.protocol.records import WorkerAnnouncement
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.integration.procs import cli
 
@@ -35,8 +36,8 @@ def fleet(harness, redis_url, tmp_path: Path):
     reader. No dispatcher runs: nothing fires here."""
     harness.tool("sendEmail", params={"to": {"type": "string"}}, required=["to"])
     store = StateStore(redis_url)
-    store.publish_tools({"sendEmail": harness.tools.snapshot()["sendEmail"]}, publisher="test")
-    store.announce_worker("host:1:live", WorkerAnnouncement("host:1:live", activities=(V1,)), ttl_s=60)
+    RedisFleet(store).publish_tools({"sendEmail": harness.tools.snapshot()["sendEmail"]}, publisher="test")
+    RedisFleet(store).announce_worker("host:1:live", WorkerAnnouncement("host:1:live", activities=(V1,)), ttl_s=60)
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({ADMIN: {"tenant": "ops", "role": "admin"}, ACME: {"tenant": "acme"},
                                   BETA: {"tenant": "beta"}, READER: {"tenant": "acme", "role": "read"}}))

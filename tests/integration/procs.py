@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +171,7 @@ class WorkerProcs:
                         on_timeout=lambda: f"\n--- dispatcher output ---\n{proc.output()}")
 
     def announcement(self, proc: WorkerProc) -> dict | None:
-        return next((w.to_dict() for w in self.store.live_workers() if w.pid == proc.pid), None)
+        return next((w.to_dict() for w in RedisFleet(self.store).live_workers() if w.pid == proc.pid), None)
 
     def wait_live(self, proc: WorkerProc, activities: Iterable[str], timeout: float = 20.0) -> dict:
         """Wait until `proc` announces `activities` in the store; returns its announcement."""

@@ -29,6 +29,7 @@ from agentq.engine.delegation import child_job_id
 from agentq.errors import ConfigurationError, StoreUnavailableError
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 from tests.integration.cluster import LocalCluster
 from tests.integration.conftest import Harness, store_of
@@ -110,8 +111,8 @@ def test_plan_jobs_on_every_node_of_the_cluster(cluster_harness: Harness, local_
     assert {"agentq:jobs", "agentq:workers", "agentq:activities", "agentq:tools"} <= every_key
     store = store_of(client)
     assert set(store.recent_jobs()) == set(ids)
-    assert {w.id for w in store.live_workers()}  # MGET-free read of announcements across slots
-    assert set(store.known_activities(memory_s=60)) == {"double", "add", "flaky"}
+    assert {w.id for w in RedisFleet(store).live_workers()}  # MGET-free read of announcements across slots
+    assert set(RedisFleet(store).known_activities(memory_s=60)) == {"double", "add", "flaky"}
 
 
 # ------------------------------------------------------------------------------------------- approvals, cancel
@@ -284,7 +285,8 @@ def test_an_agentq_worker_process_configured_for_the_cluster(local_cluster: Loca
     client = Client(settings=settings)
     try:
         store = store_of(client)
-        wait_for(lambda: {"procA", "procB"} <= set(store.known_activities(60)), 30, "the worker to announce itself",
+        fleet = RedisFleet(store)
+        wait_for(lambda: {"procA", "procB"} <= set(fleet.known_activities(60)), 30, "the worker to announce itself",
                  on_timeout=lambda: log_path.read_text(errors="replace"))
         ids = ids_on_nodes(local_cluster, "proc", local_cluster.ports)
         handles = [client.submit({"calls": [{"_tool": "procA", "x": i, "_outputPath": "†state.a"},

@@ -45,7 +45,7 @@ def test_a_30_tick_job_of_50_kb_pages_meets_at_most_one_refusal_of_a_smaller_win
     assert len(answered) == ticks + 1  # every tick asked once more than refused: the one refused request again
     for k, request in enumerate(answered[1:], start=1):  # the page read last is always shown whole
         assert page(k) in request.raw.decode(), k
-    windows = reader.runtime().parts.store.context_windows()
+    windows = reader.runtime().parts.limits.context_windows()
     assert list(windows) == ["claude-sonnet-4-6"] and windows["claude-sonnet-4-6"] <= WINDOW
     again = reader.run(job, timeout=150)  # a later job of the model: under the window from its first tick
     assert again["status"] == "succeeded" and len(anthropic_env.refusals) == 1

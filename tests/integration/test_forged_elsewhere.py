@@ -13,6 +13,7 @@ from agentq.engine.routing import Routing
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.worker import InProcessWorker
+from agentq.store.fleet import RedisFleet
 from agentq.store.keys import JobKeys
 from tests.integration.conftest import store_of
 from tests.integration.test_hardening import TOOLS, publish, tasks  # noqa: F401 (tasks: a fixture)
@@ -51,7 +52,7 @@ def test_a_task_forged_onto_another_activitys_queue_leaves_the_call_to_its_own(h
     publish(client)
     store = store_of(client)
     routing = Routing.from_settings(harness.settings)
-    store.announce_worker("earlier-worker", WorkerAnnouncement("earlier-worker", activities=tuple(
+    RedisFleet(store).announce_worker("earlier-worker", WorkerAnnouncement("earlier-worker", activities=tuple(
         routing.announcement(spec) for spec in harness.activities.specs())), ttl_s=60)
     handle = client.submit({"calls": [{"_tool": "good", "_outputPath": "†state.ok"}]})
     (call_id, stored), = store.call_records(handle.id).items()

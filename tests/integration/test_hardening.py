@@ -24,6 +24,7 @@ from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.app import task_id
 from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from agentq.store.keys import JobKeys
 from tests.integration.conftest import store_of, tool_schema
 from tests.integration.test_job_validation import assert_nothing_written, job_keys, sender
@@ -82,7 +83,7 @@ def start_worker(harness, **settings) -> InProcessWorker:
 
 
 def publish(client: Client) -> None:
-    store_of(client).publish_tools(TOOLS, publisher="tests")
+    RedisFleet(store_of(client)).publish_tools(TOOLS, publisher="tests")
 
 
 def no_tracebacks(caplog) -> None:
@@ -283,7 +284,7 @@ def test_a_forged_record_on_the_broker_cannot_change_what_runs(harness, tasks, c
     store = store_of(client)
     # the activities are live (a worker announced them, and has since stopped), so the call is an explicit one
     routing = Routing.from_settings(harness.settings)
-    store.announce_worker("earlier-worker", WorkerAnnouncement("earlier-worker", activities=tuple(
+    RedisFleet(store).announce_worker("earlier-worker", WorkerAnnouncement("earlier-worker", activities=tuple(
         routing.announcement(spec) for spec in harness.activities.specs())), ttl_s=60)
     handle = client.submit({"calls": [{"_tool": "good", "_outputPath": "†state.ok"}]})
     (call_id, stored), = store.call_records(handle.id).items()

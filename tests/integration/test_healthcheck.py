@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from agentq.runtime import health
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.integration.procs import ROOT, base_env, cli, wait_for
 
@@ -66,8 +67,9 @@ def test_a_worker_that_stopped_beating_is_stale(worker_procs, redis_url):
     worker_procs.wait_live(proc, ["procA"])
     proc.kill()  # SIGKILL: no retirement, the announcement stays until it expires (three beats of 1 s)
     store = StateStore(redis_url)
+    fleet = RedisFleet(store)
     try:
-        verdict = wait_for(lambda: (v := health.check(store, heartbeat_s=1.0)).message.startswith("stale") and v,
+        verdict = wait_for(lambda: (v := health.check(fleet, heartbeat_s=1.0)).message.startswith("stale") and v,
                            15, "the healthcheck to call the killed worker stale")
     finally:
         store.close()

@@ -17,6 +17,7 @@ import pytest
 from agentq.client import Client
 from agentq.errors import ConfigurationError, JobValidationError
 from agentq.runtime.worker import InProcessWorker
+from agentq.store.fleet import RedisFleet
 from agentq.store.keys import JobKeys
 from tests.integration.conftest import store_of, tool_schema
 
@@ -31,7 +32,7 @@ TOOLS = {
 def client(harness) -> Client:
     """A submitter that knows the tools only because another process published them."""
     client = harness.client()
-    store_of(client).publish_tools(TOOLS, publisher="tests")
+    RedisFleet(store_of(client)).publish_tools(TOOLS, publisher="tests")
     return client
 
 
@@ -246,7 +247,7 @@ def test_reference_cycle_between_two_calls(client):
 def test_oversized_job(harness):
     settings = harness.settings.model_copy(update={"max_job_bytes": 300})
     with Client(settings=settings) as small:
-        store_of(small).publish_tools(TOOLS, publisher="tests")
+        RedisFleet(store_of(small)).publish_tools(TOOLS, publisher="tests")
         job = {"context": [{"type": "state", "data": {"blob": "x" * 400}}], "calls": [ship()]}
         problems = rejected(small, job)
         assert list(problems) == [""]
@@ -261,7 +262,7 @@ def test_oversized_job(harness):
 def test_too_many_calls(harness):
     settings = harness.settings.model_copy(update={"max_calls": 2})
     with Client(settings=settings) as small:
-        store_of(small).publish_tools(TOOLS, publisher="tests")
+        RedisFleet(store_of(small)).publish_tools(TOOLS, publisher="tests")
         problems = rejected(small, {"calls": [ship(), ship(), ship()]})
         assert list(problems) == ["/calls"]
         assert "3 calls" in problems["/calls"] and "limit is 2" in problems["/calls"]

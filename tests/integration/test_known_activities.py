@@ -16,6 +16,7 @@ import pytest
 from agentq.client import Client
 from agentq.protocol.records import CallMode
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.fleet import RedisFleet
 from tests.integration.conftest import store_of
 from tests.integration.procs import cli, wait_for
 
@@ -44,7 +45,7 @@ def test_a_rolling_restart_keeps_a_coded_tool_explicit_and_its_call_waits_for_th
 
     # every worker of procA goes away without a goodbye: its announcement has to expire on its own
     first.kill()
-    wait_for(lambda: "procA" not in store.live_activities(), 10, "procA's announcement to expire")
+    wait_for(lambda: "procA" not in RedisFleet(store).live_activities(), 10, "procA's announcement to expire")
 
     with Client(redis_url) as client:
         known = client.activities()["procA"]
@@ -80,7 +81,7 @@ def test_after_forget_a_new_jobs_tool_is_latent(worker_procs, redis_url):
     worker_procs.wait_live(proc, ["procA"])
     proc.stop()  # a warm shutdown retires the worker's announcement at once
     assert not proc.alive()
-    wait_for(lambda: "procA" not in store.live_activities(), 10, "procA's workers to be retired")
+    wait_for(lambda: "procA" not in RedisFleet(store).live_activities(), 10, "procA's workers to be retired")
 
     shown = cli(redis_url, "activities", "--json")
     assert shown.returncode == 0, shown.stderr

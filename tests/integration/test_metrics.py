@@ -21,6 +21,8 @@ from agentq.client import Client
 from agentq.metrics import render_metrics
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.runtime.root import connect
+from agentq.store.fleet import RedisFleet
+from agentq.store.fleet_stats import RedisStats
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of, tool_schema
 from tests.integration.procs import ROOT, base_env, wait_for
@@ -204,8 +206,8 @@ def _ghost_is_known(client: Client) -> None:
     queue = "agentq.activity.ghost"
     announcement = {"id": "gone:1:abc", "hostname": "gone", "pid": 1, "engine": False, "queues": [queue],
                     "activities": [{"name": "ghost", "task": queue, "queue": queue}]}
-    store.announce_worker("gone:1:abc", WorkerAnnouncement.from_dict(announcement), ttl_s=30)
-    store.retire_worker("gone:1:abc")
+    RedisFleet(store).announce_worker("gone:1:abc", WorkerAnnouncement.from_dict(announcement), ttl_s=30)
+    RedisFleet(store).retire_worker("gone:1:abc")
 
 
 def test_fleet_gauges_count_active_jobs_pending_approvals_and_waiting_tasks(harness: Harness):
@@ -254,12 +256,13 @@ def test_a_call_held_after_its_dependency_commits_is_pending_until_approved(harn
     second = next(c["id"] for c in handle.calls() if c["tool"] == "second")
     wait_for(lambda: store.call_statuses(handle.id)[second].value == "awaiting_approval", 15, "second to be held")
     # the worker adds the job to the approvals set right after the commit that held the call
-    wait_for(lambda: store.fleet_stats().approvals_pending == 1, 15, "the held call to be counted")
-    assert store.fleet_stats().jobs_active == 1
+    wait_for(lambda: RedisStats(store).fleet_stats().approvals_pending == 1, 15, "the held call to be counted")
+    assert RedisStats(store).fleet_stats().jobs_active == 1
     handle.approve(second)
     assert handle.result(timeout=15)["status"] == "succeeded"
     # the end is counted right after the job's own script (a waiter may wake up in between)
-    stats = wait_for(lambda: (found := store.fleet_stats()).jobs_total and found, 15, "the job's end to be counted")
+    figures = RedisStats(store)
+    stats = wait_for(lambda: (found := figures.fleet_stats()).jobs_total and found, 15, "the job's end to be counted")
     assert (stats.approvals_pending, stats.jobs_active, stats.jobs_total) == (0, 0, {"succeeded": 1})
     assert store.redis.zcard(store.fleet.approval_jobs) == 0
 
@@ -270,7 +273,7 @@ def test_a_job_held_again_while_the_approvals_set_is_read_stays_in_it(harness: H
     key = store.fleet.approval_jobs
     store.redis.zadd(key, {"job_a": 1.0, "job_b": 1.0})
     store.redis.zadd(key, {"job_b": 2.0})  # held again after the read that saw score 1.0
-    store._drop_settled(key, {"job_a": 1.0, "job_b": 1.0})
+    RedisStats(store)._drop_settled(key, {"job_a": 1.0, "job_b": 1.0})
     assert store.redis.zrange(key, 0, -1) == ["job_b"]
 
 
@@ -284,7 +287,7 @@ def test_fleet_stats_drop_jobs_that_ended_or_expired_behind_the_set(harness: Har
     handle = client.submit({"calls": [{"_tool": "ghost", "n": 1, "_outputPath": "†state.a"}]})
     handle.cancel()
     store.redis.zadd(store.fleet.active_jobs, {handle.id: time.time() + 3600, "job_expired": time.time() - 1})
-    stats = store.fleet_stats()
+    stats = RedisStats(store).fleet_stats()
     assert stats.jobs_active == 0 and stats.jobs_total == {"canceled": 1}
     assert store.redis.zcard(store.fleet.active_jobs) == 0
 

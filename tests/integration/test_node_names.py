@@ -18,6 +18,7 @@ import pytest
 
 from agentq.errors import ConfigurationError, StoreUnavailableError
 from agentq.runtime.nodes import Holder, claim_node, process_started
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.integration.procs import ROOT, WorkerProc, base_env, wait_for
 
@@ -45,7 +46,7 @@ def test_processes_racing_for_the_default_name_get_distinct_lowest_names(store):
     def claim(n: int) -> None:
         start.wait()
         try:
-            names.append(claim_node(store, None, engine=False, worker_id=f"racer-{n}", ttl_s=30).name)
+            names.append(claim_node(RedisFleet(store), None, engine=False, worker_id=f"racer-{n}", ttl_s=30).name)
         except Exception as error:  # pragma: no cover - reported by the assertion below
             errors.append(error)
 
@@ -59,13 +60,13 @@ def test_processes_racing_for_the_default_name_get_distinct_lowest_names(store):
 
 
 def test_a_dispatcher_has_its_own_default_name_and_a_released_name_is_free_again(store):
-    worker = claim_node(store, None, engine=False, worker_id="w", ttl_s=30)
-    dispatcher = claim_node(store, None, engine=True, worker_id="d", ttl_s=30)
+    worker = claim_node(RedisFleet(store), None, engine=False, worker_id="w", ttl_s=30)
+    dispatcher = claim_node(RedisFleet(store), None, engine=True, worker_id="d", ttl_s=30)
     assert (worker.name, dispatcher.name) == (f"agentq-worker@{HOST}", f"agentq-dispatcher@{HOST}")
     assert holder_of(store, worker.name)["id"] == "w"
     worker.release()
     assert holder_of(store, worker.name) is None
-    again = claim_node(store, None, engine=False, worker_id="w-again", ttl_s=30)
+    again = claim_node(RedisFleet(store), None, engine=False, worker_id="w-again", ttl_s=30)
     assert again.name == f"agentq-worker@{HOST}" and holder_of(store, again.name)["id"] == "w-again"
 
 
@@ -74,33 +75,33 @@ def test_the_claim_of_a_process_that_no_longer_runs_is_taken_over_at_once(store)
     gone.wait(30)  # its pid belongs to no process now
     name = f"agentq-worker@{HOST}"
     store.redis.set(store.fleet.node(name), Holder("crashed", HOST, gone.pid, None).dumps(), px=60_000)
-    assert claim_node(store, None, engine=False, worker_id="restarted", ttl_s=30).name == name
+    assert claim_node(RedisFleet(store), None, engine=False, worker_id="restarted", ttl_s=30).name == name
     assert holder_of(store, name)["id"] == "restarted"
 
     # a pid that runs again, but another process than the holder's (its start time differs): taken over too
     reused = Holder("before-a-reboot", HOST, os.getpid(), "1")
     assert reused.started != process_started(os.getpid())
     store.redis.set(store.fleet.node(name), reused.dumps(), px=60_000)
-    assert claim_node(store, None, engine=False, worker_id="after", ttl_s=30).name == name
+    assert claim_node(RedisFleet(store), None, engine=False, worker_id="after", ttl_s=30).name == name
 
 
 def test_a_claim_held_on_another_host_or_by_a_live_process_is_passed_over(store):
     name = f"agentq-worker@{HOST}"
     store.redis.set(store.fleet.node(name), Holder("elsewhere", "other-host", 1, None).dumps(), px=60_000)
-    assert claim_node(store, None, engine=False, worker_id="me", ttl_s=30).name == f"agentq-worker-2@{HOST}"
+    assert claim_node(RedisFleet(store), None, engine=False, worker_id="me", ttl_s=30).name == f"agentq-worker-2@{HOST}"
 
 
 def test_an_explicit_name_held_by_a_live_process_is_refused_with_how_to_name_it(store):
-    first = claim_node(store, "orders@%h", engine=False, worker_id="first", ttl_s=30)
+    first = claim_node(RedisFleet(store), "orders@%h", engine=False, worker_id="first", ttl_s=30)
     assert first.name == f"orders@{HOST}"
     with pytest.raises(ConfigurationError, match=rf"a worker named orders@{HOST} runs on this host already "
                                                  rf"\(pid {os.getpid()}\).*--hostname orders-2@%h"):
-        claim_node(store, "orders@%h", engine=False, worker_id="second", ttl_s=30)
+        claim_node(RedisFleet(store), "orders@%h", engine=False, worker_id="second", ttl_s=30)
     assert holder_of(store, first.name)["id"] == "first"
 
 
 def test_a_renewal_remakes_an_expired_claim_and_never_steals_one(store, caplog):
-    claim = claim_node(store, None, engine=False, worker_id="mine", ttl_s=3)
+    claim = claim_node(RedisFleet(store), None, engine=False, worker_id="mine", ttl_s=3)
     store.redis.pexpire(store.fleet.node(claim.name), 100)
     claim.renew()
     assert 2000 < store.redis.pttl(store.fleet.node(claim.name)) <= 3000
@@ -123,7 +124,7 @@ def test_a_renewal_remakes_an_expired_claim_and_never_steals_one(store, caplog):
 def test_an_unreachable_store_is_one_clear_error_at_start():
     unreachable = StateStore("redis://127.0.0.1:1/0")
     with pytest.raises(StoreUnavailableError, match=r"cannot reach the state store at redis://127\.0\.0\.1:1/0"):
-        claim_node(unreachable, None, engine=False, worker_id="w", ttl_s=30)
+        claim_node(RedisFleet(unreachable), None, engine=False, worker_id="w", ttl_s=30)
 
 
 # ------------------------------------------------------------------------------------ real processes
@@ -169,7 +170,7 @@ NAMES = {f"agentq-worker@{HOST}", f"agentq-dispatcher@{HOST}", f"agentq-worker-2
 def node_of(store: StateStore, proc: WorkerProc) -> str | None:
     if not proc.alive():
         pytest.fail(f"{proc.pid} exited with {proc.popen.returncode}:\n{proc.output()}", pytrace=False)
-    return next((w.node for w in store.live_workers() if w.pid == proc.pid), None)
+    return next((w.node for w in RedisFleet(store).live_workers() if w.pid == proc.pid), None)
 
 
 def start_all(fleet: Fleet, store: StateStore) -> dict[str, WorkerProc]:

@@ -22,6 +22,7 @@ from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app
 from agentq.runtime.pushed import PushedTasks, broker_is_store
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.integration.test_lean_publish import (
     CASES,
@@ -42,7 +43,8 @@ class _Admitting:
         self.app = create_app(self.settings)
         self.store = StateStore(redis_url)
         self.dispatcher = Dispatcher(self.app, Routing.from_settings(self.settings), TaskSigner(lambda: b"k" * 32))
-        self.admission = Admission(self.store, self.settings)  # no publisher: an end's step is made at once
+        # no publisher: an end's step is made at once
+        self.admission = Admission(self.store, self.settings, fleet=RedisFleet(self.store))
         self.admission.pushed = PushedTasks(self.dispatcher)
         self.queue = queue
 
@@ -163,7 +165,7 @@ def test_a_broker_other_than_agentq_s_redis_transport_gets_calls_as_records(redi
     store = StateStore(redis_url)
     try:
         assert PushedTasks(dispatcher).payloads([("job_a", _record("test.memory"))]) is None
-        admission = Admission(store, settings)
+        admission = Admission(store, settings, fleet=RedisFleet(store))
         admission.pushed = PushedTasks(dispatcher)
         admission.know("job_a", "default", None, {})
         assert [r.id for _, r in admission.admit("job_a", [_record("q", 1), _record("q", 2)])] == ["call_1"]
@@ -186,10 +188,12 @@ def test_the_step_pushes_tasks_only_where_the_broker_is_the_store_s_redis(
     settings = Settings(redis_url=redis_url, broker_url=broker.format(url=redis_url) if broker else None)
     app = create_app(settings)
     app.conf.broker_transport_options = {**app.conf.broker_transport_options, **options}
-    store: Any = type("Store", (), {"cluster": cluster, "scripts": object()})()
+    # the store's own connection, told it is a cluster's where the case says so (nothing is sent)
+    store = StateStore(redis_url, cluster=cluster, client=redis.Redis.from_url(redis_url))
     try:
         assert broker_is_store(settings, app, store) is pushes
     finally:
+        store.close()
         app.close()
 
 

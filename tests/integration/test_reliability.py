@@ -16,7 +16,9 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.status import CallStatus
+from agentq.store.fleet import RedisFleet
 from agentq.store.replies import CommitDuplicate
+from agentq.store.tenants import RedisTenants
 from tests.integration.procs import cli, wait_for
 
 TEST_TIMEOUT_S = 60
@@ -271,7 +273,8 @@ def test_run_call_is_idempotent_and_a_concurrent_duplicate_runs_the_handler_once
     store = StateStore(redis_url)
     recorder = _Recorder()
     service = JobService(store, recorder, settings=harness.settings, routing=Routing.from_settings(harness.settings),
-                         tools=harness.tools, activities=harness.activities, local_activities_are_live=True)
+                         tools=harness.tools, activities=harness.activities, local_activities_are_live=True,
+                         fleet=RedisFleet(store), tenants=RedisTenants(store))
     settings = harness.settings.model_copy(update={"lease_s": 3})
     executors = [Executor(store, harness.activities, recorder, settings=settings) for _ in range(2)]
     try:
@@ -328,7 +331,8 @@ def test_an_attempt_whose_lease_was_taken_over_cannot_commit(harness, redis_url)
     store = StateStore(redis_url)
     service = JobService(store, _Recorder(), settings=harness.settings,
                          routing=Routing.from_settings(harness.settings), tools=harness.tools,
-                         activities=harness.activities, local_activities_are_live=True)
+                         activities=harness.activities, local_activities_are_live=True,
+                         fleet=RedisFleet(store), tenants=RedisTenants(store))
     try:
         job_id = service.submit({"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}]})
         call_id = _call_ids(store, job_id)["first"]

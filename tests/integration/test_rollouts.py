@@ -14,6 +14,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.protocol.records import CallMode, WorkerAnnouncement
+from agentq.store.fleet import RedisFleet
 from tests.integration.conftest import store_of
 from tests.integration.procs import WorkerProc, WorkerProcs, cli, wait_for
 
@@ -143,8 +144,8 @@ def test_a_tenant_route_and_a_route_without_a_known_worker(worker_procs, redis_u
     # version 3 was served once: the rule may name it while it is known
     gone = {"name": "sendEmail@3", "activity": "sendEmail", "version": "3", "task": "agentq.activity.sendEmail@3",
             "queue": "agentq.activity.sendEmail@3"}
-    store.announce_worker("host:9:gone", WorkerAnnouncement("host:9:gone", activities=(gone,)), ttl_s=60)
-    store.retire_worker("host:9:gone")
+    RedisFleet(store).announce_worker("host:9:gone", WorkerAnnouncement("host:9:gone", activities=(gone,)), ttl_s=60)
+    RedisFleet(store).retire_worker("host:9:gone")
     _set(redis_url, tmp_path, "sendEmail", {"routes": [{"to": "sendEmail@2", "tenants": ["acme"]},
                                                        {"to": "sendEmail@3", "share": 1.0}]})
     forgot = cli(redis_url, "activities", "forget", "sendEmail@3")

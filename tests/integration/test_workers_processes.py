@@ -15,6 +15,7 @@ import pytest
 
 from agentq.client import Client
 from agentq.errors import JobValidationError
+from agentq.store.fleet import RedisFleet
 from tests.integration.conftest import store_of
 from tests.integration.procs import TOOLS_DIR, cli, wait_for
 from tests.integration.test_job_validation import job_keys
@@ -44,11 +45,11 @@ def test_two_processes_serving_different_activities_cooperate_on_one_job(worker_
     second = worker_procs.start(["procB"])
     worker_procs.wait_live(first, ["procA"])
     worker_procs.wait_live(second, ["procB"])
-    live = worker_procs.store.live_activities()
+    live = RedisFleet(worker_procs.store).live_activities()
     assert set(live) == {"procA", "procB"}, live
 
     with _client(redis_url) as client:  # no tool registry, no activity code: published tools only
-        assert set(client.tools()) == set(worker_procs.store.published_tools())  # nothing of its own
+        assert set(client.tools()) == set(RedisFleet(worker_procs.store).published_tools())  # nothing of its own
         record = client.submit(CHAIN_JOB).result(timeout=20)
 
     assert record["status"] == "succeeded", record
@@ -61,7 +62,7 @@ def test_two_processes_serving_different_activities_cooperate_on_one_job(worker_
 
 def test_a_call_whose_activity_has_no_live_worker_waits_then_runs_when_one_starts(worker_procs, redis_url):
     store = worker_procs.store
-    assert store.live_activities() == {}
+    assert RedisFleet(store).live_activities() == {}
     late_tool = json.loads((TOOLS_DIR / "lateThing.json").read_text())  # its `_activity` is explicit
     with _client(redis_url) as client:
         handle = client.submit({"tools": [late_tool],
@@ -89,7 +90,7 @@ def test_announcements_list_activities_with_options_and_expire_when_the_process_
     store = worker_procs.store
     assert announcement["hostname"] and announcement["pid"] == proc.pid
     assert {"agentq.activity.procA", "procs.echo", "agentq.activity.procEcho"} <= set(announcement["queues"])
-    live = store.live_activities()
+    live = RedisFleet(store).live_activities()
     assert set(live) == {"procA", "procEcho"}
     assert live["procEcho"] == {
         "name": "procEcho", "activity": "procEcho", "version": "1",
@@ -107,20 +108,20 @@ def test_announcements_list_activities_with_options_and_expire_when_the_process_
     proc.kill()  # no goodbye: the announcement must expire on its own (3 heartbeats of 1 s)
     left_ms = store.redis.pttl(store.fleet.worker(announcement["id"]))  # what its last beat left (-2: gone)
     assert left_ms == -2 or 0 < left_ms <= 3000, left_ms
-    wait_for(lambda: store.live_activities() == {}, 8, "the dead worker's announcement to expire")
-    assert store.live_workers() == []
+    wait_for(lambda: RedisFleet(store).live_activities() == {}, 8, "the dead worker's announcement to expire")
+    assert RedisFleet(store).live_workers() == []
 
 
 def test_published_tools_let_a_client_without_tool_code_validate_jobs(worker_procs, redis_url):
     proc = worker_procs.start(["procA"])
     worker_procs.wait_live(proc, ["procA"])
     store = worker_procs.store
-    published = store.published_tools()
+    published = RedisFleet(store).published_tools()
     assert {"procA", "procB", "procSlow", "procEcho", "lateThing"} <= set(published)
     assert published["procA"] == json.loads((TOOLS_DIR / "procA.json").read_text())
 
     with _client(redis_url) as client:
-        assert set(client.tools()) == set(worker_procs.store.published_tools())  # nothing of its own
+        assert set(client.tools()) == set(RedisFleet(worker_procs.store).published_tools())  # nothing of its own
         with pytest.raises(JobValidationError) as caught:
             client.submit({"calls": [{"_tool": "procA", "x": "one", "_outputPath": "†state.a"},
                                      {"_tool": "procZ", "_outputPath": "†state.z"}]})
@@ -142,7 +143,7 @@ def test_two_processes_publishing_different_schemas_for_one_tool_are_reported(wo
     second = worker_procs.start(["procB"], args=["--tools", str(other_dir)])
     second_announcement = worker_procs.wait_live(second, ["procB"])
 
-    conflicts = worker_procs.store.tool_conflicts()
+    conflicts = RedisFleet(worker_procs.store).tool_conflicts()
     assert set(conflicts) == {"procA"}, conflicts
     assert conflicts["procA"]["publisher"] == second_announcement["id"]
     assert conflicts["procA"]["schema"] == other

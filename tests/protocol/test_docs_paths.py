@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTQ = ROOT / "agentq"
 PAGES = ("README.md", "docs/architecture.md",
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "design").glob("*.md")))
-TOP = ("agentq", "tests", "benchmarks", "docs", "workers", "config")
+TOP = ("agentq", "tests", "benchmarks", "docs", "workers", "config", "clients")
 CODE = ("agentq", "workers", "tests", "benchmarks")
 SUFFIXES = (".py", ".lua", ".md", ".json", ".jsonl", ".js", ".html", ".css", ".toml", ".yml", ".yaml")
 PACKAGES = sorted(p.name for p in AGENTQ.iterdir() if (p / "__init__.py").is_file())

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import pytest
 
@@ -22,7 +22,10 @@ from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.fleet import RedisFleet
+from agentq.store.limits import RedisLimits
 from agentq.store.state import StateStore
+from agentq.store.tenants import RedisTenants
 from tests.runtime.clock import ManualClock
 
 
@@ -76,16 +79,19 @@ class Rig(Generic[S]):
 
     def __init__(self, store: S, settings: Settings | None = None, **executor: Any):
         self.store = store
+        conn = cast(StateStore, store)  # the store's connection, which its fleet-wide parts share
         self.dispatcher = Recorder()
         self.tools = ToolRegistry()
         self.activities = ActivityRegistry()
         settings = settings if settings is not None else Settings()
         self.service = JobService(store, self.dispatcher, settings=settings, routing=Routing.from_settings(settings),
-                                  tools=self.tools, activities=self.activities, local_activities_are_live=True)
+                                  tools=self.tools, activities=self.activities, local_activities_are_live=True,
+                                  fleet=RedisFleet(conn), tenants=RedisTenants(conn))
         # executor options that are settings (lease_s, default_timeout_s, ...) go into its settings
         overrides = {k: executor.pop(k) for k in list(executor) if k in Settings.model_fields}
         executor_settings = settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0,
                                                         "max_result_bytes": 1_000_000, **overrides})
+        executor.setdefault("limits", RedisLimits(conn))  # as the composition root wires it
         self.executor = Executor(store, self.activities, self.dispatcher, settings=executor_settings, **executor)
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []

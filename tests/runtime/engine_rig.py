@@ -34,7 +34,10 @@ from agentq.protocol.records import CallRecord
 from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.service import JobService
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
+from agentq.store.limits import RedisLimits
 from agentq.store.state import StateStore
+from agentq.store.tenants import RedisTenants
 from tests.runtime.conftest import tool_schema
 
 ANSWER_USAGE = Usage(requests=1, input_tokens=100, output_tokens=20)
@@ -131,18 +134,20 @@ class Engine:
         routing = Routing.from_settings(self.settings)
         self.service = JobService(self.store, self.dispatcher, settings=self.settings, routing=routing,
                                   tools=self.tools, activities=self.activities, local_activities_are_live=True,
-                                  module_loader=getattr(modules, "loader", None))
-        self.signer = TaskSigner(self.store.task_signing_key) if signed else None
+                                  module_loader=getattr(modules, "loader", None), fleet=RedisFleet(store),
+                                  tenants=RedisTenants(store))
+        self.signer = TaskSigner(RedisFleet(store).task_signing_key) if signed else None
         gates: list[Hook] = [BudgetGate(self.store, prices)] if prices is not None else []
         if limits is not None:
-            gates.append(ModelLimiter(self.store, limits))
+            gates.append(ModelLimiter(RedisLimits(store), limits))
         hooks = Hooks(gates) if gates else None
         self.executor = Executor(self.store, self.activities, self.dispatcher,
                                  llm=PricedLLM(llm, prices) if prices is not None and llm is not None else llm,
                                  routing=routing,
                                  settings=self.settings.model_copy(update={"lease_s": 30.0, "default_timeout_s": 5.0}),
                                  known_activities=self.service.known_activities_for, modules=modules,
-                                 submit_child=self.service.submit_child, signer=self.signer, hooks=hooks)
+                                 submit_child=self.service.submit_child, signer=self.signer, hooks=hooks,
+                                 limits=RedisLimits(store))
         self.runs: Counter[str] = Counter()
         self.outcomes: list[tuple[str, Outcome]] = []
         self.waits: list[float] = []  # what tick tasks asked to wait before their next attempt

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from agentq.protocol.records import CallMode, CallRecord
-from agentq.runtime import admission as admission_module
+from agentq.runtime import give_back as give_back_module
 from agentq.runtime.admission import Admission
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from tests.integration.procs import wait_for
 from tests.runtime.conftest import Backend
 
@@ -23,7 +24,7 @@ def record(n: int) -> CallRecord:
 
 
 def admission(backend: Backend) -> tuple[Admission, list[str]]:
-    adm = Admission(backend.store, Settings(admission_window=2))
+    adm = Admission(backend.store, Settings(admission_window=2), fleet=RedisFleet(backend.store))
     published: list[str] = []
     adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
     adm.know("job_g", "a", None, tools={})
@@ -32,7 +33,7 @@ def admission(backend: Backend) -> tuple[Admission, list[str]]:
 
 def test_noted_places_go_along_with_the_next_step_of_the_process(backend: Backend,
                                                                  monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(admission_module, "GIVE_BACK_S", 60.0)  # the thread waits: only the next step gives back
+    monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # the thread waits: only the next step gives back
     adm, published = admission(backend)
     assert [r.id for _, r in adm.admit("job_g", [record(0), record(1), record(2)])] == ["call_0", "call_1"]
     assert adm.ended("job_g", ["call_0"], []) == [] and adm.ended("job_g", ["call_1"], []) == []
@@ -61,7 +62,7 @@ def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend
     process once held one per closed runtime (72 in one pytest worker, over a test's thread budget)."""
     import threading
 
-    monkeypatch.setattr(admission_module, "GIVE_BACK_S", 60.0)  # the thread would wait: only the close gives back
+    monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # the thread would wait: only the close gives back
     def admission_threads() -> set[threading.Thread]:
         return {t for t in threading.enumerate() if t.name == "agentq-admission"}
 

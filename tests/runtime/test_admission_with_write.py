@@ -11,13 +11,14 @@ from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime.admission import Admission
 from agentq.settings import Settings
 from agentq.store.admission import queue_admission, took_admission
+from agentq.store.fleet import RedisFleet
 from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema
 
 Q = "agentq.activity.work"
 
 
 def admission(backend: Backend) -> tuple[Admission, list[str]]:
-    adm = Admission(backend.store, Settings(admission_window=2))
+    adm = Admission(backend.store, Settings(admission_window=2), fleet=RedisFleet(backend.store))
     published: list[str] = []
     adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
     return adm, published

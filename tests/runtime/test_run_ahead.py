@@ -16,6 +16,7 @@ from agentq.protocol.digests import record_digest
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from agentq.store.replies import SettleOutcome, SettleStaleTool
 from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig, tool_schema
@@ -27,7 +28,7 @@ class SignedRig(Rig[StateStore]):
     """A rig on real Redis whose executor checks signatures; `drain` delivers each task signed."""
 
     def __init__(self, store: StateStore):
-        self.signer = TaskSigner(store.task_signing_key)
+        self.signer = TaskSigner(RedisFleet(store).task_signing_key)
         super().__init__(store, Settings(), signer=self.signer)
         self.steps: Counter[str] = Counter()
         for name in ("claim", "commit", "settle"):

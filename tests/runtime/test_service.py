@@ -12,6 +12,7 @@ from agentq.errors import JobNotFoundError, JobValidationError
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.runtime.conftest import Rig, job_keys, tool_schema
 
@@ -108,9 +109,9 @@ def test_latent_calls_go_to_the_configured_engine_queue(redis_store: StateStore)
 
 
 def test_announced_queues_of_live_workers_route_explicit_calls(rig: Rig):
-    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(
+    RedisFleet(rig.store).announce_worker("w1", WorkerAnnouncement("w1", activities=(
         {"name": "remote", "queue": "gpu", "task": activity_task("remote")},)), ttl_s=60)
-    rig.store.publish_tools({"remote": tool_schema("remote")}, publisher="w1")
+    RedisFleet(rig.store).publish_tools({"remote": tool_schema("remote")}, publisher="w1")
     rig.service.submit({"calls": [{"_tool": "remote", "_outputPath": "†state.r"}]}, job_id="job_remote")
     [(_, record)] = rig.dispatcher.sent
     assert (record.activity, record.task, record.queue) == ("remote", activity_task("remote"), "gpu")
@@ -182,7 +183,7 @@ def test_submit_by_task_submits_a_valid_job(rig: Rig):
 
 
 def test_available_tools_are_the_published_ones_overridden_by_the_local_registry(rig: Rig):
-    rig.store.publish_tools({"first": {"published": True}, "other": {"v": 1}}, publisher="w")
+    RedisFleet(rig.store).publish_tools({"first": {"published": True}, "other": {"v": 1}}, publisher="w")
     tools = rig.service.available_tools()
     assert tools["other"] == {"v": 1}
     assert tools["first"] == rig.tools.snapshot()["first"]

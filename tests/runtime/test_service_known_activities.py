@@ -11,6 +11,7 @@ import pytest
 from agentq.engine.routing import LATENT_TASK, activity_task
 from agentq.protocol.records import CallMode, WorkerAnnouncement
 from agentq.settings import Settings
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.runtime.clock import ManualClock
 from tests.runtime.conftest import Rig, tool_schema
@@ -36,9 +37,9 @@ def the_call(rig: Rig, job_id: str):
 
 
 def test_a_known_activity_without_a_live_worker_stays_explicit_on_its_queue(rig: Rig, clock: ManualClock):
-    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
+    RedisFleet(rig.store).announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(10)  # every worker of `pay` is gone (a rolling restart)
-    assert rig.store.live_activities() == {}
+    assert RedisFleet(rig.store).live_activities() == {}
     known = rig.service.known_activities()
     assert (known["pay"]["live"], known["pay"]["workers"], known["pay"]["queue"]) == (False, [], "payments")
 
@@ -49,13 +50,13 @@ def test_a_known_activity_without_a_live_worker_stays_explicit_on_its_queue(rig:
 
 
 def test_a_forgotten_or_long_gone_activity_turns_its_tools_latent(rig: Rig, clock: ManualClock):
-    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
+    RedisFleet(rig.store).announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(10)
-    assert rig.store.forget_activity("pay")
+    assert RedisFleet(rig.store).forget_activity("pay")
     record = the_call(rig, rig.service.submit(JOB))
     assert (record.mode, record.activity, record.task) == (CallMode.LATENT, "", LATENT_TASK)
 
-    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
+    RedisFleet(rig.store).announce_worker("w1", WorkerAnnouncement("w1", activities=(PAY,)), ttl_s=3)
     clock.advance(3601)  # past AGENTQ_ACTIVITY_MEMORY_S
     assert "pay" not in rig.service.known_activities()
     assert the_call(rig, rig.service.submit(JOB)).mode is CallMode.LATENT
@@ -66,7 +67,7 @@ def test_local_activities_count_as_live_and_known(rig: Rig, clock: ManualClock):
     assert known["local"]["live"] is True and known["local"]["queue"] == activity_task("local")
     # remembered from an announcement that expired, the local registry still makes it live
     local = {"name": "local", "queue": "elsewhere"}
-    rig.store.announce_worker("w1", WorkerAnnouncement("w1", activities=(local,)), ttl_s=3)
+    RedisFleet(rig.store).announce_worker("w1", WorkerAnnouncement("w1", activities=(local,)), ttl_s=3)
     clock.advance(10)
     local = rig.service.known_activities()["local"]
     assert (local["live"], local["queue"]) == (True, activity_task("local"))

@@ -19,6 +19,7 @@ from agentq.protocol.envelopes import CallFinished, CallRetrying, CallStarted, J
 from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import ErrorInfo, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.fleet import RedisFleet
 from agentq.store.replies import ClaimOutcome, CommitOutcome
 from agentq.store.sync_reads import iter_events
 from tests.runtime.conftest import Backend, make_plan, records_of, tool_schema
@@ -549,17 +550,18 @@ def test_record_rejection_once(backend: Backend):
 
 def test_tools_and_workers(backend: Backend):
     store = backend.store
-    assert store.publish_tools({"a": {"v": 1}}, publisher="w1") == []
-    assert store.publish_tools({"a": {"v": 1}, "b": {}}, publisher="w2") == []
-    assert store.publish_tools({"a": {"v": 2}}, publisher="w3") == ["a"]
-    assert store.published_tools() == {"a": {"v": 2}, "b": {}}
-    assert store.tool_conflicts()["a"]["publisher"] == "w3"
-    store.announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
-    store.announce_worker("w2", WorkerAnnouncement("w2", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
-    live = store.live_activities()
+    fleet_part = RedisFleet(store)
+    assert fleet_part.publish_tools({"a": {"v": 1}}, publisher="w1") == []
+    assert fleet_part.publish_tools({"a": {"v": 1}, "b": {}}, publisher="w2") == []
+    assert fleet_part.publish_tools({"a": {"v": 2}}, publisher="w3") == ["a"]
+    assert fleet_part.published_tools() == {"a": {"v": 2}, "b": {}}
+    assert fleet_part.tool_conflicts()["a"]["publisher"] == "w3"
+    fleet_part.announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
+    fleet_part.announce_worker("w2", WorkerAnnouncement("w2", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
+    live = fleet_part.live_activities()
     assert live["fetch"]["queue"] == "io" and sorted(live["fetch"]["workers"]) == ["w1", "w2"]
-    store.retire_worker("w1")
-    assert store.live_activities()["fetch"]["workers"] == ["w2"]
+    fleet_part.retire_worker("w1")
+    assert fleet_part.live_activities()["fetch"]["workers"] == ["w2"]
 
 
 FETCH = {"name": "fetch", "task": "agentq.activity.fetch", "queue": "io", "retries": 2}
@@ -568,10 +570,11 @@ SEND = {"name": "send", "task": "agentq.activity.send", "queue": "mail", "retrie
 
 def test_an_activity_stays_known_after_its_workers_are_gone(backend: Backend):
     store = backend.store
-    assert store.known_activities(60) == {}
-    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH, SEND)), ttl_s=60)
-    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
-    known = store.known_activities(60)
+    fleet_part = RedisFleet(store)
+    assert fleet_part.known_activities(60) == {}
+    fleet_part.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH, SEND)), ttl_s=60)
+    fleet_part.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
+    known = fleet_part.known_activities(60)
     assert list(known) == ["fetch", "send"]  # sorted by name
     fetch = known["fetch"]
     assert {k: fetch[k] for k in FETCH} == FETCH
@@ -579,44 +582,47 @@ def test_an_activity_stays_known_after_its_workers_are_gone(backend: Backend):
     assert fetch["last_seen"].endswith("Z") and datetime.fromisoformat(fetch["last_seen"]).tzinfo is not None
     assert (known["send"]["queue"], known["send"]["workers"]) == ("mail", ["w1"])
 
-    store.retire_worker("w1")  # `send` has no live worker now, `fetch` still one
-    known = store.known_activities(60)
+    fleet_part.retire_worker("w1")  # `send` has no live worker now, `fetch` still one
+    known = fleet_part.known_activities(60)
     assert (known["send"]["live"], known["send"]["workers"], known["send"]["queue"]) == (False, [], "mail")
     assert known["send"]["task"] == "agentq.activity.send" and "last_seen" in known["send"]
     assert (known["fetch"]["live"], known["fetch"]["workers"]) == (True, ["w2"])
-    assert set(store.live_activities()) == {"fetch"}  # live ones only, as before
+    assert set(fleet_part.live_activities()) == {"fetch"}  # live ones only, as before
 
 
 def test_an_expired_announcement_leaves_the_activity_known_until_its_memory_runs_out(backend: Backend):
     store = backend.store
-    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
-    first = store.known_activities(60)["fetch"]
+    fleet_part = RedisFleet(store)
+    fleet_part.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
+    first = fleet_part.known_activities(60)["fetch"]
     backend.advance(0.2)  # the heartbeat expired: not live, still known
-    assert store.live_activities() == {}
-    after = store.known_activities(60)["fetch"]
+    assert fleet_part.live_activities() == {}
+    after = fleet_part.known_activities(60)["fetch"]
     assert (after["live"], after["workers"], after["queue"], after["last_seen"]) == (
         False, [], "io", first["last_seen"])
     # a memory shorter than its age forgets it, in the store too (a longer memory does not bring it back)
-    assert store.known_activities(0.15) == {}
-    assert store.known_activities(60) == {}
-    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)  # announced again: known again
-    assert store.known_activities(0.15)["fetch"]["workers"] == ["w2"]
+    assert fleet_part.known_activities(0.15) == {}
+    assert fleet_part.known_activities(60) == {}
+    # announced again: known again
+    fleet_part.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
+    assert fleet_part.known_activities(0.15)["fetch"]["workers"] == ["w2"]
 
 
 def test_forget_an_activity(backend: Backend):
     store = backend.store
-    store.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
-    assert not store.forget_activity("nope")
+    fleet_part = RedisFleet(store)
+    fleet_part.announce_worker("w1", WorkerAnnouncement("w1", activities=(FETCH,)), ttl_s=0.1)
+    assert not fleet_part.forget_activity("nope")
     backend.advance(0.2)
-    assert store.forget_activity("fetch") is True
-    assert store.known_activities(60) == {}
-    assert store.forget_activity("fetch") is False
+    assert fleet_part.forget_activity("fetch") is True
+    assert fleet_part.known_activities(60) == {}
+    assert fleet_part.forget_activity("fetch") is False
     # a live worker's activity is known while it is announced, forgotten or not
-    store.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
-    assert store.forget_activity("fetch") is True
-    assert store.known_activities(60)["fetch"]["live"] is True
-    store.retire_worker("w2")
-    assert store.known_activities(60) == {}
+    fleet_part.announce_worker("w2", WorkerAnnouncement("w2", activities=(FETCH,)), ttl_s=60)
+    assert fleet_part.forget_activity("fetch") is True
+    assert fleet_part.known_activities(60)["fetch"]["live"] is True
+    fleet_part.retire_worker("w2")
+    assert fleet_part.known_activities(60) == {}
 
 
 # ----------------------------------------------------------------------------------------- events

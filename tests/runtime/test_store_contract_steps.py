@@ -16,6 +16,7 @@ from agentq.protocol.events import thought_part
 from agentq.protocol.jobs import PlannedCall
 from agentq.protocol.records import CallMode, CallRecord, JobKind, JobRecord, WorkerAnnouncement
 from agentq.protocol.status import CallStatus, JobStatus
+from agentq.store.fleet import RedisFleet
 from agentq.store.replies import (
     ClaimOutcome,
     CommitOutcome,
@@ -388,8 +389,8 @@ def test_a_childs_events_are_relayed_to_its_parent_once(backend: Backend):
 
 def test_signing_key_records_and_call_table(backend: Backend):
     store = backend.store
-    key = store.task_signing_key()
-    assert len(key) == 64 and store.task_signing_key() == key
+    key = RedisFleet(store).task_signing_key()
+    assert len(key) == 64 and RedisFleet(store).task_signing_key() == key
     plan, ids = submit(store)
     store.claim(plan.id, ids["first"], token="a", lease_ms=LEASE_MS)
     store.commit(plan.id, ids["first"], token="a", status=CallStatus.DONE)
@@ -412,10 +413,10 @@ def test_signing_key_records_and_call_table(backend: Backend):
 
 def test_worker_beats_keep_expired_announcements(backend: Backend):
     store = backend.store
-    assert store.worker_beats() == []
-    store.announce_worker("w1", WorkerAnnouncement("w1"), ttl_s=0.1)
-    store.announce_worker("w2", WorkerAnnouncement("w2"), ttl_s=60)
+    assert RedisFleet(store).worker_beats() == []
+    RedisFleet(store).announce_worker("w1", WorkerAnnouncement("w1"), ttl_s=0.1)
+    RedisFleet(store).announce_worker("w2", WorkerAnnouncement("w2"), ttl_s=60)
     backend.advance(0.2)
-    beats = {b.worker_id: b for b in store.worker_beats()}
+    beats = {b.worker_id: b for b in RedisFleet(store).worker_beats()}
     assert (beats["w1"].announcement, beats["w2"].announcement) == (None, WorkerAnnouncement("w2"))
     assert beats["w1"].expires_at < beats["w2"].expires_at

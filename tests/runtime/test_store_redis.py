@@ -17,6 +17,7 @@ from agentq.protocol.events import activity_part, text_part
 from agentq.protocol.status import JobStatus
 from agentq.store import call_scripts, scripts, submission
 from agentq.store import events as event_steps
+from agentq.store.fleet import RedisFleet
 from agentq.store.state import StateStore
 from tests.redis_trips import RoundTrips
 from tests.runtime.conftest import Rig, make_plan, records_of, tool_schema
@@ -370,11 +371,12 @@ def test_reading_the_live_workers_is_two_round_trips(store: StateStore):
     from agentq.protocol.records import WorkerAnnouncement
 
     trips = RoundTrips(store.redis)
-    assert store.live_workers() == []
+    assert RedisFleet(store).live_workers() == []
     assert trips.take() == [["ZREMRANGEBYSCORE", "ZRANGEBYSCORE"]]
-    store.announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)), ttl_s=60)
+    RedisFleet(store).announce_worker("w1", WorkerAnnouncement("w1", activities=({"name": "fetch", "queue": "io"},)),
+                                      ttl_s=60)
     store.redis.zadd(store.fleet.workers, {"w0": time.time() - 10})  # an announcement that expired
     trips.take()
-    assert [w.id for w in store.live_workers()] == ["w1"]
+    assert [w.id for w in RedisFleet(store).live_workers()] == ["w1"]
     assert trips.take() == [["ZREMRANGEBYSCORE", "ZRANGEBYSCORE"], ["GET"]]
     assert store.redis.zscore(store.fleet.workers, "w0") is None  # trimmed

@@ -13,6 +13,7 @@ import pytest
 
 from agentq.protocol.limits import LimitAsk, ModelLimits
 from agentq.store import step_constants
+from agentq.store.limits import RedisLimits
 from agentq.store.replies import LimitWait
 from agentq.store.script_runner import lua_source
 from agentq.store.state import StateStore
@@ -71,8 +72,8 @@ def test_a_shared_number_changed_in_python_is_what_the_script_runs_with(redis_ur
     store = StateStore(redis_url)
     try:
         one_a_minute, ask = ModelLimits(requests_per_minute=1), LimitAsk(1, 0, 0)
-        assert not isinstance(store.take_model_request("m", "a", one_a_minute, ask), LimitWait)
-        waits = store.take_model_request("m", "b", one_a_minute, ask)
+        assert not isinstance(RedisLimits(store).take_model_request("m", "a", one_a_minute, ask), LimitWait)
+        waits = RedisLimits(store).take_model_request("m", "b", one_a_minute, ask)
         assert isinstance(waits, LimitWait) and 66_900 < waits.wait_ms <= 67_000
     finally:
         store.close()

@@ -1,0 +1,106 @@
+"""The admission's sweep (docs/tenants.md): `AdmissionSweep`, a mixin of `Admission` (`runtime/admission.py`).
+
+Every heartbeat, one process of the fleet gives back the places of admitted calls that ended without saying so (a
+canceled job, a process that died between a call's end and its step), fills the queues with parked calls, and
+publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
+publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
+publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost
+(`runtime/restarts.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agentq.protocol.admission import AdmissionConfig, admission_member, split_member
+from agentq.protocol.records import CallRecord
+from agentq.protocol.status import CallStatus
+from agentq.runtime.restarts import StoreRestarts
+
+if TYPE_CHECKING:
+    from agentq.runtime.pushed import PushedTasks
+    from agentq.settings import Settings
+    from agentq.store.base import Store
+
+log = logging.getLogger("agentq.admission")
+
+Publish = list[tuple[str, CallRecord]]  # (job id, call record) of each call to publish
+
+
+class AdmissionSweep:
+    """The sweep of one process's `Admission` (see the module docstring)."""
+
+    store: Store
+    settings: Settings
+    pushed: PushedTasks | None
+    _restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
+
+    def config(self) -> AdmissionConfig:
+        """The admission's windows and shares now (`Admission.config`)."""
+        raise NotImplementedError  # `Admission`'s
+
+    @staticmethod
+    def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
+        """What a step's reply leaves to publish (`Admission._answer`)."""
+        raise NotImplementedError  # `Admission`'s
+
+    def sweep(self, holder: str) -> Publish:
+        """Give back the places of admitted calls that ended, fill the queues with parked calls, and return what to
+        publish: those parked calls, and admitted calls never claimed after `AGENTQ_ADMISSION_REPUBLISH_S`. Done by
+        one process of the fleet per heartbeat."""
+        beat_ms = int(self.settings.heartbeat_s * 1000)
+        if not self.store.take_admission_sweep(holder, max(beat_ms - 100, 100)):
+            return []
+        out = self._after_restart()
+        now_ms = int(time.time() * 1000)
+        stale = self.store.admitted_before(now_ms - beat_ms)
+        old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
+        ended, again = self._look_at(stale, old)
+        out += self._again(again)
+        queues = self.store.parked_queues()
+        if ended or queues:
+            out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
+        if ended or again:
+            log.info("admission sweep: %d places given back, %d admitted calls published again", len(ended),
+                     sum(len(c) for c in again.values()))
+        return out
+
+    def _after_restart(self) -> Publish:
+        """The admitted calls whose tasks a restart of the store lost, where the broker is the store's Redis."""
+        if self.pushed is None:
+            return []
+        if self._restarts is None:
+            self._restarts = StoreRestarts.of(self.store, self.pushed.dispatcher.app)
+        return self._restarts.lost() if self._restarts is not None else []
+
+    def _again(self, again: dict[str, list[str]]) -> Publish:
+        """The records of admitted calls to publish again, counted as admitted now."""
+        out: Publish = []
+        for job_id, call_ids in again.items():
+            out += [(job_id, r) for r in self.store.call_records(job_id, call_ids).values()]
+        self.store.touch_admitted([admission_member(j, c) for j, calls in again.items() for c in calls])
+        return out
+
+    def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]]]:
+        """Of admitted members: those whose call ended (or whose job is gone), and the calls still ready among
+        `old` (by job)."""
+        by_job: dict[str, list[str]] = defaultdict(list)
+        for member in stale:
+            job_id, call_id = split_member(member)
+            by_job[job_id].append(call_id)
+        ended: list[str] = []
+        again: dict[str, list[str]] = defaultdict(list)
+        for job_id, call_ids in by_job.items():
+            statuses = self.store.call_statuses(job_id, call_ids)
+            for call_id in call_ids:
+                status = statuses.get(call_id)
+                member = admission_member(job_id, call_id)
+                if status is None or status.is_final:
+                    ended.append(member)
+                elif status is CallStatus.READY and member in old:
+                    again[job_id].append(call_id)
+        return ended, dict(again)

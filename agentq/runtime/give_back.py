@@ -1,0 +1,81 @@
+"""The places of ended calls waiting to be given back, and the thread of the process that gives them back: `Noted`
+(`runtime/admission.py`'s `Admission.ended` notes a place; the thread gives back what was noted within
+`GIVE_BACK_S` in one step).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+log = logging.getLogger("agentq.admission")
+
+GIVE_BACK_S = 0.01  # the places of calls that ended within this long are given back in one step
+
+
+def _new_start_lock() -> None:
+    global _starting
+    _starting = threading.Lock()
+
+
+_starting = threading.Lock()  # two threads noting a process's first places start one thread, not two
+os.register_at_fork(after_in_child=_new_start_lock)  # a child never inherits it held by a parent's thread
+
+
+class Noted:
+    """The places of ended calls waiting to be given back, and the thread of the process that gives them back
+    (started on first use, again in a forked child)."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._members: list[str] = []
+        self._wake = threading.Condition()
+        self._closed = False
+
+    def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
+        if self._closed:  # no thread any more: given back now
+            self._members += members
+            give_back()
+            return
+        if self._pid != os.getpid():
+            self._start(give_back)
+        with self._wake:
+            self._members += members
+            self._wake.notify()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+
+    def _start(self, give_back: Callable[[], None]) -> None:
+        """Start this process's thread: a forked child has the parent's lock states and none of its threads."""
+        with _starting:
+            if self._pid == os.getpid():  # another thread of this process started it meanwhile
+                return
+            self._members, self._wake = [], threading.Condition()
+            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
+                             daemon=True).start()
+            self._pid = os.getpid()
+
+    def take(self) -> list[str]:
+        if not self._members:
+            return []
+        with self._wake:
+            members, self._members = self._members, []
+        return members
+
+    def _run(self, wake: threading.Condition, give_back: Callable[[], None]) -> None:
+        while not self._closed:
+            with wake:
+                wake.wait_for(lambda: bool(self._members) or self._closed)
+            if not self._closed:
+                time.sleep(GIVE_BACK_S)  # the ends that follow join the group
+            try:
+                give_back()
+            except Exception:  # the places are the sweep's now; the thread goes on with the next ones
+                log.warning("could not give back the places of ended calls", exc_info=True)
+

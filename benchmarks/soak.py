@@ -1,0 +1,64 @@
+"""A soak of the whole fleet under seeded faults, its invariants checked from records kept outside the store.
+
+Run (from the repository root)::
+
+    python benchmarks/soak.py --duration 180 --seed 7 [--workers 4] [--report soak.json]
+
+It starts its own redis-server (append-only file, `appendfsync everysec`), the fake Messages API, worker
+processes (prefork and threads), two dispatchers and `agentq api`; drives a mixed load through the API for
+`--duration` seconds while it injects faults on a schedule drawn from the seed; then stops the load and the
+faults, gives every job `--drain` seconds to end, and checks the invariants (docs/design/soak.md). It prints a
+Markdown report, writes the JSON one to `--report` and a picture to `--plot` (SVG), and exits 1 when an invariant
+was violated. The same seed gives the same jobs and the same faults in the same order (their timing follows the
+machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.soaking.faults import KINDS  # noqa: E402
+from benchmarks.soaking.plot import svg  # noqa: E402
+from benchmarks.soaking.report import as_json, markdown  # noqa: E402
+from benchmarks.soaking.run import SoakConfig, run_soak  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=180.0, help="seconds of load and faults (default 180)")
+    parser.add_argument("--seed", type=int, default=None, help="the seed of the jobs and faults (default: random)")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes, prefork and threads alternately")
+    parser.add_argument("--open-jobs", type=int, default=24, help="jobs kept in flight (default 24)")
+    parser.add_argument("--drain", type=float, default=60.0, help="seconds every job gets to end after the faults")
+    parser.add_argument("--gap", type=float, nargs=2, default=(4.0, 10.0), metavar=("MIN", "MAX"),
+                        help="seconds between two faults, drawn from the seed (default 4 10)")
+    parser.add_argument("--faults", default=",".join(KINDS),
+                        help=f"the fault kinds, comma-separated: {', '.join(KINDS)}")
+    parser.add_argument("--report", type=Path, default=None, help="write the JSON report there")
+    parser.add_argument("--plot", type=Path, default=None, help="write the run's picture there (SVG)")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the ledger and logs there")
+    args = parser.parse_args(argv)
+    kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
+    if unknown := sorted(set(kinds) - set(KINDS)):
+        parser.error(f"unknown fault kind(s) {unknown}; choose from {', '.join(KINDS)}")
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    print(f"soak: seed {seed} (replay with --seed {seed})", file=sys.stderr, flush=True)
+    result = run_soak(SoakConfig(duration_s=args.duration, seed=seed, workers=args.workers, open_jobs=args.open_jobs,
+                                 drain_s=args.drain, gap_s=tuple(args.gap), kinds=kinds,
+                                 workdir=args.workdir))
+    print(markdown(result))
+    if args.report is not None:
+        args.report.write_text(as_json(result))
+    if args.plot is not None:
+        args.plot.write_text(svg(result))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The soak's invariants, checked from records kept outside the store — the activity ledger, the fake Messages
+API's request log, the webhook receiver's log, the kills the fleet made — and, for what must be back to zero,
+the counters agentq keeps in Redis. Each check gives a `Check`: its name, how many it looked at, its violations.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from benchmarks.soaking.fleet import TENANTS, Kill
+from benchmarks.soaking.hooks import Delivery
+from benchmarks.soaking.jobs import AGENT_BUDGET, SoakJob
+from benchmarks.soaking.ledger import Run, most_at_once
+from benchmarks.soaking.model import ModelRequest
+
+
+@dataclass
+class Check:
+    name: str
+    looked_at: int = 0
+    violations: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def killed_at(run: Run, kills: list[Kill]) -> float | None:
+    """When the process running `run` was killed after it started (None: it was not)."""
+    times = [k.at for k in kills if run.pid in k.pids and k.at >= run.start]
+    return min(times) if times else None
+
+
+def jobs_ended(jobs: list[SoakJob]) -> Check:
+    check = Check("every job ended", len(jobs))
+    check.violations = [f"{j.tag} ({j.job_id}) never ended" for j in jobs if not j.ended_at]
+    statuses: dict[str, int] = defaultdict(int)
+    for job in jobs:
+        statuses[f"{job.kind}:{job.status or 'open'}"] += 1
+    check.figures["statuses"] = dict(sorted(statuses.items()))
+    return check
+
+
+def handler_runs(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
+    """A handler ran more than once for a call only after a run the job asked to fail, or a run whose process was
+    killed before the next run started: in its handler, or after it, before its outcome was committed."""
+    check = Check("a handler ran again only after a kill (or a failure asked for)", len(ledger))
+    again_after_kill = 0
+    for tag, runs in ledger.items():
+        for before, after in pairwise(runs):
+            if before.failed:
+                continue
+            killed = killed_at(before, kills)
+            if killed is not None and killed <= after.start:
+                again_after_kill += 1
+                continue
+            how = "ended" if before.end is not None else "never ended and its process was not killed"
+            check.violations.append(f"{tag}: run {before.run} (pid {before.pid}) {how}, then run {after.run} "
+                                    f"started at {after.start:.3f}")
+    check.figures["runs_again_after_a_kill"] = again_after_kill
+    return check
+
+
+def _interval(run: Run, kills: list[Kill]) -> tuple[float, float]:
+    end = run.end if run.end is not None else killed_at(run, kills)
+    return run.start, end if end is not None else run.start
+
+
+def limits_held(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
+    """At the ledger: one running `soakKeyed` call per account; acme's running calls within its max_running_calls."""
+    check = Check("concurrency key and max_running_calls never exceeded (ledger)", sum(map(len, ledger.values())))
+    by_account: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    by_tenant: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for tag, runs in ledger.items():
+        for run in runs:
+            if tag.endswith("-k"):
+                by_account[run.account].append(_interval(run, kills))
+            by_tenant[run.tenant].append(_interval(run, kills))
+    for account, intervals in sorted(by_account.items()):
+        most, at = most_at_once(intervals)
+        check.figures[f"most_at_once:{account}"] = most
+        if most > 1:
+            check.violations.append(f"account {account}: {most} soakKeyed runs at once at {at:.3f} (limit 1)")
+    for tenant, limits in TENANTS.items():
+        if "max_running_calls" in limits:
+            most, at = most_at_once(by_tenant.get(tenant, []))
+            check.figures[f"most_running:{tenant}"] = most
+            if most > limits["max_running_calls"]:
+                check.violations.append(f"tenant {tenant}: {most} runs at once at {at:.3f} "
+                                        f"(max_running_calls {limits['max_running_calls']})")
+    return check
+
+
+def budgets_held(jobs: list[SoakJob], requests: list[ModelRequest]) -> Check:
+    """At the fake API: no agent job had more requests answered than its budget's max_requests."""
+    agents = [j for j in jobs if j.kind == "agent"]
+    check = Check("budgets never exceeded (fake API's log)", len(agents))
+    answered: dict[str, int] = defaultdict(int)
+    for request in requests:
+        if request.status == 200:
+            answered[request.tag] += 1
+    limit = AGENT_BUDGET["max_requests"]
+    check.violations = [f"{j.tag}: {answered[j.tag]} requests answered (max_requests {limit})"
+                        for j in agents if answered[j.tag] > limit]
+    check.figures["most_requests_of_a_job"] = max((answered[j.tag] for j in agents), default=0)
+    check.figures["unknown_requests"] = answered.get("?", 0)
+    return check
+
+
+def webhooks_delivered(jobs: list[SoakJob], deliveries: list[Delivery]) -> Check:
+    """Every ended job with a webhook had its `job.finished` delivered (signed), every attempt with one id."""
+    hooked = [j for j in jobs if j.webhook and j.ended_at]
+    check = Check("every webhook event delivered, always with the same id (receiver's log)", len(hooked))
+    by_job: dict[str, list[Delivery]] = defaultdict(list)
+    for delivery in deliveries:
+        by_job[delivery.job_id].append(delivery)
+    for job in hooked:
+        got = [d for d in by_job.get(job.job_id, []) if d.event == "job.finished"]
+        if not got:
+            check.violations.append(f"{job.tag} ({job.job_id}): job.finished never delivered")
+            continue
+        if len({d.webhook_id for d in got}) != 1:
+            check.violations.append(f"{job.tag}: job.finished delivered with ids {sorted({d.webhook_id for d in got})}")
+        if not all(d.verified for d in got):
+            check.violations.append(f"{job.tag}: a delivery's signature did not verify")
+    check.figures["deliveries"] = len(deliveries)
+    check.figures["delivered_more_than_once"] = sum(1 for j in hooked if len(by_job.get(j.job_id, [])) > 1)
+    return check

@@ -1,0 +1,165 @@
+"""The soak's load: a submitter keeping `open_jobs` jobs in flight through the HTTP API (two tenants' tokens,
+an `Idempotency-Key` per job so a submission retried after a lost answer is one job), a bot that approves the
+calls awaiting approval and sends the signals the `wait` jobs wait for, and a watcher that notes when each job
+ends (a read of each open job's status; the records themselves are read by the checks at the end).
+
+Every loop retries what the fleet refuses while a fault lasts (a killed API, a paused Redis) and never stops the
+soak for it: the faults are the point.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import redis
+
+from agentq.store.state import StateStore
+from benchmarks.soaking.fleet import TOKENS
+from benchmarks.soaking.jobs import SoakJob, make_job
+
+FINAL = {"succeeded", "failed", "canceled"}
+
+
+class ApiError(Exception):
+    pass
+
+
+def http(base: str, method: str, path: str, token: str, body: Any = None, headers: dict[str, str] | None = None,
+         timeout: float = 5.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{base}{path}", data=data, method=method, headers={
+        "authorization": f"Bearer {token}", "content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as e:
+        raise ApiError(f"{method} {path}: {e.code} {e.read()[:300]!r}") from e
+    except OSError as e:
+        raise ApiError(f"{method} {path}: {e}") from e
+
+
+class Load:
+    def __init__(self, api_url: str, redis_url: str, hook_url: str, seed: int, open_jobs: int = 24):
+        self.api = api_url
+        self.redis_url = redis_url
+        self.hook_url = hook_url
+        self.rng = random.Random(seed)
+        self.open_jobs = open_jobs
+        self.jobs: list[SoakJob] = []
+        self.lock = threading.Lock()
+        self.submitting = threading.Event()
+        self.stopping = threading.Event()
+        self.errors: dict[str, int] = {}
+        self.signals: dict[str, float] = {}  # job id -> when its signal is due (unix time)
+        self.approved = 0
+        self.threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
+                        for f in (self._submit_loop, self._watch_loop, self._bot_loop)]
+
+    def start(self) -> None:
+        self.submitting.set()
+        for thread in self.threads:
+            thread.start()
+
+    def stop_submitting(self) -> None:
+        self.submitting.clear()
+
+    def stop(self) -> None:
+        self.stop_submitting()
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(10)
+
+    def open(self) -> list[SoakJob]:
+        with self.lock:
+            return [j for j in self.jobs if j.job_id and not j.ended_at]
+
+    def _error(self, where: str) -> None:
+        with self.lock:
+            self.errors[where] = self.errors.get(where, 0) + 1
+
+    def _submit_loop(self) -> None:
+        number = 0
+        pending: SoakJob | None = None
+        while not self.stopping.is_set():
+            if not self.submitting.is_set() or len(self.open()) >= self.open_jobs:
+                time.sleep(0.05)
+                continue
+            if pending is None:
+                number += 1
+                pending = make_job(number, self.rng, self.hook_url)
+            try:
+                record = http(self.api, "POST", "/v1/jobs", TOKENS[pending.tenant], pending.body,
+                              headers={"idempotency-key": pending.tag})
+            except ApiError:
+                self._error("submit")
+                time.sleep(0.3)
+                continue
+            pending.job_id, pending.submitted_at = record["id"], time.time()
+            with self.lock:
+                self.jobs.append(pending)
+                if pending.kind == "wait":
+                    self.signals[pending.job_id] = time.time() + self.rng.uniform(0.2, 3.0)
+            pending = None
+
+    def _watch_loop(self) -> None:
+        store = StateStore(self.redis_url)
+        try:
+            while not self.stopping.is_set():
+                time.sleep(0.2)
+                jobs = self.open()
+                if not jobs:
+                    continue
+                try:
+                    pipe = store.redis.pipeline(transaction=False)
+                    for job in jobs:
+                        pipe.hget(store.keys(job.job_id).job, "status")
+                    statuses = pipe.execute()
+                except redis.RedisError:
+                    self._error("watch")
+                    continue
+                now = time.time()
+                with self.lock:
+                    for job, status in zip(jobs, statuses, strict=True):
+                        status = status.decode() if isinstance(status, bytes) else status
+                        if status in FINAL:
+                            job.ended_at, job.status = now, status
+        finally:
+            store.redis.close()
+
+    def _bot_loop(self) -> None:
+        while not self.stopping.is_set():
+            time.sleep(0.3)
+            try:
+                self._signal_due()
+                self._approve_waiting()
+            except ApiError:
+                self._error("bot")
+
+    def _signal_due(self) -> None:
+        now = time.time()
+        with self.lock:
+            due = [job_id for job_id, at in self.signals.items() if at <= now]
+            tenants = {j.job_id: j.tenant for j in self.jobs}
+        for job_id in due:
+            http(self.api, "POST", f"/v1/jobs/{job_id}/signals/go", TOKENS[tenants[job_id]], {"data": {"ok": True}})
+            with self.lock:
+                self.signals.pop(job_id, None)
+
+    def _approve_waiting(self) -> None:
+        waiting = http(self.api, "GET", "/v1/jobs?status=awaiting_approval&limit=500", TOKENS["admin"])
+        for record in waiting:
+            for call in http(self.api, "GET", f"/v1/jobs/{record['id']}/calls", TOKENS["admin"]):
+                if call["status"] == "awaiting_approval":
+                    try:
+                        http(self.api, "POST", f"/v1/jobs/{record['id']}/calls/{call['id']}/approve", TOKENS["admin"])
+                    except ApiError as e:
+                        if ": 409 " not in str(e):  # decided already (an answer lost, asked again): fine
+                            raise
+                    with self.lock:
+                        self.approved += 1

@@ -1,0 +1,54 @@
+"""The soak's picture, one SVG per run (no plotting library needed): jobs ended per 5 s and their median
+submit-to-end latency over the run, each fault a shaded band with its kind."""
+
+from __future__ import annotations
+
+from html import escape
+from statistics import median
+
+from benchmarks.soaking.run import SoakResult
+
+W, H, LEFT, TOP, BOTTOM = 960, 420, 50, 20, 120
+BUCKET_S = 5.0
+
+
+def svg(result: SoakResult) -> str:
+    span = max(result.ended - result.began, 1.0)
+    buckets = int(span // BUCKET_S) + 1
+    ends: list[list[float]] = [[] for _ in range(buckets)]
+    for job in result.jobs:
+        if job.ended_at:
+            ends[int((job.ended_at - result.began) // BUCKET_S)].append(job.ended_at - job.submitted_at)
+    rates = [len(b) / BUCKET_S for b in ends]
+    medians = [median(b) if b else 0.0 for b in ends]
+    top_rate, top_latency = max([*rates, 1.0]), max([*medians, 1.0])
+    plot_w, plot_h = W - LEFT - 80, H - TOP - BOTTOM
+
+    def x(t: float) -> float:
+        return LEFT + plot_w * t / span
+
+    def y(v: float, top: float) -> float:
+        return TOP + plot_h * (1 - v / top)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" '
+             'font-size="11">', f'<rect width="{W}" height="{H}" fill="white"/>']
+    for fault in result.faults:
+        a, b = x(fault.began - result.began), x(max(fault.ended, fault.began + 0.5) - result.began)
+        parts.append(f'<rect x="{a:.1f}" y="{TOP}" width="{b - a:.1f}" height="{plot_h}" fill="#f4b183" '
+                     f'opacity="0.5"><title>{escape(fault.kind)}: {escape(fault.detail)}</title></rect>')
+        parts.append(f'<text x="{a:.1f}" y="{H - BOTTOM + 28}" transform="rotate(45 {a:.1f} {H - BOTTOM + 28})" '
+                     f'fill="#a0522d">{escape(fault.kind)}</text>')
+    for values, top, colour in ((rates, top_rate, "#1f77b4"), (medians, top_latency, "#2ca02c")):
+        points = " ".join(f"{x((i + 0.5) * BUCKET_S):.1f},{y(v, top):.1f}" for i, v in enumerate(values))
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
+    load_end = x(result.load_ended - result.began)
+    parts += [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',
+              f'<line x1="{load_end:.1f}" y1="{TOP}" x2="{load_end:.1f}" y2="{TOP + plot_h}" stroke="gray" '
+              'stroke-dasharray="4"/>',
+              f'<text x="{LEFT}" y="{TOP - 6}" fill="#1f77b4">jobs ended per s (max {top_rate:.1f})</text>',
+              f'<text x="{LEFT + 220}" y="{TOP - 6}" fill="#2ca02c">median submit-to-end, s (max {top_latency:.1f})'
+              '</text>',
+              f'<text x="{load_end + 4:.1f}" y="{TOP + 12}" fill="gray">load stops</text>',
+              f'<text x="{LEFT + plot_w - 100}" y="{TOP + plot_h + 14}">{span:.0f} s, seed {result.config.seed}'
+              '</text>', "</svg>"]
+    return "\n".join(parts)
