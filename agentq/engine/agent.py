@@ -161,7 +161,7 @@ class AgentLoop(TickEnding):
                 pass
             case TickStale():  # its request was made: a redelivered or duplicate task, whose first may have died (or
                 # failed to publish) between that request's end and sending the next: the job's next step, when due
-                self.progress.resume(job_id)
+                self.progress.step_if_due(job_id)
                 return None
             case _:
                 log.info("tick %d of job %s not run: %s", n, job_id, claim.outcome)

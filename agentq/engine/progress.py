@@ -105,9 +105,9 @@ class JobProgress:
             ready = [d for d in dependents if statuses.get(d) is CallStatus.READY]
             if ready:
                 self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
-        self.resume(job_id)
+        self.step_if_due(job_id)
 
-    def resume(self, job_id: str) -> None:
+    def step_if_due(self, job_id: str) -> None:
         """The job's next step when it is due (no awaited call open, no tick in flight): for a task that finds its
         work done already, whose first delivery may have died before taking that step."""
         info = self.store.job_info(job_id)
