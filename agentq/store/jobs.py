@@ -65,8 +65,7 @@ class JobSteps(StatsSteps):
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)
-        if start_check_ms is not None:  # first: its reply is dropped below
-            pipe.zadd(self.fleet.timers, {job_timer_member(plan.id, UNSTARTED): start_check_ms}, nx=True)
+        checks = self._queue_start_check(pipe, plan.id, start_check_ms)  # first: its reply is dropped below
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
             if not self.scripts.submit(keys, payload, expire_at_ms):
                 return False
@@ -75,8 +74,7 @@ class JobSteps(StatsSteps):
         fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
                                          tenant=tenant)
         queued = queue_admission(self, pipe, admission, keys.job)
-        replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)
-        replies = replies[1:] if start_check_ms is not None else replies
+        replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)[checks:]
         if self.cluster:
             written: bool | Exception = True
         else:
@@ -86,6 +84,14 @@ class JobSteps(StatsSteps):
             if isinstance(written, Exception):
                 raise written
         return bool(written)
+
+    def _queue_start_check(self, pipe: Any, job_id: str, due_ms: int | None) -> int:
+        """Queue a new job's `@unstarted` timer, due at `due_ms` (None: none; NX: a refused id's job keeps its own);
+        how many replies it adds."""
+        if due_ms is None:
+            return 0
+        pipe.zadd(self.fleet.timers, {job_timer_member(job_id, UNSTARTED): due_ms}, nx=True)
+        return 1
 
     def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool,
                        tenant: str) -> list[str]:

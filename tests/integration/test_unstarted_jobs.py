@@ -51,8 +51,9 @@ def test_a_plan_job_whose_submitter_died_before_starting_it_still_ends(harness: 
         {"_tool": "sleep", "seconds": 0, "_outputPath": "†state.slept"},
         {"_tool": "double", "x": "†state.n", "_outputPath": "†state.d"}], "context": [
         {"type": "state", "data": {"n": 4}}]}
-    jobs = {"job_sleep_first_unstarted": sleep_first,
-            "job_activity_unstarted": {"calls": [{"_tool": "double", "x": 21, "_outputPath": "†state.d"}]}}
+    jobs: dict[str, dict] = {"job_sleep_first_unstarted": sleep_first,
+                             "job_activity_unstarted": {"calls": [{"_tool": "double", "x": 21,
+                                                                   "_outputPath": "†state.d"}]}}
     submitted = {job_id: submit_and_die(client, job, job_id) for job_id, job in jobs.items()}
     reader = harness.client()
     records = {job_id: reader.job(job_id).result(timeout=30) for job_id in jobs}
