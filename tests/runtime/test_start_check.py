@@ -101,3 +101,19 @@ def test_the_timer_costs_no_round_trip_of_its_own(redis_store: StateStore):
     # a refused id leaves its job's timer as it was
     assert not redis_store.create_job(plan, records_of(plan), submitted=job, events=[], start_check_ms=999_000)
     assert redis_store.redis.zscore(redis_store.fleet.timers, job_timer_member(plan.id, UNSTARTED)) == 123_000
+
+
+def test_a_job_with_concurrency_keys_whose_submitter_died_is_admitted_by_its_timer(rig: Rig,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
+    keyed = {"calls": [{"_tool": "first", "x": 1, "_outputPath": "†state.a"}],
+             "options": {"concurrency": [{"key": "acct-42", "limit": 1}]}}
+    killed_after_the_write(rig, monkeypatch)
+    with pytest.raises(SystemExit):
+        rig.service.submit(keyed, job_id="job_keyed_unstarted")
+    assert rig.store.job_info("job_keyed_unstarted").status is JobStatus.WAITING  # and never asked for its keys
+    assert rig.service.start_unstarted("job_keyed_unstarted")
+    assert rig.store.job_info("job_keyed_unstarted").status is JobStatus.QUEUED  # it holds its key now
+    assert [(job, r.tool) for job, r in rig.dispatcher.sent] == [("job_keyed_unstarted", "first")]
+    assert rig.service.start_unstarted("job_keyed_unstarted")  # again (still queued): sent again, harmless
+    rig.drain()
+    assert rig.store.record("job_keyed_unstarted").status is JobStatus.SUCCEEDED
