@@ -56,6 +56,10 @@ class AsyncJobHandle:
     async def cancel(self) -> str:
         return await self._client._thread(self._client._canceled, self.id)
 
+    async def resume(self, options: dict | None = None) -> dict:
+        """As `JobHandle.resume` (docs/resume.md): resume the job where it stopped; its record."""
+        return await self._client._thread(self._client._resumed, self.id, options)
+
     async def calls(self) -> list[dict]:
         """The job's calls (README.md#the-http-api-and-the-web-page `/calls`)."""
         return await self._client.calls(self.id)
@@ -118,6 +122,11 @@ class AsyncClient(BaseClient):
 
     async def record(self, job_id: str) -> dict:
         return (await self._reads.record(job_id)).to_dict()
+
+    async def resume(self, job_id: str, options: dict | None = None) -> AsyncJobHandle:
+        """As `Client.resume` (docs/resume.md)."""
+        await self._thread(self._resumed, job_id, options)
+        return AsyncJobHandle(self, job_id)
 
     async def calls(self, job_id: str) -> list[dict]:
         return await self._thread(self._calls, job_id)

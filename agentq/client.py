@@ -88,6 +88,10 @@ class BaseClient:
     def _calls(self, job_id: str) -> list[dict]:
         return self._parts.jobs.calls(job_id)
 
+    def _resumed(self, job_id: str, options: Any) -> dict:
+        self._parts.jobs.resume(job_id, options)
+        return self._parts.store.record(job_id).to_dict()
+
     def _deliveries(self, job_id: str) -> list[dict]:
         return self._parts.jobs.deliveries(job_id)
 
@@ -201,6 +205,12 @@ class JobHandle:
     def cancel(self) -> str:
         return self._client._canceled(self.id)
 
+    def resume(self, options: dict | None = None) -> dict:
+        """Resume the failed, canceled or deadline-exceeded job where it stopped (docs/resume.md), with `options`
+        overrides (a larger `budget`, ...); returns its record. `ConflictError` for a job that succeeded or runs,
+        `JobExpiredError` once its data expired, `JobValidationError` for bad options: nothing is written then."""
+        return self._client._resumed(self.id, options)
+
     def calls(self) -> list[dict]:
         """The job's calls (README.md#the-http-api-and-the-web-page `/calls`): id, tool, activity, mode, instance,
         status, attempts, depends_on, output_path, started_at, finished_at, duration_ms, error, and the rollout route of
@@ -274,6 +284,11 @@ class Client(BaseClient):
     def record(self, job_id: str) -> dict:
         """The record of a job, as `JobHandle.record`."""
         return self._reads.record(job_id).to_dict()
+
+    def resume(self, job_id: str, options: dict | None = None) -> JobHandle:
+        """Resume a job where it stopped, as `JobHandle.resume`; its handle follows the resumed run."""
+        self._resumed(job_id, options)
+        return JobHandle(self, job_id)
 
     def calls(self, job_id: str) -> list[dict]:
         """The calls of a job, as `JobHandle.calls`."""

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq import __version__
-from agentq.api import config, continuation, events, fleet, jobs, pages, rollouts, schedules, waits
+from agentq.api import config, continuation, events, fleet, jobs, pages, resume, rollouts, schedules, waits
 from agentq.api.auth import ApiAuth
 from agentq.api.diff import router as diff_router
 from agentq.api.errors import error_body, install_error_handlers
@@ -49,7 +49,7 @@ def create_api(parts: Parts, *, auth: ApiAuth, store: AsyncStateStore | None = N
                   generate_unique_id_function=operation_id)  # submitJob, approveCall, ... (api/openapi.py)
     app.state.parts, app.state.store, app.state.auth = parts, reads, auth
     install_error_handlers(app)
-    for module in (jobs, events, fleet, rollouts, schedules, config, waits, continuation, pages):
+    for module in (jobs, events, fleet, rollouts, schedules, config, waits, continuation, resume, pages):
         app.include_router(module.router)
     app.include_router(diff_router)  # GET /v1/jobs/{a}/diff/{b} (docs/compare.md)
     app.add_middleware(BodyLimit, max_bytes=settings.max_job_bytes)

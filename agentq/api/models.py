@@ -45,6 +45,7 @@ class JobRecordModel(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)  # token counters, cost_usd, by_model (docs/protocol.md)
     created_at: str | None = None
     finished_at: str | None = None
+    runs: list[dict[str, Any]] | None = None  # a resumed job's runs: run, started_at, finished_at, status, error
 
 
 class CallModel(BaseModel):

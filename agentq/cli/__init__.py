@@ -6,7 +6,7 @@ parts from the composition root through `agentq.Client` or `agentq.runtime`. The
 - `parser`: every command, its arguments and the handler it runs;
 - `jobs`: run, submit, status, result, events, cancel; `demo`: the example jobs in embedded mode;
 - `calls`: a job's calls and the approval decisions; `fleet`: the known tools and activities;
-- `diff`: two jobs side by side (docs/compare.md);
+- `diff`: two jobs side by side (docs/compare.md); `resume`: a failed or canceled job where it stopped (docs/resume.md);
 - `serve`: worker, dispatcher, api, metrics and healthcheck;
 - `render`: the live view of a running job; `common`: output, input files and the client every command uses.
 """

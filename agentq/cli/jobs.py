@@ -35,8 +35,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from agentq.cli.resume import run_lines
+
     with client(args) as jobs:
-        print(jobs.job(args.id).status())
+        handle = jobs.job(args.id)
+        print(handle.status())
+        for line in run_lines(handle.record()):  # a resumed job's runs (docs/resume.md)
+            print(line)
     return 0
 
 

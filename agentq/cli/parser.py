@@ -15,6 +15,7 @@ from agentq.cli.examples import cmd_examples
 from agentq.cli.fleet import cmd_activities, cmd_activities_forget, cmd_tools
 from agentq.cli.jobs import cmd_cancel, cmd_events, cmd_result, cmd_run, cmd_status, cmd_submit
 from agentq.cli.mcp import cmd_mcp
+from agentq.cli.resume import add_resume_command
 from agentq.cli.rollouts import cmd_rollouts, cmd_rollouts_clear, cmd_rollouts_set
 from agentq.cli.schedules import cmd_schedules, cmd_schedules_act, cmd_schedules_set, cmd_schedules_show
 from agentq.cli.serve import cmd_api, cmd_dispatcher, cmd_healthcheck, cmd_metrics, cmd_worker
@@ -93,6 +94,7 @@ def _job_commands(command: Commands) -> None:
     cancel.add_argument("id")
     add_wait_commands(command)
     add_continuation_commands(command)
+    add_resume_command(command)
 
 
 def _process_commands(command: Commands) -> None:

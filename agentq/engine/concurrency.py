@@ -74,7 +74,7 @@ def start_jobs(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, 
 def send_started(store: ConcurrencyStore, dispatch: Dispatch, progress: Finisher, info: JobInfo) -> None:
     """A started job's first tasks: an agent job's first tick, a plan job's ready calls."""
     if info.kind is JobKind.AGENT:
-        dispatch.tick(info.id, info.exchanges)  # a continued or forked job starts after the exchanges it copied
+        dispatch.tick(info.id, info.exchanges)  # a resumed, continued or forked job's next request (0 for a new job)
         return
     statuses = store.call_statuses(info.id)
     ready = [call_id for call_id, status in statuses.items() if status is CallStatus.READY]

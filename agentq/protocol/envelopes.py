@@ -58,6 +58,18 @@ class JobFinished(_Envelope):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class JobResumed(_Envelope):
+    """An ended job runs again where it stopped (docs/resume.md): `run` is the number of the run it starts (the store
+    step that resumes the job writes it), `previous` the status and error the last run ended with."""
+
+    name = "job.resumed"
+    optional = frozenset({"run"})
+    status: str
+    previous: JSON
+    run: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CallStarted(_Envelope):
     name = "call.started"
     optional = frozenset({"instance"})
@@ -164,11 +176,13 @@ class Part(_Envelope):
     call_id: str | None = None
 
 
-Envelope = (JobQueued | JobStarted | JobFinished | CallStarted | CallAwaitingApproval | CallRetrying | CallFinished
+Envelope = (JobQueued | JobStarted | JobFinished | JobResumed | CallStarted | CallAwaitingApproval | CallRetrying
+            | CallFinished
             | Thought | Thinking | TickStarted | TickFinished | Part | CallWaiting)
 
 ENVELOPES: dict[str, type[_Envelope]] = {
-    cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, CallStarted, CallAwaitingApproval, CallRetrying,
+    cls.name: cls for cls in (JobQueued, JobStarted, JobFinished, JobResumed, CallStarted, CallAwaitingApproval,
+                              CallRetrying,
                               CallFinished, Thought, Thinking, TickStarted, TickFinished, Part, CallWaiting)
 }
 

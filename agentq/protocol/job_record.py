@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.protocol.records import ErrorInfo, JobInfo, JobKind, JobRecord
-from agentq.protocol.status import JobStatus
+from agentq.protocol.status import JOB_FINAL, JobStatus
 from agentq.protocol.usage import usage_record
 from agentq.protocol.values import MISSING
 from agentq.protocol.views import LogIndex
@@ -39,7 +39,20 @@ def build_job_record(info: JobInfo, log: list[dict] | LogIndex, *, status: JobSt
         state=state, instances=instances, error=error,
         usage=usage_record(info.usage), created_at=info.created_at, finished_at=finished_at, tenant=info.tenant,
         lineage=info.lineage,
+        runs=job_runs(info, status, error, finished_at),
     )
+
+
+def job_runs(info: JobInfo, status: JobStatus, error: ErrorInfo | None,
+             finished_at: str | None) -> tuple[dict[str, Any], ...] | None:
+    """A resumed job's runs (docs/resume.md): the ended ones the store keeps, then the current one (its start, and its
+    end, status and error once it ended); None for a job that was never resumed."""
+    if not info.runs:
+        return None
+    ended = status in JOB_FINAL
+    current = {"run": len(info.runs) + 1, "started_at": info.resumed_at, "finished_at": finished_at if ended else None,
+               "status": status.value, "error": error.to_dict() if ended and error is not None else None}
+    return (*info.runs, current)
 
 
 def _ending(info: JobInfo, error: ErrorInfo | None, finished_at: str | None) -> tuple[ErrorInfo | None, str | None]:

@@ -243,6 +243,14 @@ def _plan_options(raw: Any, limits: JobLimits, problems: Problems) -> dict:
     return options
 
 
+def option_checks(raw: dict, limits: JobLimits) -> list[Problem]:
+    """What is wrong with `raw` options, checked as a submission's are (each problem with its pointer); [] when
+    they are valid (a resume's overrides, docs/resume.md)."""
+    problems = Problems()
+    _plan_options(raw, limits, problems)
+    return list(problems.items)
+
+
 _OPTION_CHECKS: dict[str, tuple[Any, str]] = {
     "max_ticks": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
     "model": (lambda v: v is None or (isinstance(v, str) and v.strip() != ""),

@@ -60,6 +60,7 @@ class CallRecord:
     # (latent) or "*" (the tool's usual resolution); None when the tool had no rule
     tenant: str = DEFAULT_TENANT  # its job's tenant (docs/tenants.md): the `tenant` label it is counted under
     start_timeout_s: float | None = None  # its tool's `x-start-timeout-s` (docs/waits.md#start-timeouts)
+    run: int = 1  # the job's run it runs in (docs/resume.md): a resumed run's task has an id of its own
 
     def routed(self, task: str, queue: str) -> CallRecord:
         return replace(self, task=task, queue=queue)
@@ -79,7 +80,8 @@ class CallRecord:
             "task": self.task, "queue": self.queue,
         } | ({"relay": self.relay} if self.relay else {}) | ({"route": self.route} if self.route is not None else {}) \
             | ({"tenant": self.tenant} if self.tenant != DEFAULT_TENANT else {}) \
-            | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {})
+            | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {}) \
+            | ({"run": self.run} if self.run > 1 else {})  # last: resume.lua sets it in the stored JSON
 
     def to_task(self) -> dict[str, Any]:
         """What a call's task carries: `to_dict()` without the optional fields that hold their default value, nor
@@ -103,7 +105,7 @@ class CallRecord:
             locale=data.get("locale", "en"),
             task=task, queue=data.get("queue", task), relay=data.get("relay"),
             route=data.get("route"), tenant=data.get("tenant") or DEFAULT_TENANT,
-            start_timeout_s=data.get("start_timeout_s"),
+            start_timeout_s=data.get("start_timeout_s"), run=int(data.get("run") or 1),
         )
 
 
@@ -135,14 +137,18 @@ class JobRecord:
     finished_at: str | None = None
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md)
     lineage: dict[str, Any] | None = None  # a continued or forked job's links (docs/continue-and-fork.md)
+    runs: tuple[dict[str, Any], ...] | None = None  # a resumed job's runs, oldest first (docs/resume.md)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id, "status": self.status.value, "tenant": self.tenant, "result": self.result,
             "state": self.state, "instances": self.instances,
             "error": self.error.to_dict() if self.error is not None else None, "usage": self.usage,
             "created_at": self.created_at, "finished_at": self.finished_at, **(self.lineage or {}),
         }
+        if self.runs is not None:
+            data["runs"] = [dict(run) for run in self.runs]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
@@ -152,6 +158,7 @@ class JobRecord:
             usage={**empty_usage(), **(data.get("usage") or {})}, created_at=data.get("created_at"),
             finished_at=data.get("finished_at"), tenant=data.get("tenant") or DEFAULT_TENANT,
             lineage={k: data[k] for k in LINEAGE_FIELDS if k in data} or None,
+            runs=tuple(data["runs"]) if isinstance(data.get("runs"), list) else None,
         )
 
 
@@ -180,6 +187,8 @@ class JobInfo:
     traceparent: str | None = None  # the W3C context of its `submit job` span: its ticks continue it (docs/tracing.md)
     tenant: str = DEFAULT_TENANT  # whose job it is (docs/tenants.md) (a module's child job has its parent's)
     lineage: dict[str, Any] | None = None  # continued_from and thread, or forked_from and fork (a copied job)
+    runs: tuple[dict[str, Any], ...] = ()  # a resumed job's ended runs, oldest first (docs/resume.md)
+    resumed_at: str | None = None  # when its last resume began its current run
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:

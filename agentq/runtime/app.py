@@ -163,7 +163,7 @@ class Dispatcher:
             args: list[Any] = [job_id, record.id, record.to_task()]
             if self.signer is not None:
                 args.append(self.signer.sign(job_id, record.id, record_digest(record)))
-            batch.send(record.task, record.queue, task_id(job_id, record.id), args,
+            batch.send(record.task, record.queue, task_id(job_id, record.id, record.run), args,
                        call_argsrepr(job_id, record.id, record))
 
     def tick(self, job_id: str, n: int = 0) -> None:
@@ -173,13 +173,15 @@ class Dispatcher:
         with self.tasks.batch([queue], 1, traced=False) as batch:
             batch.send(TICK_TASK, queue, f"{job_id}.tick.{n}", [job_id, n], tick_argsrepr(job_id, n))
 
-    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+    def revoke(self, job_id: str, call_ids: list[str], run: int = 1) -> None:
+        """Revoke the tasks of calls of the job's run `run` (a resumed run's tasks have ids of their own)."""
         if call_ids:
-            self.app.control.revoke([task_id(job_id, c) for c in call_ids])
+            self.app.control.revoke([task_id(job_id, c, run) for c in call_ids])
 
 
-def task_id(job_id: str, call_id: str) -> str:
-    return f"{job_id}.{call_id}"
+def task_id(job_id: str, call_id: str, run: int = 1) -> str:
+    """A call task's id: `<job>.<call>`, and `.r<run>` in a resumed run (docs/resume.md)."""
+    return f"{job_id}.{call_id}" if run <= 1 else f"{job_id}.{call_id}.r{run}"
 
 
 def call_argsrepr(job_id: str, call_id: str, record: CallRecord | None) -> str:

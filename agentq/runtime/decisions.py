@@ -25,7 +25,7 @@ from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
 class Dispatch(EngineDispatch, Protocol):
     """What the service needs of the dispatcher (the runtime's Celery adapter, or a stand-in in unit tests)."""
 
-    def revoke(self, job_id: str, call_ids: list[str]) -> None: ...
+    def revoke(self, job_id: str, call_ids: list[str], run: int = 1) -> None: ...
 
 
 class JobDecisions:
@@ -113,7 +113,7 @@ class JobDecisions:
         status, ready = self.store.cancel(job_id, event=event)
         if status is not JobStatus.CANCELED:
             return status
-        self.dispatcher.revoke(job_id, ready)
+        self.dispatcher.revoke(job_id, ready, run_of(self.store, job_id, ready))
         self.dispatcher.ended(job_id, ready, [])  # their places in their queues go to waiting calls
         self.progress.canceled(job_id)
         return status
@@ -125,3 +125,9 @@ def _edited(call: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     parameters in place of its own."""
     return {**{k: v for k, v in call.items() if k.startswith("_")},
             **{k: v for k, v in params.items() if not k.startswith("_")}}
+
+
+def run_of(store: Store, job_id: str, call_ids: list[str]) -> int:
+    """The run of a job the calls `call_ids` run in (their tasks' ids name it: docs/resume.md); 1 when none."""
+    records = store.call_records(job_id, call_ids[:1]) if call_ids else {}
+    return next((record.run for record in records.values()), 1)

@@ -41,6 +41,7 @@ from agentq.protocol.events import job_part
 from agentq.protocol.job_times import start_ms
 from agentq.protocol.plans import JobPlan
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo
+from agentq.protocol.resume import deadline_kind
 from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.settings import Settings
@@ -99,8 +100,8 @@ class JobTimers:
         if kind == START:
             self.start_scheduled(job_id)
             return True
-        if kind == DEADLINE:
-            return self.expire(job_id) is not None
+        if kind == DEADLINE or kind.startswith(DEADLINE + ":"):  # a resumed run's: `deadline:<run>` (docs/resume.md)
+            return self.expire(job_id, kind) is not None
         if kind == UNSTARTED:
             self.start_unstarted(job_id)
             return True
@@ -165,19 +166,20 @@ class JobTimers:
                    f"is a worker serving activity {record.activity!r} running?")
         commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record,
                                    error_type=START_TIMED_OUT, message=message, source="agentq")
-        self.dispatcher.revoke(job_id, [call_id])
+        self.dispatcher.revoke(job_id, [call_id], record.run)
         self.progress.committed(job_id, commit, call_id)
         return True
 
-    def expire(self, job_id: str) -> bool | None:
+    def expire(self, job_id: str, kind: str = DEADLINE) -> bool | None:
         """Fail a job still active at its deadline (see the module docstring); whether this call ended it (None:
-        its calls kept committing while the record was built; try again later)."""
+        its calls kept committing while the record was built; try again later). `kind`: the timer's, which names
+        the run it is the deadline of (a resumed job's earlier runs' timers are left alone)."""
         for _ in range(_ATTEMPTS):
             try:
                 info, messages, _ = self.store.finish_inputs(job_id)
             except JobNotFoundError:
                 return False  # expired with its keys
-            if not info.status.is_active:
+            if not info.status.is_active or kind != deadline_kind(len(info.runs) + 1, DEADLINE):
                 return False
             limit = info.job_options.deadline_s or 0.0
             error = ErrorInfo(DEADLINE_EXCEEDED, f"the job ran longer than its deadline (options.deadline_s: "
@@ -189,7 +191,7 @@ class JobTimers:
             if ended.outcome != "ended":
                 return False
             stopped = [*ended.ready, *ended.running]
-            self.dispatcher.revoke(job_id, stopped)
+            self.dispatcher.revoke(job_id, stopped, len(info.runs) + 1)
             self.dispatcher.ended(job_id, stopped, [])  # their places in their queues go to waiting calls
             for call_id in ended.waiting:
                 self.store.close_wait(job_id, call_id, tenant=None, spec=None)

@@ -75,7 +75,7 @@ class StoreRestarts:
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
         held = self._held(ready)
-        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id) not in held]
+        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id, record.run) not in held]
         if lost:
             self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
         self.store.note_admission_run(run)

@@ -44,6 +44,7 @@ from agentq.runtime.decisions import Dispatch, JobDecisions
 from agentq.runtime.fleet_config import FleetConfig
 from agentq.runtime.fleet_view import FleetView, FleetViews
 from agentq.runtime.job_timers import JobTimers
+from agentq.runtime.resume import JobResumes
 from agentq.runtime.signals import JobSignals
 from agentq.runtime.tenant_gate import TenantGate
 from agentq.settings import Settings
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentq.service")
 
 
-class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate):
+class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate, JobResumes):
     """Submission and the reads shells need; a reviewer's decisions and a cancellation are `JobDecisions`'
     (`runtime/decisions.py`)."""
 

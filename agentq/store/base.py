@@ -44,6 +44,7 @@ from agentq.store.replies import (
     TickClaim,
     TickEnded,
 )
+from agentq.store.resume_contract import ResumeStore
 from agentq.store.views import AgentInputs, CallTable, FleetStats, RelayCursor, WorkerBeat
 
 __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "CommitOutcome", "Decision", "EndAhead",
@@ -52,6 +53,7 @@ __all__ = ["AgentInputs", "CallTable", "Claim", "ClaimOutcome", "Commit", "Commi
 
 
 class Store(JobStore, JobReader, CopyStore, CallStore, LeaseStore, TickStore, EventStore, TenantStore, AdmissionStore,
-            BudgetStore, WaitStore, JobTimerStore, RestartStore, Connection, Protocol):
+            BudgetStore, WaitStore, JobTimerStore, RestartStore, ResumeStore, Connection,
+            Protocol):
     """The job-step facade: every contract of a job's state machine. The fleet-wide parts (`FleetPart`,
     `LimitStore`, `TenantLimitStore`, `StatsStore`, `WebhookStore`) are built beside it over the same connection."""

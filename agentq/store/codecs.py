@@ -55,7 +55,8 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         has_final_output="final_output" in fields, parent=ParentLink.from_dict(parent) if parent else None,
         ticking=fields.get("ticking") == "1",
         exchanges=_count(fields, "exchanges"), traceparent=fields.get("traceparent") or None,
-        tenant=fields.get("tenant") or DEFAULT_TENANT, lineage=loads("lineage"),
+        tenant=fields.get("tenant") or DEFAULT_TENANT, lineage=loads("lineage"), runs=tuple(loads("runs", ())),
+        resumed_at=fields.get("resumed_at") or None,
     )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentq.errors import JobNotFoundError, JobTimeoutError
-from agentq.protocol.envelopes import JobFinished
+from agentq.protocol.envelopes import JobFinished, JobResumed
 from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
@@ -233,6 +233,20 @@ class CheckStatus:
 Need = Read | Wait | CheckStatus
 
 _FINAL_EVENT = JobFinished.name
+_RESUMED_EVENT = JobResumed.name
+
+
+def _end_of(entries: list[Entry]) -> int | None:
+    """The place of the `job.finished` that ends the job among `entries` (one a `job.resumed` follows ended a run,
+    not the job); None when there is none."""
+    resumed = False
+    for n in range(len(entries) - 1, -1, -1):
+        event = entries[n][1].get("event")
+        if event == _RESUMED_EVENT:
+            resumed = True
+        elif event == _FINAL_EVENT and not resumed:
+            return n
+    return None
 
 
 class Follow:
@@ -248,15 +262,21 @@ class Follow:
         self.batch = batch
         self._need: Need | None = Read(after, batch)
         self._ended = False  # the job's status was final: what is stored now is all there will be
+        self._closing = False  # a `job.finished` ended a full batch: the next read looks for a `job.resumed`
 
     def need(self) -> Need | None:
         return self._need
 
     def entries(self, entries: list[Entry]) -> list[Entry]:
-        for n, (entry_id, envelope) in enumerate(entries):
-            if envelope.get("event") == _FINAL_EVENT:
-                self.after, self._need = entry_id, None
-                return entries[:n + 1]
+        if self._closing and not self._resumed(entries):
+            return []
+        end = _end_of(entries)
+        if end is not None:
+            entry_id = entries[end][0]
+            self.after, self._need = entry_id, None
+            if end + 1 == len(entries) >= self.batch:  # the last of a full batch: does a resume follow it? (a
+                self._closing, self._need = True, Read(entry_id, self.batch)  # short batch was all there was)
+            return entries[:end + 1]
         if entries:
             self.after = entries[-1][0]
         if len(entries) >= self.batch:
@@ -268,6 +288,14 @@ class Follow:
         else:
             self._need = CheckStatus()
         return entries
+
+    def _resumed(self, entries: list[Entry]) -> bool:
+        """What was read after a `job.finished`: the job was resumed (docs/resume.md), else that was its end."""
+        self._closing = False
+        if any(envelope.get("event") == _RESUMED_EVENT for _, envelope in entries):
+            return True
+        self._need = None
+        return False
 
     def status(self, status: JobStatus) -> None:
         # An ended job's final event may have been stored after the wait that came back empty (the status and the

@@ -15,7 +15,8 @@ modules, each a mixin over `connection.StoreConnection` (the connection and key 
 - `admission.py`: the admission of ready calls to their queues (docs/tenants.md);
 - `waits.py`: wait calls, their timers, events and signals (docs/waits.md);
 - `job_timers.py`: a job's own timers (its deadline, a later start);
-- `copies.py`: what a continued or forked job reads of its source, threads and forks (docs/continue-and-fork.md).
+- `copies.py`: what a continued or forked job reads of its source, threads and forks (docs/continue-and-fork.md);
+- `resume.py`: resuming an ended job where it stopped (docs/resume.md).
 
 The fleet-wide concerns that have no step in a job's scripts are parts of their own over the same connection
 (`part.py`), built once by the composition root: `fleet.py` (`RedisFleet`: workers, activities, tools, the
@@ -35,11 +36,13 @@ from agentq.store.concurrency import ConcurrencySteps
 from agentq.store.copies import CopySteps
 from agentq.store.job_timers import JobTimerSteps
 from agentq.store.jobs import JobSteps
+from agentq.store.resume import ResumeSteps
 from agentq.store.ticks import TickSteps
 from agentq.store.waits import WaitSteps
 
 
-class StateStore(CopySteps, JobSteps, CallSteps, TickSteps, ConcurrencySteps, AdmissionSteps, WaitSteps, JobTimerSteps):
+class StateStore(CopySteps, JobSteps, CallSteps, TickSteps, ConcurrencySteps, AdmissionSteps, WaitSteps, JobTimerSteps,
+                 ResumeSteps):
     """The Redis state store. Thread-safe; share one per process.
 
     Built as `StateStore(redis_url, cluster=..., namespace=..., clock=...)` (see `connection.StoreConnection`).

@@ -85,7 +85,7 @@ class Watcher:
         found, cursor_after, caught_up = self._call_events(job_id, events, cursor)
         ended = status.is_final and caught_up
         if ended and "job.finished" in events:
-            found.append(Found("job.finished", "job.finished", self.clock(),
+            found.append(Found(self._end_key(job_id), "job.finished", self.clock(),
                                lambda: self.store.record(job_id).to_dict()))
         stored = self._store(job_id, url, found, now_ms)
         if cursor_after != cursor:
@@ -93,6 +93,12 @@ class Watcher:
         if ended:
             self.deliveries.unwatch(job_id)
         return stored
+
+    def _end_key(self, job_id: str) -> str:
+        """What tells the job's end apart: `job.finished`, and for a resumed job (docs/resume.md) its run's number,
+        so the end of each run is delivered once."""
+        count = len(self.store.job_info(job_id).runs)
+        return "job.finished" if count == 0 else f"job.finished {count + 1}"
 
     def _call_events(self, job_id: str, events: tuple[str, ...], cursor: str) -> tuple[list[Found], str, bool]:
         """The call events after `cursor`, the cursor after them, and whether the stream was read to its end."""

@@ -158,7 +158,7 @@ class _Recorder:
     def ended(self, job_id: str, call_ids: list[str], released: list) -> None:
         self(job_id, released)
 
-    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+    def revoke(self, job_id: str, call_ids: list[str], run: int = 1) -> None:
         pass
 
 

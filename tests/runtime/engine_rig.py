@@ -103,7 +103,7 @@ class QueueDispatcher:
     def ended(self, job_id: str, call_ids: list[str], released: list[CallRecord]) -> None:
         self(job_id, released)  # no admission here: every released call is sent
 
-    def revoke(self, job_id: str, call_ids: list[str]) -> None:
+    def revoke(self, job_id: str, call_ids: list[str], run: int = 1) -> None:
         self.revoked.append((job_id, list(call_ids)))
 
     def _put(self, task: Task) -> None:

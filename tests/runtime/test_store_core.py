@@ -48,7 +48,29 @@ def test_follow_reads_the_final_event_stored_between_an_empty_wait_and_the_statu
     machine.status(JobStatus.SUCCEEDED)
     assert machine.need() == Read("4-0", 500)
     assert machine.entries(entries("job.finished", start=5)) == entries("job.finished", start=5)
+    assert machine.need() is None  # a short batch: all that was stored, so that end is the job's
+
+
+def test_follow_goes_on_past_a_runs_end_that_a_resume_follows():
+    machine = Follow()
+    stored = entries("job.started", "job.finished", "job.resumed", "call.started", "job.finished")
+    assert machine.entries(stored) == stored  # the first job.finished ended a run, not the job
     assert machine.need() is None
+
+
+def test_follow_reads_on_after_an_end_that_ends_a_full_batch_and_goes_on_when_a_resume_follows():
+    machine = Follow(batch=2)
+    assert machine.entries(entries("job.started", "job.finished")) == entries("job.started", "job.finished")
+    assert machine.need() == Read("2-0", 2)  # more may be stored after it: does a resume follow?
+    assert machine.entries(entries("job.resumed", start=3)) == entries("job.resumed", start=3)
+    assert machine.need() == Wait("3-0", 2)  # the resumed run's events are followed to its own end
+
+
+def test_follow_stops_after_the_end_of_a_full_batch_when_what_follows_is_no_resume():
+    machine = Follow(batch=1)
+    machine.entries(entries("job.finished"))
+    assert machine.need() == Read("1-0", 1)
+    assert machine.entries(entries("call.finished", start=2)) == [] and machine.need() is None
 
 
 def test_without_following_the_stored_events_are_read_until_a_short_batch():

@@ -14,8 +14,8 @@ import {
 
 const jobId = decodeURIComponent(location.pathname.replace(/^\/jobs\//, "").replace(/\/+$/, ""));
 const jobPath = `/v1/jobs/${encodeURIComponent(jobId)}`;
-const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "call.started", "call.awaiting_approval",
-  "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
+const EVENT_NAMES = ["job.queued", "job.started", "job.finished", "job.resumed", "call.started",
+  "call.awaiting_approval", "call.waiting", "call.retrying", "call.finished", "thought", "tick.started", "tick.finished", "part", "message"];
 const DEFAULT_ICONS = { tool_request: "🔧", tool_result: "✅", tool_call: "🔧", thought: "💭", activity: "🧠",
   error: "❌", skill_loading: "📥", chart_generation: "📊", diagram_generation: "📊", approval: "✋" };
 const POLL_MS = 2000;
@@ -67,6 +67,14 @@ function fact(label, ...value) {
   return h("div", { class: "fact" }, h("dt", {}, label), h("dd", {}, ...value));
 }
 
+// a resumed job's runs (docs/resume.md): one line each, its status, start, end and error
+function runsView(runs) {
+  return h("ol", { class: "runs" }, ...runs.map((run) => h("li", {},
+    statusBadge(run.status), " ", timeView(run.started_at), run.finished_at ? " → " : "",
+    run.finished_at ? timeView(run.finished_at) : "",
+    run.error ? h("span", { class: "row-error" }, ` ${run.error.type}: ${run.error.message}`) : "")));
+}
+
 /** A continued job's conversation and the job it continued; a fork's source job and tick; an agent job's
  * conversation (its thread, once continued). */
 function lineageFacts(record) {
@@ -99,6 +107,7 @@ function renderRecord(record) {
     fact("Duration", duration ? formatDuration(duration - created) + (finished ? "" : " so far") : "—"),
     fact("Calls", callsSummary() || "—"),
     usage ? fact("Usage", usage) : "",
+    record.runs ? fact("Runs", runsView(record.runs)) : "",
     ...lineageFacts(record));
   $("#job-error").replaceChildren(record.error
     ? h("div", { class: "error-box", role: "alert" }, h("strong", {}, record.error.type || "Error"), ": ",
@@ -556,10 +565,13 @@ function onEvent(event) {
   renderEnvelope(event.lastEventId, envelope);
   if (/^(call|job)\./.test(envelope.event || "")) scheduleRefresh();
   if (envelope.event === "job.finished") {
+    // the server ends the stream after the job's last end; one a `job.resumed` follows ended a run only
     view.finished = true;
-    source.close();
     setLive("ended");
     refresh();
+  } else if (envelope.event === "job.resumed") {
+    view.finished = false;
+    setLive("live");
   }
 }
 
