@@ -88,6 +88,13 @@ def wait_until(predicate: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.5)
 
 
+def waits_due(admin: Any) -> int:
+    """The waits' timers: the timers' sorted set without the jobs' `@unstarted` checks (one per agent job and per job
+    whose first call is a wait, due a lease after its submission)."""
+    unstarted = sum(1 for _ in admin.zscan_iter("agentq:{timers}:due", match="* @unstarted", count=1000))
+    return int(admin.zcard("agentq:{timers}:due")) - unstarted
+
+
 def run(jobs: int, kind: str, idle_s: float) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(RedisServer())
@@ -112,7 +119,7 @@ def run(jobs: int, kind: str, idle_s: float) -> dict[str, Any]:
         started = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
             handles = list(pool.map(lambda n: client.submit(make(n)), range(jobs)))
-        wait_until(lambda: admin.zcard("agentq:{timers}:due") >= jobs, 600, f"{jobs} waits to open")
+        wait_until(lambda: waits_due(admin) >= jobs, 600, f"{jobs} waits to open")
         opened_s = time.monotonic() - started
         time.sleep(2)  # the last waits' tasks end
         used = int(admin.info("memory")["used_memory"]) - empty
@@ -128,7 +135,7 @@ def run(jobs: int, kind: str, idle_s: float) -> dict[str, Any]:
         with ThreadPoolExecutor(8) as pool:
             woken = sum(pool.map(lambda n: client.send_event("order.paid", {"order": n})["woken"], range(jobs)))
         sent_s = time.monotonic() - sent
-        wait_until(lambda: admin.zcard("agentq:{timers}:due") == 0, 900, "every wait to be fired")
+        wait_until(lambda: waits_due(admin) == 0, 900, "every wait to be fired")
         woken_s = time.monotonic() - sent  # every wait committed (an agent job's next request sent after)
         wait_until(lambda: all(client.record(h.id)["status"] == "succeeded" for h in handles[-50:]), 900,
                    "every job to end")

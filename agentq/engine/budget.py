@@ -3,7 +3,10 @@
 Every request of a job with a budget — its ticks, its latent calls, the ticks and latent calls of its module
 child jobs, which count against the root job's budget — reserves what it may spend in the root job's budget
 hash before it is sent (`Store.reserve_budget`, one atomic step, so any number of processes share one budget),
-and settles with what it really spent once it ends (`Store.settle_budget`):
+and settles with what it really spent once it ends (`Store.settle_budget`). A reservation is held under the
+request's place (`held_as`), not under one attempt's: a process killed with a request in flight never settles
+it, and the attempt that takes the request over is granted the same reservation again (not a second one) and
+settles it:
 
 - requests: one;
 - input tokens: the prompt estimated from the request's size (`agentq.llm.tokens`), cached or not;
@@ -51,7 +54,7 @@ class BudgetGate(Hook):
         if budget is None:
             return asked.request
         request = asked.request
-        reply = self.store.reserve_budget(asked.job.root_job, asked.key, budget=budget,
+        reply = self.store.reserve_budget(asked.job.root_job, held_as(asked), budget=budget,
                                           ask=self.ask(budget, request))
         if isinstance(reply, BudgetGranted):
             return replace(request, max_tokens=reply.output_tokens)
@@ -65,7 +68,7 @@ class BudgetGate(Hook):
             return
         stopped = getattr(ended.error, "usage", None)  # an answer that could not be used was still paid for
         usage = ended.answer.usage if ended.answer is not None else stopped if isinstance(stopped, Usage) else Usage()
-        self.store.settle_budget(asked.job.root_job, asked.key, Spend(
+        self.store.settle_budget(asked.job.root_job, held_as(asked), Spend(
             requests=usage.requests, input_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
             cost_nanousd=usage.cost_nanousd or 0))
 
@@ -85,6 +88,14 @@ class BudgetGate(Hook):
                          rates.output * NANOS_PER_TOKEN_PER_USD_PER_MTOK)
 
 
+def held_as(asked: ModelRequest) -> str:
+    """The key a request's reservation is held under: its place, the same for every attempt of the request (a
+    tick's exchange number, the call a latent request answers), so the attempt that takes a request over from a
+    process killed while it was in flight is granted that process's reservation again instead of holding a second
+    one, and its settling gives it back; an attempt's own key only for a request without a place."""
+    return asked.place or asked.key
+
+
 class Finisher(Protocol):
     """What `stop_for_budget` needs of the job-progress step (`JobProgress`)."""
 
@@ -100,4 +111,4 @@ def stop_for_budget(progress: Finisher, job: JobInfo, error: BudgetExceeded) -> 
         progress.finish(job.id, error=failure)
 
 
-__all__ = ["MIN_OUTPUT_TOKENS", "BudgetGate", "stop_for_budget"]
+__all__ = ["MIN_OUTPUT_TOKENS", "BudgetGate", "held_as", "stop_for_budget"]

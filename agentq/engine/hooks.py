@@ -45,7 +45,8 @@ class CallEnded:
 class ModelRequest:
     """A model request about to be sent for `job` (a module's child job for its ticks and latent calls); `key` is
     unique to this attempt of the request, `place` names the request across its attempts (the job's request
-    number, the call it answers: a request the rate limits defer keeps its place by it)."""
+    number, the call it answers: a request the rate limits defer keeps its place by it, and the budget holds its
+    reservation under it, so the attempt that takes over from a killed one finds that one's reservation)."""
 
     job: JobInfo
     request: LLMRequest

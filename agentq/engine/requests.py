@@ -33,7 +33,8 @@ class ModelRequests:
     def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None,
               place: str | None = None, on_send: Callable[[], None] | None = None) -> LLMAnswer:
         """One request for `job`, through the gates; raises what a gate or the provider raised. `place` names the
-        request across its attempts (see `ModelRequest`; default: this attempt's key); `on_send()` runs once the
+        request across its attempts (see `ModelRequest`: the budget holds its reservation under it, so give every
+        request that can be taken over by another process one; default: this attempt's key); `on_send()` runs once the
         gates let it through, before it is sent."""
         if self.batch is not None and is_batch(job.job_options.priority):
             return self.batch.solve(self.hooks, job, request, place=place or uuid.uuid4().hex, on_send=on_send,

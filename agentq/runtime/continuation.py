@@ -206,7 +206,8 @@ class Continuations:
             with service._admitted(plan, tenant, child=False) as taken_back:
                 copied = Part(job_id=plan.id, part=activity_part(note, source="agentq", locale=plan.options["locale"]))
                 written = service.store.create_job(plan, [], submitted=job, events=[_queued(plan), copied],
-                                                   traceparent=trace.traceparent, tenant=tenant, seed=seed)
+                                                   traceparent=trace.traceparent, tenant=tenant, seed=seed,
+                                                   start_check_ms=service.start_check(plan, [], None, time.time()))
                 if not written:
                     taken_back()
         if not written:

@@ -8,6 +8,15 @@ the two leaves a timer that finds no scheduled job and is dropped, never a job t
 is the one a concurrency-keys job gets when let in (`engine/concurrency.py`): the status it was written for (or
 `waiting` for its keys), then its ready calls' tasks or its first tick.
 
+A job whose first tasks only its submitter sends — an agent job's first tick, a plan job's engine calls (`sleep`,
+`waitForSignal`, any wait, latent and module calls), any ready call no admission step written with the job took, the
+admission of a job with concurrency keys — gets an `@unstarted` timer in its write's round trip (`start_check`), due
+a lease after it: a submitter killed between the write and those tasks would otherwise leave the job `queued` until
+its TTL. When it fires (`start_unstarted`), a job still `queued` gets its first tasks sent again, a job still
+`waiting` is admitted under its keys again (both idempotent: a call's claim is taken once, a tick's begin once, an
+admitted call is sent again and a parked one stays parked, an admitted job keeps its place); any other job is left
+alone. Its submitter does not drop it (that would be a round trip more): it fires once for every such job.
+
 The deadline ends the job as a cancel does, in one store step (`store/job_timers.py`): its record is built from
 its log, its calls not ended are canceled — the running ones too, so their late commits are refused and nothing
 of them reaches the job's state —, their tasks revoked, its waits dropped, and what follows a job's end (its
@@ -20,6 +29,7 @@ import logging
 import time
 import uuid
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from agentq.engine.commits import commit_failure
 from agentq.engine.concurrency import send_started
@@ -30,13 +40,16 @@ from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import job_part
 from agentq.protocol.job_times import start_ms
 from agentq.protocol.plans import JobPlan
-from agentq.protocol.records import ErrorInfo, JobInfo
+from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo
 from agentq.protocol.resume import deadline_kind
 from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DEADLINE, START, UNTAKEN
+from agentq.store.job_timers import DEADLINE, START, UNSTARTED, UNTAKEN
+
+if TYPE_CHECKING:
+    from agentq.runtime.admission import WithWrite
 
 log = logging.getLogger("agentq.timers")
 
@@ -68,6 +81,19 @@ class JobTimers:
         self.store.set_job_timer(plan.id, START, start, nx=True)
         return replace(plan, start_ms=start)
 
+    def start_check(self, plan: JobPlan, ready: list[CallRecord], with_write: WithWrite | None,
+                    submitted_s: float) -> int | None:
+        """When a new job's `@unstarted` timer is due (unix ms), or None when it needs none: a job started later (its
+        start timer), or a plan job with an awaited call whose ready calls are all activity calls the admission step
+        written with it took (a call that step admitted and nobody published is published again by the admission's
+        sweep)."""
+        if plan.start_ms is not None:
+            return None
+        if with_write is not None and any(c.awaited for c in plan.calls) and \
+                all(with_write.admission.gated(r) for r in ready):
+            return None
+        return round((submitted_s + self.settings.lease_s) * 1000)
+
     def fire_job_timer(self, job_id: str, kind: str) -> bool:
         """Fire the due timer `kind` of a job; whether it is done with (the timer loop drops it), else it is taken
         again when its claim runs out."""
@@ -76,6 +102,9 @@ class JobTimers:
             return True
         if kind == DEADLINE or kind.startswith(DEADLINE + ":"):  # a resumed run's: `deadline:<run>` (docs/resume.md)
             return self.expire(job_id, kind) is not None
+        if kind == UNSTARTED:
+            self.start_unstarted(job_id)
+            return True
         if kind.startswith(UNTAKEN):
             self.start_timed_out(job_id, kind.removeprefix(UNTAKEN))
             return True
@@ -96,14 +125,34 @@ class JobTimers:
                                           event=lambda status: _started(info, status, calls)):
             return False
         log.info("job %s: its start time came", job_id)
-        if keys:
+        self._send_first(info)
+        return True
+
+    def start_unstarted(self, job_id: str) -> bool:
+        """A job's `@unstarted` timer came due: a job still `queued` (nothing of it claimed, no tick begun) gets its
+        first tasks sent again, one still `waiting` its admission under its concurrency keys (see the module
+        docstring); whether it did."""
+        try:
+            info = self.store.job_info(job_id)
+        except JobNotFoundError:
+            return False
+        waiting = info.status is JobStatus.WAITING and bool(info.job_options.concurrency)
+        if info.status is not JobStatus.QUEUED and not waiting:
+            return False
+        log.info("job %s still %s a lease after its submission: its first tasks are sent again", job_id,
+                 info.status.value)
+        self._send_first(info)
+        return True
+
+    def _send_first(self, info: JobInfo) -> None:
+        """A job's first tasks, or its admission under its concurrency keys (then its tasks once it holds them)."""
+        if keys := info.job_options.concurrency:
             ttl_s = info.job_options.ttl_s or self.settings.job_ttl_s
-            started = self.store.admit_concurrency(info.tenant, job_id, keys,
+            started = self.store.admit_concurrency(info.tenant, info.id, keys,
                                                    expire_at_ms=int((time.time() + ttl_s) * 1000))
             self.progress.start(info.tenant, started)
         else:
             send_started(self.store, self.dispatcher, self.progress, info)
-        return True
 
     def start_timed_out(self, job_id: str, call_id: str) -> bool:
         """Fail a call still `ready` at its tool's `x-start-timeout-s` with `StartTimedOut` (no live worker took

@@ -128,7 +128,9 @@ class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate, Jo
             self.webhooks.watch(plan.id, int(time.time() * 1000))
         with self._admitted(plan, tenant, child=parent is not None) as taken_back:
             with_write = self._with_write(plan, records, tenant, fresh=job_id is None and parent is None)
-            written = self._write(plan, records, job, queued, parent, trace.traceparent, tenant, with_write)
+            check_ms = self.start_check(plan, _ready(plan, records), with_write, submitted_s)
+            written = self._write(plan, records, job, queued, parent, trace.traceparent, tenant, with_write,
+                                  check_ms)
             if not written:
                 taken_back()
         if not written:
@@ -140,14 +142,17 @@ class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate, Jo
         return plan.id
 
     def _write(self, plan: JobPlan, records: list[CallRecord], job: Any, queued: JobQueued,
-               parent: ParentLink | None, traceparent: str | None, tenant: str, with_write: WithWrite | None) -> bool:
-        """Write the job (`Store.create_job`) with its admission step, if any: withdrawn when it is not written."""
+               parent: ParentLink | None, traceparent: str | None, tenant: str, with_write: WithWrite | None,
+               check_ms: int | None) -> bool:
+        """Write the job (`Store.create_job`) with its admission step, if any (withdrawn when it is not written), and
+        its `@unstarted` timer when `_start` alone sends its first tasks (`JobTimers.start_check`)."""
         written = False
         try:
             written = self.store.create_job(plan, records, submitted=job, events=[queued],
                                             parent=parent.to_dict() if parent is not None else None,
                                             traceparent=traceparent, tenant=tenant,
-                                            admission=with_write.request if with_write is not None else None)
+                                            admission=with_write.request if with_write is not None else None,
+                                            start_check_ms=check_ms)
         finally:
             if not written and with_write is not None:
                 with_write.withdraw()

@@ -1,4 +1,5 @@
-"""A job's own timers (docs/waits.md#deadlines): its deadline, and the start of a job submitted for later.
+"""A job's own timers (docs/waits.md#deadlines): its deadline, the start of a job submitted for later, and the check
+that a job sent its first tasks (`@unstarted`, written with the job by `create_job`).
 
 They live in the fleet's `{timers}:due` sorted set beside the waits' (`store/waits.py`), as the member
 `<job> @<kind>` (a call id never starts with `@`), so the dispatchers' one timer loop (`runtime/timers.py`) takes
@@ -26,6 +27,7 @@ JOB_TIMER_SCRIPTS = ("deadline", "start_timeout")
 JOB_TIMER_PREFIX = "@"  # `<job> @deadline`: a job's timer, not a call's
 DEADLINE = "deadline"
 START = "start"
+UNSTARTED = "unstarted"  # a job whose first tasks only its submitter sends: started again if still unstarted
 UNTAKEN = "untaken:"  # `<job> @untaken:<call>`: a ready call's `x-start-timeout-s`
 
 

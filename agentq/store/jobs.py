@@ -27,6 +27,7 @@ from agentq.store.admission import queue_admission, took_admission
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import USAGE_PREFIX, decode_job
 from agentq.store.core import not_found
+from agentq.store.job_timers import UNSTARTED, job_timer_member
 from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
 from agentq.store.stats import StatsSteps
 from agentq.store.submission import held_calls, submission_payload
@@ -44,12 +45,14 @@ class JobSteps(StatsSteps):
     def create_job(self, plan: JobPlan, records: Sequence[CallRecord], *, submitted: Any,
                    events: Sequence[Envelope], parent: dict | None = None, traceparent: str | None = None,
                    tenant: str = DEFAULT_TENANT, admission: AdmissionRequest | None = None,
-                   seed: Seed | None = None) -> bool:
+                   seed: Seed | None = None, start_check_ms: int | None = None) -> bool:
         """Write a planned job (its calls as routed `records`) of `tenant` in one atomic step; False if a job with
         that id exists already. `parent` links a module's child job to the call it runs for. On a single Redis,
         `admission` (its ready calls' admission step) goes in the same round trip, run only if the job is written
         (`request.reply`; None: not run, on a cluster too). `seed`: a continued or forked job's copied log and
-        exchanges (`protocol/continuation.py`).
+        exchanges (`protocol/continuation.py`). `start_check_ms`: the job's `@unstarted` timer, due then (unix ms),
+        goes in the same round trip, before the job's script on a single Redis (a job written always has it; a
+        refused id's job gets it too, unless it has one: it finds that job started, or starts it).
 
         One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
         active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
@@ -62,6 +65,7 @@ class JobSteps(StatsSteps):
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         pipe = self.redis.pipeline(transaction=False)
+        checks = self._queue_start_check(pipe, plan.id, start_check_ms)  # first: its reply is dropped below
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
             if not self.scripts.submit(keys, payload, expire_at_ms):
                 return False
@@ -70,7 +74,7 @@ class JobSteps(StatsSteps):
         fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
                                          tenant=tenant)
         queued = queue_admission(self, pipe, admission, keys.job)
-        replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)
+        replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)[checks:]
         if self.cluster:
             written: bool | Exception = True
         else:
@@ -80,6 +84,14 @@ class JobSteps(StatsSteps):
             if isinstance(written, Exception):
                 raise written
         return bool(written)
+
+    def _queue_start_check(self, pipe: Any, job_id: str, due_ms: int | None) -> int:
+        """Queue a new job's `@unstarted` timer, due at `due_ms` (None: none; NX: a refused id's job keeps its own);
+        how many replies it adds."""
+        if due_ms is None:
+            return 0
+        pipe.zadd(self.fleet.timers, {job_timer_member(job_id, UNSTARTED): due_ms}, nx=True)
+        return 1
 
     def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool,
                        tenant: str) -> list[str]:

@@ -11,6 +11,7 @@ from agentq.protocol.status import CallStatus
 from agentq.settings import Settings
 from tests.integration.procs import WorkerProcs, wait_for
 from tests.integration.procs_activities import runs_key
+from tests.integration.timers import due_timers
 
 
 def test_a_job_past_its_deadline_fails_and_its_running_call_never_commits(worker_procs: WorkerProcs,
@@ -75,6 +76,6 @@ def test_a_deadline_drops_the_jobs_waits(worker_procs: WorkerProcs, redis_url: s
         record = handle.result(timeout=10)
         assert record["status"] == "failed" and record["error"]["type"] == "DeadlineExceeded"
         assert [c["status"] for c in handle.calls()] == [CallStatus.CANCELED.value]
-        wait_for(lambda: redis.zcard("agentq:{timers}:due") == 0, 5, "the wait's and the deadline's timers to go")
+        wait_for(lambda: due_timers(redis) == [], 5, "the wait's and the deadline's timers to go")
         assert redis.hlen(f"agentq:{{{handle.id}}}:waits") == 0
         assert client.record(handle.id)["state"] == {}

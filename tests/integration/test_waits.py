@@ -24,6 +24,7 @@ from agentq.store.state import StateStore
 from tests.api_server import ApiServer
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.procs import WorkerProcs, cli, wait_for
+from tests.integration.timers import due_timers
 
 
 def _seconds(iso: str) -> float:
@@ -53,7 +54,7 @@ def test_a_plan_job_with_sleep_resumes_after_its_dispatcher_is_killed(worker_pro
     assert record["status"] == "succeeded"
     woke_at = _seconds(record["state"]["slept"]["woke_at"])
     assert 0 <= woke_at - _seconds(waiting[0]["until"]) < 1.5  # fired within a second of its due time
-    wait_for(lambda: worker_procs.store.redis.zcard("agentq:{timers}:due") == 0, 5, "the timer to be dropped")
+    wait_for(lambda: len(due_timers(worker_procs.store.redis)) == 0, 5, "the timer to be dropped")
 
 
 ACME, GLOBEX, ACME_READ = "acme-token-0123456789", "globex-token-0123456789", "acme-read-token-0123456789"
@@ -293,8 +294,8 @@ def test_two_dispatchers_one_killed_while_firing_lose_no_wait_and_double_none(wo
         handles = [client.submit({"tools": ["sleep"], "calls": [{"_tool": "sleep", "until": until,
                                                                  "_outputPath": "†state.slept"}]})
                    for _ in range(60)]
-        wait_for(lambda: store.redis.zcard("agentq:{timers}:due") == 60, 30, "every sleep to wait")
-        wait_for(lambda: store.redis.zcard("agentq:{timers}:due") < 60 or
+        wait_for(lambda: len(due_timers(store.redis)) == 60, 30, "every sleep to wait")
+        wait_for(lambda: len(due_timers(store.redis)) < 60 or
                  any(c["status"] == "done" for h in handles[:5] for c in client.calls(h.id)), 30,
                  "the first sleeps to fire", interval=0.01)
         first.kill()
@@ -303,7 +304,7 @@ def test_two_dispatchers_one_killed_while_firing_lose_no_wait_and_double_none(wo
                     for h in handles]
     assert [r["status"] for r in records] == ["succeeded"] * 60
     assert finished == [1] * 60  # committed once each
-    wait_for(lambda: store.redis.zcard("agentq:{timers}:due") == 0, 10, "every timer to be dropped")
+    wait_for(lambda: len(due_timers(store.redis)) == 0, 10, "every timer to be dropped")
 
 
 def test_a_wait_committed_by_a_dispatcher_that_died_before_the_job_s_step_still_ends_its_job(

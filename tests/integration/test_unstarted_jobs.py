@@ -1,0 +1,92 @@
+"""A job written by a submitter that died before it sent the job's first tasks (docs/waits.md#delayed-jobs, "a job
+that never started"): its `@unstarted` timer, written in the job's own round trip, has a dispatcher send them a
+lease after the write, and the job ends. Real Redis, a real Celery worker and dispatcher (its timer loop), the real
+SDK against the fake Messages API; the submitter's `_start` raises as a process killed there would stop."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agentq.client import Client
+from agentq.protocol.status import JobStatus
+from tests.fake_anthropic import Answer, FakeAnthropic
+from tests.integration.conftest import Harness, store_of
+from tests.integration.procs import wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+TIMERS = "agentq:{timers}:due"
+
+
+def dying_submitter(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Client:
+    """A client whose job service writes a job and dies before `_start` sends any of its tasks."""
+    client = harness.client()
+
+    def dies(*args: object) -> None:
+        raise SystemExit("killed after the write")
+
+    monkeypatch.setattr(client._parts.jobs, "_start", dies)
+    return client
+
+
+def submit_and_die(client: Client, job: dict, job_id: str) -> float:
+    submitted = time.monotonic()
+    with pytest.raises(SystemExit):
+        client.submit(job, job_id=job_id)
+    assert client.job(job_id).status() == JobStatus.QUEUED.value
+    return submitted
+
+
+def test_a_plan_job_whose_submitter_died_before_starting_it_still_ends(harness: Harness,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    harness.tool("double", params={"x": {"type": "number"}})
+    harness.activities.register("double", lambda call: call["x"] * 2)
+    worker = harness.worker()
+    client = dying_submitter(harness, monkeypatch)
+    # a sleep first: its task is the engine's, sent by the submitter alone; an activity job submitted under an id
+    # of the client's (as an Idempotency-Key names one) has no admission step written with it either
+    sleep_first = {"tools": ["sleep", "double"], "calls": [
+        {"_tool": "sleep", "seconds": 0, "_outputPath": "†state.slept"},
+        {"_tool": "double", "x": "†state.n", "_outputPath": "†state.d"}], "context": [
+        {"type": "state", "data": {"n": 4}}]}
+    jobs: dict[str, dict] = {"job_sleep_first_unstarted": sleep_first,
+                             "job_activity_unstarted": {"calls": [{"_tool": "double", "x": 21,
+                                                                   "_outputPath": "†state.d"}]}}
+    submitted = {job_id: submit_and_die(client, job, job_id) for job_id, job in jobs.items()}
+    reader = harness.client()
+    records = {job_id: reader.job(job_id).result(timeout=30) for job_id in jobs}
+    ended = time.monotonic()
+    assert records["job_sleep_first_unstarted"]["status"] == "succeeded"
+    assert records["job_sleep_first_unstarted"]["state"]["d"] == 8
+    assert records["job_activity_unstarted"]["state"] == {"d": 42}
+    lease_s = harness.settings.lease_s
+    assert ended - min(submitted.values()) < lease_s + 10  # within seconds of the lease, not the job's TTL
+    wait_for(lambda: store_of(worker.runtime).redis.zcard(TIMERS) == 0, 10, "the timers to be dropped")
+
+
+def test_an_agent_job_whose_submitter_died_before_its_first_tick_still_ends(harness: Harness,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             anthropic_env: FakeAnthropic):
+    anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": "hello"})
+    harness.worker(llm="anthropic")
+    client = dying_submitter(harness, monkeypatch)
+    submit_and_die(client, {"context": [{"type": "text", "text": "Say hello"}], "tools": []}, "job_agent_unstarted")
+    record = harness.client().job("job_agent_unstarted").result(timeout=30)
+    assert (record["status"], record["result"]) == ("succeeded", "hello")
+    assert len(anthropic_env.requests) == 1  # its first tick, sent once by the timer
+
+
+def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness, anthropic_env: FakeAnthropic):
+    """The timer fires a lease after the write and finds the job started: nothing is sent twice."""
+    anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": "hello"})
+    worker = harness.worker(llm="anthropic")
+    client = harness.client()
+    redis = store_of(worker.runtime).redis
+    handle = client.submit({"context": [{"type": "text", "text": "Say hello"}], "tools": []})
+    assert redis.zrange(TIMERS, 0, -1) == [f"{handle.id} @unstarted"]  # written with the job, due a lease later
+    assert handle.result(timeout=30)["status"] == "succeeded"
+    wait_for(lambda: redis.zcard(TIMERS) == 0, harness.settings.lease_s + 10, "the timer to fire and be dropped")
+    assert len(anthropic_env.requests) == 1
+    assert [e.envelope.to_dict()["event"] for e in handle.events(follow=False)].count("job.finished") == 1
