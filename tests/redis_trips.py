@@ -12,6 +12,7 @@ class RoundTrips:
 
     def __init__(self, client: Any):
         self.requests: list[list[str]] = []
+        self.threads: list[str] = []  # the name of the thread that sent each request
         self._lock = threading.Lock()
         execute_command, pipeline = client.execute_command, client.pipeline
 
@@ -35,8 +36,14 @@ class RoundTrips:
     def _add(self, names: list[str]) -> None:
         with self._lock:
             self.requests.append(names)
+            self.threads.append(threading.current_thread().name)
 
     def take(self) -> list[list[str]]:
+        return [names for _, names in self.take_by_thread()]
+
+    def take_by_thread(self) -> list[tuple[str, list[str]]]:
+        """The requests so far with the name of the thread that sent each, oldest first; forgets them."""
         with self._lock:
-            requests, self.requests = self.requests, []
-        return requests
+            taken = list(zip(self.threads, self.requests, strict=True))
+            self.requests, self.threads = [], []
+        return taken
