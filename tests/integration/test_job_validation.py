@@ -47,7 +47,7 @@ def sender(harness):
 
 
 #: Hash tags of fleet-wide keys (admission, rollouts, the batch lane): housekeeping of the fleet, not a job's.
-FLEET_TAGS = ("{admission}", "{rollouts}", "{batch}")
+FLEET_TAGS = ("{admission}", "{rollouts}", "{batch}", "{timers}", "{schedules}", "{waits:")  # fleet-wide, not a job's
 
 
 def job_keys(client: Client) -> list[str]:
