@@ -27,6 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from agentq.api.auth import COOKIE, check, unauthorized
 from agentq.api.errors import ApiError
 from agentq.api.openapi import openapi_document
+from agentq.api.page_shell import render_page
 
 router = APIRouter(include_in_schema=False)
 
@@ -47,6 +48,12 @@ def static_files() -> dict[str, bytes]:
     return {entry.name: entry.read_bytes() for entry in folder.iterdir() if entry.is_file()}
 
 
+@cache
+def page_html(name: str) -> bytes:
+    """A page's whole document: its file in the shell all pages share (`page_shell.py`), built once."""
+    return render_page(static_files()[name].decode("utf-8")).encode("utf-8")
+
+
 def _page(request: Request, name: str, token: str | None) -> Response:
     if token is not None:
         auth = request.app.state.auth
@@ -58,7 +65,7 @@ def _page(request: Request, name: str, token: str | None) -> Response:
                             secure=request.url.scheme == "https")
         return response
     check(request, _bearer_of(request), query_token=False)
-    return HTMLResponse(static_files()[name], headers=SECURITY_HEADERS)
+    return HTMLResponse(page_html(name), headers=SECURITY_HEADERS)
 
 
 Token = Annotated[str | None, Query(max_length=512)]
