@@ -1,9 +1,9 @@
 // Resume, continue, fork, threads and compare against a real `agentq api --embedded` (test/server.mjs): a failed
 // plan job resumed where it stopped, the packaged agent example continued and forked, two jobs compared, and the
-// errors these meet (409, 404, 422).
+// errors these meet (409, 404, 410, 422).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentqClient, Conflict, InvalidRequest, NotFound } from "../dist/index.js";
+import { AgentqClient, Conflict, InvalidRequest, JobExpired, NotFound } from "../dist/index.js";
 import { ADMIN_TOKEN, startApi } from "./server.mjs";
 
 let api;
@@ -146,4 +146,25 @@ test("a plan job cannot be continued (Conflict) or forked (InvalidRequest); an u
   assert.deepEqual(unknown.problems.map((p) => p.pointer), ["/b"]);
   const same = await plan.diff(plan);
   assert.equal(same.same, true);
+});
+
+test("a job whose data expired with its ttl_s is JobExpired (410) to resume, continue and compare", async () => {
+  const job = { ...examples.demo_order, options: { ...examples.demo_order.options, ttl_s: 1 } };
+  const handle = await client.submit(job);
+  assert.equal((await handle.result({ timeoutMs: 60_000 })).status, "succeeded");
+  const deadline = Date.now() + 15_000;
+  for (;;) { // its record is gone once its ttl_s passed (the store expires it: there is no event to await)
+    const read = await handle.status().then(() => undefined, (e) => e);
+    if (read !== undefined) break;
+    assert.ok(Date.now() < deadline, "the job's data did not expire within 15 s");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const resumed = await handle.resume().then(() => assert.fail("resumed"), (e) => e);
+  assert.ok(resumed instanceof JobExpired && resumed instanceof NotFound, String(resumed));
+  assert.deepEqual([resumed.status, resumed.type], [410, "JobExpired"]);
+  await assert.rejects(handle.continue([{ type: "text", text: "still there?" }]), JobExpired);
+  const compared = await client.diff("job_does_not_exist", handle.id).then(() => assert.fail("compared"), (e) => e);
+  assert.ok(compared instanceof NotFound && compared.status === 404, String(compared)); // one side is unknown
+  const gone = await handle.diff(handle).then(() => assert.fail("compared"), (e) => e);
+  assert.ok(gone instanceof JobExpired && gone.status === 410, String(gone));
 });
