@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from agentq.api.continuation_models import ContinueBody, ForkBody, ForksModel, ThreadModel, body_of
 from agentq.api.deps import Authorized, app_parts, app_store, principal
 from agentq.api.errors import ApiError
 from agentq.api.jobs import json_body
@@ -43,7 +44,8 @@ def _writer(request: Request) -> Any:
 
 
 @router.post("/v1/jobs/{job_id}/continue", status_code=201, summary="Continue an ended agent job's conversation",
-             responses={**_CREATED, **responses(400, 401, 403, 404, 409, 422, 503), **_GONE})
+             responses={**_CREATED, **responses(400, 401, 403, 404, 409, 422, 503), **_GONE},
+             openapi_extra=body_of(ContinueBody, required=True))
 async def continue_job(request: Request, job_id: str) -> JSONResponse:
     who = _writer(request)
     _, body = await json_body(request)
@@ -52,7 +54,8 @@ async def continue_job(request: Request, job_id: str) -> JSONResponse:
 
 
 @router.post("/v1/jobs/{job_id}/fork", status_code=201, summary="Fork an agent job: replay its first ticks, then run "
-             "live with changes", responses={**_CREATED, **responses(400, 401, 403, 404, 422, 503), **_GONE})
+             "live with changes", responses={**_CREATED, **responses(400, 401, 403, 404, 422, 503), **_GONE},
+             openapi_extra=body_of(ForkBody, required=True))
 async def fork_job(request: Request, job_id: str) -> JSONResponse:
     who = _writer(request)
     _, body = await json_body(request)
@@ -61,14 +64,14 @@ async def fork_job(request: Request, job_id: str) -> JSONResponse:
 
 
 @router.get("/v1/jobs/{job_id}/forks", summary="A job's forks, oldest first",
-            responses=responses(401, 404, 503))
+            responses={200: {"model": ForksModel}, **responses(401, 404, 503), **_GONE})
 async def job_forks(request: Request, job_id: str) -> JSONResponse:
     who = principal(request)
     return JSONResponse(await run_in_threadpool(_copies(request).forks, job_id, visible=who.sees))
 
 
 @router.get("/v1/threads/{thread}", summary="A thread's jobs in order: the first job and each continuation",
-            responses=responses(401, 404, 503))
+            responses={200: {"model": ThreadModel}, **responses(401, 404, 503)})
 async def thread_jobs(request: Request, thread: str) -> JSONResponse:
     who = principal(request)
     return JSONResponse(await run_in_threadpool(_copies(request).thread, thread, visible=who.sees))

@@ -46,6 +46,10 @@ class JobRecordModel(BaseModel):
     created_at: str | None = None
     finished_at: str | None = None
     runs: list[dict[str, Any]] | None = None  # a resumed job's runs: run, started_at, finished_at, status, error
+    continued_from: str | None = None  # the job a continuation continues (docs/continue-and-fork.md)
+    thread: str | None = None  # the first job of a continuation's thread
+    forked_from: str | None = None  # the job a fork replays
+    fork: dict[str, Any] | None = None  # a fork's tick and its replayed ticks (at no cost)
 
 
 class CallModel(BaseModel):

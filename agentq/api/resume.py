@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from agentq.api.continuation_models import ResumeBody, body_of
 from agentq.api.deps import Authorized, app_parts, app_store, visible_job
 from agentq.api.errors import ApiError
 from agentq.api.jobs import json_body
@@ -24,7 +25,8 @@ _GONE: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/v1/jobs/{job_id}/resume", summary="Resume a failed, canceled or deadline-exceeded job where it stopped",
-             responses={200: {"model": JobRecordModel}, **responses(400, 401, 403, 404, 409, 422, 503), **_GONE})
+             responses={200: {"model": JobRecordModel}, **responses(400, 401, 403, 404, 409, 422, 503), **_GONE},
+             openapi_extra=body_of(ResumeBody, required=False))
 async def resume_job(request: Request, job_id: str) -> JSONResponse:
     parts = app_parts(request)
     try:

@@ -743,6 +743,26 @@ export interface components {
             pointer: string;
         };
         /**
+         * ContinueBody
+         * @description What a continuation adds to the ended job's conversation.
+         */
+        ContinueBody: {
+            /**
+             * Context
+             * @description the new messages (docs/protocol.md#messages)
+             */
+            context: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Options
+             * @description the old job's options with these on top
+             */
+            options?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
          * DeliveryModel
          * @description One webhook delivery of a job (docs/webhooks.md): one event, its stable `webhook-id` and every attempt.
          */
@@ -883,6 +903,48 @@ export interface components {
             delta: number | null;
         };
         /**
+         * ForkBody
+         * @description Where a fork leaves its source, and what it changes from there on.
+         */
+        ForkBody: {
+            /**
+             * At Tick
+             * @description the ticks replayed from the source (their answers and outputs, at no cost) before the fork runs live
+             */
+            at_tick: number;
+            /**
+             * Context
+             * @description the first messages, replacing the source's
+             */
+            context?: {
+                [key: string]: unknown;
+            }[] | null;
+            /**
+             * Options
+             * @description the source's options with these on top
+             */
+            options?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Tools
+             * @description the tools, replacing the source's
+             */
+            tools?: (string | {
+                [key: string]: unknown;
+            })[] | null;
+        };
+        /**
+         * ForksModel
+         * @description A job's forks, oldest first.
+         */
+        Forks: {
+            /** Forks */
+            forks: components["schemas"]["LinkedJob"][];
+            /** Job */
+            job: string;
+        };
+        /**
          * HistoryModel
          * @description A job's history message (seed 004): parts in chronological order, and the legacy activity list.
          */
@@ -970,11 +1032,19 @@ export interface components {
          * @description The job record (docs/protocol.md#the-job-record).
          */
         JobRecord: {
+            /** Continued From */
+            continued_from?: string | null;
             /** Created At */
             created_at?: string | null;
             error?: components["schemas"]["CallError"] | null;
             /** Finished At */
             finished_at?: string | null;
+            /** Fork */
+            fork?: {
+                [key: string]: unknown;
+            } | null;
+            /** Forked From */
+            forked_from?: string | null;
             /** Id */
             id: string;
             /** Instances */
@@ -999,6 +1069,8 @@ export interface components {
              * @default default
              */
             tenant?: string;
+            /** Thread */
+            thread?: string | null;
             /** Usage */
             usage?: {
                 [key: string]: unknown;
@@ -1035,6 +1107,24 @@ export interface components {
              */
             status: string;
         };
+        /**
+         * LinkedJob
+         * @description One job of a thread or of a job's forks: the messages it added and its record.
+         */
+        LinkedJob: {
+            /** Id */
+            id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "agent" | "plan";
+            /** Messages */
+            messages?: {
+                [key: string]: unknown;
+            }[];
+            record: components["schemas"]["JobRecord"];
+        };
         /** ProblemModel */
         Problem: {
             /** Message */
@@ -1049,6 +1139,16 @@ export interface components {
         RejectBody: {
             /** Reason */
             reason?: string | null;
+        };
+        /**
+         * ResumeBody
+         * @description Overrides of the job's options for the resumed run (a larger budget, a new deadline).
+         */
+        ResumeBody: {
+            /** Options */
+            options?: {
+                [key: string]: unknown;
+            } | null;
         };
         /**
          * RolloutReportModel
@@ -1225,6 +1325,16 @@ export interface components {
             role: "admin" | "submit" | "read";
             /** Tenant */
             tenant: string;
+        };
+        /**
+         * ThreadModel
+         * @description A thread's jobs in order: the first job, then each continuation.
+         */
+        Thread: {
+            /** Jobs */
+            jobs: components["schemas"]["LinkedJob"][];
+            /** Thread */
+            thread: string;
         };
         /** ToolInfo */
         ToolInfo: {
@@ -2534,7 +2644,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContinueBody"];
+            };
+        };
         responses: {
             /** @description the new job */
             201: {
@@ -2792,7 +2906,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkBody"];
+            };
+        };
         responses: {
             /** @description the new job */
             201: {
@@ -2896,7 +3014,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["Forks"];
                 };
             };
             /** @description no or a wrong token */
@@ -2910,6 +3028,15 @@ export interface operations {
             };
             /** @description unknown job or call */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the job's data expired (ttl_s) */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3026,7 +3153,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ResumeBody"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -4073,7 +4204,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["Thread"];
                 };
             };
             /** @description no or a wrong token */
