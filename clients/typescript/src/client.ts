@@ -1,9 +1,12 @@
 /**
  * The client: `new AgentqClient({baseUrl, token})`, `client.submit(job)` → a `JobHandle` with `result()`,
- * `events()`, `calls()`, `approve/reject/edit`, `cancel()`. Every route of the API is also reachable, typed, through
+ * `events()`, `calls()`, `approve/reject/edit`, `cancel()`, `resume()`, `continue()`, `fork()`. Every route of the API is also reachable, typed, through
  * `client.api` (an openapi-fetch client over the generated `paths`). Uses `fetch` only: Node 20+ and browsers.
  */
 import createClient, { type Client } from "openapi-fetch";
+import {
+  bodyOf, type ForkChanges, type Forks, type JobDiff, type JobOptions, type Message, type Thread,
+} from "./continuation.js";
 import { errorFromResponse, JobTimeoutError } from "./errors.js";
 import { followEvents, type EventsOptions, type JobEvent } from "./events.js";
 import type { components, operations, paths } from "./schema.js";
@@ -108,6 +111,56 @@ export class AgentqClient {
     return unwrap(await this.api.GET("/v1/me"));
   }
 
+  /** Resume a failed or canceled job where it stopped (`options` over its own); the handle follows the new run. */
+  async resume(jobId: string, options?: JobOptions): Promise<JobHandle> {
+    const handle = new JobHandle(this, jobId);
+    await handle.resume(options);
+    return handle;
+  }
+
+  /** A new agent job continuing the ended agent job `jobId`: its conversation, state and tools, then `messages`. */
+  async continueJob(jobId: string, messages: Message[], options?: JobOptions): Promise<JobHandle> {
+    return this.created(await this.send("POST", `/v1/jobs/${encodeURIComponent(jobId)}/continue`,
+      bodyOf({ context: messages, options })));
+  }
+
+  /** A new agent job replaying the first `atTick` ticks of `jobId` (no request, no cost), then running live. */
+  async fork(jobId: string, atTick: number, changes: ForkChanges = {}): Promise<JobHandle> {
+    return this.created(await this.send("POST", `/v1/jobs/${encodeURIComponent(jobId)}/fork`,
+      bodyOf({ at_tick: atTick, ...changes })));
+  }
+
+  /** A thread's jobs in order: its first job, then each continuation, with the messages each added. */
+  async thread(thread: string): Promise<Thread> {
+    return (await this.send("GET", `/v1/threads/${encodeURIComponent(thread)}`)) as Thread;
+  }
+
+  /** A job's forks, oldest first, each with its record. */
+  async forks(jobId: string): Promise<Forks> {
+    return (await this.send("GET", `/v1/jobs/${encodeURIComponent(jobId)}/forks`)) as Forks;
+  }
+
+  /** Two jobs compared side by side: status, error, final output, state, calls, models, usage, duration. */
+  async diff(a: string, b: string): Promise<JobDiff> {
+    return unwrap(await this.api.GET("/v1/jobs/{a}/diff/{b}", { params: { path: { a, b } } }));
+  }
+
+  /** @internal a request whose body the OpenAPI document leaves untyped; its JSON answer, or its error. */
+  async send(method: "GET" | "POST", path: string, body?: unknown): Promise<unknown> {
+    const headers: Record<string, string> = { ...this.headers, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const response = await this.fetchImpl(`${this.baseUrl}${path}`, {
+      method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok) throw await errorFromResponse(response);
+    return response.json();
+  }
+
+  private created(record: unknown): JobHandle {
+    const job = record as JobRecord;
+    return new JobHandle(this, job.id, job);
+  }
+
   /** @internal the event stream of a job, from `lastEventId` on. */
   openEvents(jobId: string, lastEventId: string | undefined, signal: AbortSignal | undefined): Promise<Response> {
     const headers: Record<string, string> = { ...this.headers, Accept: "text/event-stream" };
@@ -142,7 +195,8 @@ export class JobHandle {
 
   /**
    * Wait until the job ends and return its final record (`status`, `result`, `state`, `error`, `usage`). It
-   * follows the job's event stream to `job.finished` (resuming over dropped connections), holding no timer.
+   * follows the job's event stream to its last `job.finished` (resuming over dropped connections), holding no
+   * timer; after `resume()` it waits for the resumed run's end.
    */
   async result(options: ResultOptions = {}): Promise<JobRecord> {
     const record = await this.status();
@@ -153,9 +207,8 @@ export class JobHandle {
     const forward = () => stop.abort(options.signal?.reason);
     options.signal?.addEventListener("abort", forward, { once: true });
     try {
-      for await (const event of this.events({ signal: stop.signal })) {
-        if (event.event === "job.finished") break;
-      }
+      // to the stream's end: the job's last `job.finished` (a resumed job's earlier runs ended too)
+      for await (const event of this.events({ signal: stop.signal })) void event;
       for (;;) { // the job's end is written with its final event; a moment's lag at most
         const ended = await this.status();
         if (FINAL_STATUSES.includes(ended.status)) return ended;
@@ -211,6 +264,40 @@ export class JobHandle {
     return unwrap(await this.client.api.POST("/v1/jobs/{job_id}/signals/{name}", {
       params: { path: { job_id: this.id, name } }, body: { data: data ?? null },
     }));
+  }
+
+  /**
+   * Resume the failed or canceled job where it stopped: committed calls keep their outputs, the others run
+   * afresh; `options` over its own (a larger `budget`, ...). Returns its record (status `running`); `result()`
+   * then waits for the new end. A succeeded or running job is `Conflict` (409), an expired one `JobExpired` (410).
+   */
+  async resume(options?: JobOptions): Promise<JobRecord> {
+    const body = options === undefined ? {} : { options };
+    this.record = (await this.client.send("POST", `/v1/jobs/${encodeURIComponent(this.id)}/resume`, body)) as JobRecord;
+    return this.record;
+  }
+
+  /**
+   * Continue this ended agent job with `messages`: a new job with its conversation, state and tools (its first
+   * request reads the old conversation from the prompt cache). A plan job or a running one is `Conflict` (409).
+   */
+  continue(messages: Message[], options?: JobOptions): Promise<JobHandle> {
+    return this.client.continueJob(this.id, messages, options);
+  }
+
+  /** Fork this agent job at tick `atTick` with the changes given: a new job that replays ticks 1..atTick. */
+  fork(atTick: number, changes: ForkChanges = {}): Promise<JobHandle> {
+    return this.client.fork(this.id, atTick, changes);
+  }
+
+  /** This job's forks, oldest first. */
+  forks(): Promise<Forks> {
+    return this.client.forks(this.id);
+  }
+
+  /** This job (A) compared with `other` (B), as `client.diff`. */
+  diff(other: string | JobHandle): Promise<JobDiff> {
+    return this.client.diff(this.id, typeof other === "string" ? other : other.id);
   }
 
   /** Cancel the job: no call starts after this. Returns its record. */

@@ -2,7 +2,9 @@
  * A job's events as an async iterator over the API's server-sent events, resumed after a dropped connection:
  * each reconnect sends `Last-Event-ID` (the id of the last event handed out), so the API sends exactly the events
  * after it, none lost or repeated. A message cut off by the drop was never complete, so it is never handed out;
- * it comes again after the reconnect. The stream ends after `job.finished` (or on the API's 204: nothing follows).
+ * it comes again after the reconnect. The stream ends after the job's last `job.finished` (or on the API's 204:
+ * nothing follows): a resumed job's stream goes on past the `job.finished` of each earlier run, which `job.resumed`
+ * follows, to the end of its last run.
  */
 import { createParser } from "eventsource-parser";
 import { AgentqError, errorFromResponse } from "./errors.js";
@@ -38,6 +40,7 @@ export async function* followEvents(open: OpenStream, options: EventsOptions = {
   let delayMs = options.reconnectDelayMs ?? 1000;
   let lastId = options.after;
   let failures = 0;
+  let finished = false; // the last event handed out was a `job.finished`
   for (;;) {
     signal?.throwIfAborted();
     let response: Response | undefined;
@@ -67,13 +70,16 @@ export async function* followEvents(open: OpenStream, options: EventsOptions = {
       try {
         for (;;) {
           const { value, done } = await reader.read();
-          if (done) break;
+          if (done) {
+            if (finished) return; // the API ends the stream after the job's last `job.finished`
+            break;
+          }
           parser.feed(value);
           for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
             lastId = next.id;
             failures = 0;
+            finished = next.event === "job.finished";
             yield next;
-            if (next.event === "job.finished") return;
           }
         }
       } catch (error) {

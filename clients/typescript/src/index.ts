@@ -15,6 +15,9 @@ export {
   type EventSent,
   type ListJobsQuery,
 } from "./client.js";
+export {
+  type Message, type JobOptions, type ToolSpec, type ForkChanges, type LinkedJob, type Thread, type Forks, type JobDiff,
+} from "./continuation.js";
 export { followEvents, type Event, type JobEvent, type EventsOptions, type OpenStream } from "./events.js";
 export {
   AgentqError,
