@@ -40,6 +40,8 @@ from agentq.store.replies import Commit, Committed
 
 log = logging.getLogger("agentq.waits")
 
+OPENING_RECHECK_MS = 500  # a timer taken before its wait opened is due again this much later
+
 
 class WaitsStore(WaitStore, CallStore, EventStore, JobStore, JobReader, Protocol):
     """What opening, firing and waking waits use."""
@@ -82,13 +84,20 @@ class Waits:
 
     def fire(self, job_id: str, call_id: str) -> str:
         """End a wait if it is due or woken, through the commit step: 'done', 'early' (back to its timer, which
-        keeps its due time) or 'gone' (it does not wait: its timer is dropped)."""
+        keeps its due time), 'opening' (its call still runs: the timer, written before the wait opens, is due
+        again shortly) or 'gone' (it does not wait: its timer is dropped)."""
         now = time.time()
         taken = self.store.take_wait(job_id, call_id, now_ms=round(now * 1000),
                                      sleep_output={"woke_at": iso_utc(now)})
         if taken.outcome == "early" and taken.spec is not None:
             self.store.retime_wait(job_id, call_id, taken.spec.due_ms)
             return "early"
+        if taken.outcome == "opening":
+            # a due timer taken between its write and the wait's open (a sleep of 0 s, an open retried across a
+            # store restart after its due time): dropping it would leave the wait open with no timer, for good.
+            # An attempt that dies before opening leaves its call to be run again, which writes the timer anew.
+            self.store.retime_wait(job_id, call_id, now * 1000 + OPENING_RECHECK_MS)
+            return "opening"
         if taken.outcome != "woken" or taken.spec is None or taken.ended is None:
             self.store.close_wait(job_id, call_id, tenant=None, spec=None)
             # it may have been committed by a dispatcher that died before the job's step: finish that step

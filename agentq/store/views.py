@@ -91,8 +91,9 @@ class QueuedRequest:
 @dataclass(frozen=True)
 class WaitTaken:
     """How a waiting call ends (`WaitStore.take_wait`): `outcome` is 'woken' (`ended` is `{"output": value}` or
-    `{"timeout": true}`), 'early' (not due, nothing delivered) or 'gone' (it does not wait); `spec` and `token`
-    are the open wait's."""
+    `{"timeout": true}`), 'early' (not due, nothing delivered), 'opening' (its call still runs: the attempt that
+    wrote its timer has not opened the wait yet) or 'gone' (it does not wait); `spec` and `token` are the open
+    wait's."""
 
     outcome: str
     spec: WaitSpec | None = None

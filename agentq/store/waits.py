@@ -69,8 +69,8 @@ class WaitSteps(StoreConnection):
         reply = self._waits.run("wait_take", [keys.status, keys.waits],
                                 [call_id, now_ms, json.dumps(sleep_output)])
         outcome = _text(reply[0])
-        if outcome == "gone":
-            return WaitTaken("gone")
+        if outcome in ("gone", "opening"):
+            return WaitTaken(outcome)
         spec, token = WaitSpec.from_json(_text(reply[1]))
         ended = json.loads(_text(reply[2])) if outcome == "woken" else None
         return WaitTaken(outcome, spec=spec, token=token, ended=ended)

@@ -68,6 +68,8 @@ def test_a_kept_signal_is_taken_in_order_by_the_wait_that_opens(store: StateStor
 def test_a_due_wait_is_decided_once_and_nothing_delivered_later_replaces_it(store: StateStore):
     plan, call_id, _ = _running(store, {"_tool": "waitForEvent", "event": "e", "match": {"/k": 1}, "timeout_s": 5})
     spec = wait_spec({"_tool": "waitForEvent", "event": "e", "match": {"/k": 1}, "timeout_s": 5}, 1000.0)
+    # claimed, its wait not open yet: a timer taken now must be kept, not dropped
+    assert store.take_wait(plan.id, call_id, now_ms=1_005_000, sleep_output={}).outcome == "opening"
     assert _open(store, plan, call_id, spec) == "open"
     assert store.take_wait(plan.id, call_id, now_ms=1_004_000, sleep_output={}).outcome == "early"
     assert store.take_wait(plan.id, call_id, now_ms=1_005_000, sleep_output={}).ended == {"timeout": True}

@@ -4,9 +4,11 @@
 -- KEYS: status, waits
 -- ARGV: call_id, now (unix ms), a sleep's output JSON ({"woke_at"}) should it end now
 -- Returns {'woken', wait JSON, outcome JSON ({"output": value} | {"timeout": true})}
---      or {'early', wait JSON} (not due: nothing delivered yet) or {'gone', status} (not waiting)
+--      or {'early', wait JSON} (not due: nothing delivered yet), {'opening'} (still running: the attempt that wrote
+--      the timer has not opened the wait yet) or {'gone', status} (not waiting)
 local call_id = ARGV[1]
 local status = redis.call('HGET', KEYS[1], call_id)
+if status == CALL.RUNNING then return {'opening'} end
 if status ~= CALL.WAITING then return {'gone', status or 'missing'} end
 local wait = redis.call('HGET', KEYS[2], call_id)
 if not wait then return {'gone', 'no wait'} end
