@@ -106,6 +106,8 @@ class JobDiffModel(BaseModel):
     duration_ms: FigureModel
     matched_by: Literal["tool_order"] = Field(description="calls are paired by tool, instance and order")
     call_counts: dict[str, int] = Field(description="pairs by kind: same, changed, only_a, only_b")
+    replayed_calls: int = Field(default=0, description="the source's calls of the ticks a fork replayed, left out "
+                                                       "of the pairs (a fork compared with the job it forks)")
     calls: list[CallPairModel]
 
 

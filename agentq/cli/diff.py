@@ -77,8 +77,10 @@ def _figures(diff: dict[str, Any]) -> list[tuple[str, ...]]:
 
 def _calls(diff: dict[str, Any], out: Callable[[str], None]) -> None:
     counts = diff["call_counts"]
+    replayed = diff.get("replayed_calls") or 0
     out(f"calls, matched by tool and order: {counts['same']} same, {counts['changed']} changed, "
-        f"{counts['only_a']} only in A, {counts['only_b']} only in B")
+        f"{counts['only_a']} only in A, {counts['only_b']} only in B"
+        + (f" ({replayed} of the source's calls replayed by the fork, not compared)" if replayed else ""))
     if not diff["calls"]:
         return
     rows: list[tuple[str, ...]] = [("", "CALL", "A", "B")]

@@ -16,6 +16,10 @@ call's output (the result its `call.finished` event carries, `call_outputs`). Th
   `only_b`. Each pair says how its status, error, parameters and output differ;
 - the figures (usage counters, `cost_usd`, durations) with their deltas, `b - a`.
 
+A fork compared with the job it forks (docs/continue-and-fork.md): the calls of the ticks it replayed are the
+source's alone (the fork copied their outputs, it did not run them), so they are left out of the pairs and counted
+as `replayed_calls`; the pairs start with the first call the fork ran live.
+
 `same` is true when the jobs came to the same outcome: status, error, final output, state, models and every
 call's status, error, parameters and output. Cost and durations are figures: compared, never a difference.
 """
@@ -157,6 +161,7 @@ class JobDiff:
     calls: tuple[CallPair, ...]
     usage: Mapping[str, Figure]
     duration: Figure
+    replayed_calls: int = 0  # the source's calls of the ticks a fork replayed (left out of `calls`)
 
     @property
     def status_changed(self) -> bool:
@@ -187,17 +192,46 @@ class JobDiff:
                 "models_changed": self.models_changed, "result": self.result.to_dict(),
                 "state": self.state.to_dict(), "usage": {name: f.to_dict() for name, f in self.usage.items()},
                 "duration_ms": self.duration.to_dict(), "matched_by": MATCHED_BY, "call_counts": self.call_counts(),
-                "calls": [pair.to_dict() for pair in self.calls]}
+                "replayed_calls": self.replayed_calls, "calls": [pair.to_dict() for pair in self.calls]}
 
 
 def diff_jobs(a: JobSide, b: JobSide, *, limit: int = DEFAULT_LIMIT) -> JobDiff:
     """`a` and `b` compared; each structural diff keeps its first `limit` changes."""
     left, right = summary(a), summary(b)
     usage = {name: Figure(_number(left.usage.get(name)), _number(right.usage.get(name))) for name in USAGE_FIGURES}
+    live_a, replayed_a = _without_replayed(a, replayed_tools(a, b))
+    live_b, replayed_b = _without_replayed(b, replayed_tools(b, a))
+    replayed = replayed_a + replayed_b
     return JobDiff(a=left, b=right, result=json_diff(a.record.get("result"), b.record.get("result"), limit=limit),
                    state=json_diff(a.record.get("state"), b.record.get("state"), limit=limit),
-                   calls=pair_calls(a, b, limit=limit), usage=usage,
-                   duration=Figure(left.duration_ms, right.duration_ms))
+                   calls=pair_calls(live_a, live_b, limit=limit), usage=usage,
+                   duration=Figure(left.duration_ms, right.duration_ms), replayed_calls=replayed)
+
+
+def replayed_tools(source: JobSide, other: JobSide) -> list[str]:
+    """The tools `source`'s replayed ticks called, when `other` is a fork of it (each replayed tick's record names
+    them): empty otherwise."""
+    if other.record.get("forked_from") != source.record.get("id"):
+        return []
+    ticks = _mapping(other.record.get("fork")).get("replayed")
+    tools = [tick.get("tools") for tick in ticks if isinstance(tick, Mapping)] if isinstance(ticks, list) else []
+    return [str(tool) for called in tools if isinstance(called, list) for tool in called]
+
+
+def _without_replayed(side: JobSide, tools: list[str]) -> tuple[JobSide, int]:
+    """`side` less the calls its fork replayed: for each replayed tool, its first call not yet left out (the calls
+    view orders calls by their index, which need not put the first ticks' calls first: a prefix would not do); and
+    how many."""
+    if not tools:
+        return side, 0
+    left = list(tools)
+    kept = []
+    for call in side.calls:
+        if str(call.get("tool")) in left:
+            left.remove(str(call.get("tool")))
+        else:
+            kept.append(call)
+    return JobSide(side.record, tuple(kept), side.outputs), len(side.calls) - len(kept)
 
 
 def summary(side: JobSide) -> SideSummary:

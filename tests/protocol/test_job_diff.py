@@ -143,6 +143,24 @@ def test_forked_from_is_shown_when_a_record_names_it():
     assert body["a"]["forked_from"] is None and body["b"]["forked_from"] == "job_a"
 
 
+def test_a_fork_and_its_source_pair_only_the_calls_the_fork_ran_live():
+    """The source's calls of the replayed ticks are the source's alone (the fork copied their outputs): left out of
+    the pairs, counted, whichever side the fork is on; a fork that then did the same is the same."""
+    source = JobSide(record("job_a", result={"r": 1}),  # tick 2's `draft` listed between tick 1's calls
+                     [call("c0", "look"), call("c3", "draft"), call("c1", "note"), call("c2", "look")])
+    fork_record = record("job_b", result={"r": 1}, forked_from="job_a", fork={"at_tick": 1, "replayed": [
+        {"tick": 1, "requests": 1, "tools": ["look", "note"], "cost_usd": 0.0}]})
+    fork = JobSide(fork_record, [call("d0", "draft"), call("d1", "look")])
+    for left, right in ((source, fork), (fork, source)):
+        diff = diff_jobs(left, right)
+        assert diff.replayed_calls == 2
+        assert [(p.tool, p.kind) for p in diff.calls] == [("draft", "same"), ("look", "same")]
+        assert diff.same and diff.to_dict()["replayed_calls"] == 2
+    unrelated = JobSide(record("job_c", result={"r": 1}, forked_from="job_x", fork=fork_record["fork"]),
+                        [call("e0", "draft"), call("e1", "look")])
+    assert diff_jobs(source, unrelated).replayed_calls == 0 and not diff_jobs(source, unrelated).same
+
+
 def test_call_outputs_come_from_the_jobs_own_finished_calls():
     def finished(call_id: str, status: str = "done", part: dict | None = None, **more: object) -> dict:
         return {"event": "call.finished", "job_id": "j", "call_id": call_id, "tool": "t", "status": status,

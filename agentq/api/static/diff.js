@@ -122,7 +122,8 @@ function pairRows(pair) {
 
 function calls(diff) {
   const c = diff.call_counts;
-  $("#call-counts").textContent = `${c.same} same, ${c.changed} changed, ${c.only_a} only in A, ${c.only_b} only in B`;
+  const replayed = diff.replayed_calls ? ` (${diff.replayed_calls} of the source's calls replayed by the fork, not compared)` : "";
+  $("#call-counts").textContent = `${c.same} same, ${c.changed} changed, ${c.only_a} only in A, ${c.only_b} only in B${replayed}`;
   $("#diff-calls tbody").replaceChildren(...diff.calls.flatMap(pairRows));
   $("#calls-panel").hidden = false;
   $("#figures-panel").hidden = false;

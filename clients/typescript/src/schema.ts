@@ -1012,6 +1012,12 @@ export interface components {
             matched_by: "tool_order";
             /** Models Changed */
             models_changed: boolean;
+            /**
+             * Replayed Calls
+             * @description the source's calls of the ticks a fork replayed, left out of the pairs (a fork compared with the job it forks)
+             * @default 0
+             */
+            replayed_calls?: number;
             /** @description the final output */
             result: components["schemas"]["JsonDiff"];
             /** Same */
