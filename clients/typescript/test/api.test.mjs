@@ -7,27 +7,19 @@ import {
   JobTimeoutError,
 } from "../dist/index.js";
 import { startDroppingProxy } from "./proxy.mjs";
-import { ADMIN_TOKEN, LIMITED_TOKEN, startApi } from "./server.mjs";
+import { ADMIN_TOKEN, LIMITED_TOKEN, collect, startFixture } from "./server.mjs";
 
 let api;
 let client;
 let examples;
 
 before(async () => {
-  api = await startApi();
-  client = new AgentqClient({ baseUrl: api.baseUrl, token: ADMIN_TOKEN });
-  examples = await (await fetch(`${api.baseUrl}/v1/examples`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+  ({ api, client, examples } = await startFixture());
 });
 
 after(async () => {
   await api?.stop();
 });
-
-async function collect(iterable) {
-  const out = [];
-  for await (const item of iterable) out.push(item);
-  return out;
-}
 
 test("a plan job is submitted and its result read", async () => {
   const handle = await client.submit(examples.demo_order);

@@ -3,28 +3,20 @@
 // errors these meet (409, 404, 410, 422).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { AgentqClient, Conflict, InvalidRequest, JobExpired, NotFound } from "../dist/index.js";
-import { ADMIN_TOKEN, startApi } from "./server.mjs";
+import { Conflict, InvalidRequest, JobExpired, NotFound } from "../dist/index.js";
+import { collect, startFixture } from "./server.mjs";
 
 let api;
 let client;
 let examples;
 
 before(async () => {
-  api = await startApi();
-  client = new AgentqClient({ baseUrl: api.baseUrl, token: ADMIN_TOKEN });
-  examples = await (await fetch(`${api.baseUrl}/v1/examples`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+  ({ api, client, examples } = await startFixture());
 });
 
 after(async () => {
   await api?.stop();
 });
-
-async function collect(iterable) {
-  const out = [];
-  for await (const item of iterable) out.push(item);
-  return out;
-}
 
 test("a failed plan job is resumed where it stopped; resuming it while it runs or once it succeeded is a Conflict", async () => {
   // the last call is held for a reviewer nobody is: the job runs past its deadline and fails

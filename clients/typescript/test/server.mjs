@@ -7,6 +7,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { AgentqClient } from "../dist/index.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 export const ADMIN_TOKEN = "ts-admin-token-0123456789abcdef";
@@ -73,4 +74,19 @@ export async function startApi() {
       clearTimeout(timer);
     },
   };
+}
+
+/** What a test file starts once: the server, a client with the admin token, and the example jobs it ships. */
+export async function startFixture() {
+  const api = await startApi();
+  const client = new AgentqClient({ baseUrl: api.baseUrl, token: ADMIN_TOKEN });
+  const examples = await (await fetch(`${api.baseUrl}/v1/examples`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } })).json();
+  return { api, client, examples };
+}
+
+/** Every item an async iterable yields, in order. */
+export async function collect(iterable) {
+  const out = [];
+  for await (const item of iterable) out.push(item);
+  return out;
 }
