@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentq.client import Client
+from agentq.embedded import RedisServer
 from agentq.metrics import Metrics
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.tools import ToolRegistry
@@ -108,6 +109,17 @@ def harness(redis_url: str) -> Iterator[Harness]:
         yield h
     finally:
         h.close()
+
+
+@pytest.fixture
+def aof_redis() -> Iterator[RedisServer]:
+    """A Redis server of its own as state store and broker, append-only file synced every second: what the tests
+    that restart it from its file start (a store restart loses at most the last second, as in production)."""
+    server = RedisServer(appendonly=True, extra_args=("--appendfsync", "everysec")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ restarts the server from its append-only file, and only then starts a dispatcher
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ from tests.integration.procs import WorkerProcs, wait_for
 ENGINE = "agentq.engine"
 OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 REPUBLISHED = re.compile(r"(\d+) engine call\(s\) and (\d+) tick\(s\) had lost their task")
-
-
-@pytest.fixture
-def state_redis() -> Iterator[RedisServer]:
-    """The state store and broker: a Redis server of its own, append-only file synced every second."""
-    server = RedisServer(appendonly=True, extra_args=("--appendfsync", "everysec")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _engine_tasks(broker: redis.Redis) -> list[Any]:
@@ -58,15 +47,15 @@ def _take_all(broker: redis.Redis) -> int:
 
 @pytest.mark.timeout(90)
 def test_an_engine_call_and_a_tick_lost_in_a_restart_are_published_again(
-        state_redis: RedisServer, tmp_path: Path, anthropic_env: FakeAnthropic):
+        aof_redis: RedisServer, tmp_path: Path, anthropic_env: FakeAnthropic):
     anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": {"answer": "calm"}})
     env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
            "AGENTQ_VISIBILITY_TIMEOUT_S": "300", "AGENTQ_STORE_RETRY_S": "60"}
-    procs = WorkerProcs(state_redis.url, tmp_path)
+    procs = WorkerProcs(aof_redis.url, tmp_path)
     try:
         worker = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no engine task
         procs.wait_live(worker, ["procA"])
-        with Client(state_redis.url) as client, redis.Redis.from_url(state_redis.url) as broker:
+        with Client(aof_redis.url) as client, redis.Redis.from_url(aof_redis.url) as broker:
             wait_for(lambda: broker.get("agentq:{admission}:run"), 10, "the sweep to note the server's run")
             waiting = client.submit({"tools": ["waitForSignal"], "calls": [
                 {"_tool": "waitForSignal", "name": "go", "timeout_s": 600, "_outputPath": "†state.go"}]})
@@ -74,7 +63,7 @@ def test_an_engine_call_and_a_tick_lost_in_a_restart_are_published_again(
                                    "tools": ["waitForSignal"], "output": OUTPUT})
             wait_for(lambda: len(_engine_tasks(broker)) == 2, 10, "the wait call's task and the first tick's")
             assert _take_all(broker) == 2
-            state_redis.restart()  # from its append-only file (flushed as it stops): the queue as taken
+            aof_redis.restart()  # from its append-only file (flushed as it stops): the queue as taken
             said = wait_for(lambda: REPUBLISHED.search(worker.output()), 15,
                             "the sweep to look at the active jobs after the restart")
             assert said.groups() == ("1", "1"), said.string[-2000:]

@@ -19,7 +19,6 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,16 +33,6 @@ ROUNDS = int(os.environ.get("RESTART_ROUNDS", "3"))  # benchmarks/store_restarts
 QUEUE = "agentq.activity.procCharge"
 MOVES_WITHIN_S = 10.0
 REPUBLISHED = re.compile(r"(\d+) of them had lost their task")
-
-
-@pytest.fixture
-def state_redis() -> Iterator[RedisServer]:
-    """The state store and broker: a Redis server of its own, append-only file synced every second."""
-    server = RedisServer(appendonly=True, extra_args=("--appendfsync", "everysec")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _charges(prefix: str, n: int, seconds: float) -> dict:
@@ -66,16 +55,16 @@ def _republished(logs: str) -> int:
 
 
 @pytest.mark.timeout(90)
-def test_a_task_lost_in_a_restart_is_published_again_within_seconds(state_redis: RedisServer, tmp_path: Path):
+def test_a_task_lost_in_a_restart_is_published_again_within_seconds(aof_redis: RedisServer, tmp_path: Path):
     """Of two tasks taken off the queue before the restart, the one recorded as unacknowledged is the broker's
     (it gives it back after the visibility timeout): only the other is published again. Had a worker held the
     one taken for lost, its copy would run nothing twice: the original is sent too, and the charge runs once."""
     ledger = tmp_path / "ledger.txt"
-    procs = WorkerProcs(state_redis.url, tmp_path)
+    procs = WorkerProcs(aof_redis.url, tmp_path)
     try:
         worker = procs.start(["procCharge"], concurrency=2, **_env(ledger))
         procs.wait_live(worker, ["procCharge"])
-        with Client(state_redis.url) as client, redis.Redis.from_url(state_redis.url) as broker:
+        with Client(aof_redis.url) as client, redis.Redis.from_url(aof_redis.url) as broker:
             # both slots busy through the restart (a worker takes no task then): the test's loss is the only one
             handle = client.submit(_charges("c", 6, 1.5))
             wait_for(lambda: sum(ledger_runs(ledger).values()) == 2 and broker.llen(QUEUE) == 4, 20,
@@ -84,7 +73,7 @@ def test_a_task_lost_in_a_restart_is_published_again_within_seconds(state_redis:
             held = broker.rpop(QUEUE)  # the one after: taken and recorded, as kombu's transport does
             assert lost is not None and held is not None
             broker.hset("unacked", "held-tag", json.dumps([json.loads(held), "", QUEUE]))
-            state_redis.restart()
+            aof_redis.restart()
             back_at = time.time()
             said = wait_for(lambda: REPUBLISHED.search(worker.output()), MOVES_WITHIN_S,
                             "the sweep to look at the queues after the restart")
@@ -108,7 +97,7 @@ def test_a_task_lost_in_a_restart_is_published_again_within_seconds(state_redis:
     assert ended_at - back_at < MOVES_WITHIN_S, f"the job ended {ended_at - back_at:.1f} s after the restart"
 
 
-def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int) -> dict:
+def _round(client: Client, aof_redis: RedisServer, ledger: Path, round_no: int) -> dict:
     """A burst of jobs, the store restarted in its middle; what it measured."""
     jobs, calls = 4, 40
     handles = [client.submit(_charges(f"r{round_no}j{j}c", calls, 0.02)) for j in range(jobs)]
@@ -116,7 +105,7 @@ def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int
     wait_for(lambda: sum(n for tag, n in ledger_runs(ledger).items()
                          if tag.startswith(prefix)) >= jobs * calls // 4, 60,
              f"a quarter of round {round_no}'s charges to start")
-    state_redis.restart()
+    aof_redis.restart()
     back_at = time.monotonic()
     ends: list[float] = []
     stalled: list[str] = []
@@ -135,10 +124,10 @@ def _round(client: Client, state_redis: RedisServer, ledger: Path, round_no: int
 
 
 @pytest.mark.timeout(60 + ROUNDS * 30)
-def test_restarts_in_the_middle_of_bursts_stall_no_job(state_redis: RedisServer, tmp_path: Path,
+def test_restarts_in_the_middle_of_bursts_stall_no_job(aof_redis: RedisServer, tmp_path: Path,
                                                        record_property):
     ledger = tmp_path / "ledger.txt"
-    procs = WorkerProcs(state_redis.url, tmp_path)
+    procs = WorkerProcs(aof_redis.url, tmp_path)
     stalls: dict[int, list[str]] = {}
     twice: dict[int, list[str]] = {}
     ends = []
@@ -147,9 +136,9 @@ def test_restarts_in_the_middle_of_bursts_stall_no_job(state_redis: RedisServer,
         workers = [procs.start(["procCharge"], concurrency=4, **_env(ledger)) for _ in range(2)]
         for proc in workers:
             procs.wait_live(proc, ["procCharge"])
-        with Client(state_redis.url) as client:
+        with Client(aof_redis.url) as client:
             for round_no in range(ROUNDS):
-                outcome = _round(client, state_redis, ledger, round_no)
+                outcome = _round(client, aof_redis, ledger, round_no)
                 twice[round_no] = sorted(tag for tag, n in outcome["runs"].items() if n > 1)
                 if outcome["stalled"]:  # its jobs wait for the sweep's republication (minutes): counted, left
                     stalls[round_no] = outcome["stalled"]
