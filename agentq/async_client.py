@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-from agentq.client import BaseClient, Event, event_of
+from agentq.client_base import BaseClient, Event, event_of
 from agentq.protocol.tenants import DEFAULT_TENANT
 from agentq.protocol.tools import ToolRegistry
 from agentq.settings import Settings
