@@ -146,8 +146,13 @@ class Admission(AdmissionSweep):
         out, gated, tickets = self._tickets(job_id, records)
         if not gated and not ended:
             return out
-        ended = [*ended, *self._noted.take()]  # the places noted go along with the step
-        return out + self._answer(self.store.admit_calls(tickets, self.config(), ended=ended), job_id, gated)
+        noted = self._noted.take()  # the places noted go along with the step
+        try:
+            reply = self.store.admit_calls(tickets, self.config(), ended=[*ended, *noted])
+        except Exception:
+            self._noted.put_back(noted)
+            raise
+        return out + self._answer(reply, job_id, gated)
 
     def _tickets(self, job_id: str, records: Sequence[CallRecord]) -> tuple[Publish, list[CallRecord], list[Ticket]]:
         """The calls published without admission, the gated ones and their tickets."""
@@ -247,8 +252,14 @@ class Admission(AdmissionSweep):
     def _give_back(self) -> None:
         """Give back the places noted (the thread's turn): the parked calls they admit are published."""
         members = self._noted.take()
-        if members and self.publisher is not None:
-            self.publisher(self._answer(self.store.admit_calls([], self.config(), ended=members), "", []))
+        if not members or self.publisher is None:
+            return
+        try:
+            reply = self.store.admit_calls([], self.config(), ended=members)
+        except Exception:
+            self._noted.put_back(members)
+            raise
+        self.publisher(self._answer(reply, "", []))
 
     def _call_keys(self, job_id: str, records: Sequence[CallRecord]) -> dict[str, tuple[str, int]]:
         """The concurrency key (as counted) and limit of each call whose tool has `x-concurrency`."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 log = logging.getLogger("agentq.admission")
 
 GIVE_BACK_S = 0.01  # the places of calls that ended within this long are given back in one step
+RETRY_S = (0.05, 1.0)  # after a step that failed (the store down or restarting): the first wait, and the longest
 
 
 def _new_start_lock() -> None:
@@ -68,7 +69,14 @@ class Noted:
             members, self._members = self._members, []
         return members
 
+    def put_back(self, members: Sequence[str]) -> None:
+        """Places taken for a step that failed: kept for the next one (giving a place back twice is harmless, the
+        step gives back only what is still held)."""
+        with self._wake:
+            self._members[:0] = members
+
     def _run(self, wake: threading.Condition, give_back: Callable[[], None]) -> None:
+        failures = 0
         while not self._closed:
             with wake:
                 wake.wait_for(lambda: bool(self._members) or self._closed)
@@ -76,6 +84,12 @@ class Noted:
                 time.sleep(GIVE_BACK_S)  # the ends that follow join the group
             try:
                 give_back()
-            except Exception:  # the places are the sweep's now; the thread goes on with the next ones
-                log.warning("could not give back the places of ended calls", exc_info=True)
+            except Exception:  # the places were put back (`put_back`): tried again once the store answers
+                if not failures:
+                    log.warning("could not give back the places of ended calls; trying again", exc_info=True)
+                with wake:  # a close ends the wait
+                    wake.wait_for(lambda: self._closed, timeout=min(RETRY_S[0] * 2 ** failures, RETRY_S[1]))
+                failures += 1
+            else:
+                failures = 0
 

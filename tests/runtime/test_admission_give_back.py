@@ -5,8 +5,11 @@ places along (on Redis and a Redis Cluster)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from agentq.errors import StoreUnavailableError
 from agentq.protocol.records import CallMode, CallRecord
 from agentq.runtime import give_back as give_back_module
 from agentq.runtime.admission import Admission
@@ -60,8 +63,6 @@ def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend
                                                                        monkeypatch: pytest.MonkeyPatch):
     """A runtime built and closed again and again (tests, embedded clients) leaves no giving-back thread behind: a
     process once held one per closed runtime (72 in one pytest worker, over a test's thread budget)."""
-    import threading
-
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # the thread would wait: only the close gives back
     def admission_threads() -> set[threading.Thread]:
         return {t for t in threading.enumerate() if t.name == "agentq-admission"}
@@ -78,3 +79,32 @@ def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend
     adm.ended("job_g", ["call_1"], [])  # after the close: given back at once, no thread started
     assert admission_threads() - before == set()
     assert backend.store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+
+
+def test_places_a_failed_step_took_are_given_back_once_the_store_answers(backend: Backend,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """A store down or restarting when the thread gives places back (or when a step takes the noted ones along) keeps
+    them: the thread tries again within a second rather than leaving them to the admission sweep (minutes)."""
+
+    monkeypatch.setattr(give_back_module, "RETRY_S", (0.01, 0.05))
+    adm, published = admission(backend)
+    assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(4)])] == ["call_0", "call_1"]
+    real, failures, store_down = backend.store.admit_calls, [], threading.Event()
+
+    def down(*args, **kwargs):
+        if store_down.is_set():
+            failures.append(1)
+            raise StoreUnavailableError("the store is restarting")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backend.store, "admit_calls", down)
+    store_down.set()
+    adm.ended("job_g", ["call_0"], [])
+    with pytest.raises(StoreUnavailableError):  # a step of the process that fails keeps the noted places too
+        adm.admit("job_g", [record(4)])
+    adm.ended("job_g", ["call_1"], [])
+    wait_for(lambda: len(failures) >= 3, 10.0, "the thread to try again while the store is down")
+    store_down.clear()
+    wait_for(lambda: len(published) == 2, 10.0, "the parked calls to be published once the store answers")
+    assert sorted(published) == ["job_g/call_2", "job_g/call_3"]
+    assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}  # call_2 and call_3 hold the two places
