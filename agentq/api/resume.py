@@ -15,7 +15,8 @@ from agentq.api.deps import Authorized, app_parts, app_store, visible_job
 from agentq.api.errors import ApiError
 from agentq.api.jobs import json_body
 from agentq.api.models import ErrorModel, JobRecordModel, responses
-from agentq.errors import JobNotFoundError, Problem
+from agentq.engine.job_lookup import readable
+from agentq.errors import Problem
 
 router = APIRouter(tags=["jobs"], dependencies=[Authorized])
 
@@ -29,10 +30,7 @@ _GONE: dict[int | str, dict[str, Any]] = {
              openapi_extra=body_of(ResumeBody, required=False))
 async def resume_job(request: Request, job_id: str) -> JSONResponse:
     parts = app_parts(request)
-    try:
-        await app_store(request).job_tenant(job_id)
-    except JobNotFoundError:
-        raise await run_in_threadpool(parts.store.missing, job_id) from None  # 410 once its data expired
+    await run_in_threadpool(readable, parts.store, job_id)  # 410 once its data expired
     await visible_job(request, job_id, write=True)  # 404 for another tenant's job (or 403) before anything else
     _, body = await json_body(request, required=False)
     options = _options_of(body)

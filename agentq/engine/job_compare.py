@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agentq.engine.call_views import CallViewStore, job_calls
-from agentq.errors import InvalidJobIdError, JobExpiredError, JobNotFoundError, Problem
+from agentq.engine.job_lookup import everyone, unreadable
+from agentq.errors import JobExpiredError, JobNotFoundError, Problem
 from agentq.protocol.job_diff import JobDiff, JobSide, call_outputs, diff_jobs
 from agentq.store.contracts import JobReader
 
@@ -25,33 +26,16 @@ class CompareStore(CallViewStore, JobReader, Protocol):
     """What comparing two jobs reads."""
 
 
-def _everyone(tenant: str) -> bool:
-    return True
-
-
 def missing_sides(store: CompareStore, a: str, b: str, *,
-                  sees: Callable[[str], bool] = _everyone) -> list[tuple[Problem, JobNotFoundError]]:
-    """The sides that cannot be compared, each as a problem at its pointer (`/a`, `/b`) with the store's error:
-    `JobExpiredError` for a job whose data expired, else `JobNotFoundError` (an unknown job, or one of a tenant
-    `sees` refuses: another tenant's job does not exist for the reader). Empty: both can be read."""
+                  sees: Callable[[str], bool] = everyone) -> list[tuple[Problem, JobNotFoundError]]:
+    """The sides that cannot be compared, each as a problem at its pointer (`/a`, `/b`) with the error
+    `job_lookup.unreadable` gives for it. Empty: both can be read."""
     missing = []
     for pointer, job_id in (("/a", a), ("/b", b)):
-        try:
-            tenant = store.job_info(job_id).tenant
-        except JobNotFoundError:
-            error = store.missing(job_id)
-        except InvalidJobIdError:  # an id no job can have
-            error = _unknown(job_id)
-        else:
-            if sees(tenant):
-                continue
-            error = _unknown(job_id)  # another tenant's job does not exist for the reader
-        missing.append((Problem(pointer, str(error)), error))
+        error = unreadable(store, job_id, sees=sees)
+        if error is not None:
+            missing.append((Problem(pointer, str(error)), error))
     return missing
-
-
-def _unknown(job_id: str) -> JobNotFoundError:
-    return JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
 
 
 def sides_error(missing: list[tuple[Problem, JobNotFoundError]]) -> JobNotFoundError:
@@ -68,7 +52,7 @@ def job_side(store: CompareStore, job_id: str) -> JobSide:
     return JobSide(record=record, calls=job_calls(store, job_id), outputs=call_outputs(_envelopes(store, job_id)))
 
 
-def compare_jobs(store: CompareStore, a: str, b: str, *, sees: Callable[[str], bool] = _everyone) -> JobDiff:
+def compare_jobs(store: CompareStore, a: str, b: str, *, sees: Callable[[str], bool] = everyone) -> JobDiff:
     """`a` and `b` compared; one `JobNotFoundError` (or `JobExpiredError`) naming every side that cannot be."""
     missing = missing_sides(store, a, b, sees=sees)
     if missing:

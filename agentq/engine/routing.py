@@ -30,6 +30,11 @@ WAIT_TASK = "agentq.engine.wait"
 _ENGINE_TASKS = {CallMode.MODULE: MODULE_TASK, CallMode.LATENT: LATENT_TASK, CallMode.WAIT: WAIT_TASK}
 
 
+def tick_task_id(job_id: str, n: int) -> str:
+    """The id of an agent job's tick task number `n`: one id per tick, so a tick sent again is the same task."""
+    return f"{job_id}.tick.{n}"
+
+
 def activity_task(activity: str) -> str:
     """The Celery task name of an activity: calls are keyed by their `_activity`."""
     return ACTIVITY_TASK_PREFIX + activity

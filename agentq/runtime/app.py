@@ -30,6 +30,7 @@ from agentq.engine.routing import (
     WAIT_TASK,
     Routing,
     activity_task,
+    tick_task_id,
 )
 from agentq.engine.signing import TaskSigner
 from agentq.errors import CallFailedError, RateLimited, StoreUnavailableError
@@ -171,7 +172,7 @@ class Dispatcher:
         tasks are (one round trip with its `task-sent` event), with the headers `send_task` gave it (no trace's)."""
         queue = self.routing.engine_queue
         with self.tasks.batch([queue], 1, traced=False) as batch:
-            batch.send(TICK_TASK, queue, f"{job_id}.tick.{n}", [job_id, n], tick_argsrepr(job_id, n))
+            batch.send(TICK_TASK, queue, tick_task_id(job_id, n), [job_id, n], tick_argsrepr(job_id, n))
 
     def revoke(self, job_id: str, call_ids: list[str], run: int = 1) -> None:
         """Revoke the tasks of calls of the job's run `run` (a resumed run's tasks have ids of their own)."""

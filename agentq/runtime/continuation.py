@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentq import telemetry
+from agentq.engine.job_lookup import everyone, readable, unknown
 from agentq.errors import ConflictError, JobNotFoundError, JobValidationError, Problem
 from agentq.protocol.continuation import (
     CONTINUE_FIELDS,
@@ -40,7 +41,6 @@ from agentq.protocol.jobs import JobPlan
 from agentq.protocol.records import JobKind, JobRecord
 from agentq.protocol.status import JOB_FINAL
 from agentq.runtime.service import JobService, _queued
-from agentq.store.core import not_found
 
 log = logging.getLogger("agentq.continuation")
 
@@ -130,7 +130,7 @@ class Continuations:
         if listed == [thread] and jobs and (jobs[0]["record"].get("thread") or jobs[0]["kind"] != "agent"):
             jobs = []  # a continuation, or a plan job: not the first job of a thread
         if not jobs:
-            raise not_found(thread)
+            raise unknown(thread)
         return {"thread": thread, "jobs": jobs}
 
     def forks(self, job_id: str, *, visible: Visible | None = None) -> dict[str, Any]:
@@ -155,18 +155,13 @@ class Continuations:
     # ------------------------------------------------------------------------------------------------ steps
 
     def _visible(self, job_id: str, visible: Visible | None) -> None:
-        try:
-            tenant = self.store.job_info(job_id).tenant
-        except JobNotFoundError:
-            raise self.store.missing(job_id) from None
-        if visible is not None and not visible(tenant):
-            raise not_found(job_id)
+        readable(self.store, job_id, sees=visible or everyone)
 
     def _source(self, job_id: str, visible: Visible | None) -> CopySource:
         """The job to copy: 404 for another tenant's (as for an unknown one), 410 once its data expired."""
         source = self.store.copy_source(job_id)
         if visible is not None and not visible(source.info.tenant):
-            raise not_found(job_id)
+            raise unknown(job_id)
         return source
 
     @staticmethod

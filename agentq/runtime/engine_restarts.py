@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agentq.engine.routing import tick_task_id
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.status import JobStatus
 from agentq.store.contracts import CallStore, RestartStore
@@ -45,11 +46,6 @@ class EngineWork:
     calls: list[tuple[str, CallRecord]] = field(default_factory=list)
     ticks: list[tuple[str, int]] = field(default_factory=list)
     looked_at: int = 0  # active jobs read
-
-
-def tick_task_id(job_id: str, n: int) -> str:
-    """The id of an agent job's tick task number `n` (`Dispatcher.tick`)."""
-    return f"{job_id}.tick.{n}"
 
 
 def due_tick(head: JobHead) -> int | None:

@@ -8,9 +8,10 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from agentq.engine.routing import tick_task_id
 from agentq.protocol.status import JobStatus
 from agentq.runtime.app import task_id
-from agentq.runtime.engine_restarts import lost_engine_work, tick_task_id
+from agentq.runtime.engine_restarts import lost_engine_work
 from agentq.store.state import StateStore
 from tests.runtime.engine_rig import Engine, Engines, ScriptedModel
 
