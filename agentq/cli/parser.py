@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from agentq.cli.calls import cmd_approve, cmd_calls, cmd_edit, cmd_reject
 from agentq.cli.config import cmd_config
@@ -190,16 +191,11 @@ def _fleet_commands(command: Commands) -> None:
     rollouts.add_argument("--json", action="store_true", help="print the report as JSON")
     rollouts.usage = "%(prog)s [-h] [--json] [set TOOL FILE | clear TOOL]"
     rules = rollouts.add_subparsers(title="actions", metavar="ACTION")
-    set_help = "check and store a tool's rollout rule, from a JSON file ('-' for stdin)"
-    set_rule = rules.add_parser("set", help=set_help, description=set_help, epilog=REDIS_RULE)
-    set_rule.add_argument("tool", metavar="TOOL")
-    set_rule.add_argument("file", metavar="FILE", help='{"routes": [{"to": "<activity>@<version>" | "", '
-                          '"tenants": [...]} | {"to": ..., "share": 0.0-1.0}, ...]}')
-    set_rule.set_defaults(handler=cmd_rollouts_set)
-    clear_help = "remove a tool's rollout rule: its calls follow the usual resolution again"
-    clear = rules.add_parser("clear", help=clear_help, description=clear_help, epilog=REDIS_RULE)
-    clear.add_argument("tool", metavar="TOOL")
-    clear.set_defaults(handler=cmd_rollouts_clear)
+    _action(rules, "set", "check and store a tool's rollout rule, from a JSON file ('-' for stdin)", cmd_rollouts_set,
+            ("TOOL", None), ("FILE", '{"routes": [{"to": "<activity>@<version>" | "", "tenants": [...]} | '
+                                     '{"to": ..., "share": 0.0-1.0}, ...]}'))
+    _action(rules, "clear", "remove a tool's rollout rule: its calls follow the usual resolution again",
+            cmd_rollouts_clear, ("TOOL", None))
     _schedule_commands(command)
 
 
@@ -209,22 +205,26 @@ def _schedule_commands(command: Commands) -> None:
     schedules.add_argument("--json", action="store_true", help="print them as JSON (as the API's /v1/schedules)")
     schedules.usage = "%(prog)s [-h] [--json] [set NAME FILE | show|pause|resume|trigger|delete NAME]"
     actions = schedules.add_subparsers(title="actions", metavar="ACTION")
-    set_help = "check and store a schedule, from a JSON file ('-' for stdin)"
-    set_schedule = actions.add_parser("set", help=set_help, description=set_help, epilog=REDIS_RULE)
-    set_schedule.add_argument("name", metavar="NAME")
-    set_schedule.add_argument("file", metavar="FILE", help='{"cron": "0 8 * * 1-5" | "every_s": N, "timezone", '
-                              '"job": {...}, "overlap", "catchup_window_s", "jitter_s", "paused"}')
-    set_schedule.set_defaults(handler=cmd_schedules_set)
-    show = actions.add_parser("show", help="one schedule as JSON", epilog=REDIS_RULE)
-    show.add_argument("name", metavar="NAME")
-    show.set_defaults(handler=cmd_schedules_show)
+    _action(actions, "set", "check and store a schedule, from a JSON file ('-' for stdin)", cmd_schedules_set,
+            ("NAME", None), ("FILE", '{"cron": "0 8 * * 1-5" | "every_s": N, "timezone", "job": {...}, "overlap", '
+                                     '"catchup_window_s", "jitter_s", "paused"}'))
+    _action(actions, "show", "one schedule as JSON", cmd_schedules_show, ("NAME", None))
     for action, help in (("pause", "stop firing a schedule until it is resumed"),
                          ("resume", "fire a paused schedule again from its next slot"),
                          ("trigger", "submit a schedule's job now"),
                          ("delete", "delete a schedule (its jobs stay)")):
-        acting = actions.add_parser(action, help=help, description=help, epilog=REDIS_RULE)
-        acting.add_argument("name", metavar="NAME")
-        acting.set_defaults(handler=cmd_schedules_act, action=action)
+        _action(actions, action, help, cmd_schedules_act, ("NAME", None)).set_defaults(action=action)
+
+
+def _action(actions: Any, name: str, help: str, handler: Callable[..., Any],
+            *operands: tuple[str, str | None]) -> argparse.ArgumentParser:
+    """An action of a command that changes the fleet's settings in the store (`rollouts set`, `schedules pause`),
+    each operand a (METAVAR, help) pair, its destination the metavar in lower case."""
+    parser: argparse.ArgumentParser = actions.add_parser(name, help=help, description=help, epilog=REDIS_RULE)
+    for metavar, operand_help in operands:
+        parser.add_argument(metavar.lower(), metavar=metavar, help=operand_help)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def _call_commands(command: Commands) -> None:
