@@ -4,7 +4,9 @@ running at its `options.deadline_s` fails with `DeadlineExceeded`. A mixin of `J
 which builds the parts it uses.
 
 A start timer is written before its job (once: a job id written twice keeps its first timer), so a crash between
-the two leaves a timer that finds no scheduled job and is dropped, never a job that waits for no timer. Its start
+the two leaves a timer that finds no scheduled job and is dropped, never a job that waits for no timer. A start cut
+off after the job's status flipped and before its tasks were sent is finished when the timer comes back (the claim
+of the process that took it runs out): the job, still `queued`, gets its first tasks sent again. Its start
 is the one a concurrency-keys job gets when let in (`engine/concurrency.py`): the status it was written for (or
 `waiting` for its keys), then its ready calls' tasks or its first tick.
 
@@ -112,13 +114,15 @@ class JobTimers:
         return True
 
     def start_scheduled(self, job_id: str) -> bool:
-        """Start a scheduled job whose time came; whether this call started it."""
+        """Start a scheduled job whose time came; whether this call started it. A job found `queued` (or `waiting`
+        for its keys) was flipped by a start cut off before it sent its first tasks (its timer came back when the
+        claim of the process that took it ran out): they are sent again, as for an unstarted job."""
         try:
             info = self.store.job_info(job_id)
         except JobNotFoundError:
             return False
         if info.status is not JobStatus.SCHEDULED:
-            return False
+            return self._start_again(info)
         keys = info.job_options.concurrency
         calls = len(self.store.call_statuses(job_id))
         if not self.store.start_scheduled(job_id, waiting=bool(keys),
@@ -136,11 +140,15 @@ class JobTimers:
             info = self.store.job_info(job_id)
         except JobNotFoundError:
             return False
+        return self._start_again(info)
+
+    def _start_again(self, info: JobInfo) -> bool:
+        """A job still `queued`, or `waiting` for its concurrency keys, gets its first tasks (its admission) sent
+        again; any other job is left alone. Whether it did."""
         waiting = info.status is JobStatus.WAITING and bool(info.job_options.concurrency)
         if info.status is not JobStatus.QUEUED and not waiting:
             return False
-        log.info("job %s still %s a lease after its submission: its first tasks are sent again", job_id,
-                 info.status.value)
+        log.info("job %s still %s: its first tasks are sent again", info.id, info.status.value)
         self._send_first(info)
         return True
 

@@ -90,3 +90,29 @@ def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness, anth
     wait_for(lambda: redis.zcard(TIMERS) == 0, harness.settings.lease_s + 10, "the timer to fire and be dropped")
     assert len(anthropic_env.requests) == 1
     assert [e.envelope.to_dict()["event"] for e in handle.events(follow=False)].count("job.finished") == 1
+
+
+def test_a_scheduled_job_whose_start_was_cut_after_its_status_flipped_still_ends(harness: Harness,
+                                                                                 monkeypatch: pytest.MonkeyPatch):
+    """The dispatcher that fires a scheduled job's start flips it to `queued` and dies before sending its first
+    tasks: the start timer comes back once that claim runs out, finds the job `queued` and sends them."""
+    harness.tool("double", params={"x": {"type": "number"}})
+    harness.activities.register("double", lambda call: call["x"] * 2)
+    worker = harness.worker()
+    service, sends = worker.runtime.service, []
+    send_first = service._send_first
+
+    def dies_once(info: object) -> None:
+        sends.append(info)
+        if len(sends) == 1:
+            raise RuntimeError("killed after the status flipped")
+        send_first(info)
+
+    monkeypatch.setattr(service, "_send_first", dies_once)
+    client = harness.client()
+    handle = client.submit({"options": {"delay_s": 0.2},
+                            "calls": [{"_tool": "double", "x": 5, "_outputPath": "†state.d"}]})
+    record = handle.result(timeout=30)
+    assert (record["status"], record["state"]) == ("succeeded", {"d": 10})
+    assert len(sends) == 2  # cut once, then sent by the timer's second firing
+    wait_for(lambda: store_of(worker.runtime).redis.zcard(TIMERS) == 0, 10, "the timers to be dropped")
