@@ -6,6 +6,9 @@
 - `wait`: a `sleep`, then a `waitForSignal` the load signals through the API (its timeout a `||` branch), then a step.
 - `review`: a call a reviewer approves first (the approval bot decides through the API).
 - `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget.
+
+And, outside the random mix, the fairness burst (`Load.burst`): `burst`, one of acme's jobs of `BURST_CALLS`
+calls that are ready at once (priority 1), and `short`, one of globex's jobs of a single short call (priority 3).
 """
 
 from __future__ import annotations
@@ -74,7 +77,20 @@ def agent(tag: str, rng: random.Random) -> dict[str, Any]:
             "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": {"budget": dict(AGENT_BUDGET)}}
 
 
+BURST_CALLS = 10
+
+
+def burst(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"tools": ["soakStep"], "options": {"priority": 1},
+            "calls": [_push("soakStep", f"{tag}-b{i}", seconds=0.3) for i in range(BURST_CALLS)]}
+
+
+def short(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"tools": ["soakStep"], "options": {"priority": 3}, "calls": [_push("soakStep", f"{tag}-s", seconds=0.05)]}
+
+
 BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent}
+BURST_TENANT, PROBE_TENANT = "acme", "globex"
 
 
 def make_job(number: int, rng: random.Random, hook_url: str) -> SoakJob:
@@ -89,3 +105,13 @@ def make_job(number: int, rng: random.Random, hook_url: str) -> SoakJob:
     if webhook:
         options["webhook"] = {"url": hook_url, "events": ["job.finished"]}
     return SoakJob(tag, kind, tenant, body, webhook)
+
+
+def burst_job(number: int, rng: random.Random) -> SoakJob:
+    tag = f"{BURST_TENANT}-burst{number}"
+    return SoakJob(tag, "burst", BURST_TENANT, burst(tag, rng), False)
+
+
+def short_job(number: int, rng: random.Random) -> SoakJob:
+    tag = f"{PROBE_TENANT}-short{number}"
+    return SoakJob(tag, "short", PROBE_TENANT, short(tag, rng), False)

@@ -1,5 +1,6 @@
 """The soak's load: a submitter keeping `open_jobs` jobs in flight through the HTTP API (two tenants' tokens,
-an `Idempotency-Key` per job so a submission retried after a lost answer is one job), a bot that approves the
+an `Idempotency-Key` per job so a submission retried after a lost answer is one job), the fairness burst (acme's
+burst of jobs at once, globex's short jobs beside it), a bot that approves the
 calls awaiting approval and sends the signals the `wait` jobs wait for, and a watcher that notes when each job
 ends (a read of each open job's status; the records themselves are read by the checks at the end).
 
@@ -21,7 +22,7 @@ import redis
 
 from agentq.store.state import StateStore
 from benchmarks.soaking.fleet import TOKENS
-from benchmarks.soaking.jobs import SoakJob, make_job
+from benchmarks.soaking.jobs import SoakJob, burst_job, make_job, short_job
 
 FINAL = {"succeeded", "failed", "canceled"}
 
@@ -58,6 +59,7 @@ class Load:
         self.errors: dict[str, int] = {}
         self.signals: dict[str, float] = {}  # job id -> when its signal is due (unix time)
         self.approved = 0
+        self.number = 0  # the last job's number (each job's tag has its own)
         self.threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
                         for f in (self._submit_loop, self._watch_loop, self._bot_loop)]
 
@@ -83,29 +85,53 @@ class Load:
         with self.lock:
             self.errors[where] = self.errors.get(where, 0) + 1
 
+    def _next_number(self) -> int:
+        with self.lock:
+            self.number += 1
+            return self.number
+
+    def _submit(self, job: SoakJob) -> bool:
+        """One try at submitting `job` (True: it is in); the same `Idempotency-Key` on every try."""
+        try:
+            record = http(self.api, "POST", "/v1/jobs", TOKENS[job.tenant], job.body,
+                          headers={"idempotency-key": job.tag})
+        except ApiError:
+            self._error("submit")
+            return False
+        job.job_id, job.submitted_at = record["id"], time.time()
+        with self.lock:
+            self.jobs.append(job)
+            if job.kind == "wait":
+                self.signals[job.job_id] = time.time() + self.rng.uniform(0.2, 3.0)
+        return True
+
     def _submit_loop(self) -> None:
-        number = 0
         pending: SoakJob | None = None
         while not self.stopping.is_set():
             if not self.submitting.is_set() or len(self.open()) >= self.open_jobs:
                 time.sleep(0.05)
                 continue
             if pending is None:
-                number += 1
-                pending = make_job(number, self.rng, self.hook_url)
-            try:
-                record = http(self.api, "POST", "/v1/jobs", TOKENS[pending.tenant], pending.body,
-                              headers={"idempotency-key": pending.tag})
-            except ApiError:
-                self._error("submit")
+                pending = make_job(self._next_number(), self.rng, self.hook_url)
+            if not self._submit(pending):
                 time.sleep(0.3)
                 continue
-            pending.job_id, pending.submitted_at = record["id"], time.time()
-            with self.lock:
-                self.jobs.append(pending)
-                if pending.kind == "wait":
-                    self.signals[pending.job_id] = time.time() + self.rng.uniform(0.2, 3.0)
             pending = None
+
+    def burst(self, jobs: int, probe_every_s: float = 0.4, timeout_s: float = 120.0) -> None:
+        """Acme submits `jobs` burst jobs at once; while any of them is open, globex submits a short job every
+        `probe_every_s` (whose submit-to-end the fairness check holds to its bound). Returns when the burst ended."""
+        rng = random.Random(self.rng.random())
+        burst = [burst_job(self._next_number(), rng) for _ in range(jobs)]
+        deadline = time.monotonic() + timeout_s
+        for job in burst:
+            while not self._submit(job) and time.monotonic() < deadline:
+                time.sleep(0.3)
+        while any(j.job_id and not j.ended_at for j in burst) and time.monotonic() < deadline:
+            probe = short_job(self._next_number(), rng)
+            while not self._submit(probe) and time.monotonic() < deadline:
+                time.sleep(0.3)
+            time.sleep(probe_every_s)
 
     def _watch_loop(self) -> None:
         store = StateStore(self.redis_url)

@@ -7,14 +7,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from benchmarks.soaking.checks import percentile
 from benchmarks.soaking.run import SoakResult
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _s(value: float | None) -> str:
