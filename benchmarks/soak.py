@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between two faults, drawn from the seed (default 4 10)")
     parser.add_argument("--faults", default=",".join(KINDS),
                         help=f"the fault kinds, comma-separated: {', '.join(KINDS)}")
+    parser.add_argument("--burst-jobs", type=int, default=12,
+                        help="acme's burst after the faults, in jobs of 10 calls (0: none; default 12)")
     parser.add_argument("--outage-scale", type=float, default=1.0,
                         help="multiply each outage's drawn length (Redis pause, model, receiver) by this (default 1)")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report there")
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: seed {seed} (replay with --seed {seed})", file=sys.stderr, flush=True)
     result = run_soak(SoakConfig(duration_s=args.duration, seed=seed, workers=args.workers, open_jobs=args.open_jobs,
                                  drain_s=args.drain, gap_s=tuple(args.gap), kinds=kinds,
-                                 outage_scale=args.outage_scale,
+                                 outage_scale=args.outage_scale, burst_jobs=args.burst_jobs,
                                  workdir=args.workdir))
     print(markdown(result))
     if args.report is not None:

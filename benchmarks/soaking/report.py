@@ -56,7 +56,7 @@ def markdown(result: SoakResult) -> str:
              "| figure | value |", "|---|---|"]
     for name in ("jobs_submitted", "jobs_ended", "jobs_per_s", "calls_run", "calls_per_s", "model_requests",
                  "model_requests_answered", "faults", "kills", "recovery_max_s", "settled_max_s", "approved",
-                 "startup_s", "drained_s"):
+                 "startup_s", "burst_s", "drained_s"):
         lines.append(f"| {name} | {data.get(name)} |")
     lines.append(f"| redis used_memory before / after | {data['redis_used_memory'].get('before')} / "
                  f"{data['redis_used_memory'].get('after')} bytes |")
