@@ -10,6 +10,7 @@ soak for it: the faults are the point.
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import threading
@@ -41,8 +42,8 @@ def http(base: str, method: str, path: str, token: str, body: Any = None, header
             return json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as e:
         raise ApiError(f"{method} {path}: {e.code} {e.read()[:300]!r}") from e
-    except OSError as e:
-        raise ApiError(f"{method} {path}: {e}") from e
+    except (OSError, http.client.HTTPException, ValueError) as e:  # refused, cut mid-answer, half a body
+        raise ApiError(f"{method} {path}: {e!r}") from e
 
 
 class Load:
@@ -57,6 +58,7 @@ class Load:
         self.submitting = threading.Event()
         self.stopping = threading.Event()
         self.errors: dict[str, int] = {}
+        self.last_errors: dict[str, str] = {}  # per loop, the last error it retried (shown in the report)
         self.signals: dict[str, float] = {}  # job id -> when its signal is due (unix time)
         self.approved = 0
         self.number = 0  # the last job's number (each job's tag has its own)
@@ -81,9 +83,11 @@ class Load:
         with self.lock:
             return [j for j in self.jobs if j.job_id and not j.ended_at]
 
-    def _error(self, where: str) -> None:
+    def _error(self, where: str, error: Exception | None = None) -> None:
         with self.lock:
             self.errors[where] = self.errors.get(where, 0) + 1
+            if error is not None:
+                self.last_errors[where] = str(error)[:300]
 
     def _next_number(self) -> int:
         with self.lock:
@@ -95,8 +99,8 @@ class Load:
         try:
             record = http(self.api, "POST", "/v1/jobs", TOKENS[job.tenant], job.body,
                           headers={"idempotency-key": job.tag})
-        except ApiError:
-            self._error("submit")
+        except ApiError as e:
+            self._error("submit", e)
             return False
         job.job_id, job.submitted_at = record["id"], time.time()
         with self.lock:
@@ -146,8 +150,8 @@ class Load:
                     for job in jobs:
                         pipe.hget(store.keys(job.job_id).job, "status")
                     statuses = pipe.execute()
-                except redis.RedisError:
-                    self._error("watch")
+                except redis.RedisError as e:
+                    self._error("watch", e)
                     continue
                 now = time.time()
                 with self.lock:
@@ -161,19 +165,23 @@ class Load:
     def _bot_loop(self) -> None:
         while not self.stopping.is_set():
             time.sleep(0.3)
+            self._signal_due()
             try:
-                self._signal_due()
                 self._approve_waiting()
-            except ApiError:
-                self._error("bot")
+            except ApiError as e:
+                self._error("bot", e)
 
     def _signal_due(self) -> None:
         now = time.time()
         with self.lock:
             due = [job_id for job_id, at in self.signals.items() if at <= now]
             tenants = {j.job_id: j.tenant for j in self.jobs}
-        for job_id in due:
-            http(self.api, "POST", f"/v1/jobs/{job_id}/signals/go", TOKENS[tenants[job_id]], {"data": {"ok": True}})
+        for job_id in due:  # each on its own: one refused signal holds up no other
+            try:
+                http(self.api, "POST", f"/v1/jobs/{job_id}/signals/go", TOKENS[tenants[job_id]], {"data": {"ok": True}})
+            except ApiError as e:
+                self._error("signal", e)
+                continue
             with self.lock:
                 self.signals.pop(job_id, None)
 

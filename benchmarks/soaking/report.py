@@ -60,8 +60,11 @@ def markdown(result: SoakResult) -> str:
         lines.append(f"| {name} | {data.get(name)} |")
     lines.append(f"| redis used_memory before / after | {data['redis_used_memory'].get('before')} / "
                  f"{data['redis_used_memory'].get('after')} bytes |")
-    lines.append(f"| processes started again / API and Redis errors the load retried | {data.get('restarts')} / "
+    lines.append(f"| processes started again after a kill / after exiting on their own / API and Redis errors the "
+                 f"load retried | {data.get('restarts')} / {data.get('exited_on_their_own')} / "
                  f"{data.get('submit_errors')} |")
+    for where, error in (data.get("last_errors") or {}).items():
+        lines.append(f"| the load's last {where} error | {error} |")
     lines += ["", "| job kind / tenant | ended | p50 | p99 |", "|---|---|---|---|"]
     for kind, row in data["latency"].items():
         lines.append(f"| {kind} | {row['jobs']} | {_s(row['p50_s'])} | {_s(row['p99_s'])} |")

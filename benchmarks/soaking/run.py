@@ -149,9 +149,13 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
         store.redis.close()
     calls_run = sum(1 for runs in ledger.values() for r in runs if r.end is not None)
     restarts: dict[str, int] = {}
+    exits: dict[str, int] = {}
     for proc in fleet.procs:
         restarts[proc.role] = restarts.get(proc.role, 0) + proc.restarts
-    figures = {"submit_errors": dict(load.errors), "approved": load.approved, "restarts": restarts,
-               "kills": len(fleet.kills)}
+        if proc.exits:
+            exits[proc.role] = exits.get(proc.role, 0) + proc.exits
+    figures = {"submit_errors": dict(load.errors), "last_errors": dict(load.last_errors), "approved": load.approved,
+               "restarts": restarts,
+               "exited_on_their_own": exits, "kills": len(fleet.kills)}
     return SoakResult(config, began, load_ended, ended, jobs, list(injector.faults), found, model.snapshot(),
                       calls_run, memory, figures, str(workdir))
