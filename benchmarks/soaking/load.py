@@ -10,13 +10,13 @@ soak for it: the faults are the point.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import threading
 import time
 import urllib.error
 import urllib.request
+from http.client import HTTPException
 from typing import Any
 
 import redis
@@ -42,7 +42,7 @@ def http(base: str, method: str, path: str, token: str, body: Any = None, header
             return json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as e:
         raise ApiError(f"{method} {path}: {e.code} {e.read()[:300]!r}") from e
-    except (OSError, http.client.HTTPException, ValueError) as e:  # refused, cut mid-answer, half a body
+    except (OSError, HTTPException, ValueError) as e:  # refused, cut mid-answer, half a body
         raise ApiError(f"{method} {path}: {e!r}") from e
 
 
