@@ -173,3 +173,29 @@ def fairness(jobs: list[SoakJob], bound_s: float = FAIR_BOUND_S) -> Check:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+def events_delivered(jobs: list[SoakJob], sends: dict[str, list[tuple[str, str, int]]],
+                     states: dict[str, dict[str, Any]]) -> Check:
+    """Each ended event job took an event its own tenant sent (by the id the load sent it under); the other
+    tenant's event of the same name and data woke no wait (the API's answer)."""
+    ended = [j for j in jobs if j.kind == "event" and j.ended_at]
+    check = Check("each waitForEvent took its own tenant's event, never another's (load's sends, job's state)",
+                  len(ended))
+    for job in jobs:
+        for event_id, tenant, woken in sends.get(job.job_id, []):
+            if tenant != job.tenant and woken:
+                check.violations.append(f"{job.tag}: {tenant}'s event {event_id} woke {woken} wait(s)")
+    for job in ended:
+        state = states.get(job.job_id) or {}
+        taken = state.get("event")
+        own = {event_id for event_id, tenant, _ in sends.get(job.job_id, []) if tenant == job.tenant}
+        if not isinstance(taken, dict):
+            why = "its wait timed out" if "noevent" in state else "nothing at †state.event"
+            check.violations.append(f"{job.tag}: took no event ({why})")
+        elif taken.get("id") not in own:
+            check.violations.append(f"{job.tag}: took event {taken.get('id')} (data {taken.get('data')}), not one "
+                                    f"{job.tenant} sent")
+    own_sends = [len([s for s in sends.get(j.job_id, []) if s[1] == j.tenant]) for j in jobs if j.kind == "event"]
+    check.figures.update(events_sent=sum(own_sends), sent_again=sum(1 for n in own_sends if n > 1))
+    return check

@@ -6,6 +6,8 @@
 - `wait`: a `sleep`, then a `waitForSignal` the load signals through the API (its timeout a `||` branch), then a step.
 - `review`: a call a reviewer approves first (the approval bot decides through the API).
 - `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget.
+- `event`: a `waitForEvent` whose `match` is a reference to the job's input, then a step; the load sends the event
+  once the wait is open (and, first, the same event from the other tenant, which must wake nothing).
 
 And, outside the random mix, the fairness burst (`Load.burst`): `burst`, one of acme's jobs of `BURST_CALLS`
 calls that are ready at once (priority 1), and `short`, one of globex's jobs of a single short call (priority 3).
@@ -17,8 +19,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("fanout", "wait", "review", "agent")
-WEIGHTS = (4, 2, 1, 3)
+KINDS = ("fanout", "wait", "review", "agent", "event")
+WEIGHTS = (4, 2, 1, 3, 1)
+EVENT = "soak.ready"
 ACCOUNTS = ("ac-1", "ac-2", "ac-3")
 AGENT_BUDGET = {"max_requests": 6}
 OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
@@ -77,6 +80,14 @@ def agent(tag: str, rng: random.Random) -> dict[str, Any]:
             "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": {"budget": dict(AGENT_BUDGET)}}
 
 
+def event(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"context": [{"type": "input", "data": {"tag": tag}}],
+            "tools": ["waitForEvent", "soakStep"],
+            "calls": [{"_tool": "waitForEvent", "event": EVENT, "match": {"/tag": "†input.tag"}, "timeout_s": 120,
+                       "_outputPath": "†state.event || †state.noevent"},
+                      _push("soakStep", f"{tag}-e", seconds=0.05, after="†state.event")]}
+
+
 BURST_CALLS = 10
 
 
@@ -89,7 +100,7 @@ def short(tag: str, rng: random.Random) -> dict[str, Any]:
     return {"tools": ["soakStep"], "options": {"priority": 3}, "calls": [_push("soakStep", f"{tag}-s", seconds=0.05)]}
 
 
-BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent}
+BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent, "event": event}
 BURST_TENANT, PROBE_TENANT = "acme", "globex"
 
 

@@ -23,9 +23,10 @@ import redis
 
 from agentq.store.state import StateStore
 from benchmarks.soaking.fleet import TOKENS
-from benchmarks.soaking.jobs import SoakJob, burst_job, make_job, short_job
+from benchmarks.soaking.jobs import EVENT, SoakJob, burst_job, make_job, short_job
 
 FINAL = {"succeeded", "failed", "canceled"}
+EVENT_AGAIN_S = 5.0  # an event job still waiting this long after its event was sent gets another (counted)
 
 
 class ApiError(Exception):
@@ -61,6 +62,9 @@ class Load:
         self.last_errors: dict[str, str] = {}  # per loop, the last error it retried (shown in the report)
         self.signals: dict[str, float] = {}  # job id -> when its signal is due (unix time)
         self.approved = 0
+        # event jobs: job id -> each event sent for it (its id, the sending tenant, how many waits it woke)
+        self.events: dict[str, list[tuple[str, str, int]]] = {}
+        self.events_sent_at: dict[str, float] = {}
         self.number = 0  # the last job's number (each job's tag has its own)
         self.threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
                         for f in (self._submit_loop, self._watch_loop, self._bot_loop)]
@@ -166,6 +170,7 @@ class Load:
         while not self.stopping.is_set():
             time.sleep(0.3)
             self._signal_due()
+            self._send_events()
             try:
                 self._approve_waiting()
             except ApiError as e:
@@ -184,6 +189,28 @@ class Load:
                 continue
             with self.lock:
                 self.signals.pop(job_id, None)
+
+    def _send_events(self) -> None:
+        """For each event job whose `waitForEvent` is open: the other tenant's event first (it must wake nothing),
+        then its own tenant's; again, under a new id, when the job still waits `EVENT_AGAIN_S` later."""
+        now = time.time()
+        with self.lock:
+            due = [j for j in self.jobs if j.kind == "event" and not j.ended_at
+                   and now - self.events_sent_at.get(j.job_id, 0.0) >= EVENT_AGAIN_S]
+        for job in due:
+            try:
+                calls = http(self.api, "GET", f"/v1/jobs/{job.job_id}/calls", TOKENS[job.tenant])
+                if not any(c["tool"] == "waitForEvent" and c["status"] == "waiting" for c in calls):
+                    continue
+                n = len(self.events.get(job.job_id, []))
+                for tenant in ("globex" if job.tenant == "acme" else "acme", job.tenant):
+                    sent = http(self.api, "POST", "/v1/events", TOKENS[tenant], {
+                        "name": EVENT, "data": {"tag": job.tag, "tenant": tenant}, "id": f"{job.tag}-{tenant}{n}"})
+                    with self.lock:
+                        self.events.setdefault(job.job_id, []).append((str(sent["id"]), tenant, int(sent["woken"])))
+                        self.events_sent_at[job.job_id] = time.time()
+            except ApiError as e:
+                self._error("event", e)
 
     def _approve_waiting(self) -> None:
         waiting = http(self.api, "GET", "/v1/jobs?status=awaiting_approval&limit=500", TOKENS["admin"])

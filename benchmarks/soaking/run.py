@@ -144,6 +144,8 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
                   checks.budgets_held(jobs, model.snapshot()), checks.fairness(jobs, config.fair_bound_s),
                   store_checks.event_streams(store, done),
                   store_checks.outputs_once(store, done, ledger), store_checks.keys_expire(store, done)]
+        states = {j.job_id: store.record(j.job_id).state for j in done if j.kind == "event"}
+        found.append(checks.events_delivered(jobs, dict(load.events), states))
         memory["after"] = int(store.redis.info("memory")["used_memory"])
     finally:
         store.redis.close()

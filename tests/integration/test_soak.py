@@ -150,3 +150,19 @@ def test_without_chromium_the_png_falls_back_to_the_svg_and_says_so(tmp_path: Pa
     assert notes == [f"soak: no PNG at {tmp_path / 'soak.png'} (no chromium (apt-get install chromium)); the picture "
                      f"is the SVG {tmp_path / 'soak.svg'}"]
     assert not (tmp_path / "soak.png").exists() and (tmp_path / "soak.svg").read_text().startswith("<svg")
+
+
+def test_an_event_job_that_took_another_tenants_event_or_none_is_a_violation():
+    jobs = [SoakJob(f"acme-event{i}", "event", "acme", {}, False, f"job_{i}", 1.0, 2.0, "succeeded") for i in range(4)]
+    sends = {"job_0": [("acme-event0-globex0", "globex", 0), ("acme-event0-acme0", "acme", 1)],
+             "job_1": [("acme-event1-globex0", "globex", 1), ("acme-event1-acme0", "acme", 0)],
+             "job_2": [("acme-event2-acme0", "acme", 1)], "job_3": [("acme-event3-acme0", "acme", 0)]}
+    states = {"job_0": {"event": {"id": "acme-event0-acme0", "data": {"tenant": "acme"}}},
+              "job_1": {"event": {"id": "acme-event1-globex0", "data": {"tenant": "globex"}}},
+              "job_2": {"noevent": {"error": {"type": "WaitTimedOut"}}}, "job_3": {}}
+    check = checks.events_delivered(jobs, sends, states)
+    assert check.violations == [
+        "acme-event1: globex's event acme-event1-globex0 woke 1 wait(s)",
+        "acme-event1: took event acme-event1-globex0 (data {'tenant': 'globex'}), not one acme sent",
+        "acme-event2: took no event (its wait timed out)", "acme-event3: took no event (nothing at †state.event)"]
+    assert check.figures == {"events_sent": 4, "sent_again": 0}
