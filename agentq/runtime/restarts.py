@@ -80,10 +80,7 @@ class StoreRestarts:
         began = time.monotonic()
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
-        held = self._held(ready)
-        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id, record.run) not in held]
-        if lost:
-            self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        lost = self.lost_tasks(ready)
         engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
         self.store.note_admission_run(run)
         log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
@@ -92,6 +89,15 @@ class StoreRestarts:
                     uptime_ms // 1000, len(ready), len(lost), engine.looked_at, len(engine.calls), len(engine.ticks),
                     1000 * (time.monotonic() - began))
         return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at)
+
+    def lost_tasks(self, ready: Sequence[tuple[str, CallRecord]]) -> list[tuple[str, CallRecord]]:
+        """Of admitted calls still `ready`, those whose task the broker holds nowhere (neither queued nor
+        unacknowledged), counted as admitted now: their publication is the caller's. One read of the broker."""
+        held = self._held(ready)
+        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id, record.run) not in held]
+        if lost:
+            self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        return lost
 
     def _held(self, ready: Sequence[tuple[str, CallRecord]]) -> set[str]:
         """The ids of the tasks the broker still holds on the queues of the `ready` calls (queued or unacked)."""
