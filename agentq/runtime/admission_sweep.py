@@ -5,10 +5,11 @@ canceled job, a process that died between a call's end and its step), fills the 
 publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
 publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
 publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost, and the engine's
-lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`); and, at any sweep, an admitted call
-still ready a heartbeat after its admission whose task the broker holds nowhere: a worker killed between taking the
-task off its queue and recording it as unacknowledged lost it (kombu's Redis transport does the two apart), and
-only the 300 s republish would have sent it again.
+lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when
+a process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely); and, at any
+sweep, an admitted call still ready a heartbeat after its admission whose task the broker holds nowhere. Kombu's
+Redis transport takes a task off its queue, then records it as unacknowledged: a process killed between the two
+loses it, and only the 300 s republish would have sent an admitted call's task again, nothing an engine task.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
+    from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
 
@@ -40,6 +42,7 @@ class AdmissionSweep:
     store: Store
     settings: Settings
     pushed: PushedTasks | None
+    fleet: FleetStore
     _restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
 
     def config(self) -> AdmissionConfig:
@@ -83,10 +86,17 @@ class AdmissionSweep:
             self._restarts = StoreRestarts.of(self.store, dispatcher.app, dispatcher.routing.engine_queue)
         if self._restarts is None:
             return []
-        lost = self._restarts.lost()
+        lost = self._restarts.lost(died=self._one_died())
         for job_id, n in lost.ticks:
             dispatcher.tick(job_id, n)
         return lost.calls
+
+    def _one_died(self) -> bool:
+        """Whether a process of the fleet live at the last sweep (of any process) is gone (killed, most likely: a
+        task it had taken off its queue and not recorded as unacknowledged yet is lost). Three round trips."""
+        live = sorted(f"{w.id}:{w.pid}" for w in self.fleet.live_workers())
+        before = self.store.swap_fleet_seen("\n".join(live))
+        return before is not None and bool(set(before.split("\n")) - set(live) - {""})
 
     def _lost(self, ready: dict[str, list[str]]) -> Publish:
         """Of the admitted calls still ready a heartbeat after their admission, those whose tasks the broker (the

@@ -67,11 +67,18 @@ class StoreRestarts:
 
         return cls(store, lists, options.get("unacked_key", Channel.unacked_key), engine_queue)
 
-    def lost(self) -> EngineWork:
+    def lost(self, *, died: bool = False) -> EngineWork:
         """On a restart not looked at yet: the admitted calls still `ready` whose tasks the broker lost, counted as
-        admitted now, with the engine's lost calls and ticks (their publication is the caller's). Else nothing (one
+        admitted now, with the engine's lost calls and ticks (their publication is the caller's). When a process of
+        the fleet `died` (no restart): the engine's lost calls and ticks (a dispatcher killed between taking a task
+        off its queue and recording it lost it; admitted calls are the sweep's, `lost_tasks`). Else nothing (one
         round trip)."""
         run, seen, uptime_ms = self.store.admission_runs()
+        if run == seen and died and seen is not None:
+            engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
+            log.warning("a process of the fleet is gone: of %d active jobs, %d engine call(s) and %d tick(s) had lost "
+                        "their task and are published again", engine.looked_at, len(engine.calls), len(engine.ticks))
+            return engine
         if run == seen:
             return EngineWork()
         if seen is None:  # the fleet's first sweep on this store (or one that lost everything): nothing to repair
