@@ -142,6 +142,16 @@ def webhooks_delivered(jobs: list[SoakJob], deliveries: list[Delivery]) -> Check
     return check
 
 
+def requests_accepted(refusals: list[str], requests: list[ModelRequest]) -> Check:
+    """The fake Messages API refused no request (it checks each as the real API does: thinking blocks carried back
+    unchanged, the tools' schemas, the roles' order)."""
+    check = Check("every model request well formed, thinking carried back unchanged (fake API's checks)",
+                  len(requests))
+    check.violations = [f"refused: {r}" for r in refusals]
+    check.figures["thinking_requests"] = sum(1 for r in requests if r.thinking)
+    return check
+
+
 def fairness(jobs: list[SoakJob], bound_s: float = FAIR_BOUND_S) -> Check:
     """Under acme's burst (from its first burst job's submission to its last one's end), globex's short jobs
     submitted meanwhile ended within `bound_s` of their submission (p99; one that never ended counts as over it)."""

@@ -5,7 +5,9 @@
   call per account), a call that fails once and is retried, a failing call its `||` branch takes, and pushes.
 - `wait`: a `sleep`, then a `waitForSignal` the load signals through the API (its timeout a `||` branch), then a step.
 - `review`: a call a reviewer approves first (the approval bot decides through the API).
-- `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget.
+- `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget;
+  one in three thinks (`options.thinking`): the fake answers with signed thinking blocks, which every later request
+  of the job must carry back unchanged (the fake refuses it otherwise, and the soak counts the refusal).
 - `event`: a `waitForEvent` whose `match` is a reference to the job's input, then a step; the load sends the event
   once the wait is open (and, first, the same event from the other tenant, which must wake nothing).
 
@@ -76,8 +78,11 @@ def review(tag: str, rng: random.Random) -> dict[str, Any]:
 
 
 def agent(tag: str, rng: random.Random) -> dict[str, Any]:
+    options: dict[str, Any] = {"budget": dict(AGENT_BUDGET)}
+    if rng.random() < 1 / 3:
+        options["thinking"] = {"budget_tokens": 1024}
     return {"context": [{"type": "text", "text": f"This is soak job {tag}. Run the step, then answer."}],
-            "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": {"budget": dict(AGENT_BUDGET)}}
+            "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": options}
 
 
 def event(tag: str, rng: random.Random) -> dict[str, Any]:

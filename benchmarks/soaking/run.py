@@ -146,6 +146,7 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
                   store_checks.outputs_once(store, done, ledger), store_checks.keys_expire(store, done)]
         states = {j.job_id: store.record(j.job_id).state for j in done if j.kind == "event"}
         found.append(checks.events_delivered(jobs, dict(load.events), states))
+        found.append(checks.requests_accepted(model.refusals(), model.snapshot()))
         memory["after"] = int(store.redis.info("memory")["used_memory"])
     finally:
         store.redis.close()

@@ -166,3 +166,10 @@ def test_an_event_job_that_took_another_tenants_event_or_none_is_a_violation():
         "acme-event1: took event acme-event1-globex0 (data {'tenant': 'globex'}), not one acme sent",
         "acme-event2: took no event (its wait timed out)", "acme-event3: took no event (nothing at †state.event)"]
     assert check.figures == {"events_sent": 4, "sent_again": 0}
+
+
+def test_a_request_the_fake_api_refused_is_a_violation():
+    requests = [ModelRequest(0, "acme-agent1", False, 200)] * 2
+    assert checks.requests_accepted([], requests).ok
+    refused = ["acme-agent1: messages.1.content.0: thinking blocks must be passed back unchanged"]
+    assert checks.requests_accepted(refused, requests).violations == [f"refused: {refused[0]}"]
