@@ -50,9 +50,10 @@ def svg(result: SoakResult) -> str:
         b = x(max(j.ended_at or result.ended for j in burst) - result.began)
         parts.append(f'<rect x="{a:.1f}" y="{TOP}" width="{b - a:.1f}" height="{plot_h}" fill="#9dc3e6" '
                      'opacity="0.4"><title>acme\'s burst</title></rect>')
-        parts.append(f'<text x="{a + 4:.1f}" y="{TOP + 26}" fill="#2e75b6">burst</text>')
+        parts.append(f'<text x="{a + 4:.1f}" y="{TOP + 40}" fill="#2e75b6">acme\'s burst</text>')
     for values, top, colour in ((rates, top_rate, "#1f77b4"), (medians, top_latency, "#2ca02c")):
-        points = " ".join(f"{x((i + 0.5) * BUCKET_S):.1f},{y(v, top):.1f}" for i, v in enumerate(values))
+        points = " ".join(f"{x(min((i + 0.5) * BUCKET_S, span)):.1f},{y(v, top):.1f}"
+                          for i, v in enumerate(values))
         parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
     load_end = x(result.load_ended - result.began)
     parts += [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>',
