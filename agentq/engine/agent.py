@@ -160,7 +160,9 @@ class AgentLoop(TickEnding):
             case TickClaimed():
                 pass
             case TickStale():  # its request was made: a redelivered or duplicate task, whose first may have died (or
-                # failed to publish) between that request's end and sending the next: the job's next step, when due
+                # failed to publish) between that request's commit and sending its calls or the next tick: the calls
+                # still ready sent again, and the job's next step, when due
+                self.progress.resend_ready(job_id)
                 self.progress.step_if_due(job_id)
                 return None
             case _:

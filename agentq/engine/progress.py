@@ -107,6 +107,15 @@ class JobProgress:
                 self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
         self.step_if_due(job_id)
 
+    def resend_ready(self, job_id: str) -> None:
+        """The job's `ready` calls sent again, for a tick task whose first delivery may have died between writing
+        its calls and sending them: the admission answers an admitted call with its task again and leaves a parked
+        one parked; a copy of a task runs nothing twice (a call is claimed once)."""
+        statuses = self.store.call_statuses(job_id)
+        ready = [c for c, status in statuses.items() if status is CallStatus.READY]
+        if ready:
+            self.dispatch(job_id, list(self.store.call_records(job_id, ready).values()))
+
     def step_if_due(self, job_id: str) -> None:
         """The job's next step when it is due (no awaited call open, no tick in flight): for a task that finds its
         work done already, whose first delivery may have died before taking that step."""

@@ -5,7 +5,11 @@ canceled job, a process that died between a call's end and its step), fills the 
 publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
 publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
 publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost, and the engine's
-lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`).
+lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when
+a process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely); and, at any
+sweep, an admitted call still ready a heartbeat after its admission whose task the broker holds nowhere. Kombu's
+Redis transport takes a task off its queue, then records it as unacknowledged: a process killed between the two
+loses it, and only the 300 s republish would have sent an admitted call's task again, nothing an engine task.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
     from agentq.store.base import Store
+    from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
 
@@ -37,6 +42,7 @@ class AdmissionSweep:
     store: Store
     settings: Settings
     pushed: PushedTasks | None
+    fleet: FleetStore
     _restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
 
     def config(self) -> AdmissionConfig:
@@ -59,8 +65,9 @@ class AdmissionSweep:
         now_ms = int(time.time() * 1000)
         stale = self.store.admitted_before(now_ms - beat_ms)
         old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
-        ended, again = self._look_at(stale, old)
+        ended, again, ready = self._look_at(stale, old)
         out += self._again(again)
+        out += self._lost(ready)
         queues = self.store.parked_queues()
         if ended or queues:
             out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
@@ -79,10 +86,31 @@ class AdmissionSweep:
             self._restarts = StoreRestarts.of(self.store, dispatcher.app, dispatcher.routing.engine_queue)
         if self._restarts is None:
             return []
-        lost = self._restarts.lost()
+        lost = self._restarts.lost(died=self._one_died())
         for job_id, n in lost.ticks:
             dispatcher.tick(job_id, n)
         return lost.calls
+
+    def _one_died(self) -> bool:
+        """Whether a process of the fleet live at the last sweep (of any process) is gone (killed, most likely: a
+        task it had taken off its queue and not recorded as unacknowledged yet is lost). Three round trips."""
+        live = sorted(f"{w.id}:{w.pid}" for w in self.fleet.live_workers())
+        before = self.store.swap_fleet_seen("\n".join(live))
+        return before is not None and bool(set(before.split("\n")) - set(live) - {""})
+
+    def _lost(self, ready: dict[str, list[str]]) -> Publish:
+        """Of the admitted calls still ready a heartbeat after their admission, those whose tasks the broker (the
+        store's Redis) holds nowhere; nothing where the broker is another (its own redelivery covers a killed
+        worker)."""
+        if not ready or self.pushed is None or self._restarts is None:
+            return []
+        records = [(job_id, r) for job_id, call_ids in ready.items()
+                   for r in self.store.call_records(job_id, call_ids).values()]
+        lost = self._restarts.lost_tasks(records)
+        if lost:
+            log.warning("admission sweep: %d admitted call(s) had lost their task (a worker killed as it took it, "
+                        "likely) and are published again", len(lost))
+        return lost
 
     def _again(self, again: dict[str, list[str]]) -> Publish:
         """The records of admitted calls to publish again, counted as admitted now."""
@@ -92,15 +120,17 @@ class AdmissionSweep:
         self.store.touch_admitted([admission_member(j, c) for j, calls in again.items() for c in calls])
         return out
 
-    def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]]]:
-        """Of admitted members: those whose call ended (or whose job is gone), and the calls still ready among
-        `old` (by job)."""
+    def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]],
+                                                                      dict[str, list[str]]]:
+        """Of admitted members: those whose call ended (or whose job is gone), the calls still ready among `old`
+        (by job), and the other calls still ready (by job)."""
         by_job: dict[str, list[str]] = defaultdict(list)
         for member in stale:
             job_id, call_id = split_member(member)
             by_job[job_id].append(call_id)
         ended: list[str] = []
         again: dict[str, list[str]] = defaultdict(list)
+        ready: dict[str, list[str]] = defaultdict(list)
         for job_id, call_ids in by_job.items():
             statuses = self.store.call_statuses(job_id, call_ids)
             for call_id in call_ids:
@@ -108,6 +138,6 @@ class AdmissionSweep:
                 member = admission_member(job_id, call_id)
                 if status is None or status.is_final:
                     ended.append(member)
-                elif status is CallStatus.READY and member in old:
-                    again[job_id].append(call_id)
-        return ended, dict(again)
+                elif status is CallStatus.READY:
+                    (again if member in old else ready)[job_id].append(call_id)
+        return ended, dict(again), dict(ready)

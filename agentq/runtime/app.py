@@ -105,10 +105,16 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
     `unacked_restore_throttle` (10 x 10 by default: about 100 s whatever the visibility timeout), so sweep every
     `AGENTQ_UNACKED_RESTORE_S` (default: a quarter of the visibility timeout, between 0.5 and 60 s) on every
     tick of that timer instead.
+
+    A sweep holds a lock in Redis (`unacked_mutex`) that kombu gives 300 s to live: a process killed, or cut from
+    Redis, while holding it stopped every process's sweep for five minutes. A sweep reads ten entries and moves
+    them in one transaction each (a second sweep beside it restores nothing twice), so the lock lives one sweep's
+    interval (at least 1 s).
     """
     timeout = settings.visibility_timeout_s
     sweep = settings.unacked_restore_s or min(60.0, max(0.5, timeout / 4))
-    return {"visibility_timeout": timeout, "unacked_restore_interval": sweep, "unacked_restore_throttle": 1}
+    return {"visibility_timeout": timeout, "unacked_restore_interval": sweep, "unacked_restore_throttle": 1,
+            "unacked_mutex_expire": max(1.0, sweep)}
 
 
 class Dispatcher:

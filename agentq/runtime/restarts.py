@@ -67,11 +67,18 @@ class StoreRestarts:
 
         return cls(store, lists, options.get("unacked_key", Channel.unacked_key), engine_queue)
 
-    def lost(self) -> EngineWork:
+    def lost(self, *, died: bool = False) -> EngineWork:
         """On a restart not looked at yet: the admitted calls still `ready` whose tasks the broker lost, counted as
-        admitted now, with the engine's lost calls and ticks (their publication is the caller's). Else nothing (one
+        admitted now, with the engine's lost calls and ticks (their publication is the caller's). When a process of
+        the fleet `died` (no restart): the engine's lost calls and ticks (a dispatcher killed between taking a task
+        off its queue and recording it lost it; admitted calls are the sweep's, `lost_tasks`). Else nothing (one
         round trip)."""
         run, seen, uptime_ms = self.store.admission_runs()
+        if run == seen and died and seen is not None:
+            engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
+            log.warning("a process of the fleet is gone: of %d active jobs, %d engine call(s) and %d tick(s) had lost "
+                        "their task and are published again", engine.looked_at, len(engine.calls), len(engine.ticks))
+            return engine
         if run == seen:
             return EngineWork()
         if seen is None:  # the fleet's first sweep on this store (or one that lost everything): nothing to repair
@@ -80,10 +87,7 @@ class StoreRestarts:
         began = time.monotonic()
         before_ms = int(time.time() * 1000) - uptime_ms + SKEW_MS
         ready = self._ready(self.store.admitted_before(before_ms, limit=ADMITTED))
-        held = self._held(ready)
-        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id, record.run) not in held]
-        if lost:
-            self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        lost = self.lost_tasks(ready)
         engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
         self.store.note_admission_run(run)
         log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
@@ -92,6 +96,15 @@ class StoreRestarts:
                     uptime_ms // 1000, len(ready), len(lost), engine.looked_at, len(engine.calls), len(engine.ticks),
                     1000 * (time.monotonic() - began))
         return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at)
+
+    def lost_tasks(self, ready: Sequence[tuple[str, CallRecord]]) -> list[tuple[str, CallRecord]]:
+        """Of admitted calls still `ready`, those whose task the broker holds nowhere (neither queued nor
+        unacknowledged), counted as admitted now: their publication is the caller's. One read of the broker."""
+        held = self._held(ready)
+        lost = [(job_id, record) for job_id, record in ready if task_id(job_id, record.id, record.run) not in held]
+        if lost:
+            self.store.touch_admitted([admission_member(job_id, record.id) for job_id, record in lost])
+        return lost
 
     def _held(self, ready: Sequence[tuple[str, CallRecord]]) -> set[str]:
         """The ids of the tasks the broker still holds on the queues of the `ready` calls (queued or unacked)."""

@@ -75,6 +75,12 @@ class AdmissionSteps(StoreConnection):
         """Whether this process sweeps the admission now (one process of the fleet per `ttl_ms`)."""
         return bool(self.redis.set(self.fleet.admission("sweep"), holder, nx=True, px=ttl_ms))
 
+    def swap_fleet_seen(self, seen: str) -> str | None:
+        """The fleet's live processes as the last sweep saw them (None: no sweep yet), replaced by `seen` (one
+        round trip)."""
+        before = self.redis.set(self.fleet.admission("live"), seen, get=True)
+        return None if before is None else str(before)
+
     def admission_runs(self) -> tuple[str, str | None, int]:
         """The server's run id, the one the sweep last looked at the queues for (`note_admission_run`; None:
         never) and how long the server has run (ms, whole seconds): a restart changes the run id, and the key

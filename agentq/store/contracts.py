@@ -228,6 +228,8 @@ class AdmissionStore(Protocol):
 
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool: ...
 
+    def swap_fleet_seen(self, seen: str) -> str | None: ...
+
 
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""

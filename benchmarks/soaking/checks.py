@@ -12,9 +12,19 @@ from typing import Any
 
 from benchmarks.soaking.fleet import TENANTS, Kill
 from benchmarks.soaking.hooks import Delivery
-from benchmarks.soaking.jobs import AGENT_BUDGET, SoakJob
+from benchmarks.soaking.jobs import AGENT_BUDGET, BURST_TENANT, PROBE_TENANT, SoakJob
 from benchmarks.soaking.ledger import Run, most_at_once
 from benchmarks.soaking.model import ModelRequest
+
+FAIR_BOUND_S = 3.0  # globex's short jobs under acme's burst: p99 submit-to-end at most this
+FAIR_PROBES = 5  # fewer of them under the burst measure nothing
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -129,4 +139,73 @@ def webhooks_delivered(jobs: list[SoakJob], deliveries: list[Delivery]) -> Check
             check.violations.append(f"{job.tag}: a delivery's signature did not verify")
     check.figures["deliveries"] = len(deliveries)
     check.figures["delivered_more_than_once"] = sum(1 for j in hooked if len(by_job.get(j.job_id, [])) > 1)
+    return check
+
+
+def requests_accepted(refusals: list[str], requests: list[ModelRequest]) -> Check:
+    """The fake Messages API refused no request (it checks each as the real API does: thinking blocks carried back
+    unchanged, the tools' schemas, the roles' order)."""
+    check = Check("every model request well formed, thinking carried back unchanged (fake API's checks)",
+                  len(requests))
+    check.violations = [f"refused: {r}" for r in refusals]
+    check.figures["thinking_requests"] = sum(1 for r in requests if r.thinking)
+    return check
+
+
+def fairness(jobs: list[SoakJob], bound_s: float = FAIR_BOUND_S) -> Check:
+    """Under acme's burst (from its first burst job's submission to its last one's end), globex's short jobs
+    submitted meanwhile ended within `bound_s` of their submission (p99; one that never ended counts as over it)."""
+    check = Check(f"under {BURST_TENANT}'s burst, {PROBE_TENANT}'s short jobs end within the bound (load's watch)")
+    burst = [j for j in jobs if j.kind == "burst" and j.submitted_at]
+    if not burst:
+        check.figures["burst"] = "none"
+        return check
+    began = min(j.submitted_at for j in burst)
+    ended = max(j.ended_at or float("inf") for j in burst)
+    probes = [j for j in jobs if j.kind == "short" and j.submitted_at and began <= j.submitted_at <= ended]
+    check.looked_at = len(probes)
+    waited = [(j.ended_at or float("inf")) - j.submitted_at for j in probes]
+    p50, p99 = percentile(waited, 0.5), percentile(waited, 0.99)
+    burst_waited = [j.ended_at - j.submitted_at for j in burst if j.ended_at]
+    check.figures.update({"burst_jobs": len(burst), "burst_lasted_s": round(ended - began, 2),
+                          f"{BURST_TENANT}_burst_p50_s": _rounded(percentile(burst_waited, 0.5)),
+                          "short_jobs": len(probes), "p50_s": _rounded(p50), "p99_s": _rounded(p99),
+                          "bound_s": bound_s})
+    if len(probes) < FAIR_PROBES:
+        check.violations.append(f"only {len(probes)} of {PROBE_TENANT}'s short jobs under the burst (at least "
+                                f"{FAIR_PROBES} measure it)")
+    elif p99 is not None and p99 > bound_s:
+        slow = sorted(probes, key=lambda j: (j.ended_at or float("inf")) - j.submitted_at)[-1]
+        check.violations.append(f"{PROBE_TENANT}'s short jobs under {BURST_TENANT}'s burst of {len(burst)} jobs: "
+                                f"p99 {p99:.2f} s over the bound {bound_s} s (p50 {p50:.2f} s, slowest {slow.tag})")
+    return check
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def events_delivered(jobs: list[SoakJob], sends: dict[str, list[tuple[str, str, int]]],
+                     states: dict[str, dict[str, Any]]) -> Check:
+    """Each ended event job took an event its own tenant sent (by the id the load sent it under); the other
+    tenant's event of the same name and data woke no wait (the API's answer)."""
+    ended = [j for j in jobs if j.kind == "event" and j.ended_at]
+    check = Check("each waitForEvent took its own tenant's event, never another's (load's sends, job's state)",
+                  len(ended))
+    for job in jobs:
+        for event_id, tenant, woken in sends.get(job.job_id, []):
+            if tenant != job.tenant and woken:
+                check.violations.append(f"{job.tag}: {tenant}'s event {event_id} woke {woken} wait(s)")
+    for job in ended:
+        state = states.get(job.job_id) or {}
+        taken = state.get("event")
+        own = {event_id for event_id, tenant, _ in sends.get(job.job_id, []) if tenant == job.tenant}
+        if not isinstance(taken, dict):
+            why = "its wait timed out" if "noevent" in state else "nothing at †state.event"
+            check.violations.append(f"{job.tag}: took no event ({why})")
+        elif taken.get("id") not in own:
+            check.violations.append(f"{job.tag}: took event {taken.get('id')} (data {taken.get('data')}), not one "
+                                    f"{job.tenant} sent")
+    own_sends = [len([s for s in sends.get(j.job_id, []) if s[1] == j.tenant]) for j in jobs if j.kind == "event"]
+    check.figures.update(events_sent=sum(own_sends), sent_again=sum(1 for n in own_sends if n > 1))
     return check

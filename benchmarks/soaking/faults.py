@@ -13,7 +13,8 @@
 | `hooks-down` | the webhook receiver's port refuses connections for 3-8 s |
 
 The first faults go through every kind once (in an order drawn from the seed), then kinds are drawn at random;
-faults never overlap, and a gap drawn from the seed separates two.
+faults never overlap, and a gap drawn from the seed separates two. `outage_scale` shortens every outage (pause,
+model, receiver) alike: the suite's short form fits every kind into seconds of load.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Injector:
     seed: int
     gap_s: tuple[float, float] = (4.0, 10.0)
     kinds: tuple[str, ...] = KINDS
+    outage_scale: float = 1.0  # the short form's outages are shorter (its whole load lasts seconds)
     faults: list[Fault] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -104,7 +106,9 @@ class Injector:
 
     def _kill_child(self, rng: random.Random) -> str:
         proc = rng.choice(self.fleet.of("worker-prefork"))
-        children = proc.children()
+        deadline = time.monotonic() + 15  # a worker started again moments ago forks its pool when it is up
+        while not (children := proc.children()) and time.monotonic() < deadline and not self.stopping.is_set():
+            time.sleep(0.2)
         if not children:
             return f"{proc.role} {proc.pid} had no pool child"
         kill = self.fleet.kill(proc, child=rng.choice(children))
@@ -117,7 +121,7 @@ class Injector:
 
     def _pause_redis(self, rng: random.Random) -> str:
         assert self.fleet.redis is not None and self.fleet.redis.pid is not None
-        seconds = rng.uniform(2.0, 4.0)
+        seconds = self.outage_scale * rng.uniform(2.0, 4.0)
         os.kill(self.fleet.redis.pid, signal.SIGSTOP)
         try:
             time.sleep(seconds)
@@ -132,13 +136,13 @@ class Injector:
         return f"down {time.monotonic() - began:.1f} s"
 
     def _model_outage(self, status: int, rng: random.Random) -> str:
-        seconds = rng.uniform(3.0, 6.0)
+        seconds = self.outage_scale * rng.uniform(3.0, 6.0)
         self.model.fail_for(status, seconds)
         time.sleep(seconds)
         return f"{f'answered {status}' if status != CUT else 'cut its streams'} for {seconds:.1f} s"
 
     def _hooks_down(self, rng: random.Random) -> str:
-        seconds = rng.uniform(3.0, 8.0)
+        seconds = self.outage_scale * rng.uniform(3.0, 8.0)
         self.hooks.down()
         try:
             time.sleep(seconds)

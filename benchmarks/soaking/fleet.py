@@ -2,7 +2,9 @@
 (prefork and threads), dispatchers and `agentq api`, each a real process in a session of its own.
 
 `Fleet` starts them, kills them (`kill -9`, recorded with the time and every pid of the process group, so the
-checks can tell which handler runs a kill interrupted), starts them again, and stops everything at the end.
+checks can tell which handler runs a kill interrupted), starts them again, and stops everything at the end. Like a
+supervisor (systemd, Kubernetes), it also starts again, within half a second, a process that exited on its own
+(counted: a Celery worker exits when a pool child dies before it is up, `WorkerLostError`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -45,7 +48,8 @@ class Proc:
     line: list[str]
     log: Path
     popen: subprocess.Popen | None = None
-    restarts: int = 0
+    restarts: int = 0  # started again after the soak killed it
+    exits: int = 0  # started again after it exited on its own (a worker whose pool child died as it started)
 
     @property
     def pid(self) -> int:
@@ -88,6 +92,8 @@ class Fleet:
     procs: list[Proc] = field(default_factory=list)
     kills: list[Kill] = field(default_factory=list)
     api_port: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # a kill and the supervisor's restarts
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     @property
     def ledger(self) -> Path:
@@ -133,13 +139,21 @@ class Fleet:
         for proc in self.procs:
             self.launch(proc)
 
+    def _supervise(self) -> None:
+        while not self.stopping.wait(0.5):
+            with self.lock:
+                for proc in self.procs:
+                    if proc.popen is not None and not proc.alive() and not self.stopping.is_set():
+                        proc.exits += 1
+                        self.launch(proc)
+
     def launch(self, proc: Proc) -> None:
         with open(proc.log, "ab") as log:
             proc.popen = subprocess.Popen(proc.line, env=self.env(), cwd=str(ROOT), stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
-        """Until every worker and dispatcher announced itself and the API answers."""
+        """Until every worker and dispatcher announced itself and the API answers; then the supervisor starts."""
         from agentq.store.fleet import RedisFleet
         from agentq.store.state import StateStore
 
@@ -152,6 +166,7 @@ class Fleet:
                     raise RuntimeError(f"{dead[0].role} exited at start:\n{dead[0].log.read_text()[-3000:]}")
                 live = {w.pid for w in RedisFleet(store).live_workers()}
                 if all(p.pid in live for p in self.procs if p.role != "api") and self._api_up():
+                    threading.Thread(target=self._supervise, daemon=True, name="supervisor").start()
                     return
                 time.sleep(0.2)
         finally:
@@ -171,21 +186,29 @@ class Fleet:
     def kill(self, proc: Proc, *, child: int | None = None) -> Kill:
         """`kill -9` the process and its children (or only `child`, one of its pool's), recorded; the process
         itself is started again at once (a supervisor would)."""
-        pids = [child] if child is not None else proc.group()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        kill = Kill(time.time(), f"{proc.role}{' child' if child else ''}", pids)
-        self.kills.append(kill)
-        if child is None:
-            assert proc.popen is not None
-            proc.popen.wait(10)
-            proc.restarts += 1
-            self.launch(proc)
+        with self.lock:
+            pids = [child] if child is not None else proc.group()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            kill = Kill(time.time(), f"{proc.role}{' child' if child else ''}", pids)
+            self.kills.append(kill)
+            if child is None:
+                assert proc.popen is not None
+                proc.popen.wait(10)
+                proc.restarts += 1
+                self.launch(proc)
         return kill
 
     def stop(self) -> None:
         """Everything is checked by now: each process group is killed outright (no shutdown to wait for)."""
+        self.stopping.set()
+        with self.lock:
+            self._kill_all()
+        if self.redis is not None:
+            self.redis.stop()
+
+    def _kill_all(self) -> None:
         for proc in reversed(self.procs):
             if proc.popen is None:
                 continue
@@ -193,6 +216,4 @@ class Fleet:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(5)
-        if self.redis is not None:
-            self.redis.stop()
 

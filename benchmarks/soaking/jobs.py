@@ -5,7 +5,14 @@
   call per account), a call that fails once and is retried, a failing call its `||` branch takes, and pushes.
 - `wait`: a `sleep`, then a `waitForSignal` the load signals through the API (its timeout a `||` branch), then a step.
 - `review`: a call a reviewer approves first (the approval bot decides through the API).
-- `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget.
+- `agent`: an agent job against the fake Messages API: a step, a latent call, then the output; under a budget;
+  one in three thinks (`options.thinking`): the fake answers with signed thinking blocks, which every later request
+  of the job must carry back unchanged (the fake refuses it otherwise, and the soak counts the refusal).
+- `event`: a `waitForEvent` whose `match` is a reference to the job's input, then a step; the load sends the event
+  once the wait is open (and, first, the same event from the other tenant, which must wake nothing).
+
+And, outside the random mix, the fairness burst (`Load.burst`): `burst`, one of acme's jobs of `BURST_CALLS`
+calls that are ready at once (priority 1), and `short`, one of globex's jobs of a single short call (priority 3).
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("fanout", "wait", "review", "agent")
-WEIGHTS = (4, 2, 1, 3)
+KINDS = ("fanout", "wait", "review", "agent", "event")
+WEIGHTS = (4, 2, 1, 3, 1)
+EVENT = "soak.ready"
 ACCOUNTS = ("ac-1", "ac-2", "ac-3")
 AGENT_BUDGET = {"max_requests": 6}
 OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
@@ -70,11 +78,35 @@ def review(tag: str, rng: random.Random) -> dict[str, Any]:
 
 
 def agent(tag: str, rng: random.Random) -> dict[str, Any]:
+    options: dict[str, Any] = {"budget": dict(AGENT_BUDGET)}
+    if rng.random() < 1 / 3:
+        options["thinking"] = {"budget_tokens": 1024}
     return {"context": [{"type": "text", "text": f"This is soak job {tag}. Run the step, then answer."}],
-            "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": {"budget": dict(AGENT_BUDGET)}}
+            "tools": ["soakStep", "soakDraft"], "output": OUTPUT, "options": options}
 
 
-BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent}
+def event(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"context": [{"type": "input", "data": {"tag": tag}}],
+            "tools": ["waitForEvent", "soakStep"],
+            "calls": [{"_tool": "waitForEvent", "event": EVENT, "match": {"/tag": "†input.tag"}, "timeout_s": 120,
+                       "_outputPath": "†state.event || †state.noevent"},
+                      _push("soakStep", f"{tag}-e", seconds=0.05, after="†state.event")]}
+
+
+BURST_CALLS = 10
+
+
+def burst(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"tools": ["soakStep"], "options": {"priority": 1},
+            "calls": [_push("soakStep", f"{tag}-b{i}", seconds=0.3) for i in range(BURST_CALLS)]}
+
+
+def short(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"tools": ["soakStep"], "options": {"priority": 3}, "calls": [_push("soakStep", f"{tag}-s", seconds=0.05)]}
+
+
+BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent, "event": event}
+BURST_TENANT, PROBE_TENANT = "acme", "globex"
 
 
 def make_job(number: int, rng: random.Random, hook_url: str) -> SoakJob:
@@ -89,3 +121,13 @@ def make_job(number: int, rng: random.Random, hook_url: str) -> SoakJob:
     if webhook:
         options["webhook"] = {"url": hook_url, "events": ["job.finished"]}
     return SoakJob(tag, kind, tenant, body, webhook)
+
+
+def burst_job(number: int, rng: random.Random) -> SoakJob:
+    tag = f"{BURST_TENANT}-burst{number}"
+    return SoakJob(tag, "burst", BURST_TENANT, burst(tag, rng), False)
+
+
+def short_job(number: int, rng: random.Random) -> SoakJob:
+    tag = f"{PROBE_TENANT}-short{number}"
+    return SoakJob(tag, "short", PROBE_TENANT, short(tag, rng), False)

@@ -30,6 +30,7 @@ class ModelRequest:
     tag: str
     latent: bool
     status: int
+    thinking: bool = False  # the request asked for thinking
 
 
 class SoakModel:
@@ -66,20 +67,32 @@ class SoakModel:
             number = self.counter
             outage = self.outage if self.outage and self.outage[1] > time.time() else None
             status = outage[0] if outage else 200
-            self.log.append(ModelRequest(time.time(), tag, request.is_latent, status))
+            thinks = bool((request.body or {}).get("thinking"))
+            self.log.append(ModelRequest(time.time(), tag, request.is_latent, status, thinks))
         if outage and status == CUT:
             return Answer.stream_error({"calls": [], "output": None}, after=1, chunk_size=8)
         if outage:
             return Answer.http_error(status, headers=OUTAGE_ANSWERS[status])
         if request.is_latent:
             return Answer.solution({"output": f"a note on {tag}"}, delay_s=0.01)
+        # a thinking job's answers start with a signed thinking block, which its later requests carry back
+        thinking = [f"weighing {tag}, request {number}"] if thinks else []
         messages = (request.body or {}).get("messages") or []
         if any(m.get("role") == "assistant" for m in messages):
-            return Answer.solution({"calls": [], "output": {"answer": f"done {tag}"}}, delay_s=0.01)
+            return Answer.solution({"calls": [], "output": {"answer": f"done {tag}"}}, delay_s=0.01,
+                                   thinking=thinking)
         step = {"_tool": "soakStep", "tag": f"{tag}-m{number}", "seconds": 0.2, "_outputPath": "†state.step",
                 "_reasoningForCall": "the step first"}
         draft = {"_tool": "soakDraft", "about": "†state.step", "_outputPath": "†state.note"}
-        return Answer.solution({"calls": [step, draft], "output": None}, chunk_size=24, delay_s=0.01)
+        return Answer.solution({"calls": [step, draft], "output": None}, chunk_size=24, delay_s=0.01,
+                               thinking=thinking)
+
+    def refusals(self) -> list[str]:
+        """The requests the fake refused as the real API would (a thinking block not carried back unchanged, a
+        malformed request): the tag of each and why."""
+        found = [(TAG.search(json.dumps(r.body)) or STEP_TAG.search(json.dumps(r.body)), why)
+                 for r, why in list(self.fake.refusals)]
+        return [f"{m.group(1) if m else '?'}: {why}" for m, why in found]
 
     def snapshot(self) -> list[ModelRequest]:
         with self.lock:

@@ -7,14 +7,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from benchmarks.soaking.checks import percentile
 from benchmarks.soaking.run import SoakResult
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _s(value: float | None) -> str:
@@ -62,12 +56,15 @@ def markdown(result: SoakResult) -> str:
              "| figure | value |", "|---|---|"]
     for name in ("jobs_submitted", "jobs_ended", "jobs_per_s", "calls_run", "calls_per_s", "model_requests",
                  "model_requests_answered", "faults", "kills", "recovery_max_s", "settled_max_s", "approved",
-                 "startup_s", "drained_s"):
+                 "startup_s", "burst_s", "drained_s"):
         lines.append(f"| {name} | {data.get(name)} |")
     lines.append(f"| redis used_memory before / after | {data['redis_used_memory'].get('before')} / "
                  f"{data['redis_used_memory'].get('after')} bytes |")
-    lines.append(f"| processes started again / API and Redis errors the load retried | {data.get('restarts')} / "
+    lines.append(f"| processes started again after a kill / after exiting on their own / API and Redis errors the "
+                 f"load retried | {data.get('restarts')} / {data.get('exited_on_their_own')} / "
                  f"{data.get('submit_errors')} |")
+    for where, error in (data.get("last_errors") or {}).items():
+        lines.append(f"| the load's last {where} error | {error} |")
     lines += ["", "| job kind / tenant | ended | p50 | p99 |", "|---|---|---|---|"]
     for kind, row in data["latency"].items():
         lines.append(f"| {kind} | {row['jobs']} | {_s(row['p50_s'])} | {_s(row['p99_s'])} |")

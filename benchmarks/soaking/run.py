@@ -31,6 +31,9 @@ class SoakConfig:
     warmup_s: float = 3.0  # before the first fault
     gap_s: tuple[float, float] = (4.0, 10.0)
     kinds: tuple[str, ...] = KINDS
+    burst_jobs: int = 12  # acme's burst after the faults (0: none), each of BURST_CALLS calls
+    fair_bound_s: float = checks.FAIR_BOUND_S
+    outage_scale: float = 1.0  # a Redis pause, a model outage, the receiver down: their drawn length times this
     workdir: Path | None = None
 
 
@@ -95,7 +98,8 @@ def run_soak(config: SoakConfig) -> SoakResult:
         startup_s = time.monotonic() - starting
         memory = {"before": _used_memory(fleet.url)}
         load = Load(fleet.api_url, fleet.url, hooks.url, config.seed, open_jobs=config.open_jobs)
-        injector = Injector(fleet, model, hooks, config.seed, gap_s=config.gap_s, kinds=config.kinds)
+        injector = Injector(fleet, model, hooks, config.seed, gap_s=config.gap_s, kinds=config.kinds,
+                            outage_scale=config.outage_scale)
         began = time.time()
         load.start()
         time.sleep(config.warmup_s)
@@ -104,11 +108,15 @@ def run_soak(config: SoakConfig) -> SoakResult:
         load.stop_submitting()
         injector.join()
         load_ended = time.time()
+        if config.burst_jobs:  # the faults are over: what the burst measures is the admission's share alone
+            load.burst(config.burst_jobs, timeout_s=config.drain_s)
+        burst_ended = time.time()
         _wait_ends(load, config.drain_s)
         load.stop()
         result = _checked(config, fleet, load, injector, model, hooks, began, load_ended, memory, workdir)
         last_end = max((j.ended_at for j in result.jobs if j.ended_at), default=load_ended)
-        result.figures.update(startup_s=round(startup_s, 1), drained_s=round(max(0.0, last_end - load_ended), 1))
+        result.figures.update(startup_s=round(startup_s, 1), drained_s=round(max(0.0, last_end - burst_ended), 1),
+                              burst_s=round(burst_ended - load_ended, 1))
         return result
     finally:
         fleet.stop()
@@ -133,16 +141,24 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
         while (c := checks.webhooks_delivered(jobs, hooks.snapshot())).violations and time.monotonic() < deadline:
             time.sleep(0.5)
         found += [c, checks.handler_runs(ledger, fleet.kills), checks.limits_held(ledger, fleet.kills),
-                  checks.budgets_held(jobs, model.snapshot()), store_checks.event_streams(store, done),
+                  checks.budgets_held(jobs, model.snapshot()), checks.fairness(jobs, config.fair_bound_s),
+                  store_checks.event_streams(store, done),
                   store_checks.outputs_once(store, done, ledger), store_checks.keys_expire(store, done)]
+        states = {j.job_id: store.record(j.job_id).state for j in done if j.kind == "event"}
+        found.append(checks.events_delivered(jobs, dict(load.events), states))
+        found.append(checks.requests_accepted(model.refusals(), model.snapshot()))
         memory["after"] = int(store.redis.info("memory")["used_memory"])
     finally:
         store.redis.close()
     calls_run = sum(1 for runs in ledger.values() for r in runs if r.end is not None)
     restarts: dict[str, int] = {}
+    exits: dict[str, int] = {}
     for proc in fleet.procs:
         restarts[proc.role] = restarts.get(proc.role, 0) + proc.restarts
-    figures = {"submit_errors": dict(load.errors), "approved": load.approved, "restarts": restarts,
-               "kills": len(fleet.kills)}
+        if proc.exits:
+            exits[proc.role] = exits.get(proc.role, 0) + proc.exits
+    figures = {"submit_errors": dict(load.errors), "last_errors": dict(load.last_errors), "approved": load.approved,
+               "restarts": restarts,
+               "exited_on_their_own": exits, "kills": len(fleet.kills)}
     return SoakResult(config, began, load_ended, ended, jobs, list(injector.faults), found, model.snapshot(),
                       calls_run, memory, figures, str(workdir))

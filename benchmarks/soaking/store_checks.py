@@ -38,7 +38,23 @@ def where_stuck(store: StateStore, job: SoakJob) -> str:
     calls = {str(c): str(s) for c, s in store.call_statuses(job.job_id).items()}
     events = [f"{e.get('event')}:{e.get('call_id') or ''}" for _, e in store.read_events(job.job_id)][-4:]
     waits = store.redis.hgetall(store.keys(job.job_id).waits)
-    return f"status {status}, calls {calls}, last events {events}, waits {waits}"
+    open_calls = [c for c, s in calls.items() if s not in ("done", "failed", "canceled", "skipped")]
+    return (f"status {status}, calls {calls}, last events {events}, waits {waits}, "
+            f"tasks {_tasks_held(store, job.job_id, open_calls)}")
+
+
+def _tasks_held(store: StateStore, job_id: str, calls: list[str]) -> str:
+    """Where the broker (kombu's Redis transport on this server) holds the open calls' tasks: on a queue's list,
+    or unacknowledged (how long ago it was taken), and whether kombu's restore of unacknowledged tasks is locked."""
+    redis, found = store.redis, dict.fromkeys(calls, "nowhere")
+    for key in redis.scan_iter(count=1000, _type="list"):
+        for message in redis.lrange(key, 0, -1):
+            found.update({c: f"queued on {key}" for c in calls if f"{job_id}.{c}" in str(message)})
+    for tag, entry in redis.hgetall("unacked").items():
+        for call in [c for c in calls if f"{job_id}.{c}" in str(entry)]:
+            score = redis.zscore("unacked_index", tag)
+            found[call] = f"unacked, taken {time.time() - score:.0f} s ago" if score else "unacked, not indexed"
+    return f"{found}, unacked_mutex ttl {redis.ttl('unacked_mutex')}"
 
 
 def event_streams(store: StateStore, jobs: list[SoakJob]) -> Check:

@@ -5,8 +5,9 @@ process dies between them, the broker delivers the call's task again: that deliv
 takes the job's next step, as the first would have. When the broker refused what followed (it was down, or a Redis
 broker was loading its data after a restart), the task is handed back instead of failing (a failed task is
 acknowledged, and what followed would be lost for good); its next delivery sends it. A tick's task delivered again
-after its request was made (its process died, or could not send the next tick) sends the next tick when it is due.
-No tick is asked twice: a tick is claimed once by its number.
+after its request was made (its process died, or could not send its calls or the next tick) sends the job's ready
+calls again and the next tick when it is due. No tick is asked twice: a tick is claimed once by its number; no call
+runs twice: a call is claimed once.
 
 The engine runs on the session's private Redis; the tasks are Celery's own, applied in this process (a retry runs the
 task again at once, as the broker's next delivery would).
@@ -127,11 +128,31 @@ def test_a_tick_task_delivered_again_after_its_request_sends_the_next_tick_once(
     assert rig.store.record(job_id).status is JobStatus.SUCCEEDED and len(model.requests) == 2
 
 
-def test_a_tick_task_delivered_again_while_the_calls_of_its_request_run_sends_nothing(engines: Engines):
+def test_a_tick_task_delivered_again_while_the_calls_of_its_request_run_asks_and_runs_nothing_twice(
+        engines: Engines):
+    """The late copy cannot tell a call whose task waits on its queue from one whose task was never sent: it sends
+    the ready call's task again. The copy finds the call claimed, and its end's next tick, sent by both, is asked
+    once."""
     rig, model = _rig(engines)
     job_id = rig.service.submit(JOB)
     assert rig.run(limit=1) == []  # tick 0 wrote the call, which is still open
     assert rig.executor.tick(job_id, 0) is None  # a late copy of tick 0
     assert _ticks(rig, job_id) == [0] and len(model.requests) == 1
     rig.run()
-    assert rig.store.record(job_id).status is JobStatus.SUCCEEDED and _ticks(rig, job_id) == [0, 1]
+    assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
+    assert rig.runs["weather"] == 1 and len(model.requests) == 2
+
+
+def test_a_tick_task_delivered_again_sends_the_calls_its_first_delivery_wrote_and_never_sent(engines: Engines):
+    """The soak's seed 104: an agent job `running`, its tick's activity call `ready`, never admitted, no task; the
+    dispatcher that committed the tick was killed before it sent the call. The tick's task comes back (it was not
+    acknowledged) and finds its request made: it sends the job's ready calls again."""
+    rig, model = _rig(engines)
+    job_id = rig.service.submit(JOB)
+    assert rig.run(limit=1) == []  # tick 0 wrote the call ...
+    assert rig.dispatcher.queue.popleft().record is not None  # ... and died before its task was sent
+    assert rig.run() == [] and rig.store.record(job_id).status is JobStatus.RUNNING  # stuck without a redelivery
+    assert rig.executor.tick(job_id, 0) is None  # the tick's task delivered again
+    rig.run()
+    assert rig.store.record(job_id).status is JobStatus.SUCCEEDED
+    assert rig.runs["weather"] == 1 and len(model.requests) == 2

@@ -1,0 +1,99 @@
+"""A task a worker took off its queue and died before recording as unacknowledged: its call moves again within
+seconds, not after `AGENTQ_ADMISSION_REPUBLISH_S` (300 s).
+
+Kombu's Redis transport takes a task off its queue (BRPOP), then records it as unacknowledged: a worker killed
+between the two loses it, and no restore brings it back. The soak found one such call (seed 52, a worker killed
+as its job started: the call `ready`, admitted, its task neither queued nor unacknowledged). The admission's sweep
+now looks, at each heartbeat, for admitted calls still ready a heartbeat after their admission whose task the broker
+holds nowhere, and publishes them again; a copy of a task a worker does hold runs nothing twice (a call is claimed
+once).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from agentq.client import Client
+from tests.integration.procs import WorkerProcs, ledger_runs, wait_for
+
+QUEUE = "agentq.activity.procCharge"
+LOST = "had lost their task"
+
+
+@pytest.mark.timeout(90)
+def test_a_task_taken_off_its_queue_by_a_worker_that_died_is_published_again_within_seconds(redis_url: str,
+                                                                                             tmp_path: Path):
+    ledger = tmp_path / "ledger.txt"
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        worker = procs.start(["procCharge"], concurrency=2, PROCS_LEDGER=str(ledger), AGENTQ_HEARTBEAT_S="1",
+                             AGENTQ_PREFETCH_MULTIPLIER="1", AGENTQ_ADMISSION_REPUBLISH_S="300",
+                             AGENTQ_LEASE_S="10", AGENTQ_VISIBILITY_TIMEOUT_S="300")
+        procs.wait_live(worker, ["procCharge"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            handle = client.submit({"context": [{"type": "state", "data": {}}], "calls": [
+                {"_tool": "procCharge", "seconds": 1.5, "tag": f"c{i}", "_outputPath": f"†state.c{i}"}
+                for i in range(5)]})
+            wait_for(lambda: sum(ledger_runs(ledger).values()) == 2 and broker.llen(QUEUE) == 3, 20,
+                     "two charges to run and three tasks to wait on their queue")
+            assert broker.rpop(QUEUE) is not None  # taken by a worker that died before recording it
+            lost_at = time.monotonic()
+            record = handle.result(timeout=40)
+            ended_s = time.monotonic() - lost_at
+    finally:
+        output = worker.output()
+        procs.close()
+    assert record["status"] == "succeeded", record
+    assert ledger_runs(ledger) == Counter({f"c{i}": 1 for i in range(5)})  # the lost one too, once
+    assert "1 admitted call(s) had lost their task" in output, output[-2000:]
+    assert ended_s < 15, f"the job ended {ended_s:.1f} s after its task was lost"
+
+
+ENGINE = "agentq.engine"
+GONE = re.compile(r"a process of the fleet is gone: of \d+ active jobs, (\d+) engine call\(s\) and (\d+) tick")
+
+
+def _take_engine_tasks(broker: redis.Redis) -> int:
+    """Take every task off the engine queue's lists, as a dispatcher killed before it recorded them."""
+    taken = 0
+    for key in broker.keys(f"{ENGINE}*"):
+        if broker.type(key) == b"list":
+            taken += broker.llen(key)
+            broker.delete(key)
+    return taken
+
+
+@pytest.mark.timeout(90)
+def test_an_engine_task_lost_with_a_killed_process_is_published_again_when_the_fleet_sees_it_gone(redis_url: str,
+                                                                                                  tmp_path: Path):
+    """The soak's seed 104: a `sleep` call `ready`, its task on no queue, after dispatchers were killed. Nothing
+    admits an engine task: when a process of the fleet is gone, the sweep looks at the active jobs for them."""
+    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
+           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no engine task
+        victim = procs.start(["procB"], concurrency=1, **env)  # the process that dies (a dispatcher, in the soak)
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procB"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
+                     "a sweep to see both processes live")
+            handle = client.submit({"tools": ["sleep"], "calls": [
+                {"_tool": "sleep", "seconds": 0.1, "_outputPath": "†state.slept"}]})
+            wait_for(lambda: _take_engine_tasks(broker) == 1, 10, "the sleep's task, taken off its queue")
+            victim.kill()
+            said = wait_for(lambda: GONE.search(survivor.output()), 15, "the sweep to see the killed process gone")
+            dispatcher = procs.dispatcher(**env)
+            procs.wait_dispatcher(dispatcher)
+            record = handle.result(timeout=20)
+    finally:
+        procs.close()
+    assert said.groups() == ("1", "0"), said.string[-2000:]
+    assert record["status"] == "succeeded" and "woke_at" in record["state"]["slept"], record
