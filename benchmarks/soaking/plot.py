@@ -18,6 +18,9 @@ W, H, LEFT, TOP, BOTTOM = 960, 420, 50, 20, 120
 BUCKET_S = 5.0
 
 
+LABELLED_FAULTS = 40  # more faults than this are shaded without a label each
+
+
 def svg(result: SoakResult) -> str:
     span = max(result.ended - result.began, 1.0)
     buckets = int(span // BUCKET_S) + 1
@@ -42,8 +45,12 @@ def svg(result: SoakResult) -> str:
         a, b = x(fault.began - result.began), x(max(fault.ended, fault.began + 0.5) - result.began)
         parts.append(f'<rect x="{a:.1f}" y="{TOP}" width="{b - a:.1f}" height="{plot_h}" fill="#f4b183" '
                      f'opacity="0.5"><title>{escape(fault.kind)}: {escape(fault.detail)}</title></rect>')
-        parts.append(f'<text x="{a:.1f}" y="{H - BOTTOM + 28}" transform="rotate(45 {a:.1f} {H - BOTTOM + 28})" '
-                     f'fill="#a0522d">{escape(fault.kind)}</text>')
+        if len(result.faults) <= LABELLED_FAULTS:
+            parts.append(f'<text x="{a:.1f}" y="{H - BOTTOM + 28}" transform="rotate(45 {a:.1f} {H - BOTTOM + 28})" '
+                         f'fill="#a0522d">{escape(fault.kind)}</text>')
+    if len(result.faults) > LABELLED_FAULTS:  # a long run's labels would cover each other: the count instead
+        parts.append(f'<text x="{LEFT}" y="{H - BOTTOM + 28}" fill="#a0522d">{len(result.faults)} faults, shaded '
+                     '(hover one for its kind)</text>')
     burst = [j for j in result.jobs if j.kind == "burst" and j.submitted_at]
     if burst:  # the fairness burst, after the faults
         a = x(min(j.submitted_at for j in burst) - result.began)
