@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from agentq.protocol.admission import AdmissionConfig, admission_member, split_member
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
-from agentq.runtime.restarts import StoreRestarts
+from agentq.runtime.restarts import ADMITTED, StoreRestarts
 
 if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
@@ -49,6 +49,10 @@ class AdmissionSweep:
 
     def config(self) -> AdmissionConfig:
         """The admission's windows and shares now (`Admission.config`)."""
+        raise NotImplementedError  # `Admission`'s
+
+    def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:
+        """Which of a job's ready calls to publish (`Admission.admit`)."""
         raise NotImplementedError  # `Admission`'s
 
     @staticmethod
@@ -91,7 +95,24 @@ class AdmissionSweep:
         lost = self._restarts.lost(died=self._one_died())
         for job_id, n in lost.ticks:
             dispatcher.tick(job_id, n)
-        return lost.calls
+        return lost.calls + self._unadmitted(lost.activity)
+
+    def _unadmitted(self, ready: Publish) -> Publish:
+        """Of ready activity calls whose task the broker holds nowhere, what the admission publishes for those not
+        admitted (their process died before admitting them: a tick's dispatcher killed after its commit, whose
+        task is lost too); an admitted one is the sweep's own look (`_lost`), a parked one stays parked."""
+        admitted = set(self.store.admitted_before(int(time.time() * 1000) + 60_000, limit=ADMITTED)) if ready else set()
+        by_job: dict[str, list[CallRecord]] = defaultdict(list)
+        for job_id, record in ready:
+            if admission_member(job_id, record.id) not in admitted:
+                by_job[job_id].append(record)
+        out: Publish = []
+        for job_id, records in by_job.items():
+            out += self.admit(job_id, records)
+        if by_job:
+            log.warning("admission sweep: %d ready call(s) that nobody admitted (their process died first, likely) "
+                        "are admitted now", sum(len(r) for r in by_job.values()))
+        return out
 
     def _one_died(self) -> bool:
         """Whether a process of the fleet live at the last sweep (of any process) is gone (killed, most likely: a

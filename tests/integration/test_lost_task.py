@@ -140,3 +140,48 @@ def test_a_running_call_whose_process_died_and_whose_task_is_held_nowhere_is_pub
     assert ledger_runs(ledger)["c"] == 2  # the killed run, then the one that took the call over
     assert "1 admitted call(s) had lost their task (a worker killed as it took it, likely; 1 of them running" \
         in output, output[-2000:]
+
+
+@pytest.mark.timeout(90)
+def test_a_ready_call_nobody_admitted_is_admitted_when_the_fleet_sees_a_process_gone(redis_url: str, tmp_path: Path):
+    """The soak's seed 109 (a replay): `acme-agent88` `running`, its tick's activity call `ready`, never admitted,
+    its task nowhere, after dispatchers were killed. A call made ready by a process that died before admitting it
+    (here: its place given back and its task dropped, as if never admitted) is admitted by the sweep's look after a
+    death."""
+    from agentq.protocol.admission import AdmissionConfig, admission_member
+    from agentq.store.state import StateStore
+
+    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
+           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        announcer = procs.start(["procB"], concurrency=1, **env)  # makes procB known, then leaves
+        procs.wait_live(announcer, ["procB"])
+        announcer.stop()
+        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no procB
+        victim = procs.start(["procEcho"], concurrency=1, **env)  # the process that dies
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procEcho"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
+                     "a sweep to see both processes live")
+            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
+                                    "context": [{"type": "state", "data": {}}]})
+            wait_for(lambda: broker.llen("agentq.activity.procB") == 1, 10, "the call's task on its queue")
+            broker.delete("agentq.activity.procB")  # never sent ...
+            call_id = handle.calls()[0]["id"]
+            store = StateStore(redis_url)
+            store.admit_calls([], AdmissionConfig(default_window=8), ended=[admission_member(handle.id, call_id)])
+            assert not store.admitted_before(2**62)  # ... nor admitted
+            victim.kill()
+            wait_for(lambda: UNADMITTED in "".join(p.output() for p in procs.procs), 15,
+                     "the sweep to admit the call")
+            runner = procs.start(["procB"], concurrency=1, **env)
+            procs.wait_live(runner, ["procB"])
+            record = handle.result(timeout=20)
+    finally:
+        procs.close()
+    assert record["status"] == "succeeded", record
+
+
+UNADMITTED = "1 ready call(s) that nobody admitted"
