@@ -5,15 +5,14 @@ canceled job, a process that died between a call's end and its step), fills the 
 publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
 publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
 publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost, and the engine's
-lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when
-a process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely), with the
-ready activity calls nobody admitted (the process that made them ready died first) whose task the broker holds
-nowhere, which it admits; and, at any
-sweep, an admitted call still ready a heartbeat after its admission, or running with its lease gone (its process
-died), whose task the broker holds nowhere. Kombu's Redis transport takes a task off its queue, then records it as
-unacknowledged: a process killed between the two loses it, and only the 300 s republish would have sent a ready
-admitted call's task again, nothing a running one's or an engine task. A copy of a running call's task takes the
-call over (`claim.lua`: its lease is gone).
+lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when a
+process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely), with the ready
+activity calls nobody admitted (the process that made them ready died first) whose task the broker holds nowhere,
+which it admits; and, at any sweep, an admitted call still ready a heartbeat after its admission, or running with
+its lease gone (its process died), whose task the broker holds nowhere. Kombu's Redis transport takes a task off its
+queue, then records it as unacknowledged: a process killed between the two loses it, and only the 300 s republish
+would have sent a ready admitted call's task again, nothing a running one's or an engine task. A copy of a running
+call's task takes the call over (`claim.lua`: its lease is gone).
 """
 
 from __future__ import annotations
