@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from agentq.protocol.admission import AdmissionConfig, admission_member, split_member
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
-from agentq.runtime.restarts import ADMITTED, StoreRestarts
+from agentq.runtime.restarts import StoreRestarts
 
 if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
@@ -101,11 +101,11 @@ class AdmissionSweep:
     def _unadmitted(self, ready: Publish) -> Publish:
         """Of ready activity calls whose task the broker holds nowhere, what the admission publishes for those not
         admitted (their process died before admitting them: a tick's dispatcher killed after its commit, whose
-        task is lost too); an admitted one is the sweep's own look (`_lost`), a parked one stays parked."""
-        admitted = set(self.store.admitted_before(int(time.time() * 1000) + 60_000, limit=ADMITTED)) if ready else set()
+        task is lost too); an admitted one is the sweep's own look (`_lost`), a parked one waits for its place."""
+        known = self.store.admission_members() if ready else set()  # admitted or parked
         by_job: dict[str, list[CallRecord]] = defaultdict(list)
         for job_id, record in ready:
-            if admission_member(job_id, record.id) not in admitted:
+            if admission_member(job_id, record.id) not in known:
                 by_job[job_id].append(record)
         out: Publish = []
         for job_id, records in by_job.items():

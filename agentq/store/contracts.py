@@ -232,6 +232,8 @@ class AdmissionStore(Protocol):
 
     def leases_lapsed(self, calls: Sequence[tuple[str, str]]) -> set[tuple[str, str]]: ...
 
+    def admission_members(self) -> set[str]: ...
+
 
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""
