@@ -5,11 +5,14 @@ canceled job, a process that died between a call's end and its step), fills the 
 publishes again an admitted call still ready after `AGENTQ_ADMISSION_REPUBLISH_S` (its publisher died before
 publishing it; a duplicate task is harmless: a claim is taken once). Where the broker is the store's Redis, it also
 publishes at once, after a restart of the store, the admitted calls whose tasks the restart lost, and the engine's
-lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when
-a process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely); and, at any
-sweep, an admitted call still ready a heartbeat after its admission whose task the broker holds nowhere. Kombu's
-Redis transport takes a task off its queue, then records it as unacknowledged: a process killed between the two
-loses it, and only the 300 s republish would have sent an admitted call's task again, nothing an engine task.
+lost calls and ticks (`runtime/restarts.py`, `runtime/engine_restarts.py`), and the engine's lost tasks again when a
+process of the fleet live at its last sweep is gone (its heartbeat expired: killed, most likely), with the ready
+activity calls nobody admitted (the process that made them ready died first) whose task the broker holds nowhere,
+which it admits; and, at any sweep, an admitted call still ready a heartbeat after its admission, or running with
+its lease gone (its process died), whose task the broker holds nowhere. Kombu's Redis transport takes a task off its
+queue, then records it as unacknowledged: a process killed between the two loses it, and only the 300 s republish
+would have sent a ready admitted call's task again, nothing a running one's or an engine task. A copy of a running
+call's task takes the call over (`claim.lua`: its lease is gone).
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ class AdmissionSweep:
         """The admission's windows and shares now (`Admission.config`)."""
         raise NotImplementedError  # `Admission`'s
 
+    def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:
+        """Which of a job's ready calls to publish (`Admission.admit`)."""
+        raise NotImplementedError  # `Admission`'s
+
     @staticmethod
     def _answer(reply: list[str], job_id: str, gated: Sequence[CallRecord]) -> Publish:
         """What a step's reply leaves to publish (`Admission._answer`)."""
@@ -65,9 +72,9 @@ class AdmissionSweep:
         now_ms = int(time.time() * 1000)
         stale = self.store.admitted_before(now_ms - beat_ms)
         old = set(self.store.admitted_before(now_ms - int(self.settings.admission_republish_s * 1000)))
-        ended, again, ready = self._look_at(stale, old)
+        ended, again, ready, running = self._look_at(stale, old)
         out += self._again(again)
-        out += self._lost(ready)
+        out += self._lost(ready, self._lapsed(running))
         queues = self.store.parked_queues()
         if ended or queues:
             out += self._answer(self.store.admit_calls([], self.config(), ended=ended, fill=queues), "", [])
@@ -89,7 +96,24 @@ class AdmissionSweep:
         lost = self._restarts.lost(died=self._one_died())
         for job_id, n in lost.ticks:
             dispatcher.tick(job_id, n)
-        return lost.calls
+        return lost.calls + self._unadmitted(lost.activity)
+
+    def _unadmitted(self, ready: Publish) -> Publish:
+        """Of ready activity calls whose task the broker holds nowhere, what the admission publishes for those not
+        admitted (their process died before admitting them: a tick's dispatcher killed after its commit, whose
+        task is lost too); an admitted one is the sweep's own look (`_lost`), a parked one waits for its place."""
+        known = self.store.admission_members() if ready else set()  # admitted or parked
+        by_job: dict[str, list[CallRecord]] = defaultdict(list)
+        for job_id, record in ready:
+            if admission_member(job_id, record.id) not in known:
+                by_job[job_id].append(record)
+        out: Publish = []
+        for job_id, records in by_job.items():
+            out += self.admit(job_id, records)
+        if by_job:
+            log.warning("admission sweep: %d ready call(s) that nobody admitted (their process died first, likely) "
+                        "are admitted now", sum(len(r) for r in by_job.values()))
+        return out
 
     def _one_died(self) -> bool:
         """Whether a process of the fleet live at the last sweep (of any process) is gone (killed, most likely: a
@@ -98,18 +122,29 @@ class AdmissionSweep:
         before = self.store.swap_fleet_seen("\n".join(live))
         return before is not None and bool(set(before.split("\n")) - set(live) - {""})
 
-    def _lost(self, ready: dict[str, list[str]]) -> Publish:
-        """Of the admitted calls still ready a heartbeat after their admission, those whose tasks the broker (the
-        store's Redis) holds nowhere; nothing where the broker is another (its own redelivery covers a killed
-        worker)."""
-        if not ready or self.pushed is None or self._restarts is None:
+    def _lapsed(self, running: dict[str, list[str]]) -> set[tuple[str, str]]:
+        """Of the `running` calls, those whose lease is gone (their process died), where the sweep looks for lost
+        tasks (one round trip)."""
+        if not running or self.pushed is None or self._restarts is None:
+            return set()
+        return self.store.leases_lapsed([(job_id, c) for job_id, calls in running.items() for c in calls])
+
+    def _lost(self, ready: dict[str, list[str]], lapsed: set[tuple[str, str]]) -> Publish:
+        """Of the admitted calls still ready a heartbeat after their admission, and of the `lapsed` ones (running,
+        their lease gone), those whose tasks the broker (the store's Redis) holds nowhere; nothing where the
+        broker is another (its own redelivery covers a killed worker)."""
+        if not (ready or lapsed) or self.pushed is None or self._restarts is None:
             return []
-        records = [(job_id, r) for job_id, call_ids in ready.items()
+        calls: dict[str, list[str]] = defaultdict(list, {job_id: list(ids) for job_id, ids in ready.items()})
+        for job_id, call_id in sorted(lapsed):
+            calls[job_id].append(call_id)
+        records = [(job_id, r) for job_id, call_ids in calls.items()
                    for r in self.store.call_records(job_id, call_ids).values()]
         lost = self._restarts.lost_tasks(records)
         if lost:
+            running = sum((job_id, r.id) in lapsed for job_id, r in lost)
             log.warning("admission sweep: %d admitted call(s) had lost their task (a worker killed as it took it, "
-                        "likely) and are published again", len(lost))
+                        "likely; %d of them running, their lease gone) and are published again", len(lost), running)
         return lost
 
     def _again(self, again: dict[str, list[str]]) -> Publish:
@@ -121,9 +156,9 @@ class AdmissionSweep:
         return out
 
     def _look_at(self, stale: Sequence[str], old: set[str]) -> tuple[list[str], dict[str, list[str]],
-                                                                      dict[str, list[str]]]:
+                                                                      dict[str, list[str]], dict[str, list[str]]]:
         """Of admitted members: those whose call ended (or whose job is gone), the calls still ready among `old`
-        (by job), and the other calls still ready (by job)."""
+        (by job), the other calls still ready (by job), and the calls running (by job)."""
         by_job: dict[str, list[str]] = defaultdict(list)
         for member in stale:
             job_id, call_id = split_member(member)
@@ -131,6 +166,7 @@ class AdmissionSweep:
         ended: list[str] = []
         again: dict[str, list[str]] = defaultdict(list)
         ready: dict[str, list[str]] = defaultdict(list)
+        running: dict[str, list[str]] = defaultdict(list)
         for job_id, call_ids in by_job.items():
             statuses = self.store.call_statuses(job_id, call_ids)
             for call_id in call_ids:
@@ -140,4 +176,6 @@ class AdmissionSweep:
                     ended.append(member)
                 elif status is CallStatus.READY:
                     (again if member in old else ready)[job_id].append(call_id)
-        return ended, dict(again), dict(ready)
+                elif status is CallStatus.RUNNING:
+                    running[job_id].append(call_id)
+        return ended, dict(again), dict(ready), dict(running)

@@ -263,8 +263,7 @@ def register_engine_tasks(app: Any, executor: Executor, service: JobService, rou
         except broker_errors() as error:  # what the tick sends did not go out: the tick is made again
             raise _store_retry(task, _unsent(error)) from error
         if wait is not None:
-            raise task.retry(countdown=wait, max_retries=None, argsrepr=tick_argsrepr(job_id, n),
-                             kwargsrepr="{}")
+            raise _published_retry(task, wait, argsrepr=tick_argsrepr(job_id, n), kwargsrepr="{}")
 
     return [routing.engine_queue]
 
@@ -292,7 +291,7 @@ def _register_call_task(app: Any, executor: Executor, name: str, *, soft_time_li
         except broker_errors() as error:  # committed, but what follows did not go out: its redelivery sends it
             raise _store_retry(task, _unsent(error), **_shown(pointer)) from error
         if outcome.retry_in is not None:  # Celery's retry re-sends the arguments; keep what monitoring shows
-            raise task.retry(countdown=outcome.retry_in, max_retries=None, **_shown(pointer))
+            raise _published_retry(task, outcome.retry_in, **_shown(pointer))
         if outcome.status is OutcomeStatus.FAILED:  # committed as failed: the task fails too (message acked)
             raise CallFailedError(failed_call_message(job_id, call_id, outcome.error))
         return outcome.status.value
@@ -338,15 +337,24 @@ def _store_retry(task: Any, error: StoreUnavailableError, **shown: Any) -> Any:
     down, or loading its data after a restart): Celery then rejects the task without requeueing it, and its call
     or tick would be lost. The publication is tried again every second for up to `RETRY_PUBLISH_S` (the store is
     down: the slot has nothing else to do); after that the task is rejected with requeue, left to the broker."""
-    from celery.exceptions import Reject
-
     countdown = store_backoff_s(task.request.retries or 0)
     log.warning("task %s of %s handed back for a new delivery in %.1f s: %s", task.request.id, task.name,
                 countdown, error)
+    return _published_retry(task, countdown, exc=error, **shown)
+
+
+def _published_retry(task: Any, countdown: float, **options: Any) -> Any:
+    """Celery's `task.retry` (not thrown: the caller raises what it returns), its message published again every
+    second for up to `RETRY_PUBLISH_S` while the broker refuses it; after that, the task rejected with requeue.
+    Celery itself rejects a task whose retry it could not publish without requeue: the task, and its call or
+    tick, would be lost (a call released for its next attempt stays `ready`; one that found another attempt's
+    lease stays `running`, its lease gone once that attempt's process died)."""
+    from celery.exceptions import Reject
+
     deadline = time.monotonic() + RETRY_PUBLISH_S
     while True:
         try:
-            return task.retry(countdown=countdown, max_retries=None, exc=error, throw=False, **shown)
+            return task.retry(countdown=countdown, max_retries=None, throw=False, **options)
         except Reject as refused:
             if time.monotonic() >= deadline:
                 return Reject(refused.reason, requeue=True)

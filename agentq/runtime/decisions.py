@@ -1,9 +1,17 @@
 """A job's decisions after submission: a reviewer's approve, edit or reject of a call awaiting approval
 (docs/protocol.md#approvals), and a job's cancellation. A mixin of `JobService` (`runtime/service.py`), which builds the
-parts it uses."""
+parts it uses.
+
+An approved (or edited) call is made `ready` in the store, then sent by the deciding process (an API): a process
+killed between the two would leave it `ready` and never admitted, and a reviewer's retry finds it decided. So the
+decision first writes a check, `<job> @decided:<call>` in the timers' sorted set, due a lease later; the dispatcher
+that takes it sends the call again when it is still `ready` (`send_decided`: the admission answers an admitted call
+with its task again and leaves a parked one parked; a copy runs nothing twice, a call is claimed once)."""
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from dataclasses import replace
 from typing import Any, Protocol
@@ -19,7 +27,10 @@ from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
 from agentq.store.base import Store
+from agentq.store.job_timers import DECIDED
 from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
+
+log = logging.getLogger("agentq.timers")
 
 
 class Dispatch(EngineDispatch, Protocol):
@@ -65,6 +76,16 @@ class JobDecisions:
         self._send(job_id, record)
         return record
 
+    def send_decided(self, job_id: str, call_id: str) -> None:
+        """A call approved a lease ago, sent again when still `ready` (its decider may have died before sending
+        it; see the module docstring)."""
+        if self.store.call_statuses(job_id, [call_id]).get(call_id) is not CallStatus.READY:
+            return
+        record = self.store.call_records(job_id, [call_id]).get(call_id)
+        if record is not None:
+            log.info("call %s of job %s still ready a lease after its approval: sent again", call_id, job_id)
+            self._send(job_id, record)
+
     def _send(self, job_id: str, record: CallRecord) -> None:
         """Send a decided call's task, unless its job waits for its concurrency keys or its start time (its start
         sends it)."""
@@ -93,6 +114,8 @@ class JobDecisions:
     def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
                 token: str = "") -> CallRecord:
         self._awaiting(job_id, call_id)
+        if decision != "reject":  # sent by this process alone: checked a lease later (see the module docstring)
+            self.store.set_job_timer(job_id, DECIDED + call_id, round((time.time() + self.settings.lease_s) * 1000))
         match self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
                                 lease_ms=int(self.settings.lease_s * 1000)):
             case Decided(record=decided):

@@ -12,6 +12,9 @@ nor unacknowledged):
 
 - each ready call of the engine's (not admitted) of a job that was sent its work (not `scheduled`, not `waiting`
   for its concurrency keys);
+- each ready activity call of such a job, handed to the admission (`AdmissionSweep._unadmitted`): one nobody
+  admitted (the process that made it ready — a tick's dispatcher — died before admitting it) is admitted now, an
+  admitted one whose task is lost is sent again, a parked one stays parked;
 - the next tick of each such agent job that is due one: no awaited call open, and no tick in flight (or one whose
   lease is gone: its process died with it). Its task's number is the job's model requests so far.
 
@@ -46,6 +49,9 @@ class EngineWork:
     calls: list[tuple[str, CallRecord]] = field(default_factory=list)
     ticks: list[tuple[str, int]] = field(default_factory=list)
     looked_at: int = 0  # active jobs read
+    # ready activity calls whose task the broker holds nowhere: for the admission (admitted ones are sent again,
+    # parked ones stay parked, those nobody admitted — their process died first — are admitted now)
+    activity: list[tuple[str, CallRecord]] = field(default_factory=list)
 
 
 def due_tick(head: JobHead) -> int | None:
@@ -69,11 +75,12 @@ def lost_engine_work(store: EngineWorkReads, held: Callable[[Sequence[str]], set
     broker holds on those queues (queued or unacknowledged); `task_id(job, call)`: a call task's id."""
     heads = store.active_job_heads(ACTIVE_JOBS)
     due = _due(store, heads, engine_queue)
-    if not due.calls and not due.ticks:
+    if not due.calls and not due.ticks and not due.activity:
         return due
-    holds = held(sorted({engine_queue, *(record.queue for _, record in due.calls)}))
+    holds = held(sorted({engine_queue, *(record.queue for _, record in due.calls + due.activity)}))
     return EngineWork([(j, r) for j, r in due.calls if task_id(j, r.id) not in holds],
-                      [(j, n) for j, n in due.ticks if tick_task_id(j, n) not in holds], due.looked_at)
+                      [(j, n) for j, n in due.ticks if tick_task_id(j, n) not in holds], due.looked_at,
+                      [(j, r) for j, r in due.activity if task_id(j, r.id) not in holds])
 
 
 def _due(store: EngineWorkReads, heads: Sequence[JobHead], engine_queue: str) -> EngineWork:
@@ -85,6 +92,7 @@ def _due(store: EngineWorkReads, heads: Sequence[JobHead], engine_queue: str) ->
         if head.ready:
             records = store.call_records(head.job_id, list(head.ready)).values()
             due.calls += [(head.job_id, r) for r in records if engine_call(r, engine_queue)]
+            due.activity += [(head.job_id, r) for r in records if not engine_call(r, engine_queue)]
         n = due_tick(head)
         if n is not None:
             due.ticks.append((head.job_id, n))

@@ -48,7 +48,7 @@ from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DEADLINE, START, UNSTARTED, UNTAKEN
+from agentq.store.job_timers import DEADLINE, DECIDED, START, UNSTARTED, UNTAKEN
 
 if TYPE_CHECKING:
     from agentq.runtime.admission import WithWrite
@@ -83,6 +83,10 @@ class JobTimers:
         self.store.set_job_timer(plan.id, START, start, nx=True)
         return replace(plan, start_ms=start)
 
+    def send_decided(self, job_id: str, call_id: str) -> None:
+        """Send an approved call again when still `ready` (`JobDecisions.send_decided`)."""
+        raise NotImplementedError  # `JobDecisions`'s
+
     def start_check(self, plan: JobPlan, ready: list[CallRecord], with_write: WithWrite | None,
                     submitted_s: float) -> int | None:
         """When a new job's `@unstarted` timer is due (unix ms), or None when it needs none: a job started later (its
@@ -109,6 +113,9 @@ class JobTimers:
             return True
         if kind.startswith(UNTAKEN):
             self.start_timed_out(job_id, kind.removeprefix(UNTAKEN))
+            return True
+        if kind.startswith(DECIDED):
+            self.send_decided(job_id, kind.removeprefix(DECIDED))
             return True
         log.warning("job %s has a timer of unknown kind %r: dropped", job_id, kind)
         return True

@@ -95,7 +95,7 @@ class StoreRestarts:
                     "had lost their task and are published again (looked at in %.0f ms)", run[:8],
                     uptime_ms // 1000, len(ready), len(lost), engine.looked_at, len(engine.calls), len(engine.ticks),
                     1000 * (time.monotonic() - began))
-        return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at)
+        return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at, engine.activity)
 
     def lost_tasks(self, ready: Sequence[tuple[str, CallRecord]]) -> list[tuple[str, CallRecord]]:
         """Of admitted calls still `ready`, those whose task the broker holds nowhere (neither queued nor

@@ -91,6 +91,22 @@ class AdmissionSteps(StoreConnection):
         info, seen = pipe.execute()
         return str(info["run_id"]), seen, int(info["uptime_in_seconds"]) * 1000
 
+    def admission_members(self) -> set[str]:
+        """The members admitted or parked now (the `info` and `parked` hashes' fields): one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hkeys(self.fleet.admission("info"))
+        pipe.hkeys(self.fleet.admission("parked"))
+        admitted, parked = pipe.execute()
+        return {str(m) for m in admitted} | {str(m) for m in parked}
+
+    def leases_lapsed(self, calls: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Of (job id, call id) pairs of running calls, those whose lease is gone: no live process runs them (its
+        holder renews it, and makes it again should it lapse in an outage, `renew.lua`). One round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id, call_id in calls:
+            pipe.exists(self.keys(job_id).lease(call_id))
+        return {pair for pair, held in zip(calls, pipe.execute(), strict=True) if not held}
+
     def note_admission_run(self, run: str) -> None:
         """The sweep looked at the queues for the server's run `run`."""
         self.redis.set(self.fleet.admission("run"), run)

@@ -230,6 +230,10 @@ class AdmissionStore(Protocol):
 
     def swap_fleet_seen(self, seen: str) -> str | None: ...
 
+    def leases_lapsed(self, calls: Sequence[tuple[str, str]]) -> set[tuple[str, str]]: ...
+
+    def admission_members(self) -> set[str]: ...
+
 
 class BudgetStore(Protocol):
     """A job's budget (shared by its module children) and the usage it reports."""

@@ -29,6 +29,7 @@ DEADLINE = "deadline"
 START = "start"
 UNSTARTED = "unstarted"  # a job whose first tasks only its submitter sends: started again if still unstarted
 UNTAKEN = "untaken:"  # `<job> @untaken:<call>`: a ready call's `x-start-timeout-s`
+DECIDED = "decided:"  # `<job> @decided:<call>`: an approved call, sent again if still ready (runtime/decisions.py)
 
 
 def job_timer_member(job_id: str, kind: str) -> str:

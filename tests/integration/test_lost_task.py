@@ -97,3 +97,91 @@ def test_an_engine_task_lost_with_a_killed_process_is_published_again_when_the_f
         procs.close()
     assert said.groups() == ("1", "0"), said.string[-2000:]
     assert record["status"] == "succeeded" and "woke_at" in record["state"]["slept"], record
+
+
+def _drop_unacked(broker: redis.Redis, job_id: str) -> int:
+    """Drop the job's tasks from the broker's unacknowledged ones, as a delivery that was never recorded."""
+    dropped = 0
+    for tag, entry in broker.hgetall("unacked").items():
+        if job_id.encode() in entry:
+            dropped += broker.hdel("unacked", tag)
+            broker.zrem("unacked_index", tag)
+    return dropped
+
+
+@pytest.mark.timeout(90)
+def test_a_running_call_whose_process_died_and_whose_task_is_held_nowhere_is_published_again(redis_url: str,
+                                                                                              tmp_path: Path):
+    """The soak's seed 109: a retried call `running`, admitted, its lease gone with its killed worker, its task
+    neither queued nor unacknowledged. The sweep looked only at `ready` calls for lost tasks; now also at `running`
+    ones whose lease is gone, and the copy it publishes takes the call over."""
+    ledger = tmp_path / "ledger.txt"
+    env = {"PROCS_LEDGER": str(ledger), "AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300",
+           "AGENTQ_LEASE_S": "2", "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no charge
+        victim = procs.start(["procCharge"], concurrency=1, **env)
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procCharge"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            handle = client.submit({"context": [{"type": "state", "data": {}}], "calls": [
+                {"_tool": "procCharge", "seconds": 3, "tag": "c", "_outputPath": "†state.c"}]})
+            wait_for(lambda: ledger_runs(ledger)["c"] == 1, 20, "the charge to start on the victim")
+            victim.kill()
+            assert _drop_unacked(broker, handle.id) == 1  # its delivery, lost with it
+            runner = procs.start(["procCharge"], concurrency=1, **env)
+            procs.wait_live(runner, ["procCharge"])
+            record = handle.result(timeout=30)
+    finally:
+        output = "".join(proc.output() for proc in procs.procs)  # whichever swept
+        procs.close()
+    assert record["status"] == "succeeded", record
+    assert ledger_runs(ledger)["c"] == 2  # the killed run, then the one that took the call over
+    assert "1 admitted call(s) had lost their task (a worker killed as it took it, likely; 1 of them running" \
+        in output, output[-2000:]
+
+
+@pytest.mark.timeout(90)
+def test_a_ready_call_nobody_admitted_is_admitted_when_the_fleet_sees_a_process_gone(redis_url: str, tmp_path: Path):
+    """The soak's seed 109 (a replay): `acme-agent88` `running`, its tick's activity call `ready`, never admitted,
+    its task nowhere, after dispatchers were killed. A call made ready by a process that died before admitting it
+    (here: its place given back and its task dropped, as if never admitted) is admitted by the sweep's look after a
+    death."""
+    from agentq.protocol.admission import AdmissionConfig, admission_member
+    from agentq.store.state import StateStore
+
+    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
+           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        announcer = procs.start(["procB"], concurrency=1, **env)  # makes procB known, then leaves
+        procs.wait_live(announcer, ["procB"])
+        announcer.stop()
+        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no procB
+        victim = procs.start(["procEcho"], concurrency=1, **env)  # the process that dies
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procEcho"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
+                     "a sweep to see both processes live")
+            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
+                                    "context": [{"type": "state", "data": {}}]})
+            wait_for(lambda: broker.llen("agentq.activity.procB") == 1, 10, "the call's task on its queue")
+            broker.delete("agentq.activity.procB")  # never sent ...
+            call_id = handle.calls()[0]["id"]
+            store = StateStore(redis_url)
+            store.admit_calls([], AdmissionConfig(default_window=8), ended=[admission_member(handle.id, call_id)])
+            assert not store.admitted_before(2**62)  # ... nor admitted
+            victim.kill()
+            wait_for(lambda: UNADMITTED in "".join(p.output() for p in procs.procs), 15,
+                     "the sweep to admit the call")
+            runner = procs.start(["procB"], concurrency=1, **env)
+            procs.wait_live(runner, ["procB"])
+            record = handle.result(timeout=20)
+    finally:
+        procs.close()
+    assert record["status"] == "succeeded", record
+
+
+UNADMITTED = "1 ready call(s) that nobody admitted"

@@ -52,3 +52,11 @@ def test_a_retry_never_published_rejects_the_task_with_requeue(waits: list[float
     monkeypatch.setattr(app, "RETRY_PUBLISH_S", 0.0)
     outcome = app._store_retry(Task(refusals=100), StoreUnavailableError("down"))
     assert isinstance(outcome, Reject) and outcome.requeue is True
+
+
+def test_a_calls_own_retry_that_cannot_be_published_is_published_again(waits: list[float]):
+    """A call's retry (released for its next attempt, or finding another attempt's lease: the soak's seed 109 left
+    such a call `running` with no task anywhere) goes the same way: Celery's plain `task.retry` dropped the task."""
+    task = Task(refusals=2)
+    assert app._published_retry(task, 0.1, argsrepr="[]", kwargsrepr="{}") == "published"
+    assert task.asked == 3 and waits == [1.0, 1.0]
