@@ -31,7 +31,7 @@ class CallSteps(StatsSteps):
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
               tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
-              last_call: bool = False) -> Claim:
+              last_call: bool = False, tools_at: str = "") -> Claim:
         """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
         A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
@@ -50,11 +50,15 @@ class CallSteps(StatsSteps):
 
         A caller that would build the job's end ahead of the call's commit passes `last_call`: when the call is
         its plan job's one open awaited call, the claim sends what finalizing the job reads (`Claimed.last`).
+
+        `tools_at`: the `Claimed.tools_at` of an earlier claim of the same plan job that found the caller's copy
+        of the tool current (or sent it): a plan job's tools never change, so the claim takes that copy for
+        current without reading the stored schema while the job is that one (not a job id used again).
         """
         return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
                                   job_started=job_started, expect_started=expect_started, record=record,
                                   record_sha=record_sha, tool_sha=tool_sha, start_events=start_events,
-                                  last_call=last_call)
+                                  last_call=last_call, tools_at=tools_at)
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:

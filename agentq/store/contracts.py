@@ -127,7 +127,7 @@ class CallStore(Protocol):
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
               tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
-              last_call: bool = False) -> Claim: ...
+              last_call: bool = False, tools_at: str = "") -> Claim: ...
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = (), awaited: bool | None = None,

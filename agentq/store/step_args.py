@@ -17,7 +17,8 @@ class ClaimArgs:
     `log_offset`: where the log's tail is read from (-1: the log is not read); `record_sha`, `tool_sha`: the SHA-1
     of the caller's call record and of its copy of the call's tool ('': none); `tool`: the tool of the caller's
     record (trusted only when that record is the stored one); `last_call`: the caller would finalize the job in
-    the call's commit if it is the job's last awaited call."""
+    the call's commit if it is the job's last awaited call; `tools_at`: the `created_at` of the plan job an earlier
+    claim found the caller's copy of the tool current for ('': none; `Claimed.tools_at`)."""
 
     call_id: str
     token: str
@@ -29,12 +30,14 @@ class ClaimArgs:
     tool_sha: str
     tool: str
     last_call: bool
+    tools_at: str = ""
 
     def encode(self) -> str:
         """The record as claim.lua's ARGV[1]."""
         return dumps({"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
                       "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
-                      "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call})
+                      "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call,
+                      "tools_at": self.tools_at})
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,8 +157,9 @@ end
 
 -- the parked lists as read: items (from the list's head, parsed), next (the first not taken), all (the whole list
 -- read), step (what a later read adds beyond what it wants; nil before the first read, which takes `ahead`, the
--- places to fill: a later read mostly asks whether one more is left, so it adds 1, then 2, 4 ... for runs of
--- withdrawn entries)
+-- places to fill and one more, so whether the list still holds a call once they are filled needs no read of its
+-- own; a later read mostly asks whether one more is left, so it adds 1, then 2, 4 ... for runs of withdrawn
+-- entries)
 local lists, list_order, ahead = {}, {}, 1
 local function read_list(key, want)
   local s = lists[key]
@@ -304,7 +305,7 @@ local function fill(q)
   local tenants = {}
   for t in pairs(r.pass) do tenants[#tenants + 1] = 't:' .. t end
   read_counts(tenants)
-  ahead = math.min(math.max(places, 1), CHUNK)
+  ahead = math.min(math.max(places, 1) + 1, CHUNK)  -- one more: whether the list is left empty needs no read
   local blocked = {}
   while r.size > 0 and count('q:' .. q) < window do
     if not fill_one(q, r, blocked) then return end
