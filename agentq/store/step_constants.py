@@ -26,9 +26,14 @@ LOOKED_AT = 32
 # wait at most this long between tries).
 RESTART_GRACE_MS = 2000
 
+# A commit that finds its call held by another attempt (which took it over after this one's lease lapsed) reads
+# and deletes the lease in one command, then gives that attempt its lease back for this long (`commit.lua`): its
+# holder renews it to its own length well before (every third of a lease; the default lease is 30 s).
+LEASE_KEPT_MS = 30_000
+
 STEP_CONSTANTS: dict[str, int] = {"MINUTE_MS": MINUTE_MS, "HEADROOM_MS": HEADROOM_MS,
                                   "TICKET_MAX_AGE_MS": TICKET_MAX_AGE_MS, "LOOKED_AT": LOOKED_AT,
-                                  "RESTART_GRACE_MS": RESTART_GRACE_MS}
+                                  "RESTART_GRACE_MS": RESTART_GRACE_MS, "LEASE_KEPT_MS": LEASE_KEPT_MS}
 
 
 def lua_constants() -> str:

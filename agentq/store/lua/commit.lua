@@ -27,8 +27,13 @@ local a = cjson.decode(ARGV[1])
 local call_id = a.call_id
 local status = redis.call('HGET', KEYS[4], call_id)
 if status ~= CALL.RUNNING and status ~= CALL.WAITING then return {'duplicate', status or ''} end
-local holder = redis.call('GET', KEYS[7])
-if holder and holder ~= a.token then return {'superseded'} end
+-- the lease ends with this commit: read and deleted in one command; another attempt's lease (it took the call
+-- over after this one's lapsed) is given back to it, for LEASE_KEPT_MS (its holder's next renewal sets its own)
+local holder = redis.call('GETDEL', KEYS[7])
+if holder and holder ~= a.token then
+  redis.call('SET', KEYS[7], holder, 'PX', LEASE_KEPT_MS)
+  return {'superseded'}
+end
 
 local job = job_fields(KEYS[1])
 -- the caller's ending holds only if the job hash is the one its claim read (nothing else wrote it since)
@@ -46,7 +51,6 @@ local length = append_log(KEYS[2], messages, job.expire_at_ms)
 -- ... and the log the one its claim read, plus this outcome's messages
 if ending and (length or redis.call('LLEN', KEYS[2])) ~= ending.log_length + n then ending = nil end
 redis.call('HSET', KEYS[4], call_id, a.status)
-redis.call('DEL', KEYS[7])
 for i = 2 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', mark(ARGV[i], 'after_cancel')) end
 
 local k = {job = KEYS[1], log = KEYS[2], calls = KEYS[3], status = KEYS[4], waiting = KEYS[5],
