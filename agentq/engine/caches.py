@@ -81,10 +81,8 @@ class JobTools:
     def keep(self, job_id: str, name: str, tool: dict, sha: str, stamp: str = "") -> dict:
         """Cache the schema the store sent (or found current: `stamp`, the plan job's `created_at` the claim read);
         returns the cached object when it is the same schema."""
-        if stamp:
+        if stamp:  # (a stamp of another schema stays: it only ever holds for that schema's SHA-1)
             self._stamps.replace((job_id, name), (stamp, sha))
-        else:
-            self._stamps.pop((job_id, name))
         entry = self._tools.get((job_id, name))
         if entry is None or entry[1] != sha:
             latest = self._latest.get(name)
