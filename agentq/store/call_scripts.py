@@ -103,7 +103,8 @@ class CallScripts(ScriptRunner):
         raise ValueError(f"claim.lua replied {reply[0]!r}")
 
     def commit(self, keys: JobKeys, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
+               events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None,
+               lease_ms: int = 0) -> Commit:
         """commit.lua: write a running call's outcome exactly once (`awaited`: None reads it from the stored
         record; `ahead`: the job's end, written if this commit ends the job as its claim foresaw)."""
         reply = self._run(
@@ -111,7 +112,7 @@ class CallScripts(ScriptRunner):
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
              keys.dependents, keys.approval, keys.done],
             [CommitArgs(call_id=call_id, token=token, status=status.value, awaited=awaited,
-                        ending=_ending(ahead, keys.job_id), messages=len(messages)).encode(),
+                        ending=_ending(ahead, keys.job_id), messages=len(messages), lease_ms=lease_ms).encode(),
              *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":

@@ -61,14 +61,16 @@ class CallSteps(StatsSteps):
                                   last_call=last_call, tools_at=tools_at)
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
+               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None,
+               lease_ms: int = 0) -> Commit:
         """Write a running call's outcome exactly once (see commit.lua). A caller holding the call's stored record
         (the claim gave it) passes its `awaited`, so the step does not read and decode the record again. `ahead`
         is the job's end built from `Claimed.last`: the commit writes it, as `finalize` would, when it ends the
         job and nothing changed since the claim (`Committed.finalized`; else the reply brings what finalizing
-        reads, as without it)."""
+        reads, as without it). `lease_ms`: the caller's lease length, given back to another attempt that took
+        the call over (0: `LEASE_KEPT_MS`)."""
         commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
-                                     events=events, awaited=awaited, ahead=ahead)
+                                     events=events, awaited=awaited, ahead=ahead, lease_ms=lease_ms)
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
             if commit.finalized and ahead is not None:

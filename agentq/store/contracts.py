@@ -131,7 +131,7 @@ class CallStore(Protocol):
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = (), awaited: bool | None = None,
-               ahead: EndAhead | None = None) -> Commit: ...
+               ahead: EndAhead | None = None, lease_ms: int = 0) -> Commit: ...
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),

@@ -70,6 +70,7 @@ class CommitArgs:
     awaited: bool | None
     ending: EndingArgs | None
     messages: int
+    lease_ms: int = 0  # given back to another attempt that took the call over (0: LEASE_KEPT_MS)
 
     def encode(self) -> str:
         """The record as commit.lua's ARGV[1] (no key for a None: cjson would decode it as a value, not nil)."""
@@ -79,6 +80,8 @@ class CommitArgs:
             fields["awaited"] = self.awaited
         if self.ending is not None:
             fields["ending"] = self.ending.fields()
+        if self.lease_ms:
+            fields["lease_ms"] = self.lease_ms
         return dumps(fields)
 
 
