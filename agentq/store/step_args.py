@@ -34,10 +34,12 @@ class ClaimArgs:
 
     def encode(self) -> str:
         """The record as claim.lua's ARGV[1]."""
-        return dumps({"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
-                      "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
-                      "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call,
-                      "tools_at": self.tools_at})
+        fields = {"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
+                  "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
+                  "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call}
+        if self.tools_at:
+            fields["tools_at"] = self.tools_at
+        return dumps(fields)
 
 
 @dataclass(frozen=True, slots=True)

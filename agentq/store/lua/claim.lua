@@ -11,7 +11,7 @@
 --           tool_sha: the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the
 --             stored schema is left out of the reply, any other gets the stored one,
 --           tool: the tool name of the caller's record (trusted only when that record is the stored one),
---           tools_at: the `created_at` of the plan job an earlier claim found the caller's copy of the tool
+--           tools_at (absent: none): the `created_at` of the plan job an earlier claim found the caller's copy of the tool
 --             current for ('' for none): a plan job's tools never change after its submission, so while the job
 --             hash's `created_at` is that one (not a job id used again) the copy is current without reading the
 --             stored schema,
@@ -30,7 +30,8 @@
 -- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length ('' when the log offset is -1),
 --          '1' if the caller's start events were published else '0', lost attempts, the job's `created_at` for a
---          plan job ('' for another: what `tools_at` of a later claim names), number of tail messages t,
+--          plan job ('' for another, or when the caller's `tools_at` was that: what `tools_at` of a later claim
+--          names), number of tail messages t,
 --          t tail messages, [what finalizing reads]}
 --      what finalizing reads, when last_call is true and the call is the one open awaited call of an active plan job
 --      with no tick in flight: the SHA-1 of the job hash's fields (cjson of HGETALL, after this claim's writes),
@@ -148,6 +149,7 @@ local plan_created = job[5] == 'plan' and job[8] or ''
 local tool, tool_current = '', false
 if record_current and a.tool_sha ~= '' and a.tools_at and a.tools_at ~= '' and a.tools_at == plan_created then
   tool_current = true  -- the caller's copy, found current for this very plan job by an earlier claim
+  plan_created = ''  -- the caller knows it
 else
   tool = redis.call('HGET', KEYS[5], name) or ''
   tool_current = a.tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == a.tool_sha
