@@ -92,9 +92,11 @@ def test_an_independent_calls_claim_and_commit_run_seven_commands_each_and_its_a
     # the job's open calls counted down
     for inside in commits[1:-1]:
         assert sorted(inside) == sorted(["HGET", "GETDEL", "HMGET", "RPUSH", "HSET", "XADD", "HINCRBY"]), inside
-    # kombu's acknowledgement emulation: no MULTI/EXEC around a delivery's or an acknowledgement's two writes
+    # kombu's acknowledgement emulation: no MULTI/EXEC around a delivery's or an acknowledgement's two writes (it
+    # was two of each per task; what may be left is periodic, such as kombu's look for unacknowledged tasks to
+    # restore, under its mutex)
     outside = Counter(s.command for s in steps if not s.script)
-    assert outside["MULTI"] == 0 and outside["EXEC"] == 0, outside
+    assert outside["BRPOP"] >= calls and outside["MULTI"] <= 2 and outside["EXEC"] <= 2, outside
     # an admission step reads each parked list it takes from once (the places to fill and one more: whether the
     # list is left empty needs no read of its own), so at most one read per priority; a step that only gives
     # places back: what the ended calls held, the counters, the queue's ring, both written back

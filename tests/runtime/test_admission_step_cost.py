@@ -116,3 +116,18 @@ def test_a_run_of_withdrawn_calls_is_read_in_a_few_growing_reads(store):
     asked = [n for key, n in reads if key.endswith("\\t2")]
     assert len(asked) <= 8, reads  # 1, 1, 2, 4 ... entries: not one read per withdrawn call
     assert sum(asked) < 2 * 101, reads
+
+
+def test_a_queues_virtual_time_kept_by_an_earlier_version_is_read_once_then_kept_with_the_counts(store):
+    """An earlier version kept each queue's virtual time in a hash of its own: a tenant joining the queue's ring
+    starts from it; the step then keeps it with the counts (`v:<queue>`), written in the same command."""
+    config = AdmissionConfig(windows={Q: 1})
+    store.redis.hset(store.fleet.admission("vtime"), Q, 5)
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a"), ticket(2, "b")], config) == ["#1"]
+    ring = store.redis.zrange(store.fleet.admission("q") + f":ring:{Q}", 0, -1, withscores=True)
+    assert ring == [("a", 5.0), ("b", 5.0)]  # both joined at the queue's virtual time
+    got, ran = cost(store, lambda: store.admit_calls([], config, ended=["job_a/call_0"]))
+    assert got == ["payload a 1"] and "hget" not in ran, ran  # the time written with the counts, not read apart
+    assert float(store.redis.hget(store.fleet.admission("counts"), f"v:{Q}")) == 5.0
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload b 2"]  # b's turn: a's pass grew

@@ -14,7 +14,10 @@
 --       "t:<tenant>", "k:<key>" -> admitted, "w:" -> parked entries withdrawn and not dropped yet; a field back at 0
 --       is deleted), parked (hash: member -> 1 while parked; an ended member still parked, a canceled job's call,
 --       is withdrawn: deleted here, its list entry skipped and dropped when read), queues (set: the queues with
---       parked calls), virtual time (hash: queue -> the pass of the last call admitted)
+--       parked calls), virtual time (hash: queue -> the pass of the last call admitted, as an earlier version
+--       kept it: read only for a queue whose counts hold no "v:<queue>" field)
+--       (counts also hold "v:<queue>": the queue's virtual time, the pass of the last call admitted, written with
+--       the counters; never deleted)
 --       KEYS[6], on a single Redis only (never a cluster: another slot): a new job's hash, when the step is
 --       pipelined after the job's script (`create_job`); the step runs only if the job was written (else: nil)
 -- Other keys (prefix ARGV[1]): `<prefix>:ring:<queue>` (zset: tenant -> pass, the tenants with parked calls),
@@ -59,15 +62,15 @@ local function chunked(cmd, key, values, step)
   return replies
 end
 
--- the counters: read once, kept here, written once at the end
-local counted, changed = {}, {}
+-- the counters: read once, kept here, written once at the end (`read`: each field as read, false when absent)
+local counted, changed, read = {}, {}, {}
 local function read_counts(fields)
   local want, seen = {}, {}
   for _, f in ipairs(fields) do
     if counted[f] == nil and not seen[f] then seen[f] = true; want[#want + 1] = f end
   end
   local got = chunked('HMGET', counts, want, CHUNK)
-  for i, f in ipairs(want) do counted[f] = tonumber(got[i] or '0') end
+  for i, f in ipairs(want) do counted[f] = tonumber(got[i] or '0'); read[f] = got[i] end
 end
 local function count(f)
   if counted[f] == nil then counted[f] = tonumber(redis.call('HGET', counts, f) or '0') end
@@ -95,10 +98,16 @@ local function set_pass(r, t, pass)
   r.changed[t] = true
 end
 
--- the queues' virtual times, read once per queue, written once at the end
+-- the queues' virtual times ("v:<queue>" of the counts, read with them for the new calls' queues; else as an
+-- earlier version kept them), read once per queue (only when a tenant joins a ring), written once at the end with
+-- the counters
 local times, times_changed = {}, {}
 local function vtime_of(q)
-  if times[q] == nil then times[q] = tonumber(redis.call('HGET', vtime, q) or '0') end
+  if times[q] == nil then
+    local v = read['v:' .. q]
+    if v == nil then v = redis.call('HGET', counts, 'v:' .. q) end
+    times[q] = tonumber(v or redis.call('HGET', vtime, q) or '0')
+  end
   return times[q]
 end
 
@@ -350,6 +359,7 @@ for i = 5, 4 + n do
 end
 for i = first, #ARGV, 7 do
   fields[#fields + 1] = 'q:' .. ARGV[i + 1]
+  fields[#fields + 1] = 'v:' .. ARGV[i + 1]  -- the queue's virtual time, for a tenant its calls may park
   fields[#fields + 1] = 't:' .. ARGV[i + 2]
   if ARGV[i + 4] ~= '' then fields[#fields + 1] = 'k:' .. ARGV[i + 4] end
 end
@@ -408,6 +418,7 @@ for field in pairs(changed) do
   else set[#set + 1] = field; set[#set + 1] = counted[field] end
 end
 if #unset > 0 then chunked('HDEL', counts, unset, CHUNK) end
+for q in pairs(times_changed) do set[#set + 1] = 'v:' .. q; set[#set + 1] = times[q] end
 if #set > 0 then chunked('HSET', counts, set, 2 * CHUNK) end
 if parking then
   set, unset = {}, {}
@@ -441,7 +452,4 @@ for _, q in ipairs(ring_order) do
 end
 if #opened > 0 then redis.call('SADD', queues, unpack(opened)) end
 if #closed > 0 then redis.call('SREM', queues, unpack(closed)) end
-local moved = {}
-for q in pairs(times_changed) do moved[#moved + 1] = q; moved[#moved + 1] = times[q] end
-if #moved > 0 then redis.call('HSET', vtime, unpack(moved)) end
 return out
