@@ -131,3 +131,20 @@ def test_a_queues_virtual_time_kept_by_an_earlier_version_is_read_once_then_kept
     assert float(store.redis.hget(store.fleet.admission("counts"), f"v:{Q}")) == 5.0
     assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
     assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload b 2"]  # b's turn: a's pass grew
+
+
+def test_a_fill_reads_only_the_lists_that_may_hold_calls_and_the_sweep_reads_them_all(store):
+    """The priorities whose lists may hold a tenant's parked calls are kept with the counts: a step reads only
+    those. A call an earlier version parked in another list (it kept no such record) is found by the sweep's step,
+    which reads every list of the queues it fills."""
+    config = AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a"), ticket(2, "a")], config) == ["#1"]  # 2 parked
+    reads = lranges(store, lambda: store.admit_calls([], config, ended=["job_a/call_0"]))
+    assert [key[-1] for key, _ in reads] == ["2"], reads  # the default priority's list only, not 1 nor 3
+    # an earlier version parks a call of priority 1 without a word
+    early = '["job_a/call_9","",0]\npayload a 9'
+    store.redis.rpush(store.fleet.admission("q") + f":p:{Q}\ta\t1", early)
+    store.redis.hset(store.fleet.admission("parked"), "job_a/call_9", 1)
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]  # not seen by this step
+    assert store.admit_calls([], config, ended=["job_a/call_2"], fill=[Q]) == ["payload a 9"]  # the sweep's
+    assert store.parked_queues() == [] and store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
