@@ -148,3 +148,19 @@ def test_a_fill_reads_only_the_lists_that_may_hold_calls_and_the_sweep_reads_the
     assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]  # not seen by this step
     assert store.admit_calls([], config, ended=["job_a/call_2"], fill=[Q]) == ["payload a 9"]  # the sweep's
     assert store.parked_queues() == [] and store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+
+
+def test_a_tenant_whose_lists_say_nothing_still_gets_the_calls_an_earlier_version_parked(store):
+    """A tenant an earlier version put in a queue's ring, with calls in a list the counts' record says is empty,
+    gets its places: a step reads the lists left out once the others have nothing to give."""
+    config = AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a")], config) == ["#1"]
+    assert store.admit_calls([], config, ended=["job_a/call_0"]) == ["payload a 1"]  # a's lists: none holds calls
+    assert store.redis.hget(store.fleet.admission("counts"), f"e:{Q}\ta") == ""
+    # an earlier version parks a call of a's in priority 3, and puts a back in the ring
+    store.redis.rpush(store.fleet.admission("q") + f":p:{Q}\ta\t3", '["job_a/call_7","",0]\npayload a 7')
+    store.redis.hset(store.fleet.admission("parked"), "job_a/call_7", 1)
+    store.redis.zadd(store.fleet.admission("q") + f":ring:{Q}", {"a": 9})
+    store.redis.sadd(store.fleet.admission("queues"), Q)
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 7"]
+    assert store.parked_queues() == []

@@ -264,19 +264,23 @@ local function take_behind(key)
 end
 
 -- the first parked call of tenant t in queue q whose key has room, taken out: the head of a priority's list, else
--- one of the next few behind a head whose key is full
+-- one of the next few behind a head whose key is full; the lists that may hold calls first, the others (read only
+-- once those have none to give) after them
 local function take(q, t)
-  for p = 1, 3 do
-    local key = list(q, t, p)
-    local s, head
-    if may_hold(q, t, p) then s, head = live_head(key) end
-    if head then
-      if free(head.k, head.l) then
-        s.next = s.next + 1
-        return head.member, head.k, head.payload
+  for _, hinted in ipairs({true, false}) do
+    for p = 1, 3 do
+      if may_hold(q, t, p) == hinted then
+        local key = list(q, t, p)
+        local s, head = live_head(key)
+        if head then
+          if free(head.k, head.l) then
+            s.next = s.next + 1
+            return head.member, head.k, head.payload
+          end
+          local member, k, payload = take_behind(key)
+          if member then return member, k, payload end
+        end
       end
-      local member, k, payload = take_behind(key)
-      if member then return member, k, payload end
     end
   end
   return nil
