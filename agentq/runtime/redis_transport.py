@@ -167,8 +167,9 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's acknowledgement emulation, its two writes per message (a delivered task noted unacknowledged, an
     acknowledgement) each sent as a plain pipeline: one round trip of two commands, without the MULTI and EXEC around
     them (four commands of every task's nine on the broker). Nothing needs them atomic: a task is put back only by
-    `restore_by_tag`, whose transaction WATCHes the unacknowledged hash (a write of ours between its read and its
-    EXEC aborts it, and it reads again), and only once it was noted longer ago than the visibility timeout."""
+    `restore_by_tag` (a dead worker's, noted longer ago than the visibility timeout; a stopping worker's own), whose
+    transaction WATCHes the unacknowledged hash (a write of ours between its read and its EXEC aborts it, and it
+    reads again)."""
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
