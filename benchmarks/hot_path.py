@@ -73,7 +73,7 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
     job_id = handle.id
     records = list(store.call_records(job_id).values())
     tool = json.loads(store.redis.hget(store.keys(job_id).tools, "noop"))
-    tool_sha = ""
+    tool_sha = tools_at = ""
     for record in records:
         task_args = (job_id, record.id, record.to_dict())  # what the task carries, decoded from JSON
         with clock("task's record read back (call_pointer)"):
@@ -94,9 +94,9 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
         token = uuid.uuid4().hex
         with clock("claim: one EVALSHA round trip"):
             claim = store.claim(job_id, call_id, token=token, lease_ms=30_000, job_started=started, record=carried,
-                                record_sha=digest, tool_sha=tool_sha, start_events=ahead)
+                                record_sha=digest, tool_sha=tool_sha, start_events=ahead, tools_at=tools_at)
         assert isinstance(claim, Claimed), claim
-        tool_sha = claim.tool_sha or tool_sha
+        tool_sha, tools_at = claim.tool_sha or tool_sha, claim.tools_at or tools_at
         with clock("output messages"):
             messages = output_messages(carried.call, carried.call["i"], call_id=call_id, date=now_iso())
         with clock("render call.finished (technical details)"):

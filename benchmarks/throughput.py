@@ -39,7 +39,9 @@ both. Each row is printed as a ratio next to its target:
     a client sends; every client of the Redis counts: brokers, result backend, agentq's store) per task in
     (a) and per call in (c); agentq adds the difference. ``MONITOR`` (in a separate, untimed window: it slows
     Redis down) counts the requests of agentq's own store, workers and client, per call of a job of up to 400
-    calls and for a one-call job; the client's share is counted by wrapping this process's redis-py client.
+    calls and for a one-call job; the client's share is counted by wrapping this process's redis-py client. The
+    same windows show every command Redis ran by source: each Lua script with its own commands (and its
+    EVALSHA), and the rest (kombu's broker commands, agentq's outside scripts, the client's).
     ``INFO commandstats`` deltas name the commands (those run inside Lua scripts are counted there too), and
     ``INFO stats`` total_net_input_bytes / total_net_output_bytes deltas the bytes sent to Redis and read back
     from it (every client counts) per task in (a) and per call in (c), and per one-call job (an unmonitored
@@ -228,12 +230,16 @@ class Requests:
 
     agentq: int = 0
     agentq_commands: Counter[str] = field(default_factory=Counter)
+    # every command Redis ran, by source: `lua <script>` for a script's own commands and its EVALSHA, `broker and
+    # others` for the rest (kombu's commands, agentq's outside scripts, the client's)
+    by_source: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
 PIPELINED_US = 60  # a pipeline's next command starts within this many microseconds of the previous one's end
 
 
-def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Requests]:
+def monitored(url: str, admin: Any, fn: Callable[[], Any],
+              scripts: dict[str, str] | None = None) -> tuple[Any, Requests]:
     """`fn()` and the requests agentq's store sent meanwhile, from `MONITOR`.
 
     A connection that ran EVALSHA or named an `agentq:` key is agentq's store (kombu's broker connections and
@@ -241,7 +247,8 @@ def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Request
     client's request holds (a pipeline) before it reads another client's, so a request is a command plus the
     commands of the same connection that follow it directly, each within `PIPELINED_US` microseconds of the
     previous one's end (the last command its script ran, for EVALSHA): a connection's next request needs a
-    whole round trip first. A MULTI ... EXEC block is one request.
+    whole round trip first. A MULTI ... EXEC block is one request. `scripts` (SHA-1 -> name) names the scripts
+    whose commands `Requests.by_source` counts apart.
     """
     import redis
 
@@ -277,6 +284,11 @@ def monitored(url: str, admin: Any, fn: Callable[[], Any]) -> tuple[Any, Request
             dump.write("----\n")
     agentq = {client for _, client, name, key in seen if name == "EVALSHA" or key.startswith("agentq:")}
     requests = Requests()
+    script = ""
+    for _, client, name, key in seen:
+        if client != "lua":
+            script = (scripts or {}).get(key.strip('"'), key[:8]) if name == "EVALSHA" else ""
+        requests.by_source[(f"lua {script}" if script else "broker and others", name)] += 1
     previous_client, previous_end = "", 0.0
     in_multi: set[str] = set()
     for when, client, name, _ in seen:
@@ -583,7 +595,8 @@ def run_cases(url: str, admin: Any, bare: Bare, aq: AgentQ, sizes: Sizes, agentq
         def run_job(size: int = job_size) -> tuple[float, float, dict]:
             return aq.run(independent_job(size))
 
-        _, requests = monitored(url, admin, run_job)
+        _, requests = monitored(url, admin, run_job,
+                                {s.sha: name for name, s in aq.store.scripts.registered.items()})
         k1, _ = aq.trips.snapshot()
         r[name] = (requests, k1 - k0)
     r["h_size"] = m
@@ -764,6 +777,16 @@ def report(r: dict[str, Any], sizes: Sizes) -> None:
     print("    the same for a one-call job:")
     for name, count in sorted(one.agentq_commands.items(), key=lambda kv: -kv[1]):
         print(f"  {count:7.0f}  {name}")
+    for label, requests, calls in ((f"a {m}-call job, per call", job, m), ("a one-call job", one, 1)):
+        print(f"\n(h) every Redis command by source, MONITOR, {label} (a script's own commands with it):")
+        sources: Counter[str] = Counter()
+        for (source, _), count in requests.by_source.items():
+            sources[source] += count
+        for source, total in sorted(sources.items(), key=lambda kv: -kv[1]):
+            names = sorted(((n, c) for (s, n), c in requests.by_source.items() if s == source), key=lambda kv: -kv[1])
+            print(f"  {total / calls:7.2f}  {source}: " + ", ".join(f"{n} {c / calls:.2f}" for n, c in names
+                                                                  if c / calls >= 0.005))
+        print(f"  {sum(sources.values()) / calls:7.2f}  total")
     print("\n    the client's round trips for one single-call job (d), submit + result:")
     for name, count in sorted(r["client_d"][1].items(), key=lambda kv: -kv[1]):
         print(f"  {count:7.2f}  {name}")

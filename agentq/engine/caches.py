@@ -58,6 +58,8 @@ class JobTools:
     def __init__(self, capacity: int = 1024):
         self._tools: LRU[tuple[str, str], tuple[dict, str]] = LRU(capacity)
         self._latest: LRU[str, tuple[dict, str]] = LRU(capacity)
+        # (job, tool name) -> (the plan job's `created_at`, the SHA-1 of the schema a claim found current then)
+        self._stamps: LRU[tuple[str, str], tuple[str, str]] = LRU(capacity)
 
     def get(self, job_id: str, name: str) -> tuple[dict, str] | None:
         """(schema, SHA-1) of the tool, or None."""
@@ -69,8 +71,18 @@ class JobTools:
         settle step checks the SHA-1 against the job's own copy)."""
         return self._latest.get(name)
 
-    def keep(self, job_id: str, name: str, tool: dict, sha: str) -> dict:
-        """Cache the schema the store sent; returns the cached object when it is the same schema."""
+    def stamp(self, job_id: str, name: str, sha: str) -> str:
+        """The plan job's `created_at` a claim gave when it found the schema of SHA-1 `sha` current for the job's
+        tool ('': none): a plan job's tools never change, so a later claim passes it instead of having the schema
+        read (claim.lua); the claim checks the job is still that one (not a job id used again)."""
+        stamped = self._stamps.get((job_id, name))
+        return stamped[0] if stamped is not None and stamped[1] == sha else ""
+
+    def keep(self, job_id: str, name: str, tool: dict, sha: str, stamp: str = "") -> dict:
+        """Cache the schema the store sent (or found current: `stamp`, the plan job's `created_at` the claim read);
+        returns the cached object when it is the same schema."""
+        if stamp:  # (a stamp of another schema stays: it only ever holds for that schema's SHA-1)
+            self._stamps.replace((job_id, name), (stamp, sha))
         entry = self._tools.get((job_id, name))
         if entry is None or entry[1] != sha:
             latest = self._latest.get(name)

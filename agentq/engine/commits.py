@@ -28,10 +28,10 @@ class Shown:
 
 
 def commit_failure(store: CallStore, job_id: str, call_id: str, *, token: str, record: CallRecord, error_type: str,
-                   message: str, source: str, shown: Shown = Shown()) -> tuple[Commit, CallFinished]:
+                   message: str, source: str, shown: Shown = Shown(), lease_ms: int = 0) -> tuple[Commit, CallFinished]:
     """Commit the call as failed with `error_type: message` (sensitive values already masked): its error
     message in the log (or the `||` branch that takes it) and its `call.finished` event. Returns the commit's
-    reply and the event."""
+    reply and the event. `lease_ms`: the caller's lease length (`Store.commit`)."""
     messages = failure_messages(record.call, call_id=call_id, error_type=error_type, message=message,
                                 date=now_iso())
     part = tool_result_part(call_id=call_id, name=record.tool, content=shown.content or message, is_error=True,
@@ -39,5 +39,6 @@ def commit_failure(store: CallStore, job_id: str, call_id: str, *, token: str, r
     event = CallFinished(job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value,
                          duration_ms=shown.duration_ms, error={"type": error_type, "message": message},
                          absorbed=absorbs_failure(record.call), part=part)
-    commit = store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages, events=[event])
+    commit = store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages, events=[event],
+                          lease_ms=lease_ms)
     return commit, event

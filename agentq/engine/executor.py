@@ -287,7 +287,8 @@ class Executor:
                    if claim.last is not None and record.awaited else None)
         # the activity ran: its result is held here, and the commit sent again while the store is unreachable
         commit = self.store.commit(job_id, call_id, token=token, status=CallStatus.DONE, messages=messages,
-                                   events=[done], awaited=record.awaited, ahead=planned.end if planned else None)
+                                   events=[done], awaited=record.awaited, ahead=planned.end if planned else None,
+                                   lease_ms=int(self.settings.lease_s * 1000))
         self._ended(job_id, record, CallStatus.DONE.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id, planned)
 
@@ -368,7 +369,7 @@ class Executor:
                       technical=technical, duration_ms=round((finished - started) * 1000, 3))
         commit, event = commit_failure(self.store, job_id, call_id, token=token, record=record,
                                        error_type=failure.type, message=str(failure), source=self.source,
-                                       shown=shown)
+                                       shown=shown, lease_ms=int(self.settings.lease_s * 1000))
         self._ended(job_id, record, CallStatus.FAILED.value, finished - started, commit)
         self.progress.committed(job_id, commit, call_id)
         return Outcome(OutcomeStatus.FAILED, error=ErrorInfo.from_dict(event.error))

@@ -69,6 +69,8 @@ class CallIntake:
         when it was written (submission, an agent's solution, a reviewer's edit), and a record that reads
         nothing has no reference left to resolve. Any other record is validated after the claim."""
         cached = self.tool_copy(job_id, record.tool) if record is not None else None
+        # a copy a claim found current for this plan job (its `created_at`): not read again (claim.lua)
+        tools_at = self.tools.stamp(job_id, record.tool, cached[1]) if record is not None and cached else ""
         needs_log = record is None or record.needs_log
         ahead = (start_events(job_id, call_id, record, cached[0], record.call, 1, source=self.source)
                  if record and cached and not needs_log else [])
@@ -81,7 +83,7 @@ class CallIntake:
             return self.store.claim(job_id, call_id, token=token, lease_ms=self.lease_ms, log_offset=offset,
                                     job_started=started, expect_started=started is None, record=record,
                                     record_sha=record_sha, tool_sha=cached[1] if cached else "",
-                                    start_events=ahead, last_call=last_call)
+                                    start_events=ahead, last_call=last_call, tools_at=tools_at)
 
         claim = claim_once()
         if isinstance(claim, ClaimUnstarted):  # a job id used again: this process's memory was stale
@@ -93,10 +95,11 @@ class CallIntake:
         if claim.record_replaced:
             log.warning("call %s of job %s: the task's record differs from the stored one; running the stored "
                         "call", call_id, job_id)
+        stamp = "" if claim.record_replaced else claim.tools_at
         if claim.tool is not None:  # the store sent the tool: this process had no current copy
-            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha))
+            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha, stamp))
         elif cached is not None:
-            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1]))
+            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1], stamp))
         return self._with_log(job_id, claim, offset, needs_log)
 
     def _with_log(self, job_id: str, claim: Claimed, offset: int, needs_log: bool) -> Intake:

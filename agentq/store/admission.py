@@ -31,7 +31,8 @@ from agentq.store.connection import StoreConnection
 
 ADMISSION_PARTS = ("info", "counts", "parked", "queues", "vtime")
 TOUCHED = 500  # members touched per step
-WITHDRAWN = "w:"  # the counts' field of parked entries withdrawn and not dropped yet (`admission.lua`)
+COUNTED = ("q:", "t:", "k:")  # the counts' fields of admitted calls, per queue, tenant and concurrency key
+# (the others: "w:", parked entries withdrawn and not dropped yet; "v:<queue>", the queue's virtual time)
 
 
 @map_store_errors
@@ -69,7 +70,7 @@ class AdmissionSteps(StoreConnection):
     def admission_counts(self) -> dict[str, int]:
         """The admitted calls per queue (`q:<queue>`), tenant (`t:<tenant>`) and concurrency key (`k:<key>`)."""
         counts = self.redis.hgetall(self.fleet.admission("counts"))
-        return {k: int(v) for k, v in counts.items() if int(v) and k != WITHDRAWN}
+        return {k: int(v) for k, v in counts.items() if k[:2] in COUNTED and int(v)}
 
     def take_admission_sweep(self, holder: str, ttl_ms: int) -> bool:
         """Whether this process sweeps the admission now (one process of the fleet per `ttl_ms`)."""

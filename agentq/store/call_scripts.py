@@ -72,7 +72,7 @@ class CallScripts(ScriptRunner):
     # one case per reply of claim.lua
     def claim(self, keys: JobKeys, call_id: str, *, token: str, lease_ms: int, log_offset: int,
               job_started: Envelope | None, expect_started: bool, record: CallRecord | None, record_sha: str,
-              tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False) -> Claim:
+              tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False, tools_at: str = "") -> Claim:
         """claim.lua: claim a call for one attempt (`last_call`: send `Claimed.last` when it applies)."""
         job_id = keys.job_id
         reply = self._run(
@@ -82,7 +82,8 @@ class CallScripts(ScriptRunner):
             [ClaimArgs(call_id=call_id, token=token, lease_ms=lease_ms, now=now_iso(),
                        job_started=_job_started_arg(job_started, job_id, expect_started=expect_started),
                        log_offset=log_offset, record_sha=record_sha if record is not None else "", tool_sha=tool_sha,
-                       tool=record.tool if record is not None else "", last_call=last_call).encode(),
+                       tool=record.tool if record is not None else "", last_call=last_call,
+                       tools_at=tools_at).encode(),
              *(entry(e, job_id) for e in start_events)])
         match reply[0]:
             case "claimed":
@@ -102,7 +103,8 @@ class CallScripts(ScriptRunner):
         raise ValueError(f"claim.lua replied {reply[0]!r}")
 
     def commit(self, keys: JobKeys, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
+               events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None,
+               lease_ms: int = 0) -> Commit:
         """commit.lua: write a running call's outcome exactly once (`awaited`: None reads it from the stored
         record; `ahead`: the job's end, written if this commit ends the job as its claim foresaw)."""
         reply = self._run(
@@ -110,7 +112,7 @@ class CallScripts(ScriptRunner):
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
              keys.dependents, keys.approval, keys.done],
             [CommitArgs(call_id=call_id, token=token, status=status.value, awaited=awaited,
-                        ending=_ending(ahead, keys.job_id), messages=len(messages)).encode(),
+                        ending=_ending(ahead, keys.job_id), messages=len(messages), lease_ms=lease_ms).encode(),
              *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":
@@ -192,10 +194,10 @@ class CallScripts(ScriptRunner):
 
 def _claimed(reply: list, carried: CallRecord | None) -> Claimed:
     """claim.lua's `{'claimed', stored record or '', tool schema or '', attempt, log length or '', announced, lost,
-    t, t tail messages, [digest, what finalizing reads]}`: an empty record or tool means the caller's copy is the
-    stored one."""
+    plan job's created_at or '', t, t tail messages, [digest, what finalizing reads]}`: an empty record or tool means
+    the caller's copy is the stored one."""
     stored, tool = reply[1], reply[2]
-    tail_end = 8 + int(reply[7])
+    tail_end = 9 + int(reply[8])
     if stored:
         record = CallRecord.from_dict(json.loads(stored))
     else:
@@ -205,8 +207,8 @@ def _claimed(reply: list, carried: CallRecord | None) -> Claimed:
         record=record, record_replaced=bool(stored) and carried is not None,
         tool=json.loads(tool) if tool else None, tool_sha=sha1(tool) if tool else "",
         attempt=int(reply[3]), log_length=int(reply[4]) if reply[4] else None, announced=reply[5] == "1",
-        lost=int(reply[6]),
-        log_tail=[json.loads(m) for m in reply[8:tail_end]],
+        lost=int(reply[6]), tools_at=reply[7],
+        log_tail=[json.loads(m) for m in reply[9:tail_end]],
         last=LastCall(_finish_inputs(reply[tail_end + 1:]), reply[tail_end]) if len(reply) > tail_end else None)
 
 

@@ -31,7 +31,7 @@ class CallSteps(StatsSteps):
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
               tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
-              last_call: bool = False) -> Claim:
+              last_call: bool = False, tools_at: str = "") -> Claim:
         """Claim a call for one attempt (and publish `job_started` if this claim starts the job).
 
         A caller whose task carried the call's `record` passes it with `record_sha` (SHA-1 of its stored JSON
@@ -50,21 +50,27 @@ class CallSteps(StatsSteps):
 
         A caller that would build the job's end ahead of the call's commit passes `last_call`: when the call is
         its plan job's one open awaited call, the claim sends what finalizing the job reads (`Claimed.last`).
+
+        `tools_at`: the `Claimed.tools_at` of an earlier claim of the same plan job that found the caller's copy
+        of the tool current (or sent it): a plan job's tools never change, so the claim takes that copy for
+        current without reading the stored schema while the job is that one (not a job id used again).
         """
         return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
                                   job_started=job_started, expect_started=expect_started, record=record,
                                   record_sha=record_sha, tool_sha=tool_sha, start_events=start_events,
-                                  last_call=last_call)
+                                  last_call=last_call, tools_at=tools_at)
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
-               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None) -> Commit:
+               events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None,
+               lease_ms: int = 0) -> Commit:
         """Write a running call's outcome exactly once (see commit.lua). A caller holding the call's stored record
         (the claim gave it) passes its `awaited`, so the step does not read and decode the record again. `ahead`
         is the job's end built from `Claimed.last`: the commit writes it, as `finalize` would, when it ends the
         job and nothing changed since the claim (`Committed.finalized`; else the reply brings what finalizing
-        reads, as without it)."""
+        reads, as without it). `lease_ms`: the caller's lease length, given back to another attempt that took
+        the call over (0: `LEASE_KEPT_MS`)."""
         commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
-                                     events=events, awaited=awaited, ahead=ahead)
+                                     events=events, awaited=awaited, ahead=ahead, lease_ms=lease_ms)
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
             if commit.finalized and ahead is not None:

@@ -127,11 +127,11 @@ class CallStore(Protocol):
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
               tool_sha: str = "", start_events: Sequence[Envelope] = (), expect_started: bool = False,
-              last_call: bool = False) -> Claim: ...
+              last_call: bool = False, tools_at: str = "") -> Claim: ...
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = (), awaited: bool | None = None,
-               ahead: EndAhead | None = None) -> Commit: ...
+               ahead: EndAhead | None = None, lease_ms: int = 0) -> Commit: ...
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),

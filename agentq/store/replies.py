@@ -46,6 +46,9 @@ class Claimed:
     record_replaced: bool = False  # the record the task carried was not the stored one: the stored one runs
     lost: int = 0  # attempts of this call lost so far: their process died before they ended
     last: LastCall | None = None  # asked for, and the call is its plan job's one open awaited call
+    # a plan job's `created_at` ('' when the caller passed it, or another kind of job): its tools never change, a
+    # later claim passes it (claim.lua)
+    tools_at: str = ""
 
 
 @dataclass(frozen=True)

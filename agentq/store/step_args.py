@@ -17,7 +17,8 @@ class ClaimArgs:
     `log_offset`: where the log's tail is read from (-1: the log is not read); `record_sha`, `tool_sha`: the SHA-1
     of the caller's call record and of its copy of the call's tool ('': none); `tool`: the tool of the caller's
     record (trusted only when that record is the stored one); `last_call`: the caller would finalize the job in
-    the call's commit if it is the job's last awaited call."""
+    the call's commit if it is the job's last awaited call; `tools_at`: the `created_at` of the plan job an earlier
+    claim found the caller's copy of the tool current for ('': none; `Claimed.tools_at`)."""
 
     call_id: str
     token: str
@@ -29,12 +30,16 @@ class ClaimArgs:
     tool_sha: str
     tool: str
     last_call: bool
+    tools_at: str = ""
 
     def encode(self) -> str:
         """The record as claim.lua's ARGV[1]."""
-        return dumps({"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
-                      "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
-                      "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call})
+        fields = {"call_id": self.call_id, "token": self.token, "lease_ms": self.lease_ms, "now": self.now,
+                  "job_started": self.job_started, "log_offset": self.log_offset, "record_sha": self.record_sha,
+                  "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call}
+        if self.tools_at:
+            fields["tools_at"] = self.tools_at
+        return dumps(fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class CommitArgs:
     awaited: bool | None
     ending: EndingArgs | None
     messages: int
+    lease_ms: int = 0  # given back to another attempt that took the call over (0: LEASE_KEPT_MS)
 
     def encode(self) -> str:
         """The record as commit.lua's ARGV[1] (no key for a None: cjson would decode it as a value, not nil)."""
@@ -76,6 +82,8 @@ class CommitArgs:
             fields["awaited"] = self.awaited
         if self.ending is not None:
             fields["ending"] = self.ending.fields()
+        if self.lease_ms:
+            fields["lease_ms"] = self.lease_ms
         return dumps(fields)
 
 

@@ -26,9 +26,15 @@ LOOKED_AT = 32
 # wait at most this long between tries).
 RESTART_GRACE_MS = 2000
 
+# A commit that finds its call held by another attempt (which took it over after this one's lease lapsed) reads
+# and deletes the lease in one command, then gives that attempt its lease back a whole lease long: the caller's
+# (`AGENTQ_LEASE_S`, as the holder's), else this long, the default lease (`commit.lua`); its holder's renewals,
+# every third of a lease, set their own.
+LEASE_KEPT_MS = 30_000
+
 STEP_CONSTANTS: dict[str, int] = {"MINUTE_MS": MINUTE_MS, "HEADROOM_MS": HEADROOM_MS,
                                   "TICKET_MAX_AGE_MS": TICKET_MAX_AGE_MS, "LOOKED_AT": LOOKED_AT,
-                                  "RESTART_GRACE_MS": RESTART_GRACE_MS}
+                                  "RESTART_GRACE_MS": RESTART_GRACE_MS, "LEASE_KEPT_MS": LEASE_KEPT_MS}
 
 
 def lua_constants() -> str:

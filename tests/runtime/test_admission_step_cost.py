@@ -101,7 +101,7 @@ def test_a_fill_reads_the_calls_it_admits_and_one_more_not_a_second_window(store
     ended = [f"job_a/call_{n}" for n in range(8)]
     reads = lranges(store, lambda: store.admit_calls([], config, ended=ended))
     asked = [n for key, n in reads if key.endswith("\\t2")]  # the default priority's list (2)
-    assert asked == [8, 1], reads  # the 8 it admits, then whether one more is left
+    assert asked == [9], reads  # the 8 it admits and one more: whether one is left needs no read of its own
     assert store.admission_counts() == {f"q:{Q}": 8, "t:a": 8}
 
 
@@ -116,3 +116,51 @@ def test_a_run_of_withdrawn_calls_is_read_in_a_few_growing_reads(store):
     asked = [n for key, n in reads if key.endswith("\\t2")]
     assert len(asked) <= 8, reads  # 1, 1, 2, 4 ... entries: not one read per withdrawn call
     assert sum(asked) < 2 * 101, reads
+
+
+def test_a_queues_virtual_time_kept_by_an_earlier_version_is_read_once_then_kept_with_the_counts(store):
+    """An earlier version kept each queue's virtual time in a hash of its own: a tenant joining the queue's ring
+    starts from it; the step then keeps it with the counts (`v:<queue>`), written in the same command."""
+    config = AdmissionConfig(windows={Q: 1})
+    store.redis.hset(store.fleet.admission("vtime"), Q, 5)
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a"), ticket(2, "b")], config) == ["#1"]
+    ring = store.redis.zrange(store.fleet.admission("q") + f":ring:{Q}", 0, -1, withscores=True)
+    assert ring == [("a", 5.0), ("b", 5.0)]  # both joined at the queue's virtual time
+    got, ran = cost(store, lambda: store.admit_calls([], config, ended=["job_a/call_0"]))
+    assert got == ["payload a 1"] and "hget" not in ran, ran  # the time written with the counts, not read apart
+    assert float(store.redis.hget(store.fleet.admission("counts"), f"v:{Q}")) == 5.0
+    assert store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload b 2"]  # b's turn: a's pass grew
+
+
+def test_a_fill_reads_only_the_lists_that_may_hold_calls_and_the_sweep_reads_them_all(store):
+    """The priorities whose lists may hold a tenant's parked calls are kept with the counts: a step reads only
+    those. A call an earlier version parked in another list (it kept no such record) is found by the sweep's step,
+    which reads every list of the queues it fills."""
+    config = AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a"), ticket(2, "a")], config) == ["#1"]  # 2 parked
+    reads = lranges(store, lambda: store.admit_calls([], config, ended=["job_a/call_0"]))
+    assert [key[-1] for key, _ in reads] == ["2"], reads  # the default priority's list only, not 1 nor 3
+    # an earlier version parks a call of priority 1 without a word
+    early = '["job_a/call_9","",0]\npayload a 9'
+    store.redis.rpush(store.fleet.admission("q") + f":p:{Q}\ta\t1", early)
+    store.redis.hset(store.fleet.admission("parked"), "job_a/call_9", 1)
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 2"]  # not seen by this step
+    assert store.admit_calls([], config, ended=["job_a/call_2"], fill=[Q]) == ["payload a 9"]  # the sweep's
+    assert store.parked_queues() == [] and store.admission_counts() == {f"q:{Q}": 1, "t:a": 1}
+
+
+def test_a_tenant_whose_lists_say_nothing_still_gets_the_calls_an_earlier_version_parked(store):
+    """A tenant an earlier version put in a queue's ring, with calls in a list the counts' record says is empty,
+    gets its places: a step reads the lists left out once the others have nothing to give."""
+    config = AdmissionConfig(windows={Q: 1})
+    assert store.admit_calls([ticket(0, "a"), ticket(1, "a")], config) == ["#1"]
+    assert store.admit_calls([], config, ended=["job_a/call_0"]) == ["payload a 1"]  # a's lists: none holds calls
+    assert store.redis.hget(store.fleet.admission("counts"), f"e:{Q}\ta") == ""
+    # an earlier version parks a call of a's in priority 3, and puts a back in the ring
+    store.redis.rpush(store.fleet.admission("q") + f":p:{Q}\ta\t3", '["job_a/call_7","",0]\npayload a 7')
+    store.redis.hset(store.fleet.admission("parked"), "job_a/call_7", 1)
+    store.redis.zadd(store.fleet.admission("q") + f":ring:{Q}", {"a": 9})
+    store.redis.sadd(store.fleet.admission("queues"), Q)
+    assert store.admit_calls([], config, ended=["job_a/call_1"]) == ["payload a 7"]
+    assert store.parked_queues() == []

@@ -102,9 +102,9 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
     """Redis commands a call's steps run, Lua's included (INFO commandstats): a claim 8 (its plan job started already,
     so its attempts hash has its expiry; no start events to publish, a first attempt: no lost attempts to read, no
     log asked for), a commit (no
-    messages, no events; no call of the job waits on another, so no dependents are read) 7 when its caller passes
-    the stored record's `awaited` (the claim gave the record), 8 when it reads and decodes the stored record
-    itself."""
+    messages, no events; no call of the job waits on another, so no dependents are read; its lease read and ended
+    in one command) 6 when its caller passes the stored record's `awaited` (the claim gave the record), 7 when it
+    reads and decodes the stored record itself."""
     from agentq.protocol.status import CallStatus
 
     job = {"calls": [{"_tool": "first", "x": i, "_outputPath": f"†state.a{i}"} for i in range(3)]}
@@ -130,8 +130,8 @@ def test_a_commit_that_knows_its_call_is_awaited_does_not_read_the_call_again(st
     claim(first)
     assert commands(lambda: claim(second)) == 8
     claim(third)
-    assert commands(lambda: commit(second, True)) == 7
-    assert commands(lambda: commit(first, None)) == 8
+    assert commands(lambda: commit(second, True)) == 6
+    assert commands(lambda: commit(first, None)) == 7
     assert store.job_info("job_counted").open_calls == 1  # each commit counted its call out once
     commit(third, True)
     assert store.job_info("job_counted").open_calls == 0

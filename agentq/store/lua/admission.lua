@@ -14,7 +14,11 @@
 --       "t:<tenant>", "k:<key>" -> admitted, "w:" -> parked entries withdrawn and not dropped yet; a field back at 0
 --       is deleted), parked (hash: member -> 1 while parked; an ended member still parked, a canceled job's call,
 --       is withdrawn: deleted here, its list entry skipped and dropped when read), queues (set: the queues with
---       parked calls), virtual time (hash: queue -> the pass of the last call admitted)
+--       parked calls), virtual time (hash: queue -> the pass of the last call admitted, as an earlier version
+--       kept it: read only for a queue whose counts hold no "v:<queue>" field)
+--       (counts also hold "v:<queue>": the queue's virtual time, the pass of the last call admitted, written with
+--       the counters; never deleted; and "e:<queue>\t<tenant>": the digits of the priorities whose parked lists may
+--       hold calls, absent: not known)
 --       KEYS[6], on a single Redis only (never a cluster: another slot): a new job's hash, when the step is
 --       pipelined after the job's script (`create_job`); the step runs only if the job was written (else: nil)
 -- Other keys (prefix ARGV[1]): `<prefix>:ring:<queue>` (zset: tenant -> pass, the tenants with parked calls),
@@ -43,7 +47,12 @@ local CHUNK = 1000  -- the most values unpacked into one command
 local out, touched, touched_order = {}, {}, {}
 
 local function ring(q) return prefix .. ':ring:' .. q end
-local function list(q, t, p) return prefix .. ':p:' .. q .. '\t' .. t .. '\t' .. p end
+local listed = {}  -- each parked list named in this step: key -> {queue, tenant, priority}
+local function list(q, t, p)
+  local key = prefix .. ':p:' .. q .. '\t' .. t .. '\t' .. p
+  if not listed[key] then listed[key] = {q, t, p} end
+  return key
+end
 local function window_of(q) return tonumber(windows[q] or default_window) end
 local function touch(q) if not touched[q] then touched[q] = true; touched_order[#touched_order + 1] = q end end
 -- a number as it reads back from a zset or hash it was written to (Lua writes 14 significant digits)
@@ -59,15 +68,28 @@ local function chunked(cmd, key, values, step)
   return replies
 end
 
--- the counters: read once, kept here, written once at the end
-local counted, changed = {}, {}
+-- the counters: read once, kept here, written once at the end (`read`: each field as read, false when absent)
+local counted, changed, read = {}, {}, {}
 local function read_counts(fields)
   local want, seen = {}, {}
   for _, f in ipairs(fields) do
     if counted[f] == nil and not seen[f] then seen[f] = true; want[#want + 1] = f end
   end
   local got = chunked('HMGET', counts, want, CHUNK)
-  for i, f in ipairs(want) do counted[f] = tonumber(got[i] or '0') end
+  for i, f in ipairs(want) do counted[f] = tonumber(got[i] or '0') or 0; read[f] = got[i] end
+end
+
+-- the priorities whose parked lists of a queue and tenant may hold calls ("e:<queue>\t<tenant>" of the counts: their
+-- digits; absent: not known, each list is read), read with the counts: a list none may hold is not read. A step told
+-- to fill a queue (the sweep, `filled`) reads each list of it and writes what it found, so calls an earlier version
+-- parked without saying so are found within a sweep.
+local filled = {}
+local function hint_field(q, t) return 'e:' .. q .. '\t' .. t end
+local function may_hold(q, t, p)
+  if filled[q] then return true end
+  local h = read[hint_field(q, t)]
+  if not h then return true end
+  return string.find(h, tostring(p), 1, true) ~= nil
 end
 local function count(f)
   if counted[f] == nil then counted[f] = tonumber(redis.call('HGET', counts, f) or '0') end
@@ -95,10 +117,16 @@ local function set_pass(r, t, pass)
   r.changed[t] = true
 end
 
--- the queues' virtual times, read once per queue, written once at the end
+-- the queues' virtual times ("v:<queue>" of the counts, read with them for the new calls' queues; else as an
+-- earlier version kept them), read once per queue (only when a tenant joins a ring), written once at the end with
+-- the counters
 local times, times_changed = {}, {}
 local function vtime_of(q)
-  if times[q] == nil then times[q] = tonumber(redis.call('HGET', vtime, q) or '0') end
+  if times[q] == nil then
+    local v = read['v:' .. q]
+    if v == nil then v = redis.call('HGET', counts, 'v:' .. q) end
+    times[q] = tonumber(v or redis.call('HGET', vtime, q) or '0')
+  end
   return times[q]
 end
 
@@ -125,11 +153,12 @@ end
 -- parking: parked members ('stored': parked before this step, true: parked now, false: taken or withdrawn; nil: as
 -- stored), the values pushed per list
 local parking, pushes, push_order = nil, {}, {}
+local joined = {}  -- queue and tenant (their hint's field) -> true: the tenant joined the ring, its lists were empty
 local function park(member, q, t, p, k, l, payload)
   if parking[member] then return end  -- parked already (sent again by a recovery)
   parking[member] = true
   local r = ring_of(q)
-  if r.pass[t] == nil then set_pass(r, t, vtime_of(q)) end
+  if r.pass[t] == nil then set_pass(r, t, vtime_of(q)); joined['e:' .. q .. '\t' .. t] = true end
   local key = list(q, t, p)
   if not pushes[key] then pushes[key] = {}; push_order[#push_order + 1] = key end
   table.insert(pushes[key], cjson.encode({member, k, l}) .. '\n' .. payload)
@@ -157,8 +186,9 @@ end
 
 -- the parked lists as read: items (from the list's head, parsed), next (the first not taken), all (the whole list
 -- read), step (what a later read adds beyond what it wants; nil before the first read, which takes `ahead`, the
--- places to fill: a later read mostly asks whether one more is left, so it adds 1, then 2, 4 ... for runs of
--- withdrawn entries)
+-- places to fill and one more, so whether the list still holds a call once they are filled needs no read of its
+-- own; a later read mostly asks whether one more is left, so it adds 1, then 2, 4 ... for runs of withdrawn
+-- entries)
 local lists, list_order, ahead = {}, {}, 1
 local function read_list(key, want)
   local s = lists[key]
@@ -234,27 +264,38 @@ local function take_behind(key)
 end
 
 -- the first parked call of tenant t in queue q whose key has room, taken out: the head of a priority's list, else
--- one of the next few behind a head whose key is full
+-- one of the next few behind a head whose key is full; the lists that may hold calls first, the others (read only
+-- once those have none to give) after them
 local function take(q, t)
-  for p = 1, 3 do
-    local key = list(q, t, p)
-    local s, head = live_head(key)
-    if head then
-      if free(head.k, head.l) then
-        s.next = s.next + 1
-        return head.member, head.k, head.payload
+  for _, hinted in ipairs({true, false}) do
+    for p = 1, 3 do
+      if may_hold(q, t, p) == hinted then
+        local key = list(q, t, p)
+        local s, head = live_head(key)
+        if head then
+          if free(head.k, head.l) then
+            s.next = s.next + 1
+            return head.member, head.k, head.payload
+          end
+          local member, k, payload = take_behind(key)
+          if member then return member, k, payload end
+        end
       end
-      local member, k, payload = take_behind(key)
-      if member then return member, k, payload end
     end
   end
   return nil
 end
 
+-- whether a tenant's parked lists in a queue are empty: those that may hold calls are looked at first, the others
+-- only once those are empty (a tenant leaves the ring only when every list of it was read empty)
 local function empty(q, t)
-  for p = 1, 3 do
-    local _, head = live_head(list(q, t, p))
-    if head then return false end
+  for _, hinted in ipairs({true, false}) do
+    for p = 1, 3 do
+      if may_hold(q, t, p) == hinted then
+        local _, head = live_head(list(q, t, p))
+        if head then return false end
+      end
+    end
   end
   return true
 end
@@ -302,9 +343,9 @@ local function fill(q)
   if places < math.min(batch, window) then return end
   local r = ring_of(q)
   local tenants = {}
-  for t in pairs(r.pass) do tenants[#tenants + 1] = 't:' .. t end
+  for t in pairs(r.pass) do tenants[#tenants + 1] = 't:' .. t; tenants[#tenants + 1] = hint_field(q, t) end
   read_counts(tenants)
-  ahead = math.min(math.max(places, 1), CHUNK)
+  ahead = math.min(math.max(places, 1) + 1, CHUNK)  -- one more: whether the list is left empty needs no read
   local blocked = {}
   while r.size > 0 and count('q:' .. q) < window do
     if not fill_one(q, r, blocked) then return end
@@ -344,12 +385,15 @@ for i = 5, 4 + n do
     gone[#gone + 1] = ARGV[i]
     fields[#fields + 1] = 'q:' .. q
     fields[#fields + 1] = 't:' .. t
+    fields[#fields + 1] = hint_field(q, t)
     if k ~= '' then fields[#fields + 1] = 'k:' .. k end
   end
 end
 for i = first, #ARGV, 7 do
   fields[#fields + 1] = 'q:' .. ARGV[i + 1]
+  fields[#fields + 1] = 'v:' .. ARGV[i + 1]  -- the queue's virtual time, for a tenant its calls may park
   fields[#fields + 1] = 't:' .. ARGV[i + 2]
+  fields[#fields + 1] = hint_field(ARGV[i + 1], ARGV[i + 2])
   if ARGV[i + 4] ~= '' then fields[#fields + 1] = 'k:' .. ARGV[i + 4] end
 end
 fields[#fields + 1] = 'w:'
@@ -372,7 +416,6 @@ for _, e in ipairs(ended) do
   if e[3] ~= '' then add('k:' .. e[3], -1) end
   touch(e[1])
 end
-local filled = {}
 for i = 6 + n, 5 + n + f do touch(ARGV[i]); filled[ARGV[i]] = true end
 
 -- 3. the new calls: admitted at once when their queue has nothing parked and room, else parked
@@ -407,6 +450,36 @@ for field in pairs(changed) do
   else set[#set + 1] = field; set[#set + 1] = counted[field] end
 end
 if #unset > 0 then chunked('HDEL', counts, unset, CHUNK) end
+for q in pairs(times_changed) do set[#set + 1] = 'v:' .. q; set[#set + 1] = times[q] end
+-- the priorities whose lists may still hold calls, for each queue and tenant whose lists this step read or pushed to:
+-- written when a list the record leaves out now holds calls, else only along with the counters (nothing written
+-- for it alone: a record that says more than it must costs a read, never a call)
+local counting, pairs_seen = #set > 0, {}
+for _, keys in ipairs({list_order, push_order}) do
+  for _, key in ipairs(keys) do
+    local m = listed[key]
+    local field = hint_field(m[1], m[2])
+    if not pairs_seen[field] then
+      pairs_seen[field] = true
+      local digits = ''
+      for p = 1, 3 do
+        local each = list(m[1], m[2], p)
+        local s = lists[each]
+        local holds
+        if pushes[each] then holds = true
+        elseif s then holds = not (s.all and s.next > #s.items)  -- read to its end and all taken: left empty
+        else holds = not joined[field] and may_hold(m[1], m[2], p) end
+        if holds then digits = digits .. p end
+      end
+      local was = read[field] or '123'
+      local grew = false
+      for p = 1, 3 do
+        if string.find(digits, tostring(p), 1, true) and not string.find(was, tostring(p), 1, true) then grew = true end
+      end
+      if digits ~= was and (grew or counting) then set[#set + 1] = field; set[#set + 1] = digits end
+    end
+  end
+end
 if #set > 0 then chunked('HSET', counts, set, 2 * CHUNK) end
 if parking then
   set, unset = {}, {}
@@ -440,7 +513,4 @@ for _, q in ipairs(ring_order) do
 end
 if #opened > 0 then redis.call('SADD', queues, unpack(opened)) end
 if #closed > 0 then redis.call('SREM', queues, unpack(closed)) end
-local moved = {}
-for q in pairs(times_changed) do moved[#moved + 1] = q; moved[#moved + 1] = times[q] end
-if #moved > 0 then redis.call('HSET', vtime, unpack(moved)) end
 return out

@@ -11,6 +11,10 @@
 --           tool_sha: the SHA-1 of the caller's copy of the call's tool schema ('' for none): a copy equal to the
 --             stored schema is left out of the reply, any other gets the stored one,
 --           tool: the tool name of the caller's record (trusted only when that record is the stored one),
+--           tools_at (absent: none): the `created_at` of the plan job an earlier claim found the caller's copy of the tool
+--             current for ('' for none): a plan job's tools never change after its submission, so while the job
+--             hash's `created_at` is that one (not a job id used again) the copy is current without reading the
+--             stored schema,
 --           last_call: true when the caller would finalize the job in the call's commit if it is the job's last
 --             awaited call (see "what finalizing reads" below)
 --       [2..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
@@ -25,7 +29,9 @@
 -- at most 2 s between tries).
 -- The store's run id (INFO server) is kept in the job's `store_run` field by the claim that starts the job.
 -- Returns {'claimed', stored record or '', tool schema or '', attempt, log length ('' when the log offset is -1),
---          '1' if the caller's start events were published else '0', lost attempts, number of tail messages t,
+--          '1' if the caller's start events were published else '0', lost attempts, the job's `created_at` for a
+--          plan job ('' for another, or when the caller's `tools_at` was that: what `tools_at` of a later claim
+--          names), number of tail messages t,
 --          t tail messages, [what finalizing reads]}
 --      what finalizing reads, when last_call is true and the call is the one open awaited call of an active plan job
 --      with no tick in flight: the SHA-1 of the job hash's fields (cjson of HGETALL, after this claim's writes),
@@ -62,9 +68,9 @@ local call_id = a.call_id
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 -- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run, kind, open,
--- ticking
+-- ticking, created_at
 local job = redis.call('HMGET', KEYS[1], 'status', 'started_at', 'expire_at_ms', 'store_run', 'kind', 'open',
-                      'ticking')
+                      'ticking', 'created_at')
 local job_status = job[1]
 if job_status == JOB.CANCELED then
   -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
@@ -139,8 +145,15 @@ if not job[2] and a.job_started ~= '' then redis.call('XADD', KEYS[6], '*', 'e',
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = a.record_sha ~= '' and redis.sha1hex(stored) == a.record_sha
 local name = record_current and a.tool or cjson.decode(stored).tool
-local tool = redis.call('HGET', KEYS[5], name) or ''
-local tool_current = a.tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == a.tool_sha
+local plan_created = job[5] == 'plan' and job[8] or ''
+local tool, tool_current = '', false
+if record_current and a.tool_sha ~= '' and a.tools_at and a.tools_at ~= '' and a.tools_at == plan_created then
+  tool_current = true  -- the caller's copy, found current for this very plan job by an earlier claim
+  plan_created = ''  -- the caller knows it
+else
+  tool = redis.call('HGET', KEYS[5], name) or ''
+  tool_current = a.tool_sha ~= '' and tool ~= '' and redis.sha1hex(tool) == a.tool_sha
+end
 local published = '0'
 if attempt == 1 and record_current and tool_current and #ARGV >= 2 then
   if not replay then
@@ -152,7 +165,8 @@ end
 -- the log's length and its tail from the caller's offset, only when the caller reads the log ('' otherwise)
 local offset = a.log_offset
 local result = {'claimed', record_current and '' or stored, tool_current and '' or tool, tostring(attempt),
-                offset >= 0 and tostring(redis.call('LLEN', KEYS[7])) or '', published, tostring(lost)}
+                offset >= 0 and tostring(redis.call('LLEN', KEYS[7])) or '', published, tostring(lost),
+                plan_created}
 local tail = offset >= 0 and redis.call('LRANGE', KEYS[7], offset, -1) or {}
 table.insert(result, tostring(#tail))
 for _, message in ipairs(tail) do table.insert(result, message) end

@@ -11,7 +11,9 @@
 --             (its JSON), finished_at (ISO), event (the job.finished envelope entry); written here, as
 --             finalize.lua would, when this commit ends the job and the job hash and the log are as the claim
 --             read them plus this outcome (else the reply brings what finalizing reads),
---           messages: the number n of messages
+--           messages: the number n of messages,
+--           lease_ms (absent: LEASE_KEPT_MS): the caller's lease length, given back to another attempt that took
+--             the call over
 --       [2..] n message JSONs, then the event envelope JSONs
 -- A released call that needs approval goes to awaiting_approval instead of ready (and is not returned).
 -- The outcome of a call that ends after its job was canceled is still written, marked as late: each message
@@ -27,8 +29,14 @@ local a = cjson.decode(ARGV[1])
 local call_id = a.call_id
 local status = redis.call('HGET', KEYS[4], call_id)
 if status ~= CALL.RUNNING and status ~= CALL.WAITING then return {'duplicate', status or ''} end
-local holder = redis.call('GET', KEYS[7])
-if holder and holder ~= a.token then return {'superseded'} end
+-- the lease ends with this commit: read and deleted in one command; another attempt's lease (it took the call
+-- over after this one's lapsed) is given back to it, a whole lease long (the caller's, else LEASE_KEPT_MS; its
+-- holder's next renewal sets its own)
+local holder = redis.call('GETDEL', KEYS[7])
+if holder and holder ~= a.token then
+  redis.call('SET', KEYS[7], holder, 'PX', (a.lease_ms or 0) > 0 and a.lease_ms or LEASE_KEPT_MS)
+  return {'superseded'}
+end
 
 local job = job_fields(KEYS[1])
 -- the caller's ending holds only if the job hash is the one its claim read (nothing else wrote it since)
@@ -46,7 +54,6 @@ local length = append_log(KEYS[2], messages, job.expire_at_ms)
 -- ... and the log the one its claim read, plus this outcome's messages
 if ending and (length or redis.call('LLEN', KEYS[2])) ~= ending.log_length + n then ending = nil end
 redis.call('HSET', KEYS[4], call_id, a.status)
-redis.call('DEL', KEYS[7])
 for i = 2 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', mark(ARGV[i], 'after_cancel')) end
 
 local k = {job = KEYS[1], log = KEYS[2], calls = KEYS[3], status = KEYS[4], waiting = KEYS[5],
