@@ -109,8 +109,9 @@ def outputs_once(store: StateStore, jobs: list[SoakJob], ledger: dict[str, list[
 
 def _left_over(store: StateStore, jobs: list[SoakJob]) -> list[str]:
     redis, fleet = store.redis, store.fleet
-    left = [f"admission {part}: {n} fields" for part in ("counts", "info", "parked")
-            if (n := redis.hlen(fleet.admission(part)))]
+    counts = store.admission_counts()  # the counts hash also keeps each queue's virtual time and parked priorities
+    left = [f"admission counts: {counts}"] if counts else []
+    left += [f"admission {part}: {n} fields" for part in ("info", "parked") if (n := redis.hlen(fleet.admission(part)))]
     for tenant in ("acme", "globex", "default"):
         if n := redis.hlen(fleet.concurrency(tenant)):
             left.append(f"concurrency keys of {tenant}: {n} jobs hold or wait")
