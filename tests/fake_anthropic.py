@@ -253,7 +253,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._counter = 0
+        self._ids = 0  # the last id given (`_next_id`)
         self.in_flight = 0  # requests being answered right now
         self.peak_in_flight = 0  # the most answered at once since the start (or `reset_peak`)
         self.rpm: int | None = None  # the requests-per-minute limit it enforces (`limit`)
@@ -335,7 +335,6 @@ class FakeAnthropic:
         exchange = Exchange(request, answer)
         with self._lock:
             self.exchanges.append(exchange)
-            self._counter += 1
         return exchange
 
     # -------------------------------------------------------------------------------- rate limits
@@ -421,8 +420,11 @@ class FakeAnthropic:
             self.refusals.append((request, message))
 
     def _next_id(self, prefix: str) -> str:
+        """A new id, never given before (as the API's are): two answers in flight at once never share a tool_use id,
+        so the thinking remembered for one (`thought`) is never another's."""
         with self._lock:
-            return f"{prefix}_fake{self._counter:04d}"
+            self._ids += 1
+            return f"{prefix}_fake{self._ids:04d}"
 
 
 # ------------------------------------------------------------------------------- what the real API refuses
@@ -1118,7 +1120,6 @@ class FakeBatches:
                               time.monotonic() + self.delay_s)
             self.created.append(batch)
             self._by_id[batch.id] = batch
-            self.fake._counter += 1
         return 200, self.view(batch), "json"
 
     def view(self, batch: FakeBatch) -> dict[str, Any]:

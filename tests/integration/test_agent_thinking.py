@@ -5,6 +5,7 @@ Celery workers."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -80,6 +81,38 @@ def test_a_three_tick_job_with_thinking_sends_every_earlier_thinking_block_back_
     for event in thinking:  # seed 004's thought part, marked as the model's thinking
         assert event["part"]["activity_type"] == "thought"
         assert event["part"]["display_info"]["id"] == "thinking"
+
+
+def test_two_jobs_whose_first_answers_stream_at_once_each_carry_their_own_thinking_back(
+        thinker: Harness, anthropic_env: FakeAnthropic):
+    """The soak's seed 109 (acme-agent28, acme-agent41): two thinking jobs' first ticks in flight at once, A's answer
+    waiting for its first byte while B's is asked and streams. Each job's second request carries its own answer's
+    thinking and tool_use back, and the API (the fake) accepts both; the fake once gave both answers one tool_use id
+    and remembered A's thinking for it, so B's second request was refused."""
+    first_ticks: list[str] = []
+    lock = threading.Lock()
+
+    def agent(request: RecordedRequest) -> Answer:
+        name = "A" if "job A" in json.dumps(request.body) else "B"
+        if len(request.body["messages"]) > 1:
+            return Answer.solution({"calls": [], "output": f"done {name}"}, thinking=[f"{name} is done."])
+        with lock:
+            first_ticks.append(name)
+            waits = len(first_ticks) == 1
+        solution = {"calls": [{"_tool": "step", "n": 1, "_outputPath": "†state.s"}], "output": None}
+        if waits:  # the first asked: its answer waits for its first byte while the other one is asked and streams
+            return Answer.solution(solution, thinking=[f"{name} weighs the step."], first_byte_delay_s=1.5)
+        return Answer.solution(solution, thinking=[f"{name} weighs the step."], chunk_size=8, delay_s=0.3)
+
+    anthropic_env.responder = agent
+    client = thinker.client()
+    handles = {name: client.submit({**job(), "context": [{"type": "text", "text": f"This is job {name}."}]})
+               for name in "AB"}
+    records = {name: handle.result(timeout=60) for name, handle in handles.items()}
+    assert not anthropic_env.refusals, anthropic_env.refusals
+    assert {name: (r["status"], r["result"]) for name, r in records.items()} == {
+        "A": ("succeeded", "done A"), "B": ("succeeded", "done B")}
+    assert len(set(anthropic_env.thought)) == 4  # a tool_use id of its own for each answer
 
 
 def test_an_answer_without_the_solution_tool_is_sent_back_once(thinker: Harness, anthropic_env: FakeAnthropic):
