@@ -91,13 +91,18 @@ def streamed(solution: dict, stream_s: float, chunks: int) -> Answer:
 class Dispatcher:
     """One `agentq dispatcher` process; its RSS (with any pool children) sampled while it runs."""
 
-    def __init__(self, redis_url: str, fake: FakeAnthropic, args: list[str], log_path: Path):
+    def __init__(self, redis_url: str, fake: FakeAnthropic, args: list[str], log_path: Path,
+                 profile: Path | None = None):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTQ_", "ANTHROPIC_"))}
         env.update(AGENTQ_REDIS_URL=redis_url, AGENTQ_LLM="anthropic", ANTHROPIC_BASE_URL=fake.base_url,
                    ANTHROPIC_API_KEY="sk-ant-benchmark", PYTHONPATH=str(ROOT), AGENTQ_HEARTBEAT_S="1")
+        command = [sys.executable, "-m", "agentq.cli"]
+        if profile is not None:  # every thread under cProfile (benchmarks/profiled_dispatcher.py)
+            env["AGENTQ_BENCH_PROFILE"] = str(profile)
+            command = [sys.executable, str(ROOT / "benchmarks" / "profiled_dispatcher.py")]
         self.log = open(log_path, "wb")  # noqa: SIM115 (closed in stop)
-        self.popen = subprocess.Popen([sys.executable, "-m", "agentq.cli", "dispatcher", "--loglevel", "WARNING",
-                                       *args], env=env, cwd=str(ROOT), stdout=self.log, stderr=subprocess.STDOUT,
+        self.popen = subprocess.Popen([*command, "dispatcher", "--loglevel", "WARNING", *args], env=env,
+                                      cwd=str(ROOT), stdout=self.log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
         self.process = psutil.Process(self.popen.pid)
         self.peak_rss = 0
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=10, help="pieces each streamed answer comes in (default 10)")
     parser.add_argument("--ticks", default="10,200", help="ticks of the overhead jobs (default 10,200)")
     parser.add_argument("--dispatcher-args", default="", help="more arguments for `agentq dispatcher`")
+    parser.add_argument("--cprofile", type=Path, default=None, metavar="PATH",
+                        help="run the dispatcher's threads under cProfile (their CPU clocks), write the stats to PATH "
+                             "and print the top functions (the profiler's cost inflates the CPU figures)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20 jobs streaming 1 s, 5 and 40 ticks")
     args = parser.parse_args(argv)
     if args.quick:
@@ -296,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"agentq-bench-engine-{os.getpid()}.log"
 
     with RedisServer() as redis, FakeAnthropic() as fake:
-        dispatcher = Dispatcher(redis.url, fake, extra, log_path)
+        dispatcher = Dispatcher(redis.url, fake, extra, log_path, profile=args.cprofile)
         client = Client(settings=Settings(redis_url=redis.url))
         try:
             wait_live(client, dispatcher)
@@ -316,7 +324,26 @@ def main(argv: list[str] | None = None) -> int:
             client.close()
             dispatcher.stop()
     report(rows, costs, args)
+    if args.cprofile is not None:
+        print_profile(args.cprofile, requests=sum(r.requests for r in rows) + sum(c.ticks for c in costs) + 3)
     return 0
+
+
+def print_profile(path: Path, *, requests: int) -> None:
+    """The dispatcher's functions by CPU (their own, then with what they call), in microseconds per model
+    request (over every request of the run, the first job's included)."""
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    print(f"\ndispatcher CPU by function (cProfile, thread CPU clocks), per model request ({requests} requests); "
+          f"total {stats.total_tt / requests * 1000:.2f} ms")
+    for key, label in (("tottime", "own"), ("cumulative", "with callees")):
+        rows = sorted(stats.stats.items(), key=lambda item: item[1][2 if key == "tottime" else 3], reverse=True)
+        print(f"  top by {label} time, us/request:")
+        for (file, line, name), (_, calls, own, cumulative, _) in rows[:30]:
+            where = f"{Path(file).name}:{line}({name})" if line else name
+            print(f"    {own / requests * 1e6:>8.0f} own {cumulative / requests * 1e6:>8.0f} cum "
+                  f"{calls / requests:>8.1f} calls  {where}")
 
 
 def report(rows: list[Held], costs: list[Overhead], args: Any) -> None:
