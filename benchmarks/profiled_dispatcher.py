@@ -2,9 +2,11 @@
 
 Run by ``benchmarks/engine.py --cprofile PATH`` in place of ``python -m agentq.cli dispatcher`` (the same
 arguments); on exit (SIGTERM's warm shutdown) it writes the merged stats of all its threads to
-``$AGENTQ_BENCH_PROFILE`` (a ``pstats`` file). cProfile only sees the thread that enables it, so each thread
-enables a profiler of its own when it starts (``threading.setprofile`` runs in a thread before its target).
-Not a test; the profiler's own cost roughly doubles the CPU a request takes, so read the shares, not the sums.
+``$AGENTQ_BENCH_PROFILE`` (a ``pstats`` file): what they did since ``$AGENTQ_BENCH_PROFILE.mark`` last appeared (the
+start of what is measured: the process's start, its imports and its first requests left out), or since its start.
+cProfile only sees the thread that enables it, so each thread enables a profiler of its own when it starts
+(``threading.setprofile`` runs in a thread before its target). Not a test; the profiler's own cost roughly doubles
+the CPU a request takes, so read the shares, not the sums.
 """
 
 from __future__ import annotations
@@ -44,10 +46,8 @@ class _Taken:
         """Already made."""
 
 
-def _write() -> None:
-    path = os.environ.get("AGENTQ_BENCH_PROFILE")
-    if not path:
-        return
+def _taken() -> dict:
+    """The merged stats of every thread's profiler so far (pstats' form: function -> (cc, nc, tt, ct, callers))."""
     with _LOCK:
         profilers = list(PROFILERS)
     stats: pstats.Stats | None = None
@@ -59,12 +59,53 @@ def _write() -> None:
             stats = pstats.Stats(_Taken(profiler.stats)) if stats is None else stats.add(_Taken(profiler.stats))
         except (TypeError, ValueError):  # a profiler that saw nothing
             continue
-    if stats is not None:
-        stats.dump_stats(path)
+    return dict(stats.stats) if stats is not None else {}  # type: ignore[attr-defined]
+
+
+def _minus(now: dict, before: dict) -> dict:
+    """`now` less what `before` counted, function by function (and caller by caller)."""
+    left = {}
+    for func, (cc, nc, tt, ct, callers) in now.items():
+        was = before.get(func)
+        if was is None:
+            left[func] = (cc, nc, tt, ct, callers)
+            continue
+        kept = {}
+        for caller, counts in callers.items():
+            old = was[4].get(caller)
+            kept[caller] = counts if old is None else tuple(a - b for a, b in zip(counts, old, strict=True))
+        if nc - was[1] > 0:
+            left[func] = (cc - was[0], nc - was[1], tt - was[2], ct - was[3], kept)
+    return left
+
+
+_MARK: dict = {}
+
+
+def _watch_marks(path: str) -> None:
+    """Each time `path` appears (not a signal: Celery's worker takes SIGUSR1 and SIGUSR2), the profile counts from
+    there; the file is removed."""
+    while True:
+        time.sleep(0.05)
+        if os.path.exists(path):
+            _MARK.clear()
+            _MARK.update(_taken())
+            os.unlink(path)
+
+
+def _write() -> None:
+    path = os.environ.get("AGENTQ_BENCH_PROFILE")
+    if not path:
+        return
+    stats = pstats.Stats(_Taken(_minus(_taken(), _MARK)))
+    stats.dump_stats(path)
 
 
 def main() -> None:
     threading.setprofile(_start_in_thread)
+    path = os.environ.get("AGENTQ_BENCH_PROFILE")
+    if path:
+        threading.Thread(target=_watch_marks, args=(f"{path}.mark",), daemon=True, name="profile-marks").start()
     atexit.register(_write)
     _new_profiler().enable()
     from agentq.cli import main as cli
