@@ -66,10 +66,12 @@ async def loop_round(client: Any, count: int) -> int:
     return sum(await asyncio.gather(*(one() for _ in range(count))))
 
 
-def way(kind: str, base_url: str, count: int, rounds: int, results: Any) -> None:
+def way(kind: str, base_url: str, count: int, rounds: int, results: Any, switch_s: float | None = None) -> None:
     """One way, in a process of its own: (CPU s, wall s per round, events read, peak RSS MB)."""
+    if switch_s is not None:
+        sys.setswitchinterval(switch_s)
     import faulthandler
-    faulthandler.dump_traceback_later(120, exit=True)
+    faulthandler.dump_traceback_later(600, exit=True)  # a hung way says where
     import anthropic
     import httpx2
 
@@ -79,7 +81,7 @@ def way(kind: str, base_url: str, count: int, rounds: int, results: Any) -> None
     if kind == "threads":
         from agentq.llm.sdk import Shards, shard_count
 
-        base = anthropic.Anthropic(api_key="sk-ant-benchmark", base_url=base_url, max_retries=0,
+        base = anthropic.Anthropic(api_key="sk-ant-benchmark", base_url=base_url, max_retries=0, timeout=300,
                                    http_client=anthropic.DefaultHttpxClient(limits=limits))
         shards = Shards(base, count=shard_count(count), connections=-(-count // shard_count(count)))
         shards.make_all()  # as a dispatcher does before its first requests
@@ -101,7 +103,7 @@ def way(kind: str, base_url: str, count: int, rounds: int, results: Any) -> None
     else:
         async def main() -> tuple[float, int]:
             seen = 0
-            client = anthropic.AsyncAnthropic(api_key="sk-ant-benchmark", base_url=base_url, max_retries=0,
+            client = anthropic.AsyncAnthropic(api_key="sk-ant-benchmark", base_url=base_url, max_retries=0, timeout=300,
                                               http_client=anthropic.DefaultAsyncHttpxClient(limits=limits))
             cpu = time.process_time()
             for _ in range(rounds):
@@ -129,15 +131,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-s", type=float, default=2.0)
     parser.add_argument("--chunks", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--ways", default="threads,asyncio", help="threads, asyncio (default both)")
+    parser.add_argument("--switch-s", type=float, default=None, help="sys.setswitchinterval in each way's process")
     args = parser.parse_args(argv)
     context = multiprocessing.get_context("spawn")
     rows = []
     with FakeAnthropic() as fake:
         fake.responder = lambda request: streamed(GOING_ON, args.stream_s, args.chunks)
         for count in [int(x) for x in args.streams.split(",") if x.strip()]:
-            for kind in ("threads", "asyncio"):
+            for kind in args.ways.split(","):
                 results = context.Queue()
-                process = context.Process(target=way, args=(kind, fake.base_url, count, args.rounds, results))
+                process = context.Process(target=way, args=(kind, fake.base_url, count, args.rounds, results,
+                                                                        args.switch_s))
                 process.start()
                 cpu, walls, events, rss = results.get(timeout=600)
                 process.join(60)

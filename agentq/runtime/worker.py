@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -342,6 +343,14 @@ def pool_of(settings: Settings, *, engine: bool, pool: str | None, concurrency: 
     return chosen, concurrency
 
 
+ENGINE_SWITCH_INTERVAL_S = 0.02
+"""How long a thread of an engine on threads may hold the interpreter before it is asked to let another run (Python's
+default: 5 ms). A dispatcher's threads each wake for every piece of their streams, for a fraction of a millisecond;
+with a thousand of them, the default's forced hand-overs between runnable threads cost more CPU than the work itself
+(`benchmarks/streams.py`: 1,000 streams at once through the SDK, 6 to 8 ms of CPU per request at 5 ms, 2.9 at 20 ms
+or 50 ms). A thread that waits on I/O still lets the others run at once."""
+
+
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str | None = None, loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
@@ -351,6 +360,8 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
 
     refuse_cluster_broker(runtime.settings)
     pool, concurrency = pool_of(runtime.settings, engine=engine, pool=pool, concurrency=concurrency)
+    if engine and pool == "threads":
+        sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_S)
     if engine:
         runtime.prepare_llm()  # before the first tasks: they would each wait on the SDK's import
 
