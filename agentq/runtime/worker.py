@@ -351,6 +351,12 @@ with a thousand of them, the default's forced hand-overs between runnable thread
 or 50 ms). A thread that waits on I/O still lets the others run at once."""
 
 
+def switch_interval(*, engine: bool, pool: str) -> float | None:
+    """The interpreter's switch interval for a worker process (None: Python's default): `ENGINE_SWITCH_INTERVAL_S`
+    for an engine on threads."""
+    return ENGINE_SWITCH_INTERVAL_S if engine and pool == "threads" else None
+
+
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,
           pool: str | None = None, loglevel: str = "INFO", hostname: str | None = None) -> None:
     """Run a Celery worker in the foreground until it is told to stop (SIGTERM/SIGINT: a warm shutdown bounded
@@ -360,8 +366,8 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
 
     refuse_cluster_broker(runtime.settings)
     pool, concurrency = pool_of(runtime.settings, engine=engine, pool=pool, concurrency=concurrency)
-    if engine and pool == "threads":
-        sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_S)
+    if (interval := switch_interval(engine=engine, pool=pool)) is not None:
+        sys.setswitchinterval(interval)
     if engine:
         runtime.prepare_llm()  # before the first tasks: they would each wait on the SDK's import
 
