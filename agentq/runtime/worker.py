@@ -347,8 +347,8 @@ ENGINE_SWITCH_INTERVAL_S = 0.02
 """How long a thread of an engine on threads may hold the interpreter before it is asked to let another run (Python's
 default: 5 ms). A dispatcher's threads each wake for every piece of their streams, for a fraction of a millisecond;
 with a thousand of them, the default's forced hand-overs between runnable threads cost more CPU than the work itself
-(`benchmarks/streams.py`: 1,000 streams at once through the SDK, 6 to 8 ms of CPU per request at 5 ms, 2.9 at 20 ms
-or 50 ms). A thread that waits on I/O still lets the others run at once."""
+(`benchmarks/streams.py`: 1,000 streams at once through the SDK, 3.8 to 8.3 ms of CPU per request at 5 ms, 2.6 to
+2.9 ms at 20 ms). A thread that waits on I/O still lets the others run at once."""
 
 
 def switch_interval(*, engine: bool, pool: str) -> float | None:
