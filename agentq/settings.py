@@ -88,8 +88,9 @@ class Settings(BaseSettings):
     # an admitted call still ready (never claimed) this long after its admission is published again
     admission_republish_s: float = Field(default=300.0, gt=0)
     # `agentq dispatcher`: the threads of its engine pool, each holding one engine task (a tick or a latent call
-    # waiting on its model stream); a waiting stream holds a thread, not a process
-    engine_concurrency: int = Field(default=256, ge=1)
+    # waiting on its model stream); a waiting stream holds a thread, not a process (one dispatcher holds 1,000
+    # streams: docs/design/dispatcher.md)
+    engine_concurrency: int = Field(default=1024, ge=1)
     # connections of one process to the state store (one server or a Sentinel group's master; per node of a
     # cluster): beyond it a command waits for a free connection, it does not fail
     redis_max_connections: int = Field(default=128, ge=1)

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from agentq.engine.budget import stop_for_budget
 from agentq.engine.caches import Transcripts
-from agentq.engine.hooks import Hook
+from agentq.engine.hooks import Hook, StartEvents
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.progress import Dispatch, JobProgress
 from agentq.engine.requests import ModelRequests
@@ -236,11 +236,14 @@ class AgentLoop(TickEnding):
         continued = bool(exchanges) and exchanges[-1].truncated  # asks for the rest of a cut solution
         tick_no = info.ticks + 1
 
+        label = " (correction)" if corrective else " (continued)" if continued else ""
+        starting = StartEvents(job_id, [TickStarted(
+            job_id=job_id, tick=tick_no, attempt=tick.attempt, corrective=corrective or continued,
+            part=activity_part(f"Tick {tick_no}{label}", source=self.source, locale=info.locale))])
+
         def started() -> None:  # once the gates let the request through: a deferred one has not started
-            label = " (correction)" if corrective else " (continued)" if continued else ""
-            self.store.add_events(job_id, [TickStarted(
-                job_id=job_id, tick=tick_no, attempt=tick.attempt, corrective=corrective or continued,
-                part=activity_part(f"Tick {tick_no}{label}", source=self.source, locale=info.locale))])
+            if not starting.written:  # the rate limits' step wrote it when it could (one round trip fewer)
+                self.store.add_events(job_id, starting.envelopes)
 
         run = _Run(TickPlan(tick.composed, tick.transcript.index, options=info.options, ids=call_ids(job_id, tick.n)))
 
@@ -252,7 +255,8 @@ class AgentLoop(TickEnding):
         model = self.model
         assert model is not None  # `_ask` gave up without one
         try:
-            answer = model.solve(info, request, on_call=on_call, place=f"{job_id}/tick/{tick.n}", on_send=started)
+            answer = model.solve(info, request, on_call=on_call, place=f"{job_id}/tick/{tick.n}", on_send=started,
+                                 starting=starting)
         except BudgetExceeded as error:  # not sent: the job (and its root job) fails
             self.store.release_tick(job_id, token=token)
             stop_for_budget(self.progress, info, error)

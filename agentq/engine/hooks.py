@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentq.llm.base import LLMAnswer, LLMRequest
+from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord, JobInfo
 
 log = logging.getLogger("agentq.hooks")
@@ -41,6 +42,17 @@ class CallEnded:
     seconds: float
 
 
+@dataclass
+class StartEvents:
+    """The events a request starts with (a tick's `tick.started`), appended to `job_id`'s stream once every gate let
+    it through: by the last gate that may refuse it (the rate limits) in its own store step when it can (`written`),
+    else by the engine before it sends the request. A request a gate refused has not started."""
+
+    job_id: str
+    envelopes: Sequence[Envelope]
+    written: bool = False
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """A model request about to be sent for `job` (a module's child job for its ticks and latent calls); `key` is
@@ -53,6 +65,7 @@ class ModelRequest:
     key: str
     place: str = ""
     batch: bool = False  # sent through the Message Batches API (the batch lane: no rate-limit buckets hold it)
+    starting: StartEvents | None = None  # the events it starts with, once let through
 
 
 @dataclass(frozen=True)

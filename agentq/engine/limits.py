@@ -58,13 +58,18 @@ class ModelLimiter(Hook):
             return request
         limits = limits_for(self.limits, request.model)
         ask = self.ask(limits, request)
-        reply = self.store.take_model_request(request.model, asked.place, limits, ask)
+        starting = asked.starting if asked.starting is not None and not asked.starting.written else None
+        reply = self.store.take_model_request(
+            request.model, asked.place, limits, ask,
+            started=(starting.job_id, starting.envelopes) if starting is not None else None)
         if isinstance(reply, LimitWait):
             wait_s = reply.wait_ms / 1000
             log.info("job %s: a request to %s waits %.1f s for the fleet's rate limits", asked.job.id,
                      request.model, wait_s)
             raise ModelDeferred(f"model {request.model} is at its rate limits: the request goes in {wait_s:.1f} s",
                                 retry_after_s=wait_s)
+        if starting is not None and reply.started:  # its start is written: one round trip fewer per request
+            starting.written = True
         with self._lock:
             self._estimated[asked.key] = ask.input_tokens
         return request

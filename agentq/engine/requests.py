@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agentq.engine.hooks import Hook, Hooks, ModelRequest, RequestEnded
+from agentq.engine.hooks import Hook, Hooks, ModelRequest, RequestEnded, StartEvents
 from agentq.llm.base import LLM, LLMAnswer, LLMRequest, OnCall
 from agentq.protocol.priority import is_batch
 from agentq.protocol.records import JobInfo
@@ -31,16 +31,18 @@ class ModelRequests:
         self.batch = batch  # the batch lane, for jobs with `options.priority: "batch"` (None: they stream too)
 
     def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None,
-              place: str | None = None, on_send: Callable[[], None] | None = None) -> LLMAnswer:
+              place: str | None = None, on_send: Callable[[], None] | None = None,
+              starting: StartEvents | None = None) -> LLMAnswer:
         """One request for `job`, through the gates; raises what a gate or the provider raised. `place` names the
         request across its attempts (see `ModelRequest`: the budget holds its reservation under it, so give every
         request that can be taken over by another process one; default: this attempt's key); `on_send()` runs once the
-        gates let it through, before it is sent."""
+        gates let it through, before it is sent; `starting`, the events the request starts with, for the last gate to
+        write in its own store step (`StartEvents.written`; else `on_send` writes them)."""
         if self.batch is not None and is_batch(job.job_options.priority):
             return self.batch.solve(self.hooks, job, request, place=place or uuid.uuid4().hex, on_send=on_send,
                                     on_call=on_call)
         key = uuid.uuid4().hex
-        asked = ModelRequest(job=job, request=request, key=key, place=place or key)
+        asked = ModelRequest(job=job, request=request, key=key, place=place or key, starting=starting)
         sent = replace(asked, request=self.hooks.before_request(asked))
         answer: LLMAnswer | None = None
         error: BaseException | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from agentq.protocol.envelopes import Envelope
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.tenants import TenantLimits
@@ -30,7 +31,8 @@ class LimitStore(Protocol):
     """The fleet's model rate limits: a request's take, and what the API said settled; the context windows
     refusals taught (a part of its own: `store/limits.py`)."""
 
-    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply: ...
+    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk, *,
+                           started: tuple[str, Sequence[Envelope]] | None = None) -> LimitReply: ...
 
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None: ...
 

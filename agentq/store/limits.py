@@ -9,8 +9,12 @@ run on the server's clock, one clock for the fleet.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from agentq.protocol.envelopes import Envelope
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.store.boundary import map_store_errors
+from agentq.store.codecs import entry
 from agentq.store.part import StorePart
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
 from agentq.store.step_constants import HEADROOM_MS
@@ -27,15 +31,25 @@ class RedisLimits(StorePart):
     """The models' rate-limit buckets, pauses and tickets, and the learned context windows (see the module
     docstring): the `LimitStore` contract, a part over the store's connection (`part.py`)."""
 
-    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk) -> LimitReply:
+    def take_model_request(self, model: str, place: str, limits: ModelLimits, ask: LimitAsk, *,
+                           started: tuple[str, Sequence[Envelope]] | None = None) -> LimitReply:
         """Take `ask` from `model`'s buckets (its configured `limits`, lowered to what the API's headers taught):
         `LimitGo`, or `LimitWait` with the wait before `place` may be sent (its share taken: asking again with the
-        same place once the wait is over is `LimitGo`)."""
+        same place once the wait is over is `LimitGo`). `started` (a job and the events its request starts with)
+        are appended to the job's stream on `LimitGo` in the same step (`LimitGo.started`), saving the request a
+        round trip; not on a cluster (the stream is in the job's slot), where the caller appends them."""
+        keys = [self.fleet.llm(model), self.fleet.llm_tickets(model)]
         args: list[object] = [place, IDLE_MS]
         for limit, amount in zip(limits.per_minute(), ask.amounts(), strict=True):
             args += [limit or 0, max(amount, 0)]
-        reply = self.scripts.run("llm_take", [self.fleet.llm(model), self.fleet.llm_tickets(model)], args)
-        return LimitWait(int(reply[1])) if reply[0] == "wait" else LimitGo()
+        folded = False
+        if started is not None and started[1] and not self.cluster:
+            job_id, envelopes = started
+            keys.append(self.keys(job_id).events)
+            args += [entry(envelope, job_id) for envelope in envelopes]
+            folded = True
+        reply = self.scripts.run("llm_take", keys, args)
+        return LimitWait(int(reply[1])) if reply[0] == "wait" else LimitGo(started=folded)
 
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None:
         """What a request of `model` taught: the amounts it gives back, the limits and remaining capacity the API

@@ -335,7 +335,10 @@ BudgetReply = BudgetGranted | BudgetRefused
 
 @dataclass(frozen=True)
 class LimitGo:
-    """The request may be sent now (llm_take.lua): its share was taken, or its ticket is due."""
+    """The request may be sent now (llm_take.lua): its share was taken, or its ticket is due; `started`: the
+    events it starts with were appended to its job's stream in the same step."""
+
+    started: bool = False
 
 
 @dataclass(frozen=True)

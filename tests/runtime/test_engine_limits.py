@@ -36,6 +36,10 @@ def engine(engines: Engines, **options) -> Engine:
     return made
 
 
+def started_ticks(store: StateStore, job_id: str) -> int:
+    return sum(1 for _, event in store.read_events(job_id) if event["event"] == "tick.started")
+
+
 def agent_job(text: str) -> dict:
     return {"context": [{"type": "text", "text": text}], "tools": [], "output": OUTPUT}
 
@@ -46,6 +50,8 @@ def test_requests_beyond_the_limit_wait_their_turn_and_are_each_sent_once(engine
     jobs = [rig.service.submit(agent_job(f"job {i}")) for i in range(3)]
     rig.run(limit=3)  # each tick once, at the same moment: the first is sent, the others wait their turn
     assert len(model.requests) == 1
+    # the sent one started (its `tick.started` written by the rate limits' step); the deferred ones have not
+    assert [started_ticks(rig.store, job) for job in jobs] == [1, 0, 0]
     second, third = rig.waits
     # a minute for the second (from HEADROOM_MS after the first take: the bucket was full), the third behind it
     headroom = HEADROOM_MS / 1000
@@ -54,6 +60,7 @@ def test_requests_beyond_the_limit_wait_their_turn_and_are_each_sent_once(engine
     assert [rig.store.record(job).status for job in jobs] == [JobStatus.SUCCEEDED] * 3
     assert [request.messages[0]["content"][0]["text"].endswith(f"job {i}") for i, request in
             enumerate(model.requests)] == [True] * 3  # first come, first sent, each once
+    assert [started_ticks(rig.store, job) for job in jobs] == [1, 1, 1]  # each started once, when sent
 
 
 def test_what_a_request_did_not_write_goes_back_to_the_output_bucket(engines: Engines):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentq.protocol.envelopes import TickStarted
+from agentq.protocol.events import activity_part
 from agentq.protocol.limits import LimitAsk, ModelLimits, Observed
 from agentq.store.limits import HEADROOM_MS, RedisLimits
 from agentq.store.replies import LimitGo, LimitWait
@@ -112,3 +114,23 @@ def test_any_model_name_has_its_own_buckets(backend: Backend, model: str):
     rpm = ModelLimits(requests_per_minute=1)
     assert fleet_limits.take_model_request(model, "a", rpm, ask()) == LimitGo()
     assert isinstance(fleet_limits.take_model_request(model, "b", rpm, ask()), LimitWait)
+
+
+def test_a_request_let_through_starts_in_the_same_step_and_a_deferred_one_does_not(backend: Backend):
+    """The events a request starts with ride in the take on one Redis (one round trip fewer per tick); on a
+    cluster the job's stream is in another slot and the caller appends them itself."""
+    store = backend.store
+    fleet_limits = RedisLimits(store)
+    rpm = ModelLimits(requests_per_minute=1)
+    job_id = "job_started_in_take"
+
+    def started(tick: int) -> tuple[str, list[TickStarted]]:
+        part = activity_part(f"Tick {tick}", source="agentq")
+        return job_id, [TickStarted(job_id=job_id, tick=tick, attempt=1, part=part)]
+
+    went = fleet_limits.take_model_request(MODEL, "a", rpm, ask(), started=started(1))
+    assert went == LimitGo(started=backend.name != "cluster")
+    deferred = fleet_limits.take_model_request(MODEL, "b", rpm, ask(), started=started(2))
+    assert isinstance(deferred, LimitWait)  # not started: nothing appended
+    ticks = [e["tick"] for _, e in store.read_events(job_id) if e["event"] == "tick.started"]
+    assert ticks == ([] if backend.name == "cluster" else [1])

@@ -4,14 +4,14 @@ threads, an activity worker keeps Celery's prefork pool; what the command line s
 from __future__ import annotations
 
 from agentq.cli.parser import build_parser
-from agentq.runtime.worker import pool_of
+from agentq.runtime.worker import ENGINE_SWITCH_INTERVAL_S, pool_of, switch_interval
 from agentq.settings import Settings
 
 
 def test_a_dispatcher_runs_its_engine_tasks_on_threads_an_activity_worker_on_processes():
     settings = Settings(engine_concurrency=300)
     assert pool_of(settings, engine=True, pool=None, concurrency=None) == ("threads", 300)
-    assert pool_of(Settings(), engine=True, pool=None, concurrency=None) == ("threads", 256)
+    assert pool_of(Settings(), engine=True, pool=None, concurrency=None) == ("threads", 1024)
     assert pool_of(settings, engine=False, pool=None, concurrency=None) == ("prefork", None)  # one per CPU
 
 
@@ -28,3 +28,10 @@ def test_the_commands_leave_the_pool_to_pool_of_unless_told():
         args = parser.parse_args([command])
         assert args.pool is None and args.concurrency is None
     assert parser.parse_args(["dispatcher", "--pool", "prefork"]).pool == "prefork"
+
+
+def test_an_engine_on_threads_hands_the_interpreter_over_less_often_than_python_s_default():
+    assert ENGINE_SWITCH_INTERVAL_S > 0.005  # Python's default: a thousand stream threads would pay for it
+    assert switch_interval(engine=True, pool="threads") == ENGINE_SWITCH_INTERVAL_S
+    assert switch_interval(engine=True, pool="prefork") is None
+    assert switch_interval(engine=False, pool="threads") is None  # activities may be CPU-bound: Python's default

@@ -4,14 +4,23 @@
 -- debt) and is told when it may be sent: once every bucket is out of that debt and the model's pause, if any, is
 -- over. It keeps that place: the ticket of `place` (what names the request across its attempts) is honoured when
 -- it comes back, without taking again, and later requests find the debt it left and wait behind it.
--- KEYS: the model's bucket hash, its tickets (zset: place -> ms from which it may be sent)
+-- A request let through may start in the same step: the events it starts with (a tick's `tick.started`) are
+-- appended to its job's stream on 'go' only, so a deferred request has not started (one Redis only: on a cluster
+-- the job's stream is in another slot, and the engine appends them itself).
+-- KEYS: the model's bucket hash, its tickets (zset: place -> ms from which it may be sent)[, the job's events]
 -- ARGV: place, expiry of an idle bucket (ms), then per kind (requests, input_tokens, output_tokens): the
---       configured limit per minute (0: none), the amount
+--       configured limit per minute (0: none), the amount; then the packed events to append on 'go' (with KEYS[3])
 -- Returns {'go'} or {'wait', ms}
 -- MINUTE_MS, HEADROOM_MS, TICKET_MAX_AGE_MS: store/step_constants.py
 --#include _buckets
 local bucket, tickets, place = KEYS[1], KEYS[2], ARGV[1]
 local now = now_ms()
+local function go()
+  if KEYS[3] then
+    for i = 9, #ARGV do redis.call('XADD', KEYS[3], '*', 'e', ARGV[i]) end
+  end
+  return {'go'}
+end
 redis.call('ZREMRANGEBYSCORE', tickets, '-inf', now - TICKET_MAX_AGE_MS)  -- tickets nobody came back for
 local paused = tonumber(redis.call('HGET', bucket, 'paused_until') or '0')
 local due = redis.call('ZSCORE', tickets, place)
@@ -19,7 +28,7 @@ if due then
   local at = math.max(tonumber(due), paused)
   if at <= now then
     redis.call('ZREM', tickets, place)
-    return {'go'}
+    return go()
   end
   return {'wait', tostring(at - now)}
 end
@@ -42,4 +51,4 @@ if at > now then
   redis.call('PEXPIRE', tickets, ARGV[2])
   return {'wait', tostring(at - now)}
 end
-return {'go'}
+return go()
