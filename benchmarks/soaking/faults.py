@@ -11,7 +11,7 @@
 | `model-429` / `model-529` / `model-500` | the fake Messages API answers that status for 3-6 s |
 | `model-cut` | the fake Messages API cuts its streams (an `overloaded_error` event after one chunk) for 3-6 s |
 | `hooks-down` | the webhook receiver's port refuses connections for 3-8 s |
-| `broker-drop` | `CLIENT KILL` every Redis connection of one worker or dispatcher (broker and store), left running |
+| `broker-drop` | `CLIENT KILL` every Redis connection of a worker or dispatcher (broker, store); it runs on |
 
 The first faults go through every kind once (in an order drawn from the seed), then kinds are drawn at random;
 faults never overlap, and a gap drawn from the seed separates two. `outage_scale` shortens every outage (pause,
@@ -159,30 +159,31 @@ class Injector:
     def _drop_connections(self, rng: random.Random) -> str:
         """`CLIENT KILL` each connection Redis lists from one process (a worker with its pool, or a dispatcher),
         found by the local ports its sockets hold towards the redis-server; the process itself runs on. A process
-        that holds none at this instant (reconnecting after a restart) is looked at again for up to 3 s."""
-        assert self.fleet.redis is not None
+        started again moments ago is waited for (up to 15 s) until it consumes (a `BRPOP` connection of its own)."""
         proc = rng.choice(self.fleet.of("worker") + self.fleet.of("dispatcher"))
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 15
         client = redis.Redis.from_url(self.fleet.url, socket_timeout=5)
         try:
-            while not (dropped := self._drop_of(proc.group(), client)) and time.monotonic() < deadline:
+            while True:
+                connections = self._connections_of(proc.group(), client)
+                consuming = any(c.get("cmd") == "brpop" for c in connections)
+                if consuming or time.monotonic() > deadline or self.stopping.is_set():
+                    break
                 time.sleep(0.2)
+            for connection in connections:
+                client.client_kill_filter(_id=connection["id"])
         except redis.RedisError as e:  # the store restarting: nothing dropped
             return f"{proc.role} {proc.pid}: {e!r}"
         finally:
             client.close()
-        return f"{proc.role} {proc.pid}: dropped {len(dropped)} connections (last commands {sorted(set(dropped))})"
+        commands = sorted({str(c.get("cmd")) for c in connections})
+        return f"{proc.role} {proc.pid}: dropped {len(connections)} connections (last commands {commands})"
 
-    def _drop_of(self, pids: list[int], client: redis.Redis) -> list[str]:
+    def _connections_of(self, pids: list[int], client: redis.Redis) -> list[dict]:
         assert self.fleet.redis is not None
         local: set[int] = set()
         for pid in pids:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error):  # a pool child gone meanwhile
                 local |= {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp")
                           if c.raddr and c.raddr.port == self.fleet.redis.port and c.status == "ESTABLISHED"}
-        dropped: list[str] = []
-        for conn in client.client_list():
-            if int(conn["addr"].rsplit(":", 1)[1]) in local:
-                client.client_kill_filter(_id=conn["id"])
-                dropped.append(conn.get("cmd", "?"))
-        return dropped
+        return [c for c in client.client_list() if int(c["addr"].rsplit(":", 1)[1]) in local]

@@ -115,6 +115,7 @@ class Fleet:
                     "AGENTQ_LLM": "anthropic", "ANTHROPIC_BASE_URL": self.fake_url, "ANTHROPIC_API_KEY": "sk-soak",
                     "AGENTQ_TENANTS": json.dumps(TENANTS), "AGENTQ_WEBHOOK_ALLOWLIST": self.hook_host,
                     "AGENTQ_WEBHOOK_SECRET": WEBHOOK_SECRET, "AGENTQ_API_TOKENS": f"@{self.workdir / 'tokens.json'}",
+                    "AGENTQ_MODULE_DIRS": str(ROOT / "benchmarks" / "soaking" / "modules"),
                     "SOAK_LEDGER": str(self.ledger), "SOAK_MARKS": str(self.workdir / "marks")})
         return env
 
