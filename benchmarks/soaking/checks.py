@@ -106,9 +106,9 @@ def limits_held(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
 
 
 def budgets_held(jobs: list[SoakJob], requests: list[ModelRequest]) -> Check:
-    """At the fake API: no agent job (nor module job, its child's requests counted) had more requests answered
-    than its budget's max_requests."""
-    agents = [j for j in jobs if j.kind in ("agent", "module")]
+    """At the fake API: no agent job (batched or not), nor module job (its child's requests counted), had more
+    requests answered than its budget's max_requests."""
+    agents = [j for j in jobs if j.kind in ("agent", "batch", "module")]
     check = Check("budgets never exceeded (fake API's log)", len(agents))
     answered: dict[str, int] = defaultdict(int)
     for request in requests:

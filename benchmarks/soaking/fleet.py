@@ -33,6 +33,7 @@ TENANTS = {"acme": {"weight": 3, "max_running_calls": 6}, "globex": {"weight": 1
 # timings that make recovery a matter of seconds (a lease above the longest Redis pause the soak injects)
 FAST = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_LEASE_S": "5", "AGENTQ_VISIBILITY_TIMEOUT_S": "10",
         "AGENTQ_UNACKED_RESTORE_S": "2", "AGENTQ_STORE_RETRY_S": "60", "AGENTQ_PREFETCH_MULTIPLIER": "1",
+        "AGENTQ_BATCH_POLL_S": "0.5", "AGENTQ_BATCH_MAX_AGE_S": "0.3",
         "AGENTQ_WEBHOOK_BACKOFF_S": "0.5", "AGENTQ_WEBHOOK_POLL_S": "0.2", "AGENTQ_WEBHOOK_TIMEOUT_S": "3"}
 
 

@@ -20,7 +20,7 @@ from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
 
 TAG = re.compile(r"soak job (\S+?)[.\"\\ ]")
 # a latent call's request names the step's output it is about
-STEP_TAG = re.compile(r"([a-z]+-(?:agent|module)\d+)-m\d+")
+STEP_TAG = re.compile(r"([a-z]+-(?:agent|batch|module)\d+)-m\d+")
 OUTAGE_ANSWERS = {429: {"retry-after": "1"}, 529: {}, 500: {}}
 CUT = 0  # the outage "status" of a stream cut: it starts, then an `overloaded_error` event ends it
 
