@@ -3,8 +3,8 @@ processes — a redis-server with its append-only file, prefork and threads work
 the fake Messages API, a webhook receiver — under the mixed load, with every fault kind at least once on the
 schedule of a fixed seed: a worker, a pool child, a dispatcher and the API killed, Redis paused and restarted from
 its append-only file, the model answering 429, 529 and 500 and cutting its streams, the receiver down, a worker's
-or a dispatcher's Redis connections dropped (`CLIENT KILL`); module jobs and a schedule firing every 2 s. Every
-invariant is checked from records kept outside the store.
+or a dispatcher's Redis connections dropped (`CLIENT KILL`); module jobs, batch-lane agent jobs and a schedule
+firing every 2 s among the load. Every invariant is checked from records kept outside the store.
 
 Below it, the checks themselves on made-up ledgers: each one fails when what it guards is broken.
 """
