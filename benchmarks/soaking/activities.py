@@ -75,6 +75,12 @@ Tool.register("soakDraft", {
                    "_outputPath": {"type": "string", "pattern": "^†"},
                    "about": {}, "_output": {"type": "string"}},
     "required": ["_tool"]})
+Tool.register("soakHelper", {
+    "type": "object", "description": "Asks the soak's helper module (a clean-room child job) a question.",
+    "properties": {"_tool": {"type": "string", "const": "soakHelper"}, "_module": {"const": "soakHelper"},
+                   "_imports": {"const": ["brief"]}, "_outputPath": {"type": "string", "pattern": "^†"},
+                   "question": {"type": "string"}, "_output": {"type": "object"}},
+    "required": ["_tool", "question"]})
 
 Activity.register("soakStep", run, retries=2, retry_backoff=0.2)
 Activity.register("soakKeyed", run, retries=2, retry_backoff=0.2)

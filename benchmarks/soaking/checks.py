@@ -106,8 +106,9 @@ def limits_held(ledger: dict[str, list[Run]], kills: list[Kill]) -> Check:
 
 
 def budgets_held(jobs: list[SoakJob], requests: list[ModelRequest]) -> Check:
-    """At the fake API: no agent job had more requests answered than its budget's max_requests."""
-    agents = [j for j in jobs if j.kind == "agent"]
+    """At the fake API: no agent job (batched or not), nor module job (its child's requests counted), had more
+    requests answered than its budget's max_requests."""
+    agents = [j for j in jobs if j.kind in ("agent", "batch", "module")]
     check = Check("budgets never exceeded (fake API's log)", len(agents))
     answered: dict[str, int] = defaultdict(int)
     for request in requests:
@@ -208,4 +209,35 @@ def events_delivered(jobs: list[SoakJob], sends: dict[str, list[tuple[str, str, 
                                     f"{job.tenant} sent")
     own_sends = [len([s for s in sends.get(j.job_id, []) if s[1] == j.tenant]) for j in jobs if j.kind == "event"]
     check.figures.update(events_sent=sum(own_sends), sent_again=sum(1 for n in own_sends if n > 1))
+    return check
+
+
+def modules_answered(jobs: list[SoakJob], states: dict[str, dict[str, Any]]) -> Check:
+    """Each ended `module` job holds its child job's output at `†state.answer` (the answer the fake gave the
+    child, naming the parent's tag), or the model outage's failure its `||` branch took at `†state.noanswer`."""
+    modules = [j for j in jobs if j.kind == "module" and j.ended_at]
+    check = Check("each module call's child ended and its output reached the parent (job's state)", len(modules))
+    failed = 0
+    for job in modules:
+        state = states.get(job.job_id) or {}
+        if "answer" in state:
+            if state["answer"] != {"answer": f"done {job.tag}"}:
+                check.violations.append(f"{job.tag}: took {state['answer']!r}, not its child's answer")
+        elif "noanswer" in state:
+            failed += 1
+        else:
+            check.violations.append(f"{job.tag}: nothing at †state.answer nor †state.noanswer ({job.status})")
+    check.figures["child_failed"] = failed
+    return check
+
+
+def schedule_fired(due: list[int], fired: set[int], counts: dict[str, Any]) -> Check:
+    """Every slot of the schedule due while it ran has its job (`sched-<name>-<slot>`: one per slot whoever
+    fires it), unless the schedule counted it missed, skipped or failed; none fired outside its slots."""
+    check = Check("every due slot of the schedule fired, once (store, schedule's counts)", len(due))
+    absent = [s for s in due if s not in fired]
+    excused = sum(int(counts.get(k) or 0) for k in ("missed", "skipped", "failed"))
+    if len(absent) > excused:
+        check.violations = [f"slot {s} never fired ({excused} slots counted missed, skipped or failed)" for s in absent]
+    check.figures.update(slots_due=len(due), fired=len(fired), counts=counts)
     return check

@@ -11,6 +11,7 @@
 | `model-429` / `model-529` / `model-500` | the fake Messages API answers that status for 3-6 s |
 | `model-cut` | the fake Messages API cuts its streams (an `overloaded_error` event after one chunk) for 3-6 s |
 | `hooks-down` | the webhook receiver's port refuses connections for 3-8 s |
+| `broker-drop` | `CLIENT KILL` every Redis connection of a worker or dispatcher (broker, store); it runs on |
 
 The first faults go through every kind once (in an order drawn from the seed), then kinds are drawn at random;
 faults never overlap, and a gap drawn from the seed separates two. `outage_scale` shortens every outage (pause,
@@ -19,6 +20,7 @@ model, receiver) alike: the suite's short form fits every kind into seconds of l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -27,12 +29,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psutil
+import redis
+
 from benchmarks.soaking.fleet import Fleet
 from benchmarks.soaking.hooks import HookReceiver
 from benchmarks.soaking.model import CUT, SoakModel
 
 KINDS = ("kill-worker", "kill-child", "kill-dispatcher", "kill-api", "redis-pause", "redis-restart", "model-429",
-         "model-529", "model-500", "model-cut", "hooks-down")
+         "model-529", "model-500", "model-cut", "hooks-down", "broker-drop")
 
 
 @dataclass
@@ -92,7 +97,8 @@ class Injector:
             "kill-worker": self._kill_worker, "kill-child": self._kill_child,
             "kill-dispatcher": lambda r: self._kill_role("dispatcher", r),
             "kill-api": lambda r: self._kill_role("api", r),
-            "redis-pause": self._pause_redis, "redis-restart": self._restart_redis, "hooks-down": self._hooks_down}
+            "redis-pause": self._pause_redis, "redis-restart": self._restart_redis, "hooks-down": self._hooks_down,
+            "broker-drop": self._drop_connections}
         if kind == "model-cut":
             return self._model_outage(CUT, rng)
         if kind.startswith("model-"):
@@ -149,3 +155,35 @@ class Injector:
         finally:
             self.hooks.up()
         return f"refused connections for {seconds:.1f} s"
+
+    def _drop_connections(self, rng: random.Random) -> str:
+        """`CLIENT KILL` each connection Redis lists from one process (a worker with its pool, or a dispatcher),
+        found by the local ports its sockets hold towards the redis-server; the process itself runs on. A process
+        started again moments ago is waited for (up to 15 s) until it consumes (a `BRPOP` connection of its own)."""
+        proc = rng.choice(self.fleet.of("worker") + self.fleet.of("dispatcher"))
+        deadline = time.monotonic() + 15
+        client = redis.Redis.from_url(self.fleet.url, socket_timeout=5)
+        try:
+            while True:
+                connections = self._connections_of(proc.group(), client)
+                consuming = any(c.get("cmd") == "brpop" for c in connections)
+                if consuming or time.monotonic() > deadline or self.stopping.is_set():
+                    break
+                time.sleep(0.2)
+            for connection in connections:
+                client.client_kill_filter(_id=connection["id"])
+        except redis.RedisError as e:  # the store restarting: nothing dropped
+            return f"{proc.role} {proc.pid}: {e!r}"
+        finally:
+            client.close()
+        commands = sorted({str(c.get("cmd")) for c in connections})
+        return f"{proc.role} {proc.pid}: dropped {len(connections)} connections (last commands {commands})"
+
+    def _connections_of(self, pids: list[int], client: redis.Redis) -> list[dict]:
+        assert self.fleet.redis is not None
+        local: set[int] = set()
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):  # a pool child gone meanwhile
+                local |= {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp")
+                          if c.raddr and c.raddr.port == self.fleet.redis.port and c.status == "ESTABLISHED"}
+        return [c for c in client.client_list() if int(c["addr"].rsplit(":", 1)[1]) in local]

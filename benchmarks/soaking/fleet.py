@@ -33,6 +33,7 @@ TENANTS = {"acme": {"weight": 3, "max_running_calls": 6}, "globex": {"weight": 1
 # timings that make recovery a matter of seconds (a lease above the longest Redis pause the soak injects)
 FAST = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_LEASE_S": "5", "AGENTQ_VISIBILITY_TIMEOUT_S": "10",
         "AGENTQ_UNACKED_RESTORE_S": "2", "AGENTQ_STORE_RETRY_S": "60", "AGENTQ_PREFETCH_MULTIPLIER": "1",
+        "AGENTQ_BATCH_POLL_S": "0.5", "AGENTQ_BATCH_MAX_AGE_S": "0.3",
         "AGENTQ_WEBHOOK_BACKOFF_S": "0.5", "AGENTQ_WEBHOOK_POLL_S": "0.2", "AGENTQ_WEBHOOK_TIMEOUT_S": "3"}
 
 
@@ -115,6 +116,7 @@ class Fleet:
                     "AGENTQ_LLM": "anthropic", "ANTHROPIC_BASE_URL": self.fake_url, "ANTHROPIC_API_KEY": "sk-soak",
                     "AGENTQ_TENANTS": json.dumps(TENANTS), "AGENTQ_WEBHOOK_ALLOWLIST": self.hook_host,
                     "AGENTQ_WEBHOOK_SECRET": WEBHOOK_SECRET, "AGENTQ_API_TOKENS": f"@{self.workdir / 'tokens.json'}",
+                    "AGENTQ_MODULE_DIRS": str(ROOT / "benchmarks" / "soaking" / "modules"),
                     "SOAK_LEDGER": str(self.ledger), "SOAK_MARKS": str(self.workdir / "marks")})
         return env
 

@@ -10,6 +10,14 @@
   of the job must carry back unchanged (the fake refuses it otherwise, and the soak counts the refusal).
 - `event`: a `waitForEvent` whose `match` is a reference to the job's input, then a step; the load sends the event
   once the wait is open (and, first, the same event from the other tenant, which must wake nothing).
+- `batch`: an `agent` job on the batch lane (`options.priority: "batch"`): its ticks and latent calls go to the
+  fake's Message Batches API.
+- `module`: a plan job whose one call is a module (`soakHelper`, a clean-room child job against the fake Messages
+  API: a step, a latent call, then the output), importing the parent's `brief`; the child's output is the call's
+  result at `†state.answer` (its `||` branch takes a model outage's failure); under the agent jobs' budget.
+
+Beside the mix, a schedule (`SCHEDULE`, every `SCHEDULE_EVERY_S` seconds, `overlap: allow`) set by the load: its
+slots' jobs (`sched-soak-<slot>`, kind `scheduled`) are watched like the others.
 
 And, outside the random mix, the fairness burst (`Load.burst`): `burst`, one of acme's jobs of `BURST_CALLS`
 calls that are ready at once (priority 1), and `short`, one of globex's jobs of a single short call (priority 3).
@@ -21,8 +29,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("fanout", "wait", "review", "agent", "event")
-WEIGHTS = (4, 2, 1, 3, 1)
+KINDS = ("fanout", "wait", "review", "agent", "event", "module", "batch")
+WEIGHTS = (4, 2, 1, 3, 1, 1, 1)
 EVENT = "soak.ready"
 ACCOUNTS = ("ac-1", "ac-2", "ac-3")
 AGENT_BUDGET = {"max_requests": 6}
@@ -93,6 +101,29 @@ def event(tag: str, rng: random.Random) -> dict[str, Any]:
                       _push("soakStep", f"{tag}-e", seconds=0.05, after="†state.event")]}
 
 
+def batch(tag: str, rng: random.Random) -> dict[str, Any]:
+    body = agent(tag, rng)
+    body["options"]["priority"] = "batch"
+    return body
+
+
+def module(tag: str, rng: random.Random) -> dict[str, Any]:
+    return {"context": [{"type": "data", "kind": "brief", "data": {"tag": tag}}],
+            "tools": ["soakHelper"], "options": {"budget": dict(AGENT_BUDGET)},
+            "calls": [{"_tool": "soakHelper", "question": f"This is soak job {tag}. Run the step, then answer.",
+                       "_outputPath": "†state.answer || †state.noanswer"}]}
+
+
+SCHEDULE, SCHEDULE_EVERY_S = "soak", 2
+
+
+def schedule() -> dict[str, Any]:
+    """The schedule the load sets: a short job every `SCHEDULE_EVERY_S` seconds, every slot fired (no overlap
+    skipped)."""
+    return {"every_s": SCHEDULE_EVERY_S, "overlap": "allow",
+            "job": {"tools": ["sleep"], "calls": [{"_tool": "sleep", "seconds": 0.1, "_outputPath": "†state.slept"}]}}
+
+
 BURST_CALLS = 10
 
 
@@ -105,7 +136,8 @@ def short(tag: str, rng: random.Random) -> dict[str, Any]:
     return {"tools": ["soakStep"], "options": {"priority": 3}, "calls": [_push("soakStep", f"{tag}-s", seconds=0.05)]}
 
 
-BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent, "event": event}
+BUILDERS = {"fanout": fanout, "wait": wait, "review": review, "agent": agent, "event": event, "module": module,
+            "batch": batch}
 BURST_TENANT, PROBE_TENANT = "acme", "globex"
 
 
@@ -116,7 +148,7 @@ def make_job(number: int, rng: random.Random, hook_url: str) -> SoakJob:
     tag = f"{tenant}-{kind}{number}"
     body = BUILDERS[kind](tag, rng)
     options = body.setdefault("options", {})
-    options["priority"] = rng.choice((1, 2, 2, 3))
+    options.setdefault("priority", rng.choice((1, 2, 2, 3)))
     webhook = number % 3 == 0
     if webhook:
         options["webhook"] = {"url": hook_url, "events": ["job.finished"]}

@@ -23,7 +23,7 @@ import redis
 
 from agentq.store.state import StateStore
 from benchmarks.soaking.fleet import TOKENS
-from benchmarks.soaking.jobs import EVENT, SoakJob, burst_job, make_job, short_job
+from benchmarks.soaking.jobs import EVENT, SCHEDULE, SCHEDULE_EVERY_S, SoakJob, burst_job, make_job, schedule, short_job
 
 FINAL = {"succeeded", "failed", "canceled"}
 EVENT_AGAIN_S = 5.0  # an event job still waiting this long after its event was sent gets another (counted)
@@ -66,10 +66,13 @@ class Load:
         self.events: dict[str, list[tuple[str, str, int]]] = {}
         self.events_sent_at: dict[str, float] = {}
         self.number = 0  # the last job's number (each job's tag has its own)
+        self.schedule_set_at = self.schedule_paused_at = 0.0  # unix time (0: not yet)
+        self.slots_seen: set[int] = set()
         self.threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
                         for f in (self._submit_loop, self._watch_loop, self._bot_loop)]
 
     def start(self) -> None:
+        self.schedule_set_at = self._schedule_call("PUT", "", schedule())
         self.submitting.set()
         for thread in self.threads:
             thread.start()
@@ -82,6 +85,45 @@ class Load:
         self.stopping.set()
         for thread in self.threads:
             thread.join(10)
+
+    def pause_schedule(self) -> None:
+        self.schedule_paused_at = self._schedule_call("POST", "/pause")
+
+    def _schedule_call(self, method: str, path: str, body: Any = None, timeout_s: float = 30.0) -> float:
+        """Set or pause the schedule (retried while a fault lasts); the time the request that took was sent."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            sent = time.time()
+            try:
+                http(self.api, method, f"/v1/schedules/{SCHEDULE}{path}", TOKENS["acme"], body)
+                return sent
+            except ApiError as e:
+                self._error("schedule", e)
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+    def due_slots(self) -> tuple[list[int], list[int]]:
+        """The schedule's slots between its setting and its pause: those that must have fired (a slot fires up to
+        5 s late after a dispatcher's death), and the last few that may have."""
+        end = self.schedule_paused_at or time.time()
+        every = SCHEDULE_EVERY_S
+        slots = list(range((int(self.schedule_set_at) // every + 1) * every, int(end) + 1, every))
+        return [s for s in slots if s <= end - 6], [s for s in slots if s > end - 6]
+
+    def _watch_slots(self, store: StateStore) -> None:
+        """The slots' jobs (their ids derive from the slot), watched like the load's once they exist."""
+        due, late = self.due_slots()
+        slots = [s for s in due + late if s not in self.slots_seen and s > time.time() - 120]
+        pipe = store.redis.pipeline(transaction=False)
+        for slot in slots:
+            pipe.exists(store.keys(f"sched-{SCHEDULE}-{slot}").job)
+        for slot, exists in zip(slots, pipe.execute(), strict=True):
+            if exists:
+                with self.lock:
+                    self.slots_seen.add(slot)
+                    self.jobs.append(SoakJob(f"acme-sched{slot}", "scheduled", "acme", {}, False,
+                                             f"sched-{SCHEDULE}-{slot}", float(slot)))
 
     def open(self) -> list[SoakJob]:
         with self.lock:
@@ -146,6 +188,10 @@ class Load:
         try:
             while not self.stopping.is_set():
                 time.sleep(0.2)
+                try:
+                    self._watch_slots(store)
+                except redis.RedisError as e:
+                    self._error("watch", e)
                 jobs = self.open()
                 if not jobs:
                     continue

@@ -2,10 +2,11 @@
 500, as the real API answers them), and its request log, a record outside the store.
 
 A stream cut (`fail_for(CUT, …)`) starts its answer and ends it with an `overloaded_error` event, as the real API
-does mid-stream. An agent job's context names its tag (`soak job <tag>`); each request is logged with that tag,
-whether it was a tick or a latent call, and the status it got. A first tick asks for one `soakStep` (tagged by the
-request, so a tick asked again starts a step of another tag) and one latent `soakDraft`; a later tick gives the
-output.
+does mid-stream. An agent job's context names its tag (`soak job <tag>`; a module's child job names its parent's,
+in its input); each request is logged with that tag, whether it was a tick or a latent call, and the status it
+got. A first tick asks for one `soakStep` (tagged by the request, so a tick asked again starts a step of another
+tag) and one latent `soakDraft`; a later tick gives the output. A batch-lane request is never cut (a batch's result
+is whole): during a cut outage it gets an `overloaded_error` result instead.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
+from tests.fake_anthropic import BATCHES_PATH, Answer, FakeAnthropic, RecordedRequest
 
 TAG = re.compile(r"soak job (\S+?)[.\"\\ ]")
-STEP_TAG = re.compile(r"([a-z]+-agent\d+)-m\d+")  # a latent call's request names the step's output it is about
+# a latent call's request names the step's output it is about
+STEP_TAG = re.compile(r"([a-z]+-(?:agent|batch|module)\d+)-m\d+")
 OUTAGE_ANSWERS = {429: {"retry-after": "1"}, 529: {}, 500: {}}
 CUT = 0  # the outage "status" of a stream cut: it starts, then an `overloaded_error` event ends it
 
@@ -69,6 +71,8 @@ class SoakModel:
             status = outage[0] if outage else 200
             thinks = bool((request.body or {}).get("thinking"))
             self.log.append(ModelRequest(time.time(), tag, request.is_latent, status, thinks))
+        if outage and status == CUT and request.path.startswith(BATCHES_PATH):  # a batch's result is never cut
+            return Answer.http_error(529)
         if outage and status == CUT:
             return Answer.stream_error({"calls": [], "output": None}, after=1, chunk_size=8)
         if outage:

@@ -13,11 +13,11 @@ from agentq.store.state import StateStore
 from benchmarks.soaking import checks, store_checks
 from benchmarks.soaking.checks import Check
 from benchmarks.soaking.faults import KINDS, Fault, Injector
-from benchmarks.soaking.fleet import Fleet
+from benchmarks.soaking.fleet import TOKENS, Fleet
 from benchmarks.soaking.hooks import HookReceiver
-from benchmarks.soaking.jobs import SoakJob
+from benchmarks.soaking.jobs import SCHEDULE, SoakJob
 from benchmarks.soaking.ledger import read_ledger
-from benchmarks.soaking.load import Load
+from benchmarks.soaking.load import Load, http
 from benchmarks.soaking.model import ModelRequest, SoakModel
 
 
@@ -86,6 +86,14 @@ def recovery(faults: list[Fault], jobs: list[SoakJob]) -> None:
             fault.settled_s = round(max(j.ended_at for j in open_then) - fault.ended, 2)
 
 
+def _schedule_check(store: StateStore, load: Load) -> Check:
+    due, late = load.due_slots()
+    exists = [store.redis.exists(store.keys(f"sched-{SCHEDULE}-{s}").job) for s in due + late]
+    fired = {s for s, e in zip(due + late, exists, strict=True) if e}
+    view = http(load.api, "GET", f"/v1/schedules/{SCHEDULE}", TOKENS["acme"])
+    return checks.schedule_fired(due, fired, dict(view.get("counts") or {}))
+
+
 def run_soak(config: SoakConfig) -> SoakResult:
     workdir = config.workdir or Path(tempfile.mkdtemp(prefix="agentq-soak-"))
     model, hooks = SoakModel().start(), HookReceiver()
@@ -107,6 +115,7 @@ def run_soak(config: SoakConfig) -> SoakResult:
         time.sleep(max(0.0, began + config.duration_s - time.time()))
         load.stop_submitting()
         injector.join()
+        load.pause_schedule()
         load_ended = time.time()
         if config.burst_jobs:  # the faults are over: what the burst measures is the admission's share alone
             load.burst(config.burst_jobs, timeout_s=config.drain_s)
@@ -144,8 +153,10 @@ def _checked(config: SoakConfig, fleet: Fleet, load: Load, injector: Injector, m
                   checks.budgets_held(jobs, model.snapshot()), checks.fairness(jobs, config.fair_bound_s),
                   store_checks.event_streams(store, done),
                   store_checks.outputs_once(store, done, ledger), store_checks.keys_expire(store, done)]
-        states = {j.job_id: store.record(j.job_id).state for j in done if j.kind == "event"}
+        states = {j.job_id: store.record(j.job_id).state for j in done if j.kind in ("event", "module")}
         found.append(checks.events_delivered(jobs, dict(load.events), states))
+        found.append(checks.modules_answered(jobs, states))
+        found.append(_schedule_check(store, load))
         found.append(checks.requests_accepted(model.refusals(), model.snapshot()))
         memory["after"] = int(store.redis.info("memory")["used_memory"])
     finally:

@@ -260,3 +260,37 @@ def test_an_expired_or_errored_batch_request_goes_again_in_the_next_batch(lane: 
         assert record["usage"]["batch"] == {"requests": 1, "cost_usd": pytest.approx(full_price(USAGE) / 2)}
     sent = [e["custom_id"] for b in anthropic_env.batches.created for e in b.requests]
     assert sorted(sent) == sorted([custom_id("job_expires_once/tick/0"), custom_id("job_errs_once/tick/0")] * 2)
+
+
+
+@pytest.mark.xfail(strict=True, reason="known bug (found by the soak, seed 7): the retry of a batched latent call "
+                   "sends its first request again instead of taking the answer asked again; that one's budget "
+                   "reservation stays held after the job ends")
+def test_a_batched_latent_calls_invalid_first_answer_is_asked_again_once_and_holds_no_reservation(
+        lane: Harness, anthropic_env: FakeAnthropic):
+    """The answer sent back after an invalid one waits for its own batch: the call's task comes back and must go on
+    to that answer, not send the first request again (whose result it consumed) and leave the second one's budget
+    reservation held for good."""
+    latent: list[RecordedRequest] = []
+    ticks = two_ticks_and_a_latent_call()
+
+    def answer(request: RecordedRequest) -> Answer:
+        if not request.is_latent:
+            return ticks(request)
+        latent.append(request)
+        return Answer.solution({"output": 5 if len(latent) == 1 else "short"}, usage=dict(USAGE))  # a string is due
+
+    anthropic_env.responder = answer
+    job_id = "job_invalid_once"
+    record = lane.client().submit({"context": [{"type": "text", "text": "Summarize the notes."}],
+                                   "tools": ["summarize"],
+                                   "options": {"priority": "batch", "budget": {"max_requests": 10}}},
+                                  job_id=job_id).result(timeout=60)
+    assert record["status"] == "succeeded" and record["state"] == {"summary": "short"}, record
+    store = store_of(lane.client())
+    budget = store.redis.hgetall(store.keys(job_id).budget)
+    assert [k for k, v in budget.items() if str(k).startswith("r:") or (str(k).startswith("held.") and int(v))] == []
+    sent = [e["custom_id"] for b in anthropic_env.batches.created for e in b.requests]
+    tick_ids = {custom_id(f"{job_id}/tick/{n}") for n in range(3)}
+    first_latent = next(c for c in sent if c not in tick_ids)
+    assert len(latent) == 2 and sent.count(first_latent) == 1, sent  # the first latent request went once

@@ -2,8 +2,9 @@
 processes — a redis-server with its append-only file, prefork and threads workers, two dispatchers, `agentq api`,
 the fake Messages API, a webhook receiver — under the mixed load, with every fault kind at least once on the
 schedule of a fixed seed: a worker, a pool child, a dispatcher and the API killed, Redis paused and restarted from
-its append-only file, the model answering 429, 529 and 500 and cutting its streams, the receiver down. Every
-invariant is checked from records kept outside the store.
+its append-only file, the model answering 429, 529 and 500 and cutting its streams, the receiver down, a worker's
+or a dispatcher's Redis connections dropped (`CLIENT KILL`); module jobs, batch-lane agent jobs and a schedule
+firing every 2 s among the load. Every invariant is checked from records kept outside the store.
 
 Below it, the checks themselves on made-up ledgers: each one fails when what it guards is broken.
 """
@@ -39,7 +40,7 @@ def test_a_short_soak_with_every_fault_kind_keeps_every_invariant(tmp_path: Path
     assert {f.kind for f in result.faults} == set(KINDS), report
     assert [f.kind for f in result.faults] == _order(config)[:len(result.faults)], report
     ended = [j for j in result.jobs if j.ended_at]
-    assert len(ended) >= 20 and {j.kind for j in ended} == {*JOB_KINDS, "burst", "short"}, report
+    assert len(ended) >= 20 and {j.kind for j in ended} == {*JOB_KINDS, "burst", "short", "scheduled"}, report
     assert [c.name for c in result.checks if not c.ok] == [], report
     assert all(f.recovery_s is not None and f.recovery_s < 30 for f in result.faults), report
 
@@ -173,3 +174,24 @@ def test_a_request_the_fake_api_refused_is_a_violation():
     assert checks.requests_accepted([], requests).ok
     refused = ["acme-agent1: messages.1.content.0: thinking blocks must be passed back unchanged"]
     assert checks.requests_accepted(refused, requests).violations == [f"refused: {refused[0]}"]
+
+
+def test_a_module_job_without_its_childs_answer_is_a_violation():
+    jobs = [SoakJob(f"acme-module{i}", "module", "acme", {}, False, f"job_{i}", 1.0, 2.0, "succeeded")
+            for i in range(4)]
+    states = {"job_0": {"answer": {"answer": "done acme-module0"}},
+              "job_1": {"answer": {"answer": "done acme-module0"}},  # another job's child's answer
+              "job_2": {"noanswer": {"error": {"type": "ModelError"}}}, "job_3": {}}
+    check = checks.modules_answered(jobs, states)
+    assert check.violations == ["acme-module1: took {'answer': 'done acme-module0'}, not its child's answer",
+                                "acme-module3: nothing at †state.answer nor †state.noanswer (succeeded)"]
+    assert check.figures == {"child_failed": 1}
+
+
+def test_a_due_slot_of_the_schedule_that_never_fired_and_was_not_counted_missed_is_a_violation():
+    due = [100, 102, 104, 106]
+    assert checks.schedule_fired(due, {100, 102, 104, 106, 108}, {"fired": 5}).ok
+    assert checks.schedule_fired(due, {100, 104, 106}, {"fired": 3, "missed": 1}).ok  # counted: an outage
+    assert checks.schedule_fired(due, {100, 106}, {"fired": 2, "missed": 1}).violations == [
+        "slot 102 never fired (1 slots counted missed, skipped or failed)",
+        "slot 104 never fired (1 slots counted missed, skipped or failed)"]
