@@ -225,6 +225,7 @@ class AgentLoop(TickEnding):
                         tick.job_id, tick.n)
         return None
 
+    # one request and each way it ends (answered, deferred, over budget, refused, too long) read best together
     def _solve(self, tick: _Tick) -> float | ContextWindowExceeded | None:
         """Ask the model, writing each complete call of its streamed solution as it arrives; returns the wait
         before trying again (or None), or the context window's refusal (the caller compacts and asks again)."""

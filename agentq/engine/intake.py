@@ -95,12 +95,18 @@ class CallIntake:
         if claim.record_replaced:
             log.warning("call %s of job %s: the task's record differs from the stored one; running the stored "
                         "call", call_id, job_id)
+        return self._with_log(job_id, self._with_tool(job_id, claim, cached), offset, needs_log)
+
+    def _with_tool(self, job_id: str, claim: Claimed, cached: tuple[dict, str] | None) -> Claimed:
+        """The claim with this process's copy of its tool, kept with the stamp the claim found current (none when
+        the task's record was replaced): the tool the store sent (this process had no current copy), else the
+        cached one."""
         stamp = "" if claim.record_replaced else claim.tools_at
-        if claim.tool is not None:  # the store sent the tool: this process had no current copy
-            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha, stamp))
-        elif cached is not None:
-            claim = replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1], stamp))
-        return self._with_log(job_id, claim, offset, needs_log)
+        if claim.tool is not None:
+            return replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha, stamp))
+        if cached is not None:
+            return replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1], stamp))
+        return claim
 
     def _with_log(self, job_id: str, claim: Claimed, offset: int, needs_log: bool) -> Intake:
         if not claim.record.needs_log:

@@ -129,6 +129,7 @@ class AdmissionSweep:
             return set()
         return self.store.leases_lapsed([(job_id, c) for job_id, calls in running.items() for c in calls])
 
+    # the ready and the lapsed calls looked for in one read of the broker, and the one log line that counts them
     def _lost(self, ready: dict[str, list[str]], lapsed: set[tuple[str, str]]) -> Publish:
         """Of the admitted calls still ready a heartbeat after their admission, and of the `lapsed` ones (running,
         their lease gone), those whose tasks the broker (the store's Redis) holds nowhere; nothing where the

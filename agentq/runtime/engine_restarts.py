@@ -69,6 +69,7 @@ def engine_call(record: CallRecord, engine_queue: str) -> bool:
     return record.mode is not CallMode.EXPLICIT or record.queue == engine_queue
 
 
+# one read of the broker for the three kinds of lost work (engine calls, ticks, activity calls), each filtered alike
 def lost_engine_work(store: EngineWorkReads, held: Callable[[Sequence[str]], set[str]], engine_queue: str,
                      task_id: Callable[[str, str], str]) -> EngineWork:
     """The engine's tasks of the active jobs that the broker does not hold. `held(queues)`: the ids of the tasks the
