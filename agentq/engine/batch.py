@@ -86,6 +86,10 @@ class BatchLane:
                 on_send()
         raise ModelDeferred(f"the request waits for its batch (custom_id {cid})", retry_after_s=self.recheck_s)
 
+    def holds(self, place: str) -> bool:
+        """Whether the request of `place` is queued, in a batch, or answered and not taken yet."""
+        return bool(self.queue.request(custom_id(place)))
+
     def _answered(self, hooks: Hook, asked: ModelRequest, cid: str, held: dict[str, str]) -> LLMAnswer:
         answer: LLMAnswer | None = None
         error: BaseException | None = None
@@ -136,6 +140,10 @@ class ReplayLane:
         self.replay = replay  # the bare replay (not priced: the lane prices at the batch price)
         self.prices = prices
         self.counted = counted
+
+    def holds(self, place: str) -> bool:
+        """A replay answers at once: nothing waits for a batch."""
+        return False
 
     def solve(self, hooks: Hook, job: JobInfo, request: LLMRequest, *, place: str,
               on_send: Callable[[], None] | None = None, on_call: OnCall | None = None) -> LLMAnswer:

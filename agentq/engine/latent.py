@@ -87,14 +87,19 @@ def _valid_answer(store: BudgetStore, model: ModelRequests | None, job: JobInfo,
     """The model's answer to a latent call's request, valid against its solution schema: an invalid one is sent
     back once, with the problems and their pointers (and the answer's thinking, unchanged); a second fails the
     call."""
-    schema = request.solution_schema
-    answer = ask(store, model, job, request, purpose="latent", place=place)
-    problems = answer_problems(answer, schema)
-    if not problems:
-        return answer
-    said = solution_turn(answer.tool_use_id, answer.solution, blocks=answer.blocks, text=answer.text)
-    retry = replace(request, messages=(*request.messages, said, corrective_turn(answer.tool_use_id, problems)))
-    answer = ask(store, model, job, retry, purpose="latent", place=f"{place}/again")
+    schema, again = request.solution_schema, f"{place}/again"
+    if model is not None and model.waits_in_batch(job, again):
+        # the call's task came back for the answer asked again on the batch lane: the first one was taken (and
+        # paid) when it was found invalid, so it is not asked again (the request is only priced and recorded)
+        answer = ask(store, model, job, request, purpose="latent", place=again)
+    else:
+        answer = ask(store, model, job, request, purpose="latent", place=place)
+        problems = answer_problems(answer, schema)
+        if not problems:
+            return answer
+        said = solution_turn(answer.tool_use_id, answer.solution, blocks=answer.blocks, text=answer.text)
+        retry = replace(request, messages=(*request.messages, said, corrective_turn(answer.tool_use_id, problems)))
+        answer = ask(store, model, job, retry, purpose="latent", place=again)
     problems = answer_problems(answer, schema)
     if problems:
         kind = "ModelOutputTruncated" if answer.truncated else "InvalidSolution"

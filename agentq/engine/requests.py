@@ -30,6 +30,10 @@ class ModelRequests:
         self.hooks = hooks if hooks is not None else Hooks()
         self.batch = batch  # the batch lane, for jobs with `options.priority: "batch"` (None: they stream too)
 
+    def waits_in_batch(self, job: JobInfo, place: str) -> bool:
+        """Whether `job`'s request of `place` waits in the batch lane (queued, sent, or answered and not taken)."""
+        return self.batch is not None and is_batch(job.job_options.priority) and self.batch.holds(place)
+
     def solve(self, job: JobInfo, request: LLMRequest, *, on_call: OnCall | None = None,
               place: str | None = None, on_send: Callable[[], None] | None = None,
               starting: StartEvents | None = None) -> LLMAnswer:

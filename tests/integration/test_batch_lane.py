@@ -263,9 +263,6 @@ def test_an_expired_or_errored_batch_request_goes_again_in_the_next_batch(lane: 
 
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (found by the soak, seed 7): the retry of a batched latent call "
-                   "sends its first request again instead of taking the answer asked again; that one's budget "
-                   "reservation stays held after the job ends")
 def test_a_batched_latent_calls_invalid_first_answer_is_asked_again_once_and_holds_no_reservation(
         lane: Harness, anthropic_env: FakeAnthropic):
     """The answer sent back after an invalid one waits for its own batch: the call's task comes back and must go on
