@@ -207,3 +207,17 @@ def ledger_runs(ledger: Path) -> Counter:
     if not ledger.exists():
         return Counter()
     return Counter(line.split()[1] for line in ledger.read_text().splitlines() if line.startswith("start "))
+
+
+ENGINE_QUEUE = "agentq.engine"
+
+
+def take_engine_tasks(broker: Any) -> int:
+    """Take every message off the engine queue's lists (kombu names one per priority step), as a dispatcher killed
+    before it recorded them, or dispatchers whose records of them a restart lost; how many were taken."""
+    taken = 0
+    for key in broker.keys(f"{ENGINE_QUEUE}*"):
+        if broker.type(key) == b"list":
+            taken += broker.llen(key)
+            broker.delete(key)
+    return taken

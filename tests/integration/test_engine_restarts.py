@@ -23,9 +23,9 @@ import redis
 from agentq.client import Client
 from agentq.embedded import RedisServer
 from tests.fake_anthropic import Answer, FakeAnthropic
-from tests.integration.procs import WorkerProcs, wait_for
+from tests.integration.procs import ENGINE_QUEUE, WorkerProcs, take_engine_tasks, wait_for
 
-ENGINE = "agentq.engine"
+ENGINE = ENGINE_QUEUE
 OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 REPUBLISHED = re.compile(r"(\d+) engine call\(s\) and (\d+) tick\(s\) had lost their task")
 
@@ -33,16 +33,6 @@ REPUBLISHED = re.compile(r"(\d+) engine call\(s\) and (\d+) tick\(s\) had lost t
 def _engine_tasks(broker: redis.Redis) -> list[Any]:
     """Every message on the engine queue's lists (kombu names one per priority step)."""
     return [m for key in broker.keys(f"{ENGINE}*") if broker.type(key) == b"list" for m in broker.lrange(key, 0, -1)]
-
-
-def _take_all(broker: redis.Redis) -> int:
-    """Take every message off the engine queue's lists, as dispatchers whose records of them a restart lost."""
-    taken = 0
-    for key in broker.keys(f"{ENGINE}*"):
-        if broker.type(key) == b"list":
-            taken += broker.llen(key)
-            broker.delete(key)
-    return taken
 
 
 @pytest.mark.timeout(90)
@@ -62,7 +52,7 @@ def test_an_engine_call_and_a_tick_lost_in_a_restart_are_published_again(
             agent = client.submit({"context": [{"type": "text", "text": "How calm is the sea?"}],
                                    "tools": ["waitForSignal"], "output": OUTPUT})
             wait_for(lambda: len(_engine_tasks(broker)) == 2, 10, "the wait call's task and the first tick's")
-            assert _take_all(broker) == 2
+            assert take_engine_tasks(broker) == 2
             aof_redis.restart()  # from its append-only file (flushed as it stops): the queue as taken
             said = wait_for(lambda: REPUBLISHED.search(worker.output()), 15,
                             "the sweep to look at the active jobs after the restart")

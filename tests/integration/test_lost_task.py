@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from agentq.client import Client
-from tests.integration.procs import WorkerProcs, ledger_runs, wait_for
+from tests.integration.procs import WorkerProcs, ledger_runs, take_engine_tasks, wait_for
 
 QUEUE = "agentq.activity.procCharge"
 LOST = "had lost their task"
@@ -55,18 +55,7 @@ def test_a_task_taken_off_its_queue_by_a_worker_that_died_is_published_again_wit
     assert ended_s < 15, f"the job ended {ended_s:.1f} s after its task was lost"
 
 
-ENGINE = "agentq.engine"
 GONE = re.compile(r"a process of the fleet is gone: of \d+ active jobs, (\d+) engine call\(s\) and (\d+) tick")
-
-
-def _take_engine_tasks(broker: redis.Redis) -> int:
-    """Take every task off the engine queue's lists, as a dispatcher killed before it recorded them."""
-    taken = 0
-    for key in broker.keys(f"{ENGINE}*"):
-        if broker.type(key) == b"list":
-            taken += broker.llen(key)
-            broker.delete(key)
-    return taken
 
 
 @pytest.mark.timeout(90)
@@ -87,7 +76,7 @@ def test_an_engine_task_lost_with_a_killed_process_is_published_again_when_the_f
                      "a sweep to see both processes live")
             handle = client.submit({"tools": ["sleep"], "calls": [
                 {"_tool": "sleep", "seconds": 0.1, "_outputPath": "†state.slept"}]})
-            wait_for(lambda: _take_engine_tasks(broker) == 1, 10, "the sleep's task, taken off its queue")
+            wait_for(lambda: take_engine_tasks(broker) == 1, 10, "the sleep's task, taken off its queue")
             victim.kill()
             said = wait_for(lambda: GONE.search(survivor.output()), 15, "the sweep to see the killed process gone")
             dispatcher = procs.dispatcher(**env)
