@@ -342,10 +342,11 @@ def print_profile(path: Path, *, requests: int) -> None:
     import pstats
 
     stats = pstats.Stats(str(path))
+    total_tt, by_function = stats.total_tt, stats.stats  # type: ignore[attr-defined]  # set by pstats, not typed
     print(f"\ndispatcher CPU by function (cProfile, thread CPU clocks), per model request ({requests} requests); "
-          f"total {stats.total_tt / requests * 1000:.2f} ms")
+          f"total {total_tt / requests * 1000:.2f} ms")
     for key, label in (("tottime", "own"), ("cumulative", "with callees")):
-        rows = sorted(stats.stats.items(), key=lambda item: item[1][2 if key == "tottime" else 3], reverse=True)
+        rows = sorted(by_function.items(), key=lambda item: item[1][2 if key == "tottime" else 3], reverse=True)
         print(f"  top by {label} time, us/request:")
         for (file, line, name), (_, calls, own, cumulative, _) in rows[:30]:
             where = f"{Path(file).name}:{line}({name})" if line else name

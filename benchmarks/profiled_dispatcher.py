@@ -18,6 +18,7 @@ import pstats
 import sys
 import threading
 import time
+from typing import cast
 
 PROFILERS: list[cProfile.Profile] = []
 _LOCK = threading.Lock()
@@ -56,7 +57,8 @@ def _taken() -> dict:
         # (a pool thread waiting for its next task) on this thread's CPU clock
         profiler.snapshot_stats()
         try:
-            stats = pstats.Stats(_Taken(profiler.stats)) if stats is None else stats.add(_Taken(profiler.stats))
+            taken = cast(cProfile.Profile, _Taken(profiler.stats))  # what pstats reads of a profiler
+            stats = pstats.Stats(taken) if stats is None else stats.add(taken)
         except (TypeError, ValueError):  # a profiler that saw nothing
             continue
     return dict(stats.stats) if stats is not None else {}  # type: ignore[attr-defined]
@@ -97,7 +99,7 @@ def _write() -> None:
     path = os.environ.get("AGENTQ_BENCH_PROFILE")
     if not path:
         return
-    stats = pstats.Stats(_Taken(_minus(_taken(), _MARK)))
+    stats = pstats.Stats(cast(cProfile.Profile, _Taken(_minus(_taken(), _MARK))))
     stats.dump_stats(path)
 
 

@@ -414,8 +414,9 @@ class AgentQ:
         tools = ToolRegistry()
         tools.register("park", PARK_TOOL)
         self.client = Client(settings=settings, tools=tools)
-        self.store = self.client._parts.store
-        assert isinstance(self.store, StateStore), "the benchmark counts the Redis state store's round trips"
+        store = self.client._parts.store
+        assert isinstance(store, StateStore), "the benchmark counts the Redis state store's round trips"
+        self.store: StateStore = store
         self.trips = RoundTrips(self.store.redis)
 
     def park(self) -> None:

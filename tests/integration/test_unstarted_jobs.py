@@ -10,6 +10,7 @@ import time
 import pytest
 
 from agentq.client import Client
+from agentq.protocol.records import JobInfo
 from agentq.protocol.status import JobStatus
 from tests.fake_anthropic import Answer, FakeAnthropic
 from tests.integration.conftest import Harness, store_of
@@ -102,7 +103,7 @@ def test_a_scheduled_job_whose_start_was_cut_after_its_status_flipped_still_ends
     service, sends = worker.runtime.service, []
     send_first = service._send_first
 
-    def dies_once(info: object) -> None:
+    def dies_once(info: JobInfo) -> None:
         sends.append(info)
         if len(sends) == 1:
             raise RuntimeError("killed after the status flipped")
