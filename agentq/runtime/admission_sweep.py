@@ -102,10 +102,10 @@ class AdmissionSweep:
         """Of ready activity calls whose task the broker holds nowhere, what the admission publishes for those not
         admitted (their process died before admitting them: a tick's dispatcher killed after its commit, whose
         task is lost too); an admitted one is the sweep's own look (`_lost`), a parked one waits for its place."""
-        known = self.store.admission_members() if ready else set()  # admitted or parked
+        known = self.store.admission_members([admission_member(job_id, r.id) for job_id, r in ready])
         by_job: dict[str, list[CallRecord]] = defaultdict(list)
         for job_id, record in ready:
-            if admission_member(job_id, record.id) not in known:
+            if admission_member(job_id, record.id) not in known:  # neither admitted nor parked
                 by_job[job_id].append(record)
         out: Publish = []
         for job_id, records in by_job.items():

@@ -92,13 +92,16 @@ class AdmissionSteps(StoreConnection):
         info, seen = pipe.execute()
         return str(info["run_id"]), seen, int(info["uptime_in_seconds"]) * 1000
 
-    def admission_members(self) -> set[str]:
-        """The members admitted or parked now (the `info` and `parked` hashes' fields): one round trip."""
+    def admission_members(self, members: Sequence[str]) -> set[str]:
+        """Of `members`, those admitted or parked now (fields of the `info` or `parked` hash): one round trip, reading
+        only those fields, not the whole hashes."""
+        if not members:
+            return set()
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hkeys(self.fleet.admission("info"))
-        pipe.hkeys(self.fleet.admission("parked"))
+        pipe.hmget(self.fleet.admission("info"), list(members))
+        pipe.hmget(self.fleet.admission("parked"), list(members))
         admitted, parked = pipe.execute()
-        return {str(m) for m in admitted} | {str(m) for m in parked}
+        return {m for m, a, p in zip(members, admitted, parked, strict=True) if a is not None or p is not None}
 
     def leases_lapsed(self, calls: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         """Of (job id, call id) pairs of running calls, those whose lease is gone: no live process runs them (its
