@@ -23,9 +23,11 @@ import logging
 import time
 from typing import Any
 
+from agentq.store.step_constants import EVENTS_GROUP
+
 log = logging.getLogger("agentq.runtime")
 
-SENT_EVENTS_GROUP = 32
+SENT_EVENTS_GROUP = EVENTS_GROUP
 """`task-sent` events per `task.multi` message: a dispatch of many tasks shows them to monitoring group by group,
 while it goes on."""
 

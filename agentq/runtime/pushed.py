@@ -9,6 +9,9 @@ call ended gives its place to the next waiting call in one round trip, and build
 
 The event is the one its builder would have published had it sent the task then (its host, pid, clock and time):
 a call that waited shows monitoring when it asked to be admitted as its "sent", and when a worker received it.
+The step publishes the events of the calls it admits on one channel as one `task.multi` message (up to
+`EVENTS_GROUP`, store/step_constants.py, per message), as a dispatch groups its own (`SentEvents`): each event's
+message is built so that the step can join them without decoding any (`_joinable`).
 
 A payload that is pushed reads `!<queue's list>\n<event channel, or nothing>\n<event message>\n<task message>`;
 the step answers `!` for it. Any other payload is `[job id, task]` (`runtime/admission.py`), published by the
@@ -17,6 +20,8 @@ process that made the step, as on any other broker.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -71,8 +76,35 @@ def _payloads(kept: list[Commands], calls: int, *, events: bool) -> list[str] | 
         return None
     done = cast(list[tuple[str, str, str]], commands)
     tasks, sent = done[::per_call], (done[1::2] if events else [("", "", "")] * calls)
-    return [f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
+    return [f"{PUSHED}{key}\n{channel}\n{_joinable(event) if event else ''}\n{message}"
             for (_, key, message), (_, channel, event) in zip(tasks, sent, strict=True)]
+
+
+JOINED_HEAD, JOINED_COMMA, JOINED_TAIL = "[  ", ",  ", "  ]"
+"""What an event message's body holds around its event (a JSON list of it), and between two events the step
+joined: three bytes each, so that each is four characters of base64 (`admission.lua` writes them so)."""
+
+
+def _joinable(message: str) -> str:
+    """The `task.multi` message of one event (kombu's envelope, its body the base64 of a JSON list of that event)
+    made joinable: the body first in the envelope, the event padded with spaces to a multiple of three bytes between
+    `JOINED_HEAD` and `JOINED_TAIL`. Each event's base64 then stands alone, and the step joins the events of one
+    channel by putting their base64 one after the other, `JOINED_COMMA`'s between (`admission.lua`). The message
+    still reads as it did (a list of the one event); one that is not such a message is left as it is (the step
+    publishes it alone)."""
+    try:
+        envelope = json.loads(message)
+        body = base64.b64decode(envelope.pop("body"), validate=True)
+        encoding = envelope.get("properties", {}).get("body_encoding")
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return message
+    if encoding != "base64" or not (body.startswith(b"[") and body.endswith(b"]")):
+        return message
+    event = body[1:-1].strip()
+    event += b" " * (-len(event) % 3)
+    text = base64.b64encode(JOINED_HEAD.encode() + event + JOINED_TAIL.encode()).decode()
+    rest = json.dumps(envelope)
+    return f'{{"body": "{text}"' + (", " + rest[1:] if rest != "{}" else "}")
 
 
 def _command(publication: Commands) -> tuple[str, str, str] | None:

@@ -32,9 +32,14 @@ RESTART_GRACE_MS = 2000
 # every third of a lease, set their own.
 LEASE_KEPT_MS = 30_000
 
+# Task-sent events per `task.multi` message: of the calls an admission step admits, pushing their tasks itself
+# (`admission.lua`), as of the tasks a dispatch publishes (`runtime/messages.py`).
+EVENTS_GROUP = 32
+
 STEP_CONSTANTS: dict[str, int] = {"MINUTE_MS": MINUTE_MS, "HEADROOM_MS": HEADROOM_MS,
                                   "TICKET_MAX_AGE_MS": TICKET_MAX_AGE_MS, "LOOKED_AT": LOOKED_AT,
-                                  "RESTART_GRACE_MS": RESTART_GRACE_MS, "LEASE_KEPT_MS": LEASE_KEPT_MS}
+                                  "RESTART_GRACE_MS": RESTART_GRACE_MS, "LEASE_KEPT_MS": LEASE_KEPT_MS,
+                                  "EVENTS_GROUP": EVENTS_GROUP}
 
 
 def lua_constants() -> str:

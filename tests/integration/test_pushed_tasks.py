@@ -207,3 +207,58 @@ def test_a_task_built_into_anything_but_one_push_and_its_event_is_not_pushed():
     assert _payloads([expiring, event], 1, events=True) is None
     assert _payloads([task], 1, events=True) is None  # the event is missing
     assert _payloads([[("lpush", ("odd\nname", "message"))]], 1, events=False) is None
+
+
+def test_the_task_sent_events_of_the_calls_one_step_admits_go_out_as_one_message_per_channel(redis_url: str):
+    """Five calls admitted by one step: their tasks pushed one by one, their `task-sent` events in one `task.multi`
+    message, which Celery's event receiver reads as it reads a dispatch's own: the five events, as each call's
+    builder made them."""
+    from celery.events.receiver import EventReceiver
+
+    queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
+    admitting = _Admitting(redis_url, queue, window=8)
+    records = [_record(queue, n) for n in range(1, 6)]
+    admission = admitting.admission
+    admission.know("job_g", "default", None, {})
+    try:
+        with on_redis_broker(redis_url, queue) as (client, listener):
+            assert admission.admit("job_g", records) == []
+            assert client.llen(queue) == 5
+            client.publish("end.celeryev", "the end")
+            messages: list[bytes] = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and b"the end" not in messages:
+                if (message := listener.get_message(timeout=1)) is not None:
+                    messages.append(message["data"])
+            assert messages.pop() == b"the end"
+            assert len(messages) == 1  # one PUBLISH for the five
+        received: list[dict] = []
+        with admitting.app.connection_for_read() as connection:
+            receiver = EventReceiver(connection, handlers={"*": received.append}, app=admitting.app)
+            channel = connection.default_channel
+            payload = json.loads(messages[0])
+            receiver._receive(channel.Message(payload, channel=channel).decode(), None)
+    finally:
+        admitting.close()
+    assert [e["type"] for e in received] == ["task-sent"] * 5
+    assert [e["uuid"] for e in received] == [f"job_g.{r.id}" for r in records]
+    assert {e["queue"] for e in received} == {queue}
+
+
+def test_an_event_message_made_joinable_reads_as_before_and_anything_else_is_left_as_it_is():
+    import base64
+
+    from agentq.runtime.pushed import _joinable
+
+    event = {"type": "task-sent", "uuid": "u", "name": "é"}
+    body = base64.b64encode(json.dumps([event]).encode()).decode()
+    message = json.dumps({"body": body, "content-type": "application/json", "headers": {},
+                          "properties": {"body_encoding": "base64", "delivery_tag": "t"}})
+    joinable = _joinable(message)
+    assert joinable.startswith('{"body": "WyAg')  # "[  ", then the event padded to a multiple of three bytes
+    decoded = json.loads(joinable)
+    assert json.loads(base64.b64decode(decoded.pop("body"))) == [event]
+    assert decoded == {k: v for k, v in json.loads(message).items() if k != "body"}
+    assert base64.b64decode(json.loads(joinable)["body"]).endswith(b"  ]")
+    for other in ("event", json.dumps({"body": body, "properties": {}}), json.dumps({"body": "e30="})):
+        assert _joinable(other) == other  # not JSON; not base64-encoded; not a list

@@ -31,7 +31,8 @@
 --       A payload '!<list>\n<channel>\n<event>\n<message>' is the call's task, made for a broker on this Redis
 --       (`runtime/pushed.py`): when the call is admitted (at once or later) the step pushes the message onto that
 --       list itself (LPUSH, as kombu's Redis transport publishes), in admission order, publishes its task-sent
---       event on the channel (none: events off), and answers '!'
+--       event on the channel (none: events off), with those of the other calls the step admits on that channel in
+--       one message (`publish_events`), and answers '!'
 -- Returns what to publish: '#<i>' for the i-th new call (1-based) admitted at once, else a parked call's payload,
 -- and '!' for a call whose task the step pushed (nil when KEYS[6] names a job that does not exist: nothing done)
 --#include _admitted
@@ -225,6 +226,36 @@ local function deliver(payload)
     events[#events + 1] = string.sub(payload, b + 1, c - 1)
   end
   return '!'
+end
+
+-- the task-sent events of the calls pushed, published per channel as one message of EVENTS_GROUP events at most
+-- (store/step_constants.py), in admission order: an event made joinable (`runtime/pushed.py`) is a message whose
+-- body is the base64 of '[  ' .. its event .. '  ]', each part a multiple of three bytes, so the events of several
+-- join as their base64 put one after the other with ',  ' ('LCAg') between; any other is published alone
+local JOINABLE, HEAD, COMMA, TAIL = '{"body": "WyAg', 'WyAg', 'LCAg', 'ICBd'
+local function publish_events()
+  local groups, order = {}, {}
+  local function flush(channel)
+    local g = groups[channel]
+    if g and #g.parts > 0 then
+      redis.call('PUBLISH', channel, '{"body": "' .. HEAD .. table.concat(g.parts, COMMA) .. TAIL .. g.rest)
+      g.parts = {}
+    end
+  end
+  for i = 1, #events, 2 do
+    local channel, event = events[i], events[i + 1]
+    local close = string.sub(event, 1, #JOINABLE) == JOINABLE and string.find(event, '"', #JOINABLE + 1, true)
+    if close and string.sub(event, close - 4, close - 1) == TAIL then
+      local g = groups[channel]
+      if not g then g = {parts = {}}; groups[channel] = g; order[#order + 1] = channel end
+      if #g.parts == 0 then g.rest = string.sub(event, close) end
+      g.parts[#g.parts + 1] = string.sub(event, #JOINABLE + 1, close - 5)
+      if #g.parts >= EVENTS_GROUP then flush(channel) end
+    else
+      redis.call('PUBLISH', channel, event)
+    end
+  end
+  for _, channel in ipairs(order) do flush(channel) end
 end
 
 -- what to answer for the i-th new call admitted at once
@@ -441,7 +472,7 @@ for _, q in ipairs(touched_order) do fill(q) end
 
 -- 5. everything changed, written once; the tasks made for the broker pushed
 for _, key in ipairs(delivery_order) do chunked('LPUSH', key, deliveries[key], CHUNK) end
-for i = 1, #events, 2 do redis.call('PUBLISH', events[i], events[i + 1]) end
+publish_events()
 if #gone > 0 then chunked('HDEL', admitted, gone, CHUNK) end
 if #written > 0 then chunked('HSET', admitted, written, 2 * CHUNK) end
 local set, unset = {}, {}
