@@ -17,9 +17,11 @@ are); with a Redis broker on the state store's server, that is what lets a store
 Its channels can also build a publication without sending it (`captured_publications`): inside, a publish batch
 keeps each message's Redis commands, for the admission step to push itself (`runtime/pushed.py`).
 
-Its acknowledgement emulation (`QoS`) sends the two writes kombu makes per delivered task (noting it unacknowledged,
-then acknowledging it) as plain pipelines rather than MULTI/EXEC transactions: the same round trips, four commands
-fewer per task.
+Its acknowledgement emulation (`QoS`) notes a delivered task unacknowledged with one command (HSET of the task and
+the time into the unacknowledged hash; kombu's adds a ZADD into a time index, in a MULTI/EXEC transaction) and
+acknowledges it with one (HDEL; kombu's: ZREM and HDEL in a transaction): two commands per task instead of eight.
+Its look for tasks unacknowledged longer than the visibility timeout reads their times from the hash (and kombu's
+index still, for the tasks a process of an earlier version noted there).
 
 It is installed as a kombu transport alias, the one process-wide change agentq makes, because kombu offers no
 per-app way that keeps working: with Celery's `broker_transport` set to this class's path, kombu renders the
@@ -35,9 +37,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from time import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+from kombu.utils.json import dumps, loads
 
 TRANSPORT = "agentq.runtime.redis_transport:Transport"
 _KOMBU_REDIS = "kombu.transport.redis:Transport"
@@ -164,12 +169,33 @@ class _KeptBatch:
 
 
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
-    """kombu's acknowledgement emulation, its two writes per message (a delivered task noted unacknowledged, an
-    acknowledgement) each sent as a plain pipeline: one round trip of two commands, without the MULTI and EXEC around
-    them (four commands of every task's nine on the broker). Nothing needs them atomic: a task is put back only by
-    `restore_by_tag` (a dead worker's, noted longer ago than the visibility timeout; a stopping worker's own), whose
-    transaction WATCHes the unacknowledged hash (a write of ours between its read and its EXEC aborts it, and it
-    reads again)."""
+    """kombu's acknowledgement emulation in one command per write: a delivered task is noted unacknowledged by an HSET
+    of `[message, exchange, routing key, time noted]` into the unacknowledged hash (kombu's entry, the time added:
+    kombu also ZADDs the time into an index, `unacked_index`), an acknowledgement is its HDEL (kombu's: ZREM and HDEL),
+    each without MULTI/EXEC. `restore_visible` (under kombu's lock, as kombu's) puts back the entries noted longer
+    ago than the visibility timeout, their times read from the hash itself (HSCAN), and those kombu's index holds
+    (noted by a process of an earlier version). Every put-back is kombu's `restore_by_tag`, whose transaction
+    WATCHes the hash: an acknowledgement between its read and its EXEC aborts it, and it reads again (it finds
+    nothing to restore)."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        delivery = message.delivery_info
+        entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"], time()])
+        with self.channel.conn_or_acquire() as client:
+            client.hset(self.unacked_key, delivery_tag, entry)
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        with self.channel.conn_or_acquire() as client:
+            client.hdel(self.unacked_key, delivery_tag)
+        virtual.QoS.ack(self, delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        if requeue:
+            self.restore_by_tag(delivery_tag, leftmost=True)
+            virtual.QoS.ack(self, delivery_tag)
+        else:
+            self.ack(delivery_tag)
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
@@ -178,6 +204,59 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
         else:
             with self.channel.conn_or_acquire(client) as client:
                 yield client.pipeline(transaction=False)
+
+    def restore_visible(self, start: int = 0, num: int | None = 10, interval: int = 10) -> None:
+        self._vrestore_count += 1
+        if (self._vrestore_count - 1) % (interval or 1):
+            return
+        with self.channel.conn_or_acquire() as client:
+            ceil = time() - self.visibility_timeout
+            try:
+                with kombu_redis.Mutex(client, self.unacked_mutex_key, self.unacked_mutex_expire):
+                    # noted by a process of an earlier version: in kombu's index
+                    indexed = client.zrange(self.unacked_index_key, ceil, 0, desc=True, byscore=True,
+                                            offset=num and start, num=num, withscores=True)
+                    for tag, _ in indexed or []:
+                        self.restore_by_tag(tag, client)
+                    for tag in _noted_before(client, self.unacked_key, ceil, num):
+                        self.restore_by_tag(tag, client)
+            except kombu_redis.MutexHeld:
+                pass
+
+    def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
+        def restore_transaction(pipe: Any) -> None:
+            entry = pipe.hget(self.unacked_key, tag)
+            pipe.multi()
+            pipe.zrem(self.unacked_index_key, tag).hdel(self.unacked_key, tag)
+            if entry:
+                message, exchange, routing_key = loads(entry)[:3]
+                self.channel._do_restore_message(message, exchange, routing_key, pipe, leftmost)
+
+        with self.channel.conn_or_acquire(client) as client:
+            client.transaction(restore_transaction, self.unacked_key)
+
+
+def _noted_before(client: Any, key: str, ceil: float, limit: int | None) -> list[str]:
+    """The tags of the unacknowledged hash's entries noted before `ceil` (s since the epoch; an entry without its
+    time, written by a process of an earlier version, is kombu's index's), `limit` at most (None: all)."""
+    tags: list[str] = []
+    for tag, entry in client.hscan_iter(key, count=500):
+        noted = _noted_at(entry)
+        if noted is not None and noted < ceil:
+            tags.append(tag.decode() if isinstance(tag, bytes) else tag)
+            if limit and len(tags) >= limit:
+                break
+    return tags
+
+
+def _noted_at(entry: bytes | str) -> float | None:
+    """When an unacknowledged entry was noted (its last item: `QoS.append`), None when it has no time."""
+    text = entry.decode() if isinstance(entry, bytes) else entry
+    comma = text.rfind(",")
+    try:
+        return float(text[comma + 1:].rstrip(" ]"))
+    except ValueError:
+        return None
 
 
 class Channel(RemembersConnection, SharesClient, CapturesPublications, kombu_redis.Channel):  # type: ignore[misc]
