@@ -55,10 +55,16 @@ def _first(lines: list[Line], after: float, test: object) -> float:
     return next(t for t, client, name, key in lines if t >= after and test(client, name, key))  # type: ignore[operator]
 
 
+def _noted(name: str, key: str) -> bool:
+    """Whether a command notes a delivered task unacknowledged: agentq's Redis transport's HSET (its time in the
+    entry), kombu's own ZADD into its index."""
+    return (name == "HSET" and key == "unacked") or (name == "ZADD" and key == "unacked_index")
+
+
 def agentq_steps(lines: list[Line], start: float, end: float, claim: str, commit: str) -> list[float]:
     written = _first(lines, start, lambda c, n, k: c != "lua" and n == "EVALSHA")
     pushed = _first(lines, written, lambda c, n, k: c == "lua" and n == "LPUSH")
-    received = _first(lines, pushed, lambda c, n, k: n == "ZADD" and k == "unacked_index")
+    received = _first(lines, pushed, lambda c, n, k: _noted(n, k))
     claimed = _first(lines, received, lambda c, n, k: n == "EVALSHA" and k == claim)
     committed = _first(lines, claimed, lambda c, n, k: n == "EVALSHA" and k == commit)
     read = _first(lines, committed, lambda c, n, k: c != "lua" and n == "HGETALL" and k.endswith(":job"))
@@ -68,7 +74,7 @@ def agentq_steps(lines: list[Line], start: float, end: float, claim: str, commit
 
 def bare_steps(lines: list[Line], start: float, end: float) -> list[float]:
     pushed = _first(lines, start, lambda c, n, k: n == "LPUSH")
-    received = _first(lines, pushed, lambda c, n, k: n == "ZADD" and k == "unacked_index")
+    received = _first(lines, pushed, lambda c, n, k: _noted(n, k))
     stored = _first(lines, received, lambda c, n, k: n == "SETEX")
     marks = [start, pushed, received, stored, end]
     return [(b - a) * 1000 for a, b in itertools.pairwise(marks)]

@@ -241,7 +241,7 @@ def _noted_before(client: Any, key: str, ceil: float, limit: int | None) -> list
     time, written by a process of an earlier version, is kombu's index's), `limit` at most (None: all)."""
     tags: list[str] = []
     for tag, entry in client.hscan_iter(key, count=500):
-        noted = _noted_at(entry)
+        noted = noted_at(entry)
         if noted is not None and noted < ceil:
             tags.append(tag.decode() if isinstance(tag, bytes) else tag)
             if limit and len(tags) >= limit:
@@ -249,7 +249,7 @@ def _noted_before(client: Any, key: str, ceil: float, limit: int | None) -> list
     return tags
 
 
-def _noted_at(entry: bytes | str) -> float | None:
+def noted_at(entry: bytes | str) -> float | None:
     """When an unacknowledged entry was noted (its last item: `QoS.append`), None when it has no time."""
     text = entry.decode() if isinstance(entry, bytes) else entry
     comma = text.rfind(",")

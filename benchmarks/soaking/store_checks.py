@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from agentq.runtime.redis_transport import noted_at
 from agentq.store.state import StateStore
 from benchmarks.soaking.checks import Check
 from benchmarks.soaking.jobs import SoakJob
@@ -52,7 +53,8 @@ def _tasks_held(store: StateStore, job_id: str, calls: list[str]) -> str:
             found.update({c: f"queued on {key}" for c in calls if f"{job_id}.{c}" in str(message)})
     for tag, entry in redis.hgetall("unacked").items():
         for call in [c for c in calls if f"{job_id}.{c}" in str(entry)]:
-            score = redis.zscore("unacked_index", tag)
+            # when it was noted: in the entry (agentq's Redis transport), else in kombu's index
+            score = noted_at(entry) or redis.zscore("unacked_index", tag)
             found[call] = f"unacked, taken {time.time() - score:.0f} s ago" if score else "unacked, not indexed"
     return f"{found}, unacked_mutex ttl {redis.ttl('unacked_mutex')}"
 

@@ -21,6 +21,7 @@ class Step:
     client: str
     command: str
     script: str = ""
+    key: str = ""  # its first argument (a key for most commands)
     inside: list[str] = field(default_factory=list)
 
 
@@ -49,7 +50,8 @@ class Monitor:
                     self.steps[-1].inside.append(name)
                 continue
             script = self.scripts.get(words[1], "?") if name == "EVALSHA" else ""
-            self.steps.append(Step(f"{entry['client_address']}:{entry['client_port']}", name, script))
+            key = words[1].strip('"') if len(words) > 1 else ""
+            self.steps.append(Step(f"{entry['client_address']}:{entry['client_port']}", name, script, key))
         self._done.set()
 
     def close(self) -> list[Step]:
@@ -92,17 +94,25 @@ def test_an_independent_calls_claim_and_commit_run_seven_commands_each_and_its_a
     # the job's open calls counted down
     for inside in commits[1:-1]:
         assert sorted(inside) == sorted(["HGET", "GETDEL", "HMGET", "RPUSH", "HSET", "XADD", "HINCRBY"]), inside
-    # kombu's acknowledgement emulation: no MULTI/EXEC around a delivery's or an acknowledgement's two writes (it
-    # was two of each per task; what may be left is periodic, such as kombu's look for unacknowledged tasks to
-    # restore, under its mutex)
+    # kombu's acknowledgement emulation: a delivery noted unacknowledged with one command (HSET, its time in the
+    # entry: no ZADD into kombu's index) and acknowledged with one (HDEL: no ZREM), without MULTI/EXEC (it was two
+    # writes of each per task in a transaction; what may be left is periodic, such as the look for unacknowledged
+    # tasks to restore, under its mutex)
     outside = Counter(s.command for s in steps if not s.script)
     assert outside["BRPOP"] >= calls and outside["MULTI"] <= 2 and outside["EXEC"] <= 2, outside
+    unacked = Counter(s.command for s in steps if not s.script and s.key in ("unacked", "unacked_index"))
+    # (the first job's acknowledgement may come after the monitor opened)
+    assert set(unacked) == {"HSET", "HDEL"} and unacked["HSET"] == calls, unacked
+    assert calls <= unacked["HDEL"] <= calls + 1, unacked
     # an admission step reads the parked list it takes from once (the places to fill and one more: whether the
     # list is left empty needs no read of its own), and no other: the priorities whose lists may hold calls are
     # kept with the counts (the step that finds the tenant's lists empty reads the other two to be sure, and
     # closes the queue's ring); a step that only gives places back: what the ended calls held, the counters, the
     # queue's ring, both written back
     admission = [s.inside for s in steps if s.script == "admission"]
+    # the task-sent events of the calls a step admits: one message (one channel, fewer than EVENTS_GROUP calls)
+    assert sum(inside.count("PUBLISH") for inside in admission) < calls
+    assert all(inside.count("PUBLISH") <= 1 for inside in admission), admission
     assert any("LRANGE" in inside for inside in admission)  # the job's calls over the window waited
     for inside in admission:
         assert inside.count("LRANGE") <= (3 if "SREM" in inside else 1), inside

@@ -1,0 +1,72 @@
+"""The Redis transport's acknowledgement emulation (`runtime/redis_transport.py`, `QoS`): a delivered task is noted
+unacknowledged with one HSET, its time in the entry, and acknowledged with one HDEL; the look for tasks to restore
+puts back those noted longer ago than the visibility timeout, from the hash's times and from kombu's index (where a
+process of an earlier version noted them), and leaves the others."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from kombu import Connection, Exchange, Queue
+
+from agentq.runtime.redis_transport import install, noted_at
+
+
+@contextmanager
+def _channel(redis_url: str, queue: str, visibility_timeout: float = 60.0) -> Iterator[Any]:
+    install()
+    with Connection(redis_url, transport_options={"visibility_timeout": visibility_timeout}) as connection:
+        channel = connection.default_channel
+        Queue(queue, Exchange(queue), routing_key=queue)(channel).declare()
+        yield channel
+
+
+def _deliver(channel: Any, queue: str, body: str) -> Any:
+    """Publish `body` to `queue` and take it as a consumer does (noted unacknowledged)."""
+    channel.basic_publish(channel.prepare_message(body), exchange=queue, routing_key=queue)
+    message = channel.basic_get(queue, no_ack=False)
+    assert message is not None
+    return message
+
+
+def test_a_delivery_is_one_hset_with_its_time_and_an_acknowledgement_one_hdel(redis_url: str):
+    queue = f"test.unacked.{uuid.uuid4().hex[:8]}"
+    client: Any = redis.Redis.from_url(redis_url)
+    with _channel(redis_url, queue) as channel:
+        before = time.time()
+        message = _deliver(channel, queue, "a")
+        tag = message.delivery_tag
+        entry = client.hget("unacked", tag)
+        assert entry is not None and client.zscore("unacked_index", tag) is None  # no index entry
+        raw, exchange, routing_key, noted = json.loads(entry)
+        assert (exchange, routing_key) == (queue, queue) and raw["properties"]["delivery_tag"] == tag
+        assert noted_at(entry) == noted and before <= noted <= time.time()
+        message.ack()
+        assert client.hget("unacked", tag) is None and tag in channel.qos._dirty  # kombu forgets it on its next flush
+
+
+def test_the_restore_puts_back_what_was_noted_before_the_visibility_timeout_only(redis_url: str):
+    queue = f"test.unacked.{uuid.uuid4().hex[:8]}"
+    client: Any = redis.Redis.from_url(redis_url)
+    with _channel(redis_url, queue, visibility_timeout=30) as channel:
+        old, fresh = _deliver(channel, queue, "old"), _deliver(channel, queue, "fresh")
+        entry = json.loads(client.hget("unacked", old.delivery_tag))
+        entry[3] -= 31  # noted 31 s ago
+        client.hset("unacked", old.delivery_tag, json.dumps(entry))
+        # noted by an earlier version: kombu's entry without its time, and its index
+        legacy = _deliver(channel, queue, "legacy")
+        kombus = json.loads(client.hget("unacked", legacy.delivery_tag))[:3]
+        client.hset("unacked", legacy.delivery_tag, json.dumps(kombus))
+        client.zadd("unacked_index", {legacy.delivery_tag: time.time() - 31})
+        assert noted_at(client.hget("unacked", legacy.delivery_tag)) is None
+        channel.qos.restore_visible(num=None, interval=1)
+        back = [channel.decode_body(json.loads(m)["body"], "base64") for m in client.lrange(queue, 0, -1)]
+        assert sorted(back) == [b"legacy", b"old"]
+        assert client.hkeys("unacked") == [fresh.delivery_tag.encode()]
+        assert client.zcard("unacked_index") == 0
