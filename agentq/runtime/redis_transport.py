@@ -19,7 +19,8 @@ keeps each message's Redis commands, for the admission step to push itself (`run
 
 Its acknowledgement emulation (`QoS`) notes a delivered task unacknowledged with one command (HSET of the task and
 the time into the unacknowledged hash; kombu's adds a ZADD into a time index, in a MULTI/EXEC transaction) and
-acknowledges it with one (HDEL; kombu's: ZREM and HDEL in a transaction): two commands per task instead of eight.
+acknowledges it with one (HDEL; kombu's: ZREM and HDEL in a transaction), shared by the tasks a channel acknowledges
+within `ACK_FLUSH_S`: one command per task and a fraction instead of eight.
 Its look for tasks unacknowledged longer than the visibility timeout reads their times from the hash (and kombu's
 index still, for the tasks a process of an earlier version noted there).
 
@@ -34,6 +35,8 @@ host program set) and changes nothing else kombu does.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +46,8 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps, loads
+
+log = logging.getLogger("agentq.runtime")
 
 TRANSPORT = "agentq.runtime.redis_transport:Transport"
 _KOMBU_REDIS = "kombu.transport.redis:Transport"
@@ -168,15 +173,25 @@ class _KeptBatch:
         """Nothing held."""
 
 
+ACK_FLUSH_S = 0.05
+"""How long an acknowledged task's unacknowledged entry may outlive its acknowledgement: the entries of the tasks a
+channel acknowledges meanwhile are deleted in one HDEL."""
+
+
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's acknowledgement emulation in one command per write: a delivered task is noted unacknowledged by an HSET
     of `[message, exchange, routing key, time noted]` into the unacknowledged hash (kombu's entry, the time added:
-    kombu also ZADDs the time into an index, `unacked_index`), an acknowledgement is its HDEL (kombu's: ZREM and HDEL),
-    each without MULTI/EXEC. `restore_visible` (under kombu's lock, as kombu's) puts back the entries noted longer
-    ago than the visibility timeout, their times read from the hash itself (HSCAN), and those kombu's index holds
-    (noted by a process of an earlier version). Every put-back is kombu's `restore_by_tag`, whose transaction
-    WATCHes the hash: an acknowledgement between its read and its EXEC aborts it, and it reads again (it finds
-    nothing to restore)."""
+    kombu also ZADDs the time into an index, `unacked_index`), before it runs; acknowledgements delete their entries
+    `ACK_FLUSH_S` after the first of them, in one HDEL (kombu's: ZREM and HDEL per task), and when the channel closes.
+    Nothing uses MULTI/EXEC. An entry outlives its acknowledgement by that long at most, unless the process is killed
+    meanwhile: then the task is put back after the visibility timeout, as it would be had it been killed while the
+    task ran (a call task's next delivery finds its call committed).
+
+    `restore_visible` (under kombu's lock, as kombu's) puts back the entries noted longer ago than the visibility
+    timeout, their times read from the hash itself (HSCAN), and those kombu's index holds (noted by a process of an
+    earlier version). Every put-back is kombu's `restore_by_tag`, whose transaction WATCHes the hash: an
+    acknowledgement's HDEL between its read and its EXEC aborts it, and it reads again (it finds nothing to
+    restore)."""
 
     def append(self, message: Any, delivery_tag: str) -> None:
         delivery = message.delivery_info
@@ -185,10 +200,41 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
             client.hset(self.unacked_key, delivery_tag, entry)
         virtual.QoS.append(self, message, delivery_tag)
 
+    _acks: list[str] | None = None  # acknowledged, their entries not deleted yet (made on first use)
+    _acks_lock = threading.Lock()  # guards `_acks` (one lock for every channel of the process: held for a list op)
+
     def ack(self, delivery_tag: str) -> None:
-        with self.channel.conn_or_acquire() as client:
-            client.hdel(self.unacked_key, delivery_tag)
+        with self._acks_lock:
+            if self._acks is None:
+                self._acks = []
+            self._acks.append(delivery_tag)
+            first = len(self._acks) == 1
+        if first:
+            timer = threading.Timer(ACK_FLUSH_S, self.flush_acks)
+            timer.daemon = True
+            timer.start()
         virtual.QoS.ack(self, delivery_tag)
+
+    def flush_acks(self) -> None:
+        """Delete the entries of the tasks acknowledged since the last flush, in one HDEL (of 1000 at most each);
+        when Redis cannot be reached, they are kept for the next flush (the next acknowledgement's)."""
+        with self._acks_lock:
+            tags, self._acks = self._acks or [], []
+        if not tags:
+            return
+        try:
+            with self.channel.conn_or_acquire() as client:
+                for first in range(0, len(tags), 1000):
+                    client.hdel(self.unacked_key, *tags[first:first + 1000])
+        except Exception:
+            log.warning("could not acknowledge %d tasks on the broker (again with the next acknowledgement)",
+                        len(tags), exc_info=True)
+            with self._acks_lock:
+                self._acks = tags + (self._acks or [])
+
+    def restore_unacked_once(self, stderr: Any = None) -> Any:
+        self.flush_acks()  # what was acknowledged is not put back
+        return super().restore_unacked_once(stderr)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
         if requeue:
@@ -218,8 +264,10 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
                                             offset=num and start, num=num, withscores=True)
                     for tag, _ in indexed or []:
                         self.restore_by_tag(tag, client)
+                    acknowledged = set(self._acks or ())  # their entries about to be deleted
                     for tag in _noted_before(client, self.unacked_key, ceil, num):
-                        self.restore_by_tag(tag, client)
+                        if tag not in acknowledged:
+                            self.restore_by_tag(tag, client)
             except kombu_redis.MutexHeld:
                 pass
 
@@ -234,6 +282,13 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
 
         with self.channel.conn_or_acquire(client) as client:
             client.transaction(restore_transaction, self.unacked_key)
+
+
+def _new_acks_lock() -> None:
+    QoS._acks_lock = threading.Lock()  # a forked child's: the parent's may have been held by another thread
+
+
+os.register_at_fork(after_in_child=_new_acks_lock)
 
 
 def _noted_before(client: Any, key: str, ceil: float, limit: int | None) -> list[str]:

@@ -12,9 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import redis
 from kombu import Connection, Exchange, Queue
 
+from agentq.runtime import redis_transport
 from agentq.runtime.redis_transport import install, noted_at
 
 
@@ -35,20 +37,45 @@ def _deliver(channel: Any, queue: str, body: str) -> Any:
     return message
 
 
-def test_a_delivery_is_one_hset_with_its_time_and_an_acknowledgement_one_hdel(redis_url: str):
+def test_a_delivery_is_one_hset_with_its_time_and_acknowledgements_one_hdel(redis_url: str,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(redis_transport, "ACK_FLUSH_S", 60.0)  # flushed here, not by the timer
     queue = f"test.unacked.{uuid.uuid4().hex[:8]}"
     client: Any = redis.Redis.from_url(redis_url)
     with _channel(redis_url, queue) as channel:
         before = time.time()
-        message = _deliver(channel, queue, "a")
-        tag = message.delivery_tag
+        messages = [_deliver(channel, queue, body) for body in ("a", "b", "c")]
+        tag = messages[0].delivery_tag
         entry = client.hget("unacked", tag)
         assert entry is not None and client.zscore("unacked_index", tag) is None  # no index entry
         raw, exchange, routing_key, noted = json.loads(entry)
         assert (exchange, routing_key) == (queue, queue) and raw["properties"]["delivery_tag"] == tag
         assert noted_at(entry) == noted and before <= noted <= time.time()
-        message.ack()
-        assert client.hget("unacked", tag) is None and tag in channel.qos._dirty  # kombu forgets it on its next flush
+        hdels = _calls(client, "hdel")
+        for message in messages:
+            message.ack()
+        assert client.hlen("unacked") == 3 and _calls(client, "hdel") == hdels  # deleted within ACK_FLUSH_S
+        channel.qos.flush_acks()
+        assert client.hlen("unacked") == 0 and _calls(client, "hdel") == hdels + 1
+
+
+def test_what_was_acknowledged_is_deleted_when_the_channel_closes_and_not_put_back(redis_url: str,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(redis_transport, "ACK_FLUSH_S", 60.0)
+    queue = f"test.unacked.{uuid.uuid4().hex[:8]}"
+    client: Any = redis.Redis.from_url(redis_url)
+    with _channel(redis_url, queue) as channel:
+        done, held = _deliver(channel, queue, "done"), _deliver(channel, queue, "held")
+        done.ack()
+    # closed: the acknowledged task's entry deleted, the other task put back on its queue
+    assert client.hlen("unacked") == 0
+    assert [channel.decode_body(json.loads(m)["body"], "base64") for m in client.lrange(queue, 0, -1)] == [b"held"]
+    assert held.delivery_tag not in client.hkeys("unacked")
+
+
+def _calls(client: Any, command: str) -> int:
+    """How many times Redis has run `command` (INFO commandstats)."""
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def test_the_restore_puts_back_what_was_noted_before_the_visibility_timeout_only(redis_url: str):
