@@ -177,6 +177,9 @@ ACK_FLUSH_S = 0.05
 """How long an acknowledged task's unacknowledged entry may outlive its acknowledgement: the entries of the tasks a
 channel acknowledges meanwhile are deleted in one HDEL."""
 
+ACK_RETRY_S = 1.0
+"""How long acknowledgements whose HDEL failed (Redis out of reach) wait before the next try."""
+
 
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's acknowledgement emulation in one command per write: a delivered task is noted unacknowledged by an HSET
@@ -201,25 +204,33 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
         virtual.QoS.append(self, message, delivery_tag)
 
     _acks: list[str] | None = None  # acknowledged, their entries not deleted yet (made on first use)
-    _acks_lock = threading.Lock()  # guards `_acks` (one lock for every channel of the process: held for a list op)
+    _flush_due = 0  # the process that scheduled a flush of `_acks` (a forked child's timer is not running)
+    _acks_lock = threading.Lock()  # guards both (one lock for every channel of the process: held for a list op)
 
     def ack(self, delivery_tag: str) -> None:
         with self._acks_lock:
             if self._acks is None:
                 self._acks = []
             self._acks.append(delivery_tag)
-            first = len(self._acks) == 1
-        if first:
-            timer = threading.Timer(ACK_FLUSH_S, self.flush_acks)
-            timer.daemon = True
-            timer.start()
+        self._flush_in(ACK_FLUSH_S)
         virtual.QoS.ack(self, delivery_tag)
 
-    def flush_acks(self) -> None:
-        """Delete the entries of the tasks acknowledged since the last flush, in one HDEL (of 1000 at most each);
-        when Redis cannot be reached, they are kept for the next flush (the next acknowledgement's)."""
+    def _flush_in(self, seconds: float) -> None:
+        """Schedule a flush of the acknowledgements, unless one is due already."""
         with self._acks_lock:
-            tags, self._acks = self._acks or [], []
+            if self._flush_due == os.getpid():
+                return
+            self._flush_due = os.getpid()
+        timer = threading.Timer(seconds, self.flush_acks)
+        timer.daemon = True
+        timer.start()
+
+    def flush_acks(self) -> None:
+        """Delete the entries of the tasks acknowledged since the last flush, in one HDEL (of 1000 at most each).
+        When Redis cannot be reached they are kept, and tried again `ACK_RETRY_S` later while the channel is open
+        (closed, they are put back after the visibility timeout, as kombu's failed acknowledgements are)."""
+        with self._acks_lock:
+            tags, self._acks, self._flush_due = self._acks or [], [], 0
         if not tags:
             return
         try:
@@ -227,10 +238,11 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
                 for first in range(0, len(tags), 1000):
                     client.hdel(self.unacked_key, *tags[first:first + 1000])
         except Exception:
-            log.warning("could not acknowledge %d tasks on the broker (again with the next acknowledgement)",
-                        len(tags), exc_info=True)
-            with self._acks_lock:
-                self._acks = tags + (self._acks or [])
+            log.warning("could not acknowledge %d tasks on the broker", len(tags), exc_info=True)
+            if not self.channel.closed:
+                with self._acks_lock:
+                    self._acks = tags + (self._acks or [])
+                self._flush_in(ACK_RETRY_S)
 
     def restore_unacked_once(self, stderr: Any = None) -> Any:
         self.flush_acks()  # what was acknowledged is not put back

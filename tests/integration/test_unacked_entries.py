@@ -18,6 +18,7 @@ from kombu import Connection, Exchange, Queue
 
 from agentq.runtime import redis_transport
 from agentq.runtime.redis_transport import install, noted_at
+from tests.integration.procs import wait_for
 
 
 @contextmanager
@@ -97,3 +98,25 @@ def test_the_restore_puts_back_what_was_noted_before_the_visibility_timeout_only
         assert sorted(back) == [b"legacy", b"old"]
         assert client.hkeys("unacked") == [fresh.delivery_tag.encode()]
         assert client.zcard("unacked_index") == 0
+
+
+def test_acknowledgements_redis_refused_are_deleted_on_the_next_try(redis_url: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(redis_transport, "ACK_FLUSH_S", 60.0)
+    monkeypatch.setattr(redis_transport, "ACK_RETRY_S", 0.05)
+    queue = f"test.unacked.{uuid.uuid4().hex[:8]}"
+    client: Any = redis.Redis.from_url(redis_url)
+    with _channel(redis_url, queue) as channel:
+        message = _deliver(channel, queue, "a")
+        message.ack()
+        acquire = channel.conn_or_acquire
+
+        @contextmanager
+        def unreachable(client: Any = None) -> Iterator[Any]:
+            channel.conn_or_acquire = acquire  # the next try reaches Redis
+            raise redis.ConnectionError("the broker is out of reach")
+            yield  # a generator
+
+        channel.conn_or_acquire = unreachable
+        channel.qos.flush_acks()  # refused: kept, tried again ACK_RETRY_S later
+        assert client.hget("unacked", message.delivery_tag) is not None
+        wait_for(lambda: client.hlen("unacked") == 0, 10, "the acknowledgement to be tried again")
