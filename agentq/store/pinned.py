@@ -79,12 +79,13 @@ class PinnedPoolMixin:
         return self._pinned
 
     def reset(self) -> None:
-        # at construction and in a forked child: every pin is forgotten (in a child, its connection is the
-        # parent's); the pins' finalizers see the epoch changed and give nothing back
-        with self._pin_lock:
-            self._epoch += 1
-            self._local = threading.local()
-            self._pinned = 0
+        # at construction and in a forked child (under redis-py's fork lock): every pin is forgotten (in a child,
+        # its connection is the parent's); the pins' finalizers see the epoch changed and give nothing back. A new
+        # lock: a parent's thread may have held the old one when the process forked.
+        self._pin_lock = threading.Lock()
+        self._epoch += 1
+        self._local = threading.local()
+        self._pinned = 0
         super().reset()  # type: ignore[misc]
 
     def disconnect(self, inuse_connections: bool = True) -> None:
@@ -125,19 +126,19 @@ class PinnedPoolMixin:
             connection.disconnect()
         if not connection.is_connected:
             connection.connect()
-        elif connection.can_read():  # a reply left unread (an interrupted command), or the server closed it
+        elif _unclean(connection):
             connection.disconnect()
             connection.connect()
 
     def _pin_or_share(self) -> Any:
         """A connection from the queue; this thread keeps it while fewer than `pinned_threads` threads do."""
-        pinning = False
+        pinning, epoch = False, 0
         if self._pinned < self.pinned_threads:  # read without the lock: once the pins are taken, no lock at all
             with self._pin_lock:
                 pinning = self._pinned < self.pinned_threads
                 if pinning:
                     self._pinned += 1
-                epoch, generation = self._epoch, self._generation
+                epoch = self._epoch
         try:
             connection = super().get_connection()  # type: ignore[misc]
         except BaseException:
@@ -145,7 +146,7 @@ class PinnedPoolMixin:
                 self._unpinned(epoch)
             raise
         if pinning:
-            self._local.pin = _Pin(self, connection, epoch, generation)
+            self._local.pin = _Pin(self, connection, epoch, self._generation)  # connected (to the master) by now
         return connection
 
     def _unpinned(self, epoch: int) -> bool:
@@ -161,7 +162,16 @@ class PinnedPoolMixin:
             super().release(pin.connection)  # type: ignore[misc]
 
 
+def _unclean(connection: Any) -> bool:
+    """A reply left unread (a command interrupted before it was read), or the server closed the connection."""
+    try:
+        return bool(connection.can_read())
+    except Exception:  # closed by the server (redis-py raises its ConnectionError), or the socket's own error
+        return True
+
+
 @functools.cache
 def pinned_pool(base: type) -> type:
     """`base` (a `BlockingConnectionPool`) with the per-thread fast path."""
-    return type(f"Pinned{base.__name__}", (PinnedPoolMixin, base), {"__doc__": PinnedPoolMixin.__doc__, "__module__": __name__})
+    namespace = {"__doc__": PinnedPoolMixin.__doc__, "__module__": __name__}
+    return type(f"Pinned{base.__name__}", (PinnedPoolMixin, base), namespace)
