@@ -114,7 +114,8 @@ def test_a_reply_left_unread_is_not_read_by_the_next_command(client: Any):
     client.mset({"a": "A", "b": "B"})
     pool = client.connection_pool
     connection = pool.get_connection()  # the thread's pinned one
-    connection.send_command("GET", "a")  # interrupted before its reply was read
+    connection.send_command("GET", "a")  # interrupted before its reply was read ...
+    assert connection.can_read(timeout=10)  # ... which came
     pool.release(connection)
     assert client.get("b") == "B"
     assert pool.pinned == 1
