@@ -15,7 +15,9 @@ A synchronous client's connections come from a bounded, blocking pool (`max_conn
 a thread that finds every connection in use waits for one (up to `POOL_WAIT_S`) instead of failing with redis-py's
 "Too many connections", so any number of threads may share one client (a dispatcher's engine threads, a program
 waiting on hundreds of jobs); each holds a connection only for one command or pipeline, or a blocking wait of at
-most a second (`store/core.py`).
+most a second (`store/core.py`). Except on a cluster, the first threads (a quarter of `max_connections`, at most
+64) keep one of those connections as their own, which saves the pool's locked queue around every command
+(`store/pinned.py`): a Celery worker's pool process, which runs its calls on one thread, never queues.
 
 The Celery broker is kombu's business (`runtime/broker.py`); it reads the same Sentinel URL form through
 `parse_sentinel_url`.
@@ -31,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from agentq.errors import ConfigurationError
+from agentq.store.pinned import pinned_pool
 
 SENTINEL_SCHEMES = ("redis+sentinel",)
 DEFAULT_SENTINEL_PORT = 26379
@@ -150,9 +153,8 @@ def connect_redis(url: str, *, cluster: bool = False, asynchronous: bool = False
         return redis.asyncio.Redis.from_url(url, **options)
     import redis
 
-    options.pop("connection_pool_class")
-    pool = redis.BlockingConnectionPool.from_url(url, **options)
-    return redis.Redis(connection_pool=pool)
+    pool = options.pop("connection_pool_class").from_url(url, **options)
+    return redis.Redis.from_pool(pool)  # the client owns its pool: closing it closes the connections
 
 
 def _blocking_pool(url: str, *, cluster: bool, max_connections: int) -> dict[str, Any]:
@@ -160,7 +162,10 @@ def _blocking_pool(url: str, *, cluster: bool, max_connections: int) -> dict[str
     to `POOL_WAIT_S` for a free connection)."""
     from redis import BlockingConnectionPool
 
-    pool_class: type = _blocking_sentinel_pool() if is_sentinel_url(url) and not cluster else BlockingConnectionPool
+    if cluster:  # a pool per node: pinning a connection per thread on each would multiply them; none is pinned
+        pool_class: type = BlockingConnectionPool
+    else:
+        pool_class = pinned_pool(_blocking_sentinel_pool() if is_sentinel_url(url) else BlockingConnectionPool)
     return {"connection_pool_class": pool_class, "max_connections": max_connections, "timeout": POOL_WAIT_S}
 
 

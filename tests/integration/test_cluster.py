@@ -378,6 +378,27 @@ def test_a_store_that_does_not_match_its_setting_is_one_clear_error(local_cluste
         Client(settings=Settings(redis_url="redis://127.0.0.1:1/0", redis_cluster=True, broker_url=redis_url))
 
 
+def test_a_cluster_client_keeps_no_connection_per_thread(local_cluster: LocalCluster):
+    """A cluster has a pool per node: the synchronous client's are plain blocking pools (`store/pinned.py` pins
+    connections on one server or a Sentinel master only), and a thread's commands give their connection back."""
+    from agentq.store.connect import connect_redis
+    from agentq.store.pinned import PinnedPoolMixin
+
+    local_cluster.flush()
+    client = connect_redis(local_cluster.url, cluster=True, max_connections=4)
+    try:
+        ids = ids_on_nodes(local_cluster, "pools", local_cluster.ports)
+        for job_id in ids:
+            client.set(job_key(job_id), job_id)
+        pools = [node.redis_connection.connection_pool for node in client.get_nodes()]
+        assert pools and all(type(pool) is redis.BlockingConnectionPool for pool in pools)
+        assert not any(isinstance(pool, PinnedPoolMixin) for pool in pools)
+        for pool in pools:  # every connection made is idle in its node's queue again
+            assert sum(1 for c in pool.pool.queue if c is not None) == len(pool._connections)
+    finally:
+        client.close()
+
+
 def test_the_async_client_of_the_factory_reaches_every_node(local_cluster: LocalCluster):
     """`connect_redis(..., asynchronous=True)` (for asyncio services such as the HTTP API) follows the slots."""
     import asyncio

@@ -13,6 +13,7 @@ from agentq.runtime.broker import broker_of
 from agentq.settings import Settings
 from agentq.store.boundary import redact_url
 from agentq.store.connect import POOL_WAIT_S, SentinelUrl, connect_redis, parse_sentinel_url, redact_password
+from agentq.store.pinned import PinnedPoolMixin, pinned_threads_for
 
 REDIS_OPTIONS = {"visibility_timeout": 60.0}
 
@@ -75,6 +76,10 @@ def test_a_synchronous_store_client_takes_its_connections_from_a_blocking_pool()
         assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == size
         assert pool.timeout == POOL_WAIT_S
     assert isinstance(sentinel.connection_pool, SentinelConnectionPool)  # still finds the master through sentinels
+    for client, pinned in ((plain, 0), (sentinel, 1)):  # a quarter of the bound keeps a connection per thread
+        assert isinstance(client.connection_pool, PinnedPoolMixin) and client.connection_pool.pinned_threads == pinned
+        assert client.auto_close_connection_pool  # closing the client closes its connections
+    assert [pinned_threads_for(n) for n in (1, 8, 128, 1024)] == [0, 2, 32, 64]
     for client in (plain, sentinel):
         client.close()
 
