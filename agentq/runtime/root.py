@@ -52,7 +52,7 @@ from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
-from agentq.store.config import ConfigStore
+from agentq.store.companions import batch_queue, config_store, rollout_store, schedule_store, sync_reads
 from agentq.store.contracts import (
     BudgetStore,
     CallStore,
@@ -66,8 +66,6 @@ from agentq.store.contracts import (
 from agentq.store.fleet import RedisFleet
 from agentq.store.fleet_stats import RedisStats
 from agentq.store.limits import RedisLimits
-from agentq.store.rollouts import RolloutStore
-from agentq.store.schedules import ScheduleStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
 from agentq.store.tenants import RedisTenants
@@ -148,11 +146,10 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     fleet = open_fleet(store)
     limits, tenants, stats = RedisLimits(store), RedisTenants(store), RedisStats(store)
     webhooks = WebhookKeys(store, keep_s=settings.webhook_retry_s + settings.job_ttl_s)
-    rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
+    rollout_rules = rollout_store(store, ttl_s=settings.heartbeat_s)
     environment = seeds(settings)  # this process's AGENTQ_* values of the shared settings: they seed unset ones
-    config = FleetConfig(ConfigStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s, seeds=environment),
-                         environment)
-    routing = Routing.from_settings(settings, rules=rollout_store.rules)
+    config = FleetConfig(config_store(store, ttl_s=settings.heartbeat_s, seeds=environment), environment)
+    routing = Routing.from_settings(settings, rules=rollout_rules.rules)
     admission = Admission(store, settings, config.tenant_limits, fleet=fleet)
     dispatcher = Dispatcher(app, routing, TaskSigner(fleet.task_signing_key), admission)
     dispatcher.start_timeouts = store.job_timers.set_start_timeouts  # docs/waits.md#start-timeouts
@@ -165,13 +162,11 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
                       webhooks=webhooks, config=config, fleet=fleet, tenants=tenants)
-    reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
     return Parts(settings=settings, store=store, budgets=store.jobs, leases=store.calls, calls=store.calls,
-                 fleet=fleet, limits=limits, tenants=tenants, stats=stats, webhooks=webhooks, reads=reads, app=app,
-                 routing=routing, dispatcher=dispatcher, jobs=jobs, modules=modules, metrics=metrics,
-                 batches=BatchQueue(store.redis, store.fleet), rollouts=Rollouts(rollout_store, jobs),
-                 tenant_labels=tenant_labels, config=config,
-                 schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs))
+                 fleet=fleet, limits=limits, tenants=tenants, stats=stats, webhooks=webhooks, reads=sync_reads(store),
+                 app=app, routing=routing, dispatcher=dispatcher, jobs=jobs, modules=modules, metrics=metrics,
+                 batches=batch_queue(store), rollouts=Rollouts(rollout_rules, jobs), tenant_labels=tenant_labels,
+                 config=config, schedules=Schedules(schedule_store(store), jobs))
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
