@@ -23,16 +23,22 @@ steps and the clock), none inheriting another; a part that needs another concern
 - `stats.py` (`JobCounts`): the metrics' bookkeeping of jobs as they end, a collaborator given to the parts that
   end or hold jobs (`jobs`, `calls`, `ticks`, `job_timers`), not a base of theirs.
 
-`StateStore` is the connection (its one base: the client, the key layout, `keys()`, `ping`, `close`) holding the
-parts as attributes (`store.jobs`, `store.calls`, ...). The composition root (`runtime/root.py`) hands a part to
-an engine or runtime part whose constructor takes that part's contract alone (the lease keeper its `LeaseStore`,
-the budget gate its `BudgetStore`, ...). The parts of agentq that take several contracts at once (`Store`, or a
-protocol of a few, e.g. the call intake's `IntakeStore`) still take the store: its other members forward, each
-to one method of one part (`Forward`, typed as that method, no `__getattr__`), so callers, tests and benchmarks
-keep `store.claim(...)`; a forward adds no behaviour. The fleet-wide concerns that have no step in a job's
-scripts are parts over the same connection too, built beside this one by the root: `fleet.py` (`RedisFleet`),
-`limits.py` (`RedisLimits`), `tenants.py` (`RedisTenants`), `fleet_stats.py` (`RedisStats`), `webhooks.py`
-(`WebhookKeys`).
+`StateStore` is the connection (its base besides the contract it declares: the client, the key layout, `keys()`,
+`ping`, `close`) holding the parts as attributes (`store.jobs`, `store.calls`, ...). The composition root
+(`runtime/root.py`) hands a part to an engine or runtime part whose constructor takes that part's contract alone
+(the lease keeper its `LeaseStore`, the budget gate its `BudgetStore`, ...). The parts of agentq that take several
+contracts at once (`Store`, or a protocol of a few, e.g. the call intake's `IntakeStore`) still take the store: its
+other members forward, each to one method of one part (`Forward`, typed as that method, no `__getattr__`), so
+callers, tests and benchmarks keep `store.claim(...)` (the choice: handing each of those parts the several parts it
+uses would redirect ~120 call sites and their tests' rigs at once; the forwards keep that for later, one caller at a
+time). A forward adds no behaviour, and `StateStore` declares the `Store` contract, so mypy checks every forward
+against its contract's signature and a contract member with no forward is an abstract member (`StateStore()` would
+not type-check).
+
+The fleet-wide concerns that have no step in a job's scripts are parts over the same connection too, built beside
+this one by the root: `fleet.py` (`RedisFleet`), `limits.py` (`RedisLimits`), `tenants.py` (`RedisTenants`),
+`fleet_stats.py` (`RedisStats`), `webhooks.py` (`WebhookKeys`); and `companions.py` builds the store's other parts
+over it (config, rollout rules, schedules, the batch queue, the client's reads).
 """
 
 from __future__ import annotations
