@@ -50,7 +50,7 @@ from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, output_messages
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.contracts import LimitStore
+from agentq.store.contracts import LeaseStore, LimitStore
 from agentq.store.replies import (
     Claim,
     Claimed,
@@ -93,10 +93,11 @@ class Executor:
                  known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
                  submit_child: SubmitChild | None = None, signer: TaskSigner | None = None,
-                 hooks: Hook | None = None, batch: Lane | None = None, limits: LimitStore | None = None):
+                 hooks: Hook | None = None, batch: Lane | None = None, limits: LimitStore | None = None,
+                 leases: LeaseStore | None = None):
         self.settings = settings
         # every store step is retried while the store is unreachable (see engine/outages.py); the lease
-        # keeper has its own loop and keeps the store itself
+        # keeper has its own loop and keeps the store itself (`leases`: the store's part for them, else `store`)
         self.store = cast(Store, PatientStore(store, settings.store_retry_s))
         self.source = source
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
@@ -104,7 +105,7 @@ class Executor:
         # every model request goes through the hooks' gates (the budget, ...) to the LLM
         # (`batch`: the batch lane, for jobs with `options.priority: "batch"`)
         self.model = ModelRequests(llm, self.hooks, batch=batch) if llm is not None else None
-        self.leases = LeaseKeeper(store, settings.lease_s)
+        self.leases = LeaseKeeper(leases if leases is not None else store, settings.lease_s)
         self.intake = CallIntake(self.store, activities, lease_ms=int(settings.lease_s * 1000), signer=signer,
                                  source=source)
         self.runner = CallRunner(activities, default_timeout_s=settings.default_timeout_s,

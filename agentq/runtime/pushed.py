@@ -35,7 +35,7 @@ from agentq.store.connect import is_sentinel_url, scheme_of
 if TYPE_CHECKING:
     from agentq.runtime.app import Dispatcher
     from agentq.settings import Settings
-    from agentq.store.base import Store
+    from agentq.store.contracts import Connection
 
 log = logging.getLogger("agentq.admission")
 
@@ -115,7 +115,7 @@ def _command(publication: Commands) -> tuple[str, str, str] | None:
     return None if "\n" in key else (name, key, value)
 
 
-def broker_is_store(settings: Settings, app: Any, store: Store) -> bool:
+def broker_is_store(settings: Settings, app: Any, store: Connection) -> bool:
     """Whether the broker is the state store's own Redis, where the admission step can push tasks: the same URL of
     a single Redis (not a cluster, not Sentinel), no key prefix kombu would add."""
     url = settings.effective_broker_url

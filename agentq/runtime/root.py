@@ -52,13 +52,20 @@ from agentq.runtime.service import JobService
 from agentq.settings import Settings
 from agentq.store.base import Store
 from agentq.store.batches import BatchQueue
-from agentq.store.config import ConfigStore
-from agentq.store.contracts import FleetPart, LimitStore, StatsStore, TenantLimitStore, WebhookStore
+from agentq.store.companions import batch_queue, config_store, rollout_store, schedule_store, sync_reads
+from agentq.store.contracts import (
+    BudgetStore,
+    CallStore,
+    FleetPart,
+    LeaseStore,
+    LimitStore,
+    StatsStore,
+    TenantLimitStore,
+    WebhookStore,
+)
 from agentq.store.fleet import RedisFleet
 from agentq.store.fleet_stats import RedisStats
 from agentq.store.limits import RedisLimits
-from agentq.store.rollouts import RolloutStore
-from agentq.store.schedules import ScheduleStore
 from agentq.store.state import StateStore
 from agentq.store.sync_reads import SyncReads
 from agentq.store.tenants import RedisTenants
@@ -76,7 +83,11 @@ class Parts:
     """What a process needs to submit, follow and run jobs against one deployment."""
 
     settings: Settings
-    store: Store  # a job's state machine: the job-step facade
+    store: Store  # a job's state machine: the job-step store, for the parts that take several of its contracts
+    # its parts handed alone to the engine's parts that take that one contract (`store/state.py`)
+    budgets: BudgetStore  # `store.jobs`: the budget gate's
+    leases: LeaseStore  # `store.calls`: the lease keeper's
+    calls: CallStore  # `store.calls`: the batch lane's task waker's
     # the store's fleet-wide parts, each over the store's connection (`store/part.py`; a new part: a field here and
     # its construction in `connect`)
     fleet: FleetPart  # workers, activities, tools, the task-signing key, node names
@@ -130,19 +141,18 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     metrics = metrics if metrics is not None else Metrics()
     telemetry.configure(settings)  # OpenTelemetry traces when the OTEL_* variables ask for them (docs/tracing.md)
     store = open_store(settings)
-    job_traces.bind(store)  # where the first process tracing a job nobody traced yet stores its context
+    job_traces.bind(store.jobs)  # where the first process tracing a job nobody traced yet stores its context
     app = create_app(settings)
     fleet = open_fleet(store)
     limits, tenants, stats = RedisLimits(store), RedisTenants(store), RedisStats(store)
     webhooks = WebhookKeys(store, keep_s=settings.webhook_retry_s + settings.job_ttl_s)
-    rollout_store = RolloutStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s)
+    rollout_rules = rollout_store(store, ttl_s=settings.heartbeat_s)
     environment = seeds(settings)  # this process's AGENTQ_* values of the shared settings: they seed unset ones
-    config = FleetConfig(ConfigStore(store.redis, store.fleet, ttl_s=settings.heartbeat_s, seeds=environment),
-                         environment)
-    routing = Routing.from_settings(settings, rules=rollout_store.rules)
+    config = FleetConfig(config_store(store, ttl_s=settings.heartbeat_s, seeds=environment), environment)
+    routing = Routing.from_settings(settings, rules=rollout_rules.rules)
     admission = Admission(store, settings, config.tenant_limits, fleet=fleet)
     dispatcher = Dispatcher(app, routing, TaskSigner(fleet.task_signing_key), admission)
-    dispatcher.start_timeouts = store.set_start_timeouts  # docs/waits.md#start-timeouts
+    dispatcher.start_timeouts = store.job_timers.set_start_timeouts  # docs/waits.md#start-timeouts
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     if broker_is_store(settings, app, store):
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
@@ -152,12 +162,11 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
                       local_activities_are_live=local_activities_are_live, module_loader=modules.loader,
                       hooks=Hooks([CallMetrics(metrics, tenant_labels.label)]),
                       webhooks=webhooks, config=config, fleet=fleet, tenants=tenants)
-    reads = SyncReads(store.redis, url=store.url, namespace=store.namespace, cluster=store.cluster)
-    return Parts(settings=settings, store=store, fleet=fleet, limits=limits, tenants=tenants, stats=stats,
-                 webhooks=webhooks, reads=reads, app=app, routing=routing, dispatcher=dispatcher,
-                 jobs=jobs, modules=modules, metrics=metrics, batches=BatchQueue(store.redis, store.fleet),
-                 rollouts=Rollouts(rollout_store, jobs), tenant_labels=tenant_labels, config=config,
-                 schedules=Schedules(ScheduleStore(store.redis, store.fleet), jobs))
+    return Parts(settings=settings, store=store, budgets=store.jobs, leases=store.calls, calls=store.calls,
+                 fleet=fleet, limits=limits, tenants=tenants, stats=stats, webhooks=webhooks, reads=sync_reads(store),
+                 app=app, routing=routing, dispatcher=dispatcher, jobs=jobs, modules=modules, metrics=metrics,
+                 batches=batch_queue(store), rollouts=Rollouts(rollout_rules, jobs), tenant_labels=tenant_labels,
+                 config=config, schedules=Schedules(schedule_store(store), jobs))
 
 
 def open_llm(settings: Settings, metrics: Metrics, prices: PriceTable | None = None) -> LLM | None:
@@ -174,8 +183,7 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
     to its model's fleet-wide rate limits (the fleet's `llm_limits`, read once per heartbeat)."""
     settings = parts.settings
     table = prices if prices is not None else LivePrices(parts.config.prices)
-    patient = cast(Store, PatientStore(parts.store, settings.store_retry_s))
-    budget = BudgetGate(patient, table)
+    budget = BudgetGate(cast(BudgetStore, PatientStore(parts.budgets, settings.store_retry_s)), table)
     # after the budget: a refused request takes nothing
     limiter = ModelLimiter(PatientStore(parts.limits, settings.store_retry_s), parts.config.model_limits)
     counted = functools.partial(count_request, parts.metrics)
@@ -192,7 +200,7 @@ def create_executor(parts: Parts, activities: ActivityRegistry, *, llm: LLM | No
                     submit_child=parts.jobs.submit_child, signer=parts.dispatcher.signer,
                     hooks=Hooks([CallMetrics(parts.metrics, parts.tenant_labels.label),
                                  RolloutStats(parts.rollouts.store), budget, limiter, *tracing_hooks()]), batch=lane,
-                    limits=parts.limits)
+                    limits=parts.limits, leases=parts.leases)
 
 
 def tracing_hooks() -> list[Hook]:
@@ -214,7 +222,7 @@ def batch_poller(parts: Parts) -> BatchPoller | None:
     def make_round() -> BatchRound:
         client = make_client(api_key=api_key(settings), base_url=None, timeout_s=settings.llm_timeout_s,
                              max_retries=2, connections=4)
-        return BatchRound(queue, BatchClient(client), TaskWaker(parts.store, parts.dispatcher),
+        return BatchRound(queue, BatchClient(client), TaskWaker(parts.calls, parts.dispatcher),
                           max_requests=settings.batch_max_requests, max_bytes=settings.batch_max_bytes,
                           max_age_s=settings.batch_max_age_s)
 

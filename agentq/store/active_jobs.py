@@ -1,4 +1,4 @@
-"""What the restart check reads of the fleet's active jobs: `ActiveJobReads`, a mixin of `StateStore`.
+"""What the restart check reads of the fleet's active jobs: `RedisActiveJobs`, a part of `StateStore`.
 
 After a restart of the store's server (which is the broker too), the engine's own tasks may be lost: an agent's tick,
 a latent, module or wait call's task. Nothing admits them, so the admission's own check (`admitted_before`) does not
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from agentq.protocol.records import JobKind
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.views import JobHead
 
 PAGE = 200  # jobs read per pipeline
@@ -23,7 +23,7 @@ _ACTIVE = {s.value for s in JobStatus if s.is_active}
 
 
 @map_store_errors
-class ActiveJobReads(StoreConnection):
+class RedisActiveJobs(StorePart):
     """The restart check's reads of the active jobs (see the module docstring)."""
 
     def active_job_heads(self, limit: int) -> list[JobHead]:

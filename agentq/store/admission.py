@@ -1,4 +1,4 @@
-"""The store's side of the admission of ready calls (docs/tenants.md): `AdmissionSteps`, and what it takes (`Ticket`,
+"""The store's side of the admission of ready calls (docs/tenants.md): `RedisAdmission`, and what it takes (`Ticket`,
 `AdmissionConfig`).
 
 A ready call of an activity queue enters its Celery queue only once admitted (`runtime/admission.py` decides what
@@ -27,7 +27,7 @@ from typing import Any
 
 from agentq.protocol.admission import AdmissionConfig, AdmissionRequest, Ticket
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 
 ADMISSION_PARTS = ("info", "counts", "parked", "queues", "vtime")
 TOUCHED = 500  # members touched per step
@@ -36,7 +36,7 @@ COUNTED = ("q:", "t:", "k:")  # the counts' fields of admitted calls, per queue,
 
 
 @map_store_errors
-class AdmissionSteps(StoreConnection):
+class RedisAdmission(StorePart):
     """The admission of calls (see the module docstring)."""
 
     def admit_calls(self, tickets: Sequence[Ticket], config: AdmissionConfig, *, ended: Sequence[str] = (),
@@ -128,7 +128,7 @@ class AdmissionSteps(StoreConnection):
         return held - {""}
 
 
-def admission_step(store: StoreConnection, tickets: Sequence[Ticket], config: AdmissionConfig,
+def admission_step(store: StorePart, tickets: Sequence[Ticket], config: AdmissionConfig,
                    ended: Sequence[str] = (), fill: Sequence[str] = ()) -> tuple[list[str], list[str | int]]:
     """The KEYS and ARGV of an `admission.lua` step."""
     keys = [store.fleet.admission(part) for part in ADMISSION_PARTS]
@@ -139,7 +139,7 @@ def admission_step(store: StoreConnection, tickets: Sequence[Ticket], config: Ad
     return keys, args
 
 
-def queue_admission(store: StoreConnection, pipe: Any, request: AdmissionRequest | None, job_key: str) -> bool:
+def queue_admission(store: StorePart, pipe: Any, request: AdmissionRequest | None, job_key: str) -> bool:
     """Add `request`'s step to a new job's write pipeline, after the job's script, on a single Redis (not on a
     cluster: the job's keys are in another slot); whether it was added. The step runs only if the job's hash
     `job_key` exists then (`admission.lua`'s KEYS[6]). `took_admission` reads its reply."""

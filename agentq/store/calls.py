@@ -16,17 +16,23 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.boundary import map_store_errors
+from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
+from agentq.store.part import StorePart
 from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, Settle, Settled
-from agentq.store.stats import StatsSteps
+from agentq.store.stats import JobCounts
 from agentq.store.views import CallTable
 
 RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
 
 
 @map_store_errors
-class CallSteps(StatsSteps):
-    """Running a job's calls (a mixin of `StateStore`)."""
+class RedisCalls(StorePart):
+    """Running a job's calls (a part of `StateStore`)."""
+
+    def __init__(self, conn: StoreConnection, counts: JobCounts):
+        super().__init__(conn)
+        self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
 
     def claim(self, job_id: str, call_id: str, *, token: str, lease_ms: int, log_offset: int = -1,
               job_started: Envelope | None = None, record: CallRecord | None = None, record_sha: str = "",
@@ -74,12 +80,12 @@ class CallSteps(StatsSteps):
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
             if commit.finalized and ahead is not None:
-                self._count_end(job_id, ahead.record.status, ahead.record.tenant)
+                self.counts.count_end(job_id, ahead.record.status, ahead.record.tenant)
         return commit
 
     def _after_committed(self, job_id: str, commit: Committed) -> None:
         if commit.job_status is JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
-            self._may_hold_approvals(job_id)
+            self.counts.may_hold_approvals(job_id)
 
     def settle(self, job_id: str, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict] = (),

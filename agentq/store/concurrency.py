@@ -1,4 +1,4 @@
-"""The store's side of job concurrency keys (docs/tenants.md): `ConcurrencySteps`.
+"""The store's side of job concurrency keys (docs/tenants.md): `RedisConcurrency`.
 
 A tenant's keys share the hash tag of its name (`agentq:conc:{<tenant>}:…`): who holds a key (a zset, job id -> its
 expiry), who waits for it (a zset, job id -> its place in line) and each job's keys (a hash), so admitting a job
@@ -22,11 +22,11 @@ from agentq.protocol.envelopes import Envelope
 from agentq.protocol.status import JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 
 
 @map_store_errors
-class ConcurrencySteps(StoreConnection):
+class RedisConcurrency(StorePart):
     """Admitting, releasing and starting jobs with concurrency keys (see the module docstring)."""
 
     def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *, expire_at_ms: int) -> list[str]:

@@ -1,9 +1,9 @@
 """`StoreConnection`: what every concern of the Redis store shares — the connection, the key layout and the Lua
 steps.
 
-The store's concerns (`jobs`, `calls`, `ticks`, `events`, `fleet`, `stats`) are mixins over this class, and
-`state.StateStore` is the one class composed of them that callers construct. A mixin that needs another
-concern's helper inherits from that mixin, so each module type-checks on its own.
+Every concern of the store is a part over one instance of this class (`part.StorePart`), none inheriting
+another; `state.StateStore` is this connection holding the job-step parts, and the fleet-wide parts are built
+over it by the composition root.
 """
 
 from __future__ import annotations

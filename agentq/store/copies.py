@@ -1,4 +1,4 @@
-"""The store's side of continuing and forking a job (docs/continue-and-fork.md): `CopySteps`.
+"""The store's side of continuing and forking a job (docs/continue-and-fork.md): `RedisCopies`.
 
 What a copy reads of its source job (the job hash, the log and exchanges as stored JSON, the spec) is one pipeline
 on the source's slot; the copy itself is written by `create_job` with a `Seed` (submit.lua: one atomic step). A
@@ -15,13 +15,19 @@ from agentq.protocol.continuation import CopySource
 from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import decode_job
-from agentq.store.jobs import JobSteps
+from agentq.store.connection import StoreConnection
+from agentq.store.contracts import JobReader
+from agentq.store.part import StorePart
 from agentq.store.sync_reads import run
 
 
 @map_store_errors
-class CopySteps(JobSteps):
-    """Reading a job to copy, and the listings of threads and forks (a mixin of `StateStore`)."""
+class RedisCopies(StorePart):
+    """Reading a job to copy, and the listings of threads and forks (a part of `StateStore`)."""
+
+    def __init__(self, conn: StoreConnection, jobs: JobReader):
+        super().__init__(conn)
+        self.jobs = jobs  # tells an expired job from one never submitted (`missing`)
 
     def copy_source(self, job_id: str) -> CopySource:
         """The job as a copy reads it, in one round trip; `JobExpiredError` / `JobNotFoundError` when it is gone."""
@@ -33,7 +39,7 @@ class CopySteps(JobSteps):
         pipe.hmget(keys.spec, ["submitted", "registered"])
         fields, log, exchanges, (submitted, registered) = pipe.execute()
         if not fields:
-            raise self.missing(job_id)
+            raise self.jobs.missing(job_id)
         return CopySource(decode_job(fields), tuple(log), tuple(exchanges),
                           json.loads(submitted or fields.get("submitted") or "null"),
                           json.loads(registered or fields.get("registered") or "{}"))

@@ -13,13 +13,13 @@ from agentq.protocol.envelopes import Envelope
 from agentq.store import core
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.sync_reads import run
 
 
 @map_store_errors
-class EventSteps(StoreConnection):
-    """A job's event stream (a mixin of `StateStore`)."""
+class RedisEvents(StorePart):
+    """A job's event stream (a part of `StateStore`)."""
 
     def add_events(self, job_id: str, envelopes: Sequence[Envelope]) -> None:
         if not envelopes:

@@ -18,9 +18,11 @@ from agentq.protocol.records import JobRecord
 from agentq.protocol.status import JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
+from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
+from agentq.store.part import StorePart
 from agentq.store.script_runner import ScriptRunner
-from agentq.store.stats import StatsSteps
+from agentq.store.stats import JobCounts
 from agentq.store.views import DeadlineEnd
 
 JOB_TIMER_SCRIPTS = ("deadline", "start_timeout")
@@ -37,8 +39,12 @@ def job_timer_member(job_id: str, kind: str) -> str:
 
 
 @map_store_errors
-class JobTimerSteps(StatsSteps):
-    """Set and drop a job's timers; end a job at its deadline."""
+class RedisJobTimers(StorePart):
+    """Set and drop a job's timers; end a job at its deadline (a part of `StateStore`)."""
+
+    def __init__(self, conn: StoreConnection, counts: JobCounts):
+        super().__init__(conn)
+        self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
 
     _job_timer_scripts: ScriptRunner | None = None
 
@@ -99,7 +105,7 @@ class JobTimerSteps(StatsSteps):
             raise not_found(job_id)
         if outcome != "ended":
             return DeadlineEnd(outcome)
-        self._count_end(job_id, JobStatus.FAILED, record.tenant)
+        self.counts.count_end(job_id, JobStatus.FAILED, record.tenant)
         ready, running, waiting = (_ids(reply[i]) for i in (1, 2, 3))
         return DeadlineEnd("ended", ready=ready, running=running, waiting=waiting)
 

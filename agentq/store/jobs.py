@@ -26,10 +26,12 @@ from agentq.store import core
 from agentq.store.admission import queue_admission, took_admission
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import USAGE_PREFIX, decode_job
+from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
 from agentq.store.job_timers import UNSTARTED, job_timer_member
+from agentq.store.part import StorePart
 from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
-from agentq.store.stats import StatsSteps
+from agentq.store.stats import JobCounts
 from agentq.store.submission import held_calls, submission_payload
 from agentq.store.sync_reads import run
 
@@ -37,8 +39,12 @@ JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job'
 
 
 @map_store_errors
-class JobSteps(StatsSteps):
-    """Submitting, ending and reading jobs (a mixin of `StateStore`)."""
+class RedisJobs(StorePart):
+    """Submitting, ending and reading jobs (a part of `StateStore`)."""
+
+    def __init__(self, conn: StoreConnection, counts: JobCounts):
+        super().__init__(conn)
+        self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
 
     # ------------------------------------------------------------------------------------------ submission
 
@@ -146,7 +152,7 @@ class JobSteps(StatsSteps):
 
         replies = self.redis.transaction(write, keys.job)
         if replies:
-            self._count_end(job_id, JobStatus.FAILED, tenant)
+            self.counts.count_end(job_id, JobStatus.FAILED, tenant)
         return bool(replies)
 
     # ------------------------------------------------------------------------------------------- its end
@@ -154,7 +160,7 @@ class JobSteps(StatsSteps):
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
         ended = self.scripts.finalize(self.keys(job_id), record=record, event=event)
         if ended:
-            self._count_end(job_id, record.status, record.tenant)
+            self.counts.count_end(job_id, record.status, record.tenant)
         return ended
 
     def cancel(self, job_id: str, *, event: Envelope) -> tuple[JobStatus, list[str]]:
@@ -167,7 +173,7 @@ class JobSteps(StatsSteps):
                 return status, []
             case canceled:
                 tenant = self.redis.hget(self.keys(job_id).job, "tenant") or DEFAULT_TENANT
-                self._count_end(job_id, JobStatus.CANCELED, tenant)
+                self.counts.count_end(job_id, JobStatus.CANCELED, tenant)
                 return JobStatus.CANCELED, canceled.ready
 
     def save_record(self, job_id: str, record: JobRecord) -> None:

@@ -1,10 +1,12 @@
-"""`StorePart`: the base of the Redis store's fleet-wide parts — the concerns that have no step in a job's scripts
-(the fleet, the models' rate limits, the tenants' job limits, the metrics' scrape-time reads, webhooks).
+"""`StorePart`: the base of every part of the Redis store: the job-step parts `StateStore` holds (`RedisJobs`,
+`RedisCalls`, ...: `state.py`) and the fleet-wide ones, the concerns that have no step in a job's scripts (the
+fleet, the models' rate limits, the tenants' job limits, the metrics' scrape-time reads, webhooks).
 
-A part is not a mixin of `StateStore`: it takes the store's one connection (`StoreConnection`: the Redis client,
-the key layout, the loaded Lua steps, the clock) and is built once by the composition root (`runtime/root.py`),
-which hands it to the runtime and engine parts that use it, typed by its contract (`contracts.py`). Its public
-methods map connection errors as the store's do (`boundary.map_store_errors` on each part's class).
+A part is no mixin: it takes the store's one connection (`StoreConnection`: the Redis client, the key layout, the
+loaded Lua steps, the clock), and a part that needs another concern is given that part. The fleet-wide ones are
+built once by the composition root (`runtime/root.py`), which hands each part to the runtime and engine parts that
+use it, typed by its contract (`contracts.py`). Its public methods map connection errors as the store's do
+(`boundary.map_store_errors` on each part's class).
 """
 
 from __future__ import annotations

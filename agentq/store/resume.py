@@ -1,4 +1,4 @@
-"""Resuming an ended job in the store (docs/resume.md): `ResumeSteps`, a mixin of `StateStore`, runs `resume.lua`, the
+"""Resuming an ended job in the store (docs/resume.md): `RedisResumes`, a part of `StateStore`, runs `resume.lua`, the
 one atomic step that takes a failed or canceled job back to running (so of two resumes at once, one resumes it), and
 the fleet-wide bookkeeping a job's end took back (the active jobs the metrics count), written after the step as
 `create_job` writes a new job's.
@@ -20,7 +20,7 @@ from agentq.protocol.records import CallRecord, JobKind
 from agentq.protocol.status import JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.resume_contract import ResumeConflict, Resumed, ResumeMissing, ResumeReply
 from agentq.store.script_runner import ScriptRunner
 
@@ -46,8 +46,8 @@ class ResumeArgs:
 
 
 @map_store_errors
-class ResumeSteps(StoreConnection):
-    """The resume step (a mixin of `StateStore`)."""
+class RedisResumes(StorePart):
+    """The resume step (a part of `StateStore`)."""
 
     _resume_scripts: ScriptRunner | None = None
 
@@ -86,7 +86,7 @@ class ResumeSteps(StoreConnection):
 
     def _count_resumed(self, job_id: str, expire_at_ms: int, *, held: bool) -> None:
         """A resumed job is active again for the metrics (its end takes it out again); best effort, as a job's end's
-        bookkeeping is (`StatsSteps._count_end`)."""
+        bookkeeping is (`JobCounts.count_end`)."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000})

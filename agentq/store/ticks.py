@@ -17,17 +17,22 @@ from agentq.protocol.plans import PlannedCall
 from agentq.protocol.records import CallRecord, ParentLink
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import agent_inputs_of
+from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
 from agentq.store.event_codec import pack
-from agentq.store.events import EventSteps
+from agentq.store.part import StorePart
 from agentq.store.replies import CallsAdded, TickClaim, TickEnded
-from agentq.store.stats import StatsSteps
+from agentq.store.stats import JobCounts
 from agentq.store.views import AgentInputs, RelayCursor
 
 
 @map_store_errors
-class TickSteps(StatsSteps, EventSteps):
-    """Agent ticks and module relay's writes (a mixin of `StateStore`)."""
+class RedisTicks(StorePart):
+    """Agent ticks and module relay's writes (a part of `StateStore`)."""
+
+    def __init__(self, conn: StoreConnection, counts: JobCounts):
+        super().__init__(conn)
+        self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
 
     def begin_tick(self, job_id: str, *, exchanges: int, token: str, lease_ms: int,
                    job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim:
@@ -88,7 +93,7 @@ class TickSteps(StatsSteps, EventSteps):
         if not isinstance(added, CallsAdded):
             return None
         if any(plan.approval for plan in plans):
-            self._may_hold_approvals(job_id)
+            self.counts.may_hold_approvals(job_id)
         return added.ready
 
     def end_tick(self, job_id: str, *, token: str, exchange: dict, counts: bool, output: Any = None,

@@ -26,7 +26,7 @@ class AgentInputs:
 
 @dataclass(frozen=True)
 class JobHead:
-    """What the restart check reads of an active job (`ActiveJobReads.active_job_heads`)."""
+    """What the restart check reads of an active job (`RedisActiveJobs.active_job_heads`)."""
 
     job_id: str
     status: JobStatus

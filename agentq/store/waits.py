@@ -1,4 +1,4 @@
-"""Waits in Redis (docs/waits.md): `WaitSteps`, the store's side of `engine/waits.py`.
+"""Waits in Redis (docs/waits.md): `RedisWaits`, the store's side of `engine/waits.py`.
 
 A wait call's state lives in its job's keys (one Cluster slot): `waits` (call id -> the open wait, and
 `<call>:woken` -> what ended it, decided once) and `signals:<name>` (signals no wait took yet). Its due time lives in
@@ -18,7 +18,7 @@ from typing import Any
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.waits import WAIT_FOR_SIGNAL, WaitSpec, event_digests, wait_digest
 from agentq.store.boundary import map_store_errors
-from agentq.store.connection import StoreConnection
+from agentq.store.part import StorePart
 from agentq.store.script_runner import ScriptRunner
 from agentq.store.views import WaitTaken
 
@@ -31,7 +31,7 @@ def timer_member(job_id: str, call_id: str) -> str:
 
 
 @map_store_errors
-class WaitSteps(StoreConnection):
+class RedisWaits(StorePart):
     """Open, wake, decide and time waits; keep and deliver signals; find the waits an event matches."""
 
     _wait_scripts: ScriptRunner | None = None

@@ -12,7 +12,7 @@ from tests.redis_trips import RoundTrips
 
 TIMEOUT = 30.0
 OUTPUT = {"type": "object", "properties": {"done": {"type": "boolean"}}, "required": ["done"]}
-COUNTED_END = "ZREM+ZREM+ZREM+HINCRBY+HINCRBY"  # `StatsSteps._count_end`: one pipeline
+COUNTED_END = "ZREM+ZREM+ZREM+HINCRBY+HINCRBY"  # `JobCounts.count_end`: one pipeline
 JOB = {"context": [{"type": "text", "text": "Think, then answer."}], "tools": [], "output": OUTPUT}
 
 

@@ -64,7 +64,7 @@ def test_the_step_does_nothing_when_the_job_was_not_written(redis_url: str):
         store.admit_calls([], config)  # the step's script loaded
         request = AdmissionRequest([Ticket(member="job_x/c1", queue=Q, tenant="a")], config)
         pipe = store.redis.pipeline(transaction=False)
-        assert queue_admission(store, pipe, request, store.keys("job_x").job)
+        assert queue_admission(store.admission, pipe, request, store.keys("job_x").job)
         assert took_admission(request, pipe.execute(raise_on_error=False), True) == []
         assert request.reply is None and store.admission_counts() == {} and store.admitted_before(2**53) == []
     finally:
