@@ -129,20 +129,23 @@ class Dispatcher:
         return self._found
 
     def cpu_s(self) -> float:
-        return sum(self.counts()[:2])
+        user, kernel, *_ = self.counts()
+        return user + kernel
 
-    def counts(self) -> tuple[float, float, int]:
-        """CPU seconds in user space and in the kernel, and context switches, of the dispatcher so far."""
+    def counts(self) -> tuple[float, float, int, int]:
+        """CPU seconds in user space and in the kernel, and context switches (voluntary, involuntary), of the
+        dispatcher so far."""
         user = system = 0.0
-        switches = 0
+        voluntary = involuntary = 0
         for proc in self.processes():
             try:
                 times, switched = proc.cpu_times(), proc.num_ctx_switches()
             except psutil.NoSuchProcess:
                 continue
             user, system = user + times.user, system + times.system
-            switches += switched.voluntary + switched.involuntary
-        return user, system, switches
+            waited, made = thread_switches(proc.pid, (switched.voluntary, switched.involuntary))
+            voluntary, involuntary = voluntary + waited, involuntary + made
+        return user, system, voluntary, involuntary
 
     def rss(self) -> int:
         total = 0
@@ -182,6 +185,20 @@ class Dispatcher:
         self.log.close()
 
 
+def thread_switches(pid: int, leader: tuple[int, int]) -> tuple[int, int]:
+    """The context switches of every thread of process `pid`, (voluntary: it waited, involuntary: it was made to
+    give the CPU up); psutil's counts are its first thread's alone, on Linux: `leader`, used where /proc has no
+    threads to read."""
+    counts, found = [0, 0], False
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        with contextlib.suppress(OSError):
+            for line in status.read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                    counts[line.startswith("non")] += int(line.split()[1])
+                    found = True
+    return (counts[0], counts[1]) if found else leader
+
+
 def wait_live(client: Client, dispatcher: Dispatcher, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not any(w.pid == dispatcher.popen.pid for w in client._parts.fleet.live_workers()):
@@ -203,7 +220,8 @@ class Held:
     rss_mb: float
     cpu_s: float
     kernel_s: float  # of which in the kernel (system calls, waking threads)
-    switches: int  # the dispatcher's context switches
+    switches: int  # the dispatcher's context switches (all its threads')
+    involuntary: int  # of which those where a thread was made to give its CPU up
     requests: int
     failed: int
     fake_cpu_s: float  # this process: the fake Messages API (its server threads)
@@ -261,13 +279,13 @@ def held(redis: RedisServer, fake: FakeAnthropic, dispatcher: Dispatcher, count:
     redis_process, this_process = psutil.Process(redis.pid), psutil.Process()
     before, fake_cpu, redis_cpu = dispatcher.counts(), cpu_of(this_process), cpu_of(redis_process)
     wall, submitted, records, client_cpu = run_jobs(redis.url, count, max_ticks=4)
-    user, kernel, switches = (after - first for after, first in zip(dispatcher.counts(), before, strict=True))
+    user, kernel, waited, made = (after - first for after, first in zip(dispatcher.counts(), before, strict=True))
     fake_cpu, redis_cpu = cpu_of(this_process) - fake_cpu, cpu_of(redis_process) - redis_cpu
     dispatcher.stop_sampling()
     failed = sum(1 for r in records if r["status"] != "succeeded")
     return Held(jobs=count, peak=fake.peak_in_flight, wall_s=wall, ideal_s=2 * stream_s, submit_s=submitted,
                 rss_mb=dispatcher.peak_rss / 2**20, cpu_s=user + kernel, kernel_s=kernel,
-                switches=int(switches), requests=len(fake.exchanges) - answered,
+                switches=int(waited + made), involuntary=int(made), requests=len(fake.exchanges) - answered,
                 failed=failed, fake_cpu_s=fake_cpu, client_cpu_s=client_cpu, redis_cpu_s=redis_cpu)
 
 
@@ -380,7 +398,8 @@ def report(rows: list[Held], costs: list[Overhead], args: Any) -> None:
           "(submitting and waiting), redis-server")
     for r in rows:
         per = 1000 / max(1, r.requests)
-        print(f"{r.jobs:>6}  kernel {r.kernel_s * per:>5.1f}  switches {r.switches / max(1, r.requests):>5.0f}  "
+        print(f"{r.jobs:>6}  kernel {r.kernel_s * per:>5.1f}  switches {r.switches / max(1, r.requests):>4.0f} "
+              f"({r.involuntary / max(1, r.requests):>3.0f} involuntary)  "
               f"fake {r.fake_cpu_s * per:>5.1f}  client {r.client_cpu_s * per:>5.1f}  "
               f"redis {r.redis_cpu_s * per:>5.1f}")
     print()
