@@ -115,7 +115,7 @@ def post(client: Any, params: dict[str, Any]) -> Any:
     body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
     template = _template(client)
     if template is not None:
-        return send(template, body)
+        return send(client, template, body)
     from anthropic import Stream
     from anthropic.types import Message, RawMessageStreamEvent
 
@@ -128,8 +128,8 @@ _TEMPLATES_LOCK = threading.Lock()
 
 
 def _template(client: Any) -> Template | None:
-    """`client`'s request template (`send.Template`), made on its first request; None when its requests go
-    through the SDK's ``post``."""
+    """`client`'s request template (`send.Template`), made on its first request (or by `prepare_requests`); None
+    when its requests go through the SDK's ``post``."""
     try:
         return _TEMPLATES[client]
     except KeyError:
@@ -138,6 +138,12 @@ def _template(client: Any) -> Template | None:
         if client not in _TEMPLATES:
             _TEMPLATES[client] = Template(client) if direct(client) else None
         return _TEMPLATES[client]
+
+
+def prepare_requests(clients: list[Any]) -> None:
+    """Make the request templates of `clients` now (a dispatcher about to start: see `AnthropicLLM.prepare`)."""
+    for client in clients:
+        _template(client)
 
 
 class Fields(dict):
@@ -227,4 +233,4 @@ _CANNED_STREAM = b"".join(_sse(event["type"], event) for event in _CANNED_EVENTS
 
 
 __all__ = ["PER_SHARD", "Fields", "Shards", "canned_stream", "events", "http_client", "make_client", "post",
-           "shard_count"]
+           "prepare_requests", "shard_count"]

@@ -19,7 +19,8 @@ from typing import Any
 
 class Template:
     """What the SDK sends with every streamed ``POST /v1/messages`` of `client`: its URL, headers (all but the
-    body's length) and extensions (its timeouts)."""
+    body's length) and extensions (its timeouts). It keeps no reference to the client (`sdk.post` keeps the
+    templates by client, weakly)."""
 
     def __init__(self, client: Any) -> None:
         from anthropic._models import FinalRequestOptions
@@ -29,7 +30,6 @@ class Template:
         options = client._prepare_options(client._copy_and_prepare(options))
         request = client._build_request(options, retries_taken=0)
         client._prepare_request(request)
-        self.client = client
         self.method = request.method
         self.url = request.url
         headers = request.headers.copy()
@@ -48,13 +48,13 @@ def direct(client: Any) -> bool:
             and client._idempotency_header is None and client.custom_auth is None)
 
 
-def send(template: Template, body: bytes) -> Any:
-    """Send `body` as the SDK would send it with `template`'s client; its stream (an ``anthropic.Stream``)."""
+def send(client: Any, template: Template, body: bytes) -> Any:
+    """Send `body` as the SDK would send it with `client` (`template`, its own); its stream (an
+    ``anthropic.Stream``)."""
     import anthropic
     import httpx2
     from anthropic.types import Message
 
-    client = template.client
     request = httpx2.Request(template.method, template.url, headers=template.headers, content=body,
                              extensions=template.extensions)
     try:

@@ -4,7 +4,9 @@ events as the SDK's decoder reads them; each call of a streamed solution parsed 
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +67,36 @@ def test_a_request_is_the_one_the_sdk_sends_and_the_sdk_builds_it_once(llm, anth
     assert (first.headers, first.raw) == (by_sdk.headers, by_sdk.raw)
     assert first.headers["authorization"] == "Bearer sk-ant-fake-key"
     assert first.headers["x-stainless-retry-count"] == "0"
+
+
+def test_a_prepared_provider_builds_no_request_and_a_template_keeps_no_client(anthropic_env, monkeypatch) -> None:
+    """`prepare` makes every client copy's template (none is built by a request after it); a client dropped is
+    not kept alive by its template."""
+    built: list[int] = []
+    build = anthropic.Anthropic._build_request
+
+    def counted(self: Any, *args: Any, **kw: Any) -> Any:
+        built.append(1)
+        return build(self, *args, **kw)
+
+    monkeypatch.setattr(anthropic.Anthropic, "_build_request", counted)
+    provider = AnthropicLLM(connections=64)
+    try:
+        provider.prepare()
+        prepared = len(built)
+        anthropic_env.script(Answer.solution(SOLUTION))
+        assert provider.solve(request()).solution == SOLUTION
+    finally:
+        provider.close()
+    assert prepared == 4 and len(built) == prepared  # 64 connections: four copies of 16
+    client = anthropic.Anthropic(api_key="sk-ant-x", base_url=anthropic_env.base_url)
+    anthropic_env.script(Answer.solution(SOLUTION))
+    post(client, BODY).close()
+    gone = weakref.ref(client)
+    client.close()
+    del client
+    gc.collect()
+    assert gone() is None
 
 
 def test_an_error_status_raises_the_sdk_s_error_with_its_retry_after(llm, anthropic_env) -> None:
