@@ -20,8 +20,9 @@ submitted and waited on by one ``agentq.Client`` shared by a few threads of a cl
     its ratio to the ideal, the time the submissions took, the dispatcher's peak RSS and the CPU it used (and per
     model request). The ideal counts from the first submission, so the time the client takes to submit the
     last job (on the same CPUs) is in the wall time; the ratio to the best the dispatcher could do once that
-    job was submitted (the submissions' time + 2 x ``--stream-s``) is shown beside it, and the CPU per model
-    request of the other processes sharing the CPUs (the fake Messages API, the client, redis-server).
+    job was submitted (the submissions' time + 2 x ``--stream-s``) is shown beside it; then the part of the
+    dispatcher's CPU spent in the kernel and its context switches (each piece of a stream wakes its thread), and the
+    CPU per model request of the other processes sharing the CPUs (the fake Messages API, the client, redis-server).
 (2) Tick overhead. One agent job of T ticks against a zero-latency model (each answer comes at once: no call,
     no output, until the last), timed from submission to its record, divided by T; and the time from one request
     to the next over its last fifth (the median), which is what a tick costs once the conversation is T
@@ -128,14 +129,23 @@ class Dispatcher:
         return self._found
 
     def cpu_s(self) -> float:
-        total = 0.0
+        user, kernel, *_ = self.counts()
+        return user + kernel
+
+    def counts(self) -> tuple[float, float, int, int]:
+        """CPU seconds in user space and in the kernel, and context switches (voluntary, involuntary), of the
+        dispatcher so far."""
+        user = system = 0.0
+        voluntary = involuntary = 0
         for proc in self.processes():
             try:
-                times = proc.cpu_times()
+                times, switched = proc.cpu_times(), proc.num_ctx_switches()
             except psutil.NoSuchProcess:
                 continue
-            total += times.user + times.system
-        return total
+            user, system = user + times.user, system + times.system
+            waited, made = thread_switches(proc.pid, (switched.voluntary, switched.involuntary))
+            voluntary, involuntary = voluntary + waited, involuntary + made
+        return user, system, voluntary, involuntary
 
     def rss(self) -> int:
         total = 0
@@ -175,6 +185,20 @@ class Dispatcher:
         self.log.close()
 
 
+def thread_switches(pid: int, leader: tuple[int, int]) -> tuple[int, int]:
+    """The context switches of every thread of process `pid`, (voluntary: it waited, involuntary: it was made to
+    give the CPU up); psutil's counts are its first thread's alone, on Linux: `leader`, used where /proc has no
+    threads to read."""
+    counts, found = [0, 0], False
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        with contextlib.suppress(OSError):
+            for line in status.read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                    counts[line.startswith("non")] += int(line.split()[1])
+                    found = True
+    return (counts[0], counts[1]) if found else leader
+
+
 def wait_live(client: Client, dispatcher: Dispatcher, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not any(w.pid == dispatcher.popen.pid for w in client._parts.fleet.live_workers()):
@@ -195,6 +219,9 @@ class Held:
     submit_s: float
     rss_mb: float
     cpu_s: float
+    kernel_s: float  # of which in the kernel (system calls, waking threads)
+    switches: int  # the dispatcher's context switches (all its threads')
+    involuntary: int  # of which those where a thread was made to give its CPU up
     requests: int
     failed: int
     fake_cpu_s: float  # this process: the fake Messages API (its server threads)
@@ -250,14 +277,15 @@ def held(redis: RedisServer, fake: FakeAnthropic, dispatcher: Dispatcher, count:
             time.sleep(0.05)
     dispatcher.sample()
     redis_process, this_process = psutil.Process(redis.pid), psutil.Process()
-    cpu, fake_cpu, redis_cpu = dispatcher.cpu_s(), cpu_of(this_process), cpu_of(redis_process)
+    before, fake_cpu, redis_cpu = dispatcher.counts(), cpu_of(this_process), cpu_of(redis_process)
     wall, submitted, records, client_cpu = run_jobs(redis.url, count, max_ticks=4)
-    cpu = dispatcher.cpu_s() - cpu
+    user, kernel, waited, made = (after - first for after, first in zip(dispatcher.counts(), before, strict=True))
     fake_cpu, redis_cpu = cpu_of(this_process) - fake_cpu, cpu_of(redis_process) - redis_cpu
     dispatcher.stop_sampling()
     failed = sum(1 for r in records if r["status"] != "succeeded")
     return Held(jobs=count, peak=fake.peak_in_flight, wall_s=wall, ideal_s=2 * stream_s, submit_s=submitted,
-                rss_mb=dispatcher.peak_rss / 2**20, cpu_s=cpu, requests=len(fake.exchanges) - answered,
+                rss_mb=dispatcher.peak_rss / 2**20, cpu_s=user + kernel, kernel_s=kernel,
+                switches=int(waited + made), involuntary=int(made), requests=len(fake.exchanges) - answered,
                 failed=failed, fake_cpu_s=fake_cpu, client_cpu_s=client_cpu, redis_cpu_s=redis_cpu)
 
 
@@ -365,11 +393,14 @@ def report(rows: list[Held], costs: list[Overhead], args: Any) -> None:
         print(f"{r.jobs:>6}  {r.peak:>14}  {r.wall_s:>7.2f}  {r.ideal_s:>7.2f}  {r.wall_s / r.ideal_s:>10.2f}  "
               f"{r.submit_s:>8.2f}  {r.wall_s / (r.submit_s + r.ideal_s):>19.2f}  {r.rss_mb:>7.0f}  {r.cpu_s:>6.1f}  "
               f"{r.cpu_s / max(1, r.requests) * 1000:>10.1f}  {r.failed:>6}")
-    print("    CPU per model request of the other processes on the same CPUs, ms: the fake Messages API (this "
-          "process), the client (submitting and waiting), redis-server")
+    print("    the dispatcher's CPU in the kernel and its context switches, per model request; the CPU per model "
+          "request of the other processes on the same CPUs, ms: the fake Messages API (this process), the client "
+          "(submitting and waiting), redis-server")
     for r in rows:
         per = 1000 / max(1, r.requests)
-        print(f"{r.jobs:>6}  fake {r.fake_cpu_s * per:>5.1f}  client {r.client_cpu_s * per:>5.1f}  "
+        print(f"{r.jobs:>6}  kernel {r.kernel_s * per:>5.1f}  switches {r.switches / max(1, r.requests):>4.0f} "
+              f"({r.involuntary / max(1, r.requests):>3.0f} involuntary)  "
+              f"fake {r.fake_cpu_s * per:>5.1f}  client {r.client_cpu_s * per:>5.1f}  "
               f"redis {r.redis_cpu_s * per:>5.1f}")
     print()
     print("(2) tick overhead, zero-latency model: one job of T ticks; per tick over the whole job (submission to "

@@ -22,7 +22,7 @@ from agentq.llm.anthropic_errors import PROMPT_TOO_LONG, map_error, parse_retry_
 from agentq.llm.anthropic_request import cache_control, request_params
 from agentq.llm.anthropic_stream import KNOWN_STOP_REASONS, read_answer
 from agentq.llm.base import LLMAnswer, LLMRequest, OnCall
-from agentq.llm.sdk import Shards, canned_stream, make_client, post, shard_count
+from agentq.llm.sdk import Shards, canned_stream, make_client, post, prepare_requests, shard_count
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +85,12 @@ class AnthropicLLM:
     def prepare(self) -> None:
         """Make the client and read one canned answer through the SDK's stream, so that a process about to start
         many requests at once does not have each of them wait on the SDK's import and its types' first build, nor
-        on the client's copies being made (each the first time a thread of its share asks for it)."""
+        on the client's copies being made (each the first time a thread of its share asks for it), nor on their
+        request templates (`send.py`)."""
         read_answer(canned_stream(self.client), None)
-        self._sharded().make_all()
+        shards = self._sharded()
+        shards.make_all()
+        prepare_requests([self._client, *shards.copies()])
 
     def close(self) -> None:
         """Release the HTTP connections of the client made by this provider."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any, cast
 
 from agentq.errors import LLMError
 from agentq.llm.base import SOLUTION_TOOL_NAME
+from agentq.llm.send import Template, direct, send
+from agentq.llm.sse import Event, sse_events
 
 
 def make_client(*, api_key: str | None, base_url: str | None, timeout_s: float, max_retries: int,
@@ -107,13 +110,40 @@ class Shards:
 def post(client: Any, params: dict[str, Any]) -> Any:
     """Send a streamed Messages API request with the body `params`, serialized here once: the SDK's
     ``messages.create`` first copies the whole body (every block of every turn), a cost that grows with each turn
-    of a long conversation. The stream is the SDK's own, as ``messages.create`` returns it."""
+    of a long conversation. The stream is the SDK's own, as ``messages.create`` returns it; the request is the one
+    the SDK would build, built once per client where nothing in it can differ (`send.py`)."""
+    body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+    template = _template(client)
+    if template is not None:
+        return send(client, template, body)
     from anthropic import Stream
     from anthropic.types import Message, RawMessageStreamEvent
 
-    body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
     return client.post("/v1/messages", cast_to=Message, content=body, stream=True,
                        stream_cls=Stream[RawMessageStreamEvent])
+
+
+_TEMPLATES: weakref.WeakKeyDictionary[Any, Template | None] = weakref.WeakKeyDictionary()
+_TEMPLATES_LOCK = threading.Lock()
+
+
+def _template(client: Any) -> Template | None:
+    """`client`'s request template (`send.Template`), made on its first request (or by `prepare_requests`); None
+    when its requests go through the SDK's ``post``."""
+    try:
+        return _TEMPLATES[client]
+    except KeyError:
+        pass
+    with _TEMPLATES_LOCK:
+        if client not in _TEMPLATES:
+            _TEMPLATES[client] = Template(client) if direct(client) else None
+        return _TEMPLATES[client]
+
+
+def prepare_requests(clients: list[Any]) -> None:
+    """Make the request templates of `clients` now (a dispatcher about to start: see `AnthropicLLM.prepare`)."""
+    for client in clients:
+        _template(client)
 
 
 class Fields(dict):
@@ -138,11 +168,11 @@ def events(stream: Any) -> Iterator[Fields]:
     SDK's server-sent-event decoder reads the body, and the same events are skipped (``ping``, unnamed, empty) and
     an ``error`` event raises the same ``APIStatusError``. What is not done is the SDK's construction of a pydantic
     model per event, which was a fifth of the CPU of a streamed answer (15 events for 10 pieces of a solution), a
-    cost paid for every piece of every answer a dispatcher holds. The response is closed at the end, as the SDK
-    closes it."""
+    cost paid for every piece of every answer a dispatcher holds; nor its layers of generators over the body
+    (`sse.sse_events`). The response is closed at the end, as the SDK closes it."""
     response = stream.response
     try:
-        for sse in stream._iter_events():
+        for sse in sse_events(stream):
             if sse.event is None or sse.event == "ping":
                 continue
             if sse.event == "error":
@@ -153,11 +183,11 @@ def events(stream: Any) -> Iterator[Fields]:
         response.close()
 
 
-def _stream_error(stream: Any, sse: Any) -> Exception:
+def _stream_error(stream: Any, sse: Event) -> Exception:
     """The exception the SDK raises for an ``error`` event (`anthropic.Stream.__stream__`)."""
     body: Any = sse.data
     try:
-        body = sse.json()
+        body = json.loads(sse.data)
         message = f"{body}"
     except Exception:
         message = sse.data or f"Error code: {stream.response.status_code}"
@@ -203,4 +233,4 @@ _CANNED_STREAM = b"".join(_sse(event["type"], event) for event in _CANNED_EVENTS
 
 
 __all__ = ["PER_SHARD", "Fields", "Shards", "canned_stream", "events", "http_client", "make_client", "post",
-           "shard_count"]
+           "prepare_requests", "shard_count"]

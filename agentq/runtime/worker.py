@@ -30,6 +30,7 @@ from agentq.protocol.activities import Activity, ActivityRegistry
 from agentq.protocol.records import WorkerAnnouncement
 from agentq.protocol.tools import Tool, ToolRegistry
 from agentq.runtime.broker import refuse_cluster_broker
+from agentq.runtime.interpreter import engine_gc
 from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
 from agentq.runtime.root import Runtime
@@ -370,6 +371,7 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
         sys.setswitchinterval(interval)
     if engine:
         runtime.prepare_llm()  # before the first tasks: they would each wait on the SDK's import
+    engine_gc(engine=engine, pool=pool)  # once its code is loaded
 
     enable_multiprocess(runtime.settings)  # before the pool forks: its processes count into files (metrics/files.py)
     queues = worker_queues(runtime, activities=activities, engine=engine)

@@ -3,9 +3,18 @@ threads, an activity worker keeps Celery's prefork pool; what the command line s
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from agentq.cli.parser import build_parser
+from agentq.runtime.interpreter import ENGINE_GC_THRESHOLD
 from agentq.runtime.worker import ENGINE_SWITCH_INTERVAL_S, pool_of, switch_interval
 from agentq.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_dispatcher_runs_its_engine_tasks_on_threads_an_activity_worker_on_processes():
@@ -35,3 +44,20 @@ def test_an_engine_on_threads_hands_the_interpreter_over_less_often_than_python_
     assert switch_interval(engine=True, pool="threads") == ENGINE_SWITCH_INTERVAL_S
     assert switch_interval(engine=True, pool="prefork") is None
     assert switch_interval(engine=False, pool="threads") is None  # activities may be CPU-bound: Python's default
+
+
+def test_an_engine_on_threads_keeps_what_it_loaded_from_the_garbage_collector_and_collects_less_often():
+    """In a process of its own: the collector's settings are the process's."""
+    script = ("import gc, json\n"
+              "from agentq.runtime.interpreter import engine_gc\n"
+              "before = gc.get_threshold()\n"
+              "done = [engine_gc(engine=False, pool='threads'), engine_gc(engine=True, pool='prefork')]\n"
+              "untouched = (gc.get_freeze_count(), gc.get_threshold() == before)\n"
+              "done.append(engine_gc(engine=True, pool='threads'))\n"
+              "print(json.dumps([done, untouched, gc.get_freeze_count(), gc.get_threshold(), before]))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    done, untouched, frozen, threshold, before = json.loads(out)
+    assert done == [False, False, True] and untouched == [0, True]
+    assert frozen > 1000  # the modules it imported, out of the collector's reach
+    assert threshold == [ENGINE_GC_THRESHOLD, before[1], before[2]] and before[0] < ENGINE_GC_THRESHOLD
