@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 import weakref
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from agentq.errors import LLMError
 from agentq.llm.base import SOLUTION_TOOL_NAME
 from agentq.llm.send import Template, direct, send
 from agentq.llm.sse import Event, sse_events
+
+log = logging.getLogger(__name__)
 
 
 def make_client(*, api_key: str | None, base_url: str | None, timeout_s: float, max_retries: int,
@@ -136,8 +139,26 @@ def _template(client: Any) -> Template | None:
         pass
     with _TEMPLATES_LOCK:
         if client not in _TEMPLATES:
-            _TEMPLATES[client] = Template(client) if direct(client) else None
+            _TEMPLATES[client] = _made_template(client)
         return _TEMPLATES[client]
+
+
+def _made_template(client: Any) -> Template | None:
+    """A template for `client`, or None when its requests go through ``post``: a client that is not plain, or an
+    SDK release whose internals the template reads differ from the ones it was written against (they are private,
+    so a change there must cost speed, never a request)."""
+    try:
+        return Template(client) if direct(client) else None
+    except (AttributeError, TypeError):
+        log.warning("anthropic %s: requests go through the SDK's post (its request internals differ)",
+                    _sdk_version(), exc_info=True)
+        return None
+
+
+def _sdk_version() -> str:
+    import anthropic
+
+    return str(getattr(anthropic, "__version__", "?"))
 
 
 def prepare_requests(clients: list[Any]) -> None:

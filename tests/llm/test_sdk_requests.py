@@ -131,6 +131,18 @@ def test_a_client_with_the_sdk_s_retries_goes_through_the_sdk(anthropic_env) -> 
     assert anthropic_env.requests[1].headers["x-stainless-retry-count"] == "1"
 
 
+def test_an_sdk_whose_request_internals_differ_sends_through_its_post(anthropic_env, monkeypatch) -> None:
+    """The template reads the SDK's private request building; a release where it differs costs speed, not a request."""
+    monkeypatch.delattr(anthropic.Anthropic, "_prepare_options")
+    provider = AnthropicLLM()
+    try:
+        anthropic_env.script(Answer.solution(SOLUTION))
+        answer = provider.solve(request())
+    finally:
+        provider.close()
+    assert answer.solution == SOLUTION and len(anthropic_env.requests) == 1
+
+
 def test_each_call_of_a_streamed_solution_is_parsed_once(llm, anthropic_env, monkeypatch) -> None:
     """The calls' scanner never parses the text streamed so far again: one parse per complete call, whatever the
     pieces (here one character each), and of each of the solution's top-level keys."""
