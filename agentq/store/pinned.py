@@ -88,9 +88,10 @@ class PinnedPoolMixin:
         self._pinned = 0
         super().reset()  # type: ignore[misc]
 
-    def disconnect(self, inuse_connections: bool = True) -> None:
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        # redis-py 7 passes `inuse_connections`; 6.4's pools take no argument: whatever the caller gives goes on
         self._generation += 1  # pinned connections reconnect (and find a moved master) before their next command
-        super().disconnect(inuse_connections=inuse_connections)  # type: ignore[misc]
+        super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         if self.pid != os.getpid():
@@ -112,7 +113,7 @@ class PinnedPoolMixin:
         if self.pid == os.getpid():
             pin: _Pin | None = getattr(self._local, "pin", None)
             if pin is not None and pin.connection is connection:
-                if connection.should_reconnect():
+                if _should_reconnect(connection):
                     connection.disconnect()
                 pin.busy = False
                 return
@@ -175,3 +176,10 @@ def pinned_pool(base: type) -> type:
     """`base` (a `BlockingConnectionPool`) with the per-thread fast path."""
     namespace = {"__doc__": PinnedPoolMixin.__doc__, "__module__": __name__}
     return type(f"Pinned{base.__name__}", (PinnedPoolMixin, base), namespace)
+
+
+def _should_reconnect(connection: Any) -> bool:
+    """Whether redis-py marked `connection` to reconnect before its next use (redis-py 7's maintenance events; 6.4's
+    connections have no such mark)."""
+    should = getattr(connection, "should_reconnect", None)
+    return bool(should()) if should is not None else False
