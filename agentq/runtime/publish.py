@@ -96,6 +96,7 @@ class _Settings:
     lean: bool  # the app publishes as the templates do: protocol 2, no routing table, no result backend (whose
     # `on_task_call` `send_task` would call)
     inherit_priority: bool
+    sent_event: bool  # `task-sent` events (`task_send_sent_event`)
 
     @classmethod
     def of(cls, app: Any) -> _Settings:
@@ -104,7 +105,8 @@ class _Settings:
                    retry=conf.task_publish_retry, retry_policy=dict(conf.task_publish_retry_policy or {}),
                    delivery_mode=conf.task_default_delivery_mode,
                    lean=conf.task_protocol == 2 and not app.amqp.router.routes and not conf.result_backend,
-                   inherit_priority=bool(conf.task_inherit_parent_priority))
+                   inherit_priority=bool(conf.task_inherit_parent_priority),
+                   sent_event=bool(conf.task_send_sent_event))
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ class SendContext:
                    root_id=(parent.request.root_id or parent.request.id) if parent else None,
                    parent_id=parent.request.id if parent else None,
                    headers=telemetry.task_headers() if traced else None,  # the trace the tasks continue
-                   sent_event=bool(app.conf.task_send_sent_event),
+                   sent_event=settings.sent_event,
                    lean=settings.lean and not listened and not (parent is not None and settings.inherit_priority))
 
 

@@ -13,20 +13,21 @@ So the first payloads of a name and queue are built through kombu, as before, an
 fields is kept as an `Envelope`; later payloads are made by filling an envelope in. An envelope is kept only when
 filling it in for the task it was taken from gives that task's payload byte for byte (with its delivery tags, clock
 and time); else the name and queue keep going through kombu. Envelopes are dropped with the templates they were
-made from (another task registered under the name) and after a fork.
+made from (another task registered under the name) and after a fork. The JSON is the standard library's with its
+default separators, which is what kombu writes for plain JSON (its encoder's `default` only turns other values into
+JSON: tasks with such arguments go through kombu).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from kombu.utils.json import dumps, loads
 
 from agentq.protocol.admission import PUSHED
 from agentq.runtime.publish import CallTasks, SendContext, Template, sent_fields, task_headers
@@ -77,8 +78,11 @@ class PushedMessages:
         envelopes = [self._envelope(name, queue, context.sent_event) for name, queue, *_ in tasks]
         if any(e is None for e in envelopes):
             return None
-        return [self._payload(envelope, context, task, self._now(envelope))  # type: ignore[arg-type]
-                for envelope, task in zip(envelopes, tasks, strict=True)]
+        try:
+            return [self._payload(envelope, context, task, self._now(envelope))  # type: ignore[arg-type]
+                    for envelope, task in zip(envelopes, tasks, strict=True)]
+        except (TypeError, ValueError):  # arguments that are not plain JSON: kombu's encoder decides what they become
+            return None
 
     def learn(self, tasks: Sequence[Task], payloads: Sequence[str], context: SendContext) -> None:
         """Keep an envelope for the name and queue of each of `tasks` that has none yet, from its `payloads` (built
@@ -120,7 +124,7 @@ class PushedMessages:
         message.update(body=_encoded((args, {}, envelope.template.embed)),
                        headers=task_headers(envelope.template, context, task_id, argsrepr), properties=properties)
         if envelope.event is None:
-            return f"{PUSHED}{envelope.key}\n\n\n{dumps(message)}"
+            return f"{PUSHED}{envelope.key}\n\n\n{json.dumps(message)}"
         evd = self.tasks.event_dispatcher()
         # as `SentEvents.publish` makes it (`celery.events.Event`: the fields, then the time and type)
         event = {"hostname": evd.hostname, "utcoffset": made.utcoffset, "pid": evd.pid, "clock": made.clock,
@@ -130,12 +134,12 @@ class PushedMessages:
         sent_properties = sent["properties"].copy()
         sent_properties["delivery_tag"] = made.event_tag
         sent.update(body=_encoded([event]), properties=sent_properties)
-        return f"{PUSHED}{envelope.key}\n{envelope.channel}\n{dumps(sent)}\n{dumps(message)}"
+        return f"{PUSHED}{envelope.key}\n{envelope.channel}\n{json.dumps(sent)}\n{json.dumps(message)}"
 
 
 def _encoded(body: Any) -> str:
-    """A message's body as kombu's Redis transport stores it: JSON (kombu's), in base64."""
-    return base64.b64encode(dumps(body).encode("utf-8")).decode("ascii")
+    """A message's body as kombu's Redis transport stores it: JSON, in base64."""
+    return base64.b64encode(json.dumps(body).encode("utf-8")).decode("ascii")
 
 
 def _parts(payload: str) -> tuple[str, str, dict[str, Any] | None, dict[str, Any]] | None:
@@ -143,7 +147,7 @@ def _parts(payload: str) -> tuple[str, str, dict[str, Any] | None, dict[str, Any
     if not payload.startswith(PUSHED):
         return None
     key, channel, event, message = payload[len(PUSHED):].split("\n", 3)
-    return key, channel, (loads(event) if event else None), loads(message)
+    return key, channel, (json.loads(event) if event else None), json.loads(message)
 
 
 def _envelope(template: Template, payload: str) -> Envelope | None:
@@ -164,7 +168,7 @@ def _made(payload: str) -> _Made | None:
         return None
     _, _, event, message = parts
     try:
-        events = loads(base64.b64decode(event["body"])) if event is not None else [{}]
+        events = json.loads(base64.b64decode(event["body"])) if event is not None else [{}]
         fields = events[0]
         return _Made(delivery_tag=message["properties"]["delivery_tag"],
                      event_tag=event["properties"]["delivery_tag"] if event is not None else "",
