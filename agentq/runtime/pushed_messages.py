@@ -117,7 +117,7 @@ class PushedMessages:
 
     def _payload(self, envelope: Envelope, context: SendContext, task: Task, made: _Made) -> str:
         """What `CallTasks.kept` makes of `task` (`runtime/pushed.py`'s payload), from its envelope."""
-        name, queue, task_id, args, argsrepr = task
+        _, _, task_id, args, argsrepr = task
         message = envelope.message.copy()
         properties = message["properties"].copy()
         properties.update(correlation_id=task_id, reply_to=context.reply_to, delivery_tag=made.delivery_tag)
