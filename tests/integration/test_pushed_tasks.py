@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 import redis
 
+from agentq.client import Client
 from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
 from agentq.protocol.admission import PUSHED, AdmissionConfig, Ticket, admission_member
+from agentq.protocol.records import WorkerAnnouncement
+from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app
 from agentq.runtime.pushed import PushedTasks, broker_is_store
@@ -145,6 +148,36 @@ def test_an_envelope_that_does_not_remake_its_payload_is_not_kept(redis_url: str
         assert fresh.messages.payloads(tasks) is None  # so every payload goes through kombu
     finally:
         admitting.close()
+
+
+def test_a_one_call_job_is_submitted_in_one_request_to_redis(redis_url: str):
+    """With the broker on the store's Redis, a client submits a one-call job of a live activity in one request:
+    the job's write with its admission step, which pushes the task and its event (made from an envelope after the
+    first: nothing is published through kombu, nothing else is read or written)."""
+    queue = f"test.submit.{uuid.uuid4().hex[:8]}"
+    tools = ToolRegistry()
+    tools.register("noop", {"type": "object", "properties": {"_tool": {"type": "string", "const": "noop"},
+                                                             "i": {"type": "integer"}, "_output": {}}})
+    client = Client(settings=Settings(redis_url=redis_url), tools=tools)
+    worker = {"id": "w1", "queues": [queue], "activities": [{"name": "noop", "task": "agentq.activity.noop",
+                                                              "queue": queue}]}
+    client._parts.fleet.announce_worker("w1", WorkerAnnouncement.from_dict(worker), ttl_s=60)
+    admin = redis.Redis.from_url(redis_url)
+
+    def requests() -> int:
+        return int(admin.info("stats")["total_reads_processed"])  # this INFO's own request counts too
+
+    job = {"calls": [{"_tool": "noop", "i": 1, "_outputPath": "†state.r"}]}
+    try:
+        client.submit(job)  # the first: the fleet read, the task's template and envelope made
+        before = requests()
+        for _ in range(3):
+            client.submit(job)
+        assert requests() - before - 1 == 3
+        assert admin.llen(queue) == 4  # every task pushed
+    finally:
+        admin.close()
+        client.close()
 
 
 def test_a_free_place_goes_to_a_waiting_call_at_once_only_where_the_step_pushes_its_task(redis_url: str):
