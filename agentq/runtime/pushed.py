@@ -43,7 +43,7 @@ class PushedTasks:
 
     def __init__(self, dispatcher: Dispatcher):
         self.dispatcher = dispatcher
-        self.messages = PushedMessages(dispatcher.tasks)  # payloads made from envelopes, once learnt
+        self.messages = PushedMessages(dispatcher.tasks, payload)  # payloads made from envelopes, once learnt
         self._warned = False
 
     def payloads(self, calls: Sequence[tuple[str, CallRecord]]) -> list[str] | None:
@@ -82,8 +82,15 @@ def _payloads(kept: list[Commands], calls: int, *, events: bool) -> list[str] | 
         return None
     done = cast(list[tuple[str, str, str]], commands)
     tasks, sent = done[::per_call], (done[1::2] if events else [("", "", "")] * calls)
-    return [f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
+    return [payload(key, channel, event, message)
             for (_, key, message), (_, channel, event) in zip(tasks, sent, strict=True)]
+
+
+def payload(key: str, channel: str, event: str, message: str) -> str:
+    """The payload that pushes `message` onto the list `key` and publishes `event` on `channel` ("": none), as
+    kombu's Redis transport would have sent them; payloads made from envelopes are written by it too
+    (`PushedMessages`)."""
+    return f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
 
 
 def _command(publication: Commands) -> tuple[str, str, str] | None:

@@ -25,7 +25,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +62,9 @@ class PushedMessages:
     """The pushed payloads of tasks made from envelopes (`payloads`), learnt from payloads built through kombu
     (`learn`)."""
 
-    def __init__(self, tasks: CallTasks):
+    def __init__(self, tasks: CallTasks, payload: Callable[[str, str, str, str], str]):
         self.tasks = tasks
+        self._write = payload  # a payload of its list, channel, event message and task message (`pushed.payload`)
         self._envelopes: dict[tuple[str, str, bool], Envelope | None] = {}
         self._pid = os.getpid()
 
@@ -124,7 +125,7 @@ class PushedMessages:
         message.update(body=_encoded((args, {}, envelope.template.embed)),
                        headers=task_headers(envelope.template, context, task_id, argsrepr), properties=properties)
         if envelope.event is None:
-            return f"{PUSHED}{envelope.key}\n\n\n{json.dumps(message)}"
+            return self._write(envelope.key, "", "", json.dumps(message))
         evd = self.tasks.event_dispatcher()
         # as `SentEvents.publish` makes it (`celery.events.Event`: the fields, then the time and type)
         event = {"hostname": evd.hostname, "utcoffset": made.utcoffset, "pid": evd.pid, "clock": made.clock,
@@ -134,7 +135,7 @@ class PushedMessages:
         sent_properties = sent["properties"].copy()
         sent_properties["delivery_tag"] = made.event_tag
         sent.update(body=_encoded([event]), properties=sent_properties)
-        return f"{PUSHED}{envelope.key}\n{envelope.channel}\n{json.dumps(sent)}\n{json.dumps(message)}"
+        return self._write(envelope.key, envelope.channel, json.dumps(sent), json.dumps(message))
 
 
 def _encoded(body: Any) -> str:
