@@ -52,7 +52,7 @@ def send_task_publish(dispatcher: Dispatcher, calls: list[tuple[str, CallRecord]
     app = dispatcher.app
     with app.producer_or_acquire() as producer:
         declare_queues(app, producer, dict.fromkeys(record.queue for _, record in calls))
-        sent = SentEvents(app, dispatcher.tasks._event_dispatcher(), producer)
+        sent = SentEvents(app, dispatcher.tasks.event_dispatcher(), producer)
         headers = telemetry.task_headers()
         with publish_batch(producer, len(calls) * (2 if app.conf.task_send_sent_event else 1)):
             for job_id, record in calls:

@@ -68,17 +68,20 @@ class Routing:
             rules = self.rules()
             if rules:
                 apply_rules(calls, rules, tenant, known)
-        return [self.route(replace(c.record(), tenant=tenant), known) for c in calls]
+        return [self.route(c.record(), known, tenant=tenant) for c in calls]
 
     def announcement(self, spec: ActivitySpec) -> dict[str, Any]:
         """What a worker announces of an activity it serves: its options, task and queue."""
         return {**spec.to_announcement(), "task": activity_task(spec.name), "queue": self.activity_queue(spec)}
 
-    def route(self, record: CallRecord, known: Mapping[str, Mapping[str, Any]]) -> CallRecord:
-        """The record with its task and queue: an explicit call goes to the queue its activity was announced
-        on (or the activity's own queue), latent and module calls to the engine queue."""
+    def route(self, record: CallRecord, known: Mapping[str, Mapping[str, Any]], *,
+              tenant: str | None = None) -> CallRecord:
+        """The record with its task and queue (and `tenant`, when given, in the same copy): an explicit call goes to
+        the queue its activity was announced on (or the activity's own queue), latent and module calls to the engine
+        queue."""
         if record.mode is not CallMode.EXPLICIT:
-            return record.routed(_ENGINE_TASKS[record.mode], self.engine_queue)
-        task = activity_task(record.activity)
-        queue = (known.get(record.activity) or {}).get("queue") or task
-        return record.routed(task, str(queue))
+            task, queue = _ENGINE_TASKS[record.mode], self.engine_queue
+        else:
+            task = activity_task(record.activity)
+            queue = str((known.get(record.activity) or {}).get("queue") or task)
+        return replace(record, task=task, queue=queue, tenant=record.tenant if tenant is None else tenant)

@@ -28,16 +28,17 @@ def plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[st
     """Plan calls without linking their dependencies: `raw_calls[i]` is `/calls/<offset + i>` (an agent tick
     plans the calls of a streamed solution one by one). Problems are appended to `problems`."""
     collected = Problems()
-    planned = planned_calls(raw_calls, composed, available, collected, offset=offset)
+    planned = planned_calls(raw_calls, composed, available, collected, validators={}, offset=offset)
     problems.extend(collected.items)
     return planned
 
 
 def planned_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict],
-                  problems: Problems, *, offset: int = 0) -> list[PlannedCall]:
-    """The calls of `raw_calls` that can be planned; the problems of every call go to `problems`."""
+                  problems: Problems, *, validators: dict[str, Any], offset: int = 0) -> list[PlannedCall]:
+    """The calls of `raw_calls` that can be planned; the problems of every call go to `problems`. `validators`:
+    the composed tools' validators by name, each compiled by the first call that needs it (one per tool: a job's
+    calls are validated against few; kept with the job's tools, `job_tools.JobTools`, by `plan_job`)."""
     planned = []
-    validators: dict[str, Any] = {}  # one per tool: a job's calls are validated against few tools
     for i, call in enumerate(raw_calls, start=offset):
         pointer = f"/calls/{i}"
         if not isinstance(call, dict):

@@ -21,6 +21,7 @@ from agentq.protocol.concurrency import concurrency_problems
 from agentq.protocol.context import context_problems
 from agentq.protocol.ids import new_id
 from agentq.protocol.job_times import start_problems, start_timeout_problems
+from agentq.protocol.job_tools import JobTools, keep_tools, planned_tools, tools_key
 from agentq.protocol.messages import message_problems, normalize_message
 from agentq.protocol.plans import JobLimits, JobPlan, PlannedCall, Problems, hold_for_approval, needs_approval
 from agentq.protocol.priority import priority_problem
@@ -63,8 +64,12 @@ def plan_job(
         raise JobValidationError("job must be a JSON object", [Problem("", f"got {type(job).__name__}")])
     _check_fields(job, size, limits, problems)
     context = _plan_context(job.get("context", []), problems)
-    job_tools = _plan_tools(job.get("tools"), job.get("calls"), tools, problems)
     listed = job["tools"] if job.get("tools") is not None else _default_tools(job.get("calls"), tools)
+    is_plan = "calls" in job
+    key = tools_key(listed, tools, job.get("output"), is_plan=is_plan, live_activities=live_activities,
+                    resolves_modules=module_loader is not None)
+    kept = planned_tools(key)  # the same tools planned without a problem before
+    job_tools = _plan_tools(listed, tools, problems, kept)
     problems.items.extend(tool_model_problems(listed, tools, limits.known_model))
     problems.items.extend(tool_thinking_problems(listed, tools, limits.max_output_tokens))
     problems.items.extend(start_timeout_problems(listed, tools))
@@ -74,11 +79,10 @@ def plan_job(
 
     # Keep going after problems so the one error names all of them; the dependency analysis needs every
     # call planned, so it runs only when the calls themselves are sound.
-    is_plan = "calls" in job
-    solution = _solution(job_tools, tuple(live_activities), output, is_plan, module_loader, problems)
-    composed = {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution)}
+    kept = kept or _composed(job_tools, tuple(live_activities), output, is_plan, module_loader, problems)
+    composed = dict(kept.composed)
     raw_calls = raw_calls or []
-    calls = planned_calls(raw_calls, composed, tools, problems)
+    calls = planned_calls(raw_calls, composed, tools, problems, validators=kept.validators)
     if _all_planned(calls, raw_calls, context, job.get("context", [])):
         # every call and message could be planned (a call may still have schema problems): cycles and
         # unsatisfiable references are reported in the same error
@@ -86,6 +90,7 @@ def plan_job(
         problems.items.extend(call_key_problems(calls, composed, context))
     if problems.items:
         raise JobValidationError("job rejected", problems.items)
+    kept = keep_tools(key, kept)
     for call in calls:
         call.locale = options["locale"]
         hold_for_approval(call, composed[call.tool], options)
@@ -95,7 +100,7 @@ def plan_job(
         kind=JobKind.PLAN if is_plan else JobKind.AGENT,
         context=context,
         tools=composed,
-        solution=solution,
+        solution=kept.solution,
         output=output,
         options=options,
         calls=calls,
@@ -152,11 +157,19 @@ def _plan_context(raw: Any, problems: Problems) -> list[dict]:
     return context
 
 
-def _plan_tools(raw: Any, raw_calls: Any, available: Mapping[str, dict], problems: Problems) -> ToolRegistry:
-    """The job's tools: names of known tools and inline schemas (validated like a registration)."""
+def _composed(job_tools: ToolRegistry, live: tuple[str, ...], output: dict | None, is_plan: bool,
+              module_loader: ModuleLoader | None, problems: Problems) -> JobTools:
+    """The job's tools composed into its solution schema (`_solution`)."""
+    solution = _solution(job_tools, live, output, is_plan, module_loader, problems)
+    return JobTools(job_tools, solution, {t["properties"]["_tool"]["const"]: t for t in composed_tools(solution)})
+
+
+def _plan_tools(raw: Any, available: Mapping[str, dict], problems: Problems, kept: JobTools | None) -> ToolRegistry:
+    """The job's tools (`raw`: its `tools`, else those `_default_tools` gives it): names of known tools and inline
+    schemas (validated like a registration); those of `kept`, the same tools planned before, if any."""
+    if kept is not None:
+        return kept.registry
     registry = ToolRegistry()
-    if raw is None:
-        raw = _default_tools(raw_calls, available)
     if not isinstance(raw, list):
         problems.add("/tools", "tools must be an array of tool names or tool schemas")
         return registry

@@ -83,11 +83,11 @@ class CallRecord:
             | ({"start_timeout_s": self.start_timeout_s} if self.start_timeout_s is not None else {}) \
             | ({"run": self.run} if self.run > 1 else {})  # last: resume.lua sets it in the stored JSON
 
-    def to_task(self) -> dict[str, Any]:
-        """What a call's task carries: `to_dict()` without the optional fields that hold their default value, nor
-        the task and queue of a call routed to its activity's own task and queue (`from_dict` gives them back),
-        so a task message, and a parked call's payload, stay small."""
-        stored = self.to_dict()
+    def to_task(self, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a call's task carries: `to_dict()` (`stored`, when the caller made it already) without the optional
+        fields that hold their default value, nor the task and queue of a call routed to its activity's own task and
+        queue (`from_dict` gives them back), so a task message, and a parked call's payload, stay small."""
+        stored = self.to_dict() if stored is None else stored
         carried = {k: v for k, v in stored.items() if k not in _TASK_DEFAULTS or v != _TASK_DEFAULTS[k]}
         if self.task and self.task == ACTIVITY_TASK_PREFIX + self.activity:
             del carried["task"]

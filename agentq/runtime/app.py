@@ -167,11 +167,16 @@ class Dispatcher:
     def send(self, batch: TaskBatch, calls: Sequence[tuple[str, CallRecord]]) -> None:
         """Hand `batch` the task of each (job id, call record)."""
         for job_id, record in calls:
-            args: list[Any] = [job_id, record.id, record.to_task()]
-            if self.signer is not None:
-                args.append(self.signer.sign(job_id, record.id, record_digest(record)))
-            batch.send(record.task, record.queue, task_id(job_id, record.id, record.run), args,
-                       call_argsrepr(job_id, record.id, record))
+            batch.send(*self.task_of(job_id, record))
+
+    def task_of(self, job_id: str, record: CallRecord) -> tuple[str, str, str, list[Any], str]:
+        """A call's task: its name, queue, id, arguments and what monitoring shows of them."""
+        stored = record.to_dict()  # what the task carries and what its signature covers, made once
+        args: list[Any] = [job_id, record.id, record.to_task(stored)]
+        if self.signer is not None:
+            args.append(self.signer.sign(job_id, record.id, record_digest(stored)))
+        return record.task, record.queue, task_id(job_id, record.id, record.run), args, \
+            call_argsrepr(job_id, record.id, record)
 
     def tick(self, job_id: str, n: int = 0) -> None:
         """Send the task of an agent job's model request number `n` (0 for its first): published lean, as calls'

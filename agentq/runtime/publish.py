@@ -74,7 +74,7 @@ def declare_queues(app: Any, producer: Any, names: Iterable[str]) -> None:
 
 
 @dataclass(frozen=True)
-class _Template:
+class Template:
     """One task name's message on one queue as `send_task` builds it, with a placeholder id and no parent."""
 
     task: Any  # the task registered under the name when it was made (None: none)
@@ -96,6 +96,7 @@ class _Settings:
     lean: bool  # the app publishes as the templates do: protocol 2, no routing table, no result backend (whose
     # `on_task_call` `send_task` would call)
     inherit_priority: bool
+    sent_event: bool  # `task-sent` events (`task_send_sent_event`)
 
     @classmethod
     def of(cls, app: Any) -> _Settings:
@@ -104,7 +105,40 @@ class _Settings:
                    retry=conf.task_publish_retry, retry_policy=dict(conf.task_publish_retry_policy or {}),
                    delivery_mode=conf.task_default_delivery_mode,
                    lean=conf.task_protocol == 2 and not app.amqp.router.routes and not conf.result_backend,
-                   inherit_priority=bool(conf.task_inherit_parent_priority))
+                   inherit_priority=bool(conf.task_inherit_parent_priority),
+                   sent_event=bool(conf.task_send_sent_event))
+
+
+@dataclass(frozen=True)
+class SendContext:
+    """What every task sent at one time by one thread shares: the reply address (`app.thread_oid`, per thread), the
+    running task the tasks descend from (`root_id`, `parent_id`: None outside a worker's task), the trace headers
+    (`telemetry.task_headers`: None when tracing is off or not asked for), whether the app sends `task-sent`
+    events, and whether the tasks can be published lean (`lean`: the app publishes as the templates do, nobody
+    listens to the publish signals, and no parent's priority is inherited)."""
+
+    reply_to: str
+    root_id: str | None
+    parent_id: str | None
+    headers: dict[str, Any] | None
+    sent_event: bool
+    lean: bool
+
+    @classmethod
+    def of(cls, tasks: CallTasks, *, traced: bool) -> SendContext:
+        from celery import signals
+
+        app = tasks.app
+        parent = app.current_worker_task
+        settings = tasks.settings()
+        listened = any(s.receivers for s in (signals.before_task_publish, signals.after_task_publish,
+                                             signals.task_sent))
+        return cls(reply_to=app.thread_oid,
+                   root_id=(parent.request.root_id or parent.request.id) if parent else None,
+                   parent_id=parent.request.id if parent else None,
+                   headers=telemetry.task_headers() if traced else None,  # the trace the tasks continue
+                   sent_event=settings.sent_event,
+                   lean=settings.lean and not listened and not (parent is not None and settings.inherit_priority))
 
 
 class CallTasks:
@@ -114,7 +148,7 @@ class CallTasks:
     def __init__(self, app: Any):
         self.app = app
         self._settings: _Settings | None = None
-        self._templates: dict[tuple[str, str], _Template | None] = {}
+        self._templates: dict[tuple[str, str], Template | None] = {}
         self._pid = 0  # the process the templates were made in (their `origin` names it)
         self._events: Any = None  # the app's event dispatcher for `task-sent` events (made on first use)
 
@@ -124,7 +158,7 @@ class CallTasks:
         and bind it for each task), one kombu publish batch, their `task-sent` events grouped (`SentEvents`).
         `traced`: the tasks carry the trace of the span sending them (`telemetry.task_headers`)."""
         with self._producer(queues) as producer:
-            events = SentEvents(self.app, self._event_dispatcher(), producer)
+            events = SentEvents(self.app, self.event_dispatcher(), producer)
             batch = self._task_batch(producer, events, traced)
             with publish_batch(producer, tasks * (2 if batch.sent_event else 1)):
                 yield batch
@@ -141,7 +175,7 @@ class CallTasks:
                     getattr(getattr(producer, "_batch_local", None), "current", None) is not None:
                 # another transport, a kombu without publish batches, or a batch open already (it would send)
                 raise NotKept("the broker's channel would send the tasks")
-            events = SentEvents(self.app, self._event_dispatcher(), producer, group=1)
+            events = SentEvents(self.app, self.event_dispatcher(), producer, group=1)
             batch = self._task_batch(producer, events, True)
             with captured_publications() as commands, producer.batch():
                 yield batch, commands
@@ -156,9 +190,15 @@ class CallTasks:
             yield producer
 
     def _task_batch(self, producer: Any, events: SentEvents, traced: bool) -> TaskBatch:
-        # the trace the tasks continue (None: tracing off)
-        return TaskBatch(self, producer, events, telemetry.task_headers() if traced else None,
-                         bool(self.app.conf.task_send_sent_event))
+        return TaskBatch(self, producer, events, self.context(traced=traced))
+
+    def context(self, *, traced: bool) -> SendContext:
+        """What the tasks sent now, in this thread, share (`SendContext`)."""
+        return SendContext.of(self, traced=traced)
+
+    def fresh(self) -> bool:
+        """Whether the templates were made in this process (after a fork they are made again: their `origin`)."""
+        return self._pid == os.getpid()
 
     def settings(self) -> _Settings:
         settings = self._settings
@@ -166,7 +206,7 @@ class CallTasks:
             settings = self._settings = _Settings.of(self.app)
         return settings
 
-    def template(self, name: str, queue: str) -> _Template | None:
+    def template(self, name: str, queue: str) -> Template | None:
         """The message of the task `name` on `queue` (None: it goes through `send_task`)."""
         task = self.app._tasks.get(name)  # the registry as `send_task` reads it: without finalizing the app
         key = (name, queue)
@@ -177,7 +217,7 @@ class CallTasks:
         template = self._templates[key] = self._make_template(name, queue, task)
         return template
 
-    def _make_template(self, name: str, queue_name: str, task: Any) -> _Template | None:
+    def _make_template(self, name: str, queue_name: str, task: Any) -> Template | None:
         settings = self.settings()
         options = _registered_options(task)
         exchange = self.app.amqp.queues[queue_name].exchange
@@ -189,7 +229,7 @@ class CallTasks:
             argsrepr="", kwargsrepr="{}")
         sent_event = message.sent_event
         sent_event.update({"queue": queue_name, "exchange": "", "routing_key": queue_name})
-        return _Template(
+        return Template(
             task=task, headers=message.headers, embed=message.body[2], sent_event=sent_event,
             options={"exchange": "", "routing_key": queue_name,
                      "serializer": options.get("serializer") or settings.serializer,
@@ -198,7 +238,8 @@ class CallTasks:
                      "delivery_mode": exchange.delivery_mode or settings.delivery_mode,
                      "timeout": None, "confirm_timeout": None})
 
-    def _event_dispatcher(self) -> Any:
+    def event_dispatcher(self) -> Any:
+        """The app's event dispatcher whose hostname, pid, exchange and serializer the `task-sent` events have."""
         if self._events is None:
             self._events = self.app.events.Dispatcher(enabled=False)  # publishes through the given producer only
         return self._events
@@ -209,24 +250,17 @@ class TaskBatch:
     `task-sent` event (when `sent_event`) handed to `events` (`SentEvents`). `headers` are added to every task's.
     Made in the thread that publishes: the running task the tasks descend from is the one running now."""
 
-    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents, headers: dict[str, Any] | None,
-                 sent_event: bool):
-        from celery import signals
-
-        app = tasks.app
+    def __init__(self, tasks: CallTasks, producer: Any, events: SentEvents, context: SendContext):
         self.tasks = tasks
         self.producer = producer
         self.events = events
-        self.headers = headers
-        self.sent_event = sent_event
-        self.reply_to = app.thread_oid
-        parent = app.current_worker_task
-        self.root_id = (parent.request.root_id or parent.request.id) if parent else None
-        self.parent_id = parent.request.id if parent else None
-        settings = tasks.settings()
-        listened = any(s.receivers for s in (signals.before_task_publish, signals.after_task_publish,
-                                             signals.task_sent))
-        self.lean = settings.lean and not listened and not (parent is not None and settings.inherit_priority)
+        self.context = context
+        self.headers = context.headers
+        self.sent_event = context.sent_event
+        self.reply_to = context.reply_to
+        self.root_id = context.root_id
+        self.parent_id = context.parent_id
+        self.lean = context.lean
 
     def send(self, name: str, queue: str, task_id: str, args: list[Any], argsrepr: str) -> None:
         """Publish the task `name` with positional `args` (and no keyword arguments) to `queue`."""
@@ -236,11 +270,7 @@ class TaskBatch:
                                      task_id=task_id, producer=self.producer, declare=[],
                                      event_dispatcher=self.events, headers=self.headers)
             return
-        root_id = self.root_id or task_id
-        headers = template.headers.copy()
-        headers.update(id=task_id, root_id=root_id, parent_id=self.parent_id, argsrepr=argsrepr)
-        if self.headers:
-            headers.update(self.headers)
+        headers = task_headers(template, self.context, task_id, argsrepr)
         try:
             self.producer.publish((args, {}, template.embed), headers=headers, declare=[], correlation_id=task_id,
                                   reply_to=self.reply_to, **template.options)
@@ -250,10 +280,25 @@ class TaskBatch:
                 raise
             raise library_error from error
         if self.sent_event:
-            event = template.sent_event.copy()
-            event.update(uuid=task_id, root_id=root_id, parent_id=self.parent_id, args=argsrepr)
-            self.events.publish("task-sent", event, self.producer, retry=template.options["retry"],
-                                retry_policy=template.options["retry_policy"])
+            self.events.publish("task-sent", sent_fields(template, self.context, task_id, argsrepr), self.producer,
+                                retry=template.options["retry"], retry_policy=template.options["retry_policy"])
+
+
+def task_headers(template: Template, context: SendContext, task_id: str, argsrepr: str) -> dict[str, Any]:
+    """The headers of the task `task_id` made from `template`, sent in `context`."""
+    headers = template.headers.copy()
+    headers.update(id=task_id, root_id=context.root_id or task_id, parent_id=context.parent_id, argsrepr=argsrepr)
+    if context.headers:
+        headers.update(context.headers)
+    return headers
+
+
+def sent_fields(template: Template, context: SendContext, task_id: str, argsrepr: str) -> dict[str, Any]:
+    """The fields of the `task-sent` event of the task `task_id` made from `template`, sent in `context` (the
+    event dispatcher adds its host, pid, clock and time)."""
+    event = template.sent_event.copy()
+    event.update(uuid=task_id, root_id=context.root_id or task_id, parent_id=context.parent_id, args=argsrepr)
+    return event
 
 
 def _registered_options(task: Any) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ prefix), a call waiting for admission carries its whole broker message: its task
 admitted, as it would be published, and kept instead of sent (`CallTasks.kept`), with its `task-sent` event. When
 the admission step admits it, at once or later when an ended call gives its place back, the step pushes the message
 onto the queue's list and publishes the event itself (`admission.lua`), in the same atomic step. So a worker whose
-call ended gives its place to the next waiting call in one round trip, and builds and sends nothing.
+call ended gives its place to the next waiting call in one round trip, and builds and sends nothing. After the
+first task of a name and queue, its payloads are made from a template of the two messages rather than through kombu
+(`runtime/pushed_messages.py`).
 
 The event is the one its builder would have published had it sent the task then (its host, pid, clock and time):
 a call that waited shows monitoring when it asked to be admitted as its "sent", and when a worker received it.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agentq.protocol.admission import PUSHED
 from agentq.protocol.records import CallRecord
 from agentq.runtime.publish import NotKept
+from agentq.runtime.pushed_messages import PushedMessages
 from agentq.runtime.redis_transport import Commands
 from agentq.store.connect import is_sentinel_url, scheme_of
 
@@ -45,19 +48,27 @@ class PushedTasks:
 
     def __init__(self, dispatcher: Dispatcher):
         self.dispatcher = dispatcher
+        self.messages = PushedMessages(dispatcher.tasks, payload)  # payloads made from envelopes, once learnt
         self._warned = False
 
     def payloads(self, calls: Sequence[tuple[str, CallRecord]]) -> list[str] | None:
         """Each call's payload to push (None: they cannot be pushed, they are published as on any broker)."""
+        tasks = [self.dispatcher.task_of(job_id, record) for job_id, record in calls]
+        made = self.messages.payloads(tasks)
+        if made is not None:
+            return made
         try:
             with self.dispatcher.tasks.kept(dict.fromkeys(record.queue for _, record in calls)) as (batch, kept):
-                self.dispatcher.send(batch, calls)
+                for task in tasks:
+                    batch.send(*task)
         except NotKept as error:
             self._warn(str(error))
             return None
         payloads = _payloads(kept, len(calls), events=batch.sent_event)
         if payloads is None:
             self._warn("a task was not one message on one list")  # a queue that expires, an odd name
+        else:
+            self.messages.learn(tasks, payloads, batch.context)
         return payloads
 
     def _warn(self, why: str) -> None:
@@ -76,8 +87,15 @@ def _payloads(kept: list[Commands], calls: int, *, events: bool) -> list[str] | 
         return None
     done = cast(list[tuple[str, str, str]], commands)
     tasks, sent = done[::per_call], (done[1::2] if events else [("", "", "")] * calls)
-    return [f"{PUSHED}{key}\n{channel}\n{_joinable(event) if event else ''}\n{message}"
+    return [payload(key, channel, event, message)
             for (_, key, message), (_, channel, event) in zip(tasks, sent, strict=True)]
+
+
+def payload(key: str, channel: str, event: str, message: str) -> str:
+    """The payload that pushes `message` onto the list `key` and publishes `event` on `channel` ("": none), as
+    kombu's Redis transport would have sent them; payloads made from envelopes are written by it too
+    (`PushedMessages`). The event is made joinable (`_joinable`)."""
+    return f"{PUSHED}{key}\n{channel}\n{_joinable(event) if event else ''}\n{message}"
 
 
 JOINED_HEAD, JOINED_COMMA, JOINED_TAIL = "[  ", ",  ", "  ]"

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 import redis
 
+from agentq.client import Client
 from agentq.engine.routing import Routing
 from agentq.engine.signing import TaskSigner
 from agentq.protocol.admission import PUSHED, AdmissionConfig, Ticket, admission_member
+from agentq.protocol.records import WorkerAnnouncement
+from agentq.protocol.tools import ToolRegistry
 from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app
 from agentq.runtime.pushed import PushedTasks, broker_is_store
@@ -88,6 +91,93 @@ def test_a_pushed_task_is_the_message_send_task_publishes_with_its_task_sent_eve
     assert [len(e) for e in by_task.values()] == [2, 2]
     for pair in by_task.values():
         assert pair[0] == pair[1]  # pushed and referenced: the same event
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_payload_made_from_an_envelope_is_the_one_kombu_builds(redis_url: str, case: str,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    """After the first task of a name and queue (built through kombu), its payloads are made from an envelope,
+    without a kombu publish: the message and `task-sent` event `send_task` publishes, headers in the same order."""
+    from kombu import Producer
+
+    queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
+    admitting = _Admitting(redis_url, queue, window=8)
+    job_id = f"job_{uuid.uuid4().hex[:12]}"
+    admission, dispatcher = admitting.admission, admitting.dispatcher
+    assert admission.pushed is not None
+    messages = admission.pushed.messages
+    admission.know(job_id, "default", None, {})
+    publishes: list[Any] = []
+    publish = Producer.publish
+    try:
+        with on_redis_broker(redis_url, queue) as (client, listener):
+            with _prepare(case, admitting.app, monkeypatch):
+                assert messages.payloads([dispatcher.task_of(job_id, _record(queue, 1))]) is None  # not learnt
+                assert admission.pushed.payloads([(job_id, _record(queue, 1))]) is not None  # built, learnt
+
+                def counted(*args: Any, **kwargs: Any) -> Any:
+                    publishes.append(args)
+                    return publish(*args, **kwargs)
+
+                monkeypatch.setattr(Producer, "publish", counted)
+                assert admission.admit(job_id, [_record(queue, 2)]) == []  # pushed by the step
+                made = take_message(client, queue)
+                assert publishes == []  # nothing went through kombu
+                _send_task(dispatcher, job_id, _record(queue, 2))
+                reference = take_message(client, queue)
+            made_event, reference_event = task_events(listener, 2)
+    finally:
+        admitting.close()
+    assert made == reference
+    assert list(made["headers"]) == list(reference["headers"])
+    assert made["headers"]["id"] == f"{job_id}.call_2"
+    assert made_event == reference_event
+
+
+def test_an_envelope_that_does_not_remake_its_payload_is_not_kept(redis_url: str):
+    queue = f"test.pushed.{uuid.uuid4().hex[:8]}"
+    admitting = _Admitting(redis_url, queue)
+    pushed, dispatcher = admitting.admission.pushed, admitting.dispatcher
+    assert pushed is not None
+    try:
+        tasks = [dispatcher.task_of("job_a", _record(queue, 1))]
+        built = pushed.payloads([("job_a", _record(queue, 1))])
+        assert built is not None and pushed.messages.payloads(tasks) is not None  # learnt: made from the envelope
+        fresh = PushedTasks(dispatcher)  # learns from a payload kombu would not have written (other spacing)
+        fresh.messages.learn(tasks, [built[0].replace('", "', '","')], dispatcher.tasks.context(traced=True))
+        assert fresh.messages.payloads(tasks) is None  # so every payload goes through kombu
+    finally:
+        admitting.close()
+
+
+def test_a_one_call_job_is_submitted_in_one_request_to_redis(redis_url: str):
+    """With the broker on the store's Redis, a client submits a one-call job of a live activity in one request:
+    the job's write with its admission step, which pushes the task and its event (made from an envelope after the
+    first: nothing is published through kombu, nothing else is read or written)."""
+    queue = f"test.submit.{uuid.uuid4().hex[:8]}"
+    tools = ToolRegistry()
+    tools.register("noop", {"type": "object", "properties": {"_tool": {"type": "string", "const": "noop"},
+                                                             "i": {"type": "integer"}, "_output": {}}})
+    client = Client(settings=Settings(redis_url=redis_url), tools=tools)
+    worker = {"id": "w1", "queues": [queue], "activities": [{"name": "noop", "task": "agentq.activity.noop",
+                                                              "queue": queue}]}
+    client._parts.fleet.announce_worker("w1", WorkerAnnouncement.from_dict(worker), ttl_s=60)
+    admin = redis.Redis.from_url(redis_url)
+
+    def requests() -> int:
+        return int(admin.info("stats")["total_reads_processed"])  # this INFO's own request counts too
+
+    job = {"calls": [{"_tool": "noop", "i": 1, "_outputPath": "†state.r"}]}
+    try:
+        client.submit(job)  # the first: the fleet read, the task's template and envelope made
+        before = requests()
+        for _ in range(3):
+            client.submit(job)
+        assert requests() - before - 1 == 3
+        assert admin.llen(queue) == 4  # every task pushed
+    finally:
+        admin.close()
+        client.close()
 
 
 def test_a_free_place_goes_to_a_waiting_call_at_once_only_where_the_step_pushes_its_task(redis_url: str):
