@@ -125,7 +125,7 @@ class PinnedPoolMixin:
         if pin.generation != self._generation:
             pin.generation = self._generation
             connection.disconnect()
-        if not connection.is_connected:
+        if not _connected(connection):
             connection.connect()
         elif _unclean(connection):
             connection.disconnect()
@@ -161,6 +161,12 @@ class PinnedPoolMixin:
         """`pin`'s thread ended: its connection goes back to the queue (unless the pool was reset since)."""
         if self._unpinned(pin.epoch):
             super().release(pin.connection)  # type: ignore[misc]
+
+
+def _connected(connection: Any) -> bool:
+    """Whether `connection` has a socket (redis-py 7's `is_connected`; 6.4 has no such property)."""
+    connected = getattr(connection, "is_connected", None)
+    return bool(connected) if connected is not None else getattr(connection, "_sock", None) is not None
 
 
 def _unclean(connection: Any) -> bool:
