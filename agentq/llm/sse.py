@@ -62,6 +62,8 @@ def sdk_events(sses: Iterator[Any]) -> Iterator[Event]:
         yield Event(sse.event, sse.data)
 
 
+# one SSE block, parsed as the standard says (fields, comments, repeated data lines), with the API's own two-line
+# shape taken first: splitting it apart would cost every event the general path
 def _event(block: bytes) -> Event | None:
     """One event's lines (without the blank line that ended it); None when it has no name and no data."""
     head, _, rest = block.partition(b"\n")

@@ -21,7 +21,7 @@ def test_a_timer_round_between_the_timer_write_and_the_wait_open_does_not_lose_t
     other = harness.runtime()  # another dispatcher: one round in the window, then its loop polling
     other_loop = TimerLoop(other.store, other.executor.waits, interval_s=0.1)
     harness.on_close(other_loop.stop)
-    runner = store._waits
+    runner = store.waits._waits
     real_run = runner.run
     rounds: list[tuple[int, list[str]]] = []
 
