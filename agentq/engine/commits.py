@@ -32,6 +32,17 @@ def commit_failure(store: CallStore, job_id: str, call_id: str, *, token: str, r
     """Commit the call as failed with `error_type: message` (sensitive values already masked): its error
     message in the log (or the `||` branch that takes it) and its `call.finished` event. Returns the commit's
     reply and the event. `lease_ms`: the caller's lease length (`Store.commit`)."""
+    messages, event = failure(job_id, call_id, record=record, error_type=error_type, message=message, source=source,
+                              shown=shown)
+    commit = store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages, events=[event],
+                          lease_ms=lease_ms)
+    return commit, event
+
+
+def failure(job_id: str, call_id: str, *, record: CallRecord, error_type: str, message: str, source: str,
+            shown: Shown = Shown()) -> tuple[list[dict], CallFinished]:
+    """A failed call's log messages and `call.finished` event, for a step that commits them (`commit_failure`; a
+    reviewer's rejection, committed with its decision: `runtime/decisions.py`)."""
     messages = failure_messages(record.call, call_id=call_id, error_type=error_type, message=message,
                                 date=now_iso())
     part = tool_result_part(call_id=call_id, name=record.tool, content=shown.content or message, is_error=True,
@@ -39,6 +50,4 @@ def commit_failure(store: CallStore, job_id: str, call_id: str, *, token: str, r
     event = CallFinished(job_id=job_id, call_id=call_id, tool=record.tool, status=CallStatus.FAILED.value,
                          duration_ms=shown.duration_ms, error={"type": error_type, "message": message},
                          absorbed=absorbs_failure(record.call), part=part)
-    commit = store.commit(job_id, call_id, token=token, status=CallStatus.FAILED, messages=messages, events=[event],
-                          lease_ms=lease_ms)
-    return commit, event
+    return messages, event

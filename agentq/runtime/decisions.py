@@ -2,35 +2,42 @@
 (docs/protocol.md#approvals), and a job's cancellation. A mixin of `JobService` (`runtime/service.py`), which builds the
 parts it uses.
 
-An approved (or edited) call is made `ready` in the store, then sent by the deciding process (an API): a process
-killed between the two would leave it `ready` and never admitted, and a reviewer's retry finds it decided. So the
-decision first writes a check, `<job> @decided:<call>` in the timers' sorted set, due a lease later; the dispatcher
-that takes it sends the call again when it is still `ready` (`send_decided`: the admission answers an admitted call
-with its task again and leaves a parked one parked; a copy runs nothing twice, a call is claimed once)."""
+An approved (or edited) call is made `ready` in the store, then sent by the deciding process (an API, a CLI): a
+process killed between the two would leave it `ready` and never admitted, and a reviewer's retry finds it decided.
+So the decision first writes a check, `<job> @decided:<call>` in the timers' sorted set, due a lease later; the
+dispatcher that takes it sends the call again when it is still `ready` (`send_decided`: the admission answers an
+admitted call with its task again and leaves a parked one parked; a copy runs nothing twice, a call is claimed once).
+
+A rejection commits the call's `Rejected` failure in the decision's own step (decide.lua): nothing can come between
+the two, and a second decision finds the call `failed` (a conflict). What follows the commit — the calls it released
+sent, the job's next step — is the deciding process's too, so a rejection writes its check as well,
+`<job> @rejected:<call>`, whose dispatcher takes those steps again once the call is `failed` (`finish_rejected`,
+`JobProgress.recover`: each is safe to repeat)."""
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import replace
 from typing import Any, Protocol
 
 from agentq import telemetry
-from agentq.engine.commits import commit_failure
+from agentq.engine.commits import failure
 from agentq.engine.progress import Dispatch as EngineDispatch
 from agentq.engine.progress import JobProgress
 from agentq.errors import CallNotFoundError, ConflictError, JobValidationError, Problem
-from agentq.protocol.envelopes import JobFinished
+from agentq.protocol.envelopes import Envelope, JobFinished
 from agentq.protocol.events import activity_part
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus, JobStatus
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DECIDED
-from agentq.store.replies import Decided, DecisionConflict, DecisionMissing
+from agentq.store.job_timers import DECIDED, REJECTED
+from agentq.store.replies import Decided, DecisionConflict, DecisionMissing, RejectedCall
 
 log = logging.getLogger("agentq.timers")
+
+REJECTED_ERROR = "Rejected"  # the error type of a call a reviewer rejected
 
 
 class Dispatch(EngineDispatch, Protocol):
@@ -49,7 +56,8 @@ class JobDecisions:
 
     def approve(self, job_id: str, call_id: str) -> CallRecord:
         """Let a call awaiting approval run (docs/protocol.md#approvals); its task is sent now."""
-        record = self._decide(job_id, call_id, "approve")
+        self._awaiting(job_id, call_id)
+        record = self._let_run(job_id, call_id, "approve")
         self._send(job_id, record)
         return record
 
@@ -71,8 +79,7 @@ class JobDecisions:
             problems += [Problem("/params" + p.pointer.removeprefix("/calls/0"), p.message) for p in found]
         if problems:
             raise JobValidationError("edit rejected", problems)
-        edited = replace(record, call=call)
-        record = self._decide(job_id, call_id, "edit", record=edited)
+        record = self._let_run(job_id, call_id, "edit", replace(record, call=call))
         self._send(job_id, record)
         return record
 
@@ -94,14 +101,23 @@ class JobDecisions:
         with telemetry.resumed(lambda: self.store.job_info(job_id).traceparent):
             self.dispatcher(job_id, [record])
 
+    def finish_rejected(self, job_id: str, call_id: str) -> None:
+        """A call rejected a lease ago: the calls its rejection released are sent and the job's next step taken
+        again, when the call is `failed` (its decider may have died after the rejection's step, before these; see
+        the module docstring)."""
+        if self.store.call_statuses(job_id, [call_id]).get(call_id) is CallStatus.FAILED:
+            self.progress.recover(job_id, call_id)
+
     def reject(self, job_id: str, call_id: str, reason: str | None = None) -> CallRecord:
-        """Fail a call awaiting approval with "rejected by reviewer" (and the reason); the job goes on."""
-        token = uuid.uuid4().hex
-        record = self._decide(job_id, call_id, "reject", token=token)
+        """Fail a call awaiting approval with "rejected by reviewer" (and the reason), in the decision's step; the
+        job goes on."""
+        record = self._awaiting(job_id, call_id)
         message = "rejected by reviewer" + (f": {reason}" if reason else "")
-        commit, _ = commit_failure(self.store, job_id, call_id, token=token, record=record, error_type="Rejected",
-                                   message=message, source="agentq")
-        self.progress.committed(job_id, commit)
+        messages, event = failure(job_id, call_id, record=record, error_type=REJECTED_ERROR, message=message,
+                                  source="agentq")
+        rejected = self._decide(job_id, call_id, "reject", messages=messages, events=[event])
+        assert isinstance(rejected, RejectedCall), "a rejection's step commits the call's failure"
+        self.progress.committed(job_id, rejected.commit)
         return record
 
     def _awaiting(self, job_id: str, call_id: str) -> CallRecord:
@@ -111,14 +127,20 @@ class JobDecisions:
             raise CallNotFoundError(f"job {job_id!r} has no call {call_id!r}")
         return records[call_id]
 
+    def _let_run(self, job_id: str, call_id: str, decision: str, record: CallRecord | None = None) -> CallRecord:
+        """Approve (or edit, with the edited `record`) the call; its record after the decision."""
+        decided = self._decide(job_id, call_id, decision, record=record)
+        assert isinstance(decided, Decided), "only a rejection's step commits"
+        return decided.record
+
     def _decide(self, job_id: str, call_id: str, decision: str, *, record: CallRecord | None = None,
-                token: str = "") -> CallRecord:
-        self._awaiting(job_id, call_id)
-        if decision != "reject":  # sent by this process alone: checked a lease later (see the module docstring)
-            self.store.set_job_timer(job_id, DECIDED + call_id, round((time.time() + self.settings.lease_s) * 1000))
-        match self.store.decide(job_id, call_id, decision=decision, record=record, token=token,
-                                lease_ms=int(self.settings.lease_s * 1000)):
-            case Decided(record=decided):
+                messages: list[dict] | None = None, events: list[Envelope] | None = None) -> Decided | RejectedCall:
+        """The decision's step, after its check (see the module docstring); a conflict raises `ConflictError`."""
+        check = (REJECTED if decision == "reject" else DECIDED) + call_id
+        self.store.set_job_timer(job_id, check, round((time.time() + self.settings.lease_s) * 1000))
+        match self.store.decide(job_id, call_id, decision=decision, record=record, messages=messages or (),
+                                events=events or ()):
+            case Decided() | RejectedCall() as decided:
                 return decided
             case DecisionConflict(status=CallStatus.AWAITING_APPROVAL):  # the call waits, but its job ended
                 ended = self.store.job_status(job_id)

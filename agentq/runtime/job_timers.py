@@ -48,7 +48,7 @@ from agentq.protocol.status import JobStatus
 from agentq.runtime.decisions import Dispatch
 from agentq.settings import Settings
 from agentq.store.base import Store
-from agentq.store.job_timers import DEADLINE, DECIDED, START, UNSTARTED, UNTAKEN
+from agentq.store.job_timers import DEADLINE, DECIDED, REJECTED, START, UNSTARTED, UNTAKEN
 
 if TYPE_CHECKING:
     from agentq.runtime.admission import WithWrite
@@ -87,6 +87,10 @@ class JobTimers:
         """Send an approved call again when still `ready` (`JobDecisions.send_decided`)."""
         raise NotImplementedError  # `JobDecisions`'s
 
+    def finish_rejected(self, job_id: str, call_id: str) -> None:
+        """Take again what follows a rejected call's failure (`JobDecisions.finish_rejected`)."""
+        raise NotImplementedError  # `JobDecisions`'s
+
     def start_check(self, plan: JobPlan, ready: list[CallRecord], with_write: WithWrite | None,
                     submitted_s: float) -> int | None:
         """When a new job's `@unstarted` timer is due (unix ms), or None when it needs none: a job started later (its
@@ -116,6 +120,9 @@ class JobTimers:
             return True
         if kind.startswith(DECIDED):
             self.send_decided(job_id, kind.removeprefix(DECIDED))
+            return True
+        if kind.startswith(REJECTED):
+            self.finish_rejected(job_id, kind.removeprefix(REJECTED))
             return True
         log.warning("job %s has a timer of unknown kind %r: dropped", job_id, kind)
         return True

@@ -33,6 +33,7 @@ from agentq.store.replies import (
     EndAhead,
     FinishInputs,
     LastCall,
+    RejectedCall,
     Settle,
     Settled,
     SettleOther,
@@ -175,16 +176,21 @@ class CallScripts(ScriptRunner):
             raise reply
         return int(reply)
 
-    def decide(self, keys: JobKeys, call_id: str, *, decision: str, record: CallRecord | None, token: str,
-               lease_ms: int, event: Envelope | None) -> Decision:
-        """decide.lua: a reviewer's decision on a call awaiting approval."""
+    def decide(self, keys: JobKeys, call_id: str, *, decision: str, record: CallRecord | None,
+               event: Envelope | None, messages: Sequence[dict] = (), events: Sequence[Envelope] = ()) -> Decision:
+        """decide.lua: a reviewer's decision on a call awaiting approval (a rejection commits the call's failure,
+        `messages` and `events`, in the same step)."""
         reply = self._run(
-            "decide", [keys.job, keys.calls, keys.status, keys.approval, keys.lease(call_id), keys.events],
+            "decide", [keys.job, keys.calls, keys.status, keys.approval, keys.events, keys.log, keys.waiting,
+                       keys.dependents, keys.done],
             [DecideArgs(call_id=call_id, decision=decision, record=dumps(record.to_dict()) if record else "",
-                        token=token, lease_ms=lease_ms, event=entry(event, keys.job_id) if event else "").encode()])
+                        event=entry(event, keys.job_id) if event else "", messages=len(messages)).encode(),
+             *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "decided":
                 return Decided(record=CallRecord.from_dict(json.loads(reply[1])))
+            case "committed":
+                return RejectedCall(commit=_committed(reply))
             case "conflict":
                 return DecisionConflict(status=CallStatus(reply[1]))
             case "missing":

@@ -19,7 +19,7 @@ from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
 from agentq.store.part import StorePart
-from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, Settle, Settled
+from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, RejectedCall, Settle, Settled
 from agentq.store.stats import JobCounts
 from agentq.store.views import CallTable
 
@@ -153,11 +153,16 @@ class RedisCalls(StorePart):
         self.redis.set(keys.lease(call_id), token, pxat=int(expire_at_ms))
 
     def decide(self, job_id: str, call_id: str, *, decision: str, record: CallRecord | None = None,
-               token: str = "", lease_ms: int = 0, event: Envelope | None = None) -> Decision:
-        """A reviewer's decision on a call awaiting approval: `Decided` (its record after the decision),
+               event: Envelope | None = None, messages: Sequence[dict] = (),
+               events: Sequence[Envelope] = ()) -> Decision:
+        """A reviewer's decision on a call awaiting approval: `Decided` (approve, edit: its record after the
+        decision), `RejectedCall` (reject: its failure, `messages` and `events`, committed in the same step),
         `DecisionConflict` (the call's status) or `DecisionMissing`."""
-        return self.scripts.decide(self.keys(job_id), call_id, decision=decision, record=record, token=token,
-                                   lease_ms=lease_ms, event=event)
+        decided = self.scripts.decide(self.keys(job_id), call_id, decision=decision, record=record, event=event,
+                                      messages=messages, events=events)
+        if isinstance(decided, RejectedCall):
+            self._after_committed(job_id, decided.commit)
+        return decided
 
     # ---------------------------------------------------------------------------------------------- reads
 

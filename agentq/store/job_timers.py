@@ -32,6 +32,7 @@ START = "start"
 UNSTARTED = "unstarted"  # a job whose first tasks only its submitter sends: started again if still unstarted
 UNTAKEN = "untaken:"  # `<job> @untaken:<call>`: a ready call's `x-start-timeout-s`
 DECIDED = "decided:"  # `<job> @decided:<call>`: an approved call, sent again if still ready (runtime/decisions.py)
+REJECTED = "rejected:"  # `<job> @rejected:<call>`: a rejected call, what follows its failure taken again (same)
 
 
 def job_timer_member(job_id: str, kind: str) -> str:

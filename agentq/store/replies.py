@@ -275,6 +275,14 @@ class Decided:
 
 
 @dataclass(frozen=True)
+class RejectedCall:
+    """The reviewer's rejection was taken and the call's failure committed in the same step: `commit` is that
+    commit's reply (what it released, the job's next step)."""
+
+    commit: Committed
+
+
+@dataclass(frozen=True)
 class DecisionConflict:
     """The call is not awaiting approval (or its job ended): `status` is the call's."""
 
@@ -286,7 +294,7 @@ class DecisionMissing:
     """No such call."""
 
 
-Decision = Decided | DecisionConflict | DecisionMissing
+Decision = Decided | RejectedCall | DecisionConflict | DecisionMissing
 
 
 @dataclass(frozen=True)

@@ -112,19 +112,18 @@ class SettleArgs:
 @dataclass(frozen=True, slots=True)
 class DecideArgs:
     """decide.lua's record: a reviewer's `decision` ('approve' | 'edit' | 'reject') on a call awaiting approval.
-    `record`: the edited record JSON ('' unless edit); `token`, `lease_ms`: a rejected call is held by that token
-    until its failure is committed; `event`: the packed entry to publish ('': none)."""
+    `record`: the edited record JSON ('' unless edit); `event`: the packed entry to publish ('': none);
+    `messages`: how many of the failure's messages follow (a rejection's, committed in the same step)."""
 
     call_id: str
     decision: str
     record: str
-    token: str
-    lease_ms: int
     event: str
+    messages: int = 0
 
     def encode(self) -> str:
         return dumps({"call_id": self.call_id, "decision": self.decision, "record": self.record,
-                      "token": self.token, "lease_ms": self.lease_ms, "event": self.event})
+                      "event": self.event, "messages": self.messages})
 
 
 @dataclass(frozen=True, slots=True)

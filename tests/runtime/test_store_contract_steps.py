@@ -23,6 +23,7 @@ from agentq.store.replies import (
     Decided,
     DecisionConflict,
     DecisionMissing,
+    RejectedCall,
     Settled,
     SettleOther,
     SettleStaleTool,
@@ -91,21 +92,40 @@ def test_a_job_held_at_submission_starts_at_its_first_claim_and_stays_held(backe
     assert events(store, job_id) == ["job.queued", "call.awaiting_approval", "job.started"]
 
 
-def test_an_edit_replaces_the_record_and_a_reject_holds_the_call_for_its_failure(backend: Backend):
+def test_an_edit_replaces_the_record(backend: Backend):
     store = backend.store
     job_id, ids = held(store, ["first", "bg"])
     stored = store.call_records(job_id)
     edited = CallRecord.from_dict({**stored[ids["first"]].to_dict(), "call": {"_tool": "first", "x": 7}})
     assert store.decide(job_id, ids["first"], decision="edit", record=edited) == Decided(record=edited)
     assert store.call_records(job_id, [ids["first"]])[ids["first"]] == edited
+    assert store.call_statuses(job_id)[ids["first"]] is CallStatus.READY
     assert store.job_status(job_id) is JobStatus.AWAITING_APPROVAL  # bg is still held
-    assert store.decide(job_id, ids["bg"], decision="reject", token="r", lease_ms=LEASE_MS) == Decided(
-        record=stored[ids["bg"]])
-    assert store.call_statuses(job_id)[ids["bg"]] is CallStatus.RUNNING
-    assert store.job_status(job_id) is JobStatus.RUNNING
-    assert store.claim(job_id, ids["bg"], token="x", lease_ms=LEASE_MS).outcome is ClaimOutcome.LEASED
-    assert store.commit(job_id, ids["bg"], token="x", status=CallStatus.FAILED).outcome is CommitOutcome.SUPERSEDED
-    assert store.commit(job_id, ids["bg"], token="r", status=CallStatus.FAILED).outcome is CommitOutcome.COMMITTED
+
+
+def test_a_reject_commits_the_calls_failure_in_its_own_step_once(backend: Backend):
+    """Nothing is left between the decision and the failure: the call is `failed`, its message in the log, its
+    event published, its dependent released, the job running; a second decision is a conflict."""
+    store = backend.store
+    job_id, ids = held(store, ["first"])
+    first = ids["first"]
+    error = {"type": "error", "data": {"type": "Rejected"}, "_call": {"id": first}}
+    rejected = store.decide(job_id, first, decision="reject", messages=[error],
+                            events=[finished(job_id, first, CallStatus.FAILED)])
+    assert isinstance(rejected, RejectedCall)
+    commit = rejected.commit
+    assert (commit.outcome, commit.job_status, commit.open_calls, [r.id for r in commit.released]) == (
+        CommitOutcome.COMMITTED, JobStatus.RUNNING, 1, [ids["second"]])  # second is open (bg is not awaited)
+    assert store.call_statuses(job_id)[first] is CallStatus.FAILED
+    assert store.call_statuses(job_id)[ids["second"]] is CallStatus.READY
+    assert store.read_log(job_id)[2:] == [error]
+    assert events(store, job_id) == ["job.queued", "call.awaiting_approval", "call.finished"]
+    for decision in ("reject", "approve"):
+        assert store.decide(job_id, first, decision=decision, messages=[error]) == DecisionConflict(
+            status=CallStatus.FAILED)
+    assert store.claim(job_id, first, token="x", lease_ms=LEASE_MS).outcome is ClaimOutcome.FINISHED
+    assert store.read_log(job_id)[2:] == [error]  # written once
+    assert events(store, job_id) == ["job.queued", "call.awaiting_approval", "call.finished"]
 
 
 def test_a_released_call_that_needs_approval_is_held_and_so_is_its_job(backend: Backend):
