@@ -42,9 +42,8 @@ def llm(anthropic_env: FakeAnthropic) -> Iterator[AnthropicLLM]:
     provider.close()
 
 
-def test_a_request_is_the_one_the_sdk_sends_and_the_sdk_builds_it_once(llm, anthropic_env, monkeypatch) -> None:
-    """Three requests sent from the client's template and one sent by the SDK's own `post` arrive alike (every
-    header, the body); the SDK built a request once for the three."""
+def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one each time the SDK builds a request."""
     built: list[int] = []
     build = anthropic.Anthropic._build_request
 
@@ -53,6 +52,13 @@ def test_a_request_is_the_one_the_sdk_sends_and_the_sdk_builds_it_once(llm, anth
         return build(self, *args, **kw)
 
     monkeypatch.setattr(anthropic.Anthropic, "_build_request", counted)
+    return built
+
+
+def test_a_request_is_the_one_the_sdk_sends_and_the_sdk_builds_it_once(llm, anthropic_env, monkeypatch) -> None:
+    """Three requests sent from the client's template and one sent by the SDK's own `post` arrive alike (every
+    header, the body); the SDK built a request once for the three."""
+    built = count_builds(monkeypatch)
     client = llm.client
     assert send.direct(client)
     for _ in range(3):
@@ -72,14 +78,7 @@ def test_a_request_is_the_one_the_sdk_sends_and_the_sdk_builds_it_once(llm, anth
 def test_a_prepared_provider_builds_no_request_and_a_template_keeps_no_client(anthropic_env, monkeypatch) -> None:
     """`prepare` makes every client copy's template (none is built by a request after it); a client dropped is
     not kept alive by its template."""
-    built: list[int] = []
-    build = anthropic.Anthropic._build_request
-
-    def counted(self: Any, *args: Any, **kw: Any) -> Any:
-        built.append(1)
-        return build(self, *args, **kw)
-
-    monkeypatch.setattr(anthropic.Anthropic, "_build_request", counted)
+    built = count_builds(monkeypatch)
     provider = AnthropicLLM(connections=64)
     try:
         provider.prepare()

@@ -1,4 +1,4 @@
--- What follows the write of a call's outcome, shared by commit.lua and settle.lua (included by `--#include
+-- What follows the write of a call's outcome, shared by commit.lua, settle.lua and decide.lua (included by `--#include
 -- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval.
 
 -- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at,
@@ -21,6 +21,16 @@ local function append_log(key, messages, expire_at_ms)
     if length == last then redis.call('PEXPIREAT', key, expire_at_ms) end
   end
   return length
+end
+
+-- Write a call's outcome: its log messages (ARGV[2 .. 1 + n]) appended to `k.log`, its status `status`, its events
+-- (the ARGV after the messages) appended to `k.events`.
+local function write_outcome(k, call_id, status, n, expire_at_ms)
+  local messages = {}
+  for i = 2, 1 + n do messages[#messages + 1] = ARGV[i] end
+  append_log(k.log, messages, expire_at_ms)
+  redis.call('HSET', k.status, call_id, status)
+  for i = 2 + n, #ARGV do redis.call('XADD', k.events, '*', 'e', ARGV[i]) end
 end
 
 -- Decrement the waiting counts of the call's dependents; each that waits on nothing more becomes ready (its

@@ -29,13 +29,8 @@ end
 
 -- the rejection's failure, committed
 local job = job_fields(KEYS[1])
-local n = a.messages
-local messages = {}
-for i = 2, 1 + n do messages[#messages + 1] = ARGV[i] end
-append_log(KEYS[6], messages, job.expire_at_ms)
-redis.call('HSET', KEYS[3], call_id, CALL.FAILED)
-for i = 2 + n, #ARGV do redis.call('XADD', KEYS[5], '*', 'e', ARGV[i]) end
 local k = {job = KEYS[1], log = KEYS[6], calls = KEYS[2], status = KEYS[3], waiting = KEYS[7],
            dependents = KEYS[8], approval = KEYS[4], events = KEYS[5], done = KEYS[9]}
+write_outcome(k, call_id, CALL.FAILED, a.messages, job.expire_at_ms)
 local released = release_dependents(k, call_id, job)
 return committed_reply(k, cjson.decode(redis.call('HGET', KEYS[2], call_id)).awaited, job, released, nil)

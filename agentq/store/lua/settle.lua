@@ -45,14 +45,8 @@ if not started then
 end
 
 -- the commit
-local n = a.messages
-local messages = {}
-for i = 2, 1 + n do messages[#messages + 1] = ARGV[i] end
-append_log(KEYS[7], messages, job.expire_at_ms)
-redis.call('HSET', KEYS[3], call_id, a.status)
-for i = 2 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', ARGV[i]) end
-
 local k = {job = KEYS[1], log = KEYS[7], calls = KEYS[2], status = KEYS[3], waiting = KEYS[8],
            dependents = KEYS[9], approval = KEYS[10], events = KEYS[6]}
+write_outcome(k, call_id, a.status, a.messages, job.expire_at_ms)
 local released = release_dependents(k, call_id, job)
 return committed_reply(k, cjson.decode(stored).awaited, job, released)
