@@ -36,6 +36,7 @@ from agentq.store.submission import held_calls, submission_payload
 from agentq.store.sync_reads import run
 
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
+TRIM_EVERY_S = 1.0  # a process trims each fleet-wide listing of its expired entries at most this often
 
 
 @map_store_errors
@@ -45,6 +46,7 @@ class RedisJobs(StorePart):
     def __init__(self, conn: StoreConnection, counts: JobCounts):
         super().__init__(conn)
         self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
+        self._trimmed: dict[str, float] = {}  # listing key -> when this process last trimmed it (store clock)
 
     # ------------------------------------------------------------------------------------------ submission
 
@@ -114,11 +116,20 @@ class RedisJobs(StorePart):
         pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
         if held:
             pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
-        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
-        if tenant_jobs:
-            pipe.zremrangebyscore(tenant_jobs, 0, now - JOB_LISTING_S)
-        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
+        for key, until in ((self.fleet.jobs, now - JOB_LISTING_S), (tenant_jobs, now - JOB_LISTING_S),
+                           (self.fleet.active_jobs, now)):  # active: jobs that expired without ending
+            if key and self._trim_due(key, now):
+                pipe.zremrangebyscore(key, 0, until)
         return fleet_keys
+
+    def _trim_due(self, key: str, now: float) -> bool:
+        """Whether to trim the listing `key` now: once per `TRIM_EVERY_S` per process, so a listing holds expired
+        entries a second longer at most while a submission costs no trim commands of its own (two, three with a
+        named tenant's listing). Two threads may both trim: harmless."""
+        if 0 <= now - self._trimmed.get(key, float("-inf")) < TRIM_EVERY_S:  # (a clock set back: trimmed)
+            return False
+        self._trimmed[key] = now
+        return True
 
     def _unlist(self, job_id: str, undo: list[str]) -> None:
         """Take back the fleet-wide entries a refused or failed submission added."""

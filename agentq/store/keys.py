@@ -23,6 +23,11 @@ from agentq.protocol.records import TICK
 SPEC_FIELDS = ("submitted", "solution", "registered")
 
 
+#: the names of `JobKeys.all`, in the order submit.lua takes them
+_ALL = ("job", "log", "calls", "status", "waiting", "attempts", "tools", "events", "dependents", "exchanges",
+        "approval", "lost", "spec")
+
+
 @dataclass(frozen=True)
 class JobKeys:
     """The keys of one job, in the order the Lua scripts expect them (see `all`). Each key's name is built on its
@@ -135,11 +140,12 @@ class JobKeys:
         """The job id of one of a job's keys (inside its hash tag: a job id has no braces)."""
         return key[key.rindex("{") + 1:key.rindex("}")]
 
-    @property
+    @cached_property
     def all(self) -> tuple[str, ...]:
-        """Keys that live exactly as long as the job (leases expire on their own)."""
-        return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events, self.dependents, self.exchanges, self.approval, self.lost, self.spec)
+        """Keys that live exactly as long as the job (leases expire on their own): each named as its property names
+        it, built here in one go (a submission's script takes them all)."""
+        prefix = self._prefix
+        return tuple(f"{prefix}:{name}" for name in _ALL)
 
 
 @dataclass(frozen=True)
