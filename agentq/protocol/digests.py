@@ -15,8 +15,12 @@ from typing import Any
 from agentq.protocol.records import CallRecord
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder, not one per call
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """The stored JSON of `value` (what `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` gives)."""
+    return _encode(value)
 
 
 #: the stored JSON of the call records of the submission in progress (`stored_forms`): call id -> (record, JSON)

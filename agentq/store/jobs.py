@@ -32,6 +32,7 @@ from agentq.store.job_timers import UNSTARTED, job_timer_member
 from agentq.store.part import StorePart
 from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
 from agentq.store.stats import JobCounts
+from agentq.store.step_args import Listing
 from agentq.store.submission import held_calls, submission_payload
 from agentq.store.sync_reads import run
 
@@ -62,36 +63,36 @@ class RedisJobs(StorePart):
         goes in the same round trip, before the job's script on a single Redis (a job written always has it; a
         refused id's job gets it too, unless it has one: it finds that job started, or starts it).
 
-        One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
-        active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
-        a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
-        existing job's entries as they were when the script refuses the id; what this pipeline added for a
-        refused or failed submission is taken back."""
+        One round trip (two on a cluster), whose commands a one-call job pays for: on a single Redis, the job's
+        script writes the job and then its fleet-wide entries (the listing; the active jobs and those holding calls
+        for a reviewer, for the metrics: ZADD NX, `Listing`), or nothing when it refuses the id; on a cluster, where
+        a job's script touches only that job's keys (one slot), they follow the script in the pipeline. The
+        listings' trims go along at most once a second (`_trim_due`)."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
         payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
                                            traceparent=traceparent, tenant=tenant, seed=seed))
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
+        tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)
+        listing = self._listing(plan.id, now=now, expire_at_ms=expire_at_ms, held=held, tenant_jobs=tenant_jobs)
         pipe = self.redis.pipeline(transaction=False)
         checks = self._queue_start_check(pipe, plan.id, start_check_ms)  # first: its reply is dropped below
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
             if not self.scripts.submit(keys, payload, expire_at_ms):
                 return False
+            for key, score in zip(listing.keys, listing.scores, strict=True):
+                pipe.zadd(key, {plan.id: score}, nx=True)
         else:
-            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
-        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
-                                         tenant=tenant)
+            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms, listing)
+        self._queue_trims(pipe, now, tenant_jobs)
         queued = queue_admission(self, pipe, admission, keys.job)
         replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)[checks:]
         if self.cluster:
-            written: bool | Exception = True
-        else:
-            written, replies = self.scripts.submitted(replies[0], keys, payload, expire_at_ms), replies[1:]
-        if isinstance(written, Exception) or not written:
-            self._unlist(plan.id, [key for key, reply in zip(fleet_keys, replies, strict=False) if reply == 1])
-            if isinstance(written, Exception):
-                raise written
-        return bool(written)
+            return True
+        written = self.scripts.submitted(replies[0], keys, payload, expire_at_ms, listing)
+        if isinstance(written, Exception):
+            raise written
+        return written
 
     def _queue_start_check(self, pipe: Any, job_id: str, due_ms: int | None) -> int:
         """Queue a new job's `@unstarted` timer, due at `due_ms` (None: none; NX: a refused id's job keeps its own);
@@ -101,26 +102,25 @@ class RedisJobs(StorePart):
         pipe.zadd(self.fleet.timers, {job_timer_member(job_id, UNSTARTED): due_ms}, nx=True)
         return 1
 
-    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool,
-                       tenant: str) -> list[str]:
-        """Queue a new job's fleet-wide entries (listing, a named tenant's listing, active, approvals) and the
-        trimming of expired ones; returns the keys added to, in the order of their replies. The default tenant has
-        no listing of its own (its jobs are read from the fleet's, filtered), so a deployment without tenants pays
-        nothing for them."""
-        tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)
-        fleet_keys = [self.fleet.jobs] + ([tenant_jobs] if tenant_jobs else []) + [self.fleet.active_jobs] + (
-            [self.fleet.approval_jobs] if held else [])
-        pipe.zadd(self.fleet.jobs, {job_id: now}, nx=True)
+    def _listing(self, job_id: str, *, now: float, expire_at_ms: int, held: bool,
+                 tenant_jobs: str | None) -> Listing:
+        """A new job's fleet-wide entries: the listing, a named tenant's listing, the active jobs, the approvals.
+        The default tenant has no listing of its own (its jobs are read from the fleet's, filtered), so a
+        deployment without tenants pays nothing for them."""
+        listed: list[tuple[str, float]] = [(self.fleet.jobs, now)]
         if tenant_jobs:
-            pipe.zadd(tenant_jobs, {job_id: now}, nx=True)
-        pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
+            listed.append((tenant_jobs, now))
+        listed.append((self.fleet.active_jobs, expire_at_ms / 1000))
         if held:
-            pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
+            listed.append((self.fleet.approval_jobs, now))
+        return Listing(job_id, tuple(key for key, _ in listed), tuple(score for _, score in listed))
+
+    def _queue_trims(self, pipe: Any, now: float, tenant_jobs: str | None) -> None:
+        """Queue the trimming of the fleet's listings of their expired entries, those due (`_trim_due`)."""
         for key, until in ((self.fleet.jobs, now - JOB_LISTING_S), (tenant_jobs, now - JOB_LISTING_S),
                            (self.fleet.active_jobs, now)):  # active: jobs that expired without ending
             if key and self._trim_due(key, now):
                 pipe.zremrangebyscore(key, 0, until)
-        return fleet_keys
 
     def _trim_due(self, key: str, now: float) -> bool:
         """Whether to trim the listing `key` now: once per `TRIM_EVERY_S` per process, so a listing holds expired
@@ -130,14 +130,6 @@ class RedisJobs(StorePart):
             return False
         self._trimmed[key] = now
         return True
-
-    def _unlist(self, job_id: str, undo: list[str]) -> None:
-        """Take back the fleet-wide entries a refused or failed submission added."""
-        if undo:
-            with self.redis.pipeline(transaction=False) as back:
-                for key in undo:
-                    back.zrem(key, job_id)
-                back.execute()
 
     def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why. The job hash,

@@ -2,7 +2,8 @@
 
 A job's keys share the hash tag `{<job_id>}` so the multi-key Lua steps touching one job map to one
 Redis Cluster slot. Fleet-wide keys (workers, published tools, the metrics' job counts) live outside any job
-and never appear in a job's script: they are written by separate commands after it.
+and never appear in a job's script on a cluster: they are written by separate commands after it (on a single
+Redis, submit.lua adds a new job to the fleet's listings itself, declared among its keys).
 """
 
 from __future__ import annotations
