@@ -14,7 +14,6 @@ from typing import Any
 
 from agentq.protocol.records import CallRecord
 
-
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder, not one per call
 
 
