@@ -141,12 +141,12 @@ class JobKeys:
         """The job id of one of a job's keys (inside its hash tag: a job id has no braces)."""
         return key[key.rindex("{") + 1:key.rindex("}")]
 
-    @cached_property
+    @property
     def all(self) -> tuple[str, ...]:
         """Keys that live exactly as long as the job (leases expire on their own): each named as its property names
-        it, built here in one go (a submission's script takes them all)."""
-        prefix = self._prefix
-        return tuple(f"{prefix}:{name}" for name in _ALL)
+        it, built here in one go (a submission's script takes them all; no cached property's lock per key)."""
+        prefix = f"{self.namespace}:{{{self.job_id}}}"
+        return tuple([f"{prefix}:{name}" for name in _ALL])
 
 
 @dataclass(frozen=True)
