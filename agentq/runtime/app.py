@@ -171,10 +171,10 @@ class Dispatcher:
 
     def task_of(self, job_id: str, record: CallRecord) -> tuple[str, str, str, list[Any], str]:
         """A call's task: its name, queue, id, arguments and what monitoring shows of them."""
-        stored = record.to_dict()  # what the task carries and what its signature covers, made once
+        stored = record.to_dict()  # what the task carries
         args: list[Any] = [job_id, record.id, record.to_task(stored)]
         if self.signer is not None:
-            args.append(self.signer.sign(job_id, record.id, record_digest(stored)))
+            args.append(self.signer.sign(job_id, record.id, record_digest(record)))  # its stored JSON, encoded once
         return record.task, record.queue, task_id(job_id, record.id, record.run), args, \
             call_argsrepr(job_id, record.id, record)
 

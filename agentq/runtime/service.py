@@ -31,6 +31,7 @@ from agentq.errors import (
 )
 from agentq.protocol.activities import ActivityRegistry
 from agentq.protocol.concurrency import concurrency_keys
+from agentq.protocol.digests import stored_forms
 from agentq.protocol.envelopes import JobQueued
 from agentq.protocol.events import job_part
 from agentq.protocol.ids import job_id_problem
@@ -110,7 +111,7 @@ class JobService(JobDecisions, JobSignals, JobTimers, FleetViews, TenantGate, Jo
         process traces: one that does not stores `traceparent` with the job for those that do."""
         if (tenant_error := tenant_problem(tenant)) is not None:
             raise JobValidationError("job rejected", [Problem("", f"tenant: {tenant_error}")])
-        with telemetry.submission(traceparent) as trace:
+        with telemetry.submission(traceparent) as trace, stored_forms():  # its records' JSON: encoded once
             return self._submit(job, job_id, parent, trace, tenant)
 
     def _submit(self, job: Any, job_id: str | None, parent: ParentLink | None, trace: telemetry.Submission,

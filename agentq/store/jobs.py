@@ -32,10 +32,12 @@ from agentq.store.job_timers import UNSTARTED, job_timer_member
 from agentq.store.part import StorePart
 from agentq.store.replies import AlreadyEnded, BudgetReply, CancelMissing, FinishInputs
 from agentq.store.stats import JobCounts
+from agentq.store.step_args import Listing
 from agentq.store.submission import held_calls, submission_payload
 from agentq.store.sync_reads import run
 
 JOB_LISTING_S = 30 * 24 * 3600  # `agentq:jobs` keeps a job id this long (a job's keys expire with its TTL)
+TRIM_EVERY_S = 1.0  # a process trims each fleet-wide listing of its expired entries at most this often
 
 
 @map_store_errors
@@ -45,6 +47,7 @@ class RedisJobs(StorePart):
     def __init__(self, conn: StoreConnection, counts: JobCounts):
         super().__init__(conn)
         self.counts = counts  # the metrics' bookkeeping of jobs as they end (a part it is given)
+        self._trimmed: dict[str, float] = {}  # listing key -> when this process last trimmed it (store clock)
 
     # ------------------------------------------------------------------------------------------ submission
 
@@ -60,36 +63,36 @@ class RedisJobs(StorePart):
         goes in the same round trip, before the job's script on a single Redis (a job written always has it; a
         refused id's job gets it too, unless it has one: it finds that job started, or starts it).
 
-        One round trip (two on a cluster): the job's script and the fleet-wide bookkeeping (the listing; the
-        active jobs and those holding calls for a reviewer, for the metrics) in one pipeline, not in the script:
-        a job's script touches only that job's keys, which share one Redis Cluster slot. ZADD NX leaves an
-        existing job's entries as they were when the script refuses the id; what this pipeline added for a
-        refused or failed submission is taken back."""
+        One round trip (two on a cluster), whose commands a one-call job pays for: on a single Redis, the job's
+        script writes the job and then its fleet-wide entries (the listing; the active jobs and those holding calls
+        for a reviewer, for the metrics: ZADD NX, `Listing`), or nothing when it refuses the id; on a cluster, where
+        a job's script touches only that job's keys (one slot), they follow the script in the pipeline. The
+        listings' trims go along at most once a second (`_trim_due`)."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
         payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
                                            traceparent=traceparent, tenant=tenant, seed=seed))
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
+        tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)
+        listing = self._listing(plan.id, now=now, expire_at_ms=expire_at_ms, held=held, tenant_jobs=tenant_jobs)
         pipe = self.redis.pipeline(transaction=False)
         checks = self._queue_start_check(pipe, plan.id, start_check_ms)  # first: its reply is dropped below
         if self.cluster:  # a cluster pipeline runs no scripts: the job's script first, then its bookkeeping
             if not self.scripts.submit(keys, payload, expire_at_ms):
                 return False
+            for key, score in zip(listing.keys, listing.scores, strict=True):
+                pipe.zadd(key, {plan.id: score}, nx=True)
         else:
-            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms)
-        fleet_keys = self._queue_listing(pipe, plan.id, now=now, expire_at_ms=expire_at_ms, held=held,
-                                         tenant=tenant)
+            self.scripts.queue_submit(pipe, keys, payload, expire_at_ms, listing)
+        self._queue_trims(pipe, now, tenant_jobs)
         queued = queue_admission(self, pipe, admission, keys.job)
         replies = took_admission(admission, pipe.execute(raise_on_error=False), queued)[checks:]
         if self.cluster:
-            written: bool | Exception = True
-        else:
-            written, replies = self.scripts.submitted(replies[0], keys, payload, expire_at_ms), replies[1:]
-        if isinstance(written, Exception) or not written:
-            self._unlist(plan.id, [key for key, reply in zip(fleet_keys, replies, strict=False) if reply == 1])
-            if isinstance(written, Exception):
-                raise written
-        return bool(written)
+            return True
+        written = self.scripts.submitted(replies[0], keys, payload, expire_at_ms, listing)
+        if isinstance(written, Exception):
+            raise written
+        return written
 
     def _queue_start_check(self, pipe: Any, job_id: str, due_ms: int | None) -> int:
         """Queue a new job's `@unstarted` timer, due at `due_ms` (None: none; NX: a refused id's job keeps its own);
@@ -99,34 +102,34 @@ class RedisJobs(StorePart):
         pipe.zadd(self.fleet.timers, {job_timer_member(job_id, UNSTARTED): due_ms}, nx=True)
         return 1
 
-    def _queue_listing(self, pipe: Any, job_id: str, *, now: float, expire_at_ms: int, held: bool,
-                       tenant: str) -> list[str]:
-        """Queue a new job's fleet-wide entries (listing, a named tenant's listing, active, approvals) and the
-        trimming of expired ones; returns the keys added to, in the order of their replies. The default tenant has
-        no listing of its own (its jobs are read from the fleet's, filtered), so a deployment without tenants pays
-        nothing for them."""
-        tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)
-        fleet_keys = [self.fleet.jobs] + ([tenant_jobs] if tenant_jobs else []) + [self.fleet.active_jobs] + (
-            [self.fleet.approval_jobs] if held else [])
-        pipe.zadd(self.fleet.jobs, {job_id: now}, nx=True)
+    def _listing(self, job_id: str, *, now: float, expire_at_ms: int, held: bool,
+                 tenant_jobs: str | None) -> Listing:
+        """A new job's fleet-wide entries: the listing, a named tenant's listing, the active jobs, the approvals.
+        The default tenant has no listing of its own (its jobs are read from the fleet's, filtered), so a
+        deployment without tenants pays nothing for them."""
+        listed: list[tuple[str, float]] = [(self.fleet.jobs, now)]
         if tenant_jobs:
-            pipe.zadd(tenant_jobs, {job_id: now}, nx=True)
-        pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000}, nx=True)
+            listed.append((tenant_jobs, now))
+        listed.append((self.fleet.active_jobs, expire_at_ms / 1000))
         if held:
-            pipe.zadd(self.fleet.approval_jobs, {job_id: now}, nx=True)
-        pipe.zremrangebyscore(self.fleet.jobs, 0, now - JOB_LISTING_S)
-        if tenant_jobs:
-            pipe.zremrangebyscore(tenant_jobs, 0, now - JOB_LISTING_S)
-        pipe.zremrangebyscore(self.fleet.active_jobs, 0, now)  # jobs that expired without ending
-        return fleet_keys
+            listed.append((self.fleet.approval_jobs, now))
+        return Listing(job_id, tuple(key for key, _ in listed), tuple(score for _, score in listed))
 
-    def _unlist(self, job_id: str, undo: list[str]) -> None:
-        """Take back the fleet-wide entries a refused or failed submission added."""
-        if undo:
-            with self.redis.pipeline(transaction=False) as back:
-                for key in undo:
-                    back.zrem(key, job_id)
-                back.execute()
+    def _queue_trims(self, pipe: Any, now: float, tenant_jobs: str | None) -> None:
+        """Queue the trimming of the fleet's listings of their expired entries, those due (`_trim_due`)."""
+        for key, until in ((self.fleet.jobs, now - JOB_LISTING_S), (tenant_jobs, now - JOB_LISTING_S),
+                           (self.fleet.active_jobs, now)):  # active: jobs that expired without ending
+            if key and self._trim_due(key, now):
+                pipe.zremrangebyscore(key, 0, until)
+
+    def _trim_due(self, key: str, now: float) -> bool:
+        """Whether to trim the listing `key` now: once per `TRIM_EVERY_S` per process, so a listing holds expired
+        entries a second longer at most while a submission costs no trim commands of its own (two, three with a
+        named tenant's listing). Two threads may both trim: harmless."""
+        if 0 <= now - self._trimmed.get(key, float("-inf")) < TRIM_EVERY_S:  # (a clock set back: trimmed)
+            return False
+        self._trimmed[key] = now
+        return True
 
     def record_rejection(self, job_id: str, error: ErrorInfo, *, ttl_s: int, tenant: str = DEFAULT_TENANT) -> bool:
         """Record a job rejected at submission by task name, so its submitter can read why. The job hash,

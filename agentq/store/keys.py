@@ -2,7 +2,8 @@
 
 A job's keys share the hash tag `{<job_id>}` so the multi-key Lua steps touching one job map to one
 Redis Cluster slot. Fleet-wide keys (workers, published tools, the metrics' job counts) live outside any job
-and never appear in a job's script: they are written by separate commands after it.
+and never appear in a job's script on a cluster: they are written by separate commands after it (on a single
+Redis, submit.lua adds a new job to the fleet's listings itself, declared among its keys).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from agentq.protocol.records import TICK
 # `solution`: the composed solution schema; `registered`: an agent job's tools as registered (its ticks compose
 # from them). A job written before the spec key existed keeps them in its job hash: readers fall back to it.
 SPEC_FIELDS = ("submitted", "solution", "registered")
+
+
+#: the names of `JobKeys.all`, in the order submit.lua takes them
+_ALL = ("job", "log", "calls", "status", "waiting", "attempts", "tools", "events", "dependents", "exchanges",
+        "approval", "lost", "spec")
 
 
 @dataclass(frozen=True)
@@ -137,9 +143,10 @@ class JobKeys:
 
     @property
     def all(self) -> tuple[str, ...]:
-        """Keys that live exactly as long as the job (leases expire on their own)."""
-        return (self.job, self.log, self.calls, self.status, self.waiting, self.attempts, self.tools,
-                self.events, self.dependents, self.exchanges, self.approval, self.lost, self.spec)
+        """Keys that live exactly as long as the job (leases expire on their own): each named as its property names
+        it, built here in one go (a submission's script takes them all; no cached property's lock per key)."""
+        prefix = f"{self.namespace}:{{{self.job_id}}}"
+        return tuple([f"{prefix}:{name}" for name in _ALL])
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from agentq.store.replies import (
     TickStale,
     TickSuperseded,
 )
-from agentq.store.step_args import BudgetReserveArgs, BudgetSettleArgs, TickBeginArgs, TickEndArgs
+from agentq.store.step_args import BudgetReserveArgs, BudgetSettleArgs, Listing, TickBeginArgs, TickEndArgs
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
@@ -56,22 +56,24 @@ class Scripts(CallScripts):
 
     # ----------------------------------------------------------------------------------- submission
 
-    def submit(self, keys: JobKeys, payload: str, expire_at_ms: int) -> bool:
-        """submit.lua: write a whole job (`payload`, its JSON) or nothing when the id is taken."""
-        return bool(self._run("submit", keys.all, [payload, expire_at_ms]))
+    def submit(self, keys: JobKeys, payload: str, expire_at_ms: int, listing: Listing | None = None) -> bool:
+        """submit.lua: write a whole job (`payload`, its JSON) and its fleet-wide entries (`listing`, on a single
+        Redis only: they are not in the job's slot), or nothing when the id is taken."""
+        return bool(self._run("submit", *_submit_args(keys, payload, expire_at_ms, listing)))
 
-    def queue_submit(self, pipe: Any, keys: JobKeys, payload: str, expire_at_ms: int) -> None:
+    def queue_submit(self, pipe: Any, keys: JobKeys, payload: str, expire_at_ms: int, listing: Listing) -> None:
         """Add submit.lua to a pipeline by its SHA (`submitted` reads its reply there)."""
-        job_keys = list(keys.all)
-        pipe.evalsha(self._scripts["submit"].sha, len(job_keys), *job_keys, payload, expire_at_ms)
+        job_keys, args = _submit_args(keys, payload, expire_at_ms, listing)
+        pipe.evalsha(self._scripts["submit"].sha, len(job_keys), *job_keys, *args)
 
-    def submitted(self, reply: Any, keys: JobKeys, payload: str, expire_at_ms: int) -> bool | Exception:
+    def submitted(self, reply: Any, keys: JobKeys, payload: str, expire_at_ms: int,
+                  listing: Listing) -> bool | Exception:
         """The reply of a queued submit.lua: whether it wrote the job, or the error it failed with. A Redis that
         lost its scripts (a restart, SCRIPT FLUSH) runs it again, loading it."""
         from redis.exceptions import NoScriptError
 
         if isinstance(reply, NoScriptError):
-            return self.submit(keys, payload, expire_at_ms)
+            return self.submit(keys, payload, expire_at_ms, listing)
         return reply if isinstance(reply, Exception) else bool(reply)
 
     # -------------------------------------------------------------------------------------- job steps
@@ -208,3 +210,11 @@ def _tick_ended(reply: list) -> TickEnded:
     info = decode_job(pairs(reply[3])) if len(reply) > 3 else None
     finish = None if info is None or len(reply) < 6 else finish_inputs_of(info, reply[4], reply[5])
     return TickEnded(open_calls=int(reply[1]), ticks=int(reply[2]), info=info, finish=finish)
+
+
+def _submit_args(keys: JobKeys, payload: str, expire_at_ms: int,
+                 listing: Listing | None) -> tuple[list[str], list[Any]]:
+    """submit.lua's KEYS and ARGV: the job's keys, then its listing's (see the script)."""
+    if listing is None or not listing.keys:
+        return list(keys.all), [payload, expire_at_ms]
+    return [*keys.all, *listing.keys], [payload, expire_at_ms, listing.job_id, *listing.scores]

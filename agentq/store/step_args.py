@@ -208,3 +208,13 @@ class BudgetSettleArgs:
     def encode(self) -> str:
         return dumps({"op": "settle", "key": self.key, "requests": self.requests, "input_tokens": self.input_tokens,
                       "output_tokens": self.output_tokens, "cost_nanousd": self.cost_nanousd})
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A new job's fleet-wide entries (`keys`, each with its score in `scores`): what submit.lua adds (ZADD NX) once
+    it wrote job `job_id`, on a single Redis; on a cluster, the submission's pipeline after the script."""
+
+    job_id: str
+    keys: tuple[str, ...]
+    scores: tuple[float, ...]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.protocol.continuation import Seed
-from agentq.protocol.digests import dumps, now_iso
+from agentq.protocol.digests import dumps, now_iso, stored_json
 from agentq.protocol.envelopes import Envelope
 from agentq.protocol.jobs import JobPlan, PlannedCall
 from agentq.protocol.records import CallRecord, JobKind
@@ -32,7 +32,7 @@ def submission_payload(plan: JobPlan, records: Sequence[CallRecord], *, submitte
     return {
         **_seeded(plan, job, seed),
         "spec": _spec_fields(plan, submitted=submitted),
-        "calls": {r.id: dumps(r.to_dict()) for r in records},
+        "calls": {r.id: stored_json(r) for r in records},  # encoded once with their tasks' digests
         "status": _statuses(waiting, held),
         # each held call's `call.awaiting_approval` event: published now for a call held from the start, by the
         # commit that releases it for the others (_committed.lua)

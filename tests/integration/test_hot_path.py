@@ -103,7 +103,7 @@ def test_an_independent_call_costs_two_round_trips_and_a_dependent_one_three(har
 
 
 def test_a_single_call_job_costs_its_client_two_round_trips(harness):
-    """Submit and wait for a one-call job: the job's script with its listing and the admission of its ready call
+    """Submit and wait for a one-call job: the job's script (it lists the job) and the admission of its ready call
     to its queue (docs/tenants.md; one pipeline, the admission's step run only if the job's script wrote the job), the
     wait for its end signal with the read of the saved record (one pipeline: Redis reads it as soon as the wait
     returns).
@@ -121,8 +121,10 @@ def test_a_single_call_job_costs_its_client_two_round_trips(harness):
     for _ in range(3):
         record = client.submit(job).result(timeout=TIMEOUT)
         assert record["status"] == "succeeded" and record["state"] == {"r": 7}
-        assert trips.take() == [["EVALSHA", "ZADD", "ZADD", "ZREMRANGEBYSCORE", "ZREMRANGEBYSCORE", "EVALSHA"],
-                                ["BLMOVE", "HGETALL"]]
+        # the job's script lists the job itself; the listings' trims go along at most once a second
+        write, wait = trips.take()
+        assert [c for c in write if c != "ZREMRANGEBYSCORE"] == ["EVALSHA", "EVALSHA"] and len(write) in (2, 4)
+        assert wait == ["BLMOVE", "HGETALL"]
 
 
 def test_a_single_call_job_costs_its_worker_two_round_trips(harness):

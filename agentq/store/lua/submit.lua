@@ -6,6 +6,9 @@
 --               tools: {name: schema JSON}, events: [envelope JSON], dependents: {id: JSON list of call ids},
 --               approval: {id: 1}, exchanges: [exchange JSON] (a continued or forked job's copied ones)}
 -- ARGV[2]: expiry of every key, unix milliseconds
+-- KEYS[14..] (a single Redis only, none on a cluster: they are not in the job's slot): the fleet-wide sorted sets
+--   listing the job once it is written (the listings, the active jobs, the approvals), ZADD NX; ARGV[3]: the job id,
+--   ARGV[4..]: the score in each, in the order of their keys. A refused id leaves them as they were.
 -- Each hash and the log are written with as few commands as their size allows (a command takes up to 1000 fields
 -- or messages): a job of N calls costs a few commands, not one per field.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -48,4 +51,5 @@ hset_all(KEYS[13], p.spec)
 for _, envelope in ipairs(p.events) do redis.call('XADD', KEYS[8], '*', 'e', envelope) end
 if #p.events > 0 then written[#written + 1] = KEYS[8] end
 for _, key in ipairs(written) do redis.call('PEXPIREAT', key, expire_at) end
+for i = 14, #KEYS do redis.call('ZADD', KEYS[i], 'NX', ARGV[i - 10], ARGV[3]) end
 return 1
