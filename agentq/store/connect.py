@@ -164,8 +164,10 @@ def _blocking_pool(url: str, *, cluster: bool, max_connections: int) -> dict[str
 
     if cluster:  # a pool per node: pinning a connection per thread on each would multiply them; none is pinned
         pool_class: type = BlockingConnectionPool
+    elif is_sentinel_url(url):  # not pinned: a pinned connection's reconnect during a failover found no master
+        pool_class = _blocking_sentinel_pool()  # (test_sentinel's master-dies test failed 1 run in 4), the queue's did
     else:
-        pool_class = pinned_pool(_blocking_sentinel_pool() if is_sentinel_url(url) else BlockingConnectionPool)
+        pool_class = pinned_pool(BlockingConnectionPool)
     return {"connection_pool_class": pool_class, "max_connections": max_connections, "timeout": POOL_WAIT_S}
 
 

@@ -76,8 +76,10 @@ def test_a_synchronous_store_client_takes_its_connections_from_a_blocking_pool()
         assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == size
         assert pool.timeout == POOL_WAIT_S
     assert isinstance(sentinel.connection_pool, SentinelConnectionPool)  # still finds the master through sentinels
-    for client, pinned in ((plain, 0), (sentinel, 1)):  # a quarter of the bound keeps a connection per thread
-        assert isinstance(client.connection_pool, PinnedPoolMixin) and client.connection_pool.pinned_threads == pinned
+    # a quarter of the bound keeps a connection per thread; a Sentinel master's pool pins none
+    assert isinstance(plain.connection_pool, PinnedPoolMixin) and plain.connection_pool.pinned_threads == 0
+    assert not isinstance(sentinel.connection_pool, PinnedPoolMixin)
+    for client in (plain, sentinel):
         assert client.auto_close_connection_pool  # closing the client closes its connections
     assert [pinned_threads_for(n) for n in (1, 8, 128, 1024)] == [0, 2, 32, 64]
     for client in (plain, sentinel):
