@@ -22,6 +22,7 @@ from typing import Any
 import redis
 
 from agentq.embedded import HOST, RedisServer
+from agentq.errors import ConfigurationError
 
 SLOTS = 16384
 _REPLICATION = ("--repl-diskless-sync-delay", "0")  # a replica syncs at once (the default waits 5 s)
@@ -52,18 +53,19 @@ def _client(port: int, **options: Any) -> redis.Redis:
     return redis.Redis(host=HOST, port=port, decode_responses=True, socket_timeout=5, **options)
 
 
+def _node(bus_port: int) -> RedisServer:
+    return RedisServer(extra_args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                   "--cluster-port", str(bus_port), "--cluster-node-timeout", "5000",
+                                   "--cluster-require-full-coverage", "yes"))
+
+
 class LocalCluster:
     """A Redis Cluster of `masters` nodes (no replicas) on loopback, slots split evenly among them."""
 
     def __init__(self, masters: int = 3):
         # the cluster bus port is named, not the default port + 10000 (which may exceed 65535 for a free port)
         self.bus_ports = [_free_port() for _ in range(masters)]
-        self.servers = [
-            RedisServer(extra_args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                    "--cluster-port", str(bus_port), "--cluster-node-timeout", "5000",
-                                    "--cluster-require-full-coverage", "yes"))
-            for bus_port in self.bus_ports
-        ]
+        self.servers = [_node(bus_port) for bus_port in self.bus_ports]
 
     @property
     def ports(self) -> list[int]:
@@ -76,13 +78,26 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         try:
-            for server in self.servers:
-                server.start()
+            for index in range(len(self.servers)):
+                self._start_node(index)
             self._form()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_node(self, index: int, attempts: int = 5) -> None:
+        """Start node `index`, on another bus port when its own was taken meanwhile (the server retries its client
+        port on a fresh one, not the bus port it was given)."""
+        for attempt in range(attempts):
+            try:
+                self.servers[index].start()
+                return
+            except ConfigurationError:
+                if attempt == attempts - 1:
+                    raise
+                self.bus_ports[index] = _free_port()
+                self.servers[index] = _node(self.bus_ports[index])
 
     def _form(self) -> None:
         count = len(self.servers)

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -31,7 +32,7 @@ from agentq.runtime.worker import InProcessWorker
 from agentq.settings import Settings
 from agentq.store.fleet import RedisFleet
 from tests.fake_anthropic import Answer, FakeAnthropic, RecordedRequest
-from tests.integration.cluster import LocalCluster
+from tests.integration.cluster import LocalCluster, _node
 from tests.integration.conftest import Harness, store_of
 from tests.integration.procs import MODULE, ROOT, TOOLS_DIR, base_env, wait_for
 from tests.integration.test_plan_jobs import start_worker
@@ -479,3 +480,21 @@ def test_the_api_and_the_async_client_follow_jobs_on_every_node(cluster_harness:
 
     for names in asyncio.run(follow_all()):
         assert names[0] == "job.queued" and names[-1] == "job.finished"
+
+
+def test_a_node_whose_bus_port_was_taken_starts_on_another():
+    """The cluster's test fixture: a node's bus port taken before it binds (a client's ephemeral port, say) is
+    replaced by another free one; the node's own port is retried by the server itself."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cluster = LocalCluster()
+        cluster.bus_ports[0] = taken.getsockname()[1]
+        cluster.servers[0] = _node(cluster.bus_ports[0])
+        try:
+            cluster.start()
+            assert cluster.bus_ports[0] != taken.getsockname()[1]
+            with redis.Redis(host="127.0.0.1", port=cluster.ports[0], decode_responses=True) as node:
+                assert "cluster_state:ok" in node.execute_command("CLUSTER", "INFO")
+        finally:
+            cluster.stop()
