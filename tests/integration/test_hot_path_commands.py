@@ -101,7 +101,8 @@ def test_an_independent_calls_claim_and_commit_run_seven_commands_each_and_its_a
     # ZREM), without MULTI/EXEC (it was two writes of each per task in a transaction; what may be left is periodic,
     # such as the look for unacknowledged tasks to restore, under its mutex)
     outside = Counter(s.command for s in steps if not s.script)
-    assert outside["BRPOP"] >= calls and outside["MULTI"] <= 2 and outside["EXEC"] <= 2, outside
+    # (a worker's BRPOP sent before MONITOR began is not seen, though it delivers the first task)
+    assert outside["BRPOP"] >= calls - 1 and outside["MULTI"] <= 2 and outside["EXEC"] <= 2, outside
     unacked = [s for s in steps if not s.script and s.key in ("unacked", "unacked_index")]
     assert {s.command for s in unacked} == {"HSET", "HDEL"}, unacked
     assert sum(s.command == "HSET" for s in unacked) == calls, unacked
