@@ -189,6 +189,7 @@ class JobInfo:
     lineage: dict[str, Any] | None = None  # continued_from and thread, or forked_from and fork (a copied job)
     runs: tuple[dict[str, Any], ...] = ()  # a resumed job's ended runs, oldest first (docs/resume.md)
     resumed_at: str | None = None  # when its last resume began its current run
+    record_stale: bool = False  # a late outcome reached the log after `record` was saved: computed until saved again
     job_options: JobOptions = field(init=False)  # `options` parsed once (the raw dict stays what is stored)
 
     def __post_init__(self) -> None:

@@ -56,7 +56,7 @@ def decode_job(fields: dict[str, str]) -> JobInfo:
         ticking=fields.get("ticking") == "1",
         exchanges=_count(fields, "exchanges"), traceparent=fields.get("traceparent") or None,
         tenant=fields.get("tenant") or DEFAULT_TENANT, lineage=loads("lineage"), runs=tuple(loads("runs", ())),
-        resumed_at=fields.get("resumed_at") or None,
+        resumed_at=fields.get("resumed_at") or None, record_stale=fields.get("record_stale") == "1",
     )
 
 
@@ -79,10 +79,10 @@ def _with_usage(record: JobRecord, counters: Mapping[str, int]) -> JobRecord:
 def standing_record(info: JobInfo) -> JobRecord | None:
     """The record saved when the job ended, if it stands (its usage read live): not a canceled job's, nor that of
     a job that ended with awaited calls still open (its budget ran out, its model failed mid-stream), while they
-    run — those are computed anew from the log, which their outcomes still reach (the commit of the last one
-    saves the record again)."""
+    run and until the record is saved again after the last one — those are computed anew from the log, which
+    their outcomes still reach (the commit of the last one marks the record stale, then its caller saves it)."""
     final = info.status.is_final and info.status is not JobStatus.CANCELED
-    return info.record if final and info.open_calls <= 0 else None
+    return info.record if final and info.open_calls <= 0 and not info.record_stale else None
 
 
 def saved_record(fields: Mapping[str, str]) -> JobRecord | None:

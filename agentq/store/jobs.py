@@ -180,7 +180,12 @@ class RedisJobs(StorePart):
                 return JobStatus.CANCELED, canceled.ready
 
     def save_record(self, job_id: str, record: JobRecord) -> None:
-        self.redis.hset(self.keys(job_id).job, "record", dumps(record.to_dict()))
+        """Save an ended job's record again (with the outcomes that reached its log after it ended): it stands."""
+        key = self.keys(job_id).job
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(key, "record", dumps(record.to_dict()))
+        pipe.hdel(key, "record_stale")
+        pipe.execute()
 
     def reserve_budget(self, job_id: str, key: str, *, budget: Budget, ask: BudgetAsk) -> BudgetReply:
         """Hold what the request `key` may spend against job `job_id`'s budget (budget.lua), or refuse it."""

@@ -445,6 +445,33 @@ def test_a_job_ended_with_awaited_calls_open_has_its_record_computed_from_its_lo
     assert store.wait_record(plan.id, 1.0) == record
 
 
+def test_the_last_late_outcome_of_an_ended_job_stays_in_its_record_until_the_record_is_saved_again(
+        backend: Backend):
+    """The commit that closes an ended job's last open call leaves the saved record stale: a reader between that
+    commit and its caller's saving the record again sees the outcome (computed from the log), never the record
+    saved when the job ended without it."""
+    store = backend.store
+    plan, ids = submit(store)
+    error = ErrorInfo("BudgetExceeded", "max_requests: 1 of 1 model requests made or in flight")
+    saved = JobRecord(id=plan.id, status=JobStatus.FAILED, error=error, state={"x": 1},
+                      finished_at="2030-01-01T00:00:00Z")
+    assert store.finalize(plan.id, record=saved, event=job_finished(plan.id, JobStatus.FAILED))
+    for tool, value in (("first", 5), ("second", 6)):
+        store.claim(plan.id, ids[tool], token=tool, lease_ms=LEASE_MS)
+        commit = store.commit(plan.id, ids[tool], token=tool, status=CallStatus.DONE,
+                              messages=[{"type": "state", "data": {tool: value}, "_call": {"id": ids[tool]}}])
+    assert (commit.open_calls, commit.job_status) == (0, JobStatus.FAILED)  # the caller saves the record next
+    assert store.job_info(plan.id).record_stale
+    record = store.record(plan.id)
+    assert (record.status, record.error, record.state) == (JobStatus.FAILED, error, {"x": 1, "first": 5, "second": 6})
+    assert store.wait_record(plan.id, 1.0) == record
+    again = JobRecord(id=plan.id, status=JobStatus.FAILED, error=error, state={"saved": "again"},
+                      finished_at="2030-01-01T00:00:00Z")
+    store.save_record(plan.id, again)
+    assert not store.job_info(plan.id).record_stale
+    assert store.record(plan.id).state == {"saved": "again"}  # the record saved again stands
+
+
 def test_finish_inputs(backend: Backend):
     store = backend.store
     plan, ids = submit(store)

@@ -72,7 +72,8 @@ local function finalize_now(k, ending, expire_at_ms)
   if expire_at_ms then redis.call('PEXPIREAT', k.done, expire_at_ms) end
 end
 
--- Count the call out of the job's open awaited calls (if it was `awaited`) and build the reply:
+-- Count the call out of the job's open awaited calls (if it was `awaited`; the last one of an ended job marks its
+-- saved record stale) and build the reply:
 -- {'committed', open awaited calls, job status, '1' while an agent tick is in flight else '0', job kind,
 --  number of released calls n, record of each released call..., then, when this was the last awaited call of an
 --  active plan job with no tick in flight: 'finalized' when `ending` (the job's end the caller built, see
@@ -86,6 +87,11 @@ local function committed_reply(k, awaited, job, released, ending)
     open = tonumber(job.open)
   end
   local job_status, kind, ticking = job.status, job.kind, job.ticking
+  if awaited and open <= 0 and not JOB_ACTIVE[job_status] then
+    -- the last awaited call of a job that ended while it ran: the record saved at the end lacks its outcome, so
+    -- readers compute the record from the log until its caller saves the record again (`record_stale`)
+    redis.call('HSET', k.job, 'record_stale', '1')
+  end
   local result = {'committed', tostring(open), job_status, ticking, kind, tostring(#released)}
   for _, r in ipairs(released) do table.insert(result, r) end
   if open <= 0 and kind == 'plan' and JOB_ACTIVE[job_status] and ticking == '0' and ending then

@@ -89,7 +89,7 @@ if held > 0 and resumed == JOB.RUNNING then resumed = JOB.AWAITING_APPROVAL end
 redis.call('HSET', job, 'status', resumed, 'runs', cjson.encode(runs), 'resumed_at', a.now, 'open', tostring(open),
            'ticking', '0', 'tick_attempt', '0', 'awaiting', tostring(held), 'expire_at_ms', tostring(a.expire_at_ms))
 if a.options then redis.call('HSET', job, 'options', a.options) end
-redis.call('HDEL', job, 'record', 'finished_at', 'error')
+redis.call('HDEL', job, 'record', 'finished_at', 'error', 'record_stale')
 redis.call('HDEL', KEYS[16], 'exceeded')  -- the budget's first refusal: a resume asks again (with a larger budget)
 redis.call('DEL', KEYS[12], KEYS[10])
 if a.note then
