@@ -3,8 +3,6 @@ carry no trim of their own: a process trims each at most once a second (`RedisJo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agentq.store.jobs import JOB_LISTING_S, TRIM_EVERY_S
@@ -16,18 +14,10 @@ from tests.runtime.test_store_redis import create
 pytestmark = pytest.mark.timeout(10)
 
 
-@pytest.fixture
-def clocked(redis_url: str) -> Iterator[tuple[StateStore, ManualClock]]:
-    clock = ManualClock()
-    store = StateStore(redis_url, clock=clock)
-    yield store, clock
-    store.close()
-
-
-def test_the_listings_are_trimmed_at_most_once_a_second_and_stay_bounded(clocked: tuple[StateStore, ManualClock]):
+def test_the_listings_are_trimmed_at_most_once_a_second_and_stay_bounded(redis_store: StateStore, clock: ManualClock):
     """A process trims each fleet-wide listing of its expired entries (a job listed longer than `JOB_LISTING_S`, an
     active job past its expiry) with a submission at most once a second, so most submissions carry no trim."""
-    store, clock = clocked
+    store = redis_store
     acme = store.fleet.tenant_jobs("acme")
     assert create(store, "job_zero", tenant="acme")  # trims all three now
     old = clock() - JOB_LISTING_S - 1
@@ -53,13 +43,13 @@ def test_the_listings_are_trimmed_at_most_once_a_second_and_stay_bounded(clocked
 
 
 def test_the_script_lists_a_written_job_with_its_scores_and_a_refused_id_changes_nothing(
-        clocked: tuple[StateStore, ManualClock]):
+        redis_store: StateStore, clock: ManualClock):
     """On a single Redis, submit.lua adds the job to the listings (ZADD NX) once it wrote it: the fleet's and a named
     tenant's by when it was submitted, the active jobs by its expiry, the approvals when a call is held."""
     from tests.runtime.conftest import make_plan, records_of
     from tests.runtime.test_store_redis import JOB, TOOLS
 
-    store, clock = clocked
+    store = redis_store
     held = make_plan({**JOB, "options": {"approval": ["first"]}}, TOOLS, job_id="job_held")
     assert store.create_job(held, records_of(held), submitted=JOB, events=[], tenant="acme")
     now = clock()

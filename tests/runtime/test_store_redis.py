@@ -40,17 +40,8 @@ def create(store: StateStore, job_id: str, tenant: str = "default") -> bool:
                             events=[JobQueued(job_id=plan.id, kind="plan", calls=1)], tenant=tenant)
 
 
-@pytest.fixture
-def clocked(redis_url: str) -> Iterator[tuple[StateStore, ManualClock]]:
-    """A store on a clock the test moves: when it trims the fleet's listings depends on it."""
-    clock = ManualClock()
-    store = StateStore(redis_url, clock=clock)
-    yield store, clock
-    store.close()
-
-
-def test_a_submission_is_one_round_trip_with_its_listing(clocked: tuple[StateStore, ManualClock]):
-    store, clock = clocked
+def test_a_submission_is_one_round_trip_with_its_listing(redis_store: StateStore, clock: ManualClock):
+    store = redis_store
     assert create(store, "job_zero")  # a Redis that never ran the script loads it first (NOSCRIPT, see below)
     clock.advance(0.001)
     trips = RoundTrips(store.redis)
@@ -69,8 +60,8 @@ def test_a_submission_is_one_round_trip_with_its_listing(clocked: tuple[StateSto
 
 
 def test_a_named_tenants_job_is_listed_for_its_tenant_too_in_the_same_round_trip(
-        clocked: tuple[StateStore, ManualClock]):
-    store, clock = clocked
+        redis_store: StateStore, clock: ManualClock):
+    store = redis_store
     assert create(store, "job_zero")
     clock.advance(0.001)
     trips = RoundTrips(store.redis)
