@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from agentq.engine.agent import AgentLoop, KnownActivities
 from agentq.engine.batch import Lane
@@ -30,7 +30,7 @@ from agentq.engine.latent import run_latent
 from agentq.engine.leases import LeaseKeeper
 from agentq.engine.modules import ModuleLibrary
 from agentq.engine.outages import PatientStore
-from agentq.engine.progress import Dispatch, JobProgress
+from agentq.engine.progress import Dispatch, JobProgress, ProgressStore
 from agentq.engine.render import arguments, done_event, start_events
 from agentq.engine.requests import ModelRequests
 from agentq.engine.routing import Routing
@@ -49,8 +49,7 @@ from agentq.protocol.validation import validate_call
 from agentq.protocol.views import LogIndex, resolve_params
 from agentq.protocol.writes import check_write, output_messages
 from agentq.settings import Settings
-from agentq.store.base import Store
-from agentq.store.contracts import LeaseStore, LimitStore
+from agentq.store.contracts import LeaseStore, LimitStore, TickStore, WaitStore
 from agentq.store.replies import (
     Claim,
     Claimed,
@@ -85,10 +84,16 @@ class Ran:
     parts: list[Envelope] = field(default_factory=list)  # parts the activity emitted meanwhile, not published
 
 
+class ExecutorStore(ProgressStore, TickStore, WaitStore, Protocol):
+    """What the executor and its parts need of the store: calls' claims and commits, the job's progress and end,
+    agent ticks, waits (a module's child job and latent calls through those). Not the admission, the copies of past
+    jobs, the job timers nor the restarts' checks."""
+
+
 class Executor:
     """Runs calls of any job for the activities in `activities`; one per process, shared by threads."""
 
-    def __init__(self, store: Store, activities: ActivityRegistry, dispatch: Dispatch, *, settings: Settings,
+    def __init__(self, store: ExecutorStore, activities: ActivityRegistry, dispatch: Dispatch, *, settings: Settings,
                  source: str = "agentq", llm: LLM | None = None, routing: Routing | None = None,
                  known_activities: KnownActivities | None = None,
                  modules: ModuleLibrary | None = None,
@@ -98,7 +103,7 @@ class Executor:
         self.settings = settings
         # every store step is retried while the store is unreachable (see engine/outages.py); the lease
         # keeper has its own loop and keeps the store itself (`leases`: the store's part for them, else `store`)
-        self.store = cast(Store, PatientStore(store, settings.store_retry_s))
+        self.store = cast(ExecutorStore, PatientStore(store, settings.store_retry_s))
         self.source = source
         self.llm = llm  # the LLM for latent calls, module calls and agent ticks (None: they fail clearly)
         self.hooks = hooks if hooks is not None else Hooks()

@@ -12,16 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from agentq.engine.concurrency import release_keys, start_jobs
-from agentq.engine.delegation import resume_parent
-from agentq.engine.finalize import Finalized, PlannedEnd, finalize_job
+from agentq.engine.concurrency import ConcurrencyStore, release_keys, start_jobs
+from agentq.engine.delegation import DelegationStore, resume_parent
+from agentq.engine.finalize import Finalized, FinalizeStore, PlannedEnd, finalize_job
 from agentq.engine.hooks import CallEnded, Hook, Hooks
 from agentq.engine.relay import relay_events
 from agentq.errors import AgentQError
 from agentq.protocol.job_record import build_job_record
 from agentq.protocol.records import CallRecord, ErrorInfo, JobInfo, JobKind, JobRecord
 from agentq.protocol.status import CallStatus, JobStatus
-from agentq.store.base import Commit, FinishInputs, Store
+from agentq.store.base import Commit, FinishInputs
 from agentq.store.replies import CommitDuplicate, Committed
 
 log = logging.getLogger("agentq.executor")
@@ -40,10 +40,15 @@ class Dispatch(Protocol):
     def tick(self, job_id: str, n: int = 0) -> None: ...
 
 
+class ProgressStore(FinalizeStore, ConcurrencyStore, DelegationStore, Protocol):
+    """What the job-progress step needs of the store: a job's end, its concurrency keys, a module's parent call
+    (and, through those, the calls, the job's reads and writes, its events)."""
+
+
 class JobProgress:
     """Takes jobs forward after their calls change (one per process, shared by threads)."""
 
-    def __init__(self, store: Store, dispatch: Dispatch, *, source: str = "agentq", hooks: Hook | None = None):
+    def __init__(self, store: ProgressStore, dispatch: Dispatch, *, source: str = "agentq", hooks: Hook | None = None):
         self.store = store
         self.dispatch = dispatch
         self.source = source

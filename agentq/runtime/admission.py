@@ -46,14 +46,13 @@ from agentq.protocol.jobs import JobPlan
 from agentq.protocol.priority import admission_level
 from agentq.protocol.records import CallMode, CallRecord, JobKind
 from agentq.protocol.views import LogIndex
-from agentq.runtime.admission_sweep import AdmissionSweep, Publish
+from agentq.runtime.admission_sweep import AdmissionSteps, AdmissionSweep, Publish
 from agentq.runtime.give_back import Noted
 
 if TYPE_CHECKING:
     from agentq.protocol.tenants import TenantLimits
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
-    from agentq.store.base import Store
     from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
@@ -64,7 +63,7 @@ KEPT_JOBS = 4096  # jobs whose tenant and priority one process keeps
 class Admission(AdmissionSweep):
     """What one process asks of the admission step and what it publishes (shared by threads)."""
 
-    def __init__(self, store: Store, settings: Settings,
+    def __init__(self, store: AdmissionSteps, settings: Settings,
                  tenant_limits: Callable[[], dict[str, TenantLimits]] | None = None, *, fleet: FleetStore):
         self.store = store
         self.fleet = fleet  # the live workers' announcements: the windows per queue

@@ -21,17 +21,17 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentq.protocol.admission import AdmissionConfig, admission_member, split_member
 from agentq.protocol.records import CallRecord
 from agentq.protocol.status import CallStatus
-from agentq.runtime.restarts import StoreRestarts
+from agentq.runtime.restarts import RestartReads, StoreRestarts
+from agentq.store.contracts import CallStore, JobReader, JobStore
 
 if TYPE_CHECKING:
     from agentq.runtime.pushed import PushedTasks
     from agentq.settings import Settings
-    from agentq.store.base import Store
     from agentq.store.contracts import FleetStore
 
 log = logging.getLogger("agentq.admission")
@@ -39,10 +39,15 @@ log = logging.getLogger("agentq.admission")
 Publish = list[tuple[str, CallRecord]]  # (job id, call record) of each call to publish
 
 
+class AdmissionSteps(RestartReads, JobStore, JobReader, CallStore, Protocol):
+    """What admission and its sweep need of the store: the admission steps, the calls' statuses and records, a job's
+    tenant, tools and log, and what finding the tasks a restart lost reads."""
+
+
 class AdmissionSweep:
     """The sweep of one process's `Admission` (see the module docstring)."""
 
-    store: Store
+    store: AdmissionSteps
     settings: Settings
     pushed: PushedTasks | None
     fleet: FleetStore
