@@ -22,7 +22,7 @@ from agentq.store.step_constants import STEP_CONSTANTS
 LUA = Path(str(resources.files("agentq.store").joinpath("lua")))
 AGENTQ = Path(str(resources.files("agentq")))
 STEPS = sorted(p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_"))  # `_x.lua`: fragments, included
-MOST_POSITIONAL = 5  # fixed positional ARGV values a step takes at most (then one record)
+MOST_POSITIONAL = 4  # fixed positional ARGV values a step takes at most (then one record)
 
 
 def test_every_script_of_the_package_is_in_the_store_s_lua_folder_and_loaded_by_its_runner():
