@@ -23,6 +23,7 @@ from agentq.protocol.status import JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
 from agentq.store.part import StorePart
+from agentq.store.step_args import ConcurrencyArgs
 
 
 @map_store_errors
@@ -32,8 +33,8 @@ class RedisConcurrency(StorePart):
     def admit_concurrency(self, tenant: str, job_id: str, keys: ConcurrencyKeys, *, expire_at_ms: int) -> list[str]:
         """Admit a written `waiting` job under its keys: the ids of the jobs that hold their keys now and are to be
         started (`job_id` among them when it fits now; else it waits in line)."""
-        args = [self.fleet.concurrency_prefix(tenant), "admit", job_id, json.dumps([list(k) for k in keys]),
-                expire_at_ms / 1000]
+        args = [ConcurrencyArgs(prefix=self.fleet.concurrency_prefix(tenant), op="admit", job_id=job_id,
+                                keys=[list(k) for k in keys], expire_at_s=expire_at_ms / 1000).encode()]
         reply = self.scripts.run("concurrency", [self.fleet.concurrency(tenant)], args)
         started = [str(j) for j in reply[1:]]
         if int(reply[0]) == 1:
@@ -52,7 +53,7 @@ class RedisConcurrency(StorePart):
                 self.redis.srem(self.fleet.concurrency_tenants, tenant)
                 continue
             keys = sorted({key for spec in specs for key, _ in json.loads(spec)["k"]})
-            args = [self.fleet.concurrency_prefix(tenant), "promote", "", json.dumps(keys)]
+            args = [ConcurrencyArgs(prefix=self.fleet.concurrency_prefix(tenant), op="promote", keys=keys).encode()]
             started = [str(j) for j in self.scripts.run("concurrency", [self.fleet.concurrency(tenant)], args)[1:]]
             if started := _unique(started + self._unblock(tenant, "", keys)):
                 found[tenant] = started
@@ -60,7 +61,7 @@ class RedisConcurrency(StorePart):
 
     def release_concurrency(self, tenant: str, job_id: str) -> list[str]:
         """The job ended or waits no more: it leaves its keys; the ids of the waiting jobs that hold theirs now."""
-        args = [self.fleet.concurrency_prefix(tenant), "release", job_id]
+        args = [ConcurrencyArgs(prefix=self.fleet.concurrency_prefix(tenant), op="release", job_id=job_id).encode()]
         return [str(j) for j in self.scripts.run("concurrency", [self.fleet.concurrency(tenant)], args)[1:]]
 
     def _unblock(self, tenant: str, job_id: str, keys: list[str]) -> list[str]:

@@ -4,7 +4,7 @@
 A model's buckets live in one hash with a hash tag of the model's name (`agentq:llm:{<model>}`), and its deferred
 requests' tickets in a sorted set of the same slot, so each step is one Lua script on one node of a cluster:
 `take_model_request` before a request is sent (llm_take.lua), `settle_model_request` after (llm_settle.lua). Both
-run on the server's clock, one clock for the fleet.
+run on the server's clock, one clock for the fleet. The context windows refusals taught are kept by llm_window.lua.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from agentq.store.boundary import map_store_errors
 from agentq.store.codecs import entry
 from agentq.store.part import StorePart
 from agentq.store.replies import LimitGo, LimitReply, LimitWait
+from agentq.store.step_args import KindSettle, LlmSettleArgs, LlmTakeArgs
 from agentq.store.step_constants import HEADROOM_MS
 
 IDLE_MS = 3_600_000  # a model nobody asked for an hour forgets its buckets (and what the headers taught)
-
-
-_LOWER_WINDOW = """local kept = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
-if not kept or tonumber(ARGV[2]) < kept then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end"""
 
 
 @map_store_errors
@@ -39,9 +36,9 @@ class RedisLimits(StorePart):
         are appended to the job's stream on `LimitGo` in the same step (`LimitGo.started`), saving the request a
         round trip; not on a cluster (the stream is in the job's slot), where the caller appends them."""
         keys = [self.fleet.llm(model), self.fleet.llm_tickets(model)]
-        args: list[object] = [place, IDLE_MS]
-        for limit, amount in zip(limits.per_minute(), ask.amounts(), strict=True):
-            args += [limit or 0, max(amount, 0)]
+        take = LlmTakeArgs(place=place, idle_ms=IDLE_MS, limits=tuple(limit or 0 for limit in limits.per_minute()),
+                           amounts=tuple(max(amount, 0) for amount in ask.amounts()))
+        args = [take.encode()]
         folded = False
         if started is not None and started[1] and not self.cluster:
             job_id, envelopes = started
@@ -54,16 +51,16 @@ class RedisLimits(StorePart):
     def settle_model_request(self, model: str, limits: ModelLimits, observed: Observed) -> None:
         """What a request of `model` taught: the amounts it gives back, the limits and remaining capacity the API
         said, the pause it asked for (`Observed`)."""
-        args: list[object] = [IDLE_MS, round(observed.pause_s * 1000)]
-        for limit, refund, seen, remaining in zip(limits.per_minute(), observed.refund, observed.limits,
-                                                  observed.remaining, strict=True):
-            args += [limit or 0, refund, -1 if seen is None else seen, -1 if remaining is None else remaining]
-        self.scripts.run("llm_settle", [self.fleet.llm(model)], args)
+        kinds = tuple(KindSettle(limit=limit or 0, refund=refund, seen_limit=seen, seen_remaining=remaining)
+                      for limit, refund, seen, remaining in zip(limits.per_minute(), observed.refund,
+                                                                observed.limits, observed.remaining, strict=True))
+        args = LlmSettleArgs(idle_ms=IDLE_MS, pause_ms=round(observed.pause_s * 1000), kinds=kinds)
+        self.scripts.run("llm_settle", [self.fleet.llm(model)], [args.encode()])
 
     def learn_context_window(self, model: str, tokens: int) -> None:
         """Keep the context window a refusal of `model` taught, for the fleet, unless a smaller one is kept
-        (`engine/windows.py` reads them back). Rare (a refusal), so one EVAL rather than a loaded script."""
-        self.redis.eval(_LOWER_WINDOW, 1, self.fleet.llm_windows, model, tokens)
+        (`engine/windows.py` reads them back): llm_window.lua."""
+        self.scripts.run("llm_window", [self.fleet.llm_windows], [model, tokens])
 
     def context_windows(self) -> dict[str, int]:
         """The context windows refusals taught, by model."""

@@ -45,7 +45,7 @@ from agentq.store.step_args import BudgetReserveArgs, BudgetSettleArgs, Listing,
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
-                "tenant_admit", "concurrency", "admission", "admission_touch", "trace_context", "unclaim")
+                "llm_window", "tenant_admit", "concurrency", "admission", "admission_touch", "trace_context", "unclaim")
 
 
 class Scripts(CallScripts):

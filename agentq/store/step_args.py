@@ -218,3 +218,99 @@ class Listing:
     job_id: str
     keys: tuple[str, ...]
     scores: tuple[float, ...]
+
+
+# The kinds of a model's rate-limit buckets, in the order `ModelLimits.per_minute` and `LimitAsk.amounts` give
+# them (`_buckets.lua`'s KINDS): a rate-limit record names each kind's values by the kind.
+BUCKET_KINDS = ("requests", "input_tokens", "output_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class LlmTakeArgs:
+    """llm_take.lua's record: a model request's take. `place`: what names the request across its attempts (its
+    ticket); `idle_ms`: the expiry of an idle bucket; per kind (`BUCKET_KINDS`), `limits`: the configured limit
+    per minute (0: none), `amounts`: what the request takes. The events it starts with follow the record as plain
+    ARGV values."""
+
+    place: str
+    idle_ms: int
+    limits: tuple[int, ...]
+    amounts: tuple[int, ...]
+
+    def encode(self) -> str:
+        kinds = {kind: {"limit": limit, "amount": amount}
+                 for kind, limit, amount in zip(BUCKET_KINDS, self.limits, self.amounts, strict=True)}
+        return dumps({"place": self.place, "idle_ms": self.idle_ms, **kinds})
+
+
+@dataclass(frozen=True, slots=True)
+class KindSettle:
+    """What a model request taught about one kind of its model's buckets: the configured `limit` per minute (0:
+    none), the `refund` given back (negative: taken), the limit (`seen_limit`) and the remaining capacity
+    (`seen_remaining`) the API's headers gave (None: not given)."""
+
+    limit: int
+    refund: int
+    seen_limit: int | None
+    seen_remaining: int | None
+
+    def fields(self) -> dict[str, int]:
+        fields = {"limit": self.limit, "refund": self.refund}
+        if self.seen_limit is not None:
+            fields["seen_limit"] = self.seen_limit
+        if self.seen_remaining is not None:
+            fields["seen_remaining"] = self.seen_remaining
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class LlmSettleArgs:
+    """llm_settle.lua's record: what a model request taught. `idle_ms`: the expiry of an idle bucket; `pause_ms`:
+    how long the model is paused for the fleet (0: no pause); `kinds`: one `KindSettle` per kind, in the order of
+    `BUCKET_KINDS`."""
+
+    idle_ms: int
+    pause_ms: int
+    kinds: tuple[KindSettle, ...]
+
+    def encode(self) -> str:
+        kinds = {kind: settle.fields() for kind, settle in zip(BUCKET_KINDS, self.kinds, strict=True)}
+        return dumps({"idle_ms": self.idle_ms, "pause_ms": self.pause_ms, **kinds})
+
+
+@dataclass(frozen=True, slots=True)
+class TenantAdmitArgs:
+    """tenant_admit.lua's record: a limited tenant's job to admit. `expire_at_s`: the job's expiry (unix s);
+    `max_active`: the tenant's cap of active jobs (0: none); `interval_ms`, `burst`: its rate of jobs (one every
+    `interval_ms` after a burst of `burst`; interval 0: no rate)."""
+
+    job_id: str
+    expire_at_s: float
+    max_active: int
+    interval_ms: int
+    burst: int
+
+    def encode(self) -> str:
+        return dumps({"job_id": self.job_id, "expire_at_s": self.expire_at_s, "max_active": self.max_active,
+                      "interval_ms": self.interval_ms, "burst": self.burst})
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyArgs:
+    """concurrency.lua's record. `prefix`: that of the tenant's other keys; `op`: 'admit' | 'release' | 'promote';
+    `job_id`: the job ('' for promote); `keys`: admit: the job's [key, limit] pairs, promote: the keys to look at
+    (None for release); `expire_at_s`: admit: the job's expiry (unix s)."""
+
+    prefix: str
+    op: str
+    job_id: str = ""
+    keys: list | None = None
+    expire_at_s: float | None = None
+
+    def encode(self) -> str:
+        fields: dict[str, object] = {"prefix": self.prefix, "op": self.op, "job_id": self.job_id}
+        if self.keys is not None:
+            fields["keys"] = self.keys
+        if self.expire_at_s is not None:
+            fields["expire_at_s"] = self.expire_at_s
+        return dumps(fields)

@@ -17,6 +17,7 @@ from agentq.protocol.tenants import TenantLimits
 from agentq.store.boundary import map_store_errors
 from agentq.store.part import StorePart
 from agentq.store.replies import TenantRefusal
+from agentq.store.step_args import TenantAdmitArgs
 from agentq.store.step_constants import MINUTE_MS
 
 NO_HINT_S = 5.0  # what a refusal for too many active jobs advises to wait: no step knows when one will end
@@ -34,7 +35,8 @@ class RedisTenants(StorePart):
         interval_ms = round(MINUTE_MS / limits.jobs_per_minute) if limits.jobs_per_minute else 0
         burst = max(1, math.floor(limits.jobs_per_minute or 1))
         keys = [self.fleet.tenant_active(tenant), self.fleet.tenant_rate(tenant)]
-        args = [job_id, expire_at_ms / 1000, limits.max_active_jobs or 0, interval_ms, burst]
+        args = [TenantAdmitArgs(job_id=job_id, expire_at_s=expire_at_ms / 1000, max_active=limits.max_active_jobs or 0,
+                                interval_ms=interval_ms, burst=burst).encode()]
         verdict, wait_ms = (int(n) for n in self.scripts.run("tenant_admit", keys, args))
         if verdict == 1:  # full: once its ended jobs are out (another process may have just taken one out), again
             self._drop_ended(tenant)

@@ -22,14 +22,15 @@ from agentq.store.step_constants import STEP_CONSTANTS
 LUA = Path(str(resources.files("agentq.store").joinpath("lua")))
 AGENTQ = Path(str(resources.files("agentq")))
 STEPS = sorted(p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_"))  # `_x.lua`: fragments, included
-MOST_POSITIONAL = 5  # fixed positional ARGV values a step takes at most (then one record)
+MOST_POSITIONAL = 4  # fixed positional ARGV values a step takes at most (then one record)
 
 
 def test_every_script_of_the_package_is_in_the_store_s_lua_folder_and_loaded_by_its_runner():
+    """No script elsewhere, none loaded or sent whole (EVAL) but by the runner."""
     assert {p.parent for p in AGENTQ.rglob("*.lua")} == {LUA}
+    loading = r"register_script\(|script_load\(|\.lua\b.*read_text|joinpath\(\"lua\"|\.eval\(|[\"']EVAL[\"']"
     loaders = [f"{path.relative_to(AGENTQ)}:{n}" for path in AGENTQ.rglob("*.py")
-               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-               if re.search(r"register_script\(|script_load\(|\.lua\b.*read_text|joinpath\(\"lua\"", line)]
+               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if re.search(loading, line)]
     assert [loader.split(":")[0] for loader in loaders] == ["store/script_runner.py"] * len(loaders), loaders
 
 
@@ -48,6 +49,21 @@ def test_each_step_opens_with_its_keys_and_arguments(name: str):
 def test_no_step_takes_more_than_a_few_positional_values(name: str):
     indexes = [int(i) for i in re.findall(r"ARGV\[(\d+)\]", (LUA / f"{name}.lua").read_text(encoding="utf-8"))]
     assert max(indexes, default=0) <= MOST_POSITIONAL, f"{name}.lua reads ARGV[{max(indexes)}]: take a record"
+
+
+@pytest.mark.parametrize("name", STEPS)
+def test_a_step_reads_computed_argv_positions_only_in_its_variable_length_lists(name: str):
+    """An ARGV position computed from a variable is an element of a list of variable length (a `for` loop's
+    variable, plus a fixed offset, or past a list whose count the step was given): a fixed layout computed by
+    offsets (`ARGV[1 + 2 * i]`, `base = 4 * i - 1`, per kind) is positional values in disguise, and takes a
+    record."""
+    text = (LUA / f"{name}.lua").read_text(encoding="utf-8")
+    code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+    loops = set(re.findall(r"\bfor (\w+)(?: =|, \w+ in )", code))
+    counts = set(re.findall(r"\blocal (\w+) = (?:tonumber\(ARGV\[\d+\]\)|#KEYS\b|a\.\w+$)", code, re.M))
+    for index in re.findall(r"ARGV\[([^\]]*[A-Za-z_][^\]]*)\]", code):
+        names = set(re.findall(r"[A-Za-z_]\w*", index))
+        assert names <= loops | counts and "*" not in index, f"{name}.lua reads ARGV[{index}]: take a record"
 
 
 @pytest.mark.parametrize("name", STEPS)

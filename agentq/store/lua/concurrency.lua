@@ -1,15 +1,16 @@
 -- Job concurrency keys (docs/tenants.md): at most `limit` jobs of a tenant holding a key run at once, first come first
 -- served per key; a job starts only when it fits under all of its keys. Every key of a tenant shares its hash tag.
 -- KEYS[1]: the tenant's jobs hash (job id -> JSON {k: [[key, limit], ...], x: expiry (s), p: place in line})
--- ARGV[1]: the prefix of the tenant's other keys: `h:<key>` holders (zset: job id -> expiry, s), `w:<key>` waiters
---          (zset: job id -> place), `seq` (the last place given)
--- ARGV[2]: 'admit' | 'release' | 'promote'; ARGV[3]: the job id ('' for promote); admit: ARGV[4] its keys JSON
---          [[key, limit], ...], ARGV[5] its expiry (s); promote: ARGV[4] the keys to look at, JSON [key, ...]
+-- ARGV[1]: JSON (store/step_args.py ConcurrencyArgs) {prefix: that of the tenant's other keys: `h:<key>` holders
+--          (zset: job id -> expiry, s), `w:<key>` waiters (zset: job id -> place), `seq` (the last place given);
+--          op: 'admit' | 'release' | 'promote'; job_id ('' for promote); admit: keys: its [[key, limit], ...],
+--          expire_at_s: its expiry (s); promote: keys: the keys to look at, [key, ...]}
 -- Returns {state, started...}: state 1 when the job admitted holds its keys, 0 when it waits (or was released);
 -- then the ids of waiting jobs that hold their keys now (a release's, or ones whose holders had expired)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local jobs, prefix, op, job = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local a = cjson.decode(ARGV[1])
+local jobs, prefix, op, job = KEYS[1], a.prefix, a.op, a.job_id
 local function holders(key) return prefix .. 'h:' .. key end
 local function waiters(key) return prefix .. 'w:' .. key end
 
@@ -80,7 +81,7 @@ if op == 'admit' then
   if spec then  -- admitted before (a repeated step): as it stands
     return {redis.call('ZSCORE', holders(spec.k[1][1]), job) and 1 or 0}
   end
-  spec = {k = cjson.decode(ARGV[4]), x = tonumber(ARGV[5]), p = redis.call('INCR', prefix .. 'seq')}
+  spec = {k = a.keys, x = a.expire_at_s, p = redis.call('INCR', prefix .. 'seq')}
   redis.call('HSET', jobs, job, cjson.encode(spec))
   last(jobs, spec.x)
   last(prefix .. 'seq', spec.x)
@@ -99,7 +100,7 @@ if op == 'admit' then
 end
 
 if op == 'promote' then  -- a sweep: the first in line of these keys, while they fit (holders that expired drop out)
-  promote(cjson.decode(ARGV[4]))
+  promote(a.keys)
   return {0, unpack(started)}
 end
 

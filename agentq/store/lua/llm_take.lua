@@ -8,16 +8,18 @@
 -- appended to its job's stream on 'go' only, so a deferred request has not started (one Redis only: on a cluster
 -- the job's stream is in another slot, and the engine appends them itself).
 -- KEYS: the model's bucket hash, its tickets (zset: place -> ms from which it may be sent)[, the job's events]
--- ARGV: place, expiry of an idle bucket (ms), then per kind (requests, input_tokens, output_tokens): the
---       configured limit per minute (0: none), the amount; then the packed events to append on 'go' (with KEYS[3])
+-- ARGV[1]: JSON {place, idle_ms: expiry of an idle bucket, and per kind (requests, input_tokens, output_tokens)
+--          {limit: the configured limit per minute (0: none), amount}} (store/step_args.py LlmTakeArgs)
+-- ARGV[2..]: the packed events to append on 'go' (with KEYS[3])
 -- Returns {'go'} or {'wait', ms}
 -- MINUTE_MS, HEADROOM_MS, TICKET_MAX_AGE_MS: store/step_constants.py
 --#include _buckets
-local bucket, tickets, place = KEYS[1], KEYS[2], ARGV[1]
+local a = cjson.decode(ARGV[1])
+local bucket, tickets, place = KEYS[1], KEYS[2], a.place
 local now = now_ms()
 local function go()
   if KEYS[3] then
-    for i = 9, #ARGV do redis.call('XADD', KEYS[3], '*', 'e', ARGV[i]) end
+    for i = 2, #ARGV do redis.call('XADD', KEYS[3], '*', 'e', ARGV[i]) end
   end
   return {'go'}
 end
@@ -33,9 +35,9 @@ if due then
   return {'wait', tostring(at - now)}
 end
 local wait = 0
-for i, kind in ipairs(KINDS) do
-  local cap = capacity(bucket, kind, tonumber(ARGV[1 + 2 * i]))
-  local amount = math.min(tonumber(ARGV[2 + 2 * i]), cap)
+for _, kind in ipairs(KINDS) do
+  local cap = capacity(bucket, kind, a[kind].limit)
+  local amount = math.min(a[kind].amount, cap)
   if cap > 0 and amount > 0 then
     local level, from = refill(bucket, kind, cap, now)
     if level >= cap then from = now + HEADROOM_MS end  -- full: it refills once this request surely reached the API
@@ -45,10 +47,10 @@ for i, kind in ipairs(KINDS) do
   end
 end
 local at = math.max(now + wait, paused)
-redis.call('PEXPIRE', bucket, ARGV[2])
+redis.call('PEXPIRE', bucket, a.idle_ms)
 if at > now then
   redis.call('ZADD', tickets, at, place)
-  redis.call('PEXPIRE', tickets, ARGV[2])
+  redis.call('PEXPIRE', tickets, a.idle_ms)
   return {'wait', tostring(at - now)}
 end
 return go()
