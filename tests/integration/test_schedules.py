@@ -114,8 +114,10 @@ def test_after_an_outage_of_every_dispatcher_the_missed_slots_fire_per_the_catch
         missed, caught = [s for s in slots if s not in fired], [s for s in slots if s in fired]
         assert missed == slots[:len(missed)]  # only the oldest slots were missed; every newer one fired
         assert counts(client, "catchup")["missed"] == len(missed) >= 2  # older than the window: counted
-        assert caught[0] < restarted  # slots of the outage itself fired late, within the window
+        # the oldest slot caught up is one of the outage (it ends at the new dispatcher's first pass, seconds after
+        # `restarted` on a loaded machine): its job was written late, and a slot on time is written within a second
         created = unix(client.record(f"sched-catchup-{caught[0]}")["created_at"])
+        assert created - caught[0] > 2, (caught[0], created, restarted)
         assert created - caught[0] <= 6 + 1 and created - missed[-1] > 6 - 1  # the window decided
 
 
