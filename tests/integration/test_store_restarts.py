@@ -113,8 +113,8 @@ def _round(client: Client, aof_redis: RedisServer, ledger: Path, round_no: int) 
         left = max(0.1, back_at + MOVES_WITHIN_S - time.monotonic())
         try:
             record = handle.result(timeout=left)
-        except Exception:  # the job did not end in time (JobTimeoutError), or the store did not answer
-            stalled.append(handle.id)
+        except Exception as error:  # the job did not end in time (JobTimeoutError), or the store did not answer
+            stalled.append(f"{handle.id} ({type(error).__name__}: {error})")  # which of the two, when it fails
             continue
         assert record["status"] == "succeeded", record
         ends.append(time.monotonic() - back_at)
