@@ -428,14 +428,21 @@ def test_finalize_once_and_signal_the_end(backend: Backend):
     assert store.job_status(plan.id) is JobStatus.SUCCEEDED
 
 
-def test_a_job_ended_with_awaited_calls_open_has_its_record_computed_from_its_log(backend: Backend):
-    """A job may end while awaited calls still run (its budget ran out): their outcomes still reach its record."""
-    store = backend.store
+def ended_by_budget(store) -> tuple[JobPlan, dict[str, str], ErrorInfo]:
+    """A job that failed (its budget ran out) while its awaited calls were still to run: (its plan, call ids by
+    tool, its error)."""
     plan, ids = submit(store)
     error = ErrorInfo("BudgetExceeded", "max_requests: 1 of 1 model requests made or in flight")
     saved = JobRecord(id=plan.id, status=JobStatus.FAILED, error=error, state={"x": 1},
                       finished_at="2030-01-01T00:00:00Z")
     assert store.finalize(plan.id, record=saved, event=job_finished(plan.id, JobStatus.FAILED))
+    return plan, ids, error
+
+
+def test_a_job_ended_with_awaited_calls_open_has_its_record_computed_from_its_log(backend: Backend):
+    """A job may end while awaited calls still run (its budget ran out): their outcomes still reach its record."""
+    store = backend.store
+    plan, ids, error = ended_by_budget(store)
     store.claim(plan.id, ids["first"], token="t", lease_ms=LEASE_MS)
     store.commit(plan.id, ids["first"], token="t", status=CallStatus.DONE, messages=[message(ids["first"], 5)])
     store.add_usage(plan.id, {"requests": 1})
@@ -451,11 +458,7 @@ def test_the_last_late_outcome_of_an_ended_job_stays_in_its_record_until_the_rec
     commit and its caller's saving the record again sees the outcome (computed from the log), never the record
     saved when the job ended without it."""
     store = backend.store
-    plan, ids = submit(store)
-    error = ErrorInfo("BudgetExceeded", "max_requests: 1 of 1 model requests made or in flight")
-    saved = JobRecord(id=plan.id, status=JobStatus.FAILED, error=error, state={"x": 1},
-                      finished_at="2030-01-01T00:00:00Z")
-    assert store.finalize(plan.id, record=saved, event=job_finished(plan.id, JobStatus.FAILED))
+    plan, ids, error = ended_by_budget(store)
     for tool, value in (("first", 5), ("second", 6)):
         store.claim(plan.id, ids[tool], token=tool, lease_ms=LEASE_MS)
         commit = store.commit(plan.id, ids[tool], token=tool, status=CallStatus.DONE,
