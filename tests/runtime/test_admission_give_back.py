@@ -26,8 +26,9 @@ def record(n: int) -> CallRecord:
                       awaited=True, task="agentq.activity.work", queue=Q)
 
 
-def admission(backend: Backend) -> tuple[Admission, list[str]]:
-    adm = Admission(backend.store, Settings(admission_window=2), fleet=RedisFleet(backend.store))
+def admission(backend: Backend, settings: Settings | None = None) -> tuple[Admission, list[str]]:
+    settings = settings if settings is not None else Settings(admission_window=2)
+    adm = Admission(backend.store, settings, fleet=RedisFleet(backend.store))
     published: list[str] = []
     adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
     adm.know("job_g", "a", None, tools={})
@@ -64,10 +65,7 @@ def test_a_group_of_a_quarter_of_the_prefetch_is_given_back_without_waiting(back
     """A burst of short calls frees places hundreds a second: the thread gives them back as soon as a quarter of the
     prefetch is noted (one step for the group), not only after its longest wait."""
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # only a full group is given back before a minute
-    adm = Admission(backend.store, Settings(admission_window=2, admission_prefetch=8), fleet=RedisFleet(backend.store))
-    published: list[str] = []
-    adm.publisher = lambda calls: published.extend(f"{job_id}/{r.id}" for job_id, r in calls)
-    adm.know("job_g", "a", None, tools={})
+    adm, published = admission(backend, Settings(admission_window=2, admission_prefetch=8))
     assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(5)])] == ["call_0", "call_1"]
     adm.ended("job_g", ["call_0"], [])  # one place: half a group, it waits
     assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}
