@@ -13,8 +13,9 @@
 | `hooks-down` | the webhook receiver's port refuses connections for 3-8 s |
 | `broker-drop` | `CLIENT KILL` every Redis connection of a worker or dispatcher (broker, store); it runs on |
 
-The first faults go through every kind once (in an order drawn from the seed), then kinds are drawn at random;
-faults never overlap, and a gap drawn from the seed separates two. `outage_scale` shortens every outage (pause,
+The first faults go through every kind once (in an order drawn from the seed), however long that takes on a slow
+machine (the load runs on until they have), then kinds are drawn at random until the load's time is up; faults
+never overlap, and a gap drawn from the seed separates two. `outage_scale` shortens every outage (pause,
 model, receiver) alike: the suite's short form fits every kind into seconds of load.
 """
 
@@ -61,6 +62,7 @@ class Injector:
     outage_scale: float = 1.0  # the short form's outages are shorter (its whole load lasts seconds)
     faults: list[Fault] = field(default_factory=list)
     stopping: threading.Event = field(default_factory=threading.Event)
+    every_kind_once: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
     def schedule(self) -> list[str]:
@@ -81,13 +83,18 @@ class Injector:
 
     def _run(self, until: float) -> None:
         rng = random.Random(self.seed + 1)
-        for kind in self.schedule():
-            if self._sleep(rng.uniform(*self.gap_s)) or time.time() >= until:
-                return
-            fault = Fault(kind, time.time())
-            fault.detail = self.inject(kind, rng)
-            fault.ended = time.time()
-            self.faults.append(fault)
+        try:
+            for done, kind in enumerate(self.schedule()):
+                if done == len(self.kinds):
+                    self.every_kind_once.set()
+                if self._sleep(rng.uniform(*self.gap_s)) or (self.every_kind_once.is_set() and time.time() >= until):
+                    return
+                fault = Fault(kind, time.time())
+                fault.detail = self.inject(kind, rng)
+                fault.ended = time.time()
+                self.faults.append(fault)
+        finally:
+            self.every_kind_once.set()  # whatever stopped it, nobody waits on it any longer
 
     def _sleep(self, seconds: float) -> bool:
         return self.stopping.wait(seconds)

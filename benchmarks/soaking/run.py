@@ -113,6 +113,7 @@ def run_soak(config: SoakConfig) -> SoakResult:
         time.sleep(config.warmup_s)
         injector.start(until=began + config.duration_s)
         time.sleep(max(0.0, began + config.duration_s - time.time()))
+        injector.every_kind_once.wait(config.drain_s)  # a slow machine: the load runs on until each kind ran once
         load.stop_submitting()
         injector.join()
         load.pause_schedule()
