@@ -104,14 +104,19 @@ class Scripts(CallScripts):
     # ------------------------------------------------------------------------------------- agent ticks
 
     def begin_tick(self, keys: JobKeys, *, exchanges: int, token: str, lease_ms: int,
-                   job_started: Envelope | None, read_from: tuple[int, int] | None = None) -> TickClaim:
+                   job_started: Envelope | None, read_from: tuple[int, int] | None = None,
+                   unstarted: tuple[str, str] | None = None) -> TickClaim:
         """tick_begin.lua: take the job's next model request; with `read_from` (where the log and the exchanges
-        are read from), the claim brings the tick's inputs."""
-        reply = self._run("tick_begin", [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log,
-                                         keys.spec],
+        are read from), the claim brings the tick's inputs; with `unstarted` (the fleet's timers key and the job's
+        `@unstarted` member: one Redis only), the tick that starts the job drops that timer."""
+        job_keys = [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log, keys.spec]
+        if unstarted is not None:
+            job_keys.append(unstarted[0])
+        reply = self._run("tick_begin", job_keys,
                           [TickBeginArgs(exchanges=exchanges, token=token, lease_ms=lease_ms, now=now_iso(),
                                          job_started=entry(job_started, keys.job_id) if job_started else "",
-                                         read_from=read_from).encode()])
+                                         read_from=read_from,
+                                         unstarted=unstarted[1] if unstarted is not None else None).encode()])
         match reply[0]:
             case "claimed":
                 return _claimed(reply)

@@ -130,7 +130,8 @@ class DecideArgs:
 class TickBeginArgs:
     """tick_begin.lua's record: an agent tick's claim. `exchanges`: how many exchanges the tick expects to find (a
     stale task finds more); `job_started`: the packed job.started entry ('': none); `read_from`: where the tick's
-    read of its inputs starts in the log and in the exchanges (None: no read)."""
+    read of its inputs starts in the log and in the exchanges (None: no read); `unstarted`: the member of the job's
+    `@unstarted` timer, dropped when this tick starts the job (None: the timers are not passed, on a cluster)."""
 
     exchanges: int
     token: str
@@ -138,12 +139,15 @@ class TickBeginArgs:
     now: str
     job_started: str
     read_from: tuple[int, int] | None
+    unstarted: str | None = None
 
     def encode(self) -> str:
         fields: dict[str, object] = {"exchanges": self.exchanges, "token": self.token, "lease_ms": self.lease_ms,
                                      "now": self.now, "job_started": self.job_started}
         if self.read_from is not None:
             fields["read_from"] = {"log": self.read_from[0], "exchanges": self.read_from[1]}
+        if self.unstarted is not None:
+            fields["unstarted"] = self.unstarted
         return dumps(fields)
 
 

@@ -20,6 +20,7 @@ from agentq.store.codecs import agent_inputs_of
 from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
 from agentq.store.event_codec import pack
+from agentq.store.job_timers import UNSTARTED, job_timer_member
 from agentq.store.part import StorePart
 from agentq.store.replies import CallsAdded, TickClaim, TickEnded
 from agentq.store.stats import JobCounts
@@ -38,9 +39,12 @@ class RedisTicks(StorePart):
                    job_started: Envelope | None = None, read_from: tuple[int, int] | None = None) -> TickClaim:
         """Take the job's next model request (at most one in flight): it must still be the request number
         `exchanges`, no awaited call may be open, and no other task may hold the tick's lease. `read_from`: (log,
-        exchanges) positions: a claim then brings what `agent_inputs` would read from them, in the same step."""
+        exchanges) positions: a claim then brings what `agent_inputs` would read from them, in the same step. On one
+        Redis, the tick that starts the job also drops its `@unstarted` timer (`runtime/job_timers.py`); on a cluster
+        (the timers are in another slot) the timer fires and finds the job started."""
+        unstarted = None if self.cluster else (self.fleet.timers, job_timer_member(job_id, UNSTARTED))
         return self.scripts.begin_tick(self.keys(job_id), exchanges=exchanges, token=token, lease_ms=lease_ms,
-                                       job_started=job_started, read_from=read_from)
+                                       job_started=job_started, read_from=read_from, unstarted=unstarted)
 
     def end_ticking(self, job_id: str) -> None:
         """Clear the in-flight mark of a tick that asked nothing (its job is about to end)."""

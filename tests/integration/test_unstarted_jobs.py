@@ -79,17 +79,39 @@ def test_an_agent_job_whose_submitter_died_before_its_first_tick_still_ends(harn
     assert len(anthropic_env.requests) == 1  # its first tick, sent once by the timer
 
 
-def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness, anthropic_env: FakeAnthropic):
-    """The timer fires a lease after the write and finds the job started: nothing is sent twice."""
+def test_an_agent_jobs_first_tick_drops_its_timer(redis_url: str, anthropic_env: FakeAnthropic):
+    """On one Redis, the tick that starts an agent job drops its `@unstarted` timer in its own step: gone by the
+    job's end, long before it is due (a lease after the write: a long lease here), so no dispatcher takes it."""
     anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": "hello"})
-    worker = harness.worker(llm="anthropic")
-    client = harness.client()
+    harness = Harness(redis_url, lease_s=60.0)
+    try:
+        worker = harness.worker(llm="anthropic")
+        redis = store_of(worker.runtime).redis
+        handle = harness.client().submit({"context": [{"type": "text", "text": "Say hello"}], "tools": []})
+        written = time.time()
+        assert handle.result(timeout=30)["status"] == "succeeded"
+        assert redis.zrange(TIMERS, 0, -1) == []
+        assert time.time() < written + 60.0  # ended before the timer was due: the tick dropped it, nobody fired it
+        assert len(anthropic_env.requests) == 1
+    finally:
+        harness.close()
+
+
+def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness):
+    """A plan job whose first call is the engine's (its task sent by the submitter alone): its timer fires a lease
+    after the write and finds the job started: nothing runs twice."""
+    harness.tool("double", params={"x": {"type": "number"}})
+    runs: list[float] = []
+    harness.activities.register("double", lambda call: runs.append(call["x"]) or call["x"] * 2)
+    worker = harness.worker()
     redis = store_of(worker.runtime).redis
-    handle = client.submit({"context": [{"type": "text", "text": "Say hello"}], "tools": []})
+    handle = harness.client().submit({"tools": ["sleep", "double"], "calls": [
+        {"_tool": "sleep", "seconds": 0, "_outputPath": "†state.slept"},
+        {"_tool": "double", "x": 3, "_outputPath": "†state.d"}]})
     assert redis.zrange(TIMERS, 0, -1) == [f"{handle.id} @unstarted"]  # written with the job, due a lease later
-    assert handle.result(timeout=30)["status"] == "succeeded"
+    assert handle.result(timeout=30)["state"]["d"] == 6
     wait_for(lambda: redis.zcard(TIMERS) == 0, harness.settings.lease_s + 10, "the timer to fire and be dropped")
-    assert len(anthropic_env.requests) == 1
+    assert runs == [3]
     assert [e.envelope.to_dict()["event"] for e in handle.events(follow=False)].count("job.finished") == 1
 
 

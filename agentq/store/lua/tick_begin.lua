@@ -1,9 +1,12 @@
 -- Begin an agent tick: one model request of a job, at most one in flight.
--- KEYS: job, tick lease, exchanges, events, log, spec
+-- KEYS: job, tick lease, exchanges, events, log, spec[, the fleet's timers (one Redis only: on a cluster another
+--       slot)]
 -- ARGV: [1] the claim, a JSON object (`TickBeginArgs` in store/step_args.py): exchanges (the number of exchanges
 --       the tick expects to find: a stale task finds more), token, lease_ms, now (ISO), job_started (the
 --       job-started envelope entry; '': none), read_from (absent: no read): {log, exchanges}, where the tick's
---       read of its inputs starts in the log and in the exchanges
+--       read of its inputs starts in the log and in the exchanges, unstarted (with KEYS[7]): the member of the
+--       job's `@unstarted` timer, dropped by the tick that starts the job (its first tasks were sent: the timer
+--       would find it started and do nothing, after a round trip to take it and one to read the job)
 -- A replay with the token that holds the tick's lease is the same claim again.
 -- Returns {'claimed', attempt of this request[, the job hash (flat), the log from there, the exchanges from
 --          there, the spec's `registered` or '']}
@@ -36,5 +39,6 @@ local attempt = redis.call('HINCRBY', KEYS[1], 'tick_attempt', 1)
 if status == JOB.QUEUED then
   redis.call('HSET', KEYS[1], 'status', JOB.RUNNING, 'started_at', a.now)
   if a.job_started ~= '' then redis.call('XADD', KEYS[4], '*', 'e', a.job_started) end
+  if KEYS[7] then redis.call('ZREM', KEYS[7], a.unstarted) end
 end
 return claimed(tostring(attempt))
