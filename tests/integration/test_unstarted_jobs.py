@@ -102,7 +102,12 @@ def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness):
     after the write and finds the job started: nothing runs twice."""
     harness.tool("double", params={"x": {"type": "number"}})
     runs: list[float] = []
-    harness.activities.register("double", lambda call: runs.append(call["x"]) or call["x"] * 2)
+
+    def double(call: dict) -> float:
+        runs.append(call["x"])
+        return call["x"] * 2
+
+    harness.activities.register("double", double)
     worker = harness.worker()
     redis = store_of(worker.runtime).redis
     handle = harness.client().submit({"tools": ["sleep", "double"], "calls": [
