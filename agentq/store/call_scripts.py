@@ -41,7 +41,7 @@ from agentq.store.replies import (
     SettleUnstarted,
 )
 from agentq.store.script_runner import ScriptRunner
-from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndingArgs, SettleArgs
+from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndCount, EndingArgs, SettleArgs
 
 
 def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_started: bool) -> str:
@@ -51,14 +51,14 @@ def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_starte
     return "!" if expect_started else ""
 
 
-def _ending(ahead: EndAhead | None, job_id: str) -> EndingArgs | None:
-    """commit.lua's `ending`: the job's end its caller built, or None."""
+def _ending(ahead: EndAhead | None, job_id: str, count: EndCount | None) -> EndingArgs | None:
+    """commit.lua's `ending`: the job's end its caller built (with the metrics' `count` of it), or None."""
     if ahead is None:
         return None
     record = ahead.record
     return EndingArgs(digest=ahead.digest, log_length=ahead.log_length, status=record.status.value,
                       record=dumps(record.to_dict()), finished_at=record.finished_at or now_iso(),
-                      event=entry(ahead.event, job_id))
+                      event=entry(ahead.event, job_id), count=count)
 
 
 def _renew_layout(keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> tuple[list[str], list[Any]]:
@@ -105,15 +105,18 @@ class CallScripts(ScriptRunner):
 
     def commit(self, keys: JobKeys, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict],
                events: Sequence[Envelope], awaited: bool | None = None, ahead: EndAhead | None = None,
-               lease_ms: int = 0) -> Commit:
+               lease_ms: int = 0, count: EndCount | None = None) -> Commit:
         """commit.lua: write a running call's outcome exactly once (`awaited`: None reads it from the stored
-        record; `ahead`: the job's end, written if this commit ends the job as its claim foresaw)."""
+        record; `ahead`: the job's end, written if this commit ends the job as its claim foresaw, with the
+        metrics' `count` of it when given)."""
+        count = count if ahead is not None else None
         reply = self._run(
             "commit",
             [keys.job, keys.log, keys.calls, keys.status, keys.waiting, keys.events, keys.lease(call_id),
-             keys.dependents, keys.approval, keys.done],
+             keys.dependents, keys.approval, keys.done, *(count.keys if count else ())],
             [CommitArgs(call_id=call_id, token=token, status=status.value, awaited=awaited,
-                        ending=_ending(ahead, keys.job_id), messages=len(messages), lease_ms=lease_ms).encode(),
+                        ending=_ending(ahead, keys.job_id, count), messages=len(messages),
+                        lease_ms=lease_ms).encode(),
              *(dumps(m) for m in messages), *(entry(e, keys.job_id) for e in events)])
         match reply[0]:
             case "committed":

@@ -73,13 +73,15 @@ class RedisCalls(StorePart):
         (the claim gave it) passes its `awaited`, so the step does not read and decode the record again. `ahead`
         is the job's end built from `Claimed.last`: the commit writes it, as `finalize` would, when it ends the
         job and nothing changed since the claim (`Committed.finalized`; else the reply brings what finalizing
-        reads, as without it). `lease_ms`: the caller's lease length, given back to another attempt that took
-        the call over (0: `LEASE_KEPT_MS`)."""
+        reads, as without it); on a single Redis it counts the end for the metrics in the same step, on a cluster
+        the count follows it (`stats.py`). `lease_ms`: the caller's lease length, given back to another attempt
+        that took the call over (0: `LEASE_KEPT_MS`)."""
+        count = None if ahead is None else self.counts.in_step(job_id, ahead.record.status, ahead.record.tenant)
         commit = self.scripts.commit(self.keys(job_id), call_id, token=token, status=status, messages=messages,
-                                     events=events, awaited=awaited, ahead=ahead, lease_ms=lease_ms)
+                                     events=events, awaited=awaited, ahead=ahead, lease_ms=lease_ms, count=count)
         if isinstance(commit, Committed):
             self._after_committed(job_id, commit)
-            if commit.finalized and ahead is not None:
+            if commit.finalized and ahead is not None and count is None:
                 self.counts.count_end(job_id, ahead.record.status, ahead.record.tenant)
         return commit
 

@@ -1,6 +1,7 @@
 """The metrics' scrape-time reads of the jobs' bookkeeping (docs/metrics.md): `RedisStats.fleet_stats`, a part of
-its own over the store's connection (`part.py`). The job steps write the sets and counts (`stats.py`, after a job's
-script, best effort); this read repairs what a process that died in between left behind.
+its own over the store's connection (`part.py`). The job steps write the sets and counts (`stats.py`: after a
+job's script, best effort, except where a single Redis lets the step that ends the job write them itself); this
+read repairs what a process that died in between left behind.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ class RedisStats(StorePart):
         a few round trips whatever the number of jobs.
 
         Jobs active: the size of the active set once expired jobs are trimmed. Its members are taken out by the
-        process that ends a job, right after the job's script; a process that died in between leaves an ended
-        job behind, so each read checks a random `sample` of members and drops those that ended (all of them
-        in a set no larger than the sample). Calls awaiting approval: summed over the jobs that may hold some
-        (a set added to whenever a step may hold a call for a reviewer); jobs that hold none anymore leave it."""
+        process that ends a job, right after the job's script (by the script itself where `stats.py` says); a
+        process that died in between leaves an ended job behind, so each read checks a random `sample` of members
+        and drops those that ended (all of them in a set no larger than the sample). Calls awaiting approval:
+        summed over the jobs that may hold some (a set added to whenever a step may hold a call for a reviewer);
+        jobs that hold none anymore leave it."""
         active_key, candidates_key, now = self.fleet.active_jobs, self.fleet.approval_jobs, self.clock()
         pipe = self.redis.pipeline(transaction=False)
         pipe.zremrangebyscore(active_key, 0, now)

@@ -3,7 +3,8 @@ submission, cancel, finalize, its usage and budget, and the reads of a job (its 
 waiting for its end).
 
 Each write is one Lua step (`scripts.py`) or one MULTI, so it is atomic; the fleet-wide entries a job adds or
-leaves (`stats.py`) are written around the step, never inside it.
+leaves (`stats.py`) are written around the step on a Redis Cluster (other hash slots); on a single Redis, the
+steps of the hot path write them themselves (submission's listing, the count of the end finalize writes).
 """
 
 from __future__ import annotations
@@ -161,8 +162,11 @@ class RedisJobs(StorePart):
     # ------------------------------------------------------------------------------------------- its end
 
     def finalize(self, job_id: str, *, record: JobRecord, event: Envelope) -> bool:
-        ended = self.scripts.finalize(self.keys(job_id), record=record, event=event)
-        if ended:
+        """Give an active job its final status and record (finalize.lua); False when it had ended already. The
+        metrics' count of its end goes in the same step on a single Redis, after it on a cluster (`stats.py`)."""
+        count = self.counts.in_step(job_id, record.status, record.tenant)
+        ended = self.scripts.finalize(self.keys(job_id), record=record, event=event, count=count)
+        if ended and count is None:
             self.counts.count_end(job_id, record.status, record.tenant)
         return ended
 

@@ -86,7 +86,7 @@ class RedisResumes(StorePart):
 
     def _count_resumed(self, job_id: str, expire_at_ms: int, *, held: bool) -> None:
         """A resumed job is active again for the metrics (its end takes it out again); best effort, as a job's end's
-        bookkeeping is (`JobCounts.count_end`)."""
+        bookkeeping is when it follows the step that ended it (`JobCounts.count_end`)."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.zadd(self.fleet.active_jobs, {job_id: expire_at_ms / 1000})

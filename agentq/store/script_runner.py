@@ -2,8 +2,8 @@
 
 Loading: each script gets two preambles in front, the statuses (`agentq.protocol.status.lua_preamble`) and the
 numbers it shares with Python (`step_constants.lua_constants`: `HEADROOM_MS`, ...), and each line
-`--#include <fragment>` is replaced by `lua/<fragment>.lua` (functions several scripts share). Every script of the
-store, the webhooks' included, is loaded here.
+`--#include <fragment>` is replaced by `lua/<fragment>.lua` (functions several scripts share; a fragment may
+include another). Every script of the store, the webhooks' included, is loaded here.
 """
 
 from __future__ import annotations
@@ -21,9 +21,14 @@ _INCLUDE = "--#include "
 def lua_source(name: str) -> str:
     """The runnable source of the step `lua/<name>.lua`: the statuses' and the constants' preambles, then the
     script with its `--#include` lines expanded."""
-    lines = [_lua_file(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
-             for line in _lua_file(name).splitlines(keepends=True)]
-    return lua_preamble() + lua_constants() + "".join(lines)
+    return lua_preamble() + lua_constants() + _expanded(name)
+
+
+def _expanded(name: str) -> str:
+    """`lua/<name>.lua` with each `--#include` line replaced by its fragment, expanded likewise (a fragment may
+    include another: `_committed` ends a job as `finalize` does, with `_ended`)."""
+    return "".join(_expanded(line.removeprefix(_INCLUDE).strip()) if line.startswith(_INCLUDE) else line
+                   for line in _lua_file(name).splitlines(keepends=True))
 
 
 def _lua_file(name: str) -> str:

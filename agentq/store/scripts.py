@@ -41,7 +41,15 @@ from agentq.store.replies import (
     TickStale,
     TickSuperseded,
 )
-from agentq.store.step_args import BudgetReserveArgs, BudgetSettleArgs, Listing, TickBeginArgs, TickEndArgs
+from agentq.store.step_args import (
+    BudgetReserveArgs,
+    BudgetSettleArgs,
+    EndCount,
+    FinalizeArgs,
+    Listing,
+    TickBeginArgs,
+    TickEndArgs,
+)
 
 SCRIPT_NAMES = ("submit", "claim", "commit", "retry", "finalize", "cancel", "renew", "tick_begin", "add_calls",
                 "tick_end", "decide", "unlease", "relay", "settle", "node_swap", "budget", "llm_take", "llm_settle",
@@ -78,11 +86,13 @@ class Scripts(CallScripts):
 
     # -------------------------------------------------------------------------------------- job steps
 
-    def finalize(self, keys: JobKeys, *, record: JobRecord, event: Envelope) -> bool:
-        """finalize.lua: give an active job its final status and record; False when it had ended already."""
-        return bool(self._run("finalize", [keys.job, keys.events, keys.done],
-                              [record.status.value, dumps(record.to_dict()), record.finished_at or now_iso(),
-                               entry(event, keys.job_id)]))
+    def finalize(self, keys: JobKeys, *, record: JobRecord, event: Envelope, count: EndCount | None = None) -> bool:
+        """finalize.lua: give an active job its final status and record (and, with `count`, count its end for the
+        metrics); False when it had ended already (nothing written)."""
+        return bool(self._run("finalize", [keys.job, keys.events, keys.done, *(count.keys if count else ())],
+                              [FinalizeArgs(status=record.status.value, record=dumps(record.to_dict()),
+                                            finished_at=record.finished_at or now_iso(),
+                                            event=entry(event, keys.job_id), count=count).encode()]))
 
     def cancel(self, keys: JobKeys, *, event: Envelope) -> CancelReply:
         """cancel.lua: cancel a job."""

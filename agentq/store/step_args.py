@@ -43,10 +43,46 @@ class ClaimArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class EndCount:
+    """The metrics' count of a job's end (`JobCounts.count_end`) for the step that ends the job to write in the same
+    round trip, on a single Redis (`JobCounts.in_step`; `count_end` in _ended.lua): the job leaves the sets of
+    `keys` but the last (the active jobs, the approvals, its tenant's active jobs) and is counted once in each of
+    the `totals` fields of the last (the job totals)."""
+
+    job_id: str
+    keys: tuple[str, ...]
+    totals: tuple[str, ...]
+
+    def fields(self) -> dict[str, object]:
+        """The record's `count`, its keys going after the step's own KEYS."""
+        return {"job": self.job_id, "totals": list(self.totals)}
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizeArgs:
+    """finalize.lua's record: a job's end (`status`, its `record` JSON, `finished_at`, `event`: the packed
+    job.finished entry), and its `count` on a single Redis (None: counted after the step)."""
+
+    status: str
+    record: str
+    finished_at: str
+    event: str
+    count: EndCount | None = None
+
+    def encode(self) -> str:
+        fields: dict[str, object] = {"status": self.status, "record": self.record, "finished_at": self.finished_at,
+                                     "event": self.event}
+        if self.count is not None:
+            fields["count"] = self.count.fields()
+        return dumps(fields)
+
+
+@dataclass(frozen=True, slots=True)
 class EndingArgs:
     """The job's end a commit's caller built from what its claim sent (`EndAhead`): written by commit.lua when the
     commit ends the job and the job hash (`digest`: the SHA-1 of its fields the claim sent) and the log
-    (`log_length`) are as the claim read them plus this outcome."""
+    (`log_length`) are as the claim read them plus this outcome; with its `count` on a single Redis (None: the
+    caller counts it after the step)."""
 
     digest: str
     log_length: int
@@ -54,10 +90,14 @@ class EndingArgs:
     record: str  # the job's record JSON
     finished_at: str
     event: str  # the packed job.finished entry
+    count: EndCount | None = None
 
-    def fields(self) -> dict[str, str | int]:
-        return {"digest": self.digest, "log_length": self.log_length, "status": self.status, "record": self.record,
-                "finished_at": self.finished_at, "event": self.event}
+    def fields(self) -> dict[str, object]:
+        fields: dict[str, object] = {"digest": self.digest, "log_length": self.log_length, "status": self.status,
+                                     "record": self.record, "finished_at": self.finished_at, "event": self.event}
+        if self.count is not None:
+            fields["count"] = self.count.fields()
+        return fields
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,9 @@
 
 A limited tenant's active jobs (a zset: job id -> its expiry) and its rate (a GCRA hash) share a hash tag of the
 tenant's name (`agentq:tenant:{<tenant>}:…`), so admitting a job is one Lua step on one node of a cluster
-(tenant_admit.lua), run on the server's clock. A job leaves its tenant's active set when it ends (`JobCounts.count_end`,
-just after the step that ended it); one that expired without ending is dropped by the next admission. When the set
+(tenant_admit.lua), run on the server's clock. A job leaves its tenant's active set when it ends (`stats.py`: in
+the step that ended it on a single Redis when that is finalize or the commit that ends its job, else just after
+it); one that expired without ending is dropped by the next admission. When the set
 is full, the jobs it holds are looked at before the refusal stands: one that ended already (its end's bookkeeping
 not yet done, or lost with a process that died in between) leaves it then, so a place is never held by an ended job.
 """

@@ -130,9 +130,10 @@ def test_a_single_call_job_costs_its_client_two_round_trips(harness):
 def test_a_single_call_job_costs_its_worker_two_round_trips(harness):
     """Claim, commit: the claim of a plan job's one open awaited call brings what finalizing reads, and the commit
     writes the job's end the worker built from it (no read of the job, its log or its statuses of their own, no
-    finalize step). An idempotent activity's call settles in one step: settle, finalize. The call's place in its
-    queue (admission, docs/tenants.md) is given back after the job's end by the process's admission thread, off the
-    call's path, in one step with the places of the calls that ended about the same time."""
+    finalize step) and, on one Redis, the metrics' count of that end (no pipeline of its own after the step). An
+    idempotent activity's call settles in one step: settle, finalize (which counts the end likewise). The call's
+    place in its queue (admission, docs/tenants.md) is given back after the job's end by the process's admission
+    thread, off the call's path, in one step with the places of the calls that ended about the same time."""
     from tests.redis_trips import RoundTrips
 
     harness.tool("noop", params={"i": {"type": "integer"}})
@@ -151,8 +152,11 @@ def test_a_single_call_job_costs_its_worker_two_round_trips(harness):
         trips = RoundTrips(worker.runtime.store.redis)
         assert client.submit(job).result(timeout=TIMEOUT)["state"] == {"r": 7}
         wait_for(given_back, TIMEOUT, "the call's place to be given back")
-        requests = [r for thread, r in trips.take_by_thread() if thread != "agentq-timers"]  # off the path (below)
+        taken = trips.take_by_thread()
+        requests = [r for thread, r in taken if thread != "agentq-timers"]  # off the path (below)
         assert not [r for r in requests if "HGETALL" in r or "LRANGE" in r], requests
+        # two round trips on the call's path, its two steps (the count of the job's end went in the second)
+        assert [r for thread, r in taken if thread not in ("agentq-timers", "agentq-admission")] == [["EVALSHA"]] * 2
         # off the call's path: the admission thread, and the waits' timer loop polling its due timers
         ran = [(n, thread) for n, thread in commands.take_by_thread() if thread != "agentq-timers"]
         assert sorted(n for n, thread in ran if thread != "agentq-admission") == sorted(scripts)

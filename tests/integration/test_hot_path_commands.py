@@ -96,11 +96,18 @@ def test_an_independent_calls_claim_and_commit_run_seven_commands_each_and_its_a
     # the job's open calls counted down
     for inside in commits[1:-1]:
         assert sorted(inside) == sorted(["HGET", "GETDEL", "HMGET", "RPUSH", "HSET", "XADD", "HINCRBY"]), inside
+    # the step that ends the job (the last commit, or finalize.lua after it) counts the end for the metrics itself
+    # on one Redis: out of the active, approvals and tenant's active sets, counted under its status and tenant;
+    # no command of that count is sent apart
+    ends = [s.inside for s in steps if s.script in ("commit", "finalize") and "ZREM" in s.inside]
+    assert len(ends) == 1 and ends[0].count("ZREM") == 3, ends
+    assert store.redis.hgetall(store.fleet.job_totals) == {"succeeded": "2", "succeeded:default": "2"}
     # kombu's acknowledgement emulation: a delivery noted unacknowledged with one command (HSET, its time in the
     # entry: no ZADD into kombu's index), the acknowledgements of a worker deleted together (HDEL of several: no
     # ZREM), without MULTI/EXEC (it was two writes of each per task in a transaction; what may be left is periodic,
     # such as the look for unacknowledged tasks to restore, under its mutex)
     outside = Counter(s.command for s in steps if not s.script)
+    assert not outside["ZREM"] and not outside["HINCRBY"], outside
     # (a worker's BRPOP sent before MONITOR began is not seen, though it delivers the first task)
     assert outside["BRPOP"] >= calls - 1 and outside["MULTI"] <= 2 and outside["EXEC"] <= 2, outside
     unacked = [s for s in steps if not s.script and s.key in ("unacked", "unacked_index")]

@@ -57,8 +57,9 @@ def test_active_jobs_are_capped_until_one_ends_is_canceled_expires_or_is_release
 
 
 def test_an_ended_job_whose_end_bookkeeping_was_lost_holds_no_place(backend: Backend):
-    """The step that ends a job and the one that takes it out of its tenant's active set are two (different slots
-    of a cluster): a process dying between them, or an admission between them, finds an ended job in the set."""
+    """The step that ends a job and the one that takes it out of its tenant's active set are two on a cluster
+    (different slots), and everywhere for the ends off the hot path (cancel, a deadline): a process dying between
+    them, or an admission between them, finds an ended job in the set."""
     store, one_active = backend.store, TenantLimits(max_active_jobs=1)
     tenant_limits = RedisTenants(store)
     plan = make_plan({"calls": []}, {}, job_id="job_ended")

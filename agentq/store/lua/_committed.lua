@@ -1,5 +1,7 @@
 -- What follows the write of a call's outcome, shared by commit.lua, settle.lua and decide.lua (included by `--#include
--- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval.
+-- _committed`). `k` names the job's keys: job, log, calls, status, waiting, dependents, approval (and, for a step
+-- that may end the job, events, done, and `counted`: the metrics' keys `count_end` writes, see _ended.lua).
+--#include _ended
 
 -- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at,
 -- no_dependents} (no_dependents: no call of the job waits on another, see submit.lua).
@@ -63,13 +65,11 @@ local function release_dependents(k, call_id, job)
 end
 
 -- Give the job its final status and record, as finalize.lua does, in the commit of its last awaited call: `ending`
--- is what the caller built from what the claim sent (see commit.lua), `k.events` and `k.done` the job's keys.
+-- is what the caller built from what the claim sent (see commit.lua), `k.events` and `k.done` the job's keys; on
+-- a single Redis (`ending.count`), the metrics' count of its end too, in `k.counted`'s keys (see _ended.lua).
 local function finalize_now(k, ending, expire_at_ms)
-  redis.call('HSET', k.job, 'status', ending.status, 'record', ending.record, 'finished_at', ending.finished_at)
-  redis.call('XADD', k.events, '*', 'e', ending.event)
-  redis.call('DEL', k.done)
-  redis.call('RPUSH', k.done, ending.status)
-  if expire_at_ms then redis.call('PEXPIREAT', k.done, expire_at_ms) end
+  end_job(k, ending, expire_at_ms)
+  count_end(k.counted, ending.count)
 end
 
 -- Count the call out of the job's open awaited calls (if it was `awaited`; the last one of an ended job marks its

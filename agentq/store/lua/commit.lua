@@ -1,6 +1,7 @@
 -- Commit the outcome of a running (or waiting: docs/waits.md) call exactly once: append its messages, set its final status,
 -- publish its events, and release the calls that waited only on it.
--- KEYS: job, log, calls, status, waiting, events, lease, dependents, approval, done
+-- KEYS: job, log, calls, status, waiting, events, lease, dependents, approval, done[, the active jobs, the
+--       approvals, the tenant's active jobs, the job totals: with `ending.count`]
 -- ARGV: [1] the commit, a JSON object (`CommitArgs` in store/step_args.py):
 --           call_id, token, status: the final status (done|failed|skipped),
 --           awaited: whether the call is awaited (from the caller's copy of the stored record: the claim gave it;
@@ -10,7 +11,9 @@
 --             fields), log_length (the log's length the claim sent), status (the job's final status), record
 --             (its JSON), finished_at (ISO), event (the job.finished envelope entry); written here, as
 --             finalize.lua would, when this commit ends the job and the job hash and the log are as the claim
---             read them plus this outcome (else the reply brings what finalizing reads),
+--             read them plus this outcome (else the reply brings what finalizing reads); and, on a single Redis,
+--             count ({job, totals}, `EndCount`; absent on a cluster): the metrics' count of the job's end, written
+--             with it in KEYS[11..14] (`count_end` in _ended.lua),
 --           messages: the number n of messages,
 --           lease_ms (absent: LEASE_KEPT_MS): the caller's lease length, given back to another attempt that took
 --             the call over
@@ -57,7 +60,8 @@ redis.call('HSET', KEYS[4], call_id, a.status)
 for i = 2 + n, #ARGV do redis.call('XADD', KEYS[6], '*', 'e', mark(ARGV[i], 'after_cancel')) end
 
 local k = {job = KEYS[1], log = KEYS[2], calls = KEYS[3], status = KEYS[4], waiting = KEYS[5],
-           dependents = KEYS[8], approval = KEYS[9], events = KEYS[6], done = KEYS[10]}
+           dependents = KEYS[8], approval = KEYS[9], events = KEYS[6], done = KEYS[10],
+           counted = {KEYS[11], KEYS[12], KEYS[13], KEYS[14]}}
 local released = release_dependents(k, call_id, job)
 local awaited = a.awaited
 if awaited == nil then awaited = cjson.decode(redis.call('HGET', KEYS[3], call_id)).awaited end

@@ -1,12 +1,14 @@
--- Give a job its final status and record exactly once, and signal its end to waiters.
--- KEYS: job, events, done
--- ARGV: final status, record JSON, now (ISO), envelope JSON
-local status = redis.call('HGET', KEYS[1], 'status')
-if not JOB_ACTIVE[status] then return 0 end
-redis.call('HSET', KEYS[1], 'status', ARGV[1], 'record', ARGV[2], 'finished_at', ARGV[3])
-redis.call('XADD', KEYS[2], '*', 'e', ARGV[4])
-redis.call('DEL', KEYS[3])
-redis.call('RPUSH', KEYS[3], ARGV[1])
-local expire_at = redis.call('HGET', KEYS[1], 'expire_at_ms')
-if expire_at then redis.call('PEXPIREAT', KEYS[3], expire_at) end
+-- Give a job its final status and record exactly once, and signal its end to waiters; on a single Redis, count
+-- its end for the metrics in the same step (`count_end` in _ended.lua).
+-- KEYS: job, events, done[, the active jobs, the approvals, the tenant's active jobs, the job totals: with `count`]
+-- ARGV: [1] the end, a JSON object (`FinalizeArgs` in store/step_args.py): status (the final status), record (the
+--       job's record JSON), finished_at (ISO), event (the packed job.finished entry), count (absent: none, a
+--       cluster: `EndCount`, {job, totals})
+-- Returns 1, or 0 (nothing written) when the job had ended already
+--#include _ended
+local a = cjson.decode(ARGV[1])
+local job = redis.call('HMGET', KEYS[1], 'status', 'expire_at_ms')
+if not JOB_ACTIVE[job[1]] then return 0 end
+end_job({job = KEYS[1], events = KEYS[2], done = KEYS[3]}, a, job[2])
+count_end({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}, a.count)
 return 1
