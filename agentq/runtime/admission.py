@@ -77,7 +77,7 @@ class Admission(AdmissionSweep):
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
         self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
-        self._noted = Noted(enough=settings.admission_prefetch // 2)  # half of what a queue holds ahead
+        self._noted = Noted(enough=settings.admission_prefetch // 4)  # a quarter of what a queue holds ahead
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
 
     @property

@@ -3,11 +3,8 @@
 group of `enough` places is noted or `GIVE_BACK_S` after the first).
 
 Each step costs about a dozen Redis commands however many places it gives back, so a burst of short calls, whose
-places free up hundreds a second, is cheaper in groups. A group is half the admission prefetch (`Admission`: what
-a queue holds ahead of its workers); the longest wait is short next to the time the admission window's prefetched
-tasks keep the workers busy, so the queue does not run dry meanwhile (a burst of no-op calls on two processes ran
-as fast in groups of 8 or 40 ms as in groups of 4 or 25 ms, at 20 Redis commands a call instead of 21.5:
-docs/design/per-call-cost.md).
+places free up hundreds a second, is cheaper in groups; the longest wait is short next to the time the admission
+window's prefetched tasks keep the workers busy, so the queue does not run dry meanwhile.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 log = logging.getLogger("agentq.admission")
 
-GIVE_BACK_S = 0.04  # the longest a noted place waits for others to join its group
+GIVE_BACK_S = 0.025  # the longest a noted place waits for others to join its group
 RETRY_S = (0.05, 1.0)  # after a step that failed (the store down or restarting): the first wait, and the longest
 
 

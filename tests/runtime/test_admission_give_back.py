@@ -60,16 +60,16 @@ def test_the_admission_thread_gives_noted_places_back_and_publishes_what_they_ad
     assert len(published) == 2 and backend.store.parked_queues() == []
 
 
-def test_a_group_of_half_the_prefetch_is_given_back_without_waiting(backend: Backend,
+def test_a_group_of_a_quarter_of_the_prefetch_is_given_back_without_waiting(backend: Backend,
                                                                            monkeypatch: pytest.MonkeyPatch):
-    """A burst of short calls frees places hundreds a second: the thread gives them back as soon as half the
+    """A burst of short calls frees places hundreds a second: the thread gives them back as soon as a quarter of the
     prefetch is noted (one step for the group), not only after its longest wait."""
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # only a full group is given back before a minute
-    adm, published = admission(backend, Settings(admission_window=2, admission_prefetch=4))
+    adm, published = admission(backend, Settings(admission_window=2, admission_prefetch=8))
     assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(5)])] == ["call_0", "call_1"]
     adm.ended("job_g", ["call_0"], [])  # one place: half a group, it waits
     assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}
-    adm.ended("job_g", ["call_1"], [])  # two: half the prefetch, given back now
+    adm.ended("job_g", ["call_1"], [])  # two: a quarter of the prefetch, given back now
     wait_for(lambda: len(published) == 2, 10.0, "the group to be given back")
     assert sorted(published) == ["job_g/call_2", "job_g/call_3"]
     adm.close()
