@@ -17,9 +17,9 @@ a lease after it: a submitter killed between the write and those tasks would oth
 its TTL. When it fires (`start_unstarted`), a job still `queued` gets its first tasks sent again, a job still
 `waiting` is admitted under its keys again (both idempotent: a call's claim is taken once, a tick's begin once, an
 admitted call is sent again and a parked one stays parked, an admitted job keeps its place); any other job is left
-alone. Its submitter does not drop it (that would be a round trip more); on one Redis the tick that starts an agent
-job drops it in its own step (`tick_begin.lua`), any other (a plan job's, or on a cluster) fires once and finds its
-job started.
+alone. Its submitter does not drop it (that would be a round trip more); on one Redis the step that starts the job
+drops it in its own round trip (`tick_begin.lua`, `claim.lua`, `settle.lua`: `unstarted_check`); on a cluster, where
+the timers are in another slot, it fires once and finds its job started.
 
 The deadline ends the job as a cancel does, in one store step (`store/job_timers.py`): its record is built from
 its log, its calls not ended are canceled — the running ones too, so their late commits are refused and nothing

@@ -73,18 +73,22 @@ class CallScripts(ScriptRunner):
     # one case per reply of claim.lua
     def claim(self, keys: JobKeys, call_id: str, *, token: str, lease_ms: int, log_offset: int,
               job_started: Envelope | None, expect_started: bool, record: CallRecord | None, record_sha: str,
-              tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False, tools_at: str = "") -> Claim:
-        """claim.lua: claim a call for one attempt (`last_call`: send `Claimed.last` when it applies)."""
+              tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False, tools_at: str = "",
+              unstarted: tuple[str, str] | None = None) -> Claim:
+        """claim.lua: claim a call for one attempt (`last_call`: send `Claimed.last` when it applies; `unstarted`:
+        the fleet's timers key and the job's `@unstarted` member, dropped if this claim starts the job)."""
         job_id = keys.job_id
+        job_keys = [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
+                    keys.lease(call_id), keys.lost]
+        if unstarted is not None:
+            job_keys.append(unstarted[0])
         reply = self._run(
-            "claim",
-            [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-             keys.lease(call_id), keys.lost],
+            "claim", job_keys,
             [ClaimArgs(call_id=call_id, token=token, lease_ms=lease_ms, now=now_iso(),
                        job_started=_job_started_arg(job_started, job_id, expect_started=expect_started),
                        log_offset=log_offset, record_sha=record_sha if record is not None else "", tool_sha=tool_sha,
                        tool=record.tool if record is not None else "", last_call=last_call,
-                       tools_at=tools_at).encode(),
+                       tools_at=tools_at, unstarted=unstarted[1] if unstarted else None).encode(),
              *(entry(e, job_id) for e in start_events)])
         match reply[0]:
             case "claimed":
@@ -129,16 +133,19 @@ class CallScripts(ScriptRunner):
 
     def settle(self, keys: JobKeys, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope]) -> Settle:
-        """settle.lua: claim and commit a ready call's first attempt whose handler already ran."""
+               events: Sequence[Envelope], unstarted: tuple[str, str] | None = None) -> Settle:
+        """settle.lua: claim and commit a ready call's first attempt whose handler already ran (`unstarted`: as
+        for `claim`)."""
         job_id = keys.job_id
+        job_keys = [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
+                    keys.waiting, keys.dependents, keys.approval]
+        if unstarted is not None:
+            job_keys.append(unstarted[0])
         reply = self._run(
-            "settle",
-            [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log, keys.waiting,
-             keys.dependents, keys.approval],
+            "settle", job_keys,
             [SettleArgs(call_id=call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha, now=now_iso(),
                         job_started=_job_started_arg(job_started, job_id, expect_started=True), status=status.value,
-                        messages=len(messages)).encode(),
+                        messages=len(messages), unstarted=unstarted[1] if unstarted else None).encode(),
              *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)])
         match reply[0]:
             case "committed":

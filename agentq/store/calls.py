@@ -18,6 +18,7 @@ from agentq.protocol.status import CallStatus, JobStatus
 from agentq.store.boundary import map_store_errors
 from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
+from agentq.store.job_timers import unstarted_check
 from agentq.store.part import StorePart
 from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, RejectedCall, Settle, Settled
 from agentq.store.stats import JobCounts
@@ -64,7 +65,8 @@ class RedisCalls(StorePart):
         return self.scripts.claim(self.keys(job_id), call_id, token=token, lease_ms=lease_ms, log_offset=log_offset,
                                   job_started=job_started, expect_started=expect_started, record=record,
                                   record_sha=record_sha, tool_sha=tool_sha, start_events=start_events,
-                                  last_call=last_call, tools_at=tools_at)
+                                  last_call=last_call, tools_at=tools_at,
+                                  unstarted=None if expect_started else self._unstarted(job_id))
 
     def commit(self, job_id: str, call_id: str, *, token: str, status: CallStatus, messages: Sequence[dict] = (),
                events: Sequence[Envelope] = (), awaited: bool | None = None, ahead: EndAhead | None = None,
@@ -85,6 +87,11 @@ class RedisCalls(StorePart):
                 self.counts.count_end(job_id, ahead.record.status, ahead.record.tenant)
         return commit
 
+    def _unstarted(self, job_id: str) -> tuple[str, str] | None:
+        """What a step that may start the job needs to drop its `@unstarted` timer (on one Redis; None on a
+        cluster): a step that takes the job for started passes nothing."""
+        return unstarted_check(job_id, timers=self.fleet.timers, cluster=self.cluster)
+
     def _after_committed(self, job_id: str, commit: Committed) -> None:
         if commit.job_status is JobStatus.AWAITING_APPROVAL:  # the commit may have held a released call for a reviewer
             self.counts.may_hold_approvals(job_id)
@@ -98,7 +105,8 @@ class RedisCalls(StorePart):
         means the caller takes the job for started (`SettleUnstarted` if it is not). Writes nothing unless
         `Settled`."""
         settle = self.scripts.settle(self.keys(job_id), call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha,
-                                     job_started=job_started, status=status, messages=messages, events=events)
+                                     job_started=job_started, status=status, messages=messages, events=events,
+                                     unstarted=None if job_started is None else self._unstarted(job_id))
         if isinstance(settle, Settled):
             self._after_committed(job_id, settle.commit)
         return settle

@@ -39,6 +39,13 @@ def job_timer_member(job_id: str, kind: str) -> str:
     return f"{job_id} {JOB_TIMER_PREFIX}{kind}"
 
 
+def unstarted_check(job_id: str, *, timers: str, cluster: bool) -> tuple[str, str] | None:
+    """The fleet's timers key and the job's `@unstarted` member, for the step that starts the job to drop that timer
+    in its own round trip (it would fire a lease later, find the job started and do nothing): on one Redis only;
+    None on a cluster, where the timers are in another slot than the job's keys."""
+    return None if cluster else (timers, job_timer_member(job_id, UNSTARTED))
+
+
 @map_store_errors
 class RedisJobTimers(StorePart):
     """Set and drop a job's timers; end a job at its deadline (a part of `StateStore`)."""

@@ -70,8 +70,11 @@ class RedisJobs(StorePart):
         a job's script touches only that job's keys (one slot), they follow the script in the pipeline. The
         listings' trims go along at most once a second (`_trim_due`)."""
         keys, held = self.keys(plan.id), bool(held_calls(plan))
-        payload = dumps(submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
-                                           traceparent=traceparent, tenant=tenant, seed=seed))
+        submission = submission_payload(plan, records, submitted=submitted, events=events, parent=parent,
+                                        traceparent=traceparent, tenant=tenant, seed=seed)
+        if start_check_ms is not None:  # the step that starts the job drops its check (claim.lua, settle.lua)
+            submission["job"]["start_check"] = "1"
+        payload = dumps(submission)
         now = self.clock()
         expire_at_ms = int((now + plan.ttl_s) * 1000)
         tenant_jobs = None if tenant == DEFAULT_TENANT else self.fleet.tenant_jobs(tenant)

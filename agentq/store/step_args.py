@@ -18,7 +18,8 @@ class ClaimArgs:
     of the caller's call record and of its copy of the call's tool ('': none); `tool`: the tool of the caller's
     record (trusted only when that record is the stored one); `last_call`: the caller would finalize the job in
     the call's commit if it is the job's last awaited call; `tools_at`: the `created_at` of the plan job an earlier
-    claim found the caller's copy of the tool current for ('': none; `Claimed.tools_at`)."""
+    claim found the caller's copy of the tool current for ('': none; `Claimed.tools_at`); `unstarted`: the member of
+    the job's `@unstarted` timer, dropped if this claim starts the job (None: the timers are not passed)."""
 
     call_id: str
     token: str
@@ -31,6 +32,7 @@ class ClaimArgs:
     tool: str
     last_call: bool
     tools_at: str = ""
+    unstarted: str | None = None
 
     def encode(self) -> str:
         """The record as claim.lua's ARGV[1]."""
@@ -39,6 +41,8 @@ class ClaimArgs:
                   "tool_sha": self.tool_sha, "tool": self.tool, "last_call": self.last_call}
         if self.tools_at:
             fields["tools_at"] = self.tools_at
+        if self.unstarted is not None:
+            fields["unstarted"] = self.unstarted
         return dumps(fields)
 
 
@@ -132,7 +136,7 @@ class SettleArgs:
     """settle.lua's record: a ready call's first attempt, run already. `record_sha`, `tool_sha`: the SHA-1 of the
     caller's call record and its copy of the tool `tool`; `job_started`: the packed job.started entry ('!': none,
     the caller takes the job for started); `messages`: how many of the ARGV values after the record are
-    messages (the rest are events)."""
+    messages (the rest are events); `unstarted`: as `ClaimArgs.unstarted`."""
 
     call_id: str
     record_sha: str
@@ -142,11 +146,15 @@ class SettleArgs:
     job_started: str
     status: str
     messages: int
+    unstarted: str | None = None
 
     def encode(self) -> str:
-        return dumps({"call_id": self.call_id, "record_sha": self.record_sha, "tool": self.tool,
-                      "tool_sha": self.tool_sha, "now": self.now, "job_started": self.job_started,
-                      "status": self.status, "messages": self.messages})
+        fields = {"call_id": self.call_id, "record_sha": self.record_sha, "tool": self.tool,
+                  "tool_sha": self.tool_sha, "now": self.now, "job_started": self.job_started,
+                  "status": self.status, "messages": self.messages}
+        if self.unstarted is not None:
+            fields["unstarted"] = self.unstarted
+        return dumps(fields)
 
 
 @dataclass(frozen=True, slots=True)

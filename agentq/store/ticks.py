@@ -20,7 +20,7 @@ from agentq.store.codecs import agent_inputs_of
 from agentq.store.connection import StoreConnection
 from agentq.store.core import not_found
 from agentq.store.event_codec import pack
-from agentq.store.job_timers import UNSTARTED, job_timer_member
+from agentq.store.job_timers import unstarted_check
 from agentq.store.part import StorePart
 from agentq.store.replies import CallsAdded, TickClaim, TickEnded
 from agentq.store.stats import JobCounts
@@ -42,7 +42,7 @@ class RedisTicks(StorePart):
         exchanges) positions: a claim then brings what `agent_inputs` would read from them, in the same step. On one
         Redis, the tick that starts the job also drops its `@unstarted` timer (`runtime/job_timers.py`); on a cluster
         (the timers are in another slot) the timer fires and finds the job started."""
-        unstarted = None if self.cluster else (self.fleet.timers, job_timer_member(job_id, UNSTARTED))
+        unstarted = unstarted_check(job_id, timers=self.fleet.timers, cluster=self.cluster)
         return self.scripts.begin_tick(self.keys(job_id), exchanges=exchanges, token=token, lease_ms=lease_ms,
                                        job_started=job_started, read_from=read_from, unstarted=unstarted)
 

@@ -79,27 +79,46 @@ def test_an_agent_job_whose_submitter_died_before_its_first_tick_still_ends(harn
     assert len(anthropic_env.requests) == 1  # its first tick, sent once by the timer
 
 
-def test_an_agent_jobs_first_tick_drops_its_timer(redis_url: str, anthropic_env: FakeAnthropic):
-    """On one Redis, the tick that starts an agent job drops its `@unstarted` timer in its own step: gone by the
-    job's end, long before it is due (a lease after the write: a long lease here), so no dispatcher takes it."""
+def test_the_step_that_starts_a_job_drops_its_timer(redis_url: str, anthropic_env: FakeAnthropic):
+    """On one Redis, the step that starts a job drops its `@unstarted` timer in the same round trip: an agent job's
+    first tick, the claim of a plan job's first call, the settle of an idempotent activity's first call (each checked
+    job submitted under an id of its own, as an Idempotency-Key names one: no admission step is written with it, so it
+    gets the check). All gone by the jobs' ends, long before they are due (a lease after the write: a long lease
+    here), so no dispatcher takes them."""
     anthropic_env.responder = lambda request: Answer.solution({"calls": [], "output": "hello"})
     harness = Harness(redis_url, lease_s=60.0)
     try:
+        harness.tool("double", params={"x": {"type": "number"}})
+        harness.activities.register("double", lambda call: call["x"] * 2)
+        harness.tool("triple", params={"x": {"type": "number"}})
+        harness.activities.register("triple", lambda call: call["x"] * 3, idempotent=True)
         worker = harness.worker(llm="anthropic")
         redis = store_of(worker.runtime).redis
-        handle = harness.client().submit({"context": [{"type": "text", "text": "Say hello"}], "tools": []})
+        client = harness.client()
+        jobs = {"job_agent_checked": {"context": [{"type": "text", "text": "Say hello"}], "tools": []},
+                "job_claimed_checked": {"calls": [{"_tool": "double", "x": 2, "_outputPath": "†state.d"}]},
+                "job_settled_checked": {"calls": [{"_tool": "triple", "x": 2, "_outputPath": "†state.t"}]}}
+        # an idempotent call settles in one step once its worker has the tool: this first job brings it
+        assert client.submit(jobs["job_settled_checked"]).result(timeout=30)["state"] == {"t": 6}
+        handles = [client.submit(job, job_id=job_id) for job_id, job in jobs.items()]
         written = time.time()
-        assert handle.result(timeout=30)["status"] == "succeeded"
+        records = [handle.result(timeout=30) for handle in handles]
+        assert [r["status"] for r in records] == ["succeeded"] * 3
+        assert (records[1]["state"], records[2]["state"]) == ({"d": 4}, {"t": 6})
+        # each was written with its check (the timer and this mark go in the job's own round trip) ...
+        assert [redis.hget(f"agentq:{{{job_id}}}:job", "start_check") for job_id in jobs] == ["1"] * 3
+        # ... and the step that started it dropped it: none is left, and none was due yet
         assert redis.zrange(TIMERS, 0, -1) == []
-        assert time.time() < written + 60.0  # ended before the timer was due: the tick dropped it, nobody fired it
+        assert time.time() < written + 60.0
         assert len(anthropic_env.requests) == 1
     finally:
         harness.close()
 
 
-def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness):
-    """A plan job whose first call is the engine's (its task sent by the submitter alone): its timer fires a lease
-    after the write and finds the job started: nothing runs twice."""
+def test_a_job_started_by_its_submitter_is_not_sent_again(cluster_harness: Harness):
+    """On a cluster (the timers are in another slot than the job's keys), the check stays after the job started: it
+    fires a lease after the write and finds the job started: nothing runs twice."""
+    harness = cluster_harness
     harness.tool("double", params={"x": {"type": "number"}})
     runs: list[float] = []
 
@@ -110,11 +129,10 @@ def test_a_job_started_by_its_submitter_is_not_sent_again(harness: Harness):
     harness.activities.register("double", double)
     worker = harness.worker()
     redis = store_of(worker.runtime).redis
-    handle = harness.client().submit({"tools": ["sleep", "double"], "calls": [
-        {"_tool": "sleep", "seconds": 0, "_outputPath": "†state.slept"},
-        {"_tool": "double", "x": 3, "_outputPath": "†state.d"}]})
-    assert redis.zrange(TIMERS, 0, -1) == [f"{handle.id} @unstarted"]  # written with the job, due a lease later
-    assert handle.result(timeout=30)["state"]["d"] == 6
+    handle = harness.client().submit({"calls": [{"_tool": "double", "x": 3, "_outputPath": "†state.d"}]},
+                                     job_id="job_checked_on_a_cluster")
+    assert handle.result(timeout=30)["state"] == {"d": 6}
+    assert redis.zrange(TIMERS, 0, -1) == [f"{handle.id} @unstarted"]  # the job ended, its check is still due
     wait_for(lambda: redis.zcard(TIMERS) == 0, harness.settings.lease_s + 10, "the timer to fire and be dropped")
     assert runs == [3]
     assert [e.envelope.to_dict()["event"] for e in handle.events(follow=False)].count("job.finished") == 1

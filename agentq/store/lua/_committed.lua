@@ -4,12 +4,13 @@
 --#include _ended
 
 -- The job hash's fields a commit reads, in one command: {status, kind, ticking, open, expire_at_ms, started_at,
--- no_dependents} (no_dependents: no call of the job waits on another, see submit.lua).
+-- no_dependents, start_check} (no_dependents: no call of the job waits on another, see submit.lua; start_check:
+-- the job was written with an `@unstarted` timer, which the step that starts it drops, see settle.lua).
 local function job_fields(key)
   local v = redis.call('HMGET', key, 'status', 'kind', 'ticking', 'open', 'expire_at_ms', 'started_at',
-                       'no_dependents')
+                       'no_dependents', 'start_check')
   return {status = v[1], kind = v[2], ticking = v[3] or '0', open = v[4], expire_at_ms = v[5], started_at = v[6],
-          no_dependents = v[7] == '1'}
+          no_dependents = v[7] == '1', start_check = v[8] == '1'}
 end
 
 -- Append messages to the log (at most 1000 per command); a log this creates gets the job's expiry (every step

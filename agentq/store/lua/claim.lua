@@ -1,6 +1,6 @@
 -- Claim a ready call for one attempt (ready -> running) exactly once, or take over a running call
 -- whose lease expired because the process running it died.
--- KEYS: job, calls, status, attempts, tools, events, log, lease, lost
+-- KEYS: job, calls, status, attempts, tools, events, log, lease, lost[, the fleet's timers: with `unstarted`]
 -- ARGV: [1] the claim, a JSON object (`ClaimArgs` in store/step_args.py):
 --           call_id, token, lease_ms, now (ISO),
 --           job_started: the job-started envelope entry ('': none; '!': none, the caller takes the job for started),
@@ -16,7 +16,10 @@
 --             hash's `created_at` is that one (not a job id used again) the copy is current without reading the
 --             stored schema,
 --           last_call: true when the caller would finalize the job in the call's commit if it is the job's last
---             awaited call (see "what finalizing reads" below)
+--             awaited call (see "what finalizing reads" below),
+--           unstarted (with KEYS[10]; one Redis only: on a cluster the timers are in another slot): the member of
+--             the job's `@unstarted` timer, dropped by the claim that starts a job written with one (`start_check`
+--             in the job hash): it would fire a lease later and find the job started
 --       [2..] the call's start events (thought, call.started), rendered by the caller for a first attempt:
 --           published if this is the first attempt and both the caller's record and tool are current (it
 --           rendered them from those), so the caller's start events cost no round trip of their own
@@ -68,9 +71,9 @@ local call_id = a.call_id
 local status = redis.call('HGET', KEYS[3], call_id)
 if not status then return {'missing'} end
 -- the job's fields this step reads, in one command: status, started_at, expire_at_ms, store_run, kind, open,
--- ticking, created_at
+-- ticking, created_at, start_check
 local job = redis.call('HMGET', KEYS[1], 'status', 'started_at', 'expire_at_ms', 'store_run', 'kind', 'open',
-                      'ticking', 'created_at')
+                      'ticking', 'created_at', 'start_check')
 local job_status = job[1]
 if job_status == JOB.CANCELED then
   -- a call that never started is canceled; one that was running at the cancel is left to its attempt while
@@ -141,6 +144,7 @@ if not job[2] then
   for _, v in ipairs({'started_at', a.now, 'store_run', run}) do job_writes[#job_writes + 1] = v end
 end
 if #job_writes > 0 then redis.call('HSET', KEYS[1], unpack(job_writes)) end
+if not job[2] and job[9] == '1' and KEYS[10] then redis.call('ZREM', KEYS[10], a.unstarted) end
 if not job[2] and a.job_started ~= '' then redis.call('XADD', KEYS[6], '*', 'e', a.job_started) end
 local stored = redis.call('HGET', KEYS[2], call_id)
 local record_current = a.record_sha ~= '' and redis.sha1hex(stored) == a.record_sha

@@ -2,11 +2,13 @@
 -- activity registered `idempotent` (its task's record is signed by the dispatcher, it reads nothing from the
 -- log). The caller ran the handler with the record its task carried and rendered the attempt's events and
 -- messages from that record and its copy of the call's tool; both are checked here before anything is written.
--- KEYS: job, calls, status, attempts, tools, events, log, waiting, dependents, approval
+-- KEYS: job, calls, status, attempts, tools, events, log, waiting, dependents, approval[, the fleet's timers: with
+--       `unstarted`]
 -- ARGV: [1] the attempt, a JSON object (`SettleArgs` in store/step_args.py): call_id, record_sha (SHA-1 of the
 --           caller's record), tool (its name), tool_sha (SHA-1 of the caller's tool), now (ISO), job_started (the
 --           job-started envelope entry; '!': none, the caller takes the job for started), status (the final
---           status), messages (their number n)
+--           status), messages (their number n), unstarted (with KEYS[11], one Redis only): the member of the
+--           job's `@unstarted` timer, dropped when this step starts a job written with one (as claim.lua)
 --       [2..] n message JSONs, then the event envelope JSONs (start events, then the finish event)
 -- Returns what commit.lua returns ({'committed', open awaited calls, job status, ticking, job kind, released
 -- calls..., and what finalizing a plan job reads when this was its last awaited call}), or, writing nothing:
@@ -42,6 +44,7 @@ end
 if not started then
   redis.call('HSET', KEYS[1], 'started_at', a.now)
   if a.job_started ~= '!' and a.job_started ~= '' then redis.call('XADD', KEYS[6], '*', 'e', a.job_started) end
+  if job.start_check and KEYS[11] then redis.call('ZREM', KEYS[11], a.unstarted) end
 end
 
 -- the commit
