@@ -77,7 +77,7 @@ class Admission(AdmissionSweep):
         self._windows: tuple[float, dict[str, int]] = (0.0, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
         self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
-        self._noted = Noted(enough=settings.admission_prefetch // 4)  # a quarter of what a queue holds ahead
+        self._noted = Noted(enough=self.group)
         self._with_writes: dict[str, AdmissionRequest] = {}  # new jobs' steps made with their writes, by job
 
     @property
@@ -122,6 +122,19 @@ class Admission(AdmissionSweep):
         if self.pushed is not None:
             return 1
         return max(1, min(self.settings.admission_prefetch, window) // 2)
+
+    def group(self) -> int:
+        """How many places of ended calls this process gives back in one step (`runtime/give_back.py`): a quarter
+        of the prefetch, fewer where many processes share a queue's window. Each process serving a queue (a worker's
+        slots: a prefork child each) may hold back a group less one, so the group is at most a queue's window over
+        twice its slots, which leaves at least half of every window in flight: 4 for one worker of two slots and
+        the default prefetch (a window of 18), 2 for four slots, 1 from eight."""
+        group = max(1, self.settings.admission_prefetch // 4)
+        fixed = self.settings.admission_window
+        for window in self._live_windows().values():
+            slots = window - self.settings.admission_prefetch
+            group = min(group, (fixed or window) // (2 * slots))
+        return max(1, group)
 
     def _live_windows(self) -> dict[str, int]:
         """Per queue: the slots of the live workers serving it, plus the prefetch (read once per heartbeat)."""

@@ -4,7 +4,10 @@ group of `enough` places is noted or `GIVE_BACK_S` after the first).
 
 Each step costs about a dozen Redis commands however many places it gives back, so a burst of short calls, whose
 places free up hundreds a second, is cheaper in groups; the longest wait is short next to the time the admission
-window's prefetched tasks keep the workers busy, so the queue does not run dry meanwhile.
+window's prefetched tasks keep the workers busy, so the queue does not run dry meanwhile. Each process holds back up
+to a group less one, and every process serving a queue holds its own, so the group is sized by the `Admission`
+from how many share a queue's window (`Admission.group`): together they must leave most of it in flight, else the
+hold's timer, not the workers, would set a queue's pace (at most its window every `GIVE_BACK_S`).
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ class Noted:
     """The places of ended calls waiting to be given back, and the thread of the process that gives them back
     (started on first use, again in a forked child)."""
 
-    def __init__(self, enough: int = 1) -> None:
-        self.enough = max(1, enough)  # a group this large is given back at once
+    def __init__(self, enough: int | Callable[[], int] = 1) -> None:
+        # a group this large is given back at once: a number, or asked of `enough()` by the thread before each group
+        self._enough = enough
+        self.enough = 1
         self._pid = 0
         self._members: list[str] = []
         self._wake = threading.Condition()
@@ -66,6 +71,18 @@ class Noted:
                              daemon=True).start()
             self._pid = os.getpid()
 
+    def _group(self) -> int:
+        """The size of the next group (1 when asking failed: a store out of reach gives back one at a time)."""
+        enough = self._enough
+        if not callable(enough):
+            return max(1, enough)
+        try:
+            return max(1, enough())
+        except Exception:
+            log.warning("could not size the group of places to give back; giving them back one at a time",
+                        exc_info=True)
+            return 1
+
     def take(self) -> list[str]:
         if not self._members:
             return []
@@ -84,6 +101,8 @@ class Noted:
         while not self._closed:
             with wake:
                 wake.wait_for(lambda: bool(self._members) or self._closed)
+            self.enough = self._group()
+            with wake:
                 # the ends that follow join the group, until it is large enough
                 wake.wait_for(lambda: len(self._members) >= self.enough or self._closed, timeout=GIVE_BACK_S)
             try:

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from agentq.errors import StoreUnavailableError
-from agentq.protocol.records import CallMode, CallRecord
+from agentq.protocol.records import CallMode, CallRecord, WorkerAnnouncement
 from agentq.runtime import give_back as give_back_module
 from agentq.runtime.admission import Admission
 from agentq.settings import Settings
@@ -124,3 +124,41 @@ def test_places_a_failed_step_took_are_given_back_once_the_store_answers(backend
     wait_for(lambda: len(published) == 2, 10.0, "the parked calls to be published once the store answers")
     assert sorted(published) == ["job_g/call_2", "job_g/call_3"]
     assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}  # call_2 and call_3 hold the two places
+
+
+def announce(backend: Backend, worker_id: str, concurrency: int, queue: str = Q) -> None:
+    RedisFleet(backend.store).announce_worker(
+        worker_id, WorkerAnnouncement(worker_id, queues=(queue,), concurrency=concurrency), ttl_s=3600)
+
+
+@pytest.mark.parametrize(("slots", "group"), [((), 4), ((2,), 4), ((4,), 2), ((2, 2), 2), ((8,), 1), ((16, 16), 1)])
+def test_the_group_leaves_at_least_half_of_every_window_in_flight(backend: Backend, slots: tuple[int, ...],
+                                                                  group: int):
+    """Every process serving a queue (a prefork child each) holds back up to a group less one: the group is at most a
+    queue's window (its slots plus the prefetch, 16) over twice its slots, so together they hold back at most half of
+    it; a quarter of the prefetch while few share it."""
+    for n, concurrency in enumerate(slots):
+        announce(backend, f"w{n}", concurrency)
+    adm, _ = admission(backend, Settings())
+    assert adm.group() == group
+    window = sum(slots) + 16
+    assert sum(slots) * (group - 1) <= window // 2
+
+
+def test_a_fixed_window_is_shared_by_the_slots_serving_it(backend: Backend):
+    announce(backend, "w0", 2)
+    adm, _ = admission(backend, Settings(admission_window=10))
+    assert adm.group() == 2  # 10 // (2 x 2)
+
+
+def test_where_many_share_a_window_a_place_is_given_back_at_once(backend: Backend,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    """With eight slots on the queue, a process gives back each place as its call ends (a group of one), not after
+    the hold: held back by every child, the places would leave the queue's window empty until the hold ran out."""
+    monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # a larger group would wait a minute
+    announce(backend, "w0", 8)
+    adm, published = admission(backend, Settings(admission_window=2))
+    assert [r.id for _, r in adm.admit("job_g", [record(n) for n in range(3)])] == ["call_0", "call_1"]
+    adm.ended("job_g", ["call_0"], [])
+    wait_for(lambda: published == ["job_g/call_2"], 10.0, "the place to be given back at once")
+    adm.close()
