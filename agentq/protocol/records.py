@@ -335,13 +335,14 @@ class WorkerAnnouncement:
     tools: tuple[str, ...] = ()
     node: str | None = None  # the node name it claimed, if any
     concurrency: int = 0  # the calls it runs at once (its pool's slots; 0: not announced)
+    processes: int = 0  # the processes that run them (a prefork pool's children, else 1; 0: not announced)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored JSON form."""
         return {"id": self.id, "hostname": self.hostname, "pid": self.pid, "heartbeat_s": self.heartbeat_s,
                 "queues": list(self.queues), "engine": self.engine, "started_at": self.started_at,
                 "activities": list(self.activities), "tools": list(self.tools), "node": self.node,
-                "concurrency": self.concurrency}
+                "concurrency": self.concurrency, "processes": self.processes}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkerAnnouncement:
@@ -350,4 +351,5 @@ class WorkerAnnouncement:
                    queues=tuple(str(q) for q in data.get("queues") or ()), engine=bool(data.get("engine")),
                    started_at=float(data.get("started_at") or 0),
                    activities=tuple(data.get("activities") or ()), tools=tuple(data.get("tools") or ()),
-                   node=data.get("node"), concurrency=int(data.get("concurrency", 0)))
+                   node=data.get("node"), concurrency=int(data.get("concurrency", 0)),
+                   processes=int(data.get("processes", 0)))

@@ -74,7 +74,7 @@ class Admission(AdmissionSweep):
         self._shares: tuple[object, dict[str, float], dict[str, int]] | None = None
         self._jobs: LRU[str, tuple[str, int]] = LRU(KEPT_JOBS)
         self._keys: LRU[str, dict[str, CallKey]] = LRU(KEPT_JOBS)  # a job's tools' x-concurrency, by tool
-        self._windows: tuple[float, dict[str, int]] = (0.0, {})
+        self._windows: tuple[float, dict[str, int], dict[str, int]] = (0.0, {}, {})
         self.publisher: Callable[[Publish], None] | None = None  # set: places are given back in groups
         self.pushed: PushedTasks | None = None  # set: the step pushes the tasks it admits (`runtime/pushed.py`)
         self._noted = Noted(enough=self.group)
@@ -125,28 +125,32 @@ class Admission(AdmissionSweep):
 
     def group(self) -> int:
         """How many places of ended calls this process gives back in one step (`runtime/give_back.py`): a quarter
-        of the prefetch, fewer where many processes share a queue's window. Each process serving a queue (a worker's
-        slots: a prefork child each) may hold back a group less one, so the group is at most a queue's window over
-        twice its slots, which leaves at least half of every window in flight: 4 for one worker of two slots and
-        the default prefetch (a window of 18), 2 for four slots, 1 from eight."""
+        of the prefetch, fewer where many processes share a queue's window. Each process serving a queue (a prefork
+        child each; a threads pool's one) may hold back a group less one, so the group is at most a queue's window
+        over twice those processes, which leaves at least half of every window in flight: 4 for one prefork worker
+        of two children and the default prefetch (a window of 18), 2 for four children, 1 from eight; 4 for a
+        threads worker of any size."""
         group = max(1, self.settings.admission_prefetch // 4)
         fixed = self.settings.admission_window
-        for window in self._live_windows().values():
-            slots = window - self.settings.admission_prefetch
-            group = min(group, (fixed or window) // (2 * slots))
+        self._live_windows()
+        _, windows, holders = self._windows  # one reading: another thread may read the fleet again meanwhile
+        for queue, processes in holders.items():
+            group = min(group, (fixed or windows[queue]) // (2 * processes))
         return max(1, group)
 
     def _live_windows(self) -> dict[str, int]:
         """Per queue: the slots of the live workers serving it, plus the prefetch (read once per heartbeat)."""
-        at, windows = self._windows
+        at, windows, _ = self._windows
         if time.monotonic() - at < min(self.settings.heartbeat_s, 2.0):
             return windows
         slots: dict[str, int] = defaultdict(int)
+        holders: dict[str, int] = defaultdict(int)  # the processes holding places back (`group`)
         for worker in self.fleet.live_workers():
             for queue in worker.queues:
                 slots[queue] += max(worker.concurrency, 1)
+                holders[queue] += worker.processes or max(worker.concurrency, 1)  # unannounced: one per slot
         windows = {queue: n + self.settings.admission_prefetch for queue, n in slots.items()}
-        self._windows = (time.monotonic(), windows)
+        self._windows = (time.monotonic(), windows, dict(holders))
         return windows
 
     def admit(self, job_id: str, records: Sequence[CallRecord], *, ended: Sequence[str] = ()) -> Publish:

@@ -94,7 +94,7 @@ class Heartbeat:
     the claim of its node name (`nodes.py`), which it drops when stopped."""
 
     def __init__(self, runtime: Runtime, *, queues: list[str], engine: bool, worker_id: str | None = None,
-                 node: NodeClaim | None = None, concurrency: int = 0):
+                 node: NodeClaim | None = None, concurrency: int = 0, processes: int = 0):
         self.runtime = runtime
         self.interval_s = runtime.settings.heartbeat_s
         self.worker_id = worker_id or new_worker_id()
@@ -104,7 +104,7 @@ class Heartbeat:
             queues=tuple(queues), engine=engine, started_at=time.time(),
             activities=tuple(runtime.routing.announcement(spec) for spec in runtime.activities.specs()),
             tools=tuple(sorted(runtime.tools.names)), node=node.name if node is not None else None,
-            concurrency=concurrency,
+            concurrency=concurrency, processes=processes,
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,7 +203,8 @@ class InProcessWorker:
                  pool: str = "threads", hostname: str | None = None, loglevel: str = "WARNING"):
         self.runtime = runtime
         self.queues = worker_queues(runtime, activities=activities, engine=engine)
-        self.heartbeat = Heartbeat(runtime, queues=self.queues, engine=engine, concurrency=concurrency)
+        self.heartbeat = Heartbeat(runtime, queues=self.queues, engine=engine, concurrency=concurrency,
+                                   processes=processes_of(pool, concurrency))
         self.hostname = hostname or f"agentq-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
         self.concurrency, self.pool, self.loglevel = concurrency, pool, loglevel
         self._controller: Any = None
@@ -352,6 +353,11 @@ with a thousand of them, the default's forced hand-overs between runnable thread
 2.9 ms at 20 ms). A thread that waits on I/O still lets the others run at once."""
 
 
+def processes_of(pool: str, concurrency: int) -> int:
+    """The processes that run a worker's calls: a prefork pool's children, else the worker's own process."""
+    return max(concurrency, 1) if pool == "prefork" else 1
+
+
 def switch_interval(*, engine: bool, pool: str) -> float | None:
     """The interpreter's switch interval for a worker process (None: Python's default): `ENGINE_SWITCH_INTERVAL_S`
     for an engine on threads."""
@@ -378,8 +384,9 @@ def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int 
     worker_id = new_worker_id()
     node = claim_node(runtime.parts.fleet, hostname, engine=engine, worker_id=worker_id,
                       ttl_s=runtime.settings.heartbeat_s * 3)
+    slots = concurrency or os.cpu_count() or 1  # Celery's default: one per CPU
     heartbeat = Heartbeat(runtime, queues=queues, engine=engine, worker_id=worker_id, node=node,
-                          concurrency=concurrency or os.cpu_count() or 1)  # Celery's default: one per CPU
+                          concurrency=slots, processes=processes_of(pool, slots))
     runtime.app.set_current()  # a worker process serves exactly one app
     runtime.app.set_default()
     ShutdownGrace(node.name, runtime.settings.shutdown_grace_s).install()

@@ -89,6 +89,7 @@ def test_announcements_list_activities_with_options_and_expire_when_the_process_
     announcement = worker_procs.wait_live(proc, ["procA", "procEcho"])
     store = worker_procs.store
     assert announcement["hostname"] and announcement["pid"] == proc.pid
+    assert (announcement["concurrency"], announcement["processes"]) == (2, 1)  # two threads of one process
     assert {"agentq.activity.procA", "procs.echo", "agentq.activity.procEcho"} <= set(announcement["queues"])
     live = RedisFleet(store).live_activities()
     assert set(live) == {"procA", "procEcho"}

@@ -126,26 +126,33 @@ def test_places_a_failed_step_took_are_given_back_once_the_store_answers(backend
     assert backend.store.admission_counts() == {f"q:{Q}": 2, "t:a": 2}  # call_2 and call_3 hold the two places
 
 
-def announce(backend: Backend, worker_id: str, concurrency: int, queue: str = Q) -> None:
-    RedisFleet(backend.store).announce_worker(
-        worker_id, WorkerAnnouncement(worker_id, queues=(queue,), concurrency=concurrency), ttl_s=3600)
+def announce(backend: Backend, worker_id: str, concurrency: int, processes: int | None = None) -> None:
+    """A live worker serving the queue: `concurrency` slots run by `processes` (a prefork pool's: one per slot;
+    a threads pool's: 1; None: not announced, as by an earlier version: one per slot)."""
+    announcement = WorkerAnnouncement(worker_id, queues=(Q,), concurrency=concurrency,
+                                      processes=concurrency if processes is None else processes)
+    RedisFleet(backend.store).announce_worker(worker_id, announcement, ttl_s=3600)
 
 
-@pytest.mark.parametrize(("slots", "group"), [((), 4), ((2,), 4), ((4,), 2), ((2, 2), 2), ((8,), 1), ((16, 16), 1)])
-def test_the_group_leaves_at_least_half_of_every_window_in_flight(backend: Backend, slots: tuple[int, ...],
+@pytest.mark.parametrize(("workers", "group"), [
+    ((), 4), (((2, 2),), 4), (((4, 4),), 2), (((2, 2), (2, 2)), 2), (((8, 8),), 1), (((16, 16), (16, 16)), 1),
+    (((32, 1),), 4), (((8, None),), 1)])
+def test_the_group_leaves_at_least_half_of_every_window_in_flight(backend: Backend,
+                                                                  workers: tuple[tuple[int, int | None], ...],
                                                                   group: int):
-    """Every process serving a queue (a prefork child each) holds back up to a group less one: the group is at most a
-    queue's window (its slots plus the prefetch, 16) over twice its slots, so together they hold back at most half of
-    it; a quarter of the prefetch while few share it."""
-    for n, concurrency in enumerate(slots):
-        announce(backend, f"w{n}", concurrency)
+    """Every process serving a queue (a prefork child each, a threads pool's one) holds back up to a group less one:
+    the group is at most a queue's window (its slots plus the prefetch, 16) over twice those processes, so together
+    they hold back at most half of it; a quarter of the prefetch while few share it."""
+    for n, (concurrency, processes) in enumerate(workers):
+        announce(backend, f"w{n}", concurrency, processes)
     adm, _ = admission(backend, Settings())
     assert adm.group() == group
-    window = sum(slots) + 16
-    assert sum(slots) * (group - 1) <= window // 2
+    window = sum(c for c, _ in workers) + 16
+    holders = sum(c if p is None else p for c, p in workers)
+    assert holders * (group - 1) <= window // 2
 
 
-def test_a_fixed_window_is_shared_by_the_slots_serving_it(backend: Backend):
+def test_a_fixed_window_is_shared_by_the_processes_serving_it(backend: Backend):
     announce(backend, "w0", 2)
     adm, _ = admission(backend, Settings(admission_window=10))
     assert adm.group() == 2  # 10 // (2 x 2)
@@ -153,8 +160,9 @@ def test_a_fixed_window_is_shared_by_the_slots_serving_it(backend: Backend):
 
 def test_where_many_share_a_window_a_place_is_given_back_at_once(backend: Backend,
                                                                 monkeypatch: pytest.MonkeyPatch):
-    """With eight slots on the queue, a process gives back each place as its call ends (a group of one), not after
-    the hold: held back by every child, the places would leave the queue's window empty until the hold ran out."""
+    """With eight prefork children on the queue, a process gives back each place as its call ends (a group of one),
+    not after the hold: held back by every child, the places would leave the queue's window empty until the hold ran
+    out."""
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # a larger group would wait a minute
     announce(backend, "w0", 8)
     adm, published = admission(backend, Settings(admission_window=2))

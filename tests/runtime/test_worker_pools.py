@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agentq.cli.parser import build_parser
 from agentq.runtime.interpreter import ENGINE_GC_THRESHOLD
-from agentq.runtime.worker import ENGINE_SWITCH_INTERVAL_S, pool_of, switch_interval
+from agentq.runtime.worker import ENGINE_SWITCH_INTERVAL_S, pool_of, processes_of, switch_interval
 from agentq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,3 +61,9 @@ def test_an_engine_on_threads_keeps_what_it_loaded_from_the_garbage_collector_an
     assert done == [False, False, True] and untouched == [0, True]
     assert frozen > 1000  # the modules it imported, out of the collector's reach
     assert threshold == [ENGINE_GC_THRESHOLD, before[1], before[2]] and before[0] < ENGINE_GC_THRESHOLD
+
+
+def test_the_processes_that_run_a_workers_calls():
+    """What a worker announces as `processes` (the processes that hold back places of ended calls: admission's
+    give-back groups): a prefork pool's children, else its one process."""
+    assert [processes_of("prefork", 4), processes_of("threads", 32), processes_of("solo", 1)] == [4, 1, 1]
