@@ -126,16 +126,16 @@ class Admission(AdmissionSweep):
     def group(self) -> int:
         """How many places of ended calls this process gives back in one step (`runtime/give_back.py`): a quarter
         of the prefetch, fewer where many processes share a queue's window. Each process serving a queue (a prefork
-        child each; a threads pool's one) may hold back a group less one, so the group is at most a queue's window
-        over twice those processes, which leaves at least half of every window in flight: 4 for one prefork worker
-        of two children and the default prefetch (a window of 18), 2 for four children, 1 from eight; 4 for a
-        threads worker of any size."""
+        child each; a threads pool's one) may hold back a group less one, so a group less one is at most a queue's
+        window over twice those processes, which leaves at least half of every window in flight: 4 for one prefork
+        worker of two children and the default prefetch (a window of 18), 3 for four children, 2 for eight or
+        sixteen, 1 from thirty-two; 4 for a threads worker of any size."""
         group = max(1, self.settings.admission_prefetch // 4)
         fixed = self.settings.admission_window
         self._live_windows()
         _, windows, holders = self._windows  # one reading: another thread may read the fleet again meanwhile
         for queue, processes in holders.items():
-            group = min(group, (fixed or windows[queue]) // (2 * processes))
+            group = min(group, 1 + (fixed or windows[queue]) // (2 * processes))
         return max(1, group)
 
     def _live_windows(self) -> dict[str, int]:

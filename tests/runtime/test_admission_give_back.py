@@ -135,14 +135,14 @@ def announce(backend: Backend, worker_id: str, concurrency: int, processes: int 
 
 
 @pytest.mark.parametrize(("workers", "group"), [
-    ((), 4), (((2, 2),), 4), (((4, 4),), 2), (((2, 2), (2, 2)), 2), (((8, 8),), 1), (((16, 16), (16, 16)), 1),
-    (((32, 1),), 4), (((8, None),), 1)])
+    ((), 4), (((2, 2),), 4), (((4, 4),), 3), (((2, 2), (2, 2)), 3), (((8, 8),), 2), (((16, 16),), 2),
+    (((16, 16), (16, 16)), 1), (((32, 1),), 4), (((8, None),), 2)])
 def test_the_group_leaves_at_least_half_of_every_window_in_flight(backend: Backend,
                                                                   workers: tuple[tuple[int, int | None], ...],
                                                                   group: int):
     """Every process serving a queue (a prefork child each, a threads pool's one) holds back up to a group less one:
-    the group is at most a queue's window (its slots plus the prefetch, 16) over twice those processes, so together
-    they hold back at most half of it; a quarter of the prefetch while few share it."""
+    a group less one is at most a queue's window (its slots plus the prefetch, 16) over twice those processes, so
+    together they hold back at most half of it; a quarter of the prefetch while few share it."""
     for n, (concurrency, processes) in enumerate(workers):
         announce(backend, f"w{n}", concurrency, processes)
     adm, _ = admission(backend, Settings())
@@ -155,14 +155,14 @@ def test_the_group_leaves_at_least_half_of_every_window_in_flight(backend: Backe
 def test_a_fixed_window_is_shared_by_the_processes_serving_it(backend: Backend):
     announce(backend, "w0", 2)
     adm, _ = admission(backend, Settings(admission_window=10))
-    assert adm.group() == 2  # 10 // (2 x 2)
+    assert adm.group() == 3  # 1 + 10 // (2 x 2)
 
 
 def test_where_many_share_a_window_a_place_is_given_back_at_once(backend: Backend,
                                                                 monkeypatch: pytest.MonkeyPatch):
-    """With eight prefork children on the queue, a process gives back each place as its call ends (a group of one),
-    not after the hold: held back by every child, the places would leave the queue's window empty until the hold ran
-    out."""
+    """With eight prefork children on a queue whose window is two places, a process gives back each place as its call
+    ends (a group of one), not after the hold: held back by the children, the places would leave the queue's window
+    empty until the hold ran out."""
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # a larger group would wait a minute
     announce(backend, "w0", 8)
     adm, published = admission(backend, Settings(admission_window=2))
