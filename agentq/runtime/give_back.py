@@ -72,16 +72,16 @@ class Noted:
             self._pid = os.getpid()
 
     def _group(self) -> int:
-        """The size of the next group (1 when asking failed: a store out of reach gives back one at a time)."""
+        """The size of the next group; the last one when asking failed (the store out of reach: the step that gives
+        the places back fails too, and says so)."""
         enough = self._enough
         if not callable(enough):
             return max(1, enough)
         try:
             return max(1, enough())
         except Exception:
-            log.warning("could not size the group of places to give back; giving them back one at a time",
-                        exc_info=True)
-            return 1
+            log.debug("could not size the group of places to give back", exc_info=True)
+            return self.enough
 
     def take(self) -> list[str]:
         if not self._members:
