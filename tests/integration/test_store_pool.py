@@ -150,9 +150,15 @@ def test_disconnecting_the_idle_connections_reconnects_the_pinned_ones_before_th
 
 def test_closing_the_client_closes_every_connection(redis_url: str):
     client = connect_redis(redis_url, max_connections=8, client_name=NAME)
+
+    def hold_one(_: int) -> None:
+        with client.pipeline() as pipe:
+            pipe.watch("k")  # holds a connection (its thread's pinned one, or one from the queue) ...
+            hold.wait()  # ... while the other threads hold theirs: four at once, none handed from one to another
+
     with ThreadPoolExecutor(4) as threads:
         hold = threading.Barrier(4)
-        list(threads.map(lambda _: (hold.wait(), client.ping()), range(4)))
+        list(threads.map(hold_one, range(4)))
         assert server_connections(redis_url) == 4  # 2 pinned, 2 from the queue
         client.close()
         wait_for(lambda: server_connections(redis_url) == 0, 10, "the server to see every connection closed")
