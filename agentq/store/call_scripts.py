@@ -41,7 +41,7 @@ from agentq.store.replies import (
     SettleUnstarted,
 )
 from agentq.store.script_runner import ScriptRunner
-from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndCount, EndingArgs, SettleArgs
+from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndCount, EndingArgs, SettleArgs, StartCheck
 
 
 def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_started: bool) -> str:
@@ -74,21 +74,19 @@ class CallScripts(ScriptRunner):
     def claim(self, keys: JobKeys, call_id: str, *, token: str, lease_ms: int, log_offset: int,
               job_started: Envelope | None, expect_started: bool, record: CallRecord | None, record_sha: str,
               tool_sha: str, start_events: Sequence[Envelope], last_call: bool = False, tools_at: str = "",
-              unstarted: tuple[str, str] | None = None) -> Claim:
+              unstarted: StartCheck | None = None) -> Claim:
         """claim.lua: claim a call for one attempt (`last_call`: send `Claimed.last` when it applies; `unstarted`:
-        the fleet's timers key and the job's `@unstarted` member, dropped if this claim starts the job)."""
+        the job's `@unstarted` timer, dropped if this claim starts the job)."""
         job_id = keys.job_id
-        job_keys = [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-                    keys.lease(call_id), keys.lost]
-        if unstarted is not None:
-            job_keys.append(unstarted[0])
         reply = self._run(
-            "claim", job_keys,
+            "claim",
+            [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
+             keys.lease(call_id), keys.lost, *(unstarted.keys if unstarted else ())],
             [ClaimArgs(call_id=call_id, token=token, lease_ms=lease_ms, now=now_iso(),
                        job_started=_job_started_arg(job_started, job_id, expect_started=expect_started),
                        log_offset=log_offset, record_sha=record_sha if record is not None else "", tool_sha=tool_sha,
                        tool=record.tool if record is not None else "", last_call=last_call,
-                       tools_at=tools_at, unstarted=unstarted[1] if unstarted else None).encode(),
+                       tools_at=tools_at, unstarted=unstarted.member if unstarted else None).encode(),
              *(entry(e, job_id) for e in start_events)])
         match reply[0]:
             case "claimed":
@@ -133,19 +131,17 @@ class CallScripts(ScriptRunner):
 
     def settle(self, keys: JobKeys, call_id: str, *, record_sha: str, tool: str, tool_sha: str,
                job_started: Envelope | None, status: CallStatus, messages: Sequence[dict],
-               events: Sequence[Envelope], unstarted: tuple[str, str] | None = None) -> Settle:
+               events: Sequence[Envelope], unstarted: StartCheck | None = None) -> Settle:
         """settle.lua: claim and commit a ready call's first attempt whose handler already ran (`unstarted`: as
         for `claim`)."""
         job_id = keys.job_id
-        job_keys = [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log,
-                    keys.waiting, keys.dependents, keys.approval]
-        if unstarted is not None:
-            job_keys.append(unstarted[0])
         reply = self._run(
-            "settle", job_keys,
+            "settle",
+            [keys.job, keys.calls, keys.status, keys.attempts, keys.tools, keys.events, keys.log, keys.waiting,
+             keys.dependents, keys.approval, *(unstarted.keys if unstarted else ())],
             [SettleArgs(call_id=call_id, record_sha=record_sha, tool=tool, tool_sha=tool_sha, now=now_iso(),
                         job_started=_job_started_arg(job_started, job_id, expect_started=True), status=status.value,
-                        messages=len(messages), unstarted=unstarted[1] if unstarted else None).encode(),
+                        messages=len(messages), unstarted=unstarted.member if unstarted else None).encode(),
              *(dumps(m) for m in messages), *(entry(e, job_id) for e in events)])
         match reply[0]:
             case "committed":

@@ -22,6 +22,7 @@ from agentq.store.job_timers import unstarted_check
 from agentq.store.part import StorePart
 from agentq.store.replies import Claim, Commit, Committed, Decision, EndAhead, RejectedCall, Settle, Settled
 from agentq.store.stats import JobCounts
+from agentq.store.step_args import StartCheck
 from agentq.store.views import CallTable
 
 RELEASE_MARK_MS = 60_000  # how long a released call's lease key keeps the releasing token (see retry.lua)
@@ -87,7 +88,7 @@ class RedisCalls(StorePart):
                 self.counts.count_end(job_id, ahead.record.status, ahead.record.tenant)
         return commit
 
-    def _unstarted(self, job_id: str) -> tuple[str, str] | None:
+    def _unstarted(self, job_id: str) -> StartCheck | None:
         """What a step that may start the job needs to drop its `@unstarted` timer (on one Redis; None on a
         cluster): a step that takes the job for started passes nothing."""
         return unstarted_check(job_id, timers=self.fleet.timers, cluster=self.cluster)

@@ -23,6 +23,7 @@ from agentq.store.core import not_found
 from agentq.store.part import StorePart
 from agentq.store.script_runner import ScriptRunner
 from agentq.store.stats import JobCounts
+from agentq.store.step_args import StartCheck
 from agentq.store.views import DeadlineEnd
 
 JOB_TIMER_SCRIPTS = ("deadline", "start_timeout")
@@ -39,11 +40,11 @@ def job_timer_member(job_id: str, kind: str) -> str:
     return f"{job_id} {JOB_TIMER_PREFIX}{kind}"
 
 
-def unstarted_check(job_id: str, *, timers: str, cluster: bool) -> tuple[str, str] | None:
-    """The fleet's timers key and the job's `@unstarted` member, for the step that starts the job to drop that timer
-    in its own round trip (it would fire a lease later, find the job started and do nothing): on one Redis only;
-    None on a cluster, where the timers are in another slot than the job's keys."""
-    return None if cluster else (timers, job_timer_member(job_id, UNSTARTED))
+def unstarted_check(job_id: str, *, timers: str, cluster: bool) -> StartCheck | None:
+    """The job's `@unstarted` timer in the fleet's `timers`, for the step that starts the job to drop it in its own
+    round trip (it would fire a lease later, find the job started and do nothing): on one Redis only; None on a
+    cluster, where the timers are in another slot than the job's keys."""
+    return None if cluster else StartCheck(timers, job_timer_member(job_id, UNSTARTED))
 
 
 @map_store_errors

@@ -47,6 +47,7 @@ from agentq.store.step_args import (
     EndCount,
     FinalizeArgs,
     Listing,
+    StartCheck,
     TickBeginArgs,
     TickEndArgs,
 )
@@ -115,18 +116,16 @@ class Scripts(CallScripts):
 
     def begin_tick(self, keys: JobKeys, *, exchanges: int, token: str, lease_ms: int,
                    job_started: Envelope | None, read_from: tuple[int, int] | None = None,
-                   unstarted: tuple[str, str] | None = None) -> TickClaim:
+                   unstarted: StartCheck | None = None) -> TickClaim:
         """tick_begin.lua: take the job's next model request; with `read_from` (where the log and the exchanges
-        are read from), the claim brings the tick's inputs; with `unstarted` (the fleet's timers key and the job's
-        `@unstarted` member: one Redis only), the tick that starts the job drops that timer."""
-        job_keys = [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log, keys.spec]
-        if unstarted is not None:
-            job_keys.append(unstarted[0])
-        reply = self._run("tick_begin", job_keys,
+        are read from), the claim brings the tick's inputs; with `unstarted` (one Redis only), the tick that starts
+        the job drops its `@unstarted` timer."""
+        reply = self._run("tick_begin", [keys.job, keys.tick_lease, keys.exchanges, keys.events, keys.log,
+                                         keys.spec, *(unstarted.keys if unstarted else ())],
                           [TickBeginArgs(exchanges=exchanges, token=token, lease_ms=lease_ms, now=now_iso(),
                                          job_started=entry(job_started, keys.job_id) if job_started else "",
                                          read_from=read_from,
-                                         unstarted=unstarted[1] if unstarted is not None else None).encode()])
+                                         unstarted=unstarted.member if unstarted else None).encode()])
         match reply[0]:
             case "claimed":
                 return _claimed(reply)

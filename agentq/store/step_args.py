@@ -47,6 +47,20 @@ class ClaimArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class StartCheck:
+    """A job's `@unstarted` timer (`store/job_timers.py` `unstarted_check`), for the step that starts the job to drop
+    in the same round trip, on a single Redis: its `keys` (the fleet's timers) go after the step's own KEYS, its
+    `member` (the job's timer) in the step's record."""
+
+    timers: str
+    member: str
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (self.timers,)
+
+
+@dataclass(frozen=True, slots=True)
 class EndCount:
     """The metrics' count of a job's end (`JobCounts.count_end`) for the step that ends the job to write in the same
     round trip, on a single Redis (`JobCounts.in_step`; `count_end` in _ended.lua): the job leaves the sets of
