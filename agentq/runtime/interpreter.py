@@ -1,4 +1,4 @@
-"""The garbage collector of an engine on threads (`worker.serve`; its switch interval is `worker.switch_interval`).
+"""The garbage collector of an engine on threads (`worker.serve`; its switch interval is `pool_choice.switch_interval`).
 
 An engine's threads make a few hundred container objects per model request, nearly all freed by their reference
 counts. At Python's default (a young collection every 700 net new ones) the collector ran every two or three

@@ -33,6 +33,7 @@ from agentq.runtime.broker import refuse_cluster_broker
 from agentq.runtime.interpreter import engine_gc
 from agentq.runtime.messages import events_consumer
 from agentq.runtime.nodes import NodeClaim, claim_node
+from agentq.runtime.pool_choice import pool_of, processes_of, switch_interval
 from agentq.runtime.root import Runtime
 from agentq.runtime.schedule_loop import ScheduleLoop
 from agentq.runtime.timers import TimerLoop
@@ -330,38 +331,6 @@ def _exit_now() -> None:
     log.error("the worker did not exit %s s after its cold shutdown; exiting now", HAND_BACK_EXIT_S)
     logging.shutdown()
     os._exit(1)
-
-
-def pool_of(settings: Settings, *, engine: bool, pool: str | None, concurrency: int | None) -> tuple[str, int | None]:
-    """The Celery pool of a worker process and its size (None: Celery's default, one per CPU).
-
-    A dispatcher (`engine`) runs on threads, `AGENTQ_ENGINE_CONCURRENCY` of them: its tasks spend their time waiting
-    on model streams and the store, and a waiting thread costs little memory and no CPU, where a process per task
-    would cost both. An activity worker keeps Celery's prefork pool, one process per CPU, for CPU-bound and blocking
-    activities. An explicit `pool` or `concurrency` wins."""
-    chosen = pool or ("threads" if engine else "prefork")
-    if concurrency is None and engine and chosen == "threads":
-        concurrency = settings.engine_concurrency
-    return chosen, concurrency
-
-
-ENGINE_SWITCH_INTERVAL_S = 0.02
-"""How long a thread of an engine on threads may hold the interpreter before it is asked to let another run (Python's
-default: 5 ms). A dispatcher's threads each wake for every piece of their streams, for a fraction of a millisecond;
-with a thousand of them, the default's forced hand-overs between runnable threads cost more CPU than the work itself
-(`benchmarks/streams.py`: 1,000 streams at once through the SDK, 3.8 to 8.3 ms of CPU per request at 5 ms, 2.6 to
-2.9 ms at 20 ms). A thread that waits on I/O still lets the others run at once."""
-
-
-def processes_of(pool: str, concurrency: int) -> int:
-    """The processes that run a worker's calls: a prefork pool's children, else the worker's own process."""
-    return max(concurrency, 1) if pool == "prefork" else 1
-
-
-def switch_interval(*, engine: bool, pool: str) -> float | None:
-    """The interpreter's switch interval for a worker process (None: Python's default): `ENGINE_SWITCH_INTERVAL_S`
-    for an engine on threads."""
-    return ENGINE_SWITCH_INTERVAL_S if engine and pool == "threads" else None
 
 
 def serve(runtime: Runtime, *, activities: bool, engine: bool, concurrency: int | None = None,

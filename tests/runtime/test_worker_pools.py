@@ -1,4 +1,4 @@
-"""Which Celery pool a worker process runs (`runtime/worker.py` `pool_of`): a dispatcher holds model streams on
+"""Which Celery pool a worker process runs (`runtime/pool_choice.py` `pool_of`): a dispatcher holds model streams on
 threads, an activity worker keeps Celery's prefork pool; what the command line says wins."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agentq.cli.parser import build_parser
 from agentq.runtime.interpreter import ENGINE_GC_THRESHOLD
-from agentq.runtime.worker import ENGINE_SWITCH_INTERVAL_S, pool_of, processes_of, switch_interval
+from agentq.runtime.pool_choice import ENGINE_SWITCH_INTERVAL_S, pool_of, processes_of, switch_interval
 from agentq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
