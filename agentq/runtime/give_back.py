@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 log = logging.getLogger("agentq.admission")
 
 GIVE_BACK_S = 0.025  # the longest a noted place waits for others to join its group
+CLOSE_WAIT_S = 5.0  # how long a close waits for the thread's last step (the store's connect timeout)
 RETRY_S = (0.05, 1.0)  # after a step that failed (the store down or restarting): the first wait, and the longest
 
 
@@ -44,6 +45,7 @@ class Noted:
         self._members: list[str] = []
         self._wake = threading.Condition()
         self._closed = False
+        self._thread: threading.Thread | None = None
 
     def add(self, members: Sequence[str], give_back: Callable[[], None]) -> None:
         if self._closed:  # no thread any more: given back now
@@ -57,9 +59,14 @@ class Noted:
             self._wake.notify()
 
     def close(self) -> None:
+        """No more groups: the thread gives back what was noted and ends before this returns, so its last step
+        runs before the process closes the store it goes through."""
         with self._wake:
             self._closed = True
             self._wake.notify()
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid() and thread is not threading.current_thread():
+            thread.join(CLOSE_WAIT_S)
 
     def _start(self, give_back: Callable[[], None]) -> None:
         """Start this process's thread: a forked child has the parent's lock states and none of its threads."""
@@ -67,8 +74,9 @@ class Noted:
             if self._pid == os.getpid():  # another thread of this process started it meanwhile
                 return
             self._members, self._wake = [], threading.Condition()
-            threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
-                             daemon=True).start()
+            self._thread = threading.Thread(target=self._run, args=(self._wake, give_back), name="agentq-admission",
+                                            daemon=True)
+            self._thread.start()
             self._pid = os.getpid()
 
     def _group(self) -> int:

@@ -78,7 +78,9 @@ def test_a_group_of_a_quarter_of_the_prefetch_is_given_back_without_waiting(back
 def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend: Backend,
                                                                        monkeypatch: pytest.MonkeyPatch):
     """A runtime built and closed again and again (tests, embedded clients) leaves no giving-back thread behind: a
-    process once held one per closed runtime (72 in one pytest worker, over a test's thread budget)."""
+    process once held one per closed runtime (72 in one pytest worker, over a test's thread budget). The close
+    returns once the thread made its last step: a process closes its store right after, and a step still running
+    then failed (a warning with a traceback at a client's exit)."""
     monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # the thread would wait: only the close gives back
     def admission_threads() -> set[threading.Thread]:
         return {t for t in threading.enumerate() if t.name == "agentq-admission"}
@@ -89,7 +91,6 @@ def test_a_closed_admission_ends_its_thread_and_gives_back_what_it_noted(backend
     adm.ended("job_g", ["call_0"], [])
     (thread,) = admission_threads() - before
     adm.close()
-    thread.join(timeout=10)
     assert not thread.is_alive()
     assert published == ["job_g/call_2"]  # what was noted was given back on the way out
     adm.ended("job_g", ["call_1"], [])  # after the close: given back at once, no thread started
