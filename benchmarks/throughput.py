@@ -241,7 +241,8 @@ def measured(admin: Any, workers: list[WorkerProcess], fn: Callable[[], Any],
              parents: list[float] | None = None) -> tuple[Any, float, ServerCounters]:
     """`fn()`, the CPU seconds the worker processes spent meanwhile, and the Redis counters' deltas; the seconds
     of the workers' main processes alone are appended to `parents`."""
-    before, cpu, parent = ServerCounters.read(admin), sum(w.cpu() for w in workers), sum(w.parent_cpu() for w in workers)
+    before, cpu = ServerCounters.read(admin), sum(w.cpu() for w in workers)
+    parent = sum(w.parent_cpu() for w in workers)
     value = fn()
     if parents is not None:
         parents.append(sum(w.parent_cpu() for w in workers) - parent)
