@@ -15,7 +15,7 @@ from agentq.protocol.plans import PlannedCall, Problems
 from agentq.protocol.records import CallMode
 from agentq.protocol.scopes import effective_scopes
 from agentq.protocol.tools import unknown_name
-from agentq.protocol.validation import tool_call_errors, validator_for
+from agentq.protocol.validation import ToolValidator, tool_call_errors, validator_for
 from agentq.protocol.values import METHODS
 from agentq.protocol.views import LogIndex
 from agentq.protocol.waits import WAIT_ACTIVITY, wait_problems
@@ -24,17 +24,19 @@ __all__ = ["link_dependencies", "plan_calls", "planned_calls"]
 
 
 def plan_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict], problems: list[Problem],
-               *, offset: int = 0) -> list[PlannedCall]:
+               *, offset: int = 0, validators: dict[str, ToolValidator] | None = None) -> list[PlannedCall]:
     """Plan calls without linking their dependencies: `raw_calls[i]` is `/calls/<offset + i>` (an agent tick
-    plans the calls of a streamed solution one by one). Problems are appended to `problems`."""
+    plans the calls of a streamed solution one by one, with the `validators` it keeps for its tools). Problems are
+    appended to `problems`."""
     collected = Problems()
-    planned = planned_calls(raw_calls, composed, available, collected, validators={}, offset=offset)
+    planned = planned_calls(raw_calls, composed, available, collected,
+                            validators={} if validators is None else validators, offset=offset)
     problems.extend(collected.items)
     return planned
 
 
 def planned_calls(raw_calls: list, composed: dict[str, dict], available: Mapping[str, dict],
-                  problems: Problems, *, validators: dict[str, Any], offset: int = 0) -> list[PlannedCall]:
+                  problems: Problems, *, validators: dict[str, ToolValidator], offset: int = 0) -> list[PlannedCall]:
     """The calls of `raw_calls` that can be planned; the problems of every call go to `problems`. `validators`:
     the composed tools' validators by name, each compiled by the first call that needs it (one per tool: a job's
     calls are validated against few; kept with the job's tools, `job_tools.JobTools`, by `plan_job`)."""

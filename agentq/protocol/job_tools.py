@@ -19,6 +19,7 @@ from typing import Any
 
 from agentq.protocol.cache import LRU
 from agentq.protocol.tools import ToolRegistry
+from agentq.protocol.validation import ToolValidator
 
 JobToolsKey = tuple[str, str | None, bool, frozenset[str]]
 
@@ -31,7 +32,7 @@ class JobTools:
     registry: ToolRegistry
     solution: dict
     composed: dict[str, dict]
-    validators: dict[str, Any] = field(default_factory=dict)
+    validators: dict[str, ToolValidator] = field(default_factory=dict)
 
 
 _PLANNED: LRU[JobToolsKey, JobTools] = LRU(256)

@@ -24,6 +24,7 @@ from agentq.protocol.call_plans import plan_calls
 from agentq.protocol.dependencies import CallNode, WriterIndex, find_cycle, node_for, unsatisfied, writers_of
 from agentq.protocol.plans import PlannedCall, hold_for_approval
 from agentq.protocol.records import CallMode
+from agentq.protocol.validation import ToolValidator
 from agentq.protocol.views import LogIndex
 
 
@@ -41,6 +42,7 @@ class TickPlan:
         self.options = options
         self.ids = ids
         self.problems: list[Problem] = []
+        self.validators: dict[str, ToolValidator] = {}  # of the tools its calls name, each built once
         self.planned: list[PlannedCall] = []  # linked: written, or about to be
         self._nodes: list[CallNode] = []  # of `planned`, in the same order
         self._writers = WriterIndex()  # of `_nodes`
@@ -54,7 +56,7 @@ class TickPlan:
             return []
         self._seen.add(i)
         found: list[Problem] = []
-        planned = plan_calls([call], self.composed, self.composed, found, offset=i)
+        planned = plan_calls([call], self.composed, self.composed, found, offset=i, validators=self.validators)
         self.problems.extend(found)
         if found or not planned:
             return []

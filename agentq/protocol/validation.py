@@ -9,7 +9,10 @@ are not judged. ``pointer_prefix`` lets job validation report ``/calls/3/locatio
 
 A validator is built per validation: building one costs about 5 µs (jsonschema compiles lazily), less than
 any cache lookup keyed by a schema's content would. Job planning validates many calls of the same tool:
-:func:`tool_call_errors` takes the tool and a validator the caller built once for it.
+:func:`tool_call_errors` takes the tool and a validator the caller built once for it (`validator_for`), which
+holds the schema's compiled check (`schema_fit.py`) besides jsonschema's: a call that fits it is valid in one pass
+(about 2 µs for a small tool, against 15 for jsonschema), any other is validated by jsonschema, which words its
+problems.
 
 Format assertions are off (``format`` is an annotation, as by default in Draft 2020-12).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -30,16 +34,26 @@ from jsonschema.exceptions import ValidationError
 
 from agentq.errors import CallValidationError, Problem, UnknownToolError
 from agentq.protocol.compose import composed_tools
+from agentq.protocol.schema_fit import Fit, fit_for
 from agentq.protocol.sensitive import REDACTED, Redactor, redactor_for, sensitive_paths
 
-__all__ = ["call_errors", "tool_call_errors", "tool_schema_for", "validate_call", "validator_for"]
+__all__ = ["ToolValidator", "call_errors", "tool_call_errors", "tool_schema_for", "validate_call", "validator_for"]
 
 _MAX_MESSAGE = 400
 
 
-def validator_for(tool_schema: Mapping[str, Any]) -> Draft202012Validator:
-    """The validator of a composed tool schema."""
-    return Draft202012Validator(tool_schema)
+@dataclass(frozen=True)
+class ToolValidator:
+    """A composed tool's validator: jsonschema's (`schema`), and the schema's compiled check where it has one (`fit`:
+    True for a call known to conform; see `schema_fit.py`)."""
+
+    schema: Draft202012Validator
+    fit: Fit | None
+
+
+def validator_for(tool_schema: Mapping[str, Any]) -> ToolValidator:
+    """The validator of a composed tool schema, built once for the calls of that tool a caller validates."""
+    return ToolValidator(Draft202012Validator(tool_schema), fit_for(tool_schema))
 
 
 def _index(solution_schema: Mapping[str, Any]) -> dict[Any, dict]:
@@ -197,11 +211,13 @@ def _collect_branch(error: ValidationError, at: list[Any], skip: tuple[str, ...]
 
 
 def _tool_problems(call: Mapping[str, Any], tool: Mapping[str, Any], skip: tuple[str, ...],
-                   prefix: str, validator: Draft202012Validator | None = None) -> list[Problem]:
+                   prefix: str, validator: ToolValidator | None = None) -> list[Problem]:
+    if validator is not None and validator.fit is not None and validator.fit(call):
+        return []
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
     hidden = _Hidden.of(call, tool)
-    for error in (validator or validator_for(tool)).iter_errors(call):
+    for error in (validator.schema if validator is not None else Draft202012Validator(tool)).iter_errors(call):
         for pointer, message in _collect(error, skip, hidden):
             if (pointer, message) not in seen:
                 seen.add((pointer, message))
@@ -236,7 +252,7 @@ def call_errors(
 def tool_call_errors(
     call: Mapping[str, Any],
     tool: Mapping[str, Any],
-    validator: Draft202012Validator,
+    validator: ToolValidator,
     *,
     skip_pointers: Iterable[str] = (),
     pointer_prefix: str = "",

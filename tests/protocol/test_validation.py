@@ -226,8 +226,10 @@ def test_whole_array_reference(solution: dict) -> None:
 
 def test_a_validator_validates_against_its_tool(solution: dict) -> None:
     weather = tool_schema_for({"_tool": "weatherCheck"}, solution)
-    assert validator_for(weather).schema is weather
-    assert not validator_for(weather).is_valid({"_tool": "weatherCheck", "location": 3})
+    validator = validator_for(weather)
+    assert validator.schema.schema is weather
+    assert not validator.schema.is_valid({"_tool": "weatherCheck", "location": 3})
+    assert validator.fit is not None and not validator.fit({"_tool": "weatherCheck", "location": 3})
 
 
 def test_schemas_built_by_hand_work_too() -> None:
