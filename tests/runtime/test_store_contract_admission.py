@@ -5,6 +5,9 @@ concurrency key's limit."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from agentq.protocol.admission import AdmissionConfig, Ticket
 from tests.runtime.conftest import Backend
 
@@ -155,3 +158,40 @@ def test_an_ended_call_still_parked_is_withdrawn_and_never_admitted(backend: Bac
     assert store.admit_calls([], config, ended=["job_a/call_3"]) == []  # nothing left to admit
     assert store.parked_queues() == [] and store.admission_counts() == {}
     assert store.admit_calls([ticket(9, "b")], config) == ["#1"]  # the fast path again
+
+
+def test_pushed_tasks_and_their_events_leave_the_step_as_they_came_whether_admitted_at_once_or_parked(
+        redis_store: Any):
+    """A payload made for a broker on this Redis ('!<list>\\n<channel>\\n<event>\\n<message>') is pushed as its message
+    by the step that admits it, at once or from where it was parked; its event goes out with the other joinable
+    events of the step's channel in one message, and an event that cannot be joined goes out alone, as it came."""
+    store, config = redis_store, AdmissionConfig(windows={Q: 2})
+    events = {n: f'{{"body": "WyAg{n * 4}ICBd", "properties": {{"tag": "{n}"}}}}' for n in "ABCD"}
+    events["C"] = '{"not": "joinable"}'
+
+    def pushed(n: str) -> Ticket:
+        return Ticket(member=f"job_a/call_{n}", queue=Q, tenant="a", priority=2, key="", limit=0,
+                      payload=f"!test:broker\ntest:events\n{events[n]}\nmessage {n}")
+
+    pubsub = store.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe("test:events")
+    pubsub.get_message(timeout=1.0)  # the subscription's confirmation
+
+    def published(count: int) -> list[str]:
+        got: list[str] = []
+        deadline = time.monotonic() + 10
+        while len(got) < count and time.monotonic() < deadline:
+            if (message := pubsub.get_message(timeout=1.0)) is not None:
+                got.append(message["data"])
+        return got
+
+    try:
+        assert store.admit_calls([pushed("A"), pushed("B"), pushed("C"), pushed("D")], config) == ["!", "!"]
+        assert store.redis.lrange("test:broker", 0, -1) == ["message B", "message A"]  # LPUSH: the first at the right
+        assert published(1) == ['{"body": "WyAgAAAALCAgBBBBICBd", "properties": {"tag": "A"}}']
+        assert store.admit_calls([], config, ended=["job_a/call_A", "job_a/call_B"]) == ["!", "!"]
+        assert store.redis.lrange("test:broker", 0, 1) == ["message D", "message C"]
+        assert sorted(published(2)) == sorted(['{"not": "joinable"}',
+                                               '{"body": "WyAgDDDDICBd", "properties": {"tag": "D"}}'])
+    finally:
+        pubsub.close()

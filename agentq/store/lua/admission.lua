@@ -165,10 +165,12 @@ local function park(member, q, t, p, k, l, payload)
   table.insert(pushes[key], cjson.encode({member, k, l}) .. '\n' .. payload)
 end
 
+-- a parked entry: its head, and where its payload starts (`at`: the payload is not copied out of the entry, read
+-- where it is by `deliver`)
 local function parse(entry)
   local cut = string.find(entry, '\n', 1, true)
   local head = cjson.decode(string.sub(entry, 1, cut - 1))
-  return {raw = entry, member = head[1], k = head[2], l = tonumber(head[3]), payload = string.sub(entry, cut + 1)}
+  return {raw = entry, member = head[1], k = head[2], l = tonumber(head[3]), at = cut + 1}
 end
 
 -- whether parked entries are withdrawn: taken or withdrawn in this step, else (only while the store counts some
@@ -211,28 +213,23 @@ local function read_list(key, want)
   return s
 end
 
--- what to answer for an admitted call's payload: a task made for the broker is pushed (with the others, at the end)
-local deliveries, delivery_order, events = {}, {}, {}
-local function deliver(payload)
-  if string.byte(payload, 1) ~= 33 then return payload end  -- not '!'
-  local a = string.find(payload, '\n', 2, true)
-  local b = string.find(payload, '\n', a + 1, true)
-  local c = string.find(payload, '\n', b + 1, true)
-  local key = string.sub(payload, 2, a - 1)
-  if not deliveries[key] then deliveries[key] = {}; delivery_order[#delivery_order + 1] = key end
-  table.insert(deliveries[key], string.sub(payload, c + 1))
-  if b > a + 1 then
-    events[#events + 1] = string.sub(payload, a + 1, b - 1)
-    events[#events + 1] = string.sub(payload, b + 1, c - 1)
-  end
-  return '!'
-end
-
 -- the task-sent events of the calls pushed, published per channel as one message of EVENTS_GROUP events at most
 -- (store/step_constants.py), in admission order: an event made joinable (`runtime/pushed.py`) is a message whose
 -- body is the base64 of '[  ' .. its event .. '  ]', each part a multiple of three bytes, so the events of several
--- join as their base64 put one after the other with ',  ' ('LCAg') between; any other is published alone
+-- join as their base64 put one after the other with ',  ' ('LCAg') between; any other is published alone. Each is
+-- noted as {channel, its base64 part, the payload holding it, where its message's rest starts and ends} when
+-- joinable, else {channel, false, the event}: only what is published is copied out of its payload.
 local JOINABLE, HEAD, COMMA, TAIL = '{"body": "WyAg', 'WyAg', 'LCAg', 'ICBd'
+local events = {}
+local function note_event(channel, s, i, j)
+  local close = string.sub(s, i, i + #JOINABLE - 1) == JOINABLE and string.find(s, '"', i + #JOINABLE, true)
+  if close and close <= j and string.sub(s, close - 4, close - 1) == TAIL then
+    events[#events + 1] = {channel, string.sub(s, i + #JOINABLE, close - 5), s, close, j}
+  else
+    events[#events + 1] = {channel, false, string.sub(s, i, j)}
+  end
+end
+
 local function publish_events()
   local groups, order = {}, {}
   local function flush(channel)
@@ -242,25 +239,39 @@ local function publish_events()
       g.parts = {}
     end
   end
-  for i = 1, #events, 2 do
-    local channel, event = events[i], events[i + 1]
-    local close = string.sub(event, 1, #JOINABLE) == JOINABLE and string.find(event, '"', #JOINABLE + 1, true)
-    if close and string.sub(event, close - 4, close - 1) == TAIL then
+  for _, e in ipairs(events) do
+    local channel = e[1]
+    if e[2] then
       local g = groups[channel]
       if not g then g = {parts = {}}; groups[channel] = g; order[#order + 1] = channel end
-      if #g.parts == 0 then g.rest = string.sub(event, close) end
-      g.parts[#g.parts + 1] = string.sub(event, #JOINABLE + 1, close - 5)
+      if #g.parts == 0 then g.rest = string.sub(e[3], e[4], e[5]) end
+      g.parts[#g.parts + 1] = e[2]
       if #g.parts >= EVENTS_GROUP then flush(channel) end
     else
-      redis.call('PUBLISH', channel, event)
+      redis.call('PUBLISH', channel, e[3])
     end
   end
   for _, channel in ipairs(order) do flush(channel) end
 end
 
+-- what to answer for an admitted call's payload, the part of `s` from `from` on: a task made for the broker is pushed
+-- (with the others, at the end)
+local deliveries, delivery_order = {}, {}
+local function deliver(s, from)
+  if string.byte(s, from) ~= 33 then return from == 1 and s or string.sub(s, from) end  -- not '!'
+  local a = string.find(s, '\n', from + 1, true)
+  local b = string.find(s, '\n', a + 1, true)
+  local c = string.find(s, '\n', b + 1, true)
+  local key = string.sub(s, from + 1, a - 1)
+  if not deliveries[key] then deliveries[key] = {}; delivery_order[#delivery_order + 1] = key end
+  table.insert(deliveries[key], string.sub(s, c + 1))
+  if b > a + 1 then note_event(string.sub(s, a + 1, b - 1), s, b + 1, c - 1) end
+  return '!'
+end
+
 -- what to answer for the i-th new call admitted at once
 local function at_once(payload, i)
-  if string.byte(payload, 1) == 33 then return deliver(payload) end
+  if string.byte(payload, 1) == 33 then return deliver(payload, 1) end
   return '#' .. i
 end
 
@@ -288,7 +299,7 @@ local function take_behind(key)
       if s.next > 1 then redis.call('LTRIM', key, s.next - 1, -1) end
       redis.call('LREM', key, 1, e.raw)
       lists[key] = {items = {}, next = 1, all = false}
-      return e.member, e.k, e.payload
+      return e.member, e.k, e.raw, e.at
     end
   end
   return nil
@@ -306,10 +317,10 @@ local function take(q, t)
         if head then
           if free(head.k, head.l) then
             s.next = s.next + 1
-            return head.member, head.k, head.payload
+            return head.member, head.k, head.raw, head.at
           end
-          local member, k, payload = take_behind(key)
-          if member then return member, k, payload end
+          local member, k, entry, at = take_behind(key)
+          if member then return member, k, entry, at end
         end
       end
     end
@@ -348,12 +359,12 @@ local function fill_one(q, r, blocked)
     local pass = r.pass[t]
     local mx = maxima[t]
     if not blocked[t] and not (mx and count('t:' .. t) >= tonumber(mx)) then
-      local member, k, payload = take(q, t)
+      local member, k, entry, at = take(q, t)
       if member then
         parking = parking or {}
         parking[member] = false
         admit(member, q, t, k)
-        table.insert(out, deliver(payload))
+        table.insert(out, deliver(entry, at))
         times[q] = pass
         times_changed[q] = true
         if empty(q, t) then set_pass(r, t, nil)
