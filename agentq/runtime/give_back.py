@@ -55,8 +55,12 @@ class Noted:
         if self._pid != os.getpid():
             self._start(give_back)
         with self._wake:
+            first = not self._members
             self._members += members
-            self._wake.notify()
+            # the thread waits for a first place, then for its group to fill: only those wake it (a wake-up per
+            # ended call cost each a thread switch in the process running the calls)
+            if first or len(self._members) >= self.enough:
+                self._wake.notify()
 
     def close(self) -> None:
         """No more groups: the thread gives back what was noted and ends before this returns, so its last step

@@ -171,3 +171,29 @@ def test_where_many_share_a_window_a_place_is_given_back_at_once(backend: Backen
     adm.ended("job_g", ["call_0"], [])
     wait_for(lambda: published == ["job_g/call_2"], 10.0, "the place to be given back at once")
     adm.close()
+
+
+def test_the_thread_wakes_for_a_group_s_first_place_and_once_it_is_full_not_for_each_place(
+        monkeypatch: pytest.MonkeyPatch):
+    """Each wake-up of the giving-back thread is a thread switch in the process that runs the calls: a place noted
+    while a group fills wakes it only when it is the group's first or completes it."""
+    monkeypatch.setattr(give_back_module, "GIVE_BACK_S", 60.0)  # only a full group ends the wait
+    noted = give_back_module.Noted(enough=4)
+    noted.enough = 4  # what the thread asks `enough` for before each group
+    given: list[list[str]] = []
+    noted.add(["p0"], lambda: given.append(noted.take()))  # the first place starts the thread and wakes it
+    wakes: list[int] = []
+    notify = noted._wake.notify
+
+    def counted(n: int = 1) -> None:
+        wakes.append(n)
+        notify(n)
+
+    monkeypatch.setattr(noted._wake, "notify", counted)
+    try:
+        for member in ("p1", "p2", "p3"):
+            noted.add([member], lambda: given.append(noted.take()))
+        wait_for(lambda: given == [["p0", "p1", "p2", "p3"]], 10.0, "the group to be given back")
+        assert wakes == [1]  # p3 completed the group; p1 and p2 did not wake the thread
+    finally:
+        noted.close()
