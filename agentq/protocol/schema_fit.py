@@ -46,7 +46,7 @@ def fit_for(schema: Any) -> Fit | None:
     """The compiled check of `schema`, or None when it uses a keyword not checked here (see the module)."""
     try:
         return _compile(schema)
-    except (_Unsupported, TypeError, ValueError, re.error):
+    except (_Unsupported, TypeError, ValueError, RecursionError, re.error):
         return None
 
 

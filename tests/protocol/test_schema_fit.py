@@ -174,3 +174,9 @@ def test_planning_a_job_validates_its_conforming_calls_without_jsonschema(monkey
         plan_job({"calls": [*calls, {"_tool": "fit", "n": "x"}]}, tools={"fit": tool}, live_activities={"fit": {}})
     assert [p.pointer for p in caught.value.problems] == ["/calls/50/n"]
     assert [c["n"] for c in walked] == ["x"]  # only the call that does not fit was walked by jsonschema
+
+
+def test_a_schema_that_holds_itself_gets_no_check():
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["again"] = schema  # not JSON, but a Python caller may build it
+    assert fit_for(schema) is None
