@@ -13,9 +13,10 @@ call's handling (claim, commit, validation, events, JSON...), and the top frames
 wall time here (waiting on a Redis round trip shows as the socket read or send), which is what a prefork
 child's throughput depends on.
 
-``--cprofile`` profiles the children's CPU time instead (cProfile with ``time.process_time``, from each
-child's start to its exit, see ``bench_activities.py``) and prints microseconds of CPU per call by function.
-Not a test.
+``--gil`` samples a child only while it holds the interpreter lock: where its CPU goes, without cProfile's
+inflation of Python-heavy code. ``--cprofile`` profiles the children's CPU time instead (cProfile with
+``time.process_time``, from each child's start to its exit, see ``bench_activities.py``) and prints microseconds
+of CPU per call by function. Not a test.
 """
 
 from __future__ import annotations
@@ -42,19 +43,22 @@ from agentq.embedded import RedisServer  # noqa: E402
 from agentq.settings import Settings  # noqa: E402
 from benchmarks.throughput import AgentQ, WorkerProcess, chain_job, independent_job  # noqa: E402
 
-# Parts of a call's handling, by the frames that mark them (the first match from the innermost frame out).
+# Parts of a call's handling, by the frames that mark them: a sample counts for the first part, in this order,
+# one of whose frames it holds.
 PARTS = [
-    ("claim (EVALSHA round trip)", ("StateStore.claim",)),
-    ("commit (EVALSHA round trip)", ("StateStore.commit",)),
-    ("start events sent apart (XADD)", ("StateStore.add_events",)),
-    ("finalize the job", ("finalize_job", "Executor.advance")),
+    ("claim (its store step, its start events packed)", ("RedisCalls.claim",)),
+    ("commit (its store step, its events and messages packed)", ("RedisCalls.commit",)),
+    ("start events sent apart (XADD)", ("add_events",)),
+    ("finalize the job", ("finalize_job", "JobProgress.advance", "end_ahead")),
     ("validate_call", ("validate_call",)),
-    ("render events (parts, envelopes)", ("_start_events", "tool_result_part", "technical_details",
-                                           "activity_part", "CallFinished", "CallStarted")),
+    ("render events (parts, envelopes)", ("start_events", "done_event", "tool_result_part", "technical_details",
+                                           "activity_part")),
     ("record digest / from_dict / to_dict", ("record_digest", "CallRecord.from_dict", "CallRecord.to_dict",
                                              "call_pointer")),
     ("output messages", ("output_messages",)),
     ("the activity itself", ("invoke_handler",)),
+    ("job progress after the commit", ("JobProgress.committed",)),
+    ("metrics, hooks, tracing", ("Hooks.", "count_redelivery", "call_span")),
     ("leases", ("LeaseKeeper",)),
 ]
 
@@ -112,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--shape", default="independent", choices=["independent", "chain"])
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
+    parser.add_argument("--gil", action="store_true",
+                        help="sample only a child holding the interpreter lock (its CPU, not its waits on Redis)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cprofile", action="store_true", help="CPU time per call by function (cProfile)")
     parser.add_argument("--tool", default="noop", choices=["noop", "noop_i"],
@@ -125,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         aq.run(independent_job(200))  # warm up
         aq.run(chain_job(5))
         children = worker.children()
+        only_gil = ["--gil"] if args.gil else []
         spies = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(args.rate), "--format", "raw",
-                                   "--output", str(out / f"child-{pid}.txt")],
+                                   *only_gil, "--output", str(out / f"child-{pid}.txt")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in children]
         time.sleep(1.0)
         elapsed, submit, _ = aq.run(the_job(args))
