@@ -8,10 +8,11 @@ Starts a private `redis-server`, submits one job of ``--calls`` independent no-o
 worker serves, so nothing else touches it) and replays, for each call, what `Executor.run_call` does for a call
 that reads nothing, piece by piece, as a worker process would after its first call of the job (record
 carried by the task, the job's tool at hand): the task's record read back (`call_pointer`), the record's digest,
-validation, the start events rendered, the claim (one EVALSHA), the output messages, the finish event rendered,
-the commit (one EVALSHA). Each piece's CPU and wall time per call are the medians of three rounds; the two
-round trips are also shown with their arguments' JSON encoding on its own. Not a test: compare the rows, and
-run it again after a change.
+the start events rendered, the claim (one EVALSHA), the output messages, the finish event rendered, the commit (one
+EVALSHA). Each piece's CPU and wall time per call are the medians of three rounds; the two round trips are also
+shown with their arguments' JSON encoding on its own, and the call's validation, which a worker does only for a
+call whose start events its claim did not publish (a later attempt, a record or tool the claim replaced), apart
+from the total. Not a test: compare the rows, and run it again after a change.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def run_round(client: Client, calls: int, clock: Clock) -> None:
         call_id, carried = pointer.call_id, pointer.record
         with clock("record digest (SHA-1 of its JSON)"):
             digest = record_digest(carried)
-        with clock("validate_call (second validation)"):
+        with clock("  (validate_call: only for a call its claim did not announce)"):
             validate_call(carried.call, solution_for(tool))
         with clock("render job.started + call.started"):
             started = JobStarted(job_id=job_id, part=activity_part("Job started", source="agentq"))
