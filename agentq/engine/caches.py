@@ -11,6 +11,7 @@ import threading
 from agentq.protocol.cache import LRU
 from agentq.protocol.conversation import Exchange
 from agentq.protocol.transcript import Transcript
+from agentq.protocol.validation import ToolValidator, validator_for
 from agentq.protocol.views import LogIndex
 from agentq.store.contracts import TickStore
 from agentq.store.views import AgentInputs
@@ -89,6 +90,22 @@ class JobTools:
             entry = self._tools.replace((job_id, name), latest if latest and latest[1] == sha else (tool, sha))
             self._latest.replace(name, entry)
         return entry[0]
+
+
+class ToolValidators:
+    """The validators of the tool schemas a process validates resolved calls against (a call that reads the job's
+    state is validated once its references are replaced), by the SHA-1 of the schema's stored JSON: built once per
+    schema, its compiled check included (`protocol/schema_fit.py`)."""
+
+    def __init__(self, capacity: int = 256):
+        self._validators: LRU[str, ToolValidator] = LRU(capacity)
+
+    def of(self, tool: dict, sha: str) -> ToolValidator | None:
+        """The validator of `tool`, whose stored JSON has SHA-1 `sha` (None when it is not known: '')."""
+        if not sha:
+            return None
+        validator = self._validators.get(sha)
+        return validator if validator is not None else self._validators.put(sha, validator_for(tool))
 
 
 class Transcripts:

@@ -261,7 +261,7 @@ class Executor:
         resolved = record.call
         try:
             if not announced:  # else the call was validated and its start events published by the claim
-                resolved = self._resolve(record, tool, index)
+                resolved = self._resolve(record, tool, index, claim.tool_sha)
                 self.store.add_events(job_id, start_events(job_id, call_id, record, tool, resolved, claim.attempt,
                                                            source=self.source))
             if ran is not None:
@@ -340,8 +340,9 @@ class Executor:
                                         lambda part: self.store.add_events(job_id, [part]))
         return result, output_messages(record.call, result, call_id=call_id, date=now_iso())
 
-    def _resolve(self, record: CallRecord, tool: dict, index: LogIndex | None) -> dict:
-        """The call with its references replaced by values, validated against its composed tool."""
+    def _resolve(self, record: CallRecord, tool: dict, index: LogIndex | None, tool_sha: str) -> dict:
+        """The call with its references replaced by values, validated against its composed tool (whose stored JSON
+        has SHA-1 `tool_sha`: its validator is kept)."""
         resolved = record.call
         if index is not None:
             resolved, missing = resolve_params(record.call, index, record.instance)
@@ -349,7 +350,7 @@ class Executor:
                 raise CallFailure("UnresolvedReference", "references with no value once nothing could write them "
                                   "anymore: " + ", ".join(missing), retryable=False)
         try:
-            validate_call(resolved, solution_for(tool))
+            validate_call(resolved, solution_for(tool), validator=self.intake.validators.of(tool, tool_sha))
         except InvalidInputError as error:
             raise CallFailure(type(error).__name__, str(error), retryable=False) from None
         return resolved

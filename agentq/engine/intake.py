@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agentq.engine.caches import JobTools, LogCache, StaleCache
+from agentq.engine.caches import JobTools, LogCache, StaleCache, ToolValidators
 from agentq.engine.render import job_started, start_events
 from agentq.engine.signing import TaskSigner
 from agentq.protocol.activities import ActivityRegistry
@@ -58,6 +58,7 @@ class CallIntake:
         self.source = source
         self.logs = LogCache()
         self.tools = JobTools()
+        self.validators = ToolValidators()  # for the calls validated once their references are resolved
         self._started_jobs: LRU[str, bool] = LRU(4096)  # jobs a claim of this process found started
 
     # the claim and each case it meets: a cached tool or not, the log to catch up, a job id used again
@@ -105,7 +106,8 @@ class CallIntake:
         if claim.tool is not None:
             return replace(claim, tool=self.tools.keep(job_id, claim.record.tool, claim.tool, claim.tool_sha, stamp))
         if cached is not None:
-            return replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1], stamp))
+            return replace(claim, tool=self.tools.keep(job_id, claim.record.tool, cached[0], cached[1], stamp),
+                           tool_sha=cached[1])
         return claim
 
     def _with_log(self, job_id: str, claim: Claimed, offset: int, needs_log: bool) -> Intake:

@@ -262,14 +262,16 @@ def tool_call_errors(
     return _tool_problems(call, tool, tuple(skip_pointers), pointer_prefix, validator)
 
 
-def validate_call(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "") -> dict:
-    """Validate ``call``; return the composed tool schema it matched.
+def validate_call(call: Any, solution_schema: Mapping[str, Any], *, pointer_prefix: str = "",
+                  validator: ToolValidator | None = None) -> dict:
+    """Validate ``call``; return the composed tool schema it matched. ``validator``: the validator of that tool,
+    when the caller keeps one (`validator_for`; built here otherwise).
 
     Raises :class:`UnknownToolError` for a tool that is not in the solution schema (the message lists the
     known tools) and :class:`CallValidationError` with *all* problems, each with a JSON pointer.
     """
     tool = tool_schema_for(call, solution_schema, pointer_prefix=pointer_prefix)
-    problems = _tool_problems(call, tool, (), pointer_prefix)
+    problems = _tool_problems(call, tool, (), pointer_prefix, validator)
     if problems:
         raise CallValidationError(f"Call to tool {call['_tool']!r} does not match its schema", problems)
     return tool

@@ -284,6 +284,38 @@ def test_invalid_input_fails_without_running_the_handler(rig: Rig):
     assert rig.named(job_id, "call.finished")[1]["error"]["type"] == "CallValidationError"
 
 
+def test_resolved_calls_are_validated_by_their_tool_s_kept_check(rig: Rig, monkeypatch: pytest.MonkeyPatch):
+    """A call that reads the job's state is validated once its references are replaced, by its tool's validator,
+    kept per schema: a conforming call takes its compiled check (jsonschema walks none), one that does not fit is
+    still worded by jsonschema."""
+    from jsonschema import Draft202012Validator
+
+    walked: list[dict] = []
+    iter_errors = Draft202012Validator.iter_errors
+
+    def spied(self: Draft202012Validator, instance: object, *args: object) -> object:
+        if isinstance(instance, dict) and "_tool" in instance:
+            walked.append(instance)
+        return iter_errors(self, instance, *args)
+
+    monkeypatch.setattr(Draft202012Validator, "iter_errors", spied)
+    rig.activity("source", lambda call: call["n"])
+    rig.activity("strict", lambda call: call["n"], {"n": {"type": "integer", "minimum": 0}})
+    calls = [{"_tool": "source", "n": 1, "_outputPath": "†state.a"},
+             {"_tool": "strict", "n": "†state.a", "_outputPath": "†state.b"},
+             {"_tool": "source", "n": -1, "_outputPath": "†state.c"},
+             {"_tool": "strict", "n": "†state.c", "_outputPath": "†state.d"}]
+    job_id = rig.submit({"calls": calls})
+    walked.clear()  # the submission walked the calls that still held references
+    assert sorted(rig.drain()) == ["done", "done", "done", "failed"]
+    assert [c["n"] for c in walked] == [-1]  # only the call that does not fit its tool
+    (failed,) = [e for e in rig.named(job_id, "call.finished") if e["status"] == "failed"]
+    assert failed["error"]["type"] == "CallValidationError"
+    assert "-1 is less than the minimum of 0" in failed["error"]["message"]
+    # one per schema (`source`'s first call is validated too: this process had no copy of its tool to announce it)
+    assert len(rig.executor.intake.validators._validators) == 2
+
+
 def test_calls_of_a_canceled_job_do_not_run(rig: Rig):
     chain(rig)
     job_id = rig.submit(CHAIN)
