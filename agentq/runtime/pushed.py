@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agentq.protocol.admission import PUSHED
 from agentq.protocol.records import CallRecord
 from agentq.runtime.publish import NotKept
-from agentq.runtime.pushed_messages import PushedMessages
+from agentq.runtime.pushed_messages import PushedMessages, joined_message
 from agentq.runtime.redis_transport import Commands
 from agentq.store.connect import is_sentinel_url, scheme_of
 
@@ -48,7 +48,7 @@ class PushedTasks:
 
     def __init__(self, dispatcher: Dispatcher):
         self.dispatcher = dispatcher
-        self.messages = PushedMessages(dispatcher.tasks, payload)  # payloads made from envelopes, once learnt
+        self.messages = PushedMessages(dispatcher.tasks, joined_payload)  # payloads made from envelopes, once learnt
         self._warned = False
 
     def payloads(self, calls: Sequence[tuple[str, CallRecord]]) -> list[str] | None:
@@ -93,23 +93,22 @@ def _payloads(kept: list[Commands], calls: int, *, events: bool) -> list[str] | 
 
 def payload(key: str, channel: str, event: str, message: str) -> str:
     """The payload that pushes `message` onto the list `key` and publishes `event` on `channel` ("": none), as
-    kombu's Redis transport would have sent them; payloads made from envelopes are written by it too
-    (`PushedMessages`). The event is made joinable (`_joinable`)."""
-    return f"{PUSHED}{key}\n{channel}\n{_joinable(event) if event else ''}\n{message}"
+    kombu's Redis transport would have sent them. The event is made joinable (`_joinable`)."""
+    return joined_payload(key, channel, _joinable(event) if event else "", message)
 
 
-JOINED_HEAD, JOINED_COMMA, JOINED_TAIL = "[  ", ",  ", "  ]"
-"""What an event message's body holds around its event (a JSON list of it), and between two events the step
-joined: three bytes each, so that each is four characters of base64 (`admission.lua` writes them so)."""
+def joined_payload(key: str, channel: str, event: str, message: str) -> str:
+    """`payload` of an event made joinable already (`PushedMessages` makes it so, `joinable_event`)."""
+    return f"{PUSHED}{key}\n{channel}\n{event}\n{message}"
 
 
 def _joinable(message: str) -> str:
     """The `task.multi` message of one event (kombu's envelope, its body the base64 of a JSON list of that event)
-    made joinable: the body first in the envelope, the event padded with spaces to a multiple of three bytes between
-    `JOINED_HEAD` and `JOINED_TAIL`. Each event's base64 then stands alone, and the step joins the events of one
-    channel by putting their base64 one after the other, `JOINED_COMMA`'s between (`admission.lua`). The message
-    still reads as it did (a list of the one event); one that is not such a message is left as it is (the step
-    publishes it alone)."""
+    made joinable (`pushed_messages.joined_message`): the body first in the envelope, the event padded with spaces
+    to a multiple of three bytes between `JOINED_HEAD` and `JOINED_TAIL`. Each event's base64 then stands alone, and
+    the step joins the events of one channel by putting their base64 one after the other, `JOINED_COMMA`'s between
+    (`admission.lua`). The message still reads as it did (a list of the one event); one that is not such a message
+    is left as it is (the step publishes it alone)."""
     try:
         envelope = json.loads(message)
         body = base64.b64decode(envelope.pop("body"), validate=True)
@@ -118,11 +117,7 @@ def _joinable(message: str) -> str:
         return message
     if encoding != "base64" or not (body.startswith(b"[") and body.endswith(b"]")):
         return message
-    event = body[1:-1].strip()
-    event += b" " * (-len(event) % 3)
-    text = base64.b64encode(JOINED_HEAD.encode() + event + JOINED_TAIL.encode()).decode()
-    rest = json.dumps(envelope)
-    return f'{{"body": "{text}"' + (", " + rest[1:] if rest != "{}" else "}")
+    return joined_message(body[1:-1].strip(), envelope)
 
 
 def _command(publication: Commands) -> tuple[str, str, str] | None:
