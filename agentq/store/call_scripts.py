@@ -41,7 +41,16 @@ from agentq.store.replies import (
     SettleUnstarted,
 )
 from agentq.store.script_runner import ScriptRunner
-from agentq.store.step_args import ClaimArgs, CommitArgs, DecideArgs, EndCount, EndingArgs, SettleArgs, StartCheck
+from agentq.store.step_args import (
+    ClaimArgs,
+    CommitArgs,
+    DecideArgs,
+    EndCount,
+    EndingArgs,
+    FinalizeArgs,
+    SettleArgs,
+    StartCheck,
+)
 
 
 def _job_started_arg(job_started: Envelope | None, job_id: str, *, expect_started: bool) -> str:
@@ -55,10 +64,8 @@ def _ending(ahead: EndAhead | None, job_id: str, count: EndCount | None) -> Endi
     """commit.lua's `ending`: the job's end its caller built (with the metrics' `count` of it), or None."""
     if ahead is None:
         return None
-    record = ahead.record
-    return EndingArgs(digest=ahead.digest, log_length=ahead.log_length, status=record.status.value,
-                      record=dumps(record.to_dict()), finished_at=record.finished_at or now_iso(),
-                      event=entry(ahead.event, job_id), count=count)
+    return EndingArgs(digest=ahead.digest, log_length=ahead.log_length,
+                      end=FinalizeArgs.of(ahead.record, entry(ahead.event, job_id), count))
 
 
 def _renew_layout(keys: JobKeys, leases: Mapping[str, str], lease_ms: int) -> tuple[list[str], list[Any]]:

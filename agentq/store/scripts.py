@@ -91,9 +91,7 @@ class Scripts(CallScripts):
         """finalize.lua: give an active job its final status and record (and, with `count`, count its end for the
         metrics); False when it had ended already (nothing written)."""
         return bool(self._run("finalize", [keys.job, keys.events, keys.done, *(count.keys if count else ())],
-                              [FinalizeArgs(status=record.status.value, record=dumps(record.to_dict()),
-                                            finished_at=record.finished_at or now_iso(),
-                                            event=entry(event, keys.job_id), count=count).encode()]))
+                              [FinalizeArgs.of(record, entry(event, keys.job_id), count).encode()]))
 
     def cancel(self, keys: JobKeys, *, event: Envelope) -> CancelReply:
         """cancel.lua: cancel a job."""

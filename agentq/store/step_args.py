@@ -5,8 +5,12 @@ follow it as plain ARGV values, so they are not encoded twice."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from agentq.protocol.digests import dumps
+from agentq.protocol.digests import dumps, now_iso
+
+if TYPE_CHECKING:
+    from agentq.protocol.records import JobRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +83,8 @@ class EndCount:
 @dataclass(frozen=True, slots=True)
 class FinalizeArgs:
     """finalize.lua's record: a job's end (`status`, its `record` JSON, `finished_at`, `event`: the packed
-    job.finished entry), and its `count` on a single Redis (None: counted after the step)."""
+    job.finished entry), and its `count` on a single Redis (None: counted after the step). A commit that ends its
+    job sends the same end (`EndingArgs`)."""
 
     status: str
     record: str
@@ -87,35 +92,36 @@ class FinalizeArgs:
     event: str
     count: EndCount | None = None
 
-    def encode(self) -> str:
+    @classmethod
+    def of(cls, record: JobRecord, event: str, count: EndCount | None = None) -> FinalizeArgs:
+        """The end of the job whose final record is `record`, its job.finished entry `event` (packed)."""
+        return cls(status=record.status.value, record=dumps(record.to_dict()),
+                   finished_at=record.finished_at or now_iso(), event=event, count=count)
+
+    def fields(self) -> dict[str, object]:
         fields: dict[str, object] = {"status": self.status, "record": self.record, "finished_at": self.finished_at,
                                      "event": self.event}
         if self.count is not None:
             fields["count"] = self.count.fields()
-        return dumps(fields)
+        return fields
+
+    def encode(self) -> str:
+        return dumps(self.fields())
 
 
 @dataclass(frozen=True, slots=True)
 class EndingArgs:
     """The job's end a commit's caller built from what its claim sent (`EndAhead`): written by commit.lua when the
     commit ends the job and the job hash (`digest`: the SHA-1 of its fields the claim sent) and the log
-    (`log_length`) are as the claim read them plus this outcome; with its `count` on a single Redis (None: the
-    caller counts it after the step)."""
+    (`log_length`) are as the claim read them plus this outcome. `end`: what finalize.lua would write, with its
+    `count` on a single Redis (None: the caller counts it after the step)."""
 
     digest: str
     log_length: int
-    status: str
-    record: str  # the job's record JSON
-    finished_at: str
-    event: str  # the packed job.finished entry
-    count: EndCount | None = None
+    end: FinalizeArgs
 
     def fields(self) -> dict[str, object]:
-        fields: dict[str, object] = {"digest": self.digest, "log_length": self.log_length, "status": self.status,
-                                     "record": self.record, "finished_at": self.finished_at, "event": self.event}
-        if self.count is not None:
-            fields["count"] = self.count.fields()
-        return fields
+        return {"digest": self.digest, "log_length": self.log_length, **self.end.fields()}
 
 
 @dataclass(frozen=True, slots=True)
