@@ -103,28 +103,26 @@ def _children(pid: int) -> list[int]:
 
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) of a process and its descendants alive now (Linux /proc; 0 elsewhere)."""
-    total, stack, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total, stack = 0.0, [pid]
     while stack:
         current = stack.pop()
-        try:
-            with open(f"/proc/{current}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
+        cpu = own_cpu(current)
+        if cpu is None:
             continue
+        total += cpu
         stack += _children(current)
     return total
 
 
-def own_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of one process (Linux /proc; 0 elsewhere)."""
+def own_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of one process (Linux /proc; None where it cannot be read: gone, or no /proc)."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return None
 
 
 class WorkerProcess:
@@ -149,7 +147,7 @@ class WorkerProcess:
 
     def parent_cpu(self) -> float:
         """The worker's main process alone (Celery's consumer: it receives, hands out and acknowledges tasks)."""
-        return own_cpu(self.pid)
+        return own_cpu(self.pid) or 0.0
 
     def check(self) -> None:
         if self.popen.poll() is not None:
