@@ -9,12 +9,14 @@ attach to a child process, e.g. root)::
 It starts a private `redis-server`, an `agentq worker -m bench_activities --pool prefork --concurrency 2` and
 samples both pool children with ``py-spy record --format raw`` while one job of ``--calls`` no-op calls runs,
 then prints the share of the children's samples spent in each agentq function (inclusive), in each part of a
-call's handling (claim, commit, validation, events, JSON...), and the top frames by self time. py-spy samples
-wall time here (waiting on a Redis round trip shows as the socket read or send), which is what a prefork
-child's throughput depends on.
+call's handling (claim, commit, validation, events, JSON...), and the top frames by self time. py-spy samples a
+thread while it runs or is ready to run, not while it sleeps (a Redis reply that came back while the child waited
+for a CPU shows as the socket read); the shares count the children's main threads, which run the tasks.
 
-``--gil`` samples a child only while it holds the interpreter lock: where its CPU goes, without cProfile's
-inflation of Python-heavy code. ``--cprofile`` profiles the children's CPU time instead (cProfile with
+``--idle`` samples the children while they sleep too, and prints where their main threads' wall time goes: waiting
+for the next task from the worker's main process, waiting on Redis inside a task, the rest. ``--gil`` samples a
+child only while it holds the interpreter lock: where its CPU goes, without cProfile's inflation of Python-heavy
+code. ``--cprofile`` profiles the children's CPU time instead (cProfile with
 ``time.process_time``, from each child's start to its exit, see ``bench_activities.py``) and prints microseconds
 of CPU per call by function. Not a test.
 """
@@ -106,6 +108,22 @@ def bench_worker(server: RedisServer, calls: int, out: Path, **env: str) -> Iter
         worker.stop()
 
 
+def print_waits(main: list[tuple[list[str], int]], total: int) -> None:
+    """Where a child's main thread spends its wall time (`--idle`): waiting for its next task (the pool's pipe from
+    the worker's main process, which takes it from the broker), waiting on Redis inside a task, the rest."""
+    def share(count: int) -> str:
+        return f"{count / max(total, 1):6.1%}"
+
+    next_task = sum(c for frames, c in main if frames[-1].startswith("Connection._recv")
+                    and not any("fast_trace_task" in f for f in frames))
+    on_redis = sum(c for frames, c in main if any("fast_trace_task" in f for f in frames)
+                   and frames[-1].startswith(("_HiredisParser.read_from_socket", "AbstractConnection.send_packed")))
+    print("where the children's main threads spend their wall time:")
+    print(f"  {share(next_task)}  waiting for the next task from the worker's main process")
+    print(f"  {share(on_redis)}  inside a task, waiting on Redis (sending a step, reading its reply)")
+    print(f"  {share(total - next_task - on_redis)}  the rest (running, or ready to run and waiting for a CPU)")
+
+
 def the_job(args: argparse.Namespace) -> dict:
     """The job profiled: `--calls` independent calls of `--tool`, or a chain of `--calls` calls."""
     return independent_job(args.calls, args.tool) if args.shape == "independent" else chain_job(args.calls)
@@ -118,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
     parser.add_argument("--gil", action="store_true",
                         help="sample only a child holding the interpreter lock (its CPU, not its waits on Redis)")
+    parser.add_argument("--idle", action="store_true",
+                        help="sample the children also while they sleep: their wall time, waits for the next task "
+                             "and for Redis included")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cprofile", action="store_true", help="CPU time per call by function (cProfile)")
     parser.add_argument("--tool", default="noop", choices=["noop", "noop_i"],
@@ -133,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         children = worker.children()
         only_gil = ["--gil"] if args.gil else []
         spies = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", str(args.rate), "--format", "raw",
-                                   *only_gil, "--output", str(out / f"child-{pid}.txt")],
+                                   *only_gil, *(["--idle"] if args.idle else []),
+                                   "--output", str(out / f"child-{pid}.txt")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in children]
         time.sleep(1.0)
         elapsed, submit, _ = aq.run(the_job(args))
@@ -142,11 +164,21 @@ def main(argv: list[str] | None = None) -> int:
         for spy_process in spies:
             spy_process.wait(30)
     stacks = [entry for path in out.glob("child-*.txt") for entry in parse_raw(path)]
-    busy = [(frames, count) for frames, count in stacks if any("fast_trace_task" in f for f in frames)]
-    total = sum(count for _, count in stacks)
+    # a child's main thread runs the tasks; its other threads (giving places back, renewing leases) mostly wait, and
+    # their samples say nothing of how busy the child is
+    main = [(frames, count) for frames, count in stacks if frames and frames[0].startswith("_run_module_as_main")]
+    busy = [(frames, count) for frames, count in main if any("fast_trace_task" in f for f in frames)]
+    total = sum(count for _, count in main)
     in_calls = sum(count for _, count in busy)
     print(f"{args.calls} {args.shape} calls in {elapsed:.2f} s (submit {submit:.2f} s); {total} samples of the "
-          f"children, {in_calls} ({in_calls / max(total, 1):.0%}) inside a task (the rest: waiting for one)")
+          f"children's main threads, {in_calls} ({in_calls / max(total, 1):.0%}) inside a task (the rest: in the "
+          f"pool's loop, taking the next task and handing back the last one's result)")
+    background = sum(count for frames, count in stacks if frames and not frames[0].startswith("_run_module_as_main")
+                     and not frames[-1].startswith(("Condition.wait", "Event.wait")))
+    print(f"their other threads, when not waiting: {background} samples ({background / max(total, 1):.0%} of the "
+          "main threads')")
+    if args.idle:
+        print_waits(main, total)
     print(f"\nshare of a task's samples (a call: {elapsed / args.calls * 2e6:,.0f} us of a child's time at "
           "concurrency 2), by part:")
     parts: Counter[str] = Counter()
