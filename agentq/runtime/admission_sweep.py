@@ -101,7 +101,7 @@ class AdmissionSweep:
         lost = self._restarts.lost(died=self._one_died())
         for job_id, n in lost.ticks:
             dispatcher.tick(job_id, n)
-        return lost.calls + self._unadmitted(lost.activity)
+        return lost.calls + lost.ends + self._unadmitted(lost.activity)
 
     def _unadmitted(self, ready: Publish) -> Publish:
         """Of ready activity calls whose task the broker holds nowhere, what the admission publishes for those not

@@ -16,10 +16,14 @@ nor unacknowledged):
   admitted (the process that made it ready — a tick's dispatcher — died before admitting it) is admitted now, an
   admitted one whose task is lost is sent again, a parked one stays parked;
 - the next tick of each such agent job that is due one: no awaited call open, and no tick in flight (or one whose
-  lease is gone: its process died with it). Its task's number is the job's model requests so far.
+  lease is gone: its process died with it). Its task's number is the job's model requests so far;
+- the task of an ended call of each plan job due its end (no awaited call open) that did not end: the process that
+  committed its last call died before ending it (the task of such a call is not kept unacknowledged where the broker
+  is the store's Redis: `runtime/redis_transport.py`). Its delivery finds the call ended and ends the job, as a
+  redelivery does (`JobProgress.recover`).
 
 A copy is harmless: a call is claimed once, and a tick's claim is exclusive by its number (`begin_tick`): a tick
-that was not lost, or that another process is about to send, runs once.
+that was not lost, or that another process is about to send, runs once; a job ends once.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class EngineWork:
     # ready activity calls whose task the broker holds nowhere: for the admission (admitted ones are sent again,
     # parked ones stay parked, those nobody admitted — their process died first — are admitted now)
     activity: list[tuple[str, CallRecord]] = field(default_factory=list)
+    # an ended call of each plan job due its end that did not end: its task, sent again, ends the job
+    ends: list[tuple[str, CallRecord]] = field(default_factory=list)
 
 
 def due_tick(head: JobHead) -> int | None:
@@ -76,12 +82,13 @@ def lost_engine_work(store: EngineWorkReads, held: Callable[[Sequence[str]], set
     broker holds on those queues (queued or unacknowledged); `task_id(job, call)`: a call task's id."""
     heads = store.active_job_heads(ACTIVE_JOBS)
     due = _due(store, heads, engine_queue)
-    if not due.calls and not due.ticks and not due.activity:
+    if not due.calls and not due.ticks and not due.activity and not due.ends:
         return due
-    holds = held(sorted({engine_queue, *(record.queue for _, record in due.calls + due.activity)}))
+    holds = held(sorted({engine_queue, *(record.queue for _, record in due.calls + due.activity + due.ends)}))
     return EngineWork([(j, r) for j, r in due.calls if task_id(j, r.id) not in holds],
                       [(j, n) for j, n in due.ticks if tick_task_id(j, n) not in holds], due.looked_at,
-                      [(j, r) for j, r in due.activity if task_id(j, r.id) not in holds])
+                      [(j, r) for j, r in due.activity if task_id(j, r.id) not in holds],
+                      [(j, r) for j, r in due.ends if task_id(j, r.id) not in holds])
 
 
 def _due(store: EngineWorkReads, heads: Sequence[JobHead], engine_queue: str) -> EngineWork:
@@ -97,4 +104,18 @@ def _due(store: EngineWorkReads, heads: Sequence[JobHead], engine_queue: str) ->
         n = due_tick(head)
         if n is not None:
             due.ticks.append((head.job_id, n))
+        if due_end(head):
+            due.ends += _an_ended_call(store, head.job_id)
     return due
+
+
+def due_end(head: JobHead) -> bool:
+    """Whether an active plan job that was sent its work is due its end: no awaited call open."""
+    return head.kind is JobKind.PLAN and head.status not in _UNSENT and head.open_calls <= 0 and not head.ticking
+
+
+def _an_ended_call(store: EngineWorkReads, job_id: str) -> list[tuple[str, CallRecord]]:
+    """One ended call of the job (none when it has none): whose task's delivery takes the job's next step."""
+    ended = sorted(c for c, status in store.call_statuses(job_id).items() if status.is_final)
+    records = store.call_records(job_id, ended[-1:]) if ended else {}
+    return [(job_id, record) for record in records.values()]

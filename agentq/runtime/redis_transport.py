@@ -24,6 +24,14 @@ within `ACK_FLUSH_S`: one command per task and a fraction instead of eight.
 Its look for tasks unacknowledged longer than the visibility timeout reads their times from the hash (and kombu's
 index still, for the tasks a process of an earlier version noted there).
 
+Where the broker is the state store's Redis (the transport option `STORE_RECOVERS_CALLS`, set by the composition
+root), an activity call's task delivered for now (no ETA) is not noted at all: the store holds the call's state, and
+the admission's sweep sends the task again when its process dies (a call still `ready` a heartbeat after its
+admission, or `running` with its lease gone, whose task the broker holds nowhere: `runtime/admission_sweep.py`).
+What the process hands back itself (a lost pool child, a task that cannot reach the store, a shutdown) is put back
+from the message it holds. That spares every call an HSET its consumer waits for, and the HDEL of its
+acknowledgement.
+
 It is installed as a kombu transport alias, the one process-wide change agentq makes, because kombu offers no
 per-app way that keeps working: with Celery's `broker_transport` set to this class's path, kombu renders the
 broker URL with that path as its scheme (`Connection.as_uri`: the worker's banner, and Flower, which picks its
@@ -47,7 +55,13 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps, loads
 
+from agentq.protocol.records import ACTIVITY_TASK_PREFIX
+
 log = logging.getLogger("agentq.runtime")
+
+STORE_RECOVERS_CALLS = "agentq_store_recovers_calls"
+"""A transport option: the broker is the state store's Redis, whose admission sweep sends an activity call's task
+again when the process that took it died, so such a task is not noted unacknowledged (`QoS`)."""
 
 TRANSPORT = "agentq.runtime.redis_transport:Transport"
 _KOMBU_REDIS = "kombu.transport.redis:Transport"
@@ -196,11 +210,20 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     acknowledgement's HDEL between its read and its EXEC aborts it, and it reads again (it finds nothing to
     restore)."""
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        options = getattr(self.channel.connection.client, "transport_options", None) or {}
+        self._store_recovers = bool(options.get(STORE_RECOVERS_CALLS))
+        self._unnoted: set[str] = set()  # delivered tasks the store recovers: not in the unacknowledged hash
+
     def append(self, message: Any, delivery_tag: str) -> None:
-        delivery = message.delivery_info
-        entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"], time()])
-        with self.channel.conn_or_acquire() as client:
-            client.hset(self.unacked_key, delivery_tag, entry)
+        if self._store_recovers and _store_recovers(message):
+            self._unnoted.add(delivery_tag)
+        else:
+            delivery = message.delivery_info
+            entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"], time()])
+            with self.channel.conn_or_acquire() as client:
+                client.hset(self.unacked_key, delivery_tag, entry)
         virtual.QoS.append(self, message, delivery_tag)
 
     _acks: list[str] | None = None  # acknowledged, their entries not deleted yet (made on first use)
@@ -208,6 +231,10 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     _acks_lock = threading.Lock()  # guards both (one lock for every channel of the process: held for a list op)
 
     def ack(self, delivery_tag: str) -> None:
+        if delivery_tag in self._unnoted:  # nothing to delete
+            self._unnoted.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
         with self._acks_lock:
             if self._acks is None:
                 self._acks = []
@@ -284,6 +311,10 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
                 pass
 
     def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
+        if tag in self._unnoted:
+            self._put_back(tag, client, leftmost)
+            return
+
         def restore_transaction(pipe: Any) -> None:
             entry = pipe.hget(self.unacked_key, tag)
             pipe.multi()
@@ -294,6 +325,28 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
 
         with self.channel.conn_or_acquire(client) as client:
             client.transaction(restore_transaction, self.unacked_key)
+
+    def _put_back(self, tag: str, client: Any, leftmost: bool) -> None:
+        """Put a task that was not noted back on its queue, from the message this process holds (kombu's own way
+        of putting back a noted one, the entry read from the message)."""
+        self._unnoted.discard(tag)
+        delivered: Any = self._delivered  # kombu's: the messages this channel holds, by tag
+        message = delivered.get(tag)
+        if message is None:
+            return
+        delivery = message.delivery_info
+        with self.channel.conn_or_acquire(client) as client:
+            pipe = client.pipeline(transaction=False)
+            self.channel._do_restore_message(message._raw, delivery["exchange"], delivery["routing_key"], pipe,
+                                             leftmost)
+            pipe.execute()
+
+
+def _store_recovers(message: Any) -> bool:
+    """Whether the store's sweep recovers `message`'s task: an activity call's, to run now (a task held for later,
+    a retry's countdown, would be taken for lost and sent early)."""
+    headers = message.headers or {}
+    return str(headers.get("task", "")).startswith(ACTIVITY_TASK_PREFIX) and not headers.get("eta")
 
 
 def _new_acks_lock() -> None:
@@ -328,6 +381,13 @@ def noted_at(entry: bytes | str) -> float | None:
 
 class Channel(RemembersConnection, SharesClient, CapturesPublications, kombu_redis.Channel):  # type: ignore[misc]
     QoS = QoS
+
+    def _restore(self, message: Any, leftmost: bool = False) -> None:
+        qos = self.qos
+        if isinstance(qos, QoS) and message.delivery_tag in qos._unnoted:
+            qos.restore_by_tag(message.delivery_tag, leftmost=leftmost)
+            return
+        super()._restore(message, leftmost)
 
 
 class Transport(kombu_redis.Transport):  # type: ignore[misc]

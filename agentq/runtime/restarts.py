@@ -77,7 +77,8 @@ class StoreRestarts:
         if run == seen and died and seen is not None:
             engine = lost_engine_work(self.store, self._holds, self.engine_queue, task_id)
             log.warning("a process of the fleet is gone: of %d active jobs, %d engine call(s) and %d tick(s) had lost "
-                        "their task and are published again", engine.looked_at, len(engine.calls), len(engine.ticks))
+                        "their task and are published again, %d plan job(s) due their end are sent an ended call's "
+                        "task", engine.looked_at, len(engine.calls), len(engine.ticks), len(engine.ends))
             return engine
         if run == seen:
             return EngineWork()
@@ -92,10 +93,11 @@ class StoreRestarts:
         self.store.note_admission_run(run)
         log.warning("the state store restarted (run %s, up %d s): %d admitted call(s) still ready, %d of them had "
                     "lost their task and are published again; of %d active jobs, %d engine call(s) and %d tick(s) "
-                    "had lost their task and are published again (looked at in %.0f ms)", run[:8],
-                    uptime_ms // 1000, len(ready), len(lost), engine.looked_at, len(engine.calls), len(engine.ticks),
+                    "had lost their task and are published again, %d plan job(s) due their end are sent an ended "
+                    "call's task (looked at in %.0f ms)", run[:8], uptime_ms // 1000, len(ready), len(lost),
+                    engine.looked_at, len(engine.calls), len(engine.ticks), len(engine.ends),
                     1000 * (time.monotonic() - began))
-        return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at, engine.activity)
+        return EngineWork(lost + engine.calls, engine.ticks, engine.looked_at, engine.activity, engine.ends)
 
     def lost_tasks(self, ready: Sequence[tuple[str, CallRecord]]) -> list[tuple[str, CallRecord]]:
         """Of admitted calls still `ready`, those whose task the broker holds nowhere (neither queued nor

@@ -46,6 +46,7 @@ from agentq.runtime.admission import Admission
 from agentq.runtime.app import Dispatcher, create_app, register_activity_tasks, register_engine_tasks
 from agentq.runtime.fleet_config import FleetConfig, seeds
 from agentq.runtime.pushed import PushedTasks, broker_is_store
+from agentq.runtime.redis_transport import STORE_RECOVERS_CALLS
 from agentq.runtime.rollouts import Rollouts
 from agentq.runtime.schedules import Schedules
 from agentq.runtime.service import JobService
@@ -156,6 +157,9 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
     if broker_is_store(settings, app, store):
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
+        if settings.prefetch_multiplier == 1:  # a task is taken only for a free slot: never held long unclaimed
+            # the admission's sweep sends a call's task again when its process died: it is not noted unacknowledged
+            app.conf.broker_transport_options = {**app.conf.broker_transport_options, STORE_RECOVERS_CALLS: True}
     modules = ModuleLibrary.from_settings(settings)
     tenant_labels = TenantLabels.of(settings, config.tenant_limits)
     jobs = JobService(store, dispatcher, settings=settings, routing=routing, tools=tools, activities=activities,

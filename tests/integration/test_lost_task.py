@@ -88,22 +88,18 @@ def test_an_engine_task_lost_with_a_killed_process_is_published_again_when_the_f
     assert record["status"] == "succeeded" and "woke_at" in record["state"]["slept"], record
 
 
-def _drop_unacked(broker: redis.Redis, job_id: str) -> int:
-    """Drop the job's tasks from the broker's unacknowledged ones, as a delivery that was never recorded."""
-    dropped = 0
-    for tag, entry in broker.hgetall("unacked").items():
-        if job_id.encode() in entry:
-            dropped += broker.hdel("unacked", tag)
-            broker.zrem("unacked_index", tag)
-    return dropped
+def _unacked(broker: redis.Redis, job_id: str) -> int:
+    """How many of the job's tasks the broker holds as unacknowledged."""
+    return sum(job_id.encode() in entry for entry in broker.hvals("unacked"))
 
 
 @pytest.mark.timeout(90)
 def test_a_running_call_whose_process_died_and_whose_task_is_held_nowhere_is_published_again(redis_url: str,
                                                                                               tmp_path: Path):
-    """The soak's seed 109: a retried call `running`, admitted, its lease gone with its killed worker, its task
-    neither queued nor unacknowledged. The sweep looked only at `ready` calls for lost tasks; now also at `running`
-    ones whose lease is gone, and the copy it publishes takes the call over."""
+    """A worker killed while its call runs: the call `running`, admitted, its lease gone with the worker, its task
+    neither queued nor unacknowledged (the broker being the store's Redis, an activity call's delivery is not noted:
+    the store recovers it). The sweep looks at `running` calls whose lease is gone too (the soak's seed 109 found one
+    before, whose delivery a killed worker never noted), and the copy it publishes takes the call over."""
     ledger = tmp_path / "ledger.txt"
     env = {"PROCS_LEDGER": str(ledger), "AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300",
            "AGENTQ_LEASE_S": "2", "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
@@ -118,7 +114,7 @@ def test_a_running_call_whose_process_died_and_whose_task_is_held_nowhere_is_pub
                 {"_tool": "procCharge", "seconds": 3, "tag": "c", "_outputPath": "†state.c"}]})
             wait_for(lambda: ledger_runs(ledger)["c"] == 1, 20, "the charge to start on the victim")
             victim.kill()
-            assert _drop_unacked(broker, handle.id) == 1  # its delivery, lost with it
+            assert _unacked(broker, handle.id) == 0  # its delivery was never noted: lost with it
             runner = procs.start(["procCharge"], concurrency=1, **env)
             procs.wait_live(runner, ["procCharge"])
             record = handle.result(timeout=30)
@@ -174,3 +170,49 @@ def test_a_ready_call_nobody_admitted_is_admitted_when_the_fleet_sees_a_process_
 
 
 UNADMITTED = "1 ready call(s) that nobody admitted"
+
+
+ENDED = "1 plan job(s) due their end are sent an ended call's task"
+
+
+@pytest.mark.timeout(90)
+def test_a_plan_job_whose_last_call_committed_as_its_process_died_is_ended_when_the_fleet_sees_it_gone(
+        redis_url: str, tmp_path: Path):
+    """A call's task is not noted unacknowledged where the broker is the store's Redis: a worker killed between
+    committing a plan job's last call and ending the job leaves no task to deliver again. The sweep's look after a
+    death finds the job due its end and sends an ended call's task again; its delivery ends the job."""
+    from agentq.protocol.status import CallStatus
+    from agentq.store.state import StateStore
+
+    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
+           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        announcer = procs.start(["procB"], concurrency=1, **env)  # makes procB known, then leaves
+        procs.wait_live(announcer, ["procB"])
+        announcer.stop()
+        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no procB
+        victim = procs.start(["procEcho"], concurrency=1, **env)  # the process that dies
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procEcho"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
+                     "a sweep to see both processes live")
+            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
+                                    "context": [{"type": "state", "data": {}}]})
+            wait_for(lambda: broker.rpop("agentq.activity.procB") is not None, 10, "the call's task, taken")
+            call_id = handle.calls()[0]["id"]
+            store = StateStore(redis_url)  # the call claimed and committed, as by the victim, which then dies
+            store.claim(handle.id, call_id, token="victim", lease_ms=10_000)
+            store.commit(handle.id, call_id, token="victim", status=CallStatus.DONE,
+                         messages=[{"type": "data", "kind": "state", "data": {"b": 8}, "_path": "†state.b",
+                                    "_outputMethod": "set"}])
+            assert handle.status() == "running"
+            victim.kill()
+            wait_for(lambda: ENDED in survivor.output(), 15, "the sweep to see the victim gone and end the job")
+            runner = procs.start(["procB"], concurrency=1, **env)
+            procs.wait_live(runner, ["procB"])
+            record = handle.result(timeout=20)
+    finally:
+        procs.close()
+    assert record["status"] == "succeeded" and record["state"] == {"b": 8}, record

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from agentq.engine.routing import tick_task_id
-from agentq.protocol.status import JobStatus
+from agentq.protocol.status import CallStatus, JobStatus
 from agentq.runtime.app import task_id
 from agentq.runtime.engine_restarts import lost_engine_work
 from agentq.store.state import StateStore
@@ -89,3 +89,25 @@ def test_ended_scheduled_and_waiting_jobs_are_not_looked_at(engines: Engines):
     done = rig.service.submit({"tools": ["sleep"], "calls": [{"_tool": "sleep", "seconds": 0}]})
     rig.service.cancel(done)
     assert _lost(rig) == ([], [])
+
+
+def test_a_plan_job_whose_calls_ended_without_its_end_is_ended_by_the_task_of_one_of_them(engines: Engines):
+    """The process that committed a plan job's last call died before ending the job: one ended call's task is
+    found (unless the broker holds it), and its delivery ends the job."""
+    rig = _rig(engines)
+    plan = rig.service.submit({"calls": [{"_tool": "weather", "city": "Oslo", "_outputPath": "†state.o"},
+                                          {"_tool": "weather", "city": "Rome", "_outputPath": "†state.r"}]})
+    running = rig.service.submit({"calls": [{"_tool": "weather", "city": "Nice", "_outputPath": "†state.n"}]})
+    records = rig.store.call_records(plan)
+    for call_id in records:  # committed by a process that died before the job's next step
+        rig.store.claim(plan, call_id, token=f"t-{call_id}", lease_ms=30_000)
+        rig.store.commit(plan, call_id, token=f"t-{call_id}", status=CallStatus.DONE)
+    assert rig.store.job_status(plan) is JobStatus.RUNNING
+    last = max(records)
+    found = lost_engine_work(rig.store, lambda queues: set(), ENGINE, task_id)
+    assert [(j, r.id) for j, r in found.ends] == [(plan, last)]  # not the job whose call is open
+    assert lost_engine_work(rig.store, lambda queues: {task_id(plan, last)}, ENGINE, task_id).ends == []
+    rig.executor.run_call(plan, last, record=records[last])  # its task delivered again
+    assert rig.store.job_status(plan) is JobStatus.SUCCEEDED
+    assert rig.store.job_status(running) is JobStatus.QUEUED
+    assert lost_engine_work(rig.store, lambda queues: set(), ENGINE, task_id).ends == []
