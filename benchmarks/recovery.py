@@ -13,9 +13,12 @@ something mid-run, and measures the time from the kill to the start of the next 
 (a) the pool child running it dies (prefork, one worker): Celery requeues the task at once (reject on worker
     lost); agentq's next delivery then waits for the dead attempt's lease (`AGENTQ_LEASE_S`) before it takes
     the call over. Bound: about the lease.
-(b) the whole worker process dies (threads pool; a second worker is idle): its unacknowledged task is
-    restored by a live worker once it is older than the visibility timeout, looked for every
-    `AGENTQ_UNACKED_RESTORE_S`. Bound: the visibility timeout plus one sweep (the lease has long expired).
+(b) the whole worker process dies (threads pool; a second worker is idle). Bare Celery: its unacknowledged task
+    is restored by a live worker once it is older than the visibility timeout, looked for every
+    `AGENTQ_UNACKED_RESTORE_S`; bound: the visibility timeout plus one sweep. agentq (the broker being the store's
+    Redis, a call's delivery is not noted unacknowledged): the live worker's admission sweep, every heartbeat,
+    finds the call running with its lease gone and its task held nowhere, and sends it again; bound: the lease
+    plus two heartbeats (the dead worker may have held the sweep's turn for one).
 
 Profiles (prefetch 1 in both, set explicitly; see config/README.md, "Recovering fast from a killed worker"):
 
@@ -116,9 +119,12 @@ def run_case(redis_url: str, admin: Any, profile: str, system: str, kill: str, *
     overrides: dict[str, Any] = {k.removeprefix("AGENTQ_").lower(): v for k, v in env.items()}  # parsed by Settings
     settings = Settings(redis_url=redis_url, **overrides)
     sweep = settings.unacked_restore_s or min(60.0, max(0.5, settings.visibility_timeout_s / 4))
-    bound = settings.lease_s if kill == "child" else settings.visibility_timeout_s + sweep
-    if system == "celery" and kill == "child":
-        bound = 0.0
+    if kill == "child":
+        bound = settings.lease_s if system == "agentq" else 0.0
+    elif system == "agentq":
+        bound = settings.lease_s + 2 * settings.heartbeat_s
+    else:
+        bound = settings.visibility_timeout_s + sweep
     admin.flushall()
     fleet = Fleet(redis_url, env, logs)
     tag = uuid.uuid4().hex[:8]
@@ -192,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if unfinished:
         print(f"\n{len(unfinished)} case(s) recovered but did not finish: {unfinished}")
     print("\nprefetch multiplier 1 in every case; 'bound' is what the settings allow for agentq "
-          "(child: the lease; worker: visibility timeout + one sweep).")
+          "(child: the lease; worker: the lease + two heartbeats; bare Celery's worker: visibility timeout + one "
+          "sweep).")
     return 0
 
 

@@ -76,8 +76,10 @@ def _assert_one_result_two_attempts(store, job_id: str, record: dict, tag: str) 
 
 def test_sigkill_mid_activity_redelivers_to_another_worker_which_commits_once(worker_procs, redis_url,
                                                                              record_property):
-    """acks late + visibility timeout: the killed worker's unacked task is restored to the queue, the other
-    worker takes the call over once the dead attempt's lease expired, and the result is written once."""
+    """The killed worker's call is sent again by the admission's sweep of the other worker (its task, on the
+    store's Redis, not kept unacknowledged: held nowhere once the worker died, the call running with its lease
+    gone), which takes the call over; the result is written once. (A task noted unacknowledged comes back after
+    the visibility timeout: test_unacked_restore.py.)"""
     workers = [worker_procs.start(["procSlow"]), worker_procs.start(["procSlow"])]
     for proc in workers:
         worker_procs.wait_live(proc, ["procSlow"])
