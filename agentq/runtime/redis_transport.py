@@ -208,7 +208,11 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     timeout, their times read from the hash itself (HSCAN), and those kombu's index holds (noted by a process of an
     earlier version). Every put-back is kombu's `restore_by_tag`, whose transaction WATCHes the hash: an
     acknowledgement's HDEL between its read and its EXEC aborts it, and it reads again (it finds nothing to
-    restore)."""
+    restore).
+
+    With `STORE_RECOVERS_CALLS`, an activity call's task to run now is not noted (`_unnoted`: its tag, this process
+    only): its acknowledgement deletes nothing, and a put-back (`restore_by_tag`: a reject with requeue, a channel
+    closed with it) writes the message it holds back to its queue (`_put_back`)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -217,7 +221,7 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
         self._unnoted: set[str] = set()  # delivered tasks the store recovers: not in the unacknowledged hash
 
     def append(self, message: Any, delivery_tag: str) -> None:
-        if self._store_recovers and _store_recovers(message):
+        if self._store_recovers and _recovered_by_store(message):
             self._unnoted.add(delivery_tag)
         else:
             delivery = message.delivery_info
@@ -342,7 +346,7 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
             pipe.execute()
 
 
-def _store_recovers(message: Any) -> bool:
+def _recovered_by_store(message: Any) -> bool:
     """Whether the store's sweep recovers `message`'s task: an activity call's, to run now (a task held for later,
     a retry's countdown, would be taken for lost and sent early)."""
     headers = message.headers or {}
