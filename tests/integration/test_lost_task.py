@@ -14,7 +14,10 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -127,6 +130,34 @@ def test_a_running_call_whose_process_died_and_whose_task_is_held_nowhere_is_pub
         in output, output[-2000:]
 
 
+SWEEPING = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
+            "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
+
+
+@contextmanager
+def _a_procB_job_and_a_victim(redis_url: str, tmp_path: Path) -> Iterator[tuple[WorkerProcs, Any, Any, Any, Any]]:
+    """A fleet of a survivor (sweeps the admission, serves procA) and a victim (serves procEcho), once a sweep saw
+    both live, and a job of one procB call (procB known: a worker announced it and left, none serves it now); yields
+    the processes, the survivor, the victim, the job's handle and a client of the broker."""
+    procs = WorkerProcs(redis_url, tmp_path)
+    try:
+        announcer = procs.start(["procB"], concurrency=1, **SWEEPING)  # makes procB known, then leaves
+        procs.wait_live(announcer, ["procB"])
+        announcer.stop()
+        survivor = procs.start(["procA"], concurrency=1, **SWEEPING)
+        victim = procs.start(["procEcho"], concurrency=1, **SWEEPING)  # the process that dies
+        procs.wait_live(survivor, ["procA"])
+        procs.wait_live(victim, ["procEcho"])
+        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
+            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
+                     "a sweep to see both processes live")
+            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
+                                    "context": [{"type": "state", "data": {}}]})
+            yield procs, survivor, victim, handle, broker
+    finally:
+        procs.close()
+
+
 @pytest.mark.timeout(90)
 def test_a_ready_call_nobody_admitted_is_admitted_when_the_fleet_sees_a_process_gone(redis_url: str, tmp_path: Path):
     """The soak's seed 109 (a replay): `acme-agent88` `running`, its tick's activity call `ready`, never admitted,
@@ -136,36 +167,18 @@ def test_a_ready_call_nobody_admitted_is_admitted_when_the_fleet_sees_a_process_
     from agentq.protocol.admission import AdmissionConfig, admission_member
     from agentq.store.state import StateStore
 
-    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
-           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
-    procs = WorkerProcs(redis_url, tmp_path)
-    try:
-        announcer = procs.start(["procB"], concurrency=1, **env)  # makes procB known, then leaves
-        procs.wait_live(announcer, ["procB"])
-        announcer.stop()
-        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no procB
-        victim = procs.start(["procEcho"], concurrency=1, **env)  # the process that dies
-        procs.wait_live(survivor, ["procA"])
-        procs.wait_live(victim, ["procEcho"])
-        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
-            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
-                     "a sweep to see both processes live")
-            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
-                                    "context": [{"type": "state", "data": {}}]})
-            wait_for(lambda: broker.llen("agentq.activity.procB") == 1, 10, "the call's task on its queue")
-            broker.delete("agentq.activity.procB")  # never sent ...
-            call_id = handle.calls()[0]["id"]
-            store = StateStore(redis_url)
-            store.admit_calls([], AdmissionConfig(default_window=8), ended=[admission_member(handle.id, call_id)])
-            assert not store.admitted_before(2**62)  # ... nor admitted
-            victim.kill()
-            wait_for(lambda: UNADMITTED in "".join(p.output() for p in procs.procs), 15,
-                     "the sweep to admit the call")
-            runner = procs.start(["procB"], concurrency=1, **env)
-            procs.wait_live(runner, ["procB"])
-            record = handle.result(timeout=20)
-    finally:
-        procs.close()
+    with _a_procB_job_and_a_victim(redis_url, tmp_path) as (procs, _survivor, victim, handle, broker):
+        wait_for(lambda: broker.llen("agentq.activity.procB") == 1, 10, "the call's task on its queue")
+        broker.delete("agentq.activity.procB")  # never sent ...
+        call_id = handle.calls()[0]["id"]
+        store = StateStore(redis_url)
+        store.admit_calls([], AdmissionConfig(default_window=8), ended=[admission_member(handle.id, call_id)])
+        assert not store.admitted_before(2**62)  # ... nor admitted
+        victim.kill()
+        wait_for(lambda: UNADMITTED in "".join(p.output() for p in procs.procs), 15, "the sweep to admit the call")
+        runner = procs.start(["procB"], concurrency=1, **SWEEPING)
+        procs.wait_live(runner, ["procB"])
+        record = handle.result(timeout=20)
     assert record["status"] == "succeeded", record
 
 
@@ -184,35 +197,18 @@ def test_a_plan_job_whose_last_call_committed_as_its_process_died_is_ended_when_
     from agentq.protocol.status import CallStatus
     from agentq.store.state import StateStore
 
-    env = {"AGENTQ_HEARTBEAT_S": "1", "AGENTQ_ADMISSION_REPUBLISH_S": "300", "AGENTQ_LEASE_S": "10",
-           "AGENTQ_VISIBILITY_TIMEOUT_S": "300"}
-    procs = WorkerProcs(redis_url, tmp_path)
-    try:
-        announcer = procs.start(["procB"], concurrency=1, **env)  # makes procB known, then leaves
-        procs.wait_live(announcer, ["procB"])
-        announcer.stop()
-        survivor = procs.start(["procA"], concurrency=1, **env)  # sweeps the admission; serves no procB
-        victim = procs.start(["procEcho"], concurrency=1, **env)  # the process that dies
-        procs.wait_live(survivor, ["procA"])
-        procs.wait_live(victim, ["procEcho"])
-        with Client(redis_url) as client, redis.Redis.from_url(redis_url) as broker:
-            wait_for(lambda: str(victim.pid) in str(broker.get("agentq:{admission}:live")), 10,
-                     "a sweep to see both processes live")
-            handle = client.submit({"calls": [{"_tool": "procB", "a": 4, "_outputPath": "†state.b"}],
-                                    "context": [{"type": "state", "data": {}}]})
-            wait_for(lambda: broker.rpop("agentq.activity.procB") is not None, 10, "the call's task, taken")
-            call_id = handle.calls()[0]["id"]
-            store = StateStore(redis_url)  # the call claimed and committed, as by the victim, which then dies
-            store.claim(handle.id, call_id, token="victim", lease_ms=10_000)
-            store.commit(handle.id, call_id, token="victim", status=CallStatus.DONE,
-                         messages=[{"type": "data", "kind": "state", "data": {"b": 8}, "_path": "†state.b",
-                                    "_outputMethod": "set"}])
-            assert handle.status() == "running"
-            victim.kill()
-            wait_for(lambda: ENDED in survivor.output(), 15, "the sweep to see the victim gone and end the job")
-            runner = procs.start(["procB"], concurrency=1, **env)
-            procs.wait_live(runner, ["procB"])
-            record = handle.result(timeout=20)
-    finally:
-        procs.close()
+    with _a_procB_job_and_a_victim(redis_url, tmp_path) as (procs, survivor, victim, handle, broker):
+        wait_for(lambda: broker.rpop("agentq.activity.procB") is not None, 10, "the call's task, taken")
+        call_id = handle.calls()[0]["id"]
+        store = StateStore(redis_url)  # the call claimed and committed, as by the victim, which then dies
+        store.claim(handle.id, call_id, token="victim", lease_ms=10_000)
+        store.commit(handle.id, call_id, token="victim", status=CallStatus.DONE,
+                     messages=[{"type": "data", "kind": "state", "data": {"b": 8}, "_path": "†state.b",
+                                "_outputMethod": "set"}])
+        assert handle.status() == "running"
+        victim.kill()
+        wait_for(lambda: ENDED in survivor.output(), 15, "the sweep to see the victim gone and end the job")
+        runner = procs.start(["procB"], concurrency=1, **SWEEPING)
+        procs.wait_live(runner, ["procB"])
+        record = handle.result(timeout=20)
     assert record["status"] == "succeeded" and record["state"] == {"b": 8}, record
