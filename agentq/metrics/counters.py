@@ -62,6 +62,12 @@ class Metrics:
         self.calls.labels(activity, status, tenant).inc()
         self.call_duration.labels(activity).observe(max(0.0, seconds))
 
+    def count_sent_again(self, record: CallRecord) -> None:
+        """Count a call task the admission's sweep sent again, its worker dead (`runtime/admission_sweep.py`): where
+        the broker is the store's Redis, a call's task is not kept unacknowledged, so the store, not the broker,
+        delivers it again."""
+        self.redeliveries.labels(activity_label(record)).inc()
+
     def count_redelivery(self, delivery_info: dict | None, task_name: str, record: CallRecord | None) -> None:
         """Count a call task the broker marked as delivered again (Redis restores unacknowledged tasks with the
         flag set; RabbitMQ sets it itself)."""

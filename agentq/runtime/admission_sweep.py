@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from agentq.protocol.admission import AdmissionConfig, admission_member, split_member
@@ -52,6 +52,7 @@ class AdmissionSweep:
     pushed: PushedTasks | None
     fleet: FleetStore
     _restarts: StoreRestarts | None = None  # made on the first sweep where the step pushes the tasks
+    sent_again: Callable[[CallRecord], None] | None = None  # told of each call whose lost task the sweep sends again
 
     def config(self) -> AdmissionConfig:
         """The admission's windows and shares now (`Admission.config`)."""
@@ -148,6 +149,9 @@ class AdmissionSweep:
                    for r in self.store.call_records(job_id, call_ids).values()]
         lost = self._restarts.lost_tasks(records)
         if lost:
+            if self.sent_again is not None:  # the metrics' redeliveries: the broker no longer holds these tasks
+                for _, record in lost:
+                    self.sent_again(record)
             running = sum((job_id, r.id) in lapsed for job_id, r in lost)
             log.warning("admission sweep: %d admitted call(s) had lost their task (a worker killed as it took it, "
                         "likely; %d of them running, their lease gone) and are published again", len(lost), running)

@@ -155,6 +155,7 @@ def connect(settings: Settings, *, tools: ToolRegistry | None = None, activities
     dispatcher = Dispatcher(app, routing, TaskSigner(fleet.task_signing_key), admission)
     dispatcher.start_timeouts = store.job_timers.set_start_timeouts  # docs/waits.md#start-timeouts
     admission.publisher = dispatcher.publish  # places of ended calls are given back in groups, off the call's path
+    admission.sent_again = metrics.count_sent_again  # a dead worker's call sent again counts as a redelivery
     if broker_is_store(settings, app, store):
         admission.pushed = PushedTasks(dispatcher)  # the step pushes the tasks it admits
         if settings.prefetch_multiplier == 1:  # a task is taken only for a free slot: never held long unclaimed

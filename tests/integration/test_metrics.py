@@ -175,12 +175,16 @@ def test_metrics_of_a_job_run_by_a_prefork_worker_served_by_agentq_metrics(worke
     assert value(final, "agentq_jobs_total", status="succeeded") == 1
 
 
-def test_a_redelivered_call_is_counted_by_the_worker_that_gets_it_again(worker_procs, redis_url, tmp_path,
-                                                                         metrics_process):
-    """A worker killed mid-call never acknowledged its task: the Redis broker restores it (flagged redelivered)
-    after the visibility timeout and the other worker counts the redelivery."""
+@pytest.mark.parametrize("prefetch", ["1", "2"])
+def test_a_killed_workers_call_delivered_again_counts_one_redelivery(worker_procs, redis_url, tmp_path,
+                                                                     metrics_process, prefetch):
+    """A worker killed mid-call: its call's task is delivered again, and that counts once. With a prefetch of one
+    a slot (the default) the task was not kept unacknowledged: the other worker's admission sweep sends it again
+    once the call's lease is gone, and counts it. With two, the Redis broker restores the unacknowledged task
+    (flagged redelivered) after the visibility timeout, and the worker that gets it counts it."""
     metrics_dir = tmp_path / "metrics"
-    workers = [worker_procs.start(["procSlow"], AGENTQ_METRICS_DIR=str(metrics_dir)) for _ in range(2)]
+    workers = [worker_procs.start(["procSlow"], AGENTQ_METRICS_DIR=str(metrics_dir),
+                                  AGENTQ_PREFETCH_MULTIPLIER=prefetch) for _ in range(2)]
     for proc in workers:
         worker_procs.wait_live(proc, ["procSlow"])
     store = worker_procs.store

@@ -126,7 +126,7 @@ def test_activity_labels_never_carry_ids():
     assert metrics.activity_label(_record(CallMode.MODULE, "x")) == "(module)"
 
 
-def test_redeliveries_are_counted_only_when_the_broker_says_so():
+def test_redeliveries_are_counted_when_the_broker_says_so_or_the_store_sent_a_call_again():
     counts = metrics.Metrics()
 
     def count(activity: str) -> float:
@@ -139,6 +139,8 @@ def test_redeliveries_are_counted_only_when_the_broker_says_so():
     counts.count_redelivery({"redelivered": True}, "agentq.activity.charge", None)
     counts.count_redelivery({"redelivered": True}, "agentq.engine.latent", None)
     assert (count("charge"), count(metrics.ENGINE)) == (start[0] + 1, start[1] + 1)
+    counts.count_sent_again(_record(CallMode.EXPLICIT, "charge"))  # the store's sweep sent a dead worker's call again
+    assert count("charge") == start[0] + 2
 
 
 def test_each_metrics_counts_into_its_own_registry_and_the_composition_root_installs_the_one_it_is_given():
