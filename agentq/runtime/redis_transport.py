@@ -386,13 +386,6 @@ def noted_at(entry: bytes | str) -> float | None:
 class Channel(RemembersConnection, SharesClient, CapturesPublications, kombu_redis.Channel):  # type: ignore[misc]
     QoS = QoS
 
-    def _restore(self, message: Any, leftmost: bool = False) -> None:
-        qos = self.qos
-        if isinstance(qos, QoS) and message.delivery_tag in qos._unnoted:
-            qos.restore_by_tag(message.delivery_tag, leftmost=leftmost)
-            return
-        super()._restore(message, leftmost)
-
 
 class Transport(kombu_redis.Transport):  # type: ignore[misc]
     Channel = Channel
